@@ -1,0 +1,48 @@
+/* Engines execute a prepared graph on a device. Memory is planned once when
+ * the engine is built; qf_engine_run() allocates nothing. */
+#ifndef QFORGE_ENGINE_H
+#define QFORGE_ENGINE_H
+
+#include "qforge/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct qf_engine qf_engine;
+
+/* Called for every graph input and every node output as it is produced, in
+ * execution order, with the value's data on the host in its dtype (f32 for
+ * activations). Calibration hangs its histograms here. */
+typedef void (*qf_observer_fn)(void *user, const qf_graph *g, int value, const void *data);
+
+typedef enum qf_device_kind { QF_DEVICE_CPU, QF_DEVICE_CUDA, QF_DEVICE_KIND_COUNT } qf_device_kind;
+
+typedef struct qf_engine_opts {
+    qf_device_kind device;
+    int device_index;       /* cuda:N */
+    int threads;            /* CPU worker threads; 0 = all cores */
+    qf_observer_fn observer;
+    void *observer_user;
+} qf_engine_opts;
+
+/* Parses "cpu", "cuda" or "cuda:N". */
+qf_status qf_device_parse(const char *s, qf_device_kind *kind, int *index);
+
+/* Builds an engine for a prepared graph. The graph must outlive the engine. */
+qf_status qf_engine_create(const qf_graph *g, const qf_engine_opts *opts, qf_engine **out);
+void qf_engine_free(qf_engine *e);
+
+/* Host buffer of graph input i (shape and dtype of g->values[g->inputs[i]]),
+ * to be filled before qf_engine_run(). */
+void *qf_engine_input(qf_engine *e, int i);
+qf_status qf_engine_run(qf_engine *e);
+/* Host buffer of graph output i after a run. */
+const void *qf_engine_output(const qf_engine *e, int i);
+/* Bytes of working memory the plan reserved for activations. */
+size_t qf_engine_arena_bytes(const qf_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

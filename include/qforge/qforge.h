@@ -1,0 +1,12 @@
+/* libqforge: post-training INT8/FP16 quantization of ONNX image models. */
+#ifndef QFORGE_H
+#define QFORGE_H
+
+#include "qforge/status.h"
+#include "qforge/dtype.h"
+#include "qforge/graph.h"
+#include "qforge/engine.h"
+
+const char *qf_version(void);
+
+#endif

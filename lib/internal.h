@@ -1,0 +1,109 @@
+/* Library-internal declarations shared across lib/, runtime/, calib/, quant/.
+ * Symbols here are prefixed qfi_ and are not exported from libqforge. */
+#ifndef QFORGE_INTERNAL_H
+#define QFORGE_INTERNAL_H
+
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <assert.h>
+#include "qforge/qforge.h"
+
+/* Broken internal invariant (never bad input): abort loudly. */
+#define QF_ASSERT(cond)                                                        \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "qforge: internal error %s:%d: %s\n", __FILE__,   \
+                    __LINE__, #cond);                                          \
+            abort();                                                           \
+        }                                                                      \
+    } while (0)
+
+#define QF_CHECK(expr)                                                         \
+    do {                                                                       \
+        qf_status st_ = (expr);                                                \
+        if (st_ != QF_OK) return st_;                                          \
+    } while (0)
+
+#define QF_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- memory ---------------------------------------------------------------- */
+/* calloc that sets the error message on failure. */
+void *qfi_calloc(size_t n, size_t size);
+char *qfi_strdup(const char *s);
+/* n*size with overflow check; false on overflow. */
+static inline bool qfi_mul_ok(size_t a, size_t b, size_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/* ---- attributes (ONNX node attributes, read by op parsers) --------------- */
+const qf_attr *qfi_attr_find(const qf_node *n, const char *name);
+int64_t qfi_attr_int(const qf_node *n, const char *name, int64_t dflt);
+float qfi_attr_float(const qf_node *n, const char *name, float dflt);
+const char *qfi_attr_string(const qf_node *n, const char *name, const char *dflt);
+/* Returns the ints of an INTS attribute and their count, or NULL/0 if absent. */
+const int64_t *qfi_attr_ints(const qf_node *n, const char *name, int *count);
+void qfi_attr_free(qf_attr *a);
+/* Frees everything a node owns and zeroes it. */
+void qfi_node_clear(qf_node *n);
+
+/* ---- values ---------------------------------------------------------------- */
+static inline qf_value *qfi_in(const qf_graph *g, const qf_node *n, int k)
+{
+    return (k < n->n_in && n->in[k] >= 0) ? &g->values[n->in[k]] : NULL;
+}
+static inline qf_value *qfi_out(const qf_graph *g, const qf_node *n, int k)
+{
+    return &g->values[n->out[k]];
+}
+/* Sets a value's dtype and shape (used by shape inference). */
+void qfi_value_set_shape(qf_value *v, qf_dtype dt, int ndim, const int64_t *dims);
+/* Reads a constant integer tensor (i64 or i32) as int64 values; *count set.
+ * Fails if the value is not constant. */
+qf_status qfi_value_ints(const qf_graph *g, const qf_value *v, int64_t *out, int max, int *count);
+/* Reads a constant float/int scalar-or-1-element tensor as float. */
+qf_status qfi_value_scalar_f32(const qf_value *v, float *out);
+
+/* ---- shapes and broadcasting ---------------------------------------------------- */
+/* Multidirectional (numpy) broadcast of two shapes; fails with a message if incompatible. */
+qf_status qfi_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
+/* Element strides of a shape of `n` dims right-aligned into `nout` dims, 0 where broadcast. */
+void qfi_broadcast_strides(int n, const int64_t *dims, int nout, const int64_t *out_dims, int64_t *strides);
+int64_t qfi_numel(int ndim, const int64_t *dims);
+
+/* ---- the op table ---------------------------------------------------------------- */
+typedef struct qfi_kernel_args {
+    const qf_graph *g;
+    const qf_node *n;
+    const void *const *in;   /* n->n_in pointers; NULL for an omitted input */
+    void *const *out;        /* n->n_out pointers */
+    void *scratch;           /* cpu_scratch(g, n) bytes, or NULL */
+    int threads;
+} qfi_kernel_args;
+
+typedef struct qfi_op_def {
+    /* Validates arity and attributes, fills n->params. */
+    qf_status (*parse)(qf_graph *g, qf_node *n);
+    /* Sets output dtypes and shapes from the inputs (and constant inputs' data). */
+    qf_status (*infer)(qf_graph *g, qf_node *n);
+    /* Reference CPU kernel, FP32 activations. */
+    qf_status (*cpu)(const qfi_kernel_args *a);
+    /* Bytes of scratch the CPU kernel needs (im2col), or NULL for none. */
+    size_t (*cpu_scratch)(const qf_graph *g, const qf_node *n);
+    /* Multiply-adds x2 per image (for `qforge info`), or NULL if negligible. */
+    int64_t (*flops)(const qf_graph *g, const qf_node *n);
+} qfi_op_def;
+
+extern const qfi_op_def qfi_ops[QF_OP_COUNT];
+
+/* Runs a node's CPU kernel once with freshly allocated scratch (constant folding). */
+qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out);
+
+/* ---- threads ---------------------------------------------------------------------- */
+/* Calls fn(arg, i) for i in [0, n) on up to `threads` threads (0 = all cores). */
+void qfi_parallel_for(int threads, int64_t n, void (*fn)(void *arg, int64_t i), void *arg);
+int qfi_cpu_count(void);
+
+#endif

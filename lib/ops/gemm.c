@@ -1,0 +1,75 @@
+/* Gemm: Y = alpha * op(A) * op(B) + beta * C with C broadcast one way to
+ * (M,N); attribute parsing, shape inference and FLOP count. */
+#include "ops/nn.h"
+#include "ops/ops.h"
+
+qf_status qfi_gemm_parse(qf_graph *g, qf_node *n)
+{
+    QF_CHECK(qfi_check_arity(g, n, 2, 3));
+    qfi_gemm_params *p = qfi_calloc(1, sizeof *p);
+    if (!p) return QF_ERR_NOMEM;
+    p->alpha = qfi_attr_float(n, "alpha", 1.0f);
+    p->beta = qfi_attr_float(n, "beta", 1.0f);
+    p->trans_a = qfi_attr_int(n, "transA", 0) != 0;
+    p->trans_b = qfi_attr_int(n, "transB", 0) != 0;
+    free(n->params);
+    n->params = p;
+    return QF_OK;
+}
+
+qf_status qfi_gemm_geometry(const qf_graph *g, const qf_node *n, qfi_gemm_geom *geo)
+{
+    const qfi_gemm_params *p = n->params;
+    QF_ASSERT(p);
+    const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1), *c = qfi_in(g, n, 2);
+    QF_ASSERT(a && b);
+    QF_CHECK(qfi_require_f32(g, n, a, "input A"));
+    QF_CHECK(qfi_require_f32(g, n, b, "input B"));
+    if (c) QF_CHECK(qfi_require_f32(g, n, c, "input C"));
+    if (a->ndim != 2 || b->ndim != 2)
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "A %s and B %s must be 2-D (they have %d and %d dims)",
+                        QFI_NODE_ARGS(g, n), a->name, b->name, a->ndim, b->ndim);
+    geo->M = p->trans_a ? a->dims[1] : a->dims[0];
+    geo->K = p->trans_a ? a->dims[0] : a->dims[1];
+    int64_t kb = p->trans_b ? b->dims[1] : b->dims[0];
+    geo->N = p->trans_b ? b->dims[0] : b->dims[1];
+    if (kb != geo->K)
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "inner dims disagree: op(A) is (%lld,%lld), op(B) is (%lld,%lld)",
+                        QFI_NODE_ARGS(g, n), (long long)geo->M, (long long)geo->K, (long long)kb,
+                        (long long)geo->N);
+    geo->has_c = c != NULL;
+    if (c) {
+        /* unidirectional: C may only stretch to (M,N), never the other way */
+        int64_t mn[2] = {geo->M, geo->N};
+        bool ok = c->ndim <= 2;
+        for (int i = 0; ok && i < c->ndim; i++) {
+            int64_t want = mn[2 - c->ndim + i];
+            ok = c->dims[i] == want || c->dims[i] == 1;
+        }
+        if (!ok)
+            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "C %s (%d dims) does not broadcast to (%lld,%lld)",
+                            QFI_NODE_ARGS(g, n), c->name, c->ndim, (long long)geo->M, (long long)geo->N);
+    }
+    return QF_OK;
+}
+
+qf_status qfi_gemm_infer(qf_graph *g, qf_node *n)
+{
+    qfi_gemm_geom geo;
+    QF_CHECK(qfi_gemm_geometry(g, n, &geo));
+    int64_t dims[2] = {geo.M, geo.N};
+    qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, 2, dims);
+    return QF_OK;
+}
+
+int64_t qfi_gemm_flops(const qf_graph *g, const qf_node *n)
+{
+    qfi_gemm_geom geo;
+    if (!n->params || qfi_gemm_geometry(g, n, &geo) != QF_OK) return 0;
+    int64_t flops = 2 * geo.M * geo.N * geo.K;
+    /* rows are images when A is an activation batch (the classifier Gemm) */
+    const qf_value *a = qfi_in(g, n, 0);
+    const qfi_gemm_params *p = n->params;
+    if (g->batch > 0 && geo.M == g->batch && !(a->flags & QF_VALUE_CONST) && !p->trans_a) flops /= g->batch;
+    return flops;
+}

@@ -1,0 +1,59 @@
+/* Identity and Dropout (inference-mode: also the identity). The graph passes
+ * remove both; these definitions serve graphs that keep them. The CPU kernel
+ * is runtime/cpu/copy.c. */
+#include "ops/ops.h"
+
+qf_status qfi_identity_parse(qf_graph *g, qf_node *n)
+{
+    if (n->op == QF_OP_IDENTITY) {
+        if (n->n_in != 1 || n->n_out != 1)
+            return qf_error(QF_ERR_INVALID, "%s: node %s (Identity): needs 1 input and 1 output", g->source, n->name);
+        return QF_OK;
+    }
+    if (n->n_in < 1 || n->n_in > 3 || n->n_out < 1 || n->n_out > 2)
+        return qf_error(QF_ERR_INVALID, "%s: node %s (Dropout): needs 1-3 inputs and 1-2 outputs, has %d and %d",
+                        g->source, n->name, n->n_in, n->n_out);
+    return QF_OK;
+}
+
+/* Dropout in training mode (opset 12's training_mode input) drops at random:
+ * qforge only runs it when the ratio is 0, where it is still the identity. */
+static qf_status check_inference_mode(qf_graph *g, qf_node *n)
+{
+    const qf_value *t = qfi_in(g, n, 2);
+    if (!t) return QF_OK;
+    if (!(t->flags & QF_VALUE_CONST) || qf_value_numel(t) != 1)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Dropout): training_mode %s is not a constant scalar",
+                        g->source, n->name, t->name);
+    if (t->dtype != QF_BOOL)
+        return qf_error(QF_ERR_INVALID, "%s: node %s (Dropout): training_mode must be bool", g->source, n->name);
+    if (*(const uint8_t *)t->data == 0) return QF_OK;
+    float ratio = 0.5f; /* the spec's default */
+    const qf_value *r = qfi_in(g, n, 1);
+    if (r && qfi_value_scalar_f32(r, &ratio) != QF_OK)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Dropout): training mode with a non-constant ratio",
+                        g->source, n->name);
+    if (ratio != 0.0f)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Dropout): training mode (random drop, ratio %g)", g->source,
+                        n->name, (double)ratio);
+    return QF_OK;
+}
+
+qf_status qfi_identity_infer(qf_graph *g, qf_node *n)
+{
+    const qf_value *x = qfi_in(g, n, 0);
+    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (%s): missing input", g->source, n->name, qf_op_name(n->op));
+    qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, x->ndim, x->dims);
+    if (n->op == QF_OP_DROPOUT) {
+        QF_CHECK(check_inference_mode(g, n));
+        if (n->n_out > 1 && n->out[1] >= 0) {
+            /* the mask became bool in opset 10; before, it had the input's type */
+            qf_dtype mt = g->opset >= 10 ? QF_BOOL : x->dtype;
+            if (mt != QF_BOOL && mt != QF_F32)
+                return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Dropout): mask of dtype %s", g->source, n->name,
+                                qf_dtype_info(mt)->name);
+            qfi_value_set_shape(qfi_out(g, n, 1), mt, x->ndim, x->dims);
+        }
+    }
+    return QF_OK;
+}

@@ -1,0 +1,60 @@
+/* MatMul with numpy semantics (1-D promotion, broadcast batch dims): shape
+ * resolution shared with the kernels, shape inference and FLOP count. */
+#include "ops/nn.h"
+#include "ops/ops.h"
+
+qf_status qfi_matmul_parse(qf_graph *g, qf_node *n)
+{
+    /* no attributes: nothing to store */
+    return qfi_check_arity(g, n, 2, 2);
+}
+
+qf_status qfi_matmul_geometry(const qf_graph *g, const qf_node *n, qfi_matmul_geom *geo)
+{
+    const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1);
+    QF_ASSERT(a && b);
+    QF_CHECK(qfi_require_f32(g, n, a, "input A"));
+    QF_CHECK(qfi_require_f32(g, n, b, "input B"));
+    if (a->ndim < 1 || b->ndim < 1)
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "operands must have at least 1 dim (A %s has %d, B %s has %d)",
+                        QFI_NODE_ARGS(g, n), a->name, a->ndim, b->name, b->ndim);
+    memset(geo, 0, sizeof *geo);
+    bool a_vec = a->ndim == 1, b_vec = b->ndim == 1;
+    geo->M = a_vec ? 1 : a->dims[a->ndim - 2];
+    geo->K = a->dims[a->ndim - 1];
+    int64_t kb = b_vec ? b->dims[0] : b->dims[b->ndim - 2];
+    geo->N = b_vec ? 1 : b->dims[b->ndim - 1];
+    if (kb != geo->K)
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "inner dims disagree: A %s has K=%lld, B %s has K=%lld",
+                        QFI_NODE_ARGS(g, n), a->name, (long long)geo->K, b->name, (long long)kb);
+    int na = a_vec ? 0 : a->ndim - 2, nb = b_vec ? 0 : b->ndim - 2;
+    qf_status st = qfi_broadcast_shape(na, a->dims, nb, b->dims, &geo->nbatch, geo->batch);
+    if (st != QF_OK) return qf_error_prefix(st, QFI_NODE_FMT "batch dims", QFI_NODE_ARGS(g, n));
+    qfi_broadcast_strides(na, a->dims, geo->nbatch, geo->batch, geo->a_stride);
+    qfi_broadcast_strides(nb, b->dims, geo->nbatch, geo->batch, geo->b_stride);
+    geo->y_ndim = geo->nbatch;
+    memcpy(geo->y_dims, geo->batch, (size_t)geo->nbatch * sizeof *geo->batch);
+    if (!a_vec) geo->y_dims[geo->y_ndim++] = geo->M;
+    if (!b_vec) geo->y_dims[geo->y_ndim++] = geo->N;
+    return QF_OK;
+}
+
+qf_status qfi_matmul_infer(qf_graph *g, qf_node *n)
+{
+    qfi_matmul_geom geo;
+    QF_CHECK(qfi_matmul_geometry(g, n, &geo));
+    qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, geo.y_ndim, geo.y_dims);
+    return QF_OK;
+}
+
+int64_t qfi_matmul_flops(const qf_graph *g, const qf_node *n)
+{
+    qfi_matmul_geom geo;
+    if (qfi_matmul_geometry(g, n, &geo) != QF_OK) return 0;
+    int64_t flops = 2 * qfi_numel(geo.nbatch, geo.batch) * geo.M * geo.N * geo.K;
+    /* Y's first dim is the batch when A is an activation batch */
+    const qf_value *a = qfi_in(g, n, 0);
+    if (g->batch > 0 && geo.y_ndim >= 2 && geo.y_dims[0] == g->batch && !(a->flags & QF_VALUE_CONST))
+        flops /= g->batch;
+    return flops;
+}

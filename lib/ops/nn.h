@@ -1,0 +1,159 @@
+/* Parameters and geometry of the compute ops (Conv, ConvTranspose, Gemm, MatMul,
+ * pools, BatchNormalization, Softmax, ReduceMean): parsed by lib/ops/, read by
+ * shape inference and by every engine's kernels, so all of them agree. */
+#ifndef QFORGE_OPS_NN_H
+#define QFORGE_OPS_NN_H
+
+#include "internal.h"
+
+/* Spatial dims of Conv/ConvTranspose/pools: 1-D, 2-D or 3-D. */
+#define QFI_MAX_SPATIAL 3
+
+typedef enum qfi_auto_pad {
+    QFI_PAD_NOTSET,
+    QFI_PAD_SAME_UPPER,
+    QFI_PAD_SAME_LOWER,
+    QFI_PAD_VALID,
+} qfi_auto_pad;
+
+/* Sliding-window attributes as the model wrote them; a count of 0 means the
+ * attribute is absent. Shared by Conv, ConvTranspose, MaxPool, AveragePool. */
+typedef struct qfi_window_attrs {
+    qfi_auto_pad auto_pad;
+    int n_kernel, n_strides, n_dilations, n_pads;
+    int64_t kernel[QFI_MAX_SPATIAL];
+    int64_t strides[QFI_MAX_SPATIAL];
+    int64_t dilations[QFI_MAX_SPATIAL];
+    int64_t pads[2 * QFI_MAX_SPATIAL]; /* x1_begin, x2_begin, ..., x1_end, x2_end, ... */
+} qfi_window_attrs;
+
+/* A window resolved against one input shape. The model's `nsp` spatial dims
+ * are right-aligned into three (D,H,W) with leading 1s (k=1, stride=1, pad=0),
+ * so kernels walk one 3-D loop nest for 1-D, 2-D and 3-D alike. Index
+ * 3-nsp+i holds the model's spatial dim i. */
+typedef struct qfi_window {
+    int nsp;
+    int64_t in[QFI_MAX_SPATIAL];
+    int64_t k[QFI_MAX_SPATIAL];
+    int64_t stride[QFI_MAX_SPATIAL];
+    int64_t dil[QFI_MAX_SPATIAL];
+    int64_t pad[QFI_MAX_SPATIAL];     /* padding before the first element */
+    int64_t pad_end[QFI_MAX_SPATIAL];
+    int64_t out[QFI_MAX_SPATIAL];
+} qfi_window;
+
+static inline int64_t qfi_window_in_size(const qfi_window *w) { return w->in[0] * w->in[1] * w->in[2]; }
+static inline int64_t qfi_window_k_size(const qfi_window *w) { return w->k[0] * w->k[1] * w->k[2]; }
+static inline int64_t qfi_window_out_size(const qfi_window *w) { return w->out[0] * w->out[1] * w->out[2]; }
+
+/* Reads kernel_shape, strides, dilations, pads and auto_pad. */
+qf_status qfi_window_parse(const qf_graph *g, const qf_node *n, qfi_window_attrs *a);
+/* Checks the attribute counts against `nsp` and fills w's strides, dilations,
+ * explicit pads and kernel `k` (nsp values), right-aligned. */
+qf_status qfi_window_setup(const qf_graph *g, const qf_node *n, const qfi_window_attrs *a, int nsp,
+                           const int64_t *in, const int64_t *k, qfi_window *w);
+/* Forward window (Conv, pools): setup, then pads from auto_pad and the output
+ * size; ceil_mode rounds the output up (pools) but never starts a window in
+ * the end padding. */
+qf_status qfi_window_resolve(const qf_graph *g, const qf_node *n, const qfi_window_attrs *a, int nsp,
+                             const int64_t *in, const int64_t *k, bool ceil_mode, qfi_window *w);
+
+/* ---- Conv / ConvTranspose ------------------------------------------------------ */
+typedef struct qfi_conv_params {
+    qfi_window_attrs win;
+    int64_t group;
+    /* ConvTranspose only */
+    int n_output_padding, n_output_shape;
+    int64_t output_padding[QFI_MAX_SPATIAL];
+    int64_t output_shape[QFI_MAX_SPATIAL + 2];
+} qfi_conv_params;
+
+/* A convolution resolved against its input shapes. Conv: x (N,C,in...),
+ * W (M,C/group,k...), y (N,M,out...). ConvTranspose: x (N,C,in...),
+ * W (C,M/group,k...), y (N,M,out...). */
+typedef struct qfi_conv_geom {
+    int64_t N, C, M, group;
+    bool has_bias;
+    qfi_window w;
+} qfi_conv_geom;
+
+qf_status qfi_conv_geometry(const qf_graph *g, const qf_node *n, qfi_conv_geom *geo);
+qf_status qfi_conv_transpose_geometry(const qf_graph *g, const qf_node *n, qfi_conv_geom *geo);
+
+/* ---- pools ---------------------------------------------------------------------- */
+typedef struct qfi_pool_params {
+    qfi_window_attrs win;
+    bool is_max;
+    bool ceil_mode;
+    bool count_include_pad;
+} qfi_pool_params;
+
+/* x (N,C,in...) -> y (N,C,out...); *nc = N*C. */
+qf_status qfi_pool_geometry(const qf_graph *g, const qf_node *n, int64_t *nc, qfi_window *w);
+
+/* ---- Gemm / MatMul ---------------------------------------------------------------- */
+typedef struct qfi_gemm_params {
+    float alpha, beta;
+    bool trans_a, trans_b;
+} qfi_gemm_params;
+
+/* Y (M,N) = alpha * op(A) (M,K) * op(B) (K,N) + beta * C, C broadcast to (M,N). */
+typedef struct qfi_gemm_geom {
+    int64_t M, N, K;
+    bool has_c;
+} qfi_gemm_geom;
+qf_status qfi_gemm_geometry(const qf_graph *g, const qf_node *n, qfi_gemm_geom *geo);
+
+/* numpy matmul: A (batchA..., M, K) x B (batchB..., K, N); 1-D operands are
+ * promoted (A to (1,K), B to (K,1)) and the promoted dim dropped from Y. */
+typedef struct qfi_matmul_geom {
+    int64_t M, N, K;
+    int nbatch;                      /* broadcast batch dims of Y */
+    int64_t batch[QF_MAX_DIMS];
+    int64_t a_stride[QF_MAX_DIMS];   /* per batch dim, in matrices; 0 where broadcast */
+    int64_t b_stride[QF_MAX_DIMS];
+    int y_ndim;
+    int64_t y_dims[QF_MAX_DIMS];
+} qfi_matmul_geom;
+qf_status qfi_matmul_geometry(const qf_graph *g, const qf_node *n, qfi_matmul_geom *geo);
+
+/* ---- BatchNormalization, Softmax, ReduceMean ------------------------------------------ */
+typedef struct qfi_batchnorm_params {
+    float epsilon;
+    bool spatial;      /* opset < 9: false means per-activation parameters (C,D1,...) */
+} qfi_batchnorm_params;
+
+typedef struct qfi_softmax_params {
+    int64_t axis;      /* as written; may be negative */
+    bool coerce_2d;    /* opset < 13: the input is flattened to 2-D at axis */
+} qfi_softmax_params;
+
+/* Softmax over x viewed as (outer, len, inner), normalized along len. */
+qf_status qfi_softmax_geometry(const qf_graph *g, const qf_node *n, int64_t *outer, int64_t *len, int64_t *inner);
+
+typedef struct qfi_reduce_params {
+    bool keepdims;
+    bool noop_with_empty_axes;
+    int n_axes;                      /* from the attribute (opset < 18) */
+    int64_t axes[QF_MAX_DIMS];
+} qfi_reduce_params;
+
+/* Which dims of the (ndim-dim) input a ReduceMean reduces. Axes come from the
+ * optional second input (opset >= 18; `axes_data` is its data, or NULL to read
+ * the constant) or else from the attribute. *noop is set when the node is an
+ * identity (empty axes with noop_with_empty_axes). */
+qf_status qfi_reduce_mean_axes(const qf_graph *g, const qf_node *n, const void *axes_data, bool reduced[QF_MAX_DIMS],
+                               bool *noop);
+
+/* ---- shared helpers ------------------------------------------------------------------ */
+/* Messages name the file, the node and its op: "model.onnx: node conv1 (Conv): ...". */
+#define QFI_NODE_FMT "%s: node %s (%s): "
+#define QFI_NODE_ARGS(g, n) (g)->source, (n)->name, qf_op_name((n)->op)
+
+/* Fails with QF_ERR_UNSUPPORTED naming the node and tensor unless v is f32. */
+qf_status qfi_require_f32(const qf_graph *g, const qf_node *n, const qf_value *v, const char *role);
+/* Fails with QF_ERR_INVALID unless the node has n_in in [min_in, max_in] and
+ * exactly one output. */
+qf_status qfi_check_arity(const qf_graph *g, const qf_node *n, int min_in, int max_in);
+
+#endif

@@ -1,0 +1,110 @@
+/* Parameters of the elementwise and tensor-manipulation ops whose CPU kernels
+ * need more than the value shapes: filled by parse()/infer() in lib/ops/*.c,
+ * read by the kernels in runtime/cpu/*.c. Axes here are already normalized. */
+#ifndef QFORGE_OPS_TENSOR_OPS_H
+#define QFORGE_OPS_TENSOR_OPS_H
+
+#include "internal.h"
+
+/* Relu LeakyRelu Clip Sigmoid HardSigmoid HardSwish Tanh */
+typedef struct qfi_unary_params {
+    float alpha, beta; /* LeakyRelu slope; HardSigmoid/HardSwish y = max(0, min(1, alpha*x + beta)) */
+    float lo, hi;      /* Clip bounds from attributes (opset < 11); inputs override them */
+} qfi_unary_params;
+
+/* Concat, Split, Gather: the axis they work along */
+typedef struct qfi_axis_params {
+    int64_t axis; /* as written */
+    int norm;     /* normalized by infer() */
+} qfi_axis_params;
+
+typedef struct qfi_transpose_params {
+    int n_perm; /* 0: reverse the dims */
+    int perm[QF_MAX_DIMS];
+} qfi_transpose_params;
+
+typedef enum qfi_pad_mode { QFI_PAD_CONSTANT, QFI_PAD_REFLECT, QFI_PAD_EDGE, QFI_PAD_WRAP } qfi_pad_mode;
+
+typedef struct qfi_pad_params {
+    qfi_pad_mode mode;
+    float value;                 /* constant value from the attribute (opset < 11) */
+    int n_attr_pads;             /* pads attribute (opset < 11), -1 if absent */
+    int64_t attr_pads[2 * QF_MAX_DIMS];
+    int64_t begin[QF_MAX_DIMS];  /* by infer(): elements added before each dim (negative crops) */
+} qfi_pad_params;
+
+typedef struct qfi_slice_params {
+    int n_attr;                  /* starts/ends/axes attributes (opset < 10), -1 if absent */
+    int64_t attr_starts[QF_MAX_DIMS], attr_ends[QF_MAX_DIMS], attr_axes[QF_MAX_DIMS];
+    int n_attr_axes;
+    int64_t start[QF_MAX_DIMS];  /* by infer(): first input index and step of each dim */
+    int64_t step[QF_MAX_DIMS];
+} qfi_slice_params;
+
+typedef struct qfi_split_params {
+    int64_t axis;
+    int norm;
+    int n_attr_split;            /* split attribute (opset < 13), -1 if absent */
+    int64_t num_outputs;         /* opset 18, 0 if absent */
+    int64_t attr_split[];        /* n_attr_split entries */
+} qfi_split_params;
+
+typedef struct qfi_shape_params {
+    int64_t start, end;          /* as written (opset 15); end INT64_MAX when absent */
+    int first;                   /* by infer(): first dim reported */
+} qfi_shape_params;
+
+typedef enum qfi_constant_kind {
+    QFI_CONST_TENSOR, QFI_CONST_FLOAT, QFI_CONST_FLOATS, QFI_CONST_INT, QFI_CONST_INTS
+} qfi_constant_kind;
+
+typedef struct qfi_constant_params {
+    qfi_constant_kind kind;
+    int attr;                    /* index in node->attrs */
+} qfi_constant_params;
+
+/* Resize and Upsample */
+typedef enum qfi_resize_mode { QFI_RESIZE_NEAREST, QFI_RESIZE_LINEAR } qfi_resize_mode;
+typedef enum qfi_resize_coord {
+    QFI_COORD_HALF_PIXEL,
+    QFI_COORD_HALF_PIXEL_SYMMETRIC,
+    QFI_COORD_PYTORCH_HALF_PIXEL,
+    QFI_COORD_ALIGN_CORNERS,
+    QFI_COORD_ASYMMETRIC,
+    QFI_COORD_TF_HALF_PIXEL_FOR_NN,
+    QFI_COORD_TF_CROP_AND_RESIZE,
+} qfi_resize_coord;
+typedef enum qfi_resize_nearest {
+    QFI_NEAREST_ROUND_PREFER_FLOOR,
+    QFI_NEAREST_ROUND_PREFER_CEIL,
+    QFI_NEAREST_FLOOR,
+    QFI_NEAREST_CEIL,
+    QFI_NEAREST_LEGACY, /* Upsample and Resize-10: floor, or ceil when shrinking (as ONNX Runtime) */
+} qfi_resize_nearest;
+typedef enum qfi_resize_aspect { QFI_ASPECT_STRETCH, QFI_ASPECT_NOT_LARGER, QFI_ASPECT_NOT_SMALLER } qfi_resize_aspect;
+
+/* Where output index o of one dim reads: input i0 (weight 1 - w1) and i1
+ * (weight w1); i0 < 0 means outside the input (extrapolation_value). */
+typedef struct qfi_resize_tap {
+    int64_t i0, i1;
+    float w1;
+} qfi_resize_tap;
+
+typedef struct qfi_resize_params {
+    qfi_resize_mode mode;
+    qfi_resize_coord coord;
+    qfi_resize_nearest nearest;
+    qfi_resize_aspect aspect;
+    float extrapolation;
+    int n_axes;                     /* opset 18 axes attribute, -1 if absent */
+    int64_t axes[QF_MAX_DIMS];
+    int n_attr_scales;              /* Upsample-7 scales attribute, -1 if absent */
+    float attr_scales[QF_MAX_DIMS];
+    /* by infer(): */
+    bool active[QF_MAX_DIMS];       /* false: the dim maps o -> o */
+    int64_t tap_at[QF_MAX_DIMS];    /* first tap of each dim in taps[] */
+    int64_t n_taps;
+    qfi_resize_tap taps[];          /* one per output index of every dim */
+} qfi_resize_params;
+
+#endif

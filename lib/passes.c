@@ -1,0 +1,409 @@
+/* Graph passes run once after import: topological sort, Identity/Dropout
+ * removal, shape inference at a chosen batch size with constant folding,
+ * BatchNorm folding into Conv, and dead-node removal. */
+#include "internal.h"
+#include <math.h>
+
+/* ---- topological sort -------------------------------------------------------- */
+
+/* Reorders g->nodes so every node comes after the producers of its inputs.
+ * A cycle is an error naming one node on it. */
+static qf_status toposort(qf_graph *g)
+{
+    int nn = g->n_nodes;
+    if (nn == 0) return QF_OK;
+    int *indeg = qfi_calloc((size_t)nn, sizeof *indeg);
+    int *order = qfi_calloc((size_t)nn, sizeof *order);
+    int *newpos = qfi_calloc((size_t)nn, sizeof *newpos);
+    /* consumers as CSR: for each value, the nodes reading it */
+    int *cons_start = qfi_calloc((size_t)g->n_values + 1, sizeof *cons_start);
+    int nedges = 0;
+    for (int i = 0; i < nn; i++) nedges += g->nodes[i].n_in;
+    int *cons = qfi_calloc((size_t)nedges + 1, sizeof *cons);
+    qf_node *sorted = qfi_calloc((size_t)nn, sizeof *sorted);
+    qf_status st = QF_OK;
+    if (!indeg || !order || !newpos || !cons_start || !cons || !sorted) {
+        st = QF_ERR_NOMEM;
+        goto out;
+    }
+    /* a value's producer as recorded by qf_graph_add_node */
+    for (int i = 0; i < nn; i++) {
+        const qf_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k];
+            if (v < 0) continue;
+            cons_start[v + 1]++;
+            if (g->values[v].producer >= 0) indeg[i]++;
+        }
+    }
+    for (int v = 0; v < g->n_values; v++) cons_start[v + 1] += cons_start[v];
+    int *fill = qfi_calloc((size_t)g->n_values + 1, sizeof *fill);
+    if (!fill) {
+        st = QF_ERR_NOMEM;
+        goto out;
+    }
+    for (int i = 0; i < nn; i++) {
+        const qf_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k];
+            if (v >= 0) cons[cons_start[v] + fill[v]++] = i;
+        }
+    }
+    free(fill);
+    /* Kahn's algorithm; a queue in original order keeps the result stable */
+    int head = 0, tail = 0;
+    for (int i = 0; i < nn; i++)
+        if (indeg[i] == 0) order[tail++] = i;
+    while (head < tail) {
+        const qf_node *n = &g->nodes[order[head++]];
+        for (int k = 0; k < n->n_out; k++) {
+            int v = n->out[k];
+            if (v < 0) continue;
+            for (int c = cons_start[v]; c < cons_start[v + 1]; c++)
+                if (--indeg[cons[c]] == 0) order[tail++] = cons[c];
+        }
+    }
+    if (tail < nn) {
+        for (int i = 0; i < nn; i++) {
+            if (indeg[i] > 0) {
+                st = qf_error(QF_ERR_INVALID, "%s: node %s is part of a cycle", g->source, g->nodes[i].name);
+                goto out;
+            }
+        }
+    }
+    for (int i = 0; i < nn; i++) {
+        sorted[i] = g->nodes[order[i]];
+        newpos[order[i]] = i;
+    }
+    memcpy(g->nodes, sorted, (size_t)nn * sizeof *sorted);
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].producer >= 0) g->values[v].producer = newpos[g->values[v].producer];
+out:
+    free(indeg);
+    free(order);
+    free(newpos);
+    free(cons_start);
+    free(cons);
+    free(sorted);
+    return st;
+}
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+static bool is_graph_output(const qf_graph *g, int v) { return g->values[v].flags & QF_VALUE_OUTPUT; }
+
+static int count_uses(const qf_graph *g, int v)
+{
+    int uses = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) uses += g->nodes[i].in[k] == v;
+    return uses;
+}
+
+static void replace_uses(qf_graph *g, int from, int to)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] == from) g->nodes[i].in[k] = to;
+}
+
+/* Marks a node dead; compact() drops it. */
+static void kill_node(qf_node *n) { n->op = QF_OP_COUNT; }
+
+/* Drops dead nodes and renumbers producers. */
+static void compact(qf_graph *g)
+{
+    int j = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].op == QF_OP_COUNT) {
+            qfi_node_clear(&g->nodes[i]);
+            continue;
+        }
+        g->nodes[j++] = g->nodes[i];
+    }
+    g->n_nodes = j;
+    for (int v = 0; v < g->n_values; v++) g->values[v].producer = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_out; k++)
+            if (g->nodes[i].out[k] >= 0) g->values[g->nodes[i].out[k]].producer = i;
+}
+
+/* ---- Identity / Dropout removal ----------------------------------------------------- */
+
+/* An Identity (or inference Dropout whose mask nobody reads) forwards its input:
+ * consumers read the input directly. When the output is a graph output we keep
+ * its name by making the input's producer write the output instead. */
+static void remove_identities(qf_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *n = &g->nodes[i];
+        if (n->op != QF_OP_IDENTITY && n->op != QF_OP_DROPOUT) continue;
+        if (n->n_in < 1 || n->in[0] < 0) continue;
+        if (n->op == QF_OP_DROPOUT && n->n_out > 1 && n->out[1] >= 0 &&
+            (count_uses(g, n->out[1]) > 0 || is_graph_output(g, n->out[1])))
+            continue;
+        int src = n->in[0], dst = n->out[0];
+        if (!is_graph_output(g, dst)) {
+            replace_uses(g, dst, src);
+            kill_node(n);
+            continue;
+        }
+        /* dst is a graph output: rename src's producer output to dst */
+        qf_value *s = &g->values[src];
+        if (s->producer < 0 || is_graph_output(g, src) || (s->flags & (QF_VALUE_INPUT | QF_VALUE_CONST))) continue;
+        qf_node *p = &g->nodes[s->producer];
+        for (int k = 0; k < p->n_out; k++)
+            if (p->out[k] == src) p->out[k] = dst;
+        kill_node(n);
+        replace_uses(g, src, dst);
+        g->values[dst].producer = s->producer;
+        s->producer = -1;
+    }
+    compact(g);
+}
+
+/* ---- shape inference and constant folding -------------------------------------------- */
+
+/* A Reshape whose constant target hard-codes the batch the model was exported
+ * with (e.g. [1, 64] before a Gemm) is rewritten to copy dim 0 from its input
+ * (ONNX's 0), so the model runs at any batch. */
+static qf_status fix_reshape_batch(qf_graph *g, qf_node *n, int64_t declared_batch)
+{
+    if (n->op != QF_OP_RESHAPE || n->n_in < 2 || n->in[1] < 0) return QF_OK;
+    qf_value *x = &g->values[n->in[0]], *sv = &g->values[n->in[1]];
+    if (!(sv->flags & QF_VALUE_CONST) || sv->dtype != QF_I64 || sv->ndim != 1 || sv->dims[0] < 1) return QF_OK;
+    int64_t *s = sv->data;
+    if (x->ndim < 1 || x->dims[0] != g->batch || s[0] != declared_batch || s[0] == g->batch) return QF_OK;
+    /* per-sample sizes must agree, else this is not a batch-preserving reshape */
+    int64_t per_in = x->dims[0] ? qf_value_numel(x) / x->dims[0] : 0, per_out = 1;
+    bool has_infer = false;
+    for (int i = 1; i < sv->dims[0]; i++) {
+        if (s[i] == -1) has_infer = true;
+        else if (s[i] == 0 && i < x->ndim) per_out *= x->dims[i];
+        else per_out *= s[i];
+    }
+    if (!has_infer && per_out != per_in) return QF_OK;
+    /* the shape tensor may be shared: give this node its own copy */
+    int64_t dims[1] = {sv->dims[0]};
+    char name[512];
+    snprintf(name, sizeof name, "%s/batch_free_shape", n->name);
+    int nv = qf_graph_add_value(g, name, QF_I64, 1, dims);
+    if (nv < 0) return QF_ERR_NOMEM;
+    sv = &g->values[n->in[1]];
+    int64_t *copy = qfi_calloc((size_t)dims[0], sizeof *copy);
+    if (!copy) return QF_ERR_NOMEM;
+    memcpy(copy, sv->data, (size_t)dims[0] * sizeof *copy);
+    copy[0] = 0;
+    g->values[nv].data = copy;
+    g->values[nv].flags |= QF_VALUE_CONST;
+    n->in[1] = nv;
+    qf_log(QF_LOG_DEBUG, "%s: reshape %s keeps the batch dimension", g->source, n->name);
+    return QF_OK;
+}
+
+static bool node_foldable(const qf_graph *g, const qf_node *n)
+{
+    if (n->op == QF_OP_SHAPE) return true; /* needs only the (now known) input shape */
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && !(g->values[n->in[k]].flags & QF_VALUE_CONST)) return false;
+    return true;
+}
+
+static qf_status fold_node(qf_graph *g, qf_node *n)
+{
+    const void *in[64];
+    void *out[64];
+    if (n->n_in > 64 || n->n_out > 64) return QF_OK;
+    for (int k = 0; k < n->n_in; k++) in[k] = n->in[k] >= 0 ? g->values[n->in[k]].data : NULL;
+    for (int k = 0; k < n->n_out; k++) {
+        out[k] = NULL;
+        if (n->out[k] < 0) continue;
+        qf_value *v = &g->values[n->out[k]];
+        if (qf_value_bytes(v) > (size_t)QF_MAX_TENSOR_BYTES)
+            return qf_error(QF_ERR_NOMEM, "%s: node %s: folded tensor %s too large", g->source, n->name, v->name);
+        out[k] = qfi_calloc(qf_value_bytes(v) ? qf_value_bytes(v) : 1, 1);
+        if (!out[k]) return QF_ERR_NOMEM;
+        v->data = out[k];
+        v->flags |= QF_VALUE_CONST;
+    }
+    qf_status st = qfi_cpu_run_node(g, n, in, out);
+    if (st != QF_OK) return qf_error_prefix(st, "%s: constant folding node %s", g->source, n->name);
+    return QF_OK;
+}
+
+static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] < 0) continue;
+            const qf_value *v = &g->values[n->in[k]];
+            for (int d = 0; d < v->ndim; d++)
+                if (v->dims[d] < 0)
+                    return qf_error(QF_ERR_INVALID, "%s: node %s: input %s has unknown dim %d", g->source, n->name,
+                                    v->name, d);
+        }
+        QF_CHECK(fix_reshape_batch(g, n, declared_batch));
+        qf_status st = qfi_ops[n->op].infer(g, n);
+        if (st != QF_OK) {
+            const char *msg = qf_error_message();
+            /* ops name the node themselves; add the file when they did not */
+            if (strncmp(msg, g->source, strlen(g->source)) != 0) qf_error_prefix(st, "%s", g->source);
+            return st;
+        }
+        for (int k = 0; k < n->n_out; k++) {
+            if (n->out[k] < 0) continue;
+            qf_value *v = &g->values[n->out[k]];
+            for (int d = 0; d < v->ndim; d++)
+                if (v->dims[d] < 0)
+                    return qf_error(QF_ERR_INVALID, "%s: node %s: could not infer dim %d of %s", g->source,
+                                    n->name, d, v->name);
+            if (qf_value_bytes(v) > (size_t)QF_MAX_TENSOR_BYTES)
+                return qf_error(QF_ERR_NOMEM, "%s: node %s: tensor %s would need %zu bytes", g->source, n->name,
+                                v->name, qf_value_bytes(v));
+        }
+        if (node_foldable(g, n)) {
+            QF_CHECK(fold_node(g, n));
+            kill_node(n);
+        }
+    }
+    compact(g);
+    return QF_OK;
+}
+
+/* ---- BatchNormalization folding --------------------------------------------------- */
+
+static bool is_const(const qf_graph *g, int v) { return v >= 0 && (g->values[v].flags & QF_VALUE_CONST); }
+
+/* Conv -> BatchNormalization with constant parameters becomes one Conv:
+ * W' = W * gamma/sqrt(var+eps) per output channel, b' = (b - mean)*gamma/sqrt(var+eps) + beta. */
+static qf_status fold_batchnorm(qf_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *bn = &g->nodes[i];
+        if (bn->op != QF_OP_BATCH_NORM || bn->n_in < 5 || bn->n_out != 1) continue;
+        int x = bn->in[0];
+        if (x < 0 || g->values[x].producer < 0 || is_graph_output(g, x) || count_uses(g, x) != 1) continue;
+        qf_node *conv = &g->nodes[g->values[x].producer];
+        if (conv->op != QF_OP_CONV || !is_const(g, conv->in[1]) || g->values[conv->in[1]].dtype != QF_F32) continue;
+        if (conv->n_in > 2 && conv->in[2] >= 0 && !is_const(g, conv->in[2])) continue;
+        bool params_const = true;
+        for (int k = 1; k < 5; k++)
+            params_const &= is_const(g, bn->in[k]) && g->values[bn->in[k]].dtype == QF_F32;
+        if (!params_const) continue;
+        qf_value *w = &g->values[conv->in[1]];
+        int64_t cout = w->dims[0], per = qf_value_numel(w) / (cout ? cout : 1);
+        for (int k = 1; k < 5; k++)
+            if (qf_value_numel(&g->values[bn->in[k]]) != cout) return QF_OK;
+        const float *gamma = g->values[bn->in[1]].data, *beta = g->values[bn->in[2]].data;
+        const float *mean = g->values[bn->in[3]].data, *var = g->values[bn->in[4]].data;
+        float eps = qfi_attr_float(bn, "epsilon", 1e-5f);
+        /* weights may be shared with another conv: write a new tensor */
+        char name[512];
+        snprintf(name, sizeof name, "%s/bn_folded_w", conv->name);
+        int nw = qf_graph_add_value(g, name, QF_F32, w->ndim, w->dims);
+        snprintf(name, sizeof name, "%s/bn_folded_b", conv->name);
+        int64_t bdims[1] = {cout};
+        int nb = nw < 0 ? -1 : qf_graph_add_value(g, name, QF_F32, 1, bdims);
+        if (nb < 0) return QF_ERR_NOMEM;
+        /* g->values may have moved */
+        w = &g->values[conv->in[1]];
+        const float *b0 = conv->n_in > 2 && conv->in[2] >= 0 ? g->values[conv->in[2]].data : NULL;
+        float *wd = qfi_calloc((size_t)qf_value_numel(w), sizeof(float));
+        float *bd = qfi_calloc((size_t)cout, sizeof(float));
+        if (!wd || !bd) {
+            free(wd);
+            free(bd);
+            return QF_ERR_NOMEM;
+        }
+        const float *ws = w->data;
+        for (int64_t c = 0; c < cout; c++) {
+            double s = gamma[c] / sqrt((double)var[c] + eps);
+            for (int64_t j = 0; j < per; j++) wd[c * per + j] = (float)(ws[c * per + j] * s);
+            bd[c] = (float)(((b0 ? b0[c] : 0.0) - mean[c]) * s + beta[c]);
+        }
+        g->values[nw].data = wd;
+        g->values[nw].flags |= QF_VALUE_CONST;
+        g->values[nb].data = bd;
+        g->values[nb].flags |= QF_VALUE_CONST;
+        if (conv->n_in < 3) {
+            int *nin = realloc(conv->in, 3 * sizeof *nin);
+            if (!nin) return qf_error(QF_ERR_NOMEM, "out of memory");
+            conv->in = nin;
+            conv->n_in = 3;
+        }
+        conv->in[1] = nw;
+        conv->in[2] = nb;
+        /* the conv now writes the BN's output */
+        conv->out[0] = bn->out[0];
+        g->values[bn->out[0]].producer = g->values[x].producer;
+        g->values[x].producer = -1;
+        kill_node(bn);
+    }
+    compact(g);
+    return QF_OK;
+}
+
+/* Frees data of constants no node or output reads any more (unfolded BN
+ * parameters, the inputs of folded shape arithmetic). */
+static void drop_unused_constants(qf_graph *g)
+{
+    char *used = calloc((size_t)g->n_values + 1, 1);
+    if (!used) return;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) used[g->nodes[i].in[k]] = 1;
+    for (int i = 0; i < g->n_outputs; i++) used[g->outputs[i]] = 1;
+    for (int v = 0; v < g->n_values; v++) {
+        if (!used[v] && (g->values[v].flags & QF_VALUE_CONST) && !(g->values[v].flags & QF_VALUE_INPUT)) {
+            free(g->values[v].data);
+            g->values[v].data = NULL;
+            g->values[v].flags &= ~(unsigned)QF_VALUE_CONST;
+            g->values[v].ndim = 0; /* marks the value as gone */
+        }
+    }
+    free(used);
+}
+
+qf_status qf_graph_prepare(qf_graph *g, int batch)
+{
+    if (batch < 0) return qf_error(QF_ERR_USAGE, "batch size %d is negative", batch);
+    QF_CHECK(toposort(g));
+    remove_identities(g);
+    /* the batch the model was exported with: the first graph input's dim 0 */
+    int64_t declared = 1;
+    for (int i = 0; i < g->n_inputs; i++) {
+        qf_value *v = &g->values[g->inputs[i]];
+        if (v->ndim > 0 && v->dims[0] > 0) {
+            declared = v->dims[0];
+            break;
+        }
+    }
+    g->batch = batch > 0 ? batch : (int)declared;
+    for (int i = 0; i < g->n_inputs; i++) {
+        qf_value *v = &g->values[g->inputs[i]];
+        if (v->ndim > 0 && (batch > 0 || v->dims[0] < 0)) v->dims[0] = g->batch;
+        for (int d = 1; d < v->ndim; d++)
+            if (v->dims[d] < 0)
+                return qf_error(QF_ERR_UNSUPPORTED, "%s: input %s has a symbolic dim %d; only the batch may be symbolic",
+                                g->source, v->name, d);
+    }
+    QF_CHECK(infer_shapes(g, declared));
+    QF_CHECK(fold_batchnorm(g));
+    drop_unused_constants(g);
+    return QF_OK;
+}
+
+qf_status qf_model_load(const char *path, const qf_load_opts *opts, qf_graph **out)
+{
+    *out = NULL;
+    qf_graph *g = NULL;
+    QF_CHECK(qf_onnx_load(path, &g));
+    qf_status st = qf_graph_prepare(g, opts ? opts->batch : 0);
+    if (st != QF_OK) {
+        qf_graph_free(g);
+        return st;
+    }
+    *out = g;
+    return QF_OK;
+}

@@ -1,0 +1,33 @@
+/* Numpy-style broadcasting of shapes, shared by every op that broadcasts. */
+#include "internal.h"
+
+qf_status qfi_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out)
+{
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        /* align from the right */
+        int64_t da = i < n - na ? 1 : a[i - (n - na)];
+        int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+        if (da != db && da != 1 && db != 1)
+            return qf_error(QF_ERR_INVALID, "shapes do not broadcast: dim %d is %lld vs %lld", i, (long long)da,
+                            (long long)db);
+        out[i] = da == 1 ? db : da;
+    }
+    *nout = n;
+    return QF_OK;
+}
+
+void qfi_broadcast_strides(int n, const int64_t *dims, int nout, const int64_t *out_dims, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = nout - 1; i >= 0; i--) {
+        int k = i - (nout - n);
+        if (k < 0 || dims[k] == 1) {
+            strides[i] = 0;
+        } else {
+            strides[i] = s;
+        }
+        if (k >= 0) s *= dims[k];
+        (void)out_dims;
+    }
+}

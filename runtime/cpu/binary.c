@@ -1,0 +1,163 @@
+/* CPU kernel of Add, Sub, Mul, Div (f32, i32, i64, i8, u8) and PRelu (f32)
+ * with numpy broadcasting. Dims are coalesced first so the common cases (equal
+ * shapes, a per-channel (1,C,1,1) operand, a scalar) run as long inner rows. */
+#include "kernels.h"
+
+/* One output row: o[i] = a[i*sa] op b[i*sb], strides in elements (0 = broadcast). */
+typedef void (*row_fn)(const void *a, int64_t sa, const void *b, int64_t sb, void *o, int64_t n);
+
+#define ROW(name, T, expr)                                                                \
+    static void name(const void *pa, int64_t sa, const void *pb, int64_t sb, void *po, int64_t n) \
+    {                                                                                     \
+        const T *a = pa, *b = pb;                                                         \
+        T *o = po;                                                                        \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            T x = a[i * sa], y = b[i * sb];                                               \
+            o[i] = (expr);                                                                \
+        }                                                                                 \
+    }
+
+/* Integer arithmetic wraps (two's complement) as numpy and ONNX Runtime do;
+ * going through the unsigned type keeps C's signed overflow out of it. */
+#define WRAP(T, UT, e) ((T)(UT)(e))
+
+static inline int32_t div_i32(int32_t x, int32_t y)
+{
+    if (y == 0) return 0; /* undefined in ONNX; numpy also yields 0 */
+    if (y == -1) return (int32_t)(0u - (uint32_t)x); /* INT32_MIN / -1 wraps */
+    return x / y;
+}
+static inline int64_t div_i64(int64_t x, int64_t y)
+{
+    if (y == 0) return 0;
+    if (y == -1) return (int64_t)(0u - (uint64_t)x);
+    return x / y;
+}
+
+ROW(add_f32, float, x + y)
+ROW(sub_f32, float, x - y)
+ROW(mul_f32, float, x * y)
+ROW(div_f32, float, x / y)
+ROW(prelu_f32, float, x < 0.0f ? x * y : x)
+ROW(add_i32, int32_t, WRAP(int32_t, uint32_t, (uint32_t)x + (uint32_t)y))
+ROW(sub_i32, int32_t, WRAP(int32_t, uint32_t, (uint32_t)x - (uint32_t)y))
+ROW(mul_i32, int32_t, WRAP(int32_t, uint32_t, (uint32_t)x * (uint32_t)y))
+ROW(div_i32r, int32_t, div_i32(x, y))
+ROW(add_i64, int64_t, WRAP(int64_t, uint64_t, (uint64_t)x + (uint64_t)y))
+ROW(sub_i64, int64_t, WRAP(int64_t, uint64_t, (uint64_t)x - (uint64_t)y))
+ROW(mul_i64, int64_t, WRAP(int64_t, uint64_t, (uint64_t)x * (uint64_t)y))
+ROW(div_i64r, int64_t, div_i64(x, y))
+/* 8-bit operands promote to int, where nothing overflows; the store wraps */
+ROW(add_i8, int8_t, WRAP(int8_t, uint8_t, x + y))
+ROW(sub_i8, int8_t, WRAP(int8_t, uint8_t, x - y))
+ROW(mul_i8, int8_t, WRAP(int8_t, uint8_t, x * y))
+ROW(div_i8, int8_t, WRAP(int8_t, uint8_t, y ? x / y : 0))
+ROW(add_u8, uint8_t, (uint8_t)(x + y))
+ROW(sub_u8, uint8_t, (uint8_t)(x - y))
+ROW(mul_u8, uint8_t, (uint8_t)(x * y))
+ROW(div_u8, uint8_t, (uint8_t)(y ? x / y : 0))
+
+enum { ADD, SUB, MUL, DIV, PRELU, N_BIN };
+
+static const row_fn rows[N_BIN][QF_DTYPE_COUNT] = {
+    [ADD] = {[QF_F32] = add_f32, [QF_I32] = add_i32, [QF_I64] = add_i64, [QF_I8] = add_i8, [QF_U8] = add_u8},
+    [SUB] = {[QF_F32] = sub_f32, [QF_I32] = sub_i32, [QF_I64] = sub_i64, [QF_I8] = sub_i8, [QF_U8] = sub_u8},
+    [MUL] = {[QF_F32] = mul_f32, [QF_I32] = mul_i32, [QF_I64] = mul_i64, [QF_I8] = mul_i8, [QF_U8] = mul_u8},
+    [DIV] = {[QF_F32] = div_f32, [QF_I32] = div_i32r, [QF_I64] = div_i64r, [QF_I8] = div_i8, [QF_U8] = div_u8},
+    [PRELU] = {[QF_F32] = prelu_f32},
+};
+
+/* A broadcast walk over the output, split into chunks of flat indices. */
+typedef struct walk {
+    row_fn fn;
+    const char *a, *b;
+    char *o;
+    size_t es;
+    int nd; /* >= 1 after coalescing */
+    int64_t dims[QF_MAX_DIMS], sa[QF_MAX_DIMS], sb[QF_MAX_DIMS];
+    int64_t total, chunk;
+} walk;
+
+static void walk_chunk(void *arg, int64_t task)
+{
+    const walk *w = arg;
+    int last = w->nd - 1;
+    int64_t lo = task * w->chunk;
+    int64_t hi = lo + w->chunk < w->total ? lo + w->chunk : w->total;
+    int64_t idx[QF_MAX_DIMS], offa = 0, offb = 0, rem = lo;
+    for (int d = last; d >= 0; d--) {
+        idx[d] = rem % w->dims[d];
+        rem /= w->dims[d];
+        offa += idx[d] * w->sa[d];
+        offb += idx[d] * w->sb[d];
+    }
+    for (int64_t pos = lo; pos < hi;) {
+        int64_t len = w->dims[last] - idx[last];
+        if (len > hi - pos) len = hi - pos;
+        w->fn(w->a + offa * w->es, w->sa[last], w->b + offb * w->es, w->sb[last], w->o + pos * w->es, len);
+        pos += len;
+        idx[last] += len;
+        offa += len * w->sa[last];
+        offb += len * w->sb[last];
+        for (int d = last; d > 0 && idx[d] == w->dims[d]; d--) { /* carry */
+            idx[d] = 0;
+            offa += w->sa[d - 1] - w->dims[d] * w->sa[d];
+            offb += w->sb[d - 1] - w->dims[d] * w->sb[d];
+            idx[d - 1]++;
+        }
+    }
+}
+
+qf_status qfi_cpu_binary(const qfi_kernel_args *a)
+{
+    const qf_node *n = a->n;
+    const qf_value *x = qfi_in(a->g, n, 0), *y = qfi_in(a->g, n, 1), *z = qfi_out(a->g, n, 0);
+    int op;
+    switch (n->op) {
+    case QF_OP_ADD: op = ADD; break;
+    case QF_OP_SUB: op = SUB; break;
+    case QF_OP_MUL: op = MUL; break;
+    case QF_OP_DIV: op = DIV; break;
+    case QF_OP_PRELU: op = PRELU; break;
+    default: QF_ASSERT(!"binary kernel called for another op"); return QF_ERR_INVALID;
+    }
+    walk w = {.fn = rows[op][z->dtype], .a = a->in[0], .b = a->in[1], .o = a->out[0]};
+    if (!w.fn)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): no CPU kernel for dtype %s", a->g->source, n->name,
+                        qf_op_name(n->op), qf_dtype_info(z->dtype)->name);
+    w.es = qf_dtype_info(z->dtype)->size;
+    w.total = qf_value_numel(z);
+    if (w.total == 0) return QF_OK;
+
+    int64_t sa[QF_MAX_DIMS], sb[QF_MAX_DIMS];
+    qfi_broadcast_strides(x->ndim, x->dims, z->ndim, z->dims, sa);
+    qfi_broadcast_strides(y->ndim, y->dims, z->ndim, z->dims, sb);
+    /* coalesce: drop unit dims, merge a dim into the next when both operands
+     * step through the pair as through one dim */
+    for (int i = 0; i < z->ndim; i++) {
+        if (z->dims[i] == 1) continue;
+        int k = w.nd - 1;
+        if (k >= 0 && w.sa[k] == sa[i] * z->dims[i] && w.sb[k] == sb[i] * z->dims[i]) {
+            w.dims[k] *= z->dims[i];
+            w.sa[k] = sa[i];
+            w.sb[k] = sb[i];
+            continue;
+        }
+        w.dims[w.nd] = z->dims[i];
+        w.sa[w.nd] = sa[i];
+        w.sb[w.nd] = sb[i];
+        w.nd++;
+    }
+    if (w.nd == 0) { /* every dim is 1: one element */
+        w.dims[0] = 1;
+        w.sa[0] = w.sb[0] = 0;
+        w.nd = 1;
+    }
+    w.chunk = 1 << 15;
+    int64_t tasks = (w.total + w.chunk - 1) / w.chunk;
+    if (tasks == 1)
+        walk_chunk(&w, 0);
+    else
+        qfi_parallel_for(a->threads, tasks, walk_chunk, &w);
+    return QF_OK;
+}

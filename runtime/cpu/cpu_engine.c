@@ -1,0 +1,112 @@
+/* The CPU reference engine: one arena planned at build time, nodes run in
+ * topological order through the op table's CPU kernels, the observer called
+ * after each node. */
+#include "../engine_impl.h"
+
+typedef struct cpu_engine {
+    char *arena;
+    void **data;        /* per value: where its elements live (arena or constant) */
+    void *scratch;      /* largest per-node scratch, shared: nodes run one at a time */
+    const void **in;    /* argument staging, sized for the widest node */
+    void **out;
+} cpu_engine;
+
+static void cpu_destroy(qf_engine *e)
+{
+    cpu_engine *c = e->impl;
+    if (!c) return;
+    free(c->arena);
+    free(c->data);
+    free(c->scratch);
+    free(c->in);
+    free(c->out);
+    free(c);
+}
+
+static qf_status cpu_create(qf_engine *e)
+{
+    const qf_graph *g = e->g;
+    cpu_engine *c = qfi_calloc(1, sizeof *c);
+    if (!c) return QF_ERR_NOMEM;
+    e->impl = c;
+    size_t *off = qfi_calloc((size_t)g->n_values + 1, sizeof *off);
+    c->data = qfi_calloc((size_t)g->n_values + 1, sizeof *c->data);
+    if (!off || !c->data) goto nomem;
+    size_t total = 0;
+    qf_status st = qfi_plan_memory(g, 64, off, &total);
+    if (st != QF_OK) {
+        free(off);
+        cpu_destroy(e);
+        return st;
+    }
+    c->arena = aligned_alloc(64, total ? total : 64);
+    if (!c->arena) goto nomem;
+    memset(c->arena, 0, total);
+    e->arena_bytes = total;
+    for (int v = 0; v < g->n_values; v++)
+        c->data[v] = g->values[v].flags & QF_VALUE_CONST ? g->values[v].data
+                     : off[v] != SIZE_MAX                 ? c->arena + off[v]
+                                                          : NULL;
+    free(off);
+    size_t scratch = 0;
+    int width = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        if (qfi_ops[n->op].cpu_scratch) {
+            size_t s = qfi_ops[n->op].cpu_scratch(g, n);
+            if (s > scratch) scratch = s;
+        }
+        if (n->n_in > width) width = n->n_in;
+        if (n->n_out > width) width = n->n_out;
+    }
+    c->scratch = scratch ? malloc(scratch) : NULL;
+    c->in = qfi_calloc((size_t)width, sizeof *c->in);
+    c->out = qfi_calloc((size_t)width, sizeof *c->out);
+    if ((scratch && !c->scratch) || !c->in || !c->out) goto nomem;
+    for (int i = 0; i < g->n_inputs; i++) e->inputs[i] = c->data[g->inputs[i]];
+    for (int i = 0; i < g->n_outputs; i++) e->outputs[i] = c->data[g->outputs[i]];
+    return QF_OK;
+nomem:
+    free(off);
+    cpu_destroy(e);
+    return qf_error(QF_ERR_NOMEM, "%s: out of memory planning the CPU engine", g->source);
+}
+
+static qf_status cpu_run(qf_engine *e)
+{
+    const qf_graph *g = e->g;
+    cpu_engine *c = e->impl;
+    int threads = e->opts.threads > 0 ? e->opts.threads : qfi_cpu_count();
+    if (e->opts.observer)
+        for (int i = 0; i < g->n_inputs; i++) e->opts.observer(e->opts.observer_user, g, g->inputs[i], c->data[g->inputs[i]]);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) c->in[k] = n->in[k] >= 0 ? c->data[n->in[k]] : NULL;
+        for (int k = 0; k < n->n_out; k++) c->out[k] = n->out[k] >= 0 ? c->data[n->out[k]] : NULL;
+        qfi_kernel_args a = {.g = g, .n = n, .in = c->in, .out = c->out, .scratch = c->scratch, .threads = threads};
+        qf_status st = qfi_ops[n->op].cpu(&a);
+        if (st != QF_OK) return qf_error_prefix(st, "%s: node %s (%s)", g->source, n->name, qf_op_name(n->op));
+        if (e->opts.observer)
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k] >= 0) e->opts.observer(e->opts.observer_user, g, n->out[k], c->out[k]);
+    }
+    return QF_OK;
+}
+
+const qfi_backend qfi_cpu_backend = {
+    .name = "cpu",
+    .create = cpu_create,
+    .run = cpu_run,
+    .destroy = cpu_destroy,
+};
+
+qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out)
+{
+    size_t scratch = qfi_ops[n->op].cpu_scratch ? qfi_ops[n->op].cpu_scratch(g, n) : 0;
+    void *buf = scratch ? malloc(scratch) : NULL;
+    if (scratch && !buf) return qf_error(QF_ERR_NOMEM, "%s: node %s: out of memory for scratch", g->source, n->name);
+    qfi_kernel_args a = {.g = g, .n = n, .in = in, .out = out, .scratch = buf, .threads = 1};
+    qf_status st = qfi_ops[n->op].cpu(&a);
+    free(buf);
+    return st;
+}

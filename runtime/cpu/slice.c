@@ -1,0 +1,4 @@
+/* PENDING: placeholder until the kernel is implemented (replace this whole file). */
+#include "kernels.h"
+
+qf_status qfi_cpu_slice(const qfi_kernel_args *a) { return qf_error(QF_ERR_UNSUPPORTED, "%s: no CPU kernel yet", a->n->name); }

@@ -1,0 +1,78 @@
+/* The engine interface: picks a backend, forwards calls to it. */
+#include "engine_impl.h"
+
+qf_status qf_device_parse(const char *s, qf_device_kind *kind, int *index)
+{
+    *index = 0;
+    if (strcmp(s, "cpu") == 0) {
+        *kind = QF_DEVICE_CPU;
+        return QF_OK;
+    }
+    if (strncmp(s, "cuda", 4) == 0) {
+        *kind = QF_DEVICE_CUDA;
+        if (s[4] == 0) return QF_OK;
+        char *end;
+        long i = s[4] == ':' ? strtol(s + 5, &end, 10) : -1;
+        if (s[4] == ':' && end != s + 5 && *end == 0 && i >= 0 && i < 64) {
+            *index = (int)i;
+            return QF_OK;
+        }
+    }
+    return qf_error(QF_ERR_USAGE, "unknown device '%s' (expected cpu, cuda or cuda:N)", s);
+}
+
+qf_status qf_engine_create(const qf_graph *g, const qf_engine_opts *opts, qf_engine **out)
+{
+    *out = NULL;
+    if (g->batch <= 0) return qf_error(QF_ERR_USAGE, "%s: graph must be prepared before building an engine", g->source);
+    qf_engine *e = qfi_calloc(1, sizeof *e);
+    if (!e) return QF_ERR_NOMEM;
+    e->g = g;
+    if (opts) e->opts = *opts;
+    switch (e->opts.device) {
+    case QF_DEVICE_CPU: e->be = &qfi_cpu_backend; break;
+    case QF_DEVICE_CUDA:
+#ifdef QF_HAVE_CUDA
+        e->be = &qfi_cuda_backend;
+        break;
+#else
+        free(e);
+        return qf_error(QF_ERR_UNSUPPORTED, "this qforge was built without CUDA");
+#endif
+    default: free(e); return qf_error(QF_ERR_USAGE, "unknown device kind %d", (int)e->opts.device);
+    }
+    e->inputs = qfi_calloc((size_t)g->n_inputs + 1, sizeof *e->inputs);
+    e->outputs = qfi_calloc((size_t)g->n_outputs + 1, sizeof *e->outputs);
+    qf_status st = e->inputs && e->outputs ? e->be->create(e) : QF_ERR_NOMEM;
+    if (st != QF_OK) {
+        free(e->inputs);
+        free(e->outputs);
+        free(e);
+        return st;
+    }
+    *out = e;
+    return QF_OK;
+}
+
+void qf_engine_free(qf_engine *e)
+{
+    if (!e) return;
+    e->be->destroy(e);
+    free(e->inputs);
+    free(e->outputs);
+    free(e);
+}
+
+void *qf_engine_input(qf_engine *e, int i)
+{
+    return i >= 0 && i < e->g->n_inputs ? e->inputs[i] : NULL;
+}
+
+const void *qf_engine_output(const qf_engine *e, int i)
+{
+    return i >= 0 && i < e->g->n_outputs ? e->outputs[i] : NULL;
+}
+
+qf_status qf_engine_run(qf_engine *e) { return e->be->run(e); }
+
+size_t qf_engine_arena_bytes(const qf_engine *e) { return e->arena_bytes; }

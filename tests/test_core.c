@@ -1,0 +1,175 @@
+/* Unit tests for lib/ basics: status messages, dtype traits and half/bfloat16
+ * conversion, graph building, topological sort, cycle detection, memory plan. */
+#include <check.h>
+#include <math.h>
+#include "internal.h"
+#include "../runtime/engine_impl.h"
+
+START_TEST(status_messages)
+{
+    ck_assert_int_eq(qf_error(QF_ERR_FORMAT, "%s: node %s: bad", "m.onnx", "conv1"), QF_ERR_FORMAT);
+    ck_assert_str_eq(qf_error_message(), "m.onnx: node conv1: bad");
+    qf_error_prefix(QF_ERR_FORMAT, "outer");
+    ck_assert_str_eq(qf_error_message(), "outer: m.onnx: node conv1: bad");
+    ck_assert_str_eq(qf_status_name(QF_ERR_UNSUPPORTED), "unsupported");
+}
+END_TEST
+
+START_TEST(dtype_traits)
+{
+    ck_assert_uint_eq(qf_dtype_info(QF_F32)->size, 4);
+    ck_assert_uint_eq(qf_dtype_info(QF_I64)->size, 8);
+    ck_assert_uint_eq(qf_dtype_info(QF_F16)->size, 2);
+    qf_dtype t;
+    ck_assert(qf_dtype_from_onnx(7, &t) && t == QF_I64);
+    ck_assert(qf_dtype_from_onnx(10, &t) && t == QF_F16);
+    ck_assert(!qf_dtype_from_onnx(11, &t)); /* double */
+}
+END_TEST
+
+START_TEST(half_conversion)
+{
+    /* exact values, rounding to nearest even, overflow, subnormals */
+    ck_assert_uint_eq(qf_f32_to_f16(1.0f), 0x3c00);
+    ck_assert_uint_eq(qf_f32_to_f16(-2.0f), 0xc000);
+    ck_assert_uint_eq(qf_f32_to_f16(65504.0f), 0x7bff);
+    ck_assert_uint_eq(qf_f32_to_f16(65520.0f), 0x7c00);           /* rounds up to Inf */
+    ck_assert_uint_eq(qf_f32_to_f16(1.0f + 1.0f / 2048), 0x3c00); /* tie -> even */
+    ck_assert_uint_eq(qf_f32_to_f16(1.0f + 3.0f / 2048), 0x3c02); /* tie -> even (up) */
+    ck_assert_uint_eq(qf_f32_to_f16(5.9604645e-8f), 0x0001);      /* smallest subnormal */
+    ck_assert_float_eq(qf_f16_to_f32(0x0001), 5.9604645e-8f);
+    ck_assert(isnan(qf_f16_to_f32(qf_f32_to_f16(NAN))));
+    /* every half survives a round trip */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue; /* NaN payloads */
+        ck_assert_uint_eq(qf_f32_to_f16(qf_f16_to_f32((uint16_t)h)), h);
+    }
+    ck_assert_uint_eq(qf_f32_to_bf16(1.0f), 0x3f80);
+    ck_assert_float_eq(qf_bf16_to_f32(0x3f80), 1.0f);
+    ck_assert_uint_eq(qf_f32_to_bf16(1.0f + 1.0f / 256), 0x3f80); /* tie -> even */
+}
+END_TEST
+
+/* a -> Relu -> b -> Relu -> c, nodes added in reverse order */
+static qf_graph *chain(void)
+{
+    qf_graph *g = qf_graph_new("chain");
+    int64_t d[2] = {1, 4};
+    int a = qf_graph_add_value(g, "a", QF_F32, 2, d);
+    int b = qf_graph_add_value(g, "b", QF_F32, 2, NULL);
+    int c = qf_graph_add_value(g, "c", QF_F32, 2, NULL);
+    g->values[a].flags |= QF_VALUE_INPUT;
+    g->values[c].flags |= QF_VALUE_OUTPUT;
+    g->inputs = calloc(1, sizeof(int));
+    g->outputs = calloc(1, sizeof(int));
+    g->inputs[0] = a;
+    g->outputs[0] = c;
+    g->n_inputs = g->n_outputs = 1;
+    qf_graph_add_node(g, "second", QF_OP_RELU, 1, &b, 1, &c);
+    qf_graph_add_node(g, "first", QF_OP_RELU, 1, &a, 1, &b);
+    return g;
+}
+
+START_TEST(graph_find_and_sort)
+{
+    qf_graph *g = chain();
+    ck_assert_int_eq(qf_graph_find_value(g, "b"), 1);
+    ck_assert_int_eq(qf_graph_find_value(g, "zz"), -1);
+    qf_status st = qf_graph_prepare(g, 3);
+    if (st == QF_ERR_UNSUPPORTED) { /* Relu not implemented in this build */
+        qf_graph_free(g);
+        return;
+    }
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    ck_assert_str_eq(g->nodes[0].name, "first");
+    ck_assert_str_eq(g->nodes[1].name, "second");
+    ck_assert_int_eq(g->values[2].dims[0], 3); /* batch applied */
+    qf_graph_free(g);
+}
+END_TEST
+
+START_TEST(graph_cycle_rejected)
+{
+    qf_graph *g = qf_graph_new("cyc.onnx");
+    int64_t d[1] = {4};
+    int a = qf_graph_add_value(g, "a", QF_F32, 1, d);
+    int b = qf_graph_add_value(g, "b", QF_F32, 1, d);
+    qf_graph_add_node(g, "n1", QF_OP_RELU, 1, &a, 1, &b);
+    qf_graph_add_node(g, "n2", QF_OP_RELU, 1, &b, 1, &a);
+    ck_assert_int_eq(qf_graph_prepare(g, 1), QF_ERR_INVALID);
+    ck_assert_msg(strstr(qf_error_message(), "cyc.onnx") && strstr(qf_error_message(), "cycle"), "%s",
+                  qf_error_message());
+    qf_graph_free(g);
+}
+END_TEST
+
+START_TEST(memory_plan_reuses_dead_buffers)
+{
+    /* a -> n0 -> b -> n1 -> c -> n2 -> d: a and c may share, b and d may share */
+    qf_graph *g = qf_graph_new("plan");
+    int64_t dims[1] = {256};
+    int v[4];
+    for (int i = 0; i < 4; i++) {
+        char nm[2] = {(char)('a' + i), 0};
+        v[i] = qf_graph_add_value(g, nm, QF_F32, 1, dims);
+    }
+    g->values[v[0]].flags |= QF_VALUE_INPUT;
+    g->values[v[3]].flags |= QF_VALUE_OUTPUT;
+    for (int i = 0; i < 3; i++) qf_graph_add_node(g, "n", QF_OP_RELU, 1, &v[i], 1, &v[i + 1]);
+    size_t off[4], total;
+    ck_assert_int_eq(qfi_plan_memory(g, 64, off, &total), QF_OK);
+    ck_assert_uint_eq(total, 2 * 1024);
+    ck_assert_uint_ne(off[0], off[1]);
+    ck_assert_uint_ne(off[1], off[2]);
+    ck_assert_uint_ne(off[2], off[3]);
+    qf_graph_free(g);
+}
+END_TEST
+
+START_TEST(broadcast_shapes)
+{
+    int64_t a[3] = {2, 1, 4}, b[2] = {3, 1}, out[QF_MAX_DIMS];
+    int n;
+    ck_assert_int_eq(qfi_broadcast_shape(3, a, 2, b, &n, out), QF_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert(out[0] == 2 && out[1] == 3 && out[2] == 4);
+    int64_t s[3];
+    qfi_broadcast_strides(2, b, 3, out, s);
+    ck_assert(s[0] == 0 && s[1] == 1 && s[2] == 0);
+    int64_t c[1] = {5};
+    ck_assert_int_eq(qfi_broadcast_shape(3, a, 1, c, &n, out), QF_ERR_INVALID);
+}
+END_TEST
+
+START_TEST(device_parse)
+{
+    qf_device_kind k;
+    int idx;
+    ck_assert_int_eq(qf_device_parse("cpu", &k, &idx), QF_OK);
+    ck_assert_int_eq(k, QF_DEVICE_CPU);
+    ck_assert_int_eq(qf_device_parse("cuda:3", &k, &idx), QF_OK);
+    ck_assert(k == QF_DEVICE_CUDA && idx == 3);
+    ck_assert_int_eq(qf_device_parse("cuda:x", &k, &idx), QF_ERR_USAGE);
+    ck_assert_int_eq(qf_device_parse("tpu", &k, &idx), QF_ERR_USAGE);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("core");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, status_messages);
+    tcase_add_test(tc, dtype_traits);
+    tcase_add_test(tc, half_conversion);
+    tcase_add_test(tc, graph_find_and_sort);
+    tcase_add_test(tc, graph_cycle_rejected);
+    tcase_add_test(tc, memory_plan_reuses_dead_buffers);
+    tcase_add_test(tc, broadcast_shapes);
+    tcase_add_test(tc, device_parse);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Builds qforge from a fresh checkout and runs one job: `demo` (the bundled
+# example end to end) or `check` (the whole test suite). Installs missing
+# Debian packages first (apt-get; run as root), bootstraps, configures, builds
+# in ./build. Extra arguments go to configure (e.g. --enable-sanitizers).
+set -eu
+job=${1:-demo}
+[ $# -gt 0 ] && shift
+case $job in demo|check|distcheck) ;; *) echo "usage: $0 demo|check|distcheck [configure options]" >&2; exit 2;; esac
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+packages="build-essential autoconf automake libtool pkg-config protobuf-c-compiler libprotobuf-c-dev
+  libonnx-dev libonnx-testdata check libopenblas-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
+  dataset-fashion-mnist"
+missing=
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "build.sh: installing Debian packages:$missing"
+  if [ "$(id -u)" != 0 ]; then echo "build.sh: need root to install:$missing" >&2; exit 1; fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+cd "$top"
+[ -x configure ] && [ configure -nt configure.ac ] && [ Makefile.in -nt Makefile.am ] || ./bootstrap
+mkdir -p build
+cd build
+if [ ! -f Makefile ] || [ $# -gt 0 ]; then ../configure "$@"; fi
+jobs=$(nproc 2>/dev/null || echo 2)
+make -j"$jobs"
+case $job in
+  demo) make demo ;;
+  check) make -j"$jobs" check || { cat test-suite.log 2>/dev/null | tail -n 200; exit 1; } ;;
+  distcheck) make distcheck ;;
+esac

@@ -1,0 +1,102 @@
+/* qforge: the command-line front end. Dispatches subcommands (like git) and
+ * turns library errors into one-line messages and exit codes. */
+#include "config.h"
+#include "cli.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+bool cli_quiet;
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", cmd_info, "graph summary: inputs/outputs, op counts, parameters, FLOPs per image"},
+};
+
+int cli_fail(qf_status st)
+{
+    fprintf(stderr, "qforge: %s\n", qf_error_message()[0] ? qf_error_message() : qf_status_name(st));
+    return st == QF_ERR_USAGE ? EXIT_USAGE : EXIT_FAIL;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "qforge %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see 'qforge help %s')\n", cmd);
+    return EXIT_USAGE;
+}
+
+bool cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || end == s || *end || errno || v < lo || v > hi) {
+        cli_usage_error(cmd, "%s expects an integer in [%d, %d], got '%s'", opt, lo, hi, s ? s : "");
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+static void log_to_stderr(void *user, qf_log_level level, const char *msg)
+{
+    (void)user;
+    if (cli_quiet && level < QF_LOG_ERROR) return;
+    static const char *const tag[] = {"debug", "info", "warning", "error"};
+    fprintf(stderr, "qforge: %s: %s\n", tag[level], msg);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: qforge <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'qforge help CMD' or 'man qforge-CMD' describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    qf_log_set(log_to_stderr, NULL, getenv("QFORGE_DEBUG") ? QF_LOG_DEBUG : QF_LOG_INFO);
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+        printf("qforge %s\n", qf_version());
+        return EXIT_OK;
+    }
+    if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(name, "help")) {
+        if (argc < 3) {
+            usage(stdout);
+            return EXIT_OK;
+        }
+        char *args[] = {argv[2], "--help", NULL};
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            if (!strcmp(commands[i].name, argv[2])) return commands[i].run(2, args);
+        fprintf(stderr, "qforge: unknown command '%s'\n", argv[2]);
+        return EXIT_USAGE;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(commands[i].name, name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "qforge: unknown command '%s' (see 'qforge --help')\n", name);
+    return EXIT_USAGE;
+}
