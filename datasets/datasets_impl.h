@@ -9,9 +9,14 @@
 /* Files larger than this are refused before they are read. */
 #define QFI_IMAGE_MAX_FILE_BYTES (1024LL * 1024 * 1024)
 
+/* Fails unless w, h > 0 and w*h <= QF_IMAGE_MAX_PIXELS; names `name`. */
+qf_status qfi_image_check_size(int w, int h, const char *name);
 /* Allocates img->px for a w x h x c image after checking w, h > 0 and the
  * QF_IMAGE_MAX_PIXELS bound; the message names `name`. */
 qf_status qfi_image_alloc(qf_image *img, int w, int h, int c, const char *name);
+
+/* n RGB pixels to luma as PIL's convert("L"); rgb == gray is allowed. */
+void qfi_rgb_to_luma(const uint8_t *rgb, uint8_t *gray, size_t n);
 
 /* Decoders: buf/size is the whole file, already sniffed as the format. */
 qf_status qfi_decode_png(const uint8_t *buf, size_t size, const char *name, qf_image *out);
@@ -25,6 +30,19 @@ qf_status qfi_decode_pnm(const uint8_t *buf, size_t size, const char *name, qf_i
  * (torchvision pads a crop larger than the image with zeros). */
 qf_status qfi_resize_window(const uint8_t *src, int sw, int sh, int c, int dw, int dh,
                             int x0, int y0, int ww, int wh, float *dst);
+
+/* A dataset: files in order, with optional labels (datasets/scan.c builds
+ * it, labels.c labels it, loader.c reads it). */
+struct qf_dataset {
+    char *root;          // the folder as given, trailing '/' removed; NULL for a file list
+    size_t rel_off;      // full[i] + rel_off is the path relative to root
+    int64_t n, cap;
+    char **full;         // paths usable with fopen, sorted by strcmp when scanned
+    int *labels;         // NULL without labels
+    qf_classes *classes; // class names of the label source, or NULL
+    char **folders;      // the root's sub-folders, sorted (the class folders)
+    int n_folders;
+};
 
 /* Reads a whole text file (bounded size), NUL-terminated. */
 qf_status qfi_read_text_file(const char *path, size_t max_bytes, char **out, size_t *len);

@@ -1,10 +1,10 @@
 /* JPEG decoding with libjpeg-turbo from a memory buffer. libjpeg's fatal
  * errors and its "premature end" warning longjmp back here, so a corrupt or
  * truncated file becomes a qf_status instead of exit() or a gray-filled image. */
+#include "datasets_impl.h"  // first: jpeglib.h needs stdio.h's FILE and size_t
 #include <setjmp.h>
 #include <jpeglib.h>
 #include <jerror.h>
-#include "datasets_impl.h"
 
 typedef struct jpeg_ctx {
     struct jpeg_error_mgr pub;  // first: libjpeg hands us &pub as cinfo->err
@@ -53,13 +53,9 @@ static int decode(struct jpeg_decompress_struct *cinfo, jpeg_ctx *ctx, const uin
     jpeg_mem_src(cinfo, buf, (unsigned long)size);
     jpeg_read_header(cinfo, TRUE);
 
-    long long npix = (long long)cinfo->image_width * cinfo->image_height;
-    if (npix > QF_IMAGE_MAX_PIXELS) {
-        ctx->status = qf_error(QF_ERR_NOMEM, "%s: JPEG is %ux%u, more than the %lld pixels qforge accepts",
-                               ctx->name, cinfo->image_width, cinfo->image_height,
-                               (long long)QF_IMAGE_MAX_PIXELS);
-        return -1;
-    }
+    // JPEG caps each side at 65500, so the casts are safe.
+    ctx->status = qfi_image_check_size((int)cinfo->image_width, (int)cinfo->image_height, ctx->name);
+    if (ctx->status != QF_OK) return -1;
     bool cmyk = false;
     switch (cinfo->jpeg_color_space) {
     case JCS_GRAYSCALE: cinfo->out_color_space = JCS_GRAYSCALE; break;

@@ -6,15 +6,25 @@
 #include <sys/stat.h>
 #include "datasets_impl.h"
 
-qf_status qfi_image_alloc(qf_image *img, int w, int h, int c, const char *name)
+qf_status qfi_image_check_size(int w, int h, const char *name)
 {
-    img->px = NULL;
     if (w <= 0 || h <= 0)
         return qf_error(QF_ERR_FORMAT, "%s: image has size %dx%d", name, w, h);
+    // The side bound keeps one axis's resize weights small (see resize.c).
+    if (w > QF_IMAGE_MAX_SIDE || h > QF_IMAGE_MAX_SIDE)
+        return qf_error(QF_ERR_NOMEM, "%s: image is %dx%d, wider or taller than the %d pixels qforge accepts",
+                        name, w, h, QF_IMAGE_MAX_SIDE);
     // Checked before anything is allocated: a header may promise any size.
     if ((long long)w * h > QF_IMAGE_MAX_PIXELS)
         return qf_error(QF_ERR_NOMEM, "%s: image is %dx%d, more than the %lld pixels qforge accepts",
                         name, w, h, (long long)QF_IMAGE_MAX_PIXELS);
+    return QF_OK;
+}
+
+qf_status qfi_image_alloc(qf_image *img, int w, int h, int c, const char *name)
+{
+    img->px = NULL;
+    QF_CHECK(qfi_image_check_size(w, h, name));
     img->px = malloc((size_t)w * h * c);
     if (!img->px)
         return qf_error(QF_ERR_NOMEM, "%s: out of memory for a %dx%d image", name, w, h);
@@ -87,6 +97,17 @@ qf_status qf_image_read(const char *path, qf_image *out)
     return s;
 }
 
+void qfi_rgb_to_luma(const uint8_t *rgb, uint8_t *gray, size_t n)
+{
+    // ITU-R 601-2 luma in 16-bit fixed point, rounded: the same numbers as
+    // PIL's convert("L"), so --gray matches a PIL pipeline exactly. Safe in
+    // place: gray[i] is written after rgb[3i..3i+2] was read.
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *s = rgb + 3 * i;
+        gray[i] = (uint8_t)((s[0] * 19595u + s[1] * 38470u + s[2] * 7471u + 0x8000u) >> 16);
+    }
+}
+
 qf_status qf_image_convert(qf_image *img, int channels)
 {
     if (channels != 1 && channels != 3)
@@ -95,15 +116,8 @@ qf_status qf_image_convert(qf_image *img, int channels)
     size_t n = (size_t)img->w * img->h;
     if (channels == 1) {
         QF_ASSERT(img->c == 3);
-        // ITU-R 601-2 luma in 16-bit fixed point, rounded: the same numbers as
-        // PIL's convert("L"), so --gray matches a PIL pipeline exactly. In place:
-        // pixel i is written at i, after pixels < i were read.
-        uint8_t *p = img->px;
-        for (size_t i = 0; i < n; i++) {
-            const uint8_t *s = p + 3 * i;
-            p[i] = (uint8_t)((s[0] * 19595u + s[1] * 38470u + s[2] * 7471u + 0x8000u) >> 16);
-        }
-        uint8_t *shrunk = realloc(p, n ? n : 1);
+        qfi_rgb_to_luma(img->px, img->px, n);
+        uint8_t *shrunk = realloc(img->px, n ? n : 1);
         if (shrunk) img->px = shrunk;
     } else {
         QF_ASSERT(img->c == 1);

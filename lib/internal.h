@@ -94,12 +94,62 @@ typedef struct qfi_op_def {
     size_t (*cpu_scratch)(const qf_graph *g, const qf_node *n);
     /* Multiply-adds x2 per image (for `qforge info`), or NULL if negligible. */
     int64_t (*flops)(const qf_graph *g, const qf_node *n);
+    /* Bit mask of (1u << qf_precision) other than FP32 that the CPU kernel
+     * handles itself (INT8 Conv, the conversions). Nodes of any other FP16 or
+     * INT8 precision run the FP32 kernel through runtime/cpu/lowp.c, which
+     * converts their inputs to f32 and rounds their outputs back. */
+    unsigned cpu_native;
 } qfi_op_def;
 
 extern const qfi_op_def qfi_ops[QF_OP_COUNT];
 
 /* Runs a node's CPU kernel once with freshly allocated scratch (constant folding). */
 qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out);
+
+/* ---- INT8 arithmetic (lib/quant_math.c) -------------------------------------------
+ * The numerics every engine must reproduce: the CUDA engine computes the same
+ * FP32 expressions, so CPU and GPU INT8 results agree to within one unit. */
+
+/* Activation quantization (ONNX QuantizeLinear, zero point 0): x / s in FP32,
+ * rounded half to even, saturated to [-128, 127]; NaN gives 0. */
+static inline int8_t qfi_quantize_f32(float x, float s)
+{
+    float v = x / s;
+    if (v != v) return 0;
+    v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
+    return (int8_t)__builtin_rintf(v); /* the default rounding mode: to nearest, ties to even */
+}
+static inline float qfi_dequantize_i8(int8_t q, float s) { return (float)q * s; }
+
+/* The epilogue of an INT8 compute op (Conv, Gemm, MatMul). For an int32
+ * accumulator acc of output channel c and an optional residual r:
+ *     v = (float)(acc + bias[c]) * m[c]            (one FP32 product, rounded)
+ *     v = v + (float)r * m_r                       (residual: product, then sum)
+ *     v = min(max(v, lo), hi)                      (activation and saturation)
+ *     y = int8: rint(v) (ties to even); f32: v; f16: v rounded to half
+ * with m[c] = s_in * s_w[c] / s_out and m_r = s_r / s_out in FP32 (s_out = 1
+ * when the output is float). Each operation is one IEEE rounding: no fused
+ * multiply-add, so a GPU epilogue computing __fmul_rn/__fadd_rn matches. */
+typedef struct qfi_requant {
+    const int32_t *bias;   /* [channels] or NULL */
+    const float *m;        /* [channels] */
+    float m_r;             /* 0 without a residual */
+    float lo, hi;          /* output units: integers in [-128, 127] for int8 */
+    qf_dtype out;          /* QF_I8, QF_F16 or QF_F32 */
+} qfi_requant;
+
+/* Fills rq and m[channels] for a node: input scale s_in, per-channel weight
+ * scales s_w, residual scale s_r (0: none), output dtype and scale (s_out is
+ * ignored for a float output), and the fused activation. The one place m,
+ * m_r and the clamp bounds are computed. */
+void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, const float *s_w,
+                      const int32_t *bias, float s_r, qf_dtype out, float s_out, qf_act act, float act_lo,
+                      float act_hi);
+/* Applies the epilogue to n accumulators; element i belongs to output channel
+ * ch + i * ch_step (0 along an NCHW plane, 1 along a Gemm row). `res` (int8,
+ * n elements) may be NULL; y has rq->out's dtype. */
+void qfi_requantize(const qfi_requant *rq, const int32_t *acc, const int8_t *res, int64_t n, int64_t ch,
+                    int64_t ch_step, void *y);
 
 /* ---- threads ---------------------------------------------------------------------- */
 /* Calls fn(arg, i) for i in [0, n) on up to `threads` threads (0 = all cores). */

@@ -14,10 +14,6 @@
  * Errors name the tensor but not the model file (the caller prefixes it). */
 qf_status qfi_onnx_tensor_decode(const Onnx__TensorProto *t, const char *model_dir, qf_value *out);
 
-/* Reads a file holding one serialized TensorProto (the backend tests'
- * test_data_set_N/input_K.pb) and decodes it; errors name the file. */
-qf_status qfi_onnx_tensor_load(const char *path, qf_value *out);
-
 /* Reads a whole untrusted file of at most `max_bytes` bytes into a malloc'd
  * buffer (*data is non-NULL on success, even for an empty file). */
 qf_status qfi_read_file(const char *path, size_t max_bytes, uint8_t **data, size_t *size);

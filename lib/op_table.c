@@ -6,13 +6,19 @@
 #include "../runtime/cpu/kernels.h"
 
 #define OP(stem, cpu_fn) .parse = qfi_##stem##_parse, .infer = qfi_##stem##_infer, .cpu = qfi_cpu_##cpu_fn
+/* cpu_native bits */
+#define NATIVE_INT8 (1u << QF_PREC_INT8)
+#define NATIVE_FP16 (1u << QF_PREC_FP16)
 
 const qfi_op_def qfi_ops[QF_OP_COUNT] = {
-    [QF_OP_CONV]                = {OP(conv, conv), .cpu_scratch = qfi_cpu_conv_scratch, .flops = qfi_conv_flops},
+    [QF_OP_CONV]                = {OP(conv, conv), .cpu_scratch = qfi_cpu_conv_scratch, .flops = qfi_conv_flops,
+                                   .cpu_native = NATIVE_INT8},
     [QF_OP_CONV_TRANSPOSE]      = {OP(conv_transpose, conv_transpose),
                                    .cpu_scratch = qfi_cpu_conv_transpose_scratch, .flops = qfi_conv_transpose_flops},
-    [QF_OP_GEMM]                = {OP(gemm, gemm), .flops = qfi_gemm_flops},
-    [QF_OP_MATMUL]              = {OP(matmul, matmul), .flops = qfi_matmul_flops},
+    [QF_OP_GEMM]                = {OP(gemm, gemm), .cpu_scratch = qfi_cpu_gemm_scratch, .flops = qfi_gemm_flops,
+                                   .cpu_native = NATIVE_INT8},
+    [QF_OP_MATMUL]              = {OP(matmul, matmul), .cpu_scratch = qfi_cpu_gemm_scratch,
+                                   .flops = qfi_matmul_flops, .cpu_native = NATIVE_INT8},
     [QF_OP_ADD]                 = {OP(binary, binary)},
     [QF_OP_SUB]                 = {OP(binary, binary)},
     [QF_OP_MUL]                 = {OP(binary, binary)},
@@ -45,10 +51,13 @@ const qfi_op_def qfi_ops[QF_OP_COUNT] = {
     [QF_OP_REDUCE_MEAN]         = {OP(reduce_mean, reduce_mean)},
     [QF_OP_SHAPE]               = {OP(shape, shape)},
     [QF_OP_GATHER]              = {OP(gather, gather)},
-    [QF_OP_CAST]                = {OP(cast, cast)},
+    [QF_OP_CAST]                = {OP(cast, cast), .cpu_native = NATIVE_INT8 | NATIVE_FP16},
     [QF_OP_IDENTITY]            = {OP(identity, copy)},
     [QF_OP_DROPOUT]             = {OP(identity, copy)},
     [QF_OP_CONSTANT]            = {OP(constant, constant)},
+    /* conversions handle their dtypes themselves, whatever region they sit in */
+    [QF_OP_QUANTIZE_LINEAR]     = {OP(qdq, qdq), .cpu_native = NATIVE_INT8 | NATIVE_FP16},
+    [QF_OP_DEQUANTIZE_LINEAR]   = {OP(qdq, qdq), .cpu_native = NATIVE_INT8 | NATIVE_FP16},
 };
 
 static const char *const op_names[] = {

@@ -39,7 +39,11 @@ qf_status qf_engine_create(const qf_graph *g, const qf_engine_opts *opts, qf_eng
         free(e);
         return qf_error(QF_ERR_UNSUPPORTED, "this qforge was built without CUDA");
 #endif
-    default: free(e); return qf_error(QF_ERR_USAGE, "unknown device kind %d", (int)e->opts.device);
+    default: {
+        int kind = (int)e->opts.device;
+        free(e);
+        return qf_error(QF_ERR_USAGE, "unknown device kind %d", kind);
+    }
     }
     e->inputs = qfi_calloc((size_t)g->n_inputs + 1, sizeof *e->inputs);
     e->outputs = qfi_calloc((size_t)g->n_outputs + 1, sizeof *e->outputs);

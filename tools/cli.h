@@ -4,6 +4,8 @@
 #define QFORGE_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <qforge/qforge.h>
 
 /* Exit codes (CLI.md): 0 success, 1 failure, 2 bad usage. */
@@ -18,6 +20,58 @@ bool cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int 
 
 extern bool cli_quiet;
 
+#define QF_CHECK_CLI(expr)                                                     \
+    do {                                                                       \
+        qf_status st_ = (expr);                                                \
+        if (st_ != QF_OK) return st_;                                          \
+    } while (0)
+
+/* ---- progress bar (progress.c) ---------------------------------------------- */
+typedef struct progress {
+    const char *label;
+    int64_t total, done;
+    double t0, last;
+    bool enabled;
+} progress;
+void progress_start(progress *p, const char *label, int64_t total);
+void progress_update(progress *p, int64_t done);
+/* Clears the bar; returns seconds since progress_start. */
+double progress_end(progress *p);
+
+/* ---- models and image input shared by calib, eval, run (input.c) ---------------- */
+/* Loads an ONNX (or .qfm) model prepared at `batch`. */
+qf_status cli_load_model(const char *path, int batch, qf_graph **out);
+/* Fills model-given fields of pp (channels, height, width, layout) from the
+ * graph's first input, which must be (N,C,H,W) float. */
+qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp);
+
+/* Options every image-reading command shares. */
+typedef struct image_opts {
+    const char *images;         /* --images DIR */
+    int64_t count;              /* -n COUNT */
+    const char *classes, *synsets, *labels;
+    bool want_folder_labels;    /* use class sub-folders when no other label source */
+    int threads;                /* --threads: decode threads (0 = auto) */
+    bool strict;
+    qf_preprocess pp;
+    bool pp_given;              /* any PREPROCESS option on the command line */
+} image_opts;
+void image_opts_init(image_opts *o);
+/* Tries argv[*i] as a shared option; returns 1 if consumed (advancing *i), 0 if
+ * not ours, -1 after printing a usage error. */
+int image_opts_parse(image_opts *o, const char *cmd, int argc, char **argv, int *i);
+/* Opens the dataset with labels per the options; labels are optional unless
+ * `need_labels`. */
+qf_status image_opts_dataset(const image_opts *o, qf_dataset **out);
+
+/* ---- output helpers (qforge.c) ------------------------------------------------- */
+/* Writes s as a JSON string literal (quoted, escaped). */
+void json_string(FILE *f, const char *s);
+/* Index of the largest of n scores (first on ties). */
+int argmax_index(const float *x, int n);
+
 int cmd_info(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif

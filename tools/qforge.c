@@ -20,6 +20,8 @@ typedef struct {
 
 static const command commands[] = {
     {"info", cmd_info, "graph summary: inputs/outputs, op counts, parameters, FLOPs per image"},
+    {"eval", cmd_eval, "accuracy on a folder of images, agreement with a reference model"},
+    {"run", cmd_run, "classify images, print the top K classes"},
 };
 
 int cli_fail(qf_status st)
@@ -50,6 +52,26 @@ bool cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int 
     }
     *out = (int)v;
     return true;
+}
+
+void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int argmax_index(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
 }
 
 static void log_to_stderr(void *user, qf_log_level level, const char *msg)

@@ -36,6 +36,15 @@ static void die(const char *path, const char *fmt, ...)
 	exit(1);
 }
 
+/* zlib prefixes its messages with the path, which die() already prints. */
+static const char *zmsg(const char *path, const char *msg)
+{
+	size_t n = strlen(path);
+	if (strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+		return msg + n + 2;
+	return msg;
+}
+
 /* Reads exactly n bytes or dies; a short read is "truncated" unless zlib saw an error. */
 static void read_exact(gzFile gz, const char *path, void *buf, size_t n, const char *what)
 {
@@ -47,7 +56,7 @@ static void read_exact(gzFile gz, const char *path, void *buf, size_t n, const c
 			int err;
 			const char *msg = gzerror(gz, &err);
 			if (got < 0 || (err != Z_OK && err != Z_STREAM_END))
-				die(path, "read error in %s: %s", what, msg);
+				die(path, "read error in %s: %s", what, zmsg(path, msg));
 			die(path, "truncated in %s", what);
 		}
 		p += got;
@@ -63,7 +72,7 @@ static void expect_end(gzFile gz, const char *path)
 		die(path, "trailing data after the last item");
 	if (got < 0) {
 		int err;
-		die(path, "read error at end: %s", gzerror(gz, &err));
+		die(path, "read error at end: %s", zmsg(path, gzerror(gz, &err)));
 	}
 }
 
@@ -126,7 +135,7 @@ static unsigned read_classes(const char *path, char names[][MAX_NAME + 1])
 	while (fgets(line, sizeof line, f)) {
 		size_t len = strlen(line);
 		lineno++;
-		if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f))
+		if (len == sizeof line - 1 && line[len - 1] != '\n')
 			die(path, "line %u longer than %u characters", lineno, MAX_NAME);
 		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' ||
 				   line[len - 1] == ' ' || line[len - 1] == '\t'))
@@ -278,6 +287,14 @@ int main(int argc, char **argv)
 			die(lbl_path, "label %u of item %u is not below the %u classes",
 			    labels[i], i, nclasses);
 
+	// A whole pass over the images first, so that a truncated or corrupt file fails
+	// before any PNG is written, not after thousands of them.
+	for (uint32_t i = 0; i < count; i++)
+		read_exact(igz, img_path, pix, (size_t)rows * cols, "the images");
+	expect_end(igz, img_path);
+	gzclose(igz);
+	igz = open_idx(img_path, IDX3_MAGIC, idims, 3);
+
 	// Every class gets its folder, even an empty one, so folder positions stay labels.
 	char path[PATH_MAX], tmp[PATH_MAX];
 	make_dir(outdir);
@@ -299,7 +316,6 @@ int main(int argc, char **argv)
 			die(outdir, "path too long");
 		write_png(path, tmp, pix, rows, cols);
 	}
-	expect_end(igz, img_path);
 	gzclose(igz);
 	free(pix);
 	free(labels);

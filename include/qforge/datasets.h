@@ -16,8 +16,10 @@ extern "C" {
 
 /* ---- decoded images ------------------------------------------------------------ */
 
-/* Decoders refuse images with more pixels than this before allocating them. */
+/* Decoders refuse images with more pixels, or a longer side, than these
+ * before allocating them. */
 #define QF_IMAGE_MAX_PIXELS 100000000LL
+#define QF_IMAGE_MAX_SIDE 1000000
 
 /* An 8-bit image, rows top to bottom, channels interleaved: px is (h,w,c).
  * Decoders produce c = 1 (grayscale, grayscale+alpha) or c = 3 (RGB, RGBA,

@@ -48,7 +48,24 @@ typedef struct qf_value {
     void *data;       /* owned; non-NULL exactly when QF_VALUE_CONST */
     int producer;     /* index of the node that writes it, -1 for inputs/constants */
     unsigned flags;
+    float scale;      /* QF_I8 activations: real = scale * q, zero point 0; else 0 */
 } qf_value;
+
+/* Precision a node computes in (quantized graphs; FP32 after import). */
+typedef enum qf_precision {
+    QF_PREC_FP32 = 0,
+    QF_PREC_FP16,
+    QF_PREC_INT8,
+    QF_PRECISION_COUNT
+} qf_precision;
+
+/* Activation fused into a node's epilogue. */
+typedef enum qf_act {
+    QF_ACT_NONE = 0,
+    QF_ACT_RELU,
+    QF_ACT_CLIP,      /* clamp to [act_lo, act_hi] (ReLU6 is CLIP 0..6) */
+    QF_ACT_COUNT
+} qf_act;
 
 typedef enum qf_attr_type {
     QF_ATTR_INT,
@@ -81,6 +98,9 @@ typedef struct qf_node {
     int n_attr;
     qf_attr *attrs;
     void *params;     /* op-specific, filled by the op's parse(); freed with free() */
+    qf_precision precision;
+    qf_act act;       /* fused activation (quantized graphs) */
+    float act_lo, act_hi;
 } qf_node;
 
 typedef struct qf_graph {

@@ -6,6 +6,9 @@
 #include "qforge/dtype.h"
 #include "qforge/graph.h"
 #include "qforge/engine.h"
+#include "qforge/datasets.h"
+#include "qforge/calib.h"
+#include "qforge/quant.h"
 
 const char *qf_version(void);
 

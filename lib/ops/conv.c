@@ -148,7 +148,8 @@ qf_status qfi_window_resolve(const qf_graph *g, const qf_node *n, const qfi_wind
 
 qf_status qfi_conv_parse(qf_graph *g, qf_node *n)
 {
-    QF_CHECK(qfi_check_arity(g, n, 2, 3));
+    /* INT8: x, W, bias, weight scales, residual (lib/ops/qdq.c) */
+    QF_CHECK(qfi_check_arity(g, n, 2, n->precision == QF_PREC_INT8 ? 5 : 3));
     qfi_conv_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     qf_status st = qfi_window_parse(g, n, &p->win);
@@ -170,9 +171,13 @@ qf_status qfi_conv_geometry(const qf_graph *g, const qf_node *n, qfi_conv_geom *
     QF_ASSERT(p);
     const qf_value *x = qfi_in(g, n, 0), *w = qfi_in(g, n, 1), *b = qfi_in(g, n, 2);
     QF_ASSERT(x && w);
-    QF_CHECK(qfi_require_f32(g, n, x, "input"));
-    QF_CHECK(qfi_require_f32(g, n, w, "weight"));
-    if (b) QF_CHECK(qfi_require_f32(g, n, b, "bias"));
+    if (n->precision == QF_PREC_INT8) {
+        QF_CHECK(qfi_int8_operands(g, n, w->ndim ? w->dims[0] : 0));
+    } else {
+        QF_CHECK(qfi_require_f32(g, n, x, "input"));
+        QF_CHECK(qfi_require_f32(g, n, w, "weight"));
+        if (b) QF_CHECK(qfi_require_f32(g, n, b, "bias"));
+    }
     if (x->ndim < 3 || x->ndim > 2 + QFI_MAX_SPATIAL)
         return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "input %s has %d dims; 3 to %d are supported",
                         QFI_NODE_ARGS(g, n), x->name, x->ndim, 2 + QFI_MAX_SPATIAL);
@@ -201,7 +206,9 @@ qf_status qfi_conv_infer(qf_graph *g, qf_node *n)
     QF_CHECK(qfi_conv_geometry(g, n, &geo));
     int64_t dims[2 + QFI_MAX_SPATIAL] = {geo.N, geo.M};
     for (int i = 0; i < geo.w.nsp; i++) dims[2 + i] = geo.w.out[QFI_MAX_SPATIAL - geo.w.nsp + i];
-    qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, 2 + geo.w.nsp, dims);
+    /* an INT8 node's output dtype (i8, f16 or f32) was chosen when it was quantized */
+    qf_dtype dt = n->precision == QF_PREC_INT8 ? qfi_out(g, n, 0)->dtype : QF_F32;
+    qfi_value_set_shape(qfi_out(g, n, 0), dt, 2 + geo.w.nsp, dims);
     return QF_OK;
 }
 

@@ -1,5 +1,40 @@
-/* PENDING: placeholder until the op is implemented (replace this whole file). */
+/* Gather: picks slices of data along an axis by int32/int64 indices (negative
+ * ones count from the back). Any data dtype. The CPU kernel is
+ * runtime/cpu/gather.c. */
 #include "ops/ops.h"
+#include "ops/tensor_ops.h"
 
-qf_status qfi_gather_parse(qf_graph *g, qf_node *n) { return qf_error(QF_ERR_UNSUPPORTED, "%s: op %s not implemented yet", n->name, qf_op_name(n->op)); }
-qf_status qfi_gather_infer(qf_graph *g, qf_node *n) { return qf_error(QF_ERR_UNSUPPORTED, "%s: op %s not implemented yet", n->name, qf_op_name(n->op)); }
+qf_status qfi_gather_parse(qf_graph *g, qf_node *n)
+{
+    if (n->n_in != 2 || n->n_out != 1)
+        return qf_error(QF_ERR_INVALID, "%s: node %s (Gather): needs 2 inputs and 1 output", g->source, n->name);
+    qfi_axis_params *p = qfi_calloc(1, sizeof *p);
+    if (!p) return QF_ERR_NOMEM;
+    p->axis = qfi_attr_int(n, "axis", 0);
+    free(n->params);
+    n->params = p;
+    return QF_OK;
+}
+
+qf_status qfi_gather_infer(qf_graph *g, qf_node *n)
+{
+    qfi_axis_params *p = n->params;
+    const qf_value *x = qfi_in(g, n, 0), *idx = qfi_in(g, n, 1);
+    if (!x || !idx) return qf_error(QF_ERR_INVALID, "%s: node %s (Gather): missing input", g->source, n->name);
+    if (idx->dtype != QF_I32 && idx->dtype != QF_I64)
+        return qf_error(QF_ERR_INVALID, "%s: node %s (Gather): indices %s are %s, not int32/int64", g->source, n->name,
+                        idx->name, qf_dtype_info(idx->dtype)->name);
+    QF_CHECK(qfi_axis_norm(g, n, p->axis, x->ndim, &p->norm));
+    int rank = x->ndim - 1 + idx->ndim;
+    if (rank > QF_MAX_DIMS)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Gather): output rank %d (at most %d)", g->source, n->name,
+                        rank, QF_MAX_DIMS);
+    /* y is data.dims[:axis] + indices.dims + data.dims[axis+1:] */
+    int64_t dims[QF_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < p->norm; i++) dims[nd++] = x->dims[i];
+    for (int i = 0; i < idx->ndim; i++) dims[nd++] = idx->dims[i];
+    for (int i = p->norm + 1; i < x->ndim; i++) dims[nd++] = x->dims[i];
+    qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, nd, dims);
+    return QF_OK;
+}

@@ -5,7 +5,8 @@
 
 qf_status qfi_gemm_parse(qf_graph *g, qf_node *n)
 {
-    QF_CHECK(qfi_check_arity(g, n, 2, 3));
+    /* INT8: A, B, bias, weight scales, residual (lib/ops/qdq.c) */
+    QF_CHECK(qfi_check_arity(g, n, 2, n->precision == QF_PREC_INT8 ? 5 : 3));
     qfi_gemm_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->alpha = qfi_attr_float(n, "alpha", 1.0f);
@@ -23,9 +24,13 @@ qf_status qfi_gemm_geometry(const qf_graph *g, const qf_node *n, qfi_gemm_geom *
     QF_ASSERT(p);
     const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1), *c = qfi_in(g, n, 2);
     QF_ASSERT(a && b);
-    QF_CHECK(qfi_require_f32(g, n, a, "input A"));
-    QF_CHECK(qfi_require_f32(g, n, b, "input B"));
-    if (c) QF_CHECK(qfi_require_f32(g, n, c, "input C"));
+    if (n->precision == QF_PREC_INT8) {
+        QF_CHECK(qfi_int8_operands(g, n, b->ndim == 2 ? b->dims[p->trans_b ? 0 : 1] : 0));
+    } else {
+        QF_CHECK(qfi_require_f32(g, n, a, "input A"));
+        QF_CHECK(qfi_require_f32(g, n, b, "input B"));
+        if (c) QF_CHECK(qfi_require_f32(g, n, c, "input C"));
+    }
     if (a->ndim != 2 || b->ndim != 2)
         return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "A %s and B %s must be 2-D (they have %d and %d dims)",
                         QFI_NODE_ARGS(g, n), a->name, b->name, a->ndim, b->ndim);
@@ -58,7 +63,8 @@ qf_status qfi_gemm_infer(qf_graph *g, qf_node *n)
     qfi_gemm_geom geo;
     QF_CHECK(qfi_gemm_geometry(g, n, &geo));
     int64_t dims[2] = {geo.M, geo.N};
-    qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, 2, dims);
+    qf_dtype dt = n->precision == QF_PREC_INT8 ? qfi_out(g, n, 0)->dtype : QF_F32;
+    qfi_value_set_shape(qfi_out(g, n, 0), dt, 2, dims);
     return QF_OK;
 }
 

@@ -6,15 +6,20 @@
 qf_status qfi_matmul_parse(qf_graph *g, qf_node *n)
 {
     /* no attributes: nothing to store */
-    return qfi_check_arity(g, n, 2, 2);
+    /* INT8: A, B, bias, weight scales, residual (lib/ops/qdq.c) */
+    return qfi_check_arity(g, n, 2, n->precision == QF_PREC_INT8 ? 5 : 2);
 }
 
 qf_status qfi_matmul_geometry(const qf_graph *g, const qf_node *n, qfi_matmul_geom *geo)
 {
     const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1);
     QF_ASSERT(a && b);
-    QF_CHECK(qfi_require_f32(g, n, a, "input A"));
-    QF_CHECK(qfi_require_f32(g, n, b, "input B"));
+    if (n->precision == QF_PREC_INT8) {
+        QF_CHECK(qfi_int8_operands(g, n, b->ndim ? b->dims[b->ndim - 1] : 0));
+    } else {
+        QF_CHECK(qfi_require_f32(g, n, a, "input A"));
+        QF_CHECK(qfi_require_f32(g, n, b, "input B"));
+    }
     if (a->ndim < 1 || b->ndim < 1)
         return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "operands must have at least 1 dim (A %s has %d, B %s has %d)",
                         QFI_NODE_ARGS(g, n), a->name, a->ndim, b->name, b->ndim);
@@ -43,7 +48,8 @@ qf_status qfi_matmul_infer(qf_graph *g, qf_node *n)
 {
     qfi_matmul_geom geo;
     QF_CHECK(qfi_matmul_geometry(g, n, &geo));
-    qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, geo.y_ndim, geo.y_dims);
+    qf_dtype dt = n->precision == QF_PREC_INT8 ? qfi_out(g, n, 0)->dtype : QF_F32;
+    qfi_value_set_shape(qfi_out(g, n, 0), dt, geo.y_ndim, geo.y_dims);
     return QF_OK;
 }
 

@@ -46,6 +46,18 @@ static inline int64_t qfi_window_in_size(const qfi_window *w) { return w->in[0] 
 static inline int64_t qfi_window_k_size(const qfi_window *w) { return w->k[0] * w->k[1] * w->k[2]; }
 static inline int64_t qfi_window_out_size(const qfi_window *w) { return w->out[0] * w->out[1] * w->out[2]; }
 
+/* The run [*lo, *hi) of positions o in [0, n_out) whose input position
+ * o*stride + offset lies inside [0, n_in): kernels walk that run without
+ * bounds checks and treat the rest as padding. */
+static inline void qfi_window_run(int64_t n_out, int64_t n_in, int64_t stride, int64_t offset, int64_t *lo,
+                                  int64_t *hi)
+{
+    int64_t a = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+    int64_t b = offset >= n_in ? 0 : (n_in - 1 - offset) / stride + 1;
+    *lo = a < n_out ? a : n_out;
+    *hi = b < *lo ? *lo : b < n_out ? b : n_out;
+}
+
 /* Reads kernel_shape, strides, dilations, pads and auto_pad. */
 qf_status qfi_window_parse(const qf_graph *g, const qf_node *n, qfi_window_attrs *a);
 /* Checks the attribute counts against `nsp` and fills w's strides, dilations,
@@ -144,6 +156,16 @@ typedef struct qfi_reduce_params {
  * identity (empty axes with noop_with_empty_axes). */
 qf_status qfi_reduce_mean_axes(const qf_graph *g, const qf_node *n, const void *axes_data, bool reduced[QF_MAX_DIMS],
                                bool *noop);
+
+/* ---- INT8 (lib/ops/qdq.c) ----------------------------------------------------------- */
+/* The per-tensor scale of a QuantizeLinear/DequantizeLinear node: its scale
+ * input when the model gives one, else the scale of its int8 value. */
+qf_status qfi_qdq_scale(const qf_graph *g, const qf_node *n, float *scale);
+/* Checks the operands of an INT8 Conv, Gemm or MatMul: [0] x i8 with a scale,
+ * [1] W i8 constant, [2] bias i32 constant [channels] (optional), [3] weight
+ * scales f32 constant [channels], [4] residual i8 with a scale, shaped like the
+ * output (optional); the output is i8 with a scale, f16 or f32. */
+qf_status qfi_int8_operands(const qf_graph *g, const qf_node *n, int64_t channels);
 
 /* ---- shared helpers ------------------------------------------------------------------ */
 /* Messages name the file, the node and its op: "model.onnx: node conv1 (Conv): ...". */

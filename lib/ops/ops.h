@@ -34,10 +34,10 @@ QFI_DECLARE_OP(gather)
 QFI_DECLARE_OP(cast)
 QFI_DECLARE_OP(identity)     /* Identity Dropout */
 QFI_DECLARE_OP(constant)
+QFI_DECLARE_OP(qdq)          /* QuantizeLinear DequantizeLinear */
 
 /* Helpers shared by the tensor-manipulation ops, defined in lib/ops/reshape.c. */
-/* Normalizes an ONNX axis to [0, rank); `rank` is the count of valid positions
- * (Flatten and Unsqueeze pass rank+1). Fails naming the node. */
+/* Normalizes an ONNX axis in [-rank, rank) to [0, rank); fails naming the node. */
 qf_status qfi_axis_norm(const qf_graph *g, const qf_node *n, int64_t axis, int rank, int *out);
 /* Reads constant int input k of n (absent or empty: *count = 0). A non-constant
  * input fails with QF_ERR_UNSUPPORTED "dynamic shape input". */

@@ -111,10 +111,12 @@ qf_status qfi_flatten_infer(qf_graph *g, qf_node *n)
     const flatten_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
     if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (Flatten): missing input", g->source, n->name);
-    int axis;
-    /* axis may equal the rank: the output is then (numel, 1) */
-    QF_CHECK(qfi_axis_norm(g, n, p->axis, x->ndim + 1, &axis));
-    int64_t dims[2] = {qfi_numel(axis, x->dims), qfi_numel(x->ndim - axis, x->dims + axis)};
+    /* axis is in [-rank, rank]; rank itself gives (numel, 1) */
+    int64_t axis = p->axis < 0 ? p->axis + x->ndim : p->axis;
+    if (axis < 0 || axis > x->ndim)
+        return qf_error(QF_ERR_INVALID, "%s: node %s (Flatten): axis %lld out of range for rank %d", g->source,
+                        n->name, (long long)p->axis, x->ndim);
+    int64_t dims[2] = {qfi_numel((int)axis, x->dims), qfi_numel(x->ndim - (int)axis, x->dims + axis)};
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, 2, dims);
     return QF_OK;
 }

@@ -1,5 +1,36 @@
-/* PENDING: placeholder until the op is implemented (replace this whole file). */
+/* Shape: the input's dims as an int64 vector, optionally a [start, end) range
+ * of them (opset 15). The CPU kernel is runtime/cpu/shape.c. */
 #include "ops/ops.h"
+#include "ops/tensor_ops.h"
 
-qf_status qfi_shape_parse(qf_graph *g, qf_node *n) { return qf_error(QF_ERR_UNSUPPORTED, "%s: op %s not implemented yet", n->name, qf_op_name(n->op)); }
-qf_status qfi_shape_infer(qf_graph *g, qf_node *n) { return qf_error(QF_ERR_UNSUPPORTED, "%s: op %s not implemented yet", n->name, qf_op_name(n->op)); }
+qf_status qfi_shape_parse(qf_graph *g, qf_node *n)
+{
+    if (n->n_in != 1 || n->n_out != 1)
+        return qf_error(QF_ERR_INVALID, "%s: node %s (Shape): needs 1 input and 1 output", g->source, n->name);
+    qfi_shape_params *p = qfi_calloc(1, sizeof *p);
+    if (!p) return QF_ERR_NOMEM;
+    p->start = qfi_attr_int(n, "start", 0);
+    p->end = qfi_attr_int(n, "end", INT64_MAX);
+    free(n->params);
+    n->params = p;
+    return QF_OK;
+}
+
+/* The spec's clamping: negative counts from the back, then into [0, rank]. */
+static int64_t clamp_dim(int64_t i, int rank)
+{
+    if (i < 0) i += rank;
+    return i < 0 ? 0 : i > rank ? rank : i;
+}
+
+qf_status qfi_shape_infer(qf_graph *g, qf_node *n)
+{
+    qfi_shape_params *p = n->params;
+    const qf_value *x = qfi_in(g, n, 0);
+    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (Shape): missing input", g->source, n->name);
+    int64_t s = clamp_dim(p->start, x->ndim), e = clamp_dim(p->end, x->ndim);
+    int64_t len = e > s ? e - s : 0;
+    p->first = (int)s;
+    qfi_value_set_shape(qfi_out(g, n, 0), QF_I64, 1, &len);
+    return QF_OK;
+}

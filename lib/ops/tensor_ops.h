@@ -1,6 +1,6 @@
 /* Parameters of the elementwise and tensor-manipulation ops whose CPU kernels
- * need more than the value shapes: filled by parse()/infer() in lib/ops/*.c,
- * read by the kernels in runtime/cpu/*.c. Axes here are already normalized. */
+ * need more than the value shapes: filled by parse() and infer() in lib/ops/,
+ * read by the kernels in runtime/cpu/. Axes named "norm" are normalized. */
 #ifndef QFORGE_OPS_TENSOR_OPS_H
 #define QFORGE_OPS_TENSOR_OPS_H
 
@@ -23,7 +23,7 @@ typedef struct qfi_transpose_params {
     int perm[QF_MAX_DIMS];
 } qfi_transpose_params;
 
-typedef enum qfi_pad_mode { QFI_PAD_CONSTANT, QFI_PAD_REFLECT, QFI_PAD_EDGE, QFI_PAD_WRAP } qfi_pad_mode;
+typedef enum qfi_pad_mode { QFI_PADMODE_CONSTANT, QFI_PADMODE_REFLECT, QFI_PADMODE_EDGE, QFI_PADMODE_WRAP } qfi_pad_mode;
 
 typedef struct qfi_pad_params {
     qfi_pad_mode mode;

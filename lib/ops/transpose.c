@@ -1,5 +1,56 @@
-/* PENDING: placeholder until the op is implemented (replace this whole file). */
+/* Transpose: permutes the dims (perm attribute, default reversed). The CPU
+ * kernel is runtime/cpu/transpose.c. */
 #include "ops/ops.h"
+#include "ops/tensor_ops.h"
 
-qf_status qfi_transpose_parse(qf_graph *g, qf_node *n) { return qf_error(QF_ERR_UNSUPPORTED, "%s: op %s not implemented yet", n->name, qf_op_name(n->op)); }
-qf_status qfi_transpose_infer(qf_graph *g, qf_node *n) { return qf_error(QF_ERR_UNSUPPORTED, "%s: op %s not implemented yet", n->name, qf_op_name(n->op)); }
+qf_status qfi_transpose_parse(qf_graph *g, qf_node *n)
+{
+    if (n->n_in != 1 || n->n_out != 1)
+        return qf_error(QF_ERR_INVALID, "%s: node %s (Transpose): needs 1 input and 1 output", g->source, n->name);
+    int cnt;
+    const int64_t *perm = qfi_attr_ints(n, "perm", &cnt);
+    if (cnt > QF_MAX_DIMS)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Transpose): %d dims (at most %d)", g->source, n->name, cnt,
+                        QF_MAX_DIMS);
+    qfi_transpose_params *p = qfi_calloc(1, sizeof *p);
+    if (!p) return QF_ERR_NOMEM;
+    p->n_perm = perm ? cnt : 0;
+    for (int i = 0; i < p->n_perm; i++) {
+        if (perm[i] < 0 || perm[i] >= cnt) {
+            free(p);
+            return qf_error(QF_ERR_INVALID, "%s: node %s (Transpose): perm[%d] = %lld", g->source, n->name, i,
+                            (long long)perm[i]);
+        }
+        p->perm[i] = (int)perm[i];
+    }
+    free(n->params);
+    n->params = p;
+    return QF_OK;
+}
+
+qf_status qfi_transpose_infer(qf_graph *g, qf_node *n)
+{
+    qfi_transpose_params *p = n->params;
+    const qf_value *x = qfi_in(g, n, 0);
+    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (Transpose): missing input", g->source, n->name);
+    int perm[QF_MAX_DIMS];
+    if (p->n_perm == 0) {
+        for (int i = 0; i < x->ndim; i++) perm[i] = x->ndim - 1 - i;
+    } else {
+        if (p->n_perm != x->ndim)
+            return qf_error(QF_ERR_INVALID, "%s: node %s (Transpose): perm has %d entries for rank %d", g->source,
+                            n->name, p->n_perm, x->ndim);
+        bool seen[QF_MAX_DIMS] = {false};
+        for (int i = 0; i < x->ndim; i++) {
+            if (seen[p->perm[i]])
+                return qf_error(QF_ERR_INVALID, "%s: node %s (Transpose): perm repeats %d", g->source, n->name,
+                                p->perm[i]);
+            seen[p->perm[i]] = true;
+            perm[i] = p->perm[i];
+        }
+    }
+    int64_t dims[QF_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) dims[i] = x->dims[perm[i]];
+    qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, x->ndim, dims);
+    return QF_OK;
+}

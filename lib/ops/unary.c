@@ -1,9 +1,9 @@
 /* Elementwise activations: Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid,
  * HardSwish, Tanh. f32 everywhere; Relu and Clip also on integer tensors.
- * The CPU kernel is runtime/cpu/unary.c; its parameters are in unary.h. */
+ * The CPU kernel is runtime/cpu/unary.c. */
 #include <float.h>
 #include "ops/ops.h"
-#include "ops/unary.h"
+#include "ops/tensor_ops.h"
 
 qf_status qfi_unary_parse(qf_graph *g, qf_node *n)
 {

@@ -1,5 +1,197 @@
-/* PENDING: placeholder until the kernel is implemented (replace this whole file). */
+/* Conv on the CPU: im2col + cblas_sgemm per (image, group), a direct loop for
+ * depthwise-style convolutions (one input channel per group), and a plain sgemm
+ * for 1x1 stride-1 unpadded ones. Independent (image, group) items are spread
+ * over threads; each thread owns one im2col slot of the scratch. */
 #include "kernels.h"
+#include "ops/nn.h"
+#include <cblas.h>
+#include <limits.h>
 
-qf_status qfi_cpu_conv(const qfi_kernel_args *a) { return qf_error(QF_ERR_UNSUPPORTED, "%s: no CPU kernel yet", a->n->name); }
-size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n) { return 0; }
+/* One input channel per group: no reduction over channels, so a GEMM would
+ * be a matrix-vector product per channel and a direct loop is faster. */
+static bool is_depthwise(const qfi_conv_geom *geo) { return geo->C == geo->group; }
+
+/* A 1x1, stride-1, unpadded window: the image itself is the im2col matrix. */
+static bool is_pointwise(const qfi_window *w)
+{
+    for (int s = 0; s < QFI_MAX_SPATIAL; s++)
+        if (w->k[s] != 1 || w->stride[s] != 1 || w->pad[s] != 0 || w->pad_end[s] != 0) return false;
+    return true;
+}
+
+/* Scratch slots: one per thread that can run at once, never more than items. */
+static int64_t conv_slots(int64_t items)
+{
+    int64_t cpus = qfi_cpu_count();
+    return items < cpus ? items : cpus;
+}
+
+/* Elements of one im2col matrix: (C/group * K) rows of OUT columns. */
+static int64_t col_elems(const qfi_conv_geom *geo)
+{
+    return geo->C / geo->group * qfi_window_k_size(&geo->w) * qfi_window_out_size(&geo->w);
+}
+
+size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n)
+{
+    if (n->precision == QF_PREC_INT8) return qfi_cpu_conv_int8_scratch(g, n);
+    qfi_conv_geom geo;
+    if (qfi_conv_geometry(g, n, &geo) != QF_OK) return 0;
+    if (is_depthwise(&geo) || is_pointwise(&geo.w)) return 0;
+    return (size_t)(conv_slots(geo.N * geo.group) * col_elems(&geo)) * sizeof(float);
+}
+
+/* Unfolds one group of one image. x is (Cg, D,H,W); col is (Cg*Kd*Kh*Kw, Do*Ho*Wo):
+ * row (c,kd,kh,kw) holds, for every output position, the input element under
+ * that kernel tap, or 0 where the tap falls in the padding. */
+void qfi_cpu_im2col(const float *x, int64_t cg, const qfi_window *w, float *col)
+{
+    const int64_t D = w->in[0], H = w->in[1], W = w->in[2];
+    const int64_t Do = w->out[0], Ho = w->out[1], Wo = w->out[2], sw = w->stride[2];
+    float *r = col;
+    for (int64_t c = 0; c < cg; c++) {
+        const float *xc = x + c * D * H * W;
+        for (int64_t kd = 0; kd < w->k[0]; kd++)
+            for (int64_t kh = 0; kh < w->k[1]; kh++)
+                for (int64_t kw = 0; kw < w->k[2]; kw++) {
+                    /* output columns [lo, hi) read inside the row; the rest is padding */
+                    int64_t iw0 = kw * w->dil[2] - w->pad[2], lo, hi;
+                    qfi_window_run(Wo, W, sw, iw0, &lo, &hi);
+                    for (int64_t od = 0; od < Do; od++) {
+                        int64_t id = od * w->stride[0] - w->pad[0] + kd * w->dil[0];
+                        for (int64_t oh = 0; oh < Ho; oh++, r += Wo) {
+                            int64_t ih = oh * w->stride[1] - w->pad[1] + kh * w->dil[1];
+                            if (id < 0 || id >= D || ih < 0 || ih >= H) {
+                                memset(r, 0, (size_t)Wo * sizeof *r);
+                                continue;
+                            }
+                            const float *xr = xc + (id * H + ih) * W + iw0; /* xr[ow*sw] is under column ow */
+                            memset(r, 0, (size_t)lo * sizeof *r);
+                            if (sw == 1) memcpy(r + lo, xr + lo, (size_t)(hi - lo) * sizeof *r);
+                            else
+                                for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * sw];
+                            memset(r + hi, 0, (size_t)(Wo - hi) * sizeof *r);
+                        }
+                    }
+                }
+    }
+}
+
+typedef struct conv_job {
+    const qfi_conv_geom *geo;
+    const float *x, *w, *b;
+    float *y;
+    float *scratch;      /* slots * col_elems floats, NULL for pointwise */
+    int64_t items, slots;
+} conv_job;
+
+/* y (Mg, OUT) of image n, group gi = W_g (Mg, Cg*K) x col (Cg*K, OUT) [+ bias]. */
+static void conv_item(const conv_job *j, int64_t item, float *col)
+{
+    const qfi_conv_geom *geo = j->geo;
+    const int64_t n = item / geo->group, gi = item % geo->group;
+    const int64_t cg = geo->C / geo->group, mg = geo->M / geo->group;
+    const int64_t in_sz = qfi_window_in_size(&geo->w), out_sz = qfi_window_out_size(&geo->w);
+    const int64_t kdim = cg * qfi_window_k_size(&geo->w);
+    const float *xg = j->x + (n * geo->C + gi * cg) * in_sz;
+    const float *wg = j->w + gi * mg * kdim;
+    float *yg = j->y + (n * geo->M + gi * mg) * out_sz;
+    float beta = 0.0f;
+    if (j->b) {
+        for (int64_t m = 0; m < mg; m++)
+            for (int64_t o = 0; o < out_sz; o++) yg[m * out_sz + o] = j->b[gi * mg + m];
+        beta = 1.0f;
+    }
+    const float *cols = xg;
+    if (col) {
+        qfi_cpu_im2col(xg, cg, &geo->w, col);
+        cols = col;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)out_sz, (int)kdim, 1.0f, wg, (int)kdim, cols,
+                (int)out_sz, beta, yg, (int)out_sz);
+}
+
+/* Slot t runs items t, t+slots, t+2*slots, ... with its own im2col buffer. */
+static void conv_slot(void *arg, int64_t t)
+{
+    const conv_job *j = arg;
+    float *col = j->scratch ? j->scratch + t * col_elems(j->geo) : NULL;
+    for (int64_t item = t; item < j->items; item += j->slots) conv_item(j, item, col);
+}
+
+/* y[lo..hi) += wv * x[o*stride] (x already offset to the tap): one kernel tap along an output row. */
+static void row_axpy(float *restrict y, const float *restrict x, float wv, int64_t lo, int64_t hi, int64_t stride)
+{
+    if (stride == 1)
+        for (int64_t o = lo; o < hi; o++) y[o] += wv * x[o];
+    else
+        for (int64_t o = lo; o < hi; o++) y[o] += wv * x[o * stride];
+}
+
+/* Depthwise: output channel m of image n reads only input channel m / (M/group).
+ * The plane starts at the bias and takes one kernel tap at a time, each over
+ * the rows and columns where that tap lands inside the image. */
+static void depthwise_plane(void *arg, int64_t plane)
+{
+    const conv_job *j = arg;
+    const qfi_conv_geom *geo = j->geo;
+    const qfi_window *w = &geo->w;
+    const int64_t n = plane / geo->M, m = plane % geo->M, c = m / (geo->M / geo->group);
+    const int64_t H = w->in[1], W = w->in[2], Ho = w->out[1], Wo = w->out[2];
+    const float *xc = j->x + (n * geo->C + c) * qfi_window_in_size(w); /* (D,H,W) */
+    const float *wm = j->w + m * qfi_window_k_size(w);                   /* (Kd,Kh,Kw) */
+    float *y = j->y + plane * qfi_window_out_size(w);                    /* (Do,Ho,Wo) */
+    const float bias = j->b ? j->b[m] : 0.0f;
+    for (int64_t o = 0; o < qfi_window_out_size(w); o++) y[o] = bias;
+    for (int64_t kd = 0; kd < w->k[0]; kd++)
+        for (int64_t kh = 0; kh < w->k[1]; kh++)
+            for (int64_t kw = 0; kw < w->k[2]; kw++) {
+                const float wv = *wm++;
+                int64_t off[3], lo[3], hi[3];
+                for (int s = 0; s < 3; s++) {
+                    int64_t k = s == 0 ? kd : s == 1 ? kh : kw;
+                    off[s] = k * w->dil[s] - w->pad[s];
+                    qfi_window_run(w->out[s], w->in[s], w->stride[s], off[s], &lo[s], &hi[s]);
+                }
+                for (int64_t od = lo[0]; od < hi[0]; od++)
+                    for (int64_t oh = lo[1]; oh < hi[1]; oh++) {
+                        int64_t id = od * w->stride[0] + off[0], ih = oh * w->stride[1] + off[1];
+                        row_axpy(y + (od * Ho + oh) * Wo, xc + (id * H + ih) * W + off[2], wv, lo[2], hi[2],
+                                 w->stride[2]);
+                    }
+            }
+}
+
+qf_status qfi_cpu_conv(const qfi_kernel_args *a)
+{
+    if (a->n->precision == QF_PREC_INT8) return qfi_cpu_conv_int8(a);
+    qfi_conv_geom geo;
+    QF_CHECK(qfi_conv_geometry(a->g, a->n, &geo));
+    conv_job j = {.geo = &geo, .x = a->in[0], .w = a->in[1], .b = geo.has_bias ? a->in[2] : NULL, .y = a->out[0]};
+    if (geo.N == 0 || geo.M == 0 || qfi_window_out_size(&geo.w) == 0) return QF_OK;
+    int threads = a->threads > 0 ? a->threads : qfi_cpu_count();
+    if (is_depthwise(&geo)) {
+        qfi_parallel_for(threads, geo.N * geo.M, depthwise_plane, &j);
+        return QF_OK;
+    }
+    int64_t kdim = geo.C / geo.group * qfi_window_k_size(&geo.w);
+    if (kdim == 0) {
+        /* no input channels: only the bias remains (and BLAS rejects K = 0 leading dims) */
+        int64_t out_sz = qfi_window_out_size(&geo.w);
+        for (int64_t i = 0; i < geo.N * geo.M * out_sz; i++) j.y[i] = j.b ? j.b[i / out_sz % geo.M] : 0.0f;
+        return QF_OK;
+    }
+    if (kdim > INT_MAX || qfi_window_out_size(&geo.w) > INT_MAX || geo.M > INT_MAX)
+        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range",
+                        QFI_NODE_ARGS(a->g, a->n));
+    j.items = geo.N * geo.group;
+    j.slots = conv_slots(j.items);
+    if (!is_pointwise(&geo.w)) {
+        if (!a->scratch)
+            return qf_error(QF_ERR_USAGE, QFI_NODE_FMT "no im2col scratch was provided", QFI_NODE_ARGS(a->g, a->n));
+        j.scratch = a->scratch;
+    }
+    if (j.slots > threads) j.slots = threads;
+    qfi_parallel_for((int)j.slots, j.slots, conv_slot, &j);
+    return QF_OK;
+}

@@ -2,6 +2,7 @@
  * topological order through the op table's CPU kernels, the observer called
  * after each node. */
 #include "../engine_impl.h"
+#include "kernels.h"
 
 typedef struct cpu_engine {
     char *arena;
@@ -9,6 +10,7 @@ typedef struct cpu_engine {
     void *scratch;      /* largest per-node scratch, shared: nodes run one at a time */
     const void **in;    /* argument staging, sized for the widest node */
     void **out;
+    qfi_cpu_lowp *lowp; /* FP16/INT8 nodes run through FP32 kernels; NULL if none */
 } cpu_engine;
 
 static void cpu_destroy(qf_engine *e)
@@ -20,6 +22,7 @@ static void cpu_destroy(qf_engine *e)
     free(c->scratch);
     free(c->in);
     free(c->out);
+    qfi_cpu_lowp_free(c->lowp);
     free(c);
 }
 
@@ -48,12 +51,17 @@ static qf_status cpu_create(qf_engine *e)
                      : off[v] != SIZE_MAX                 ? c->arena + off[v]
                                                           : NULL;
     free(off);
+    st = qfi_cpu_lowp_create(g, &c->lowp);
+    if (st != QF_OK) {
+        cpu_destroy(e);
+        return st;
+    }
     size_t scratch = 0;
     int width = 1;
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
         if (qfi_ops[n->op].cpu_scratch) {
-            size_t s = qfi_ops[n->op].cpu_scratch(g, n);
+            size_t s = qfi_ops[n->op].cpu_scratch(qfi_cpu_lowp_graph(c->lowp, g, n), n);
             if (s > scratch) scratch = s;
         }
         if (n->n_in > width) width = n->n_in;
@@ -84,7 +92,7 @@ static qf_status cpu_run(qf_engine *e)
         for (int k = 0; k < n->n_in; k++) c->in[k] = n->in[k] >= 0 ? c->data[n->in[k]] : NULL;
         for (int k = 0; k < n->n_out; k++) c->out[k] = n->out[k] >= 0 ? c->data[n->out[k]] : NULL;
         qfi_kernel_args a = {.g = g, .n = n, .in = c->in, .out = c->out, .scratch = c->scratch, .threads = threads};
-        qf_status st = qfi_ops[n->op].cpu(&a);
+        qf_status st = c->lowp && qfi_cpu_lowp_wraps(g, n) ? qfi_cpu_lowp_run(c->lowp, &a) : qfi_ops[n->op].cpu(&a);
         if (st != QF_OK) return qf_error_prefix(st, "%s: node %s (%s)", g->source, n->name, qf_op_name(n->op));
         if (e->opts.observer)
             for (int k = 0; k < n->n_out; k++)

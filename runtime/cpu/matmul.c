@@ -1,4 +1,57 @@
-/* PENDING: placeholder until the kernel is implemented (replace this whole file). */
+/* MatMul on the CPU: one cblas_sgemm per broadcast batch matrix, spread over
+ * threads; when B has no batch dims the whole batch of A is one tall sgemm. */
 #include "kernels.h"
+#include "ops/nn.h"
+#include <cblas.h>
+#include <limits.h>
 
-qf_status qfi_cpu_matmul(const qfi_kernel_args *a) { return qf_error(QF_ERR_UNSUPPORTED, "%s: no CPU kernel yet", a->n->name); }
+typedef struct matmul_job {
+    const qfi_matmul_geom *geo;
+    const float *A, *B;
+    float *Y;
+} matmul_job;
+
+/* Y[i] (M,N) = A[ia] (M,K) x B[ib] (K,N), with ia/ib the broadcast batch offsets of i. */
+static void matmul_item(void *arg, int64_t i)
+{
+    const matmul_job *j = arg;
+    const qfi_matmul_geom *geo = j->geo;
+    int64_t ia = 0, ib = 0, rest = i;
+    for (int d = geo->nbatch - 1; d >= 0; d--) {
+        int64_t idx = rest % geo->batch[d];
+        rest /= geo->batch[d];
+        ia += idx * geo->a_stride[d];
+        ib += idx * geo->b_stride[d];
+    }
+    const int64_t M = geo->M, N = geo->N, K = geo->K;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, j->A + ia * M * K, (int)K,
+                j->B + ib * K * N, (int)N, 0.0f, j->Y + i * M * N, (int)N);
+}
+
+qf_status qfi_cpu_matmul(const qfi_kernel_args *a)
+{
+    if (a->n->precision == QF_PREC_INT8) return qfi_cpu_gemm_int8(a);
+    qfi_matmul_geom geo;
+    QF_CHECK(qfi_matmul_geometry(a->g, a->n, &geo));
+    matmul_job j = {.geo = &geo, .A = a->in[0], .B = a->in[1], .Y = a->out[0]};
+    const int64_t nb = qfi_numel(geo.nbatch, geo.batch);
+    if (nb == 0 || geo.M == 0 || geo.N == 0) return QF_OK;
+    if (geo.K == 0) {
+        memset(j.Y, 0, (size_t)(nb * geo.M * geo.N) * sizeof(float));
+        return QF_OK;
+    }
+    const qf_value *av = qfi_in(a->g, a->n, 0), *bv = qfi_in(a->g, a->n, 1);
+    bool b_shared = bv->ndim <= 2, a_full = qf_value_numel(av) == nb * geo.M * geo.K;
+    int64_t rows = b_shared && a_full ? nb * geo.M : geo.M;
+    if (rows > INT_MAX || geo.N > INT_MAX || geo.K > INT_MAX)
+        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range",
+                        QFI_NODE_ARGS(a->g, a->n));
+    if (b_shared && a_full) {
+        /* A's batch is contiguous and B is one matrix: Y (nb*M, N) = A (nb*M, K) x B (K, N) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)geo.N, (int)geo.K, 1.0f, j.A,
+                    (int)geo.K, j.B, (int)geo.N, 0.0f, j.Y, (int)geo.N);
+        return QF_OK;
+    }
+    qfi_parallel_for(a->threads, nb, matmul_item, &j);
+    return QF_OK;
+}

@@ -1,4 +1,96 @@
-/* PENDING: placeholder until the kernel is implemented (replace this whole file). */
+/* CPU kernel of Pad. Every output index maps to an input index of its dim
+ * (or to "outside" in constant mode); rows along the last dim copy their
+ * in-range middle at once. Any dtype. */
 #include "kernels.h"
+#include "ops/tensor_ops.h"
 
-qf_status qfi_cpu_pad(const qfi_kernel_args *a) { return qf_error(QF_ERR_UNSUPPORTED, "%s: no CPU kernel yet", a->n->name); }
+/* Input index read by output index o of a dim of size n padded by `begin`
+ * in front; -1 means the constant value. */
+static int64_t map_index(int64_t o, int64_t begin, int64_t n, qfi_pad_mode mode)
+{
+    int64_t i = o - begin;
+    if (i >= 0 && i < n) return i;
+    switch (mode) {
+    case QFI_PADMODE_CONSTANT: return -1;
+    case QFI_PADMODE_EDGE: return i < 0 ? 0 : n - 1;
+    case QFI_PADMODE_WRAP: return ((i % n) + n) % n;
+    case QFI_PADMODE_REFLECT: {
+        /* mirror without repeating the edge: period 2(n-1), as numpy's reflect */
+        if (n == 1) return 0;
+        int64_t period = 2 * (n - 1);
+        int64_t m = ((i % period) + period) % period;
+        return m < n ? m : period - m;
+    }
+    }
+    return -1;
+}
+
+static void fill(char *dst, const unsigned char *val, int64_t cnt, size_t es)
+{
+    for (int64_t i = 0; i < cnt; i++) memcpy(dst + (size_t)i * es, val, es);
+}
+
+qf_status qfi_cpu_pad(const qfi_kernel_args *a)
+{
+    const qfi_pad_params *p = a->n->params;
+    const qf_value *x = qfi_in(a->g, a->n, 0), *y = qfi_out(a->g, a->n, 0);
+    size_t es = qf_dtype_info(x->dtype)->size;
+    int nd = y->ndim;
+    if (qf_value_numel(y) == 0) return QF_OK;
+
+    unsigned char val[8] = {0};
+    const qf_value *cv = qfi_in(a->g, a->n, 2);
+    if (cv && qf_value_numel(cv) == 1)
+        memcpy(val, a->in[2], es);
+    else if (x->dtype == QF_F32)
+        memcpy(val, &p->value, 4); /* infer allows a non-zero attribute value only on f32 */
+    if (nd == 0) {
+        memcpy(a->out[0], a->in[0], es);
+        return QF_OK;
+    }
+
+    int64_t xs[QF_MAX_DIMS], s = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        xs[d] = s;
+        s *= x->dims[d];
+    }
+    int last = nd - 1;
+    int64_t xn = x->dims[last], yn = y->dims[last], b = p->begin[last];
+    /* the output indices of the last dim that read the input in order */
+    int64_t mid0 = b > 0 ? b : 0, mid1 = b + xn < yn ? b + xn : yn;
+    const char *src = a->in[0];
+    char *dst = a->out[0];
+    int64_t rows = qfi_numel(last, y->dims), idx[QF_MAX_DIMS] = {0};
+    for (int64_t r = 0; r < rows; r++, dst += (size_t)yn * es) {
+        /* y row r is y[idx[0], ..., idx[last-1], :] */
+        int64_t off = 0;
+        bool outside = false;
+        for (int d = 0; d < last && !outside; d++) {
+            int64_t i = map_index(idx[d], p->begin[d], x->dims[d], p->mode);
+            if (i < 0) outside = true;
+            off += i * xs[d];
+        }
+        if (outside) {
+            fill(dst, val, yn, es);
+        } else {
+            const char *row = src + (size_t)off * es;
+            for (int64_t o = 0; o < yn; o++) {
+                if (o == mid0 && mid1 > mid0) { /* the in-range run */
+                    memcpy(dst + (size_t)o * es, row + (size_t)(o - b) * es, (size_t)(mid1 - mid0) * es);
+                    o = mid1 - 1;
+                    continue;
+                }
+                int64_t i = map_index(o, b, xn, p->mode);
+                if (i < 0)
+                    memcpy(dst + (size_t)o * es, val, es);
+                else
+                    memcpy(dst + (size_t)o * es, row + (size_t)i * es, es);
+            }
+        }
+        for (int d = last - 1; d >= 0; d--) { /* odometer over the outer dims */
+            if (++idx[d] < y->dims[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return QF_OK;
+}

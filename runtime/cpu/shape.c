@@ -1,4 +1,12 @@
-/* PENDING: placeholder until the kernel is implemented (replace this whole file). */
+/* CPU kernel of Shape: writes the input's (concrete) dims as int64. */
 #include "kernels.h"
+#include "ops/tensor_ops.h"
 
-qf_status qfi_cpu_shape(const qfi_kernel_args *a) { return qf_error(QF_ERR_UNSUPPORTED, "%s: no CPU kernel yet", a->n->name); }
+qf_status qfi_cpu_shape(const qfi_kernel_args *a)
+{
+    const qfi_shape_params *p = a->n->params;
+    const qf_value *x = qfi_in(a->g, a->n, 0), *y = qfi_out(a->g, a->n, 0);
+    int64_t *out = a->out[0];
+    for (int64_t i = 0; i < y->dims[0]; i++) out[i] = x->dims[p->first + i];
+    return QF_OK;
+}

@@ -1,4 +1,20 @@
-/* PENDING: placeholder until the kernel is implemented (replace this whole file). */
+/* CPU kernel of Slice: a strided copy from the first selected element, each
+ * dim stepping by its (possibly negative) step. Any dtype. */
 #include "kernels.h"
+#include "ops/tensor_ops.h"
 
-qf_status qfi_cpu_slice(const qfi_kernel_args *a) { return qf_error(QF_ERR_UNSUPPORTED, "%s: no CPU kernel yet", a->n->name); }
+qf_status qfi_cpu_slice(const qfi_kernel_args *a)
+{
+    const qf_value *x = qfi_in(a->g, a->n, 0), *y = qfi_out(a->g, a->n, 0);
+    const qfi_slice_params *p = a->n->params;
+    if (qf_value_numel(y) == 0) return QF_OK;
+    size_t es = qf_dtype_info(x->dtype)->size;
+    int64_t strides[QF_MAX_DIMS], s = 1, first = 0;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        first += p->start[d] * s;
+        strides[d] = p->step[d] * s;
+        s *= x->dims[d];
+    }
+    qfi_cpu_strided_copy(a->out[0], (const char *)a->in[0] + first * (int64_t)es, y->ndim, y->dims, strides, es);
+    return QF_OK;
+}

@@ -1,4 +1,117 @@
-/* PENDING: placeholder until the kernel is implemented (replace this whole file). */
+/* CPU kernel of the elementwise activations (Relu, LeakyRelu, Clip, Sigmoid,
+ * HardSigmoid, HardSwish, Tanh), split into chunks across threads. */
+#include <math.h>
 #include "kernels.h"
+#include "ops/tensor_ops.h"
 
-qf_status qfi_cpu_unary(const qfi_kernel_args *a) { return qf_error(QF_ERR_UNSUPPORTED, "%s: no CPU kernel yet", a->n->name); }
+typedef struct unary_job {
+    const qf_node *n;
+    const qfi_unary_params *p;
+    qf_dtype dt;
+    const void *x;
+    void *y;
+    const void *lo, *hi; /* Clip bounds given as inputs (opset >= 11), or NULL */
+    int64_t total, chunk;
+} unary_job;
+
+static float sigmoid(float x)
+{
+    /* exp of a negative argument only, so large |x| neither overflows nor loses the tail */
+    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+
+static void run_f32(const unary_job *j, const float *x, float *y, int64_t n)
+{
+    const qfi_unary_params *p = j->p;
+    switch (j->n->op) {
+    case QF_OP_RELU:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+    case QF_OP_LEAKY_RELU:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] >= 0.0f ? x[i] : x[i] * p->alpha;
+        break;
+    case QF_OP_CLIP: {
+        float lo = j->lo ? *(const float *)j->lo : p->lo;
+        float hi = j->hi ? *(const float *)j->hi : p->hi;
+        /* max then min: when lo > hi every element becomes hi, as the spec says */
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i] < lo ? lo : x[i];
+            y[i] = v > hi ? hi : v;
+        }
+        break;
+    }
+    case QF_OP_SIGMOID:
+        for (int64_t i = 0; i < n; i++) y[i] = sigmoid(x[i]);
+        break;
+    case QF_OP_HARD_SIGMOID:
+    case QF_OP_HARD_SWISH:
+        for (int64_t i = 0; i < n; i++) {
+            float h = p->alpha * x[i] + p->beta;
+            h = h < 0.0f ? 0.0f : h > 1.0f ? 1.0f : h;
+            y[i] = j->n->op == QF_OP_HARD_SWISH ? x[i] * h : h;
+        }
+        break;
+    case QF_OP_TANH:
+        for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+        break;
+    default: QF_ASSERT(!"unary kernel called for another op");
+    }
+}
+
+/* Relu and Clip on integer tensors; the bounds come from inputs of X's type. */
+#define RUN_INT(name, T, TMIN, TMAX)                                             \
+    static void name(const unary_job *j, const T *x, T *y, int64_t n)           \
+    {                                                                            \
+        T lo = 0, hi = TMAX;                                                     \
+        if (j->n->op == QF_OP_CLIP) {                                            \
+            lo = j->lo ? *(const T *)j->lo : TMIN;                               \
+            hi = j->hi ? *(const T *)j->hi : TMAX;                               \
+        }                                                                        \
+        for (int64_t i = 0; i < n; i++) {                                        \
+            T v = x[i] < lo ? lo : x[i];                                         \
+            y[i] = v > hi ? hi : v;                                              \
+        }                                                                        \
+    }
+RUN_INT(run_i8, int8_t, INT8_MIN, INT8_MAX)
+RUN_INT(run_u8, uint8_t, 0, UINT8_MAX)
+RUN_INT(run_i32, int32_t, INT32_MIN, INT32_MAX)
+RUN_INT(run_i64, int64_t, INT64_MIN, INT64_MAX)
+
+static void unary_chunk(void *arg, int64_t task)
+{
+    const unary_job *j = arg;
+    int64_t lo = task * j->chunk;
+    int64_t n = lo + j->chunk < j->total ? j->chunk : j->total - lo;
+    switch (j->dt) {
+    case QF_F32: run_f32(j, (const float *)j->x + lo, (float *)j->y + lo, n); break;
+    case QF_I8: run_i8(j, (const int8_t *)j->x + lo, (int8_t *)j->y + lo, n); break;
+    case QF_U8: run_u8(j, (const uint8_t *)j->x + lo, (uint8_t *)j->y + lo, n); break;
+    case QF_I32: run_i32(j, (const int32_t *)j->x + lo, (int32_t *)j->y + lo, n); break;
+    case QF_I64: run_i64(j, (const int64_t *)j->x + lo, (int64_t *)j->y + lo, n); break;
+    default: QF_ASSERT(!"dtype rejected by qfi_unary_infer");
+    }
+}
+
+qf_status qfi_cpu_unary(const qfi_kernel_args *a)
+{
+    const qf_node *n = a->n;
+    const qf_value *x = qfi_in(a->g, n, 0);
+    unary_job j = {.n = n, .p = n->params, .dt = x->dtype, .x = a->in[0], .y = a->out[0]};
+    if (n->op == QF_OP_CLIP) {
+        /* an empty bound tensor counts as absent */
+        for (int k = 1; k < n->n_in && k < 3; k++) {
+            const qf_value *b = qfi_in(a->g, n, k);
+            if (b && qf_value_numel(b) == 1) *(k == 1 ? &j.lo : &j.hi) = a->in[k];
+        }
+    }
+    j.total = qf_value_numel(x);
+    j.chunk = 1 << 15;
+    int64_t tasks = (j.total + j.chunk - 1) / j.chunk;
+    if (tasks == 1)
+        unary_chunk(&j, 0);
+    else if (tasks > 1)
+        qfi_parallel_for(a->threads, tasks, unary_chunk, &j);
+    return QF_OK;
+}

@@ -1,0 +1,215 @@
+/* Calibrators: from one |x| histogram to a clipping threshold amax (scale = amax/127).
+ * entropy (TensorRT's KL search), minmax, percentile and MSE all read the same
+ * qf_histogram; each is a pure function of it, so equal histograms give
+ * bit-identical thresholds. */
+#include "internal.h"
+#include "qforge/calib.h"
+#include <math.h>
+
+static const char *const method_names[] = {
+    [QF_CALIB_ENTROPY] = "entropy",
+    [QF_CALIB_MINMAX] = "minmax",
+    [QF_CALIB_PERCENTILE] = "percentile",
+    [QF_CALIB_MSE] = "mse",
+};
+_Static_assert(QF_ARRAY_LEN(method_names) == QF_CALIB_METHOD_COUNT, "method name table incomplete");
+
+const char *qf_calib_method_name(qf_calib_method m)
+{
+    return (unsigned)m < QF_CALIB_METHOD_COUNT ? method_names[m] : "?";
+}
+
+qf_status qf_calib_method_parse(const char *s, unsigned *methods, double *percentile)
+{
+    *percentile = QF_CALIB_PERCENTILE_DEFAULT;
+    if (!s) return qf_error(QF_ERR_USAGE, "--method: missing value");
+    if (!strcmp(s, "all")) {
+        *methods = QF_CALIB_ALL;
+        return QF_OK;
+    }
+    for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++) {
+        if (!strcmp(s, method_names[m])) {
+            *methods = 1u << m;
+            return QF_OK;
+        }
+    }
+    if (!strncmp(s, "percentile=", 11)) {
+        char *end;
+        double p = strtod(s + 11, &end);
+        if (end == s + 11 || *end || !(p > 0.0 && p <= 100.0))
+            return qf_error(QF_ERR_USAGE, "--method %s: the percentile must be a number in (0, 100]", s);
+        *methods = 1u << QF_CALIB_PERCENTILE;
+        *percentile = p;
+        return QF_OK;
+    }
+    return qf_error(QF_ERR_USAGE, "--method %s: expected entropy, minmax, percentile[=P], mse or all", s);
+}
+
+float qf_calib_scale(float amax)
+{
+    return amax > 0.0f ? amax / 127.0f : 1.0f;
+}
+
+/* One past the last nonzero bin; 0 for a histogram without nonzero values. */
+static int used_bins(const qf_histogram *h)
+{
+    int n = QF_HIST_BINS;
+    while (n > 0 && h->bins[n - 1] == 0) n--;
+    return n;
+}
+
+/* A threshold never exceeds absmax: range above it would only waste levels. */
+static float clamp_amax(const qf_histogram *h, double t)
+{
+    return t < (double)h->absmax ? (float)t : h->absmax;
+}
+
+float qf_calib_minmax(const qf_histogram *h)
+{
+    return h->absmax;
+}
+
+/* Percentile of |x| over all finite values, zeros included (the usual definition),
+ * linear within the bin that holds it. */
+float qf_calib_percentile(const qf_histogram *h, double percent)
+{
+    uint64_t total = qf_histogram_count(h);
+    if (total == 0 || h->absmax == 0.0f) return 0.0f;
+    if (percent >= 100.0) return h->absmax;
+    double target = percent / 100.0 * (double)total;
+    double cum = (double)h->zeros;
+    if (target <= cum) return 0.0f;
+    double w = qf_histogram_bin_width(h);
+    for (int b = 0; b < QF_HIST_BINS; b++) {
+        double c = (double)h->bins[b];
+        if (c > 0 && cum + c >= target) return clamp_amax(h, (b + (target - cum) / c) * w);
+        cum += c;
+    }
+    return h->absmax;  // rounding left target a hair above the total
+}
+
+/* Entropy calibration as TensorRT describes it (EntropyCalibration2), over the
+ * nonzero values (zeros are exact at any scale and are left out):
+ *   for every candidate i in [128, used bins]:
+ *     P = bins[0..i-1], with the clipped outliers sum(bins[i..]) added to bin i-1;
+ *     Q = bins[0..i-1] merged into 128 levels (groups of i/128 bins, the last group
+ *         taking the remainder), each level's mass spread evenly over the bins of its
+ *         group where P is nonzero;
+ *     both normalized; KL(P||Q) = sum over P>0 of p log(p/q).
+ *   Q is zero where P is not only when the whole last group is empty but outliers
+ *   were folded into bin i-1; that bin then gets q = 1e-4 and the rest of Q is
+ *   scaled by (1 - 1e-4) (the eps smoothing of MXNet/TVM), which keeps KL finite but
+ *   heavily penalizes clipping a lone outlier mass.
+ *   The first i with the smallest KL wins; the threshold is i * bin width, the upper
+ *   edge of the last kept bin (TensorRT's slides say (i + 0.5) * width; the edge is
+ *   the value that bin's contents actually reach), clamped to absmax.
+ * Searching only up to the last used bin keeps the candidates those of TensorRT's
+ * histogram, whose range ends at absmax; ours ends at the power of two above it.
+ * Every sum comes from prefix sums, so a candidate costs O(128), not O(i). */
+#define ENTROPY_LEVELS 128
+#define ENTROPY_EPS 1e-4
+
+float qf_calib_entropy(const qf_histogram *h)
+{
+    int n = used_bins(h);
+    if (n == 0 || h->absmax == 0.0f) return 0.0f;
+    // C[j] = sum bins[0..j-1]; NZ[j] = nonzero bins among them; L[j] = sum c*log(c).
+    uint64_t C[QF_HIST_BINS + 1];
+    int NZ[QF_HIST_BINS + 1];
+    double L[QF_HIST_BINS + 1];
+    C[0] = 0;
+    NZ[0] = 0;
+    L[0] = 0.0;
+    for (int j = 0; j < n; j++) {
+        uint64_t c = h->bins[j];
+        C[j + 1] = C[j] + c;
+        NZ[j + 1] = NZ[j] + (c != 0);
+        L[j + 1] = L[j] + (c ? (double)c * log((double)c) : 0.0);
+    }
+    const double T = (double)C[n], logT = log(T);
+    int first = n < ENTROPY_LEVELS ? n : ENTROPY_LEVELS;
+    int best = n;
+    double best_kl = INFINITY;
+    for (int i = first; i <= n; i++) {
+        uint64_t kept = C[i], out = C[n] - C[i];
+        if (kept == 0) continue;  // everything clipped: Q is empty, KL infinite
+        // sum p log p: bins 0..i-2 from the prefix sums, bin i-1 with the outliers.
+        double plogp = (L[i - 1] - (double)C[i - 1] * logT) / T;
+        double p_last = (double)(h->bins[i - 1] + out) / T;
+        if (p_last > 0) plogp += p_last * log(p_last);
+        // sum p log q, level by level: q is constant over a group's P-nonzero bins.
+        int levels = i < ENTROPY_LEVELS ? i : ENTROPY_LEVELS, m = i / levels;
+        double plogq = 0.0, p_orphan = 0.0;
+        for (int g = 0; g < levels; g++) {
+            int s = g * m, e = g == levels - 1 ? i : s + m;
+            uint64_t sum = C[e] - C[s];
+            double pmass = (double)sum;
+            int nz = NZ[e] - NZ[s];
+            if (g == levels - 1 && out > 0) {
+                pmass += (double)out;
+                if (h->bins[i - 1] == 0) nz++;
+            }
+            if (pmass == 0) continue;
+            if (sum == 0) {  // P has the outliers here, Q has nothing
+                p_orphan = pmass / T;
+                continue;
+            }
+            plogq += pmass / T * log((double)sum / ((double)nz * (double)kept));
+        }
+        if (p_orphan > 0) plogq += (1.0 - p_orphan) * log1p(-ENTROPY_EPS) + p_orphan * log(ENTROPY_EPS);
+        double kl = plogp - plogq;
+        if (kl < best_kl) {
+            best_kl = kl;
+            best = i;
+        }
+    }
+    return clamp_amax(h, best * qf_histogram_bin_width(h));
+}
+
+/* Expected squared error of symmetric INT8 quantization with clipping at T, from
+ * the histogram, each bin's values taken at its center c:
+ *   c > T : clipped to T, error (c - T)^2;
+ *   c <= T: rounded to a grid of step T/127, error step^2/12 (uniform rounding noise).
+ * Zeros are exact and add nothing. Candidates: every bin edge j * width up to the
+ * used range, and absmax itself; the first minimum wins. */
+static double mse_error(const qf_histogram *h, int n, double T)
+{
+    double w = qf_histogram_bin_width(h), step = T / 127.0, round_err = step * step / 12.0;
+    double err = 0.0;
+    for (int b = 0; b < n; b++) {
+        if (!h->bins[b]) continue;
+        double c = (b + 0.5) * w, d = c > T ? (c - T) * (c - T) : round_err;
+        err += (double)h->bins[b] * d;
+    }
+    return err;
+}
+
+float qf_calib_mse(const qf_histogram *h)
+{
+    int n = used_bins(h);
+    if (n == 0 || h->absmax == 0.0f) return 0.0f;
+    double w = qf_histogram_bin_width(h);
+    double best_t = h->absmax, best_err = INFINITY;
+    for (int j = 1; j <= n; j++) {
+        double t = j * w < h->absmax ? j * w : h->absmax;  // the last candidate is absmax
+        double err = mse_error(h, n, t);
+        if (err < best_err) {
+            best_err = err;
+            best_t = t;
+        }
+        if (t == h->absmax) break;
+    }
+    return clamp_amax(h, best_t);
+}
+
+float qf_calib_threshold(const qf_histogram *h, qf_calib_method m, double percent)
+{
+    switch (m) {
+    case QF_CALIB_ENTROPY: return qf_calib_entropy(h);
+    case QF_CALIB_MINMAX: return qf_calib_minmax(h);
+    case QF_CALIB_PERCENTILE: return qf_calib_percentile(h, percent);
+    case QF_CALIB_MSE: return qf_calib_mse(h);
+    default: QF_ASSERT(!"unknown calibration method");
+    }
+    return 0.0f;
+}

@@ -1,0 +1,90 @@
+/* Streaming |x| histograms with a power-of-two range that widens by merging pairs
+ * of bins. Exactness argument: at range 2^e the bin of a is floor(a * 2^(11-e));
+ * at 2^(e+s) it is floor(a * 2^(11-e-s)) = floor(a * 2^(11-e)) >> s, so widening
+ * commutes with adding and any order or split of the data gives the same counts. */
+#include "internal.h"
+#include "qforge/calib.h"
+#include <float.h>
+#include <math.h>
+
+void qf_histogram_init(qf_histogram *h)
+{
+    memset(h, 0, sizeof *h);
+    h->exp = QF_HIST_EXP_EMPTY;
+}
+
+void qf_histogram_widen(qf_histogram *h, int exp)
+{
+    if (exp <= h->exp) return;
+    int s = exp - h->exp;
+    h->exp = exp;
+    // Every index < 2048 shifted by 11 or more is 0: clamp to keep the shift defined.
+    if (s > 11) s = 11;
+    // Ascending i: the target i >> s <= i was already emptied, so in-place is safe.
+    for (int i = 1; i < QF_HIST_BINS; i++) {
+        uint64_t v = h->bins[i];
+        h->bins[i] = 0;
+        h->bins[i >> s] += v;
+    }
+}
+
+/* Smallest e with a < 2^e, for finite a > 0. */
+static int range_exp(float a)
+{
+    int e;
+    frexpf(a, &e);  // a = m * 2^e, m in [0.5, 1)
+    return e;
+}
+
+void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
+{
+    // lim = 2^exp and scale = 2^(11-exp) are exact in double for every reachable
+    // exp (-149..128 for floats), so a * scale is exact and truncation is floor.
+    double lim = ldexp(1.0, h->exp), scale = ldexp(1.0, 11 - h->exp);
+    float absmax = h->absmax;
+    uint64_t zeros = 0, nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        if (!(a <= FLT_MAX)) {  // NaN compares false, Inf is above FLT_MAX
+            nonfinite++;
+            continue;
+        }
+        if (a == 0.0f) {
+            zeros++;
+            continue;
+        }
+        if (a >= lim) {
+            qf_histogram_widen(h, range_exp(a));
+            lim = ldexp(1.0, h->exp);
+            scale = ldexp(1.0, 11 - h->exp);
+        }
+        if (a > absmax) absmax = a;
+        h->bins[(int)((double)a * scale)]++;
+    }
+    h->absmax = absmax;
+    h->zeros += zeros;
+    h->nonfinite += nonfinite;
+}
+
+void qf_histogram_merge(qf_histogram *dst, const qf_histogram *src)
+{
+    qf_histogram_widen(dst, src->exp);
+    int s = dst->exp - src->exp;
+    if (s > 11) s = 11;
+    for (int i = 0; i < QF_HIST_BINS; i++) dst->bins[i >> s] += src->bins[i];
+    dst->zeros += src->zeros;
+    dst->nonfinite += src->nonfinite;
+    if (src->absmax > dst->absmax) dst->absmax = src->absmax;
+}
+
+double qf_histogram_bin_width(const qf_histogram *h)
+{
+    return ldexp(1.0, h->exp - 11);
+}
+
+uint64_t qf_histogram_count(const qf_histogram *h)
+{
+    uint64_t n = h->zeros;
+    for (int i = 0; i < QF_HIST_BINS; i++) n += h->bins[i];
+    return n;
+}

@@ -1,0 +1,230 @@
+/* The calibration observer: hangs on the engine's qf_observer_fn and streams every
+ * non-constant FP32 value into its own qf_histogram (one pass, widening ranges), then
+ * turns the histograms into a qf_calib_table. Memory: one histogram per tracked
+ * value plus one per thread, whatever the number of images. */
+#include "calib_internal.h"
+
+/* Below this many elements a tensor is histogrammed by the calling thread alone:
+ * a thread hand-off and a 16 KiB merge cost more than they save. */
+#define SLICE_MIN 65536
+
+struct qf_calib {
+    const qf_graph *g;
+    int threads;
+    int valid;             /* images of each batch to count; 0 = all */
+    int n_values;          /* g->n_values when created */
+    int n_slots;
+    int *slot_of_value;    /* n_values entries; -1 = not tracked */
+    int *value_of_slot;    /* n_slots */
+    unsigned char *seen;   /* n_slots: observed at least once */
+    qf_histogram *hist;    /* n_slots */
+    qf_histogram *scratch; /* threads, for slices of one large tensor */
+};
+
+static bool tracked(const qf_value *v)
+{
+    return !(v->flags & QF_VALUE_CONST) && v->dtype == QF_F32;
+}
+
+qf_status qf_calib_create(const qf_graph *g, const qf_calib_opts *opts, qf_calib **out)
+{
+    *out = NULL;
+    int threads = opts ? opts->threads : 1;
+    if (threads <= 0) threads = qfi_cpu_count();
+    if (threads < 1) threads = 1;
+    qf_calib *c = qfi_calloc(1, sizeof *c);
+    if (!c) return QF_ERR_NOMEM;
+    c->g = g;
+    c->threads = threads;
+    c->n_values = g->n_values;
+    c->slot_of_value = qfi_calloc((size_t)g->n_values, sizeof *c->slot_of_value);
+    if (!c->slot_of_value) goto nomem;
+    for (int i = 0; i < g->n_values; i++)
+        c->slot_of_value[i] = tracked(&g->values[i]) ? c->n_slots++ : -1;
+    c->value_of_slot = qfi_calloc((size_t)c->n_slots, sizeof *c->value_of_slot);
+    c->seen = qfi_calloc((size_t)c->n_slots, 1);
+    c->hist = qfi_calloc((size_t)c->n_slots, sizeof *c->hist);
+    c->scratch = threads > 1 ? qfi_calloc((size_t)threads, sizeof *c->scratch) : NULL;
+    if (!c->value_of_slot || !c->seen || !c->hist || (threads > 1 && !c->scratch)) goto nomem;
+    for (int i = 0; i < g->n_values; i++)
+        if (c->slot_of_value[i] >= 0) c->value_of_slot[c->slot_of_value[i]] = i;
+    for (int s = 0; s < c->n_slots; s++) qf_histogram_init(&c->hist[s]);
+    *out = c;
+    return QF_OK;
+nomem:
+    qf_calib_free(c);
+    return qf_error(QF_ERR_NOMEM, "%s: out of memory for %d calibration histograms",
+                    g->source ? g->source : "graph", g->n_values);
+}
+
+void qf_calib_free(qf_calib *c)
+{
+    if (!c) return;
+    free(c->slot_of_value);
+    free(c->value_of_slot);
+    free(c->seen);
+    free(c->hist);
+    free(c->scratch);
+    free(c);
+}
+
+void qf_calib_set_batch_valid(qf_calib *c, int images)
+{
+    c->valid = images > 0 ? images : 0;
+}
+
+typedef struct slice_job {
+    qf_histogram *scratch;
+    const float *x;
+    int64_t n;
+    int nslices;
+} slice_job;
+
+static void slice_run(void *arg, int64_t i)
+{
+    const slice_job *j = arg;
+    // x is (n,) split into nslices contiguous parts; the split is free to vary
+    // because histograms merge exactly.
+    int64_t lo = j->n * i / j->nslices, hi = j->n * (i + 1) / j->nslices;
+    qf_histogram_add(&j->scratch[i], j->x + lo, (size_t)(hi - lo));
+}
+
+void qf_calib_observe(void *user, const qf_graph *g, int value, const void *data)
+{
+    qf_calib *c = user;
+    QF_ASSERT(value >= 0 && value < c->n_values && g->n_values == c->n_values);
+    int s = c->slot_of_value[value];
+    if (s < 0 || !data) return;
+    const qf_value *v = &g->values[value];
+    int64_t n = qf_value_numel(v);
+    // A padded final batch: count only the leading `valid` images of batched values.
+    if (c->valid > 0 && g->batch > 0 && c->valid < g->batch && v->ndim >= 1 && v->dims[0] == g->batch)
+        n = n / g->batch * c->valid;
+    if (n <= 0) return;
+    qf_histogram *h = &c->hist[s];
+    int nslices = c->threads;
+    if (nslices > n / SLICE_MIN) nslices = (int)(n / SLICE_MIN);
+    if (nslices <= 1) {
+        qf_histogram_add(h, data, (size_t)n);
+    } else {
+        for (int i = 0; i < nslices; i++) {
+            qf_histogram_init(&c->scratch[i]);
+            c->scratch[i].exp = h->exp;  // start at the known range: fewer widenings
+        }
+        slice_job job = {c->scratch, data, n, nslices};
+        qfi_parallel_for(nslices, nslices, slice_run, &job);
+        for (int i = 0; i < nslices; i++) qf_histogram_merge(h, &c->scratch[i]);
+    }
+    c->seen[s] = 1;
+}
+
+qf_status qf_calib_merge(qf_calib *dst, const qf_calib *src)
+{
+    for (int s = 0; s < src->n_slots; s++) {
+        if (!src->seen[s]) continue;
+        const char *name = src->g->values[src->value_of_slot[s]].name;
+        int v = qf_graph_find_value(dst->g, name);
+        int d = v >= 0 ? dst->slot_of_value[v] : -1;
+        if (d < 0)
+            return qf_error(QF_ERR_INVALID, "calibration merge: tensor %s is not an FP32 activation of %s",
+                            name, dst->g->source ? dst->g->source : "the graph");
+        qf_histogram_merge(&dst->hist[d], &src->hist[s]);
+        dst->seen[d] = 1;
+    }
+    return QF_OK;
+}
+
+int *qfi_calib_seen_slots(const qf_calib *c, int *n)
+{
+    *n = 0;
+    int *slots = qfi_calloc((size_t)c->n_slots, sizeof *slots);
+    if (!slots) return NULL;
+    for (int s = 0; s < c->n_slots; s++)
+        if (c->seen[s]) slots[(*n)++] = s;
+    return slots;
+}
+
+const char *qfi_calib_slot_name(const qf_calib *c, int slot)
+{
+    return c->g->values[c->value_of_slot[slot]].name;
+}
+
+const qf_histogram *qfi_calib_slot_hist(const qf_calib *c, int slot)
+{
+    return &c->hist[slot];
+}
+
+/* Slot of the i-th observed tensor, or -1. */
+static int nth_seen(const qf_calib *c, int i)
+{
+    for (int s = 0; s < c->n_slots; s++)
+        if (c->seen[s] && i-- == 0) return s;
+    return -1;
+}
+
+int qf_calib_tensor_count(const qf_calib *c)
+{
+    int n = 0;
+    for (int s = 0; s < c->n_slots; s++) n += c->seen[s];
+    return n;
+}
+
+const char *qf_calib_tensor_name(const qf_calib *c, int i)
+{
+    int s = nth_seen(c, i);
+    return s >= 0 ? qfi_calib_slot_name(c, s) : NULL;
+}
+
+const qf_histogram *qf_calib_tensor_hist(const qf_calib *c, int i)
+{
+    int s = nth_seen(c, i);
+    return s >= 0 ? &c->hist[s] : NULL;
+}
+
+qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percentile,
+                            const qf_calib_meta *meta, qf_calib_table **out)
+{
+    *out = NULL;
+    if (!methods || (methods & ~QF_CALIB_ALL))
+        return qf_error(QF_ERR_USAGE, "calibration: invalid method mask 0x%x", methods);
+    if ((methods & (1u << QF_CALIB_PERCENTILE)) && !(percentile > 0.0 && percentile <= 100.0))
+        return qf_error(QF_ERR_USAGE, "calibration: percentile %g is not in (0, 100]", percentile);
+    if (!meta || !qfi_is_sha256_hex(meta->model_sha256) || meta->images < 0)
+        return qf_error(QF_ERR_USAGE, "calibration: the table needs the image count and the model's SHA-256 (64 lowercase hex digits)");
+    if (meta->preprocess && strchr(meta->preprocess, '\n'))
+        return qf_error(QF_ERR_USAGE, "calibration: the preprocessing description must be one line");
+
+    qf_calib_table *t = qfi_calloc(1, sizeof *t);
+    if (!t) return QF_ERR_NOMEM;
+    t->version = QF_CALIB_TABLE_VERSION;
+    t->methods = methods;
+    t->percentile = (methods & (1u << QF_CALIB_PERCENTILE)) ? percentile : QF_CALIB_PERCENTILE_DEFAULT;
+    t->images = meta->images;
+    memcpy(t->model_sha256, meta->model_sha256, 65);
+    t->preprocess = qfi_strdup(meta->preprocess ? meta->preprocess : "");
+    int n = 0;
+    int *slots = qfi_calib_seen_slots(c, &n);
+    if (!t->preprocess || (!slots && c->n_slots)) goto nomem;
+    t->entries = qfi_calloc((size_t)n, sizeof *t->entries);
+    if (!t->entries) goto nomem;
+    for (int k = 0; k < n; k++) {
+        const qf_histogram *h = &c->hist[slots[k]];
+        qf_calib_entry *e = &t->entries[t->n];
+        e->name = qfi_strdup(qfi_calib_slot_name(c, slots[k]));
+        if (!e->name) goto nomem;
+        t->n++;
+        for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
+            if (methods & (1u << m)) e->amax[m] = qf_calib_threshold(h, (qf_calib_method)m, percentile);
+        if (h->nonfinite)
+            qf_log(QF_LOG_WARN, "calibration: tensor %s: %llu of %llu values were NaN or Inf and were ignored",
+                   e->name, (unsigned long long)h->nonfinite,
+                   (unsigned long long)(h->nonfinite + qf_histogram_count(h)));
+    }
+    free(slots);
+    *out = t;
+    return QF_OK;
+nomem:
+    free(slots);
+    qf_calib_table_free(t);
+    return qf_error(QF_ERR_NOMEM, "calibration: out of memory building the table");
+}

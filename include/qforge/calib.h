@@ -1,0 +1,206 @@
+/* Calibration: streaming |x| histograms of every activation, the calibrators
+ * that turn a histogram into a clipping threshold (amax), the table.calib and
+ * TensorRT cache files, and an HTML report. The file format is in qforge-calib(5). */
+#ifndef QFORGE_CALIB_H
+#define QFORGE_CALIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "qforge/status.h"
+#include "qforge/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- histograms ------------------------------------------------------------------
+ * A histogram of |x| over [0, 2^exp) in QF_HIST_BINS equal bins. One pass, bounded
+ * memory: when a value at or above 2^exp arrives, the range doubles (as often as
+ * needed) and pairs of bins merge. Because the range is always a power of two, the
+ * bin of a value at the wider range is exactly (its bin at the narrower range) >> 1,
+ * so the result is the histogram that would have been built at the final range from
+ * the start: it does not depend on the order, the batch split or the threading of
+ * the data, and two histograms merge exactly. The final range is the smallest power
+ * of two above absmax, so absmax lies in [2^exp / 2, 2^exp).
+ * Exact zeros are counted apart (they quantize exactly at any scale, and a ReLU
+ * output's spike of zeros would otherwise dominate the entropy search); NaN and Inf
+ * are excluded and counted. */
+#define QF_HIST_BINS 2048
+#define QF_HIST_EXP_EMPTY (-200) /* exp of a histogram that saw no nonzero value */
+
+typedef struct qf_histogram {
+    uint64_t bins[QF_HIST_BINS]; /* bin b counts nonzero finite |x| in [b*w, (b+1)*w), w = 2^exp/2048 */
+    uint64_t zeros;              /* exact zeros */
+    uint64_t nonfinite;          /* NaN and +-Inf, excluded from everything else */
+    float absmax;                /* largest finite |x|; 0 if none */
+    int exp;                     /* range is [0, 2^exp) */
+} qf_histogram;
+
+void qf_histogram_init(qf_histogram *h);
+/* Adds n values (any order, any split: the result is the same). */
+void qf_histogram_add(qf_histogram *h, const float *x, size_t n);
+/* dst += src, exactly; the narrower of the two ranges widens to the other. */
+void qf_histogram_merge(qf_histogram *dst, const qf_histogram *src);
+/* Widens the range to [0, 2^exp) by merging bins; no-op if already that wide. */
+void qf_histogram_widen(qf_histogram *h, int exp);
+double qf_histogram_bin_width(const qf_histogram *h);
+/* Finite values seen: zeros plus the bins. */
+uint64_t qf_histogram_count(const qf_histogram *h);
+
+/* ---- calibrators ------------------------------------------------------------------
+ * Each returns amax, the clipping threshold of symmetric INT8 (scale = amax/127).
+ * All return 0 for a histogram without nonzero values, never exceed absmax, and
+ * depend only on the histogram (so equal histograms give bit-identical results). */
+typedef enum qf_calib_method {
+    QF_CALIB_ENTROPY,    /* KL divergence search, as TensorRT's EntropyCalibration2 */
+    QF_CALIB_MINMAX,     /* absmax */
+    QF_CALIB_PERCENTILE, /* the |x| below which P% of the values lie */
+    QF_CALIB_MSE,        /* minimum expected squared quantization error */
+    QF_CALIB_METHOD_COUNT
+} qf_calib_method;
+#define QF_CALIB_ALL ((1u << QF_CALIB_METHOD_COUNT) - 1)
+#define QF_CALIB_PERCENTILE_DEFAULT 99.99
+
+/* "entropy", "minmax", "percentile", "mse". */
+const char *qf_calib_method_name(qf_calib_method m);
+/* Parses a --method argument: "entropy", "minmax", "percentile", "percentile=P"
+ * (0 < P <= 100), "mse" or "all" into a bit mask of (1u << method) and the P of
+ * the percentile method (QF_CALIB_PERCENTILE_DEFAULT when not given). */
+qf_status qf_calib_method_parse(const char *s, unsigned *methods, double *percentile);
+
+float qf_calib_entropy(const qf_histogram *h);
+float qf_calib_minmax(const qf_histogram *h);
+float qf_calib_percentile(const qf_histogram *h, double percent);
+float qf_calib_mse(const qf_histogram *h);
+/* One of the above by enum; `percent` is used by QF_CALIB_PERCENTILE only. */
+float qf_calib_threshold(const qf_histogram *h, qf_calib_method m, double percent);
+
+/* The INT8 scale of an amax: amax/127, and 1 for amax 0 (an all-zero tensor
+ * quantizes to zeros at any scale; 1 keeps every later division finite).
+ * The one place this rule lives; weights use it for their channel absmax too. */
+float qf_calib_scale(float amax);
+
+/* ---- tables (table.calib, qforge-calib(5)) ------------------------------------------ */
+#define QF_CALIB_TABLE_VERSION 1
+
+typedef struct qf_calib_entry {
+    char *name;                         /* tensor (graph value) name */
+    float amax[QF_CALIB_METHOD_COUNT];  /* valid where the table's `methods` has the bit */
+} qf_calib_entry;
+
+typedef struct qf_calib_table {
+    int version;
+    unsigned methods;         /* bit mask of (1u << qf_calib_method); never 0 */
+    double percentile;        /* P of the percentile method (if recorded) */
+    int64_t images;           /* images calibrated on */
+    char model_sha256[65];    /* lowercase hex of the FP32 model file's SHA-256 */
+    char *preprocess;         /* one-line description of the preprocessing ("" if none) */
+    int n;
+    qf_calib_entry *entries;  /* in graph order */
+} qf_calib_table;
+
+void qf_calib_table_free(qf_calib_table *t);
+/* The method a table's amax means by default: the first recorded, in enum order
+ * (entropy for --method all). */
+qf_calib_method qf_calib_table_default_method(const qf_calib_table *t);
+/* Index of the entry named `name`, or -1. */
+int qf_calib_table_find(const qf_calib_table *t, const char *name);
+/* amax of entry i by method (use qf_calib_table_default_method() for the default);
+ * fails naming the tensor if the table did not record that method. */
+qf_status qf_calib_table_amax(const qf_calib_table *t, int i, qf_calib_method m, float *amax);
+
+/* Writes table.calib. Like every writer here, it writes a temporary file in the
+ * same folder and renames it over `path`, so a failure never leaves a half-written
+ * file. Floats are written with %.9g and read back bit for bit. */
+qf_status qf_calib_table_write(const qf_calib_table *t, const char *path);
+/* Reads a table; any malformed, truncated or hand-mangled line fails with a
+ * one-line message naming the file and the line number. */
+qf_status qf_calib_table_read(const char *path, qf_calib_table **out);
+/* Compares the table's model hash with `model_sha256` (hex, from qf_sha256_file()).
+ * A mismatch fails naming `table_path`, unless `force`, which only logs a warning. */
+qf_status qf_calib_table_check_model(const qf_calib_table *t, const char *table_path,
+                                     const char *model_sha256, bool force);
+/* Writes TensorRT's calibration cache for method m: a header line
+ * "TRT-8601-EntropyCalibration2" ("TRT-8601-MinMaxCalibration" for minmax), then
+ * "name: hhhhhhhh" per tensor, the hex digits being the IEEE float32 bits of the
+ * scale qf_calib_scale(amax). Percentile and MSE tables use the entropy header, the
+ * calibrator TensorRT users load caches with. */
+qf_status qf_calib_table_write_trt(const qf_calib_table *t, qf_calib_method m, const char *path);
+
+/* ---- the calibration observer ----------------------------------------------------------
+ * One histogram per non-constant FP32 value of a graph (graph inputs included).
+ * Typical use:
+ *     qf_calib_create(g, NULL, &c);
+ *     opts.observer = qf_calib_observe; opts.observer_user = c;   (qf_engine_opts)
+ *     for each batch: fill inputs; qf_calib_set_batch_valid(c, real_images); qf_engine_run(e);
+ *     qf_calib_finalize(c, methods, percentile, &meta, &table);
+ *     qf_calib_table_write(table, "table.calib"); qf_calib_report_write("r.html", c, table);
+ * Counts are integers and maxima are exact, so the table is bit-identical whatever
+ * the batch size, the thread count or the number of devices (one qf_calib per
+ * device, merged with qf_calib_merge()). */
+typedef struct qf_calib qf_calib;
+
+typedef struct qf_calib_opts {
+    int threads;    /* threads that histogram one large tensor; 0 = all cores; default 1 */
+} qf_calib_opts;
+
+typedef struct qf_calib_meta {
+    int64_t images;             /* images observed */
+    const char *model_sha256;   /* 64 hex digits (qf_sha256_file() of the model) */
+    const char *preprocess;     /* one line describing the preprocessing, or NULL */
+} qf_calib_meta;
+
+/* The graph must be prepared (concrete shapes) and outlive the calibrator. */
+qf_status qf_calib_create(const qf_graph *g, const qf_calib_opts *opts, qf_calib **out);
+void qf_calib_free(qf_calib *c);
+/* A qf_observer_fn (user = the qf_calib). Values that are constant or not f32 are
+ * ignored. Different values may be observed from different threads at once; one
+ * value must not be observed by two threads at once. */
+void qf_calib_observe(void *user, const qf_graph *g, int value, const void *data);
+/* Only the first `images` images of each batch are counted from now on (a final
+ * batch padded up to the engine's batch size); 0 counts every image. A value counts
+ * as batched when its leading dimension equals the graph's batch; other values are
+ * counted whole. */
+void qf_calib_set_batch_valid(qf_calib *c, int images);
+/* dst += src for calibrators of graphs with the same value names (several devices). */
+qf_status qf_calib_merge(qf_calib *dst, const qf_calib *src);
+
+/* Tensors observed so far, in graph value order. */
+int qf_calib_tensor_count(const qf_calib *c);
+const char *qf_calib_tensor_name(const qf_calib *c, int i);
+const qf_histogram *qf_calib_tensor_hist(const qf_calib *c, int i);
+
+/* Computes the thresholds of `methods` (a mask from qf_calib_method_parse()) for
+ * every observed tensor into a new table. Tensors that saw NaN or Inf are named in
+ * a warning through qf_log (their finite values still count). */
+qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percentile,
+                            const qf_calib_meta *meta, qf_calib_table **out);
+
+/* ---- report ---------------------------------------------------------------------------
+ * One self-contained HTML file (inline SVG and a small inline sorting script, no
+ * external resources): per tensor its histogram on a log scale with every method's
+ * threshold marked (those recorded in `t` highlighted), and a table of tensors
+ * sortable by absmax / threshold. `t` supplies the header facts and the chosen
+ * thresholds; it may be NULL. */
+qf_status qf_calib_report_write(const char *path, const qf_calib *c, const qf_calib_table *t);
+
+/* ---- SHA-256 (FIPS 180-4), for the model hash in tables and .qfm provenance ------------- */
+typedef struct qf_sha256_ctx {
+    uint32_t h[8];
+    uint64_t bytes;
+    uint8_t buf[64];
+    size_t nbuf;
+} qf_sha256_ctx;
+
+void qf_sha256_init(qf_sha256_ctx *c);
+void qf_sha256_update(qf_sha256_ctx *c, const void *data, size_t n);
+void qf_sha256_final(qf_sha256_ctx *c, uint8_t digest[32]);
+/* 64 lowercase hex digits and a NUL. */
+void qf_sha256_hex(const uint8_t digest[32], char hex[65]);
+qf_status qf_sha256_file(const char *path, char hex[65]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

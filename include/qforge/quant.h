@@ -1,0 +1,59 @@
+/* Quantization: rewrites a prepared FP32 graph into a mixed INT8/FP16/FP32
+ * graph in place — a precision per node, per-channel INT8 weights and INT32
+ * biases, per-tensor activation scales from a calibration table, fused
+ * epilogues (bias, residual add, ReLU/Clip) and explicit QuantizeLinear,
+ * DequantizeLinear and Cast nodes wherever the precision changes. The result
+ * runs on any engine (qf_engine_create). Numerics: ARCHITECTURE.md. */
+#ifndef QFORGE_QUANT_H
+#define QFORGE_QUANT_H
+
+#include <stdbool.h>
+#include "qforge/status.h"
+#include "qforge/graph.h"
+#include "qforge/calib.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "fp32", "fp16", "int8". */
+const char *qf_precision_name(qf_precision p);
+/* Parses a --precision argument (fp32, fp16, int8). */
+qf_status qf_precision_parse(const char *s, qf_precision *out);
+
+typedef struct qf_quant_opts {
+    /* FP32: nothing changes. FP16: every float op in FP16 (half storage, FP32
+     * arithmetic). INT8: Conv, Gemm and MatMul with constant weights, and the
+     * ops between them that can stay INT8 (max-pool, concat, reshape, ...), in
+     * INT8; FP16 elsewhere. FP32 is kept wherever FP16 would overflow (a
+     * calibrated |x| above 65504). */
+    qf_precision precision;
+    /* The threshold of the table to use; QF_CALIB_METHOD_COUNT: the table's
+     * default (qf_calib_table_default_method). */
+    qf_calib_method method;
+    /* One weight scale per tensor instead of per output channel. */
+    bool per_tensor_weights;
+} qf_quant_opts;
+
+/* INT8, the table's default method, per-channel weights. */
+void qf_quant_opts_init(qf_quant_opts *o);
+
+/* What a qf_quantize call did. */
+typedef struct qf_quant_summary {
+    int nodes[QF_PRECISION_COUNT]; /* compute nodes (conversions excluded) per precision */
+    int fused;                     /* nodes folded into an INT8 epilogue (bias/residual Add, Relu, Clip) */
+    int conversions;               /* QuantizeLinear, DequantizeLinear and Cast nodes inserted */
+} qf_quant_summary;
+
+/* Rewrites the prepared FP32 graph `g` (qf_graph_prepare) in place. `t` is
+ * required for INT8 (a tensor the rewrite needs but the table lacks is an error
+ * naming it); for FP16 it is optional and only used to find values that would
+ * overflow half. Graph inputs and outputs keep their names and stay f32.
+ * `summary` may be NULL. Bad options, a missing table entry or an unsupported
+ * construct fail before the graph is touched. */
+qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qf_quant_summary *summary);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,141 @@
+/* QuantizeLinear and DequantizeLinear (per-tensor, symmetric: zero point 0):
+ * parsing and shape inference; also the operand rules of INT8 Conv, Gemm and
+ * MatMul, which their geometry functions check. Kernels: runtime/cpu/qdq.c. */
+#include <math.h>
+#include "ops/ops.h"
+#include "ops/nn.h"
+
+qf_status qfi_qdq_parse(qf_graph *g, qf_node *n)
+{
+    /* quantize.c's own graphs give only x (the scale is the I8 value's); imported
+     * models give x, scale and an optional zero point */
+    return qfi_check_arity(g, n, 1, 3);
+}
+
+/* The I8 side of a Q/DQ node: Quantize's output, Dequantize's input. */
+static const qf_value *i8_side(const qf_graph *g, const qf_node *n)
+{
+    return n->op == QF_OP_QUANTIZE_LINEAR ? qfi_out(g, n, 0) : qfi_in(g, n, 0);
+}
+
+qf_status qfi_qdq_scale(const qf_graph *g, const qf_node *n, float *scale)
+{
+    const qf_value *sv = qfi_in(g, n, 1);
+    float s;
+    if (sv) {
+        if (!(sv->flags & QF_VALUE_CONST) || !sv->data)
+            return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "scale %s must be a constant", QFI_NODE_ARGS(g, n),
+                            sv->name);
+        if (qf_value_numel(sv) != 1)
+            return qf_error(QF_ERR_UNSUPPORTED,
+                            QFI_NODE_FMT "scale %s has %lld elements; only per-tensor quantization is supported",
+                            QFI_NODE_ARGS(g, n), sv->name, (long long)qf_value_numel(sv));
+        if (!qf_dtype_info(sv->dtype)->is_float)
+            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "scale %s has dtype %s", QFI_NODE_ARGS(g, n), sv->name,
+                            qf_dtype_info(sv->dtype)->name);
+        QF_CHECK(qfi_value_scalar_f32(sv, &s));
+    } else {
+        s = i8_side(g, n)->scale;
+    }
+    if (!(s > 0.0f) || !isfinite(s))
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "scale of %s is %g; it must be positive and finite",
+                        QFI_NODE_ARGS(g, n), i8_side(g, n)->name, (double)s);
+    *scale = s;
+    return QF_OK;
+}
+
+/* A zero point, when given, must be a constant int8 zero: qforge's INT8 is symmetric. */
+static qf_status check_zero_point(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *zp = qfi_in(g, n, 2);
+    if (!zp) return QF_OK;
+    if (zp->dtype != QF_I8)
+        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "zero point %s has dtype %s; only int8 is supported",
+                        QFI_NODE_ARGS(g, n), zp->name, qf_dtype_info(zp->dtype)->name);
+    if (!(zp->flags & QF_VALUE_CONST) || !zp->data)
+        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "zero point %s must be a constant", QFI_NODE_ARGS(g, n),
+                        zp->name);
+    const int8_t *z = zp->data;
+    for (int64_t i = 0; i < qf_value_numel(zp); i++)
+        if (z[i] != 0)
+            return qf_error(QF_ERR_UNSUPPORTED,
+                            QFI_NODE_FMT "zero point %s is %d; only symmetric quantization (zero point 0) is supported",
+                            QFI_NODE_ARGS(g, n), zp->name, z[i]);
+    return QF_OK;
+}
+
+qf_status qfi_qdq_infer(qf_graph *g, qf_node *n)
+{
+    const qf_value *x = qfi_in(g, n, 0);
+    QF_CHECK(check_zero_point(g, n));
+    float s;
+    if (n->op == QF_OP_QUANTIZE_LINEAR) {
+        if (x->dtype != QF_F32 && x->dtype != QF_F16)
+            return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "input %s has dtype %s; f32 or f16 expected",
+                            QFI_NODE_ARGS(g, n), x->name, qf_dtype_info(x->dtype)->name);
+        /* an imported model names its scale as an input: it becomes the value's */
+        if (qfi_in(g, n, 1)) {
+            QF_CHECK(qfi_qdq_scale(g, n, &s));
+            qfi_out(g, n, 0)->scale = s;
+        }
+        QF_CHECK(qfi_qdq_scale(g, n, &s));
+        qfi_value_set_shape(qfi_out(g, n, 0), QF_I8, x->ndim, x->dims);
+        return QF_OK;
+    }
+    if (x->dtype != QF_I8)
+        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "input %s has dtype %s; int8 expected", QFI_NODE_ARGS(g, n),
+                        x->name, qf_dtype_info(x->dtype)->name);
+    QF_CHECK(qfi_qdq_scale(g, n, &s));
+    /* ONNX: the output has the scale's type; qforge's FP16 regions dequantize to half */
+    const qf_value *sv = qfi_in(g, n, 1);
+    bool half = sv ? sv->dtype == QF_F16 : n->precision == QF_PREC_FP16;
+    qfi_value_set_shape(qfi_out(g, n, 0), half ? QF_F16 : QF_F32, x->ndim, x->dims);
+    return QF_OK;
+}
+
+/* ---- INT8 Conv / Gemm / MatMul operands -------------------------------------------- */
+
+static qf_status want(const qf_graph *g, const qf_node *n, const qf_value *v, const char *role, qf_dtype dt,
+                      bool constant)
+{
+    if (v->dtype != dt)
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 %s %s has dtype %s; %s expected", QFI_NODE_ARGS(g, n),
+                        role, v->name, qf_dtype_info(v->dtype)->name, qf_dtype_info(dt)->name);
+    if (constant && (!(v->flags & QF_VALUE_CONST) || !v->data))
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 %s %s must be a constant", QFI_NODE_ARGS(g, n), role,
+                        v->name);
+    if (!constant && dt == QF_I8 && (!(v->scale > 0.0f) || !isfinite(v->scale)))
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 %s %s has no valid scale (%g)", QFI_NODE_ARGS(g, n), role,
+                        v->name, (double)v->scale);
+    return QF_OK;
+}
+
+qf_status qfi_int8_operands(const qf_graph *g, const qf_node *n, int64_t channels)
+{
+    const qf_value *x = qfi_in(g, n, 0), *w = qfi_in(g, n, 1), *b = qfi_in(g, n, 2), *s = qfi_in(g, n, 3),
+                   *r = qfi_in(g, n, 4), *y = qfi_out(g, n, 0);
+    if (!s) return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 node has no weight scales", QFI_NODE_ARGS(g, n));
+    QF_CHECK(want(g, n, x, "input", QF_I8, false));
+    QF_CHECK(want(g, n, w, "weight", QF_I8, true));
+    QF_CHECK(want(g, n, s, "weight scales", QF_F32, true));
+    if (qf_value_numel(s) != channels)
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "weight scales %s have %lld elements for %lld channels",
+                        QFI_NODE_ARGS(g, n), s->name, (long long)qf_value_numel(s), (long long)channels);
+    const float *sd = s->data;
+    for (int64_t c = 0; c < channels; c++)
+        if (!(sd[c] > 0.0f) || !isfinite(sd[c]))
+            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "weight scale %lld of %s is %g", QFI_NODE_ARGS(g, n),
+                            (long long)c, s->name, (double)sd[c]);
+    if (b) {
+        QF_CHECK(want(g, n, b, "bias", QF_I32, true));
+        if (qf_value_numel(b) != channels)
+            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 bias %s has %lld elements for %lld channels",
+                            QFI_NODE_ARGS(g, n), b->name, (long long)qf_value_numel(b), (long long)channels);
+    }
+    if (r) QF_CHECK(want(g, n, r, "residual", QF_I8, false));
+    if (y->dtype == QF_I8) QF_CHECK(want(g, n, y, "output", QF_I8, false));
+    else if (y->dtype != QF_F32 && y->dtype != QF_F16)
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 output %s has dtype %s", QFI_NODE_ARGS(g, n), y->name,
+                        qf_dtype_info(y->dtype)->name);
+    return QF_OK;
+}

@@ -1,0 +1,81 @@
+/* The quantization plan shared by quant/assign.c (which decides: fusions,
+ * precision per node, storage dtype and scale per value) and quant/rewrite.c
+ * (which edits the graph accordingly), plus the weight quantizers of
+ * quant/weights.c. */
+#ifndef QFORGE_QUANT_INTERNAL_H
+#define QFORGE_QUANT_INTERNAL_H
+
+#include "internal.h"
+#include "qforge/quant.h"
+
+/* FP16's largest finite value: values beyond it must stay FP32. */
+#define QFI_FP16_MAX 65504.0f
+
+typedef enum qfi_qrole {
+    QFI_QROLE_FLOAT,    /* computes in FP16 or FP32 */
+    QFI_QROLE_ANCHOR,   /* INT8 Conv/Gemm/MatMul: int32 accumulation, requantizing epilogue */
+    QFI_QROLE_REQUANT,  /* INT8 op with its own output scale, through the FP32 kernel (GlobalAveragePool) */
+    QFI_QROLE_PASS,     /* INT8 op that moves or selects values: output scale = input scale */
+} qfi_qrole;
+
+typedef struct qfi_qnode {
+    qf_precision prec;
+    qfi_qrole role;
+    int absorbed_by;       /* -1, or the anchor whose epilogue this node became */
+    int emit_at;           /* anchors: the node whose place the fused node takes */
+    int out;               /* anchors: the value the fused chain writes */
+    int bias_add;          /* Gemm/MatMul: the constant of a fused bias Add, or -1 */
+    int residual;          /* the value a fused Add adds in the epilogue, or -1 */
+    qf_act act;
+    float act_lo, act_hi;
+} qfi_qnode;
+
+typedef struct qfi_qvalue {
+    qf_dtype dtype;        /* before the rewrite */
+    qf_dtype store;        /* what its writer stores: F32, F16 or I8 for float values */
+    int writer;            /* the node that writes it after fusion; -1 for inputs, constants, dead values */
+    int parent;            /* union-find of INT8 values that share one scale */
+    float amax;            /* the table's threshold (INT8) or |x| bound (FP16 overflow); < 0: unknown */
+    float scale;           /* I8 storage: the scale of its class; else the scale a QuantizeLinear of it uses */
+    bool read_i8;          /* some INT8 node reads it as int8 */
+} qfi_qvalue;
+
+typedef struct qfi_qplan {
+    qf_graph *g;
+    const qf_calib_table *t;
+    qf_quant_opts o;
+    qf_calib_method method;
+    int n_nodes, n_values; /* of the graph before the rewrite */
+    qfi_qnode *nodes;
+    qfi_qvalue *values;
+    int *use_start;        /* consumers of value v: use_node[use_start[v] .. use_start[v+1]) */
+    int *use_node;
+    qf_quant_summary sum;
+} qfi_qplan;
+
+/* quant/assign.c: fills p->nodes and p->values; touches nothing in the graph. */
+qf_status qfi_quant_assign(qfi_qplan *p);
+/* quant/rewrite.c: applies the plan to p->g. */
+qf_status qfi_quant_rewrite(qfi_qplan *p);
+void qfi_quant_plan_free(qfi_qplan *p);
+
+/* True for a value the plan treats as a float tensor (f32 before the rewrite). */
+static inline bool qfi_qfloat(const qfi_qplan *p, int v) { return v >= 0 && p->values[v].dtype == QF_F32; }
+static inline bool qfi_qconst(const qfi_qplan *p, int v)
+{
+    return v >= 0 && (p->g->values[v].flags & QF_VALUE_CONST);
+}
+
+/* ---- quant/weights.c ------------------------------------------------------------- */
+/* Symmetric INT8 weights. w is viewed as (outer, channels, inner); channel c is
+ * every w[o][c][i]. Per channel: s[c] = qf_calib_scale(absmax of channel c)
+ * (a zero channel gets 1); per tensor: one scale from the absmax of all of w,
+ * repeated in every s[c]. q = qfi_quantize_f32(w, s[c]). */
+void qfi_quant_weights(const float *w, int64_t outer, int64_t channels, int64_t inner, bool per_channel, int8_t *q,
+                       float *s);
+/* bias_q = round(bias / (s_in * s_w)) half to even, with the product in FP32
+ * as the epilogue computes it; clamped to +-2^30 so accumulator + bias cannot
+ * overflow int32 (lib/internal.h bounds the reduction length). */
+int32_t qfi_quant_bias(float bias, float s_in, float s_w);
+
+#endif

@@ -1,0 +1,166 @@
+/* FP16 and INT8 nodes on the CPU through the FP32 kernels: an f32 view of the
+ * graph (f16 values and int8 activations relabelled f32), inputs widened into
+ * staging buffers, outputs rounded back to half or quantized with the output's
+ * scale. One wrapper instead of an f16 and an int8 variant of every kernel;
+ * the INT8 compute ops (Conv, Gemm, MatMul) have native kernels instead. */
+#include "kernels.h"
+
+struct qfi_cpu_lowp {
+    qf_graph view;        /* shallow copy of the graph; only `values` is its own */
+    qf_value *values;     /* the view's values: same names, shapes and data, f32 labels */
+    float **wide;         /* per value: f32 copy of an f16 constant, else NULL */
+    char *staging;
+    const void **in;      /* argument staging for the widest node */
+    void **out;
+};
+
+static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
+
+bool qfi_cpu_lowp_wraps(const qf_graph *g, const qf_node *n)
+{
+    (void)g;
+    if (n->precision == QF_PREC_FP32 || n->precision >= QF_PRECISION_COUNT) return false;
+    return !(qfi_ops[n->op].cpu_native & (1u << n->precision));
+}
+
+/* Activations the wrapper widens into staging. */
+static bool staged(const qf_value *v)
+{
+    return !(v->flags & QF_VALUE_CONST) && (v->dtype == QF_F16 || v->dtype == QF_I8);
+}
+
+static size_t staged_bytes(const qf_value *v) { return align64((size_t)qf_value_numel(v) * sizeof(float)); }
+
+void qfi_cpu_lowp_free(qfi_cpu_lowp *lp)
+{
+    if (!lp) return;
+    if (lp->wide)
+        for (int v = 0; v < lp->view.n_values; v++) free(lp->wide[v]);
+    free(lp->wide);
+    free(lp->values);
+    free(lp->staging);
+    free(lp->in);
+    free(lp->out);
+    free(lp);
+}
+
+qf_status qfi_cpu_lowp_create(const qf_graph *g, qfi_cpu_lowp **out)
+{
+    *out = NULL;
+    size_t stage = 0;
+    int width = 0;
+    bool any = false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        if (!qfi_cpu_lowp_wraps(g, n)) continue;
+        any = true;
+        size_t need = 0;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] >= 0 && staged(&g->values[n->in[k]])) need += staged_bytes(&g->values[n->in[k]]);
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0 && staged(&g->values[n->out[k]])) need += staged_bytes(&g->values[n->out[k]]);
+        if (need > stage) stage = need;
+        if (n->n_in > width) width = n->n_in;
+        if (n->n_out > width) width = n->n_out;
+    }
+    if (!any) return QF_OK;
+    qfi_cpu_lowp *lp = qfi_calloc(1, sizeof *lp);
+    if (!lp) return QF_ERR_NOMEM;
+    lp->view = *g;
+    lp->values = qfi_calloc((size_t)g->n_values + 1, sizeof *lp->values);
+    lp->wide = qfi_calloc((size_t)g->n_values + 1, sizeof *lp->wide);
+    lp->staging = stage ? aligned_alloc(64, stage) : NULL;
+    lp->in = qfi_calloc((size_t)width + 1, sizeof *lp->in);
+    lp->out = qfi_calloc((size_t)width + 1, sizeof *lp->out);
+    if (!lp->values || !lp->wide || (stage && !lp->staging) || !lp->in || !lp->out) goto nomem;
+    memcpy(lp->values, g->values, (size_t)g->n_values * sizeof *lp->values);
+    lp->view.values = lp->values;
+    for (int v = 0; v < g->n_values; v++) {
+        qf_value *vv = &lp->values[v];
+        if (staged(vv)) {
+            QF_ASSERT(vv->dtype != QF_I8 || vv->scale > 0.0f);
+            vv->dtype = QF_F32;
+        } else if (vv->dtype == QF_F16 && (vv->flags & QF_VALUE_CONST) && vv->data) {
+            /* FP16 weights: widened once here, exactly */
+            int64_t cnt = qf_value_numel(vv);
+            float *w = malloc((size_t)(cnt ? cnt : 1) * sizeof *w);
+            if (!w) goto nomem;
+            const uint16_t *h = vv->data;
+            for (int64_t i = 0; i < cnt; i++) w[i] = qf_f16_to_f32(h[i]);
+            lp->wide[v] = w;
+            vv->data = w;
+            vv->dtype = QF_F32;
+        }
+    }
+    *out = lp;
+    return QF_OK;
+nomem:
+    qfi_cpu_lowp_free(lp);
+    return qf_error(QF_ERR_NOMEM, "%s: out of memory planning the FP16/INT8 staging buffers", g->source);
+}
+
+const qf_graph *qfi_cpu_lowp_graph(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n)
+{
+    return lp && qfi_cpu_lowp_wraps(g, n) ? &lp->view : g;
+}
+
+static void widen(const qf_value *v, const void *src, float *dst)
+{
+    int64_t cnt = qf_value_numel(v);
+    if (v->dtype == QF_F16) {
+        const uint16_t *h = src;
+        for (int64_t i = 0; i < cnt; i++) dst[i] = qf_f16_to_f32(h[i]);
+    } else {
+        const int8_t *q = src;
+        for (int64_t i = 0; i < cnt; i++) dst[i] = qfi_dequantize_i8(q[i], v->scale);
+    }
+}
+
+static void narrow(const qf_value *v, const float *src, void *dst)
+{
+    int64_t cnt = qf_value_numel(v);
+    if (v->dtype == QF_F16) {
+        uint16_t *h = dst;
+        for (int64_t i = 0; i < cnt; i++) h[i] = qf_f32_to_f16(src[i]);
+    } else {
+        int8_t *q = dst;
+        for (int64_t i = 0; i < cnt; i++) q[i] = qfi_quantize_f32(src[i], v->scale);
+    }
+}
+
+qf_status qfi_cpu_lowp_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a)
+{
+    const qf_graph *g = a->g;
+    const qf_node *n = a->n;
+    char *stage = lp->staging;
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        lp->in[k] = a->in[k];
+        if (v < 0) continue;
+        if (lp->wide[v]) {
+            lp->in[k] = lp->wide[v];
+        } else if (staged(&g->values[v])) {
+            widen(&g->values[v], a->in[k], (float *)stage);
+            lp->in[k] = stage;
+            stage += staged_bytes(&g->values[v]);
+        }
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k];
+        lp->out[k] = a->out[k];
+        if (v >= 0 && staged(&g->values[v])) {
+            lp->out[k] = stage;
+            stage += staged_bytes(&g->values[v]);
+        }
+    }
+    qfi_kernel_args wa = *a;
+    wa.g = &lp->view;
+    wa.in = lp->in;
+    wa.out = lp->out;
+    QF_CHECK(qfi_ops[n->op].cpu(&wa));
+    for (int k = 0; k < n->n_out; k++) {
+        int v = n->out[k];
+        if (v >= 0 && staged(&g->values[v])) narrow(&g->values[v], lp->out[k], a->out[k]);
+    }
+    return QF_OK;
+}

@@ -1,0 +1,1060 @@
+/* Unit tests for calib/: exact streaming histograms and merges, the four
+ * calibrators on histograms with known answers, the observer's independence from
+ * batch size and threads, table.calib round trips and rejection of mangled tables,
+ * the TensorRT cache, the report's self-containment, and SHA-256 test vectors. */
+#include <check.h>
+#include <dirent.h>
+#include <float.h>
+#include <math.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "internal.h"
+#include "qforge/calib.h"
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static uint64_t rng_state;
+static uint64_t rng_next(void)  // splitmix64: deterministic, so every run tests the same data
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double rng_uniform(void) { return ((rng_next() >> 11) + 0.5) * 0x1p-53; }  // (0, 1)
+static double rng_gauss(void)
+{
+    return sqrt(-2.0 * log(rng_uniform())) * cos(2 * M_PI * rng_uniform());
+}
+
+static char tmpdir[64];
+static void make_tmpdir(void)
+{
+    strcpy(tmpdir, "/tmp/qf-test-calib-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+static void remove_tmpdir(void)
+{
+    DIR *d = opendir(tmpdir);
+    if (!d) return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name), unlink(p);
+    closedir(d);
+    rmdir(tmpdir);
+}
+static const char *tmp_path(const char *name)
+{
+    static char p[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
+    return p[k];
+}
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return b;
+}
+static void spit(const char *path, const char *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+/* Files in tmpdir whose name contains `part`. */
+static int count_files(const char *part)
+{
+    DIR *d = opendir(tmpdir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) n += strstr(e->d_name, part) != NULL;
+    closedir(d);
+    return n;
+}
+static bool hist_equal(const qf_histogram *a, const qf_histogram *b)
+{
+    return a->exp == b->exp && a->zeros == b->zeros && a->nonfinite == b->nonfinite &&
+           !memcmp(&a->absmax, &b->absmax, sizeof a->absmax) && !memcmp(a->bins, b->bins, sizeof a->bins);
+}
+static uint32_t f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+/* Histogram straight from a density: counts[b] = round(N * mass of bin b). kind 0 is
+ * |N(0,1)| (half-normal), kind 1 is |Laplace(0,1)| = Exp(1). absmax is just below the
+ * upper edge of the last nonzero bin. No sampling noise: the answers are the math's. */
+static void density_hist(qf_histogram *h, int range_exp, double N, int kind)
+{
+    qf_histogram_init(h);
+    h->exp = range_exp;
+    double w = qf_histogram_bin_width(h);
+    int last = -1;
+    for (int b = 0; b < QF_HIST_BINS; b++) {
+        double lo = b * w, hi = (b + 1) * w;
+        double p = kind == 0 ? erf(hi / M_SQRT2) - erf(lo / M_SQRT2) : exp(-lo) - exp(-hi);
+        h->bins[b] = (uint64_t)floor(N * p + 0.5);
+        if (h->bins[b]) last = b;
+    }
+    h->absmax = nextafterf((float)((last + 1) * w), 0.0f);
+}
+
+/* ---- SHA-256 ------------------------------------------------------------------------------ */
+
+static void sha_hex(const void *data, size_t n, char hex[65])
+{
+    qf_sha256_ctx c;
+    uint8_t d[32];
+    qf_sha256_init(&c);
+    qf_sha256_update(&c, data, n);
+    qf_sha256_final(&c, d);
+    qf_sha256_hex(d, hex);
+}
+
+START_TEST(sha256_vectors)
+{
+    char hex[65];
+    // FIPS 180-4 / NIST examples
+    sha_hex("", 0, hex);
+    ck_assert_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    sha_hex("abc", 3, hex);
+    ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    sha_hex(two, strlen(two), hex);
+    ck_assert_str_eq(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    const char *four = "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopq"
+                       "klmnopqrlmnopqrsmnopqrstnopqrstu";
+    sha_hex(four, strlen(four), hex);
+    ck_assert_str_eq(hex, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+    // one million 'a', fed in uneven pieces to exercise the buffering
+    char *a = malloc(1000000);
+    memset(a, 'a', 1000000);
+    qf_sha256_ctx c;
+    uint8_t d[32];
+    qf_sha256_init(&c);
+    for (size_t off = 0, step = 1; off < 1000000; off += step, step = step * 3 % 1000 + 1)
+        qf_sha256_update(&c, a + off, off + step > 1000000 ? 1000000 - off : step);
+    qf_sha256_final(&c, d);
+    qf_sha256_hex(d, hex);
+    ck_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    // every length around the 55/56/64-byte padding boundaries: pieces == whole
+    for (size_t n = 50; n < 140; n++) {
+        char whole[65], pieces[65];
+        sha_hex(a, n, whole);
+        qf_sha256_init(&c);
+        for (size_t i = 0; i < n; i++) qf_sha256_update(&c, a + i, 1);
+        qf_sha256_final(&c, d);
+        qf_sha256_hex(d, pieces);
+        ck_assert_str_eq(whole, pieces);
+    }
+    // files
+    make_tmpdir();
+    spit(tmp_path("abc"), "abc", 3);
+    ck_assert_int_eq(qf_sha256_file(tmp_path("abc"), hex), QF_OK);
+    ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    spit(tmp_path("mil"), a, 1000000);
+    ck_assert_int_eq(qf_sha256_file(tmp_path("mil"), hex), QF_OK);
+    ck_assert_str_eq(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    ck_assert_int_eq(qf_sha256_file(tmp_path("missing"), hex), QF_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(qf_error_message(), "missing"));
+    free(a);
+    remove_tmpdir();
+}
+END_TEST
+
+/* ---- histograms --------------------------------------------------------------------------- */
+
+/* Data spanning many octaves, with zeros, negatives and a few NaN/Inf. */
+static float *wide_data(size_t n)
+{
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) {
+        double g = rng_gauss() * exp2(rng_uniform() * 24 - 12);
+        x[i] = (float)g;
+        if (i % 97 == 5) x[i] = 0.0f;
+        if (i % 1009 == 7) x[i] = i % 2 ? NAN : -INFINITY;
+    }
+    return x;
+}
+
+/* Ascending |x|, NaN last. */
+static int cmp_abs(const void *a, const void *b)
+{
+    float u = fabsf(*(const float *)a), v = fabsf(*(const float *)b);
+    return isnan(u) ? (isnan(v) ? 0 : 1) : isnan(v) ? -1 : (u > v) - (u < v);
+}
+
+START_TEST(histogram_exact)
+{
+    rng_state = 1;
+    size_t n = 200000;
+    float *x = wide_data(n);
+    // Reference: the final range computed first, every bin by direct formula.
+    qf_histogram ref;
+    qf_histogram_init(&ref);
+    float amax = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i]) && fabsf(x[i]) > amax) amax = fabsf(x[i]);
+    int e;
+    frexp(amax, &e);
+    ref.exp = e;
+    ref.absmax = amax;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) ref.nonfinite++;
+        else if (x[i] == 0) ref.zeros++;
+        else ref.bins[(int)floor(ldexp(fabs(x[i]), 11 - e))]++;
+    }
+    ck_assert(ldexp(1.0, e) > amax && ldexp(1.0, e - 1) <= amax);
+    // Streaming, in ascending order of magnitude: the range widens many times.
+    float *sorted = malloc(n * sizeof *sorted);
+    memcpy(sorted, x, n * sizeof *x);
+    qsort(sorted, n, sizeof *sorted, cmp_abs);
+    qf_histogram h1, h2;
+    qf_histogram_init(&h1);
+    qf_histogram_add(&h1, sorted, n);
+    ck_assert(hist_equal(&h1, &ref));
+    // One value at a time, in the original order.
+    qf_histogram_init(&h2);
+    for (size_t i = 0; i < n; i++) qf_histogram_add(&h2, x + i, 1);
+    ck_assert(hist_equal(&h2, &ref));
+    ck_assert_uint_eq(qf_histogram_count(&ref) + ref.nonfinite, n);
+    ck_assert_uint_gt(ref.nonfinite, 100);
+    free(sorted);
+    free(x);
+}
+END_TEST
+
+START_TEST(histogram_merge_exact)
+{
+    rng_state = 2;
+    size_t n = 100000;
+    float *x = wide_data(n);
+    qf_histogram whole, lo, hi, m;
+    qf_histogram_init(&whole);
+    qf_histogram_add(&whole, x, n);
+    // Halves with very different ranges: small values in one, the rest in the other.
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    size_t na = 0, nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabsf(x[i]) < 0.01f) a[na++] = x[i];
+        else b[nb++] = x[i];
+    }
+    qf_histogram_init(&lo);
+    qf_histogram_init(&hi);
+    qf_histogram_add(&lo, a, na);
+    qf_histogram_add(&hi, b, nb);
+    ck_assert_int_lt(lo.exp, hi.exp - 5);
+    m = lo;
+    qf_histogram_merge(&m, &hi);  // the narrow one widens
+    ck_assert(hist_equal(&m, &whole));
+    m = hi;
+    qf_histogram_merge(&m, &lo);  // the wide one absorbs
+    ck_assert(hist_equal(&m, &whole));
+    // Plain halves, and merging into an empty histogram.
+    qf_histogram_init(&lo);
+    qf_histogram_init(&hi);
+    qf_histogram_add(&lo, x, n / 2);
+    qf_histogram_add(&hi, x + n / 2, n - n / 2);
+    qf_histogram_init(&m);
+    qf_histogram_merge(&m, &lo);
+    qf_histogram_merge(&m, &hi);
+    ck_assert(hist_equal(&m, &whole));
+    free(a);
+    free(b);
+    free(x);
+}
+END_TEST
+
+START_TEST(histogram_batch_splits)
+{
+    rng_state = 3;
+    size_t n = 60000;
+    float *x = wide_data(n);
+    qf_histogram ref;
+    qf_histogram_init(&ref);
+    qf_histogram_add(&ref, x, n);
+    float thr_ref[QF_CALIB_METHOD_COUNT];
+    for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++) thr_ref[m] = qf_calib_threshold(&ref, m, 99.9);
+    const size_t splits[] = {1, 7, 64, 1000, 33333};
+    for (size_t s = 0; s < QF_ARRAY_LEN(splits); s++) {
+        qf_histogram h;
+        qf_histogram_init(&h);
+        for (size_t off = 0; off < n; off += splits[s])
+            qf_histogram_add(&h, x + off, off + splits[s] > n ? n - off : splits[s]);
+        ck_assert(hist_equal(&h, &ref));
+        for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
+            ck_assert_uint_eq(f32_bits(qf_calib_threshold(&h, m, 99.9)), f32_bits(thr_ref[m]));
+    }
+    free(x);
+}
+END_TEST
+
+/* ---- calibrators -------------------------------------------------------------------------- */
+
+START_TEST(calib_uniform)
+{
+    // Constructed: every bin of [0, 1) holds the same count, absmax in the last bin.
+    qf_histogram h;
+    qf_histogram_init(&h);
+    h.exp = 0;
+    for (int b = 0; b < QF_HIST_BINS; b++) h.bins[b] = 1000;
+    h.absmax = 0.99995f;
+    ck_assert_float_eq(qf_calib_minmax(&h), 0.99995f);
+    ck_assert_float_eq(qf_calib_entropy(&h), 0.99995f);  // no candidate below the full range is closer
+    ck_assert_double_eq_tol(qf_calib_percentile(&h, 99.99), 0.9999, 1e-6);
+    ck_assert_double_eq_tol(qf_calib_percentile(&h, 50), 0.5, 1e-6);
+    ck_assert_float_eq(qf_calib_percentile(&h, 100), 0.99995f);
+    // Clipping a uniform distribution costs more than its rounding saves: MSE keeps ~all.
+    ck_assert_double_ge(qf_calib_mse(&h), 0.97);
+
+    // Sampled: uniform on [0, 0.6), so the power-of-two range [0, 1) is mostly empty.
+    rng_state = 4;
+    size_t n = 1000000;
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(0.6 * rng_uniform()) * (i % 2 ? 1 : -1);
+    qf_histogram_init(&h);
+    qf_histogram_add(&h, x, n);
+    ck_assert_int_eq(h.exp, 0);
+    ck_assert_double_le(h.absmax, 0.6);
+    ck_assert_double_ge(h.absmax, 0.5999);
+    ck_assert_double_eq_tol(qf_calib_entropy(&h), h.absmax, 2 * qf_histogram_bin_width(&h));
+    ck_assert_double_eq_tol(qf_calib_percentile(&h, 99.99), 0.6 * 0.9999, 1e-3);
+    ck_assert_double_ge(qf_calib_mse(&h), 0.97 * 0.6);
+    free(x);
+}
+END_TEST
+
+START_TEST(calib_gaussian)
+{
+    qf_histogram h;
+    for (int exp = 3; exp <= 5; exp++) {
+        density_hist(&h, exp, 1e12, 0);
+        ck_assert_double_ge(h.absmax, 6.5);  // N = 1e12 reaches past 6.5 sigma
+        // P(|x| > 3.8906) = 1e-4 for a unit Gaussian.
+        ck_assert_double_eq_tol(qf_calib_percentile(&h, 99.99), 3.8906, 0.005);
+        // The MSE-optimal clipping of a Gaussian at 8 bits is 3.92 sigma (Banner et al.,
+        // ACIQ); our grid is within a bin of that.
+        ck_assert_double_eq_tol(qf_calib_mse(&h), 3.92, 0.04);
+        // KL keeps more of the tail than MSE (clipping a mass spike is expensive in KL)
+        // but still clips well inside absmax: 4..5.2 sigma here.
+        float ent = qf_calib_entropy(&h);
+        ck_assert_double_ge(ent, 4.0);
+        ck_assert_double_le(ent, 5.2);
+        ck_assert_float_eq(qf_calib_minmax(&h), h.absmax);
+    }
+}
+END_TEST
+
+START_TEST(calib_laplacian)
+{
+    qf_histogram h;
+    for (int exp = 5; exp <= 6; exp++) {
+        density_hist(&h, exp, 1e12, 1);  // |x| ~ Exp(1), absmax ~ 27
+        ck_assert_double_ge(h.absmax, 24);
+        ck_assert_double_eq_tol(qf_calib_percentile(&h, 99.99), -log(1e-4), 0.01);
+        // ACIQ: MSE-optimal 8-bit clipping of a Laplacian is 9.89 b.
+        ck_assert_double_eq_tol(qf_calib_mse(&h), 9.89, 0.1);
+        float ent = qf_calib_entropy(&h);
+        ck_assert_double_ge(ent, 9.5);
+        ck_assert_double_le(ent, 12.5);
+        ck_assert_double_lt(ent, 0.6 * h.absmax);
+    }
+    // Scale invariance: b = 0.25 is the same histogram shifted two octaves down.
+    qf_histogram a, b;
+    density_hist(&a, 5, 1e12, 1);
+    b = a;
+    b.exp -= 2;
+    b.absmax = a.absmax / 4;
+    ck_assert_float_eq(qf_calib_mse(&b), qf_calib_mse(&a) / 4);
+    ck_assert_float_eq(qf_calib_entropy(&b), qf_calib_entropy(&a) / 4);
+}
+END_TEST
+
+START_TEST(calib_outlier)
+{
+    rng_state = 5;
+    size_t n = 1000000;
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++) x[i] = (float)rng_gauss();
+    x[n / 2] = 200.0f;  // one far outlier
+    qf_histogram h;
+    qf_histogram_init(&h);
+    qf_histogram_add(&h, x, n);
+    ck_assert_float_eq(qf_calib_minmax(&h), 200.0f);
+    ck_assert_double_lt(qf_calib_percentile(&h, 99.99), 4.5);
+    ck_assert_double_gt(qf_calib_percentile(&h, 99.99), 3.5);
+    // Entropy's smallest candidate is 128 bins = 1/16 of the range; it picks it or
+    // near it, an order of magnitude below the outlier.
+    float ent = qf_calib_entropy(&h);
+    ck_assert_double_lt(ent, 20.0);
+    ck_assert_double_gt(ent, 3.0);
+    // MSE weighs the outlier's squared error (~4e4) against a million rounding errors
+    // that grow with T: it clips the outlier, but less than percentile does.
+    float mse = qf_calib_mse(&h);
+    ck_assert_double_gt(mse, qf_calib_percentile(&h, 99.99));
+    ck_assert_double_lt(mse, 0.25 * qf_calib_minmax(&h));
+    free(x);
+}
+END_TEST
+
+/* The TensorRT procedure spelled out bin by bin, to check the prefix-sum version. */
+static double kl_reference(const qf_histogram *h, int i)
+{
+    int n = QF_HIST_BINS;
+    double P[QF_HIST_BINS] = {0}, Q[QF_HIST_BINS] = {0}, total = 0, out = 0, kept = 0;
+    for (int b = 0; b < n; b++) total += (double)h->bins[b];
+    for (int b = 0; b < i; b++) P[b] = (double)h->bins[b], kept += P[b];
+    for (int b = i; b < n; b++) out += (double)h->bins[b];
+    P[i - 1] += out;
+    int levels = i < 128 ? i : 128, m = i / levels;
+    for (int g = 0; g < levels; g++) {
+        int s = g * m, e = g == levels - 1 ? i : s + m, nz = 0;
+        double sum = 0;
+        for (int b = s; b < e; b++) sum += (double)h->bins[b], nz += P[b] > 0;
+        for (int b = s; b < e; b++) Q[b] = P[b] > 0 ? sum / nz / kept : 0;
+    }
+    int orphans = 0;
+    for (int b = 0; b < i; b++) orphans += P[b] > 0 && Q[b] == 0;
+    double kl = 0;
+    for (int b = 0; b < i; b++) {
+        if (P[b] == 0) continue;
+        double q = Q[b] == 0 ? 1e-4 : Q[b] * (1 - orphans * 1e-4);
+        kl += P[b] / total * log(P[b] / total / q);
+    }
+    return kl;
+}
+
+START_TEST(calib_entropy_matches_reference)
+{
+    rng_state = 6;
+    for (int trial = 0; trial < 6; trial++) {
+        qf_histogram h;
+        qf_histogram_init(&h);
+        h.exp = 0;
+        // Lumpy histograms with empty stretches, spikes and a sparse tail.
+        int used = 1100 + (int)(rng_next() % 948);
+        for (int b = 0; b < used; b++) {
+            double r = rng_uniform();
+            h.bins[b] = r < 0.2 ? 0 : (uint64_t)(1000 * exp(-b / (150.0 + 100 * trial)) * r + (r > 0.97 ? 5000 : 0));
+        }
+        h.bins[used - 1] = 1;
+        h.absmax = nextafterf((float)(used * qf_histogram_bin_width(&h)), 0);
+        float ent = qf_calib_entropy(&h);
+        double w = qf_histogram_bin_width(&h);
+        int chosen = ent == h.absmax ? used : (int)lround(ent / w);
+        double best = INFINITY;
+        for (int i = 128; i <= used; i++) {
+            double kl = kl_reference(&h, i);
+            if (kl < best) best = kl;
+        }
+        ck_assert_double_le(kl_reference(&h, chosen), best + 1e-12);
+    }
+}
+END_TEST
+
+START_TEST(calib_zero_and_nonfinite)
+{
+    float zeros[1000] = {0};
+    float junk[4] = {NAN, INFINITY, -INFINITY, -NAN};
+    qf_histogram h;
+    qf_histogram_init(&h);
+    for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++) ck_assert_float_eq(qf_calib_threshold(&h, m, 99.99), 0.0f);
+    qf_histogram_add(&h, zeros, 1000);
+    qf_histogram_add(&h, junk, 4);
+    ck_assert_uint_eq(h.zeros, 1000);
+    ck_assert_uint_eq(h.nonfinite, 4);
+    for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++) {
+        float t = qf_calib_threshold(&h, m, 99.99);
+        ck_assert_float_eq(t, 0.0f);
+        ck_assert_float_eq(qf_calib_scale(t), 1.0f);
+    }
+    // NaN/Inf never reach the statistics of finite values.
+    float mixed[6] = {1.0f, NAN, -3.0f, INFINITY, 0.5f, 0.0f};
+    qf_histogram_add(&h, mixed, 6);
+    ck_assert_float_eq(h.absmax, 3.0f);
+    ck_assert_uint_eq(h.nonfinite, 6);
+    ck_assert_uint_eq(qf_histogram_count(&h), 1004);
+    ck_assert(isfinite(qf_calib_entropy(&h)) && isfinite(qf_calib_mse(&h)));
+    // Mostly zeros: percentile over all values is 0 (the usual definition).
+    ck_assert_float_eq(qf_calib_percentile(&h, 99.0), 0.0f);
+    ck_assert_float_eq(qf_calib_scale(127.0f), 1.0f);
+    ck_assert_float_eq(qf_calib_scale(254.0f), 2.0f);
+}
+END_TEST
+
+START_TEST(method_parse)
+{
+    unsigned m;
+    double p;
+    ck_assert_int_eq(qf_calib_method_parse("entropy", &m, &p), QF_OK);
+    ck_assert_uint_eq(m, 1u << QF_CALIB_ENTROPY);
+    ck_assert_int_eq(qf_calib_method_parse("all", &m, &p), QF_OK);
+    ck_assert_uint_eq(m, QF_CALIB_ALL);
+    ck_assert_double_eq(p, 99.99);
+    ck_assert_int_eq(qf_calib_method_parse("percentile=99.9", &m, &p), QF_OK);
+    ck_assert_uint_eq(m, 1u << QF_CALIB_PERCENTILE);
+    ck_assert_double_eq(p, 99.9);
+    ck_assert_int_eq(qf_calib_method_parse("percentile", &m, &p), QF_OK);
+    ck_assert_double_eq(p, 99.99);
+    ck_assert_int_eq(qf_calib_method_parse("percentile=0", &m, &p), QF_ERR_USAGE);
+    ck_assert_int_eq(qf_calib_method_parse("percentile=101", &m, &p), QF_ERR_USAGE);
+    ck_assert_int_eq(qf_calib_method_parse("percentile=9x", &m, &p), QF_ERR_USAGE);
+    ck_assert_int_eq(qf_calib_method_parse("kl", &m, &p), QF_ERR_USAGE);
+    ck_assert_ptr_nonnull(strstr(qf_error_message(), "kl"));
+}
+END_TEST
+
+/* ---- the observer ------------------------------------------------------------------------- */
+
+enum { IMAGES = 10 };
+
+/* input (B,3,8,8) -> "conv out" (B,16,64,64), plus a constant weight and an i64 shape
+ * the observer must skip. */
+static qf_graph *make_graph(int batch)
+{
+    qf_graph *g = qf_graph_new("test.onnx");
+    int64_t din[4] = {batch, 3, 8, 8}, dw[4] = {16, 3, 3, 3}, dout[4] = {batch, 16, 64, 64}, ds[1] = {4};
+    int x = qf_graph_add_value(g, "input", QF_F32, 4, din);
+    int w = qf_graph_add_value(g, "weight", QF_F32, 4, dw);
+    qf_graph_add_value(g, "conv out", QF_F32, 4, dout);
+    int s = qf_graph_add_value(g, "shape", QF_I64, 1, ds);
+    g->values[x].flags |= QF_VALUE_INPUT;
+    g->values[w].flags |= QF_VALUE_CONST;
+    g->values[w].data = calloc(16 * 27, sizeof(float));
+    g->values[s].flags |= QF_VALUE_CONST;
+    g->values[s].data = calloc(4, sizeof(int64_t));
+    g->batch = batch;
+    return g;
+}
+
+/* Image k's tensors: ranges grow with k in one tensor and shrink in the other, so
+ * different batch splits widen the histograms at different moments. */
+static void image_data(int k, float *in, float *out)
+{
+    uint64_t saved = rng_state;
+    rng_state = 1000 + (uint64_t)k;
+    for (int i = 0; i < 3 * 8 * 8; i++) in[i] = (float)(rng_gauss() * (k + 1));
+    for (int i = 0; i < 16 * 64 * 64; i++) {
+        double v = rng_gauss() / (k + 1);
+        out[i] = v < 0 ? 0.0f : (float)v;  // ReLU-like: half zeros
+    }
+    if (k == 6) out[123] = NAN;
+    rng_state = saved;
+}
+
+static const char *SHA = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/* Calibrates IMAGES images in batches of `batch` (the last one padded with garbage)
+ * on `threads` threads; images [first, last) only. */
+static qf_calib *run_calib(int batch, int threads, int first, int last, qf_graph **gout)
+{
+    qf_graph *g = make_graph(batch);
+    qf_calib *c;
+    qf_calib_opts o = {.threads = threads};
+    ck_assert_int_eq(qf_calib_create(g, &o, &c), QF_OK);
+    size_t nin = 3 * 8 * 8, nout = 16 * 64 * 64;
+    float *in = malloc(batch * nin * sizeof *in), *out = malloc(batch * nout * sizeof *out);
+    for (int k = first; k < last; k += batch) {
+        int real = last - k < batch ? last - k : batch;
+        for (int j = 0; j < batch; j++) {
+            if (j < real) {
+                image_data(k + j, in + j * nin, out + j * nout);
+            } else {  // padding the observer must not count
+                for (size_t i = 0; i < nin; i++) in[j * nin + i] = 1e30f;
+                for (size_t i = 0; i < nout; i++) out[j * nout + i] = NAN;
+            }
+        }
+        qf_calib_set_batch_valid(c, real);
+        for (int v = 0; v < g->n_values; v++)
+            qf_calib_observe(c, g, v, v == 0 ? (void *)in : v == 2 ? (void *)out : g->values[v].data);
+    }
+    free(in);
+    free(out);
+    *gout = g;
+    return c;
+}
+
+static char *calib_table_text(qf_calib *c, const char *name)
+{
+    qf_calib_table *t;
+    qf_calib_meta meta = {.images = IMAGES, .model_sha256 = SHA, .preprocess = "none"};
+    ck_assert_int_eq(qf_calib_finalize(c, QF_CALIB_ALL, 99.99, &meta, &t), QF_OK);
+    ck_assert_int_eq(qf_calib_table_write(t, tmp_path(name)), QF_OK);
+    qf_calib_table_free(t);
+    return slurp(tmp_path(name), NULL);
+}
+
+static char log_text[4096];
+static void capture_log(void *user, qf_log_level level, const char *msg)
+{
+    if (level >= QF_LOG_WARN) strncat(log_text, msg, sizeof log_text - strlen(log_text) - 2), strcat(log_text, "\n");
+}
+
+START_TEST(observer_independent_of_batch_and_threads)
+{
+    make_tmpdir();
+    qf_graph *g;
+    qf_calib *c = run_calib(1, 1, 0, IMAGES, &g);
+    ck_assert_int_eq(qf_calib_tensor_count(c), 2);  // the constant and the i64 value are skipped
+    ck_assert_str_eq(qf_calib_tensor_name(c, 0), "input");
+    ck_assert_str_eq(qf_calib_tensor_name(c, 1), "conv out");
+    const qf_histogram *h = qf_calib_tensor_hist(c, 1);
+    ck_assert_uint_eq(h->nonfinite, 1);  // the padding's NaNs were not counted
+    ck_assert_uint_eq(h->nonfinite + qf_histogram_count(h), (uint64_t)IMAGES * 16 * 64 * 64);
+    ck_assert_double_lt(qf_calib_tensor_hist(c, 0)->absmax, 1e29);  // nor its 1e30s
+    log_text[0] = '\0';
+    qf_log_set(capture_log, NULL, QF_LOG_WARN);
+    char *ref = calib_table_text(c, "ref.calib");
+    qf_log_set(NULL, NULL, QF_LOG_WARN);
+    ck_assert_ptr_nonnull(strstr(log_text, "conv out"));  // the NaN is reported by tensor name
+    ck_assert_ptr_nonnull(strstr(ref, "\nconv%20out entropy="));
+    qf_calib_free(c);
+    qf_graph_free(g);
+
+    const int cfg[][2] = {{3, 1}, {4, 2}, {8, 2}, {10, 3}, {2, 0}};
+    for (size_t k = 0; k < QF_ARRAY_LEN(cfg); k++) {
+        c = run_calib(cfg[k][0], cfg[k][1], 0, IMAGES, &g);
+        char *txt = calib_table_text(c, "other.calib");
+        ck_assert_str_eq(txt, ref);
+        free(txt);
+        qf_calib_free(c);
+        qf_graph_free(g);
+    }
+    // Two "devices", each with half of the images, merged.
+    qf_graph *g2;
+    c = run_calib(4, 2, 0, 3, &g);
+    qf_calib *c2 = run_calib(2, 1, 3, IMAGES, &g2);
+    ck_assert_int_eq(qf_calib_merge(c, c2), QF_OK);
+    char *txt = calib_table_text(c, "merged.calib");
+    ck_assert_str_eq(txt, ref);
+    free(txt);
+    qf_calib_free(c);
+    qf_calib_free(c2);
+    qf_graph_free(g);
+    qf_graph_free(g2);
+    free(ref);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(finalize_rejects_bad_meta)
+{
+    qf_graph *g = make_graph(1);
+    qf_calib *c;
+    qf_calib_table *t;
+    ck_assert_int_eq(qf_calib_create(g, NULL, &c), QF_OK);
+    qf_calib_meta meta = {.images = 1, .model_sha256 = "abc"};
+    ck_assert_int_eq(qf_calib_finalize(c, QF_CALIB_ALL, 99.99, &meta, &t), QF_ERR_USAGE);
+    meta.model_sha256 = SHA;
+    ck_assert_int_eq(qf_calib_finalize(c, 0, 99.99, &meta, &t), QF_ERR_USAGE);
+    ck_assert_int_eq(qf_calib_finalize(c, QF_CALIB_ALL, 0, &meta, &t), QF_ERR_USAGE);
+    ck_assert_int_eq(qf_calib_finalize(c, 1u << QF_CALIB_MSE, 0, &meta, &t), QF_OK);  // percentile unused
+    ck_assert_int_eq(t->n, 0);  // nothing observed yet
+    qf_calib_table_free(t);
+    qf_calib_free(c);
+    qf_graph_free(g);
+}
+END_TEST
+
+/* ---- tables ---------------------------------------------------------------------------------- */
+
+static qf_calib_table *sample_table(unsigned methods, int n)
+{
+    qf_calib_table *t = calloc(1, sizeof *t);
+    t->version = QF_CALIB_TABLE_VERSION;
+    t->methods = methods;
+    t->percentile = 99.99;
+    t->images = 500;
+    strcpy(t->model_sha256, SHA);
+    t->preprocess = strdup("resize=256 crop=224 mean=0.485,0.456,0.406 std=0.229,0.224,0.225 100%");
+    t->n = n;
+    t->entries = calloc((size_t)n, sizeof *t->entries);
+    static const float special[] = {0.0f, FLT_MAX, FLT_MIN, 1e-45f, 0.1f, 1.0f / 3, 16777217.0f, 3.4e-39f};
+    rng_state = 7;
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        if (i == 0) strcpy(name, "input.1");
+        else if (i == 1) strcpy(name, "/layer1/conv 2/Conv_output_0");
+        else if (i == 2) strcpy(name, "r\xc3\xa9sum\xc3\xa9%41");  // UTF-8 and a literal %
+        else snprintf(name, sizeof name, "onnx::Conv_%d", i);
+        t->entries[i].name = strdup(name);
+        for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++) {
+            uint32_t bits = (uint32_t)rng_next() & 0x7fffffff;  // any positive float bit pattern
+            float v;
+            memcpy(&v, &bits, 4);
+            if (!isfinite(v)) v = 1.5f;
+            t->entries[i].amax[m] = i < (int)QF_ARRAY_LEN(special) ? special[(i + m) % QF_ARRAY_LEN(special)] : v;
+        }
+    }
+    return t;
+}
+
+static void assert_tables_equal(const qf_calib_table *a, const qf_calib_table *b)
+{
+    ck_assert_int_eq(a->version, b->version);
+    ck_assert_uint_eq(a->methods, b->methods);
+    if (a->methods & (1u << QF_CALIB_PERCENTILE)) ck_assert_double_eq(a->percentile, b->percentile);
+    ck_assert_int_eq(a->images, b->images);
+    ck_assert_str_eq(a->model_sha256, b->model_sha256);
+    ck_assert_str_eq(a->preprocess, b->preprocess);
+    ck_assert_int_eq(a->n, b->n);
+    // One assertion for the lot: check records every passing assertion, which is slow.
+    int bad = -1;
+    for (int i = 0; i < a->n && bad < 0; i++) {
+        if (strcmp(a->entries[i].name, b->entries[i].name)) bad = i;
+        for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
+            if ((a->methods & (1u << m)) && f32_bits(a->entries[i].amax[m]) != f32_bits(b->entries[i].amax[m])) bad = i;
+    }
+    ck_assert_msg(bad < 0, "entry %d differs: %s", bad, bad >= 0 ? a->entries[bad].name : "");
+}
+
+START_TEST(table_round_trip)
+{
+    make_tmpdir();
+    const unsigned masks[] = {1u << QF_CALIB_ENTROPY, 1u << QF_CALIB_PERCENTILE, QF_CALIB_ALL,
+                              (1u << QF_CALIB_MINMAX) | (1u << QF_CALIB_MSE)};
+    for (size_t k = 0; k < QF_ARRAY_LEN(masks); k++) {
+        qf_calib_table *t = sample_table(masks[k], 2000), *r;
+        t->percentile = 99.9;
+        ck_assert_int_eq(qf_calib_table_write(t, tmp_path("t.calib")), QF_OK);
+        ck_assert_int_eq(qf_calib_table_read(tmp_path("t.calib"), &r), QF_OK);
+        assert_tables_equal(t, r);
+        // Writing what was read gives the same bytes.
+        char *a = slurp(tmp_path("t.calib"), NULL);
+        ck_assert_int_eq(qf_calib_table_write(r, tmp_path("u.calib")), QF_OK);
+        char *b = slurp(tmp_path("u.calib"), NULL);
+        ck_assert_str_eq(a, b);
+        if (k == 0) {
+            ck_assert(!strncmp(a, "qforge-calib 1\nmethod entropy\nimages 500\nmodel-sha256 ", 52));
+            ck_assert_ptr_nonnull(strstr(a, "\npreprocess resize=256 crop=224 mean=0.485,0.456,0.406 std=0.229,0.224,0.225 100%25\n"));
+            ck_assert_ptr_nonnull(strstr(a, "\ntensors 2000\ninput.1 0\n/layer1/conv%202/Conv_output_0 3.40282347e+38\n"));
+            ck_assert_ptr_nonnull(strstr(a, "\nr\xc3\xa9sum\xc3\xa9%2541 "));
+        }
+        if (k == 2) {
+            ck_assert_ptr_nonnull(strstr(a, "\nmethod entropy,minmax,percentile=99.9,mse\n"));
+            ck_assert_ptr_nonnull(strstr(a, "\ninput.1 entropy=0 minmax=3.40282347e+38 percentile=1.17549435e-38 mse=1.40129846e-45\n"));
+            float v;
+            ck_assert_int_eq(qf_calib_table_amax(r, 1, QF_CALIB_MSE, &v), QF_OK);
+            ck_assert_uint_eq(f32_bits(v), f32_bits(t->entries[1].amax[QF_CALIB_MSE]));
+            ck_assert_int_eq(qf_calib_table_default_method(r), QF_CALIB_ENTROPY);
+            ck_assert_int_eq(qf_calib_table_find(r, "/layer1/conv 2/Conv_output_0"), 1);
+            ck_assert_int_eq(qf_calib_table_find(r, "nope"), -1);
+        }
+        if (k == 3) {
+            float v;
+            ck_assert_int_eq(qf_calib_table_default_method(r), QF_CALIB_MINMAX);
+            ck_assert_int_eq(qf_calib_table_amax(r, 0, QF_CALIB_ENTROPY, &v), QF_ERR_INVALID);
+            ck_assert_ptr_nonnull(strstr(qf_error_message(), "input.1"));
+        }
+        free(a);
+        free(b);
+        qf_calib_table_free(t);
+        qf_calib_table_free(r);
+    }
+    ck_assert_int_eq(count_files(".tmp."), 0);
+    remove_tmpdir();
+}
+END_TEST
+
+/* Expects reading `text` to fail with a one-line message naming line `line`. */
+static void expect_bad(const char *text, size_t len, int line, const char *what)
+{
+    const char *p = tmp_path("bad.calib");
+    spit(p, text, len);
+    qf_calib_table *t = NULL;
+    qf_status st = qf_calib_table_read(p, &t);
+    ck_assert_msg(st == QF_ERR_FORMAT, "accepted (%s)", what);
+    ck_assert_ptr_null(t);
+    const char *msg = qf_error_message();
+    ck_assert_ptr_null(strchr(msg, '\n'));
+    if (line > 0) {
+        char want[300];
+        snprintf(want, sizeof want, "%s:%d: ", p, line);
+        ck_assert_msg(!strncmp(msg, want, strlen(want)), "%s: message '%s' lacks '%s'", what, msg, want);
+    }
+}
+
+/* The valid text with line `line` (1-based) replaced by `repl` (NULL deletes it). */
+static char *replace_line(const char *text, int line, const char *repl)
+{
+    size_t cap = strlen(text) + (repl ? strlen(repl) : 0) + 2;
+    char *out = malloc(cap), *w = out;
+    int ln = 1;
+    for (const char *p = text; *p; ln++) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
+        if (ln == line) {
+            if (repl) w += sprintf(w, "%s\n", repl);
+        } else {
+            memcpy(w, p, n);
+            w += n;
+        }
+        p += n;
+    }
+    *w = '\0';
+    return out;
+}
+
+START_TEST(table_rejects_garbage)
+{
+    make_tmpdir();
+    qf_calib_table *t = sample_table(QF_CALIB_ALL, 5);
+    ck_assert_int_eq(qf_calib_table_write(t, tmp_path("good.calib")), QF_OK);
+    size_t len;
+    char *good = slurp(tmp_path("good.calib"), &len);
+    // Lines: 1 magic, 2 method, 3 images, 4 sha, 5 preprocess, 6 tensors, 7..11 tensors.
+    // Every proper prefix is rejected: no truncation reads as a shorter table.
+    for (size_t cut = 0; cut < len; cut++) {
+        qf_calib_table *r = NULL;
+        spit(tmp_path("cut.calib"), good, cut);
+        ck_assert_msg(qf_calib_table_read(tmp_path("cut.calib"), &r) == QF_ERR_FORMAT && !r,
+                      "a table cut to %zu of %zu bytes was accepted", cut, len);
+    }
+    expect_bad(good, len - 1, 11, "no final newline");
+    size_t cut = (size_t)(strstr(good, "\nonnx::Conv_3") - good) + 1;
+    expect_bad(good, cut, 10, "lines missing");  // ends cleanly after line 9
+    expect_bad("", 0, 1, "empty");
+
+    // {line replaced, its text, line the error must name (0: the replaced one)}
+    static const struct { int line; const char *repl; int at; } cases[] = {
+        {1, "qforge-calib 2"},
+        {1, "qforge-calib"},
+        {1, "TRT-8601-EntropyCalibration2"},
+        {2, "method entropy,entropy"},
+        {2, "method minmax,entropy"},
+        {2, "method kl"},
+        {2, "method percentile"},
+        {2, "method percentile=200"},
+        {2, "method entropy,minmax,percentile=99.99,mse,"},
+        {3, "images -1"},
+        {3, "images 12x"},
+        {3, "images 99999999999999999999"},
+        {4, "model-sha256 0123"},
+        {4, "model-sha256 0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef"},
+        {5, "preprocess bad %zz escape"},
+        {5, "preprocess "},
+        {6, "tensors 6", 12},  // the file ends a line early
+        {6, "tensors 4", 11},  // a line too many
+        {6, "tensors 999999999"},
+        {6, "tensors"},
+        {8, "garbage"},
+        {8, "#comment"},
+        {8, ""},
+        {8, "x entropy=1 minmax=2 percentile=3"},
+        {8, "x entropy=1 minmax=2 percentile=3 mse=4 extra=5"},
+        {8, "x entropy=1 minmax=2 mse=4 percentile=3"},
+        {8, "x entropy=1 minmax=2 percentile=3 mse=nan"},
+        {8, "x entropy=1 minmax=2 percentile=3 mse=inf"},
+        {8, "x entropy=1 minmax=2 percentile=3 mse=-1"},
+        {8, "x entropy=1 minmax=2 percentile=3 mse=1e39"},
+        {8, "x entropy=1 minmax=2 percentile=3 mse=0x1p3"},
+        {8, "x entropy=1 minmax=2 percentile=3 mse=1.5.2"},
+        {8, "x entropy=1 minmax=2 percentile=3 mse="},
+        {8, "x entropy=1  minmax=2 percentile=3 mse=4"},
+        {8, "x entropy=1 minmax=2 percentile=3 mse=4 "},
+        {8, "x%2 entropy=1 minmax=2 percentile=3 mse=4"},
+        {8, "input.1 entropy=1 minmax=2 percentile=3 mse=4"},  // duplicate name
+        {8, "x entropy=1 minmax=2 percentile=3 mse=4\r"},
+        {8, "x\x01 entropy=1 minmax=2 percentile=3 mse=4"},
+        {8, "x\xc3 entropy=1 minmax=2 percentile=3 mse=4"},   // cut UTF-8 sequence
+        {8, "x\xc0\xaf entropy=1 minmax=2 percentile=3 mse=4"},  // overlong
+    };
+    for (size_t k = 0; k < QF_ARRAY_LEN(cases); k++) {
+        char *txt = replace_line(good, cases[k].line, cases[k].repl);
+        expect_bad(txt, strlen(txt), cases[k].at ? cases[k].at : cases[k].line, cases[k].repl);
+        free(txt);
+    }
+    // A line too many at the end, and a NUL byte.
+    char *more = malloc(len + 32);
+    sprintf(more, "%sextra 1\n", good);
+    expect_bad(more, strlen(more), 12, "extra line");
+    memcpy(more, good, len);
+    more[cut + 3] = '\0';
+    expect_bad(more, len, 10, "NUL");
+    free(more);
+    // Control: the untouched text still reads, and a single-method line needs one value.
+    qf_calib_table *r;
+    spit(tmp_path("ok.calib"), good, len);
+    ck_assert_int_eq(qf_calib_table_read(tmp_path("ok.calib"), &r), QF_OK);
+    qf_calib_table_free(r);
+    char *one = replace_line(good, 2, "method minmax");
+    expect_bad(one, strlen(one), 7, "keyed values in a single-method table");
+    free(one);
+    ck_assert_int_eq(qf_calib_table_read(tmp_path("missing.calib"), &r), QF_ERR_IO);
+    free(good);
+    qf_calib_table_free(t);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(table_model_check)
+{
+    qf_calib_table *t = sample_table(1u << QF_CALIB_ENTROPY, 1);
+    ck_assert_int_eq(qf_calib_table_check_model(t, "t.calib", SHA, false), QF_OK);
+    const char *other = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    ck_assert_int_eq(qf_calib_table_check_model(t, "t.calib", other, false), QF_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(qf_error_message(), "t.calib"));
+    log_text[0] = '\0';
+    qf_log_set(capture_log, NULL, QF_LOG_WARN);
+    ck_assert_int_eq(qf_calib_table_check_model(t, "t.calib", other, true), QF_OK);
+    qf_log_set(NULL, NULL, QF_LOG_WARN);
+    ck_assert_ptr_nonnull(strstr(log_text, "t.calib"));
+    qf_calib_table_free(t);
+}
+END_TEST
+
+START_TEST(table_write_all_or_nothing)
+{
+    make_tmpdir();
+    qf_calib_table *t = sample_table(QF_CALIB_ALL, 20000);
+    const char *p = tmp_path("t.calib");
+    spit(p, "old contents\n", 13);
+    // A write that fails midway (the file size limit) leaves the old file and no temporary.
+    struct rlimit old, lim = {.rlim_cur = 4096, .rlim_max = 0};
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim.rlim_max = old.rlim_max;
+    signal(SIGXFSZ, SIG_IGN);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    qf_status st = qf_calib_table_write(t, p);
+    setrlimit(RLIMIT_FSIZE, &old);
+    ck_assert_int_eq(st, QF_ERR_IO);
+    ck_assert_ptr_nonnull(strstr(qf_error_message(), p));
+    char *now = slurp(p, NULL);
+    ck_assert_str_eq(now, "old contents\n");
+    free(now);
+    ck_assert_int_eq(count_files(".tmp."), 0);
+    // A table the writer refuses (a NaN threshold) does not touch the file either.
+    t->entries[3].amax[QF_CALIB_MSE] = NAN;
+    ck_assert_int_eq(qf_calib_table_write(t, p), QF_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(qf_error_message(), "onnx::Conv_3"));
+    t->entries[3].amax[QF_CALIB_MSE] = 1;
+    // A folder that does not exist.
+    ck_assert_int_eq(qf_calib_table_write(t, tmp_path("no/such/dir.calib")), QF_ERR_IO);
+    // Success replaces it.
+    ck_assert_int_eq(qf_calib_table_write(t, p), QF_OK);
+    qf_calib_table *r;
+    ck_assert_int_eq(qf_calib_table_read(p, &r), QF_OK);
+    assert_tables_equal(t, r);
+    qf_calib_table_free(r);
+    qf_calib_table_free(t);
+    ck_assert_int_eq(count_files(".tmp."), 0);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(trt_cache_format)
+{
+    make_tmpdir();
+    qf_calib_table *t = sample_table((1u << QF_CALIB_ENTROPY) | (1u << QF_CALIB_MINMAX), 4);
+    const float ent[4] = {127.0f, 0.0f, 254.0f, 63.5f}, mm[4] = {12.7f, 1.27f, 0.0f, 508.0f};
+    for (int i = 0; i < 4; i++) t->entries[i].amax[QF_CALIB_ENTROPY] = ent[i], t->entries[i].amax[QF_CALIB_MINMAX] = mm[i];
+    ck_assert_int_eq(qf_calib_table_write_trt(t, QF_CALIB_ENTROPY, tmp_path("e.cache")), QF_OK);
+    char *e = slurp(tmp_path("e.cache"), NULL);
+    // scale = amax/127 as float32 bits, big-endian hex: 1.0 = 3f800000, 2.0 = 40000000,
+    // 0.5 = 3f000000; amax 0 gets scale 1.
+    ck_assert_str_eq(e, "TRT-8601-EntropyCalibration2\n"
+                        "input.1: 3f800000\n"
+                        "/layer1/conv 2/Conv_output_0: 3f800000\n"
+                        "r\xc3\xa9sum\xc3\xa9%41: 40000000\n"
+                        "onnx::Conv_3: 3f000000\n");
+    ck_assert_int_eq(qf_calib_table_write_trt(t, QF_CALIB_MINMAX, tmp_path("m.cache")), QF_OK);
+    char *m = slurp(tmp_path("m.cache"), NULL);
+    // 12.7/127 = 0.1f = 3dcccccd; 1.27/127 = 0.01f = 3c23d70a; 508/127 = 4 = 40800000
+    ck_assert_str_eq(m, "TRT-8601-MinMaxCalibration\n"
+                        "input.1: 3dcccccd\n"
+                        "/layer1/conv 2/Conv_output_0: 3c23d70a\n"
+                        "r\xc3\xa9sum\xc3\xa9%41: 3f800000\n"
+                        "onnx::Conv_3: 40800000\n");
+    ck_assert_int_eq(qf_calib_table_write_trt(t, QF_CALIB_MSE, tmp_path("x.cache")), QF_ERR_USAGE);
+    free(e);
+    free(m);
+    qf_calib_table_free(t);
+    remove_tmpdir();
+}
+END_TEST
+
+START_TEST(report_self_contained)
+{
+    make_tmpdir();
+    qf_graph *g;
+    qf_calib *c = run_calib(4, 1, 0, 4, &g);
+    qf_calib_table *t;
+    qf_calib_meta meta = {.images = 4, .model_sha256 = SHA, .preprocess = "<b>crop & resize</b>"};
+    ck_assert_int_eq(qf_calib_finalize(c, 1u << QF_CALIB_PERCENTILE, 99.9, &meta, &t), QF_OK);
+    ck_assert_int_eq(qf_calib_report_write(tmp_path("r.html"), c, t), QF_OK);
+    char *html = slurp(tmp_path("r.html"), NULL);
+    ck_assert(!strncmp(html, "<!DOCTYPE html>", 15));
+    ck_assert_ptr_null(strstr(html, "http:"));
+    ck_assert_ptr_null(strstr(html, "https:"));
+    ck_assert_ptr_null(strstr(html, "src="));
+    ck_assert_ptr_null(strstr(html, "<link"));
+    ck_assert_ptr_null(strstr(html, "<b>crop"));  // escaped
+    ck_assert_ptr_nonnull(strstr(html, "&lt;b&gt;crop &amp; resize"));
+    ck_assert_ptr_nonnull(strstr(html, "conv out"));
+    ck_assert_ptr_nonnull(strstr(html, "percentile (recorded)"));
+    // One histogram per tensor.
+    int svgs = 0;
+    for (const char *p = html; (p = strstr(p, "<svg")); p++) svgs++;
+    ck_assert_int_eq(svgs, 2);
+    ck_assert_int_eq(count_files(".tmp."), 0);
+    free(html);
+    // Works without a table too.
+    ck_assert_int_eq(qf_calib_report_write(tmp_path("r2.html"), c, NULL), QF_OK);
+    qf_calib_table_free(t);
+    qf_calib_free(c);
+    qf_graph_free(g);
+    remove_tmpdir();
+}
+END_TEST
+
+static Suite *calib_suite(void)
+{
+    Suite *s = suite_create("calib");
+    TCase *tc = tcase_create("calib");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, sha256_vectors);
+    tcase_add_test(tc, histogram_exact);
+    tcase_add_test(tc, histogram_merge_exact);
+    tcase_add_test(tc, histogram_batch_splits);
+    tcase_add_test(tc, calib_uniform);
+    tcase_add_test(tc, calib_gaussian);
+    tcase_add_test(tc, calib_laplacian);
+    tcase_add_test(tc, calib_outlier);
+    tcase_add_test(tc, calib_entropy_matches_reference);
+    tcase_add_test(tc, calib_zero_and_nonfinite);
+    tcase_add_test(tc, method_parse);
+    tcase_add_test(tc, observer_independent_of_batch_and_threads);
+    tcase_add_test(tc, finalize_rejects_bad_meta);
+    tcase_add_test(tc, table_round_trip);
+    tcase_add_test(tc, table_rejects_garbage);
+    tcase_add_test(tc, table_model_check);
+    tcase_add_test(tc, table_write_all_or_nothing);
+    tcase_add_test(tc, trt_cache_format);
+    tcase_add_test(tc, report_self_contained);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(calib_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,1150 @@
+/* Unit tests for the compute ops of the CPU engine (Conv, ConvTranspose, Gemm,
+ * MatMul, MaxPool/AveragePool, global pools, BatchNormalization, Softmax,
+ * ReduceMean): every kernel against a naive double-precision loop written
+ * here, on random inputs over shapes and attribute combinations; inferred
+ * shapes, FLOP counts, the errors of unsupported forms, and one small network
+ * through qf_graph_prepare and the CPU engine. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include "internal.h"
+#include "ops/ops.h"
+
+/* ---- random data --------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+/* uniform in [lo, hi) (xorshift64*: deterministic across runs) */
+static float frand(float lo, float hi)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545f4914f6cdd1dull;
+    return lo + (hi - lo) * (float)((r >> 40) / (double)(1ull << 24));
+}
+
+/* ---- a one-node graph under test -------------------------------------------------- */
+
+#define MAX_IO 6
+
+typedef struct one {
+    qf_graph *g;
+    int n_in, n_out;
+    int in[MAX_IO], out[MAX_IO];
+    float *x[MAX_IO]; /* input data, NULL for an omitted input */
+    float *y[MAX_IO]; /* outputs after one_run() */
+} one;
+
+static one *one_new(int64_t opset)
+{
+    one *t = calloc(1, sizeof *t);
+    t->g = qf_graph_new("test.onnx");
+    t->g->opset = opset;
+    return t;
+}
+
+static void one_free(one *t)
+{
+    for (int k = 0; k < MAX_IO; k++) {
+        free(t->x[k]);
+        free(t->y[k]);
+    }
+    qf_graph_free(t->g);
+    free(t);
+}
+
+/* Adds an f32 input filled with uniform values in [lo, hi); returns its data. */
+static float *one_input_range(one *t, int ndim, const int64_t *dims, float lo, float hi)
+{
+    char name[16];
+    snprintf(name, sizeof name, "in%d", t->n_in);
+    int v = qf_graph_add_value(t->g, name, QF_F32, ndim, dims);
+    ck_assert_int_ge(v, 0);
+    int64_t n = qfi_numel(ndim, dims);
+    float *d = malloc((size_t)(n ? n : 1) * sizeof *d);
+    for (int64_t i = 0; i < n; i++) d[i] = frand(lo, hi);
+    t->in[t->n_in] = v;
+    t->x[t->n_in++] = d;
+    return d;
+}
+
+static float *one_input(one *t, int ndim, const int64_t *dims) { return one_input_range(t, ndim, dims, -1.0f, 1.0f); }
+
+static void one_skip_input(one *t) { t->in[t->n_in++] = -1; }
+
+/* Adds the node with `n_out` outputs (shapes left for inference). */
+static qf_node *one_node(one *t, qf_op op, int n_out)
+{
+    for (int k = 0; k < n_out; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "out%d", k);
+        t->out[k] = qf_graph_add_value(t->g, name, QF_F32, 0, NULL);
+    }
+    t->n_out = n_out;
+    ck_assert_int_eq(qf_graph_add_node(t->g, "node0", op, t->n_in, t->in, n_out, t->out), 0);
+    return &t->g->nodes[0];
+}
+
+static qf_attr *add_attr(qf_node *n, const char *name, qf_attr_type type)
+{
+    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
+    qf_attr *a = &n->attrs[n->n_attr++];
+    memset(a, 0, sizeof *a);
+    a->name = strdup(name);
+    a->type = type;
+    return a;
+}
+static void set_int(qf_node *n, const char *name, int64_t v) { add_attr(n, name, QF_ATTR_INT)->i = v; }
+static void set_float(qf_node *n, const char *name, float v) { add_attr(n, name, QF_ATTR_FLOAT)->f = v; }
+static void set_str(qf_node *n, const char *name, const char *s) { add_attr(n, name, QF_ATTR_STRING)->s = strdup(s); }
+static void set_ints(qf_node *n, const char *name, int cnt, const int64_t *v)
+{
+    qf_attr *a = add_attr(n, name, QF_ATTR_INTS);
+    a->n = cnt;
+    a->ints = malloc((size_t)(cnt ? cnt : 1) * sizeof *a->ints);
+    memcpy(a->ints, v, (size_t)cnt * sizeof *v);
+}
+
+/* Parses, infers and runs the node: through qfi_cpu_run_node (one thread) when
+ * threads == 1, else with explicit kernel arguments so the threaded paths run. */
+static qf_status one_run(one *t, int threads)
+{
+    qf_graph *g = t->g;
+    qf_node *n = &g->nodes[0];
+    QF_CHECK(qfi_ops[n->op].parse(g, n));
+    QF_CHECK(qfi_ops[n->op].infer(g, n));
+    const void *in[MAX_IO];
+    void *out[MAX_IO];
+    for (int k = 0; k < t->n_in; k++) in[k] = t->in[k] >= 0 ? (t->x[k] ? (void *)t->x[k] : g->values[t->in[k]].data) : NULL;
+    for (int k = 0; k < t->n_out; k++) {
+        size_t bytes = qf_value_bytes(&g->values[t->out[k]]);
+        free(t->y[k]);
+        t->y[k] = malloc(bytes ? bytes : 1);
+        for (size_t i = 0; i < bytes / sizeof(float); i++) t->y[k][i] = NAN; /* every element must be written */
+        out[k] = t->y[k];
+    }
+    if (threads == 1) return qfi_cpu_run_node(g, n, in, out);
+    size_t sb = qfi_ops[n->op].cpu_scratch ? qfi_ops[n->op].cpu_scratch(g, n) : 0;
+    void *scratch = sb ? malloc(sb) : NULL;
+    qfi_kernel_args a = {.g = g, .n = n, .in = in, .out = out, .scratch = scratch, .threads = threads};
+    qf_status st = qfi_ops[n->op].cpu(&a);
+    free(scratch);
+    return st;
+}
+
+static const qf_value *one_y(const one *t, int k) { return &t->g->values[t->out[k]]; }
+
+static void check_shape(const one *t, int ndim, const int64_t *dims)
+{
+    const qf_value *v = one_y(t, 0);
+    ck_assert_int_eq(v->dtype, QF_F32);
+    ck_assert_int_eq(v->ndim, ndim);
+    for (int i = 0; i < ndim; i++) ck_assert_msg(v->dims[i] == dims[i], "dim %d: got %lld, want %lld", i,
+                                                 (long long)v->dims[i], (long long)dims[i]);
+}
+
+/* Max error relative to the reference's scale; fails on the first element off. */
+static void check_close(const float *got, const double *want, int64_t n, double tol, const char *what)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]);
+        ck_assert_msg(err <= tol * (1.0 + fabs(want[i])), "%s: element %lld is %.7g, want %.7g", what, (long long)i,
+                      (double)got[i], want[i]);
+    }
+}
+
+/* ---- reference window geometry (ONNX spec formulas, written out independently) ---- */
+
+typedef struct win {
+    int nsp;
+    int64_t in[3], k[3], s[3], d[3], pb[3], pe[3];
+    const char *auto_pad; /* NULL = NOTSET */
+    bool ceil;
+    int64_t out[3]; /* filled by ref_window */
+} win;
+
+static void ref_window(win *w)
+{
+    for (int i = 0; i < w->nsp; i++) {
+        int64_t s = w->s[i] ? w->s[i] : 1, d = w->d[i] ? w->d[i] : 1;
+        w->s[i] = s;
+        w->d[i] = d;
+        int64_t ek = (w->k[i] - 1) * d + 1;
+        if (w->auto_pad && strncmp(w->auto_pad, "SAME", 4) == 0) {
+            w->out[i] = (w->in[i] + s - 1) / s;
+            int64_t total = (w->out[i] - 1) * s + ek - w->in[i];
+            if (total < 0) total = 0;
+            bool upper = strcmp(w->auto_pad, "SAME_UPPER") == 0;
+            w->pb[i] = upper ? total / 2 : (total + 1) / 2;
+            w->pe[i] = total - w->pb[i];
+            continue;
+        }
+        if (w->auto_pad && strcmp(w->auto_pad, "VALID") == 0) w->pb[i] = w->pe[i] = 0;
+        double span = (double)(w->in[i] + w->pb[i] + w->pe[i] - ek) / (double)s;
+        w->out[i] = (int64_t)(w->ceil ? ceil(span) : floor(span)) + 1;
+        if (w->ceil && (w->out[i] - 1) * s >= w->in[i] + w->pb[i]) w->out[i]--;
+    }
+}
+
+/* Right-aligns the first nsp values of v into 3 (leading `fill`). */
+static void to3(int nsp, const int64_t *v, int64_t fill, int64_t *o)
+{
+    for (int i = 0; i < 3; i++) o[i] = i < 3 - nsp ? fill : v[i - (3 - nsp)];
+}
+
+static void set_window_attrs(qf_node *n, const win *w, bool give_kernel)
+{
+    int nsp = w->nsp;
+    if (give_kernel) set_ints(n, "kernel_shape", nsp, w->k);
+    set_ints(n, "strides", nsp, w->s);
+    set_ints(n, "dilations", nsp, w->d);
+    if (w->auto_pad) {
+        set_str(n, "auto_pad", w->auto_pad);
+    } else {
+        int64_t pads[6];
+        for (int i = 0; i < nsp; i++) {
+            pads[i] = w->pb[i];
+            pads[nsp + i] = w->pe[i];
+        }
+        set_ints(n, "pads", 2 * nsp, pads);
+    }
+}
+
+/* ---- Conv ---------------------------------------------------------------------------- */
+
+typedef struct conv_case {
+    int64_t N, C, M, group;
+    win w;
+    bool bias;
+} conv_case;
+
+/* y[n,m,o] = b[m] + sum over c in m's group, k in the window of x[n,c,o*s-p+k*d] * W[m,c,k] */
+static double *conv_ref(const conv_case *cc, const float *x, const float *wt, const float *b)
+{
+    const win *w = &cc->w;
+    int64_t in[3], k[3], s[3], d[3], pb[3], out[3];
+    to3(w->nsp, w->in, 1, in);
+    to3(w->nsp, w->k, 1, k);
+    to3(w->nsp, w->s, 1, s);
+    to3(w->nsp, w->d, 1, d);
+    to3(w->nsp, w->pb, 0, pb);
+    to3(w->nsp, w->out, 1, out);
+    int64_t cg = cc->C / cc->group, mg = cc->M / cc->group;
+    int64_t isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2], ksz = k[0] * k[1] * k[2];
+    double *y = calloc((size_t)(cc->N * cc->M * osz), sizeof *y);
+    for (int64_t n = 0; n < cc->N; n++)
+        for (int64_t m = 0; m < cc->M; m++)
+            for (int64_t o0 = 0; o0 < out[0]; o0++)
+                for (int64_t o1 = 0; o1 < out[1]; o1++)
+                    for (int64_t o2 = 0; o2 < out[2]; o2++) {
+                        double acc = b ? b[m] : 0.0;
+                        for (int64_t c = 0; c < cg; c++)
+                            for (int64_t k0 = 0; k0 < k[0]; k0++)
+                                for (int64_t k1 = 0; k1 < k[1]; k1++)
+                                    for (int64_t k2 = 0; k2 < k[2]; k2++) {
+                                        int64_t i0 = o0 * s[0] - pb[0] + k0 * d[0];
+                                        int64_t i1 = o1 * s[1] - pb[1] + k1 * d[1];
+                                        int64_t i2 = o2 * s[2] - pb[2] + k2 * d[2];
+                                        if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2])
+                                            continue;
+                                        int64_t ci = m / mg * cg + c;
+                                        double xv = x[(n * cc->C + ci) * isz + (i0 * in[1] + i1) * in[2] + i2];
+                                        double wv = wt[(m * cg + c) * ksz + (k0 * k[1] + k1) * k[2] + k2];
+                                        acc += xv * wv;
+                                    }
+                        y[((n * cc->M + m) * out[0] + o0) * out[1] * out[2] + o1 * out[2] + o2] = acc;
+                    }
+    return y;
+}
+
+static void run_conv_case(conv_case cc, int threads)
+{
+    win *w = &cc.w;
+    ref_window(w);
+    one *t = one_new(13);
+    int64_t xd[5] = {cc.N, cc.C}, wd[5] = {cc.M, cc.C / cc.group}, bd[1] = {cc.M}, yd[5] = {cc.N, cc.M};
+    for (int i = 0; i < w->nsp; i++) {
+        xd[2 + i] = w->in[i];
+        wd[2 + i] = w->k[i];
+        yd[2 + i] = w->out[i];
+    }
+    const float *x = one_input(t, 2 + w->nsp, xd), *wt = one_input(t, 2 + w->nsp, wd);
+    const float *b = cc.bias ? one_input(t, 1, bd) : NULL;
+    qf_node *n = one_node(t, QF_OP_CONV, 1);
+    set_window_attrs(n, w, threads != 1); /* kernel_shape is optional: inferred from W */
+    if (cc.group != 1) set_int(n, "group", cc.group);
+    qf_status st = one_run(t, threads);
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    check_shape(t, 2 + w->nsp, yd);
+    double *ref = conv_ref(&cc, x, wt, b);
+    check_close(t->y[0], ref, qf_value_numel(one_y(t, 0)), 1e-4, "conv");
+    free(ref);
+    one_free(t);
+}
+
+static const conv_case conv_cases[] = {
+    /* plain 3x3 pad 1 with bias */
+    {2, 3, 4, 1, {.nsp = 2, .in = {7, 6}, .k = {3, 3}, .pb = {1, 1}, .pe = {1, 1}}, true},
+    /* stride 2, asymmetric pads */
+    {2, 3, 5, 1, {.nsp = 2, .in = {9, 8}, .k = {3, 3}, .s = {2, 2}, .pb = {1, 0}, .pe = {2, 1}}, false},
+    /* dilation 2, strides (2,1) */
+    {1, 2, 3, 1, {.nsp = 2, .in = {11, 9}, .k = {3, 2}, .s = {2, 1}, .d = {2, 3}, .pb = {2, 1}, .pe = {2, 0}}, true},
+    /* groups */
+    {2, 4, 6, 2, {.nsp = 2, .in = {6, 6}, .k = {3, 3}, .pb = {1, 1}, .pe = {1, 1}}, true},
+    {5, 6, 9, 3, {.nsp = 2, .in = {5, 4}, .k = {2, 3}, .s = {1, 2}, .pb = {0, 1}, .pe = {1, 1}}, true},
+    /* depthwise, and depthwise with a channel multiplier of 2 */
+    {2, 6, 6, 6, {.nsp = 2, .in = {9, 7}, .k = {3, 3}, .s = {2, 2}, .pb = {1, 1}, .pe = {1, 1}}, true},
+    {2, 3, 6, 3, {.nsp = 2, .in = {8, 8}, .k = {3, 3}, .d = {2, 1}, .pb = {2, 1}, .pe = {1, 1}}, false},
+    /* pointwise 1x1 (GEMM on the image directly), and 1x1 with stride 2 (im2col) */
+    {3, 8, 5, 1, {.nsp = 2, .in = {5, 6}, .k = {1, 1}}, true},
+    {2, 8, 5, 1, {.nsp = 2, .in = {7, 6}, .k = {1, 1}, .s = {2, 2}}, true},
+    /* auto_pad with an odd total padding */
+    {2, 3, 4, 1, {.nsp = 2, .in = {6, 5}, .k = {4, 2}, .s = {1, 2}, .auto_pad = "SAME_UPPER"}, true},
+    {2, 3, 4, 1, {.nsp = 2, .in = {6, 5}, .k = {4, 2}, .s = {1, 2}, .auto_pad = "SAME_LOWER"}, true},
+    {1, 2, 3, 1, {.nsp = 2, .in = {7, 7}, .k = {3, 3}, .s = {2, 2}, .d = {2, 1}, .auto_pad = "SAME_LOWER"}, false},
+    {2, 3, 4, 1, {.nsp = 2, .in = {6, 5}, .k = {3, 2}, .s = {2, 1}, .auto_pad = "VALID"}, true},
+    /* 1-D and 3-D */
+    {2, 3, 2, 1, {.nsp = 1, .in = {11}, .k = {3}, .s = {2}, .d = {2}, .pb = {1}, .pe = {2}}, true},
+    {2, 4, 4, 4, {.nsp = 1, .in = {10}, .k = {5}, .pb = {2}, .pe = {2}}, true},
+    {1, 2, 3, 1, {.nsp = 3, .in = {4, 5, 3}, .k = {2, 3, 2}, .s = {1, 2, 1}, .pb = {0, 1, 1}, .pe = {1, 1, 0}}, true},
+    {2, 4, 4, 2, {.nsp = 3, .in = {3, 4, 5}, .k = {3, 1, 3}, .d = {1, 1, 2}, .pb = {1, 0, 2}, .pe = {1, 0, 2}}, false},
+    {1, 3, 3, 3, {.nsp = 3, .in = {4, 4, 4}, .k = {3, 3, 3}, .s = {2, 2, 2}, .pb = {1, 1, 1}, .pe = {1, 1, 1}}, true},
+    /* a ResNet-20 sized layer */
+    {4, 16, 32, 1, {.nsp = 2, .in = {16, 16}, .k = {3, 3}, .s = {2, 2}, .pb = {1, 1}, .pe = {1, 1}}, true},
+};
+
+START_TEST(conv_matches_naive)
+{
+    int threads = _i % 2 ? 3 : 1;
+    run_conv_case(conv_cases[_i / 2], threads);
+}
+END_TEST
+
+/* ---- ConvTranspose -------------------------------------------------------------------- */
+
+typedef struct convt_case {
+    int64_t N, C, M, group;
+    int nsp;
+    int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], opad[3], oshape[3];
+    const char *auto_pad;
+    bool bias;
+} convt_case;
+
+/* Output size and begin padding from the spec's formulas. */
+static void convt_ref_geom(const convt_case *c, int64_t *out, int64_t *pb)
+{
+    for (int i = 0; i < c->nsp; i++) {
+        int64_t s = c->s[i] ? c->s[i] : 1, d = c->d[i] ? c->d[i] : 1;
+        int64_t full = s * (c->in[i] - 1) + c->opad[i] + (c->k[i] - 1) * d + 1;
+        bool same = c->auto_pad && strncmp(c->auto_pad, "SAME", 4) == 0;
+        if (c->oshape[i] || same) {
+            out[i] = c->oshape[i] ? c->oshape[i] : c->in[i] * s;
+            int64_t total = full - out[i] > 0 ? full - out[i] : 0;
+            pb[i] = c->auto_pad && strcmp(c->auto_pad, "SAME_UPPER") == 0 ? total / 2 : total - total / 2;
+        } else {
+            out[i] = full - c->pb[i] - c->pe[i];
+            pb[i] = c->pb[i];
+        }
+    }
+}
+
+/* y = b; every x[n,c,i] adds x * W[c,m,k] at output position i*s - pb + k*d. */
+static double *convt_ref(const convt_case *c, const float *x, const float *wt, const float *b, const int64_t *out_,
+                         const int64_t *pb_)
+{
+    int64_t in[3], k[3], s[3], d[3], pb[3], out[3], sv[3], dv[3];
+    for (int i = 0; i < 3; i++) {
+        sv[i] = c->s[i] ? c->s[i] : 1;
+        dv[i] = c->d[i] ? c->d[i] : 1;
+    }
+    to3(c->nsp, c->in, 1, in);
+    to3(c->nsp, c->k, 1, k);
+    to3(c->nsp, sv, 1, s);
+    to3(c->nsp, dv, 1, d);
+    to3(c->nsp, pb_, 0, pb);
+    to3(c->nsp, out_, 1, out);
+    int64_t cg = c->C / c->group, mg = c->M / c->group;
+    int64_t isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2], ksz = k[0] * k[1] * k[2];
+    double *y = calloc((size_t)(c->N * c->M * osz), sizeof *y);
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t m = 0; m < c->M; m++)
+            for (int64_t o = 0; o < osz; o++) y[(n * c->M + m) * osz + o] = b ? b[m] : 0.0;
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t ci = 0; ci < c->C; ci++)
+            for (int64_t i0 = 0; i0 < in[0]; i0++)
+                for (int64_t i1 = 0; i1 < in[1]; i1++)
+                    for (int64_t i2 = 0; i2 < in[2]; i2++) {
+                        double xv = x[(n * c->C + ci) * isz + (i0 * in[1] + i1) * in[2] + i2];
+                        for (int64_t mo = 0; mo < mg; mo++)
+                            for (int64_t k0 = 0; k0 < k[0]; k0++)
+                                for (int64_t k1 = 0; k1 < k[1]; k1++)
+                                    for (int64_t k2 = 0; k2 < k[2]; k2++) {
+                                        int64_t o0 = i0 * s[0] - pb[0] + k0 * d[0];
+                                        int64_t o1 = i1 * s[1] - pb[1] + k1 * d[1];
+                                        int64_t o2 = i2 * s[2] - pb[2] + k2 * d[2];
+                                        if (o0 < 0 || o0 >= out[0] || o1 < 0 || o1 >= out[1] || o2 < 0 ||
+                                            o2 >= out[2])
+                                            continue;
+                                        int64_t m = ci / cg * mg + mo;
+                                        double wv = wt[(ci * mg + mo) * ksz + (k0 * k[1] + k1) * k[2] + k2];
+                                        y[(n * c->M + m) * osz + (o0 * out[1] + o1) * out[2] + o2] += xv * wv;
+                                    }
+                    }
+    return y;
+}
+
+static const convt_case convt_cases[] = {
+    {1, 1, 2, 1, 2, .in = {3, 3}, .k = {3, 3}, .bias = false},
+    {2, 3, 2, 1, 2, .in = {3, 4}, .k = {3, 3}, .s = {3, 2}, .opad = {1, 1}, .bias = true},
+    {2, 2, 3, 1, 2, .in = {3, 3}, .k = {3, 3}, .s = {3, 2}, .oshape = {10, 8}, .bias = true},
+    {1, 2, 2, 1, 2, .in = {3, 3}, .k = {3, 3}, .s = {3, 2}, .pb = {1, 2}, .pe = {1, 2}, .bias = false},
+    {1, 1, 1, 1, 2, .in = {3, 3}, .k = {2, 2}, .d = {2, 2}, .bias = false},
+    {3, 4, 6, 2, 2, .in = {4, 5}, .k = {3, 2}, .s = {2, 2}, .pb = {1, 0}, .pe = {1, 1}, .bias = true},
+    {2, 4, 4, 4, 2, .in = {5, 5}, .k = {4, 4}, .s = {2, 2}, .pb = {1, 1}, .pe = {1, 1}, .bias = true},
+    {1, 2, 3, 1, 2, .in = {3, 4}, .k = {3, 3}, .s = {2, 2}, .auto_pad = "SAME_UPPER", .bias = true},
+    {1, 2, 3, 1, 2, .in = {3, 4}, .k = {3, 3}, .s = {2, 2}, .auto_pad = "SAME_LOWER", .bias = true},
+    /* output_shape smaller than the full result: the rest is padding */
+    {2, 2, 2, 1, 2, .in = {3, 3}, .k = {3, 3}, .s = {2, 2}, .oshape = {6, 5}, .bias = true},
+    {2, 3, 2, 1, 1, .in = {5}, .k = {3}, .s = {2}, .d = {2}, .pb = {1}, .pe = {0}, .bias = true},
+    {1, 2, 2, 1, 3, .in = {2, 3, 4}, .k = {2, 3, 3}, .s = {1, 2, 1}, .pb = {0, 1, 1}, .pe = {1, 0, 1}, .bias = true},
+};
+
+START_TEST(conv_transpose_matches_naive)
+{
+    const convt_case *c = &convt_cases[_i / 2];
+    int threads = _i % 2 ? 2 : 1;
+    one *t = one_new(13);
+    int64_t xd[5] = {c->N, c->C}, wd[5] = {c->C, c->M / c->group}, bd[1] = {c->M}, out[3], pb[3], yd[5] = {c->N, c->M};
+    convt_ref_geom(c, out, pb);
+    for (int i = 0; i < c->nsp; i++) {
+        xd[2 + i] = c->in[i];
+        wd[2 + i] = c->k[i];
+        yd[2 + i] = out[i];
+    }
+    const float *x = one_input(t, 2 + c->nsp, xd), *wt = one_input(t, 2 + c->nsp, wd);
+    const float *b = c->bias ? one_input(t, 1, bd) : NULL;
+    qf_node *n = one_node(t, QF_OP_CONV_TRANSPOSE, 1);
+    if (c->group != 1) set_int(n, "group", c->group);
+    if (c->s[0]) set_ints(n, "strides", c->nsp, c->s);
+    if (c->d[0]) set_ints(n, "dilations", c->nsp, c->d);
+    if (c->opad[0]) set_ints(n, "output_padding", c->nsp, c->opad);
+    if (c->oshape[0]) set_ints(n, "output_shape", c->nsp, c->oshape);
+    if (c->auto_pad) set_str(n, "auto_pad", c->auto_pad);
+    if (c->pb[0] || c->pe[0] || c->pb[1] || c->pe[1]) {
+        int64_t pads[6];
+        for (int i = 0; i < c->nsp; i++) {
+            pads[i] = c->pb[i];
+            pads[c->nsp + i] = c->pe[i];
+        }
+        set_ints(n, "pads", 2 * c->nsp, pads);
+    }
+    qf_status st = one_run(t, threads);
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    check_shape(t, 2 + c->nsp, yd);
+    double *ref = convt_ref(c, x, wt, b, out, pb);
+    check_close(t->y[0], ref, qf_value_numel(one_y(t, 0)), 1e-4, "convtranspose");
+    free(ref);
+    one_free(t);
+}
+END_TEST
+
+/* ONNX's own test_convtranspose_autopad_same: x = 0..8, W all ones, SAME_UPPER
+ * stride 2 -> 6x6 with the odd padding at the end. */
+START_TEST(conv_transpose_same_upper_known_answer)
+{
+    static const double want[36] = {0, 0, 1,  1,  3,  2,  0, 0, 1,  1,  3,  2,  3, 3, 8,  5,  12, 7,
+                                    3, 3, 7, 4, 9, 5, 9, 9, 20, 11, 24, 13, 6, 6, 13, 7,  15, 8};
+    one *t = one_new(11);
+    int64_t xd[4] = {1, 1, 3, 3}, wd[4] = {1, 2, 3, 3}, s[2] = {2, 2};
+    float *x = one_input(t, 4, xd), *w = one_input(t, 4, wd);
+    for (int i = 0; i < 9; i++) x[i] = (float)i;
+    for (int i = 0; i < 18; i++) w[i] = 1.0f;
+    qf_node *n = one_node(t, QF_OP_CONV_TRANSPOSE, 1);
+    set_str(n, "auto_pad", "SAME_UPPER");
+    set_ints(n, "strides", 2, s);
+    ck_assert_int_eq(one_run(t, 1), QF_OK);
+    int64_t yd[4] = {1, 2, 6, 6};
+    check_shape(t, 4, yd);
+    check_close(t->y[0], want, 36, 0, "channel 0");
+    check_close(t->y[0] + 36, want, 36, 0, "channel 1");
+    one_free(t);
+}
+END_TEST
+
+/* ---- Gemm ------------------------------------------------------------------------------ */
+
+typedef struct gemm_case {
+    int64_t M, N, K;
+    bool ta, tb;
+    float alpha, beta;
+    int c_ndim; /* -1: no C */
+    int64_t c_dims[2];
+} gemm_case;
+
+static const gemm_case gemm_cases[] = {
+    {3, 4, 5, false, false, 1.0f, 1.0f, -1, {0}},
+    {3, 4, 5, true, false, 1.0f, 1.0f, 2, {1, 4}},
+    {3, 4, 5, false, true, 0.5f, 1.0f, 1, {4}},
+    {3, 4, 5, true, true, 0.25f, 0.35f, 2, {3, 4}},
+    {6, 2, 7, false, false, 1.0f, 0.5f, 0, {0}},
+    {6, 2, 7, false, true, 1.0f, -2.0f, 1, {1}},
+    {6, 5, 3, true, false, 2.0f, 1.0f, 2, {6, 1}},
+    {6, 5, 3, false, false, 1.0f, 1.0f, 2, {1, 1}},
+    {1, 10, 64, false, true, 1.0f, 1.0f, 1, {10}}, /* a classifier row */
+    {33, 17, 29, true, true, -1.5f, 0.0f, 2, {33, 17}},
+};
+
+START_TEST(gemm_matches_naive)
+{
+    const gemm_case *c = &gemm_cases[_i];
+    one *t = one_new(13);
+    int64_t ad[2] = {c->ta ? c->K : c->M, c->ta ? c->M : c->K}, bd[2] = {c->tb ? c->N : c->K, c->tb ? c->K : c->N};
+    const float *A = one_input(t, 2, ad), *B = one_input(t, 2, bd);
+    float *C = c->c_ndim >= 0 ? one_input(t, c->c_ndim, c->c_dims) : NULL;
+    if (C && c->beta == 0.0f) C[0] = NAN; /* beta = 0 must ignore C */
+    qf_node *n = one_node(t, QF_OP_GEMM, 1);
+    if (c->ta) set_int(n, "transA", 1);
+    if (c->tb) set_int(n, "transB", 1);
+    if (c->alpha != 1.0f) set_float(n, "alpha", c->alpha);
+    if (c->beta != 1.0f) set_float(n, "beta", c->beta);
+    ck_assert_msg(one_run(t, 1) == QF_OK, "%s", qf_error_message());
+    int64_t yd[2] = {c->M, c->N};
+    check_shape(t, 2, yd);
+    double *ref = calloc((size_t)(c->M * c->N), sizeof *ref);
+    for (int64_t i = 0; i < c->M; i++)
+        for (int64_t j = 0; j < c->N; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < c->K; k++) {
+                double a = c->ta ? A[k * c->M + i] : A[i * c->K + k];
+                double b = c->tb ? B[j * c->K + k] : B[k * c->N + j];
+                acc += a * b;
+            }
+            double cv = 0;
+            if (C && c->beta != 0.0f) {
+                /* right-aligned broadcast of C into (M,N) */
+                int64_t ci = c->c_ndim == 2 ? (c->c_dims[0] == 1 ? 0 : i) : 0;
+                int64_t cj = c->c_ndim == 0 ? 0 : c->c_dims[c->c_ndim - 1] == 1 ? 0 : j;
+                cv = C[ci * (c->c_ndim == 2 ? c->c_dims[1] : 0) + cj];
+            }
+            ref[i * c->N + j] = c->alpha * acc + c->beta * cv;
+        }
+    check_close(t->y[0], ref, c->M * c->N, 1e-5, "gemm");
+    free(ref);
+    one_free(t);
+}
+END_TEST
+
+/* ---- MatMul ------------------------------------------------------------------------------ */
+
+typedef struct matmul_case {
+    int na, nb;
+    int64_t a[4], b[4];
+    int ny;
+    int64_t y[4];
+} matmul_case;
+
+static const matmul_case matmul_cases[] = {
+    {2, 2, {3, 4}, {4, 5}, 2, {3, 5}},
+    {3, 3, {2, 3, 4}, {2, 4, 5}, 3, {2, 3, 5}},
+    {4, 3, {2, 1, 3, 4}, {5, 4, 6}, 4, {2, 5, 3, 6}},
+    {1, 2, {4}, {4, 5}, 1, {5}},
+    {2, 1, {3, 4}, {4}, 1, {3}},
+    {1, 1, {4}, {4}, 0, {0}},
+    {3, 1, {2, 3, 4}, {4}, 2, {2, 3}},
+    {1, 3, {4}, {2, 4, 5}, 2, {2, 5}},
+    {3, 2, {6, 3, 4}, {4, 5}, 3, {6, 3, 5}},  /* B shared: one tall GEMM */
+    {2, 3, {3, 4}, {2, 4, 5}, 3, {2, 3, 5}},  /* A broadcast */
+    {4, 4, {1, 2, 3, 4}, {3, 1, 4, 2}, 4, {3, 2, 3, 2}},
+};
+
+START_TEST(matmul_matches_naive)
+{
+    const matmul_case *c = &matmul_cases[_i];
+    one *t = one_new(13);
+    const float *A = one_input(t, c->na, c->a), *B = one_input(t, c->nb, c->b);
+    one_node(t, QF_OP_MATMUL, 1);
+    ck_assert_msg(one_run(t, _i % 2 ? 2 : 1) == QF_OK, "%s", qf_error_message());
+    check_shape(t, c->ny, c->y);
+    /* promote to 4-D (batch0, batch1, M, K) x (batch0, batch1, K, N) with explicit broadcasting */
+    int64_t a4[4] = {1, 1, 1, 1}, b4[4] = {1, 1, 1, 1};
+    if (c->na == 1) a4[3] = c->a[0];
+    else for (int i = 0; i < c->na; i++) a4[4 - c->na + i] = c->a[i];
+    if (c->nb == 1) b4[2] = c->b[0];
+    else for (int i = 0; i < c->nb; i++) b4[4 - c->nb + i] = c->b[i];
+    int64_t M = a4[2], K = a4[3], N = b4[3];
+    int64_t B0 = a4[0] > b4[0] ? a4[0] : b4[0], B1 = a4[1] > b4[1] ? a4[1] : b4[1];
+    double *ref = calloc((size_t)(B0 * B1 * M * N), sizeof *ref);
+    for (int64_t p = 0; p < B0; p++)
+        for (int64_t q = 0; q < B1; q++)
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double acc = 0;
+                    int64_t pa = a4[0] == 1 ? 0 : p, qa = a4[1] == 1 ? 0 : q;
+                    int64_t pb = b4[0] == 1 ? 0 : p, qb = b4[1] == 1 ? 0 : q;
+                    for (int64_t k = 0; k < K; k++)
+                        acc += (double)A[((pa * a4[1] + qa) * M + i) * K + k] * B[((pb * b4[1] + qb) * K + k) * N + j];
+                    ref[((p * B1 + q) * M + i) * N + j] = acc;
+                }
+    check_close(t->y[0], ref, B0 * B1 * M * N, 1e-5, "matmul");
+    free(ref);
+    one_free(t);
+}
+END_TEST
+
+/* ---- MaxPool / AveragePool ---------------------------------------------------------------- */
+
+typedef struct pool_case {
+    bool is_max, count_include_pad;
+    int64_t N, C;
+    win w;
+} pool_case;
+
+static const pool_case pool_cases[] = {
+    {true, false, 1, 3, {.nsp = 2, .in = {8, 8}, .k = {2, 2}}},
+    {false, false, 1, 3, {.nsp = 2, .in = {8, 8}, .k = {2, 2}}},
+    {true, false, 2, 2, {.nsp = 2, .in = {4, 4}, .k = {3, 3}, .s = {2, 2}, .ceil = true}},
+    {false, false, 2, 2, {.nsp = 2, .in = {4, 4}, .k = {3, 3}, .s = {2, 2}, .ceil = true}},
+    /* ceil_mode where the last window would start in the end padding and is dropped */
+    {true, false, 1, 2, {.nsp = 2, .in = {5, 6}, .k = {2, 3}, .s = {2, 2}, .pb = {1, 1}, .pe = {1, 1}, .ceil = true}},
+    {false, true, 1, 2, {.nsp = 2, .in = {5, 6}, .k = {2, 3}, .s = {2, 2}, .pb = {1, 1}, .pe = {1, 1}, .ceil = true}},
+    {false, false, 1, 2, {.nsp = 2, .in = {5, 6}, .k = {2, 3}, .s = {2, 2}, .pb = {1, 1}, .pe = {1, 1}, .ceil = true}},
+    /* padding with and without count_include_pad */
+    {false, false, 2, 3, {.nsp = 2, .in = {7, 6}, .k = {3, 3}, .pb = {2, 1}, .pe = {2, 0}}},
+    {false, true, 2, 3, {.nsp = 2, .in = {7, 6}, .k = {3, 3}, .pb = {2, 1}, .pe = {2, 0}}},
+    {true, false, 2, 3, {.nsp = 2, .in = {7, 6}, .k = {3, 3}, .s = {2, 1}, .pb = {1, 1}, .pe = {1, 1}}},
+    /* auto_pad with odd totals */
+    {true, false, 1, 2, {.nsp = 2, .in = {6, 5}, .k = {4, 2}, .s = {1, 2}, .auto_pad = "SAME_UPPER"}},
+    {false, false, 1, 2, {.nsp = 2, .in = {6, 5}, .k = {4, 2}, .s = {1, 2}, .auto_pad = "SAME_LOWER"}},
+    {false, true, 1, 2, {.nsp = 2, .in = {6, 5}, .k = {4, 2}, .s = {1, 2}, .auto_pad = "SAME_UPPER"}},
+    {true, false, 1, 2, {.nsp = 2, .in = {6, 5}, .k = {3, 2}, .s = {2, 2}, .auto_pad = "VALID"}},
+    /* dilations */
+    {true, false, 1, 1, {.nsp = 2, .in = {4, 4}, .k = {2, 2}, .d = {2, 2}}},
+    {false, false, 2, 2, {.nsp = 2, .in = {9, 8}, .k = {3, 2}, .s = {2, 1}, .d = {2, 3}, .pb = {1, 1}, .pe = {2, 1}}},
+    /* 1-D and 3-D */
+    {true, false, 2, 3, {.nsp = 1, .in = {13}, .k = {3}, .s = {2}, .pb = {1}, .pe = {1}}},
+    {false, true, 2, 3, {.nsp = 1, .in = {13}, .k = {4}, .s = {3}, .pb = {2}, .pe = {2}, .ceil = true}},
+    {true, false, 1, 2, {.nsp = 3, .in = {4, 5, 6}, .k = {2, 2, 3}, .s = {2, 1, 2}, .pb = {0, 1, 1}, .pe = {1, 0, 1}}},
+    {false, false, 1, 2, {.nsp = 3, .in = {4, 5, 6}, .k = {2, 3, 2}, .s = {1, 2, 2}, .pb = {1, 1, 0}, .pe = {0, 1, 1}}},
+};
+
+START_TEST(pool_matches_naive)
+{
+    pool_case pc = pool_cases[_i];
+    win *w = &pc.w;
+    ref_window(w);
+    one *t = one_new(19);
+    int64_t xd[5] = {pc.N, pc.C}, yd[5] = {pc.N, pc.C};
+    for (int i = 0; i < w->nsp; i++) {
+        xd[2 + i] = w->in[i];
+        yd[2 + i] = w->out[i];
+    }
+    const float *x = one_input(t, 2 + w->nsp, xd);
+    qf_node *n = one_node(t, pc.is_max ? QF_OP_MAX_POOL : QF_OP_AVERAGE_POOL, 1);
+    set_window_attrs(n, w, true);
+    if (w->ceil) set_int(n, "ceil_mode", 1);
+    if (pc.count_include_pad) set_int(n, "count_include_pad", 1);
+    ck_assert_msg(one_run(t, _i % 2 ? 2 : 1) == QF_OK, "%s", qf_error_message());
+    check_shape(t, 2 + w->nsp, yd);
+    int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], out[3];
+    to3(w->nsp, w->in, 1, in);
+    to3(w->nsp, w->k, 1, k);
+    to3(w->nsp, w->s, 1, s);
+    to3(w->nsp, w->d, 1, d);
+    to3(w->nsp, w->pb, 0, pb);
+    to3(w->nsp, w->pe, 0, pe);
+    to3(w->nsp, w->out, 1, out);
+    int64_t osz = out[0] * out[1] * out[2], isz = in[0] * in[1] * in[2];
+    double *ref = calloc((size_t)(pc.N * pc.C * osz), sizeof *ref);
+    for (int64_t p = 0; p < pc.N * pc.C; p++)
+        for (int64_t o = 0; o < osz; o++) {
+            int64_t oi[3] = {o / (out[1] * out[2]), o / out[2] % out[1], o % out[2]};
+            double mx = -INFINITY, sum = 0;
+            int64_t n_valid = 0, n_padded = 0;
+            for (int64_t kk = 0; kk < k[0] * k[1] * k[2]; kk++) {
+                int64_t ki[3] = {kk / (k[1] * k[2]), kk / k[2] % k[1], kk % k[2]}, ii[3];
+                bool valid = true, padded = true;
+                for (int a = 0; a < 3; a++) {
+                    ii[a] = oi[a] * s[a] - pb[a] + ki[a] * d[a];
+                    valid &= ii[a] >= 0 && ii[a] < in[a];
+                    padded &= ii[a] >= -pb[a] && ii[a] < in[a] + pe[a];
+                }
+                n_padded += padded;
+                if (!valid) continue;
+                double v = x[p * isz + (ii[0] * in[1] + ii[1]) * in[2] + ii[2]];
+                n_valid++;
+                sum += v;
+                if (v > mx) mx = v;
+            }
+            ck_assert_int_gt(n_valid, 0); /* the cases never have an all-padding window */
+            ref[p * osz + o] = pc.is_max ? mx : sum / (double)(pc.count_include_pad ? n_padded : n_valid);
+        }
+    check_close(t->y[0], ref, pc.N * pc.C * osz, 1e-6, pc.is_max ? "maxpool" : "averagepool");
+    free(ref);
+    one_free(t);
+}
+END_TEST
+
+START_TEST(global_pool_matches_naive)
+{
+    static const int64_t shapes[3][5] = {{2, 3, 5, 4}, {1, 2, 7}, {2, 2, 2, 3, 4}};
+    static const int ranks[3] = {4, 3, 5};
+    for (int s = 0; s < 3; s++)
+        for (int is_max = 0; is_max < 2; is_max++) {
+            one *t = one_new(13);
+            const float *x = one_input(t, ranks[s], shapes[s]);
+            one_node(t, is_max ? QF_OP_GLOBAL_MAX_POOL : QF_OP_GLOBAL_AVERAGE_POOL, 1);
+            ck_assert_int_eq(one_run(t, 1), QF_OK);
+            int64_t yd[5] = {shapes[s][0], shapes[s][1], 1, 1, 1};
+            check_shape(t, ranks[s], yd);
+            int64_t planes = shapes[s][0] * shapes[s][1], S = qfi_numel(ranks[s], shapes[s]) / planes;
+            double ref[8];
+            for (int64_t p = 0; p < planes; p++) {
+                double sum = 0, mx = -INFINITY;
+                for (int64_t i = 0; i < S; i++) {
+                    sum += x[p * S + i];
+                    mx = fmax(mx, x[p * S + i]);
+                }
+                ref[p] = is_max ? mx : sum / (double)S;
+            }
+            check_close(t->y[0], ref, planes, 1e-6, "global pool");
+            one_free(t);
+        }
+}
+END_TEST
+
+/* ---- BatchNormalization ------------------------------------------------------------------ */
+
+static void run_batchnorm(int64_t opset, int ndim, const int64_t *xd, bool spatial)
+{
+    one *t = one_new(opset);
+    const float *x = one_input(t, ndim, xd);
+    int64_t per = spatial ? xd[1] : qfi_numel(ndim - 1, xd + 1);
+    int64_t pd[1] = {per};
+    const float *sc = one_input(t, 1, pd), *bi = one_input(t, 1, pd), *mean = one_input(t, 1, pd);
+    const float *var = one_input_range(t, 1, pd, 0.1f, 2.0f);
+    qf_node *n = one_node(t, QF_OP_BATCH_NORM, 1);
+    set_float(n, "epsilon", 1e-3f);
+    if (!spatial) set_int(n, "spatial", 0);
+    ck_assert_msg(one_run(t, 1) == QF_OK, "%s", qf_error_message());
+    check_shape(t, ndim, xd);
+    int64_t N = xd[0], C = xd[1], S = qfi_numel(ndim, xd) / (N * C);
+    double *ref = calloc((size_t)(N * C * S), sizeof *ref);
+    for (int64_t i = 0; i < N * C * S; i++) {
+        int64_t c = i / S % C, p = spatial ? c : i % (C * S);
+        ref[i] = sc[p] * (x[i] - mean[p]) / sqrt(var[p] + 1e-3) + bi[p];
+    }
+    check_close(t->y[0], ref, N * C * S, 1e-5, "batchnorm");
+    free(ref);
+    one_free(t);
+}
+
+START_TEST(batchnorm_matches_naive)
+{
+    int64_t x4[4] = {2, 3, 4, 5}, x2[2] = {4, 6}, x3[3] = {2, 3, 4};
+    run_batchnorm(15, 4, x4, true);
+    run_batchnorm(9, 2, x2, true);
+    run_batchnorm(7, 3, x3, true);
+    run_batchnorm(7, 3, x3, false); /* opset < 9: per-activation parameters */
+}
+END_TEST
+
+/* ---- Softmax -------------------------------------------------------------------------------- */
+
+/* Reference: normalize over the dims [a0, a1) of x, with everything before as outer and after as inner. */
+static void softmax_case(int64_t opset, int ndim, const int64_t *xd, bool give_axis, int64_t axis, int a0, int a1,
+                         float scale)
+{
+    one *t = one_new(opset);
+    const float *x = one_input_range(t, ndim, xd, -scale, scale);
+    qf_node *n = one_node(t, QF_OP_SOFTMAX, 1);
+    if (give_axis) set_int(n, "axis", axis);
+    ck_assert_msg(one_run(t, 1) == QF_OK, "%s", qf_error_message());
+    check_shape(t, ndim, xd);
+    int64_t outer = qfi_numel(a0, xd), len = qfi_numel(a1 - a0, xd + a0), inner = qfi_numel(ndim - a1, xd + a1);
+    double *ref = calloc((size_t)(outer * len * inner), sizeof *ref);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t l = 0; l < len; l++) mx = fmax(mx, x[(o * len + l) * inner + i]);
+            for (int64_t l = 0; l < len; l++) sum += exp(x[(o * len + l) * inner + i] - mx);
+            for (int64_t l = 0; l < len; l++)
+                ref[(o * len + l) * inner + i] = exp(x[(o * len + l) * inner + i] - mx) / sum;
+        }
+    check_close(t->y[0], ref, outer * len * inner, 1e-5, "softmax");
+    free(ref);
+    one_free(t);
+}
+
+START_TEST(softmax_matches_naive)
+{
+    int64_t x3[3] = {2, 3, 4}, x4[4] = {2, 3, 2, 5}, x2[2] = {3, 7};
+    /* opset 13: one axis; default -1 */
+    softmax_case(13, 3, x3, false, 0, 2, 3, 3.0f);
+    softmax_case(13, 3, x3, true, 1, 1, 2, 3.0f);
+    softmax_case(13, 3, x3, true, 0, 0, 1, 3.0f);
+    softmax_case(13, 4, x4, true, -2, 2, 3, 3.0f);
+    /* opset < 13: flattened to 2-D at axis; default 1 */
+    softmax_case(11, 3, x3, false, 0, 1, 3, 3.0f);
+    softmax_case(11, 4, x4, true, 2, 2, 4, 3.0f);
+    softmax_case(11, 4, x4, true, -3, 1, 4, 3.0f);
+    softmax_case(7, 3, x3, true, 0, 0, 3, 3.0f);
+    /* large logits must not overflow */
+    softmax_case(13, 2, x2, false, 0, 1, 2, 2000.0f);
+    softmax_case(11, 2, x2, false, 0, 1, 2, 2000.0f);
+}
+END_TEST
+
+/* ---- ReduceMean ------------------------------------------------------------------------------ */
+
+/* axes < 0 in `mask` sense: mask bit d set = dim d reduced; axes_input: pass axes as a constant input (opset 18). */
+static void reduce_case(int64_t opset, int ndim, const int64_t *xd, int n_axes, const int64_t *axes, bool axes_input,
+                        int keepdims, bool noop_empty)
+{
+    one *t = one_new(opset);
+    const float *x = one_input(t, ndim, xd);
+    if (axes_input) {
+        int64_t ad[1] = {n_axes};
+        int v = qf_graph_add_value(t->g, "axes", QF_I64, 1, ad);
+        int64_t *data = malloc((size_t)(n_axes ? n_axes : 1) * sizeof *data);
+        if (n_axes) memcpy(data, axes, (size_t)n_axes * sizeof *data);
+        t->g->values[v].data = data;
+        t->g->values[v].flags |= QF_VALUE_CONST;
+        t->in[t->n_in++] = v;
+    }
+    qf_node *n = one_node(t, QF_OP_REDUCE_MEAN, 1);
+    if (!axes_input && n_axes) set_ints(n, "axes", n_axes, axes);
+    if (keepdims >= 0) set_int(n, "keepdims", keepdims);
+    if (noop_empty) set_int(n, "noop_with_empty_axes", 1);
+    ck_assert_msg(one_run(t, 1) == QF_OK, "%s", qf_error_message());
+    bool red[QF_MAX_DIMS] = {false};
+    for (int i = 0; i < n_axes; i++) red[axes[i] < 0 ? axes[i] + ndim : axes[i]] = true;
+    bool noop = n_axes == 0 && noop_empty;
+    if (n_axes == 0 && !noop)
+        for (int d = 0; d < ndim; d++) red[d] = true;
+    int64_t yd[QF_MAX_DIMS], ny = 0, rest = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (!red[d]) yd[ny++] = xd[d];
+        else if (keepdims != 0) yd[ny++] = 1;
+        if (red[d]) rest *= xd[d];
+    }
+    check_shape(t, (int)ny, yd);
+    /* reference: accumulate every input element into its output slot */
+    int64_t nx = qfi_numel(ndim, xd), nout = nx / rest;
+    double *ref = calloc((size_t)nout, sizeof *ref);
+    for (int64_t i = 0; i < nx; i++) {
+        int64_t rem = i, o = 0, mul = 1;
+        for (int d = ndim - 1; d >= 0; d--) {
+            int64_t idx = rem % xd[d];
+            rem /= xd[d];
+            if (!red[d]) {
+                o += idx * mul;
+                mul *= xd[d];
+            }
+        }
+        ref[o] += x[i] / (double)rest;
+    }
+    check_close(t->y[0], ref, nout, 1e-5, "reducemean");
+    free(ref);
+    one_free(t);
+}
+
+START_TEST(reduce_mean_matches_naive)
+{
+    int64_t x3[3] = {3, 2, 2}, x4[4] = {2, 3, 4, 5};
+    int64_t a1[1] = {1}, am2[1] = {-2}, a02[2] = {0, 2}, a23[2] = {2, 3}, a13[2] = {3, 1};
+    reduce_case(13, 3, x3, 1, a1, false, 0, false);
+    reduce_case(13, 3, x3, 1, a1, false, 1, false);
+    reduce_case(13, 3, x3, 1, am2, false, -1, false);
+    reduce_case(13, 3, x3, 0, NULL, false, 1, false); /* all axes */
+    reduce_case(13, 4, x4, 2, a23, false, 0, false);  /* global average pool */
+    reduce_case(11, 4, x4, 2, a13, false, 1, false);
+    reduce_case(18, 4, x4, 2, a02, true, 0, false);
+    reduce_case(18, 4, x4, 2, a23, true, 1, false);
+    reduce_case(18, 3, x3, 0, NULL, false, 0, false); /* no axes input: all */
+    reduce_case(18, 4, x4, 0, NULL, true, 1, true);   /* empty axes + noop: identity */
+}
+END_TEST
+
+/* ---- FLOPs ------------------------------------------------------------------------------------ */
+
+START_TEST(flop_counts)
+{
+    /* Conv: per image 2 * M * OUT * (C/group) * K = 2 * 6 * 64 * 2 * 9 */
+    one *t = one_new(13);
+    int64_t xd[4] = {2, 4, 8, 8}, wd[4] = {6, 2, 3, 3}, pads[4] = {1, 1, 1, 1};
+    one_input(t, 4, xd);
+    one_input(t, 4, wd);
+    qf_node *n = one_node(t, QF_OP_CONV, 1);
+    set_int(n, "group", 2);
+    set_ints(n, "pads", 4, pads);
+    t->g->batch = 2;
+    ck_assert_int_eq(one_run(t, 1), QF_OK);
+    ck_assert_int_eq(qfi_conv_flops(t->g, &t->g->nodes[0]), 2 * 6 * 64 * 2 * 9);
+    one_free(t);
+
+    /* ConvTranspose: per image 2 * C * IN * (M/group) * K */
+    t = one_new(13);
+    int64_t xt[4] = {3, 1, 3, 3}, wt[4] = {1, 2, 3, 3};
+    one_input(t, 4, xt);
+    one_input(t, 4, wt);
+    one_node(t, QF_OP_CONV_TRANSPOSE, 1);
+    t->g->batch = 3;
+    ck_assert_int_eq(one_run(t, 1), QF_OK);
+    ck_assert_int_eq(qfi_conv_transpose_flops(t->g, &t->g->nodes[0]), 2 * 1 * 9 * 2 * 9);
+    one_free(t);
+
+    /* Gemm over a batch of 4 rows: per image 2 * N * K */
+    t = one_new(13);
+    int64_t ad[2] = {4, 10}, bd[2] = {10, 3};
+    one_input(t, 2, ad);
+    one_input(t, 2, bd);
+    one_node(t, QF_OP_GEMM, 1);
+    t->g->batch = 4;
+    ck_assert_int_eq(one_run(t, 1), QF_OK);
+    ck_assert_int_eq(qfi_gemm_flops(t->g, &t->g->nodes[0]), 2 * 3 * 10);
+    one_free(t);
+
+    /* MatMul (4,5,6) x (6,7) with batch 4: per image 2 * 5 * 7 * 6 */
+    t = one_new(13);
+    int64_t ma[3] = {4, 5, 6}, mb[2] = {6, 7};
+    one_input(t, 3, ma);
+    one_input(t, 2, mb);
+    one_node(t, QF_OP_MATMUL, 1);
+    t->g->batch = 4;
+    ck_assert_int_eq(one_run(t, 1), QF_OK);
+    ck_assert_int_eq(qfi_matmul_flops(t->g, &t->g->nodes[0]), 2 * 5 * 7 * 6);
+    one_free(t);
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------------------------------ */
+
+/* Runs the node and expects `want`, with `needle` in the message. */
+static void expect_error(one *t, qf_status want, const char *needle)
+{
+    qf_status st = one_run(t, 1);
+    ck_assert_msg(st == want, "got %s (%s), want %s", qf_status_name(st), qf_error_message(), qf_status_name(want));
+    ck_assert_msg(strstr(qf_error_message(), needle), "message \"%s\" lacks \"%s\"", qf_error_message(), needle);
+    ck_assert_msg(strstr(qf_error_message(), "node0"), "message \"%s\" does not name the node", qf_error_message());
+    one_free(t);
+}
+
+START_TEST(unsupported_and_invalid)
+{
+    int64_t xd[4] = {1, 4, 5, 5}, wd[4] = {2, 4, 3, 3}, wbad[4] = {3, 2, 3, 3};
+
+    /* a non-f32 activation is unsupported and the message names the dtype */
+    one *t = one_new(13);
+    one_input(t, 4, xd);
+    one_input(t, 4, wd);
+    one_node(t, QF_OP_CONV, 1);
+    t->g->values[t->in[0]].dtype = QF_F16;
+    expect_error(t, QF_ERR_UNSUPPORTED, "f16");
+
+    /* group does not divide the output channels */
+    t = one_new(13);
+    one_input(t, 4, xd);
+    one_input(t, 4, wbad);
+    set_int(one_node(t, QF_OP_CONV, 1), "group", 2);
+    expect_error(t, QF_ERR_INVALID, "group");
+
+    t = one_new(13);
+    one_input(t, 4, xd);
+    one_input(t, 4, wd);
+    set_str(one_node(t, QF_OP_CONV, 1), "auto_pad", "SAME_MIDDLE");
+    expect_error(t, QF_ERR_INVALID, "auto_pad");
+
+    /* kernel bigger than the padded input */
+    t = one_new(13);
+    int64_t small[4] = {1, 4, 2, 2};
+    one_input(t, 4, small);
+    one_input(t, 4, wd);
+    one_node(t, QF_OP_CONV, 1);
+    expect_error(t, QF_ERR_INVALID, "does not fit");
+
+    /* MaxPool's Indices output */
+    t = one_new(12);
+    one_input(t, 4, xd);
+    int64_t k2[2] = {2, 2};
+    set_ints(one_node(t, QF_OP_MAX_POOL, 2), "kernel_shape", 2, k2);
+    expect_error(t, QF_ERR_UNSUPPORTED, "Indices");
+
+    t = one_new(12);
+    one_input(t, 4, xd);
+    one_node(t, QF_OP_AVERAGE_POOL, 1);
+    expect_error(t, QF_ERR_INVALID, "kernel_shape");
+
+    /* BatchNormalization in training mode, by attribute or by its extra outputs */
+    int64_t cd[1] = {4};
+    t = one_new(15);
+    one_input(t, 4, xd);
+    for (int k = 0; k < 4; k++) one_input(t, 1, cd);
+    set_int(one_node(t, QF_OP_BATCH_NORM, 1), "training_mode", 1);
+    expect_error(t, QF_ERR_UNSUPPORTED, "training mode");
+    t = one_new(9);
+    one_input(t, 4, xd);
+    for (int k = 0; k < 4; k++) one_input(t, 1, cd);
+    one_node(t, QF_OP_BATCH_NORM, 3);
+    expect_error(t, QF_ERR_UNSUPPORTED, "training mode");
+
+    /* Gemm: C that would have to grow Y */
+    t = one_new(13);
+    int64_t ad[2] = {3, 4}, bd[2] = {4, 5}, cbad[2] = {2, 5};
+    one_input(t, 2, ad);
+    one_input(t, 2, bd);
+    one_input(t, 2, cbad);
+    one_node(t, QF_OP_GEMM, 1);
+    expect_error(t, QF_ERR_INVALID, "broadcast");
+
+    /* MatMul inner dims */
+    t = one_new(13);
+    one_input(t, 2, ad);
+    one_input(t, 2, ad);
+    one_node(t, QF_OP_MATMUL, 1);
+    expect_error(t, QF_ERR_INVALID, "inner dims");
+
+    t = one_new(13);
+    one_input(t, 2, ad);
+    set_int(one_node(t, QF_OP_SOFTMAX, 1), "axis", 2);
+    expect_error(t, QF_ERR_INVALID, "axis");
+
+    int64_t bad_axis[1] = {3};
+    t = one_new(13);
+    one_input(t, 2, ad);
+    set_ints(one_node(t, QF_OP_REDUCE_MEAN, 1), "axes", 1, bad_axis);
+    expect_error(t, QF_ERR_INVALID, "axis");
+
+    /* ReduceMean-18 with axes that are not constant */
+    t = one_new(18);
+    one_input(t, 2, ad);
+    int64_t one_d[1] = {1};
+    int v = qf_graph_add_value(t->g, "axes", QF_I64, 1, one_d);
+    t->in[t->n_in++] = v;
+    one_node(t, QF_OP_REDUCE_MEAN, 1);
+    expect_error(t, QF_ERR_UNSUPPORTED, "constant");
+
+    /* missing required input (the weights omitted, the bias given) */
+    t = one_new(13);
+    one_input(t, 4, xd);
+    one_skip_input(t);
+    one_input(t, 1, cd);
+    one_node(t, QF_OP_CONV, 1);
+    expect_error(t, QF_ERR_INVALID, "missing");
+}
+END_TEST
+
+/* ---- a small network through qf_graph_prepare and the CPU engine ------------------------------ */
+
+/* x (2,3,8,8) -> Conv 3x3 pad 1 (4 ch) -> MaxPool 2x2 s2 -> ReduceMean [2,3] -> Gemm (4->5) -> Softmax */
+START_TEST(engine_runs_a_small_network)
+{
+    qf_graph *g = qf_graph_new("net.onnx");
+    g->opset = 13;
+    int64_t xd[4] = {2, 3, 8, 8}, wd[4] = {4, 3, 3, 3}, bd[1] = {4}, gwd[2] = {4, 5}, gbd[1] = {5};
+    int x = qf_graph_add_value(g, "x", QF_F32, 4, xd);
+    int w = qf_graph_add_value(g, "w", QF_F32, 4, wd), b = qf_graph_add_value(g, "b", QF_F32, 1, bd);
+    int gw = qf_graph_add_value(g, "gw", QF_F32, 2, gwd), gb = qf_graph_add_value(g, "gb", QF_F32, 1, gbd);
+    int c = qf_graph_add_value(g, "c", QF_F32, 0, NULL), p = qf_graph_add_value(g, "p", QF_F32, 0, NULL);
+    int r = qf_graph_add_value(g, "r", QF_F32, 0, NULL), f = qf_graph_add_value(g, "f", QF_F32, 0, NULL);
+    int y = qf_graph_add_value(g, "y", QF_F32, 0, NULL);
+    int consts[4] = {w, b, gw, gb};
+    for (int i = 0; i < 4; i++) {
+        qf_value *v = &g->values[consts[i]];
+        int64_t nel = qf_value_numel(v);
+        float *d = malloc((size_t)nel * sizeof *d);
+        for (int64_t j = 0; j < nel; j++) d[j] = frand(-1, 1);
+        v->data = d;
+        v->flags |= QF_VALUE_CONST;
+    }
+    g->values[x].flags |= QF_VALUE_INPUT;
+    g->values[y].flags |= QF_VALUE_OUTPUT;
+    g->inputs = calloc(1, sizeof(int));
+    g->outputs = calloc(1, sizeof(int));
+    g->inputs[0] = x;
+    g->outputs[0] = y;
+    g->n_inputs = g->n_outputs = 1;
+    int in_conv[3] = {x, w, b}, in_gemm[3] = {r, gw, gb};
+    int64_t pads[4] = {1, 1, 1, 1}, k2[2] = {2, 2}, axes[2] = {2, 3};
+    qf_graph_add_node(g, "conv", QF_OP_CONV, 3, in_conv, 1, &c);
+    qf_graph_add_node(g, "pool", QF_OP_MAX_POOL, 1, &c, 1, &p);
+    qf_graph_add_node(g, "mean", QF_OP_REDUCE_MEAN, 1, &p, 1, &r);
+    qf_graph_add_node(g, "fc", QF_OP_GEMM, 3, in_gemm, 1, &f);
+    qf_graph_add_node(g, "prob", QF_OP_SOFTMAX, 1, &f, 1, &y);
+    set_ints(&g->nodes[0], "pads", 4, pads);
+    set_ints(&g->nodes[1], "kernel_shape", 2, k2);
+    set_ints(&g->nodes[1], "strides", 2, k2);
+    set_ints(&g->nodes[2], "axes", 2, axes);
+    set_int(&g->nodes[2], "keepdims", 0);
+    for (int i = 0; i < g->n_nodes; i++) ck_assert_int_eq(qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]), QF_OK);
+    ck_assert_msg(qf_graph_prepare(g, 2) == QF_OK, "%s", qf_error_message());
+    qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = 2};
+    qf_engine *e = NULL;
+    ck_assert_msg(qf_engine_create(g, &opts, &e) == QF_OK, "%s", qf_error_message());
+    /* keep our own copy: the plan may reuse the input's bytes once the conv has read them */
+    float *xin = qf_engine_input(e, 0), xcopy[2 * 3 * 64];
+    for (int i = 0; i < 2 * 3 * 64; i++) xin[i] = xcopy[i] = frand(-1, 1);
+    ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
+    const float *out = qf_engine_output(e, 0);
+
+    /* the same network, naively */
+    const float *W = g->values[w].data, *B = g->values[b].data, *GW = g->values[gw].data, *GB = g->values[gb].data;
+    conv_case cc = {2, 3, 4, 1, {.nsp = 2, .in = {8, 8}, .k = {3, 3}, .pb = {1, 1}, .pe = {1, 1}}, true};
+    ref_window(&cc.w);
+    double *cv = conv_ref(&cc, xcopy, W, B);
+    double want[10];
+    for (int n = 0; n < 2; n++) {
+        double feat[4], logit[5], mx = -INFINITY, sum = 0;
+        for (int m = 0; m < 4; m++) {
+            const double *pl = cv + (n * 4 + m) * 64; /* (8,8) */
+            double acc = 0;
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++)
+                    acc += fmax(fmax(pl[2 * i * 8 + 2 * j], pl[2 * i * 8 + 2 * j + 1]),
+                                fmax(pl[(2 * i + 1) * 8 + 2 * j], pl[(2 * i + 1) * 8 + 2 * j + 1]));
+            feat[m] = acc / 16;
+        }
+        for (int o = 0; o < 5; o++) {
+            logit[o] = GB[o];
+            for (int m = 0; m < 4; m++) logit[o] += feat[m] * GW[m * 5 + o];
+            mx = fmax(mx, logit[o]);
+        }
+        for (int o = 0; o < 5; o++) sum += exp(logit[o] - mx);
+        for (int o = 0; o < 5; o++) want[n * 5 + o] = exp(logit[o] - mx) / sum;
+    }
+    check_close(out, want, 10, 1e-5, "network");
+    free(cv);
+    qf_engine_free(e);
+    qf_graph_free(g);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("ops_compute");
+    TCase *tc = tcase_create("kernels");
+    tcase_add_loop_test(tc, conv_matches_naive, 0, (int)(2 * QF_ARRAY_LEN(conv_cases)));
+    tcase_add_loop_test(tc, conv_transpose_matches_naive, 0, (int)(2 * QF_ARRAY_LEN(convt_cases)));
+    tcase_add_test(tc, conv_transpose_same_upper_known_answer);
+    tcase_add_loop_test(tc, gemm_matches_naive, 0, (int)QF_ARRAY_LEN(gemm_cases));
+    tcase_add_loop_test(tc, matmul_matches_naive, 0, (int)QF_ARRAY_LEN(matmul_cases));
+    tcase_add_loop_test(tc, pool_matches_naive, 0, (int)QF_ARRAY_LEN(pool_cases));
+    tcase_add_test(tc, global_pool_matches_naive);
+    tcase_add_test(tc, batchnorm_matches_naive);
+    tcase_add_test(tc, softmax_matches_naive);
+    tcase_add_test(tc, reduce_mean_matches_naive);
+    tcase_add_test(tc, flop_counts);
+    tcase_add_test(tc, unsupported_and_invalid);
+    tcase_add_test(tc, engine_runs_a_small_network);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,121 @@
+/* Model loading and image-folder options shared by calib, eval and run: one
+ * place that turns command-line words into a prepared graph, a dataset with
+ * labels and preprocessing that fits the model. */
+#include "cli.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+qf_status cli_load_model(const char *path, int batch, qf_graph **out)
+{
+    qf_load_opts lo = {.batch = batch};
+    return qf_model_load(path, &lo, out);
+}
+
+qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp)
+{
+    if (g->n_inputs != 1)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: image commands need a model with one input (it has %d)", g->source,
+                        g->n_inputs);
+    const qf_value *in = &g->values[g->inputs[0]];
+    if (in->ndim != 4 || in->dtype != QF_F32)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: input %s must be a float (N,C,H,W) image tensor", g->source, in->name);
+    int64_t c = in->dims[1], h = in->dims[2], w = in->dims[3];
+    if ((c == 1 || c == 3)) {
+        pp->layout = QF_LAYOUT_NCHW;
+    } else if (w == 1 || w == 3) { /* (N,H,W,C) */
+        pp->layout = QF_LAYOUT_NHWC;
+        int64_t t = c;
+        c = w;
+        w = h;
+        h = t;
+    } else {
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: input %s has %lld channels (images have 1 or 3)", g->source, in->name,
+                        (long long)c);
+    }
+    pp->channels = (int)c;
+    pp->height = (int)h;
+    pp->width = (int)w;
+    int pc, ph, pw;
+    qf_status st = qf_preprocess_shape(pp, &pc, &ph, &pw);
+    if (st != QF_OK) return qf_error_prefix(st, "%s: input %s", g->source, in->name);
+    return QF_OK;
+}
+
+void image_opts_init(image_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    qf_preprocess_init(&o->pp);
+}
+
+int image_opts_parse(image_opts *o, const char *cmd, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *next = *i + 1 < argc ? argv[*i + 1] : NULL;
+    const char *const *slot = NULL;
+    const char **target = NULL;
+    if (!strcmp(a, "--images")) target = &o->images;
+    else if (!strcmp(a, "--classes")) target = &o->classes;
+    else if (!strcmp(a, "--synsets")) target = &o->synsets;
+    else if (!strcmp(a, "--labels")) target = &o->labels;
+    (void)slot;
+    if (target) {
+        if (!next) {
+            cli_usage_error(cmd, "%s needs a value", a);
+            return -1;
+        }
+        *target = next;
+        *i += 2;
+        return 1;
+    }
+    if (!strcmp(a, "-n") || !strcmp(a, "--threads")) {
+        int v;
+        if (!cli_parse_int(cmd, a, next, a[1] == 'n' ? 1 : 0, 1 << 30, &v)) return -1;
+        if (a[1] == 'n') o->count = v;
+        else o->threads = v;
+        *i += 2;
+        return 1;
+    }
+    if (!strcmp(a, "--strict")) {
+        o->strict = true;
+        *i += 1;
+        return 1;
+    }
+    int used = 0;
+    qf_status st = qf_preprocess_option(&o->pp, a, next, &used);
+    if (st != QF_OK) {
+        fprintf(stderr, "qforge %s: %s\n", cmd, qf_error_message());
+        return -1;
+    }
+    if (used) {
+        o->pp_given = true;
+        *i += used;
+        return 1;
+    }
+    return 0;
+}
+
+/* Class folders are the label source only when every image sits in one. */
+static bool all_in_subfolders(const qf_dataset *ds)
+{
+    for (int64_t i = 0; i < qf_dataset_count(ds); i++)
+        if (!strchr(qf_dataset_path(ds, i), '/')) return false;
+    return true;
+}
+
+qf_status image_opts_dataset(const image_opts *o, qf_dataset **out)
+{
+    qf_dataset *ds;
+    QF_CHECK_CLI(qf_dataset_open(o->images, &ds));
+    qf_status st = QF_OK;
+    if (o->synsets) st = qf_dataset_label_synsets(ds, o->synsets);
+    else if (o->labels) st = qf_dataset_label_list(ds, o->labels);
+    else if (o->classes || (o->want_folder_labels && all_in_subfolders(ds)))
+        st = qf_dataset_label_folders(ds, o->classes);
+    if (st != QF_OK) {
+        qf_dataset_free(ds);
+        return st;
+    }
+    qf_dataset_subset(ds, o->count);
+    *out = ds;
+    return QF_OK;
+}
