@@ -119,13 +119,13 @@ static void methods_string(unsigned methods, double percentile, char *buf, size_
     buf[0] = '\0';
     for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++) {
         if (!(methods & (1u << m))) continue;
-        len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "," : "", qf_calib_method_name(m));
+        char p[40] = "";
         if (m == QF_CALIB_PERCENTILE) {
-            char p[32];
-            format_double(p, sizeof p, percentile);
-            len += (size_t)snprintf(buf + len, n - len, "=%s", p);
+            p[0] = '=';
+            format_double(p + 1, sizeof p - 1, percentile);
         }
-        if (len >= n) break;
+        len += (size_t)snprintf(buf + len, n - len, "%s%s%s", len ? "," : "", qf_calib_method_name(m), p);
+        if (len >= n) break;  // cannot happen with the callers' 128 bytes; never write past
     }
 }
 
@@ -142,18 +142,48 @@ qf_status qf_calib_table_amax(const qf_calib_table *t, int i, qf_calib_method m,
     return QF_OK;
 }
 
+/* Length of the UTF-8 sequence at p (at most n bytes), or 0 if it is not valid
+ * UTF-8 (overlong forms, surrogates and code points above U+10FFFF included). */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    if (p[0] < 0x80) return 1;
+    size_t len;
+    uint32_t cp;
+    if ((p[0] & 0xe0) == 0xc0) len = 2, cp = p[0] & 0x1f;
+    else if ((p[0] & 0xf0) == 0xe0) len = 3, cp = p[0] & 0x0f;
+    else if ((p[0] & 0xf8) == 0xf0) len = 4, cp = p[0] & 0x07;
+    else return 0;
+    if (len > n) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (p[i] & 0x3f);
+    }
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return len;
+}
+
 /* ---- writing ------------------------------------------------------------------------- */
 
-/* Percent-escapes the bytes that would break the line structure: control bytes,
- * DEL, '%' and (in names, which are space-separated fields) the space. UTF-8 text
- * passes through unchanged. */
+/* Percent-escapes the bytes that would break the line structure or the UTF-8 of
+ * the file: control bytes, DEL, '%', bytes that are not part of valid UTF-8 and (in
+ * names, which are space-separated fields) the space. Valid UTF-8 passes unchanged. */
 static void put_escaped(FILE *f, const char *s, bool escape_space)
 {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f || *p == '%' || (escape_space && *p == ' '))
-            fprintf(f, "%%%02X", *p);
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len(p + i, n - i);
+        if (k > 1) {
+            fwrite(p + i, 1, k, f);
+            i += k;
+            continue;
+        }
+        unsigned char ch = p[i++];
+        if (!k || ch < 0x20 || ch == 0x7f || ch == '%' || (escape_space && ch == ' '))
+            fprintf(f, "%%%02X", ch);
         else
-            fputc(*p, f);
+            fputc(ch, f);
     }
 }
 
@@ -286,27 +316,6 @@ static qf_status bad_line(const reader *r, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return qf_error(QF_ERR_FORMAT, "%s:%d: %s", r->path, r->line, msg);
-}
-
-/* Length of the UTF-8 sequence at p (at most n bytes), or 0 if it is not valid
- * UTF-8 (overlong forms, surrogates and code points above U+10FFFF included). */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    if (p[0] < 0x80) return 1;
-    size_t len;
-    uint32_t cp;
-    if ((p[0] & 0xe0) == 0xc0) len = 2, cp = p[0] & 0x1f;
-    else if ((p[0] & 0xf0) == 0xe0) len = 3, cp = p[0] & 0x0f;
-    else if ((p[0] & 0xf8) == 0xf0) len = 4, cp = p[0] & 0x07;
-    else return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return len;
 }
 
 /* Next line, NUL-terminated in place: 1 with *out set, 0 at the end of the file,
@@ -471,10 +480,8 @@ static qf_status parse_header(reader *r, qf_calib_table *t, int64_t *ntensors)
     memcpy(t->model_sha256, v, 65);
 
     QF_CHECK(need_line(r, &line, "the 'preprocess' line"));
-    if (strcmp(line, "preprocess") && !(v = after_key(line, "preprocess")))
-        return bad_line(r, "expected 'preprocess [DESCRIPTION]'");
-    if (strcmp(line, "preprocess") && !*v) return bad_line(r, "space at the end of the 'preprocess' line");
-    v = strcmp(line, "preprocess") ? v : line + strlen(line);
+    if (!strcmp(line, "preprocess")) v = line + strlen(line);  // none recorded
+    else if (!(v = after_key(line, "preprocess")) || !*v) return bad_line(r, "expected 'preprocess [DESCRIPTION]'");
     if (!unescape(v)) return bad_line(r, "malformed %%XX escape in the preprocessing description");
     if (!(t->preprocess = qfi_strdup(v))) return QF_ERR_NOMEM;
 

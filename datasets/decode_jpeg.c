@@ -80,7 +80,11 @@ static int decode(struct jpeg_decompress_struct *cinfo, jpeg_ctx *ctx, const uin
     while (cinfo->output_scanline < cinfo->output_height) {
         uint8_t *dst = ctx->img.px + (size_t)cinfo->output_scanline * w * c;
         JSAMPROW row = cmyk ? ctx->row : dst;
-        if (jpeg_read_scanlines(cinfo, &row, 1) != 1) break;
+        // A memory source cannot suspend, but rows must never be left unset.
+        if (jpeg_read_scanlines(cinfo, &row, 1) != 1) {
+            ctx->status = qf_error(QF_ERR_FORMAT, "%s: JPEG ended early", ctx->name);
+            return -1;
+        }
         if (cmyk) cmyk_to_rgb(ctx->row, dst, w, cinfo->saw_Adobe_marker);
     }
     // No jpeg_finish_decompress: it only reads past the pixels, and would

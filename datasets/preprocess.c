@@ -25,6 +25,8 @@ static void set3(float *dst, float a, float b, float c)
 
 qf_status qf_preprocess_preset(qf_preprocess *pp, const char *name)
 {
+    if (strcmp(name, "imagenet") != 0 && strcmp(name, "cifar10") != 0 && strcmp(name, "none") != 0)
+        return qf_error(QF_ERR_USAGE, "--preset: unknown preset '%s' (imagenet, cifar10, none)", name);
     // A preset sets every option field, so it acts the same wherever it is given.
     pp->resize = pp->size_w = pp->size_h = pp->crop_w = pp->crop_h = 0;
     pp->bgr = pp->gray = false;
@@ -38,8 +40,6 @@ qf_status qf_preprocess_preset(qf_preprocess *pp, const char *name)
     } else if (strcmp(name, "cifar10") == 0) {
         set3(pp->mean, 0.4914f, 0.4822f, 0.4465f);
         set3(pp->std, 0.2023f, 0.1994f, 0.2010f);
-    } else if (strcmp(name, "none") != 0) {
-        return qf_error(QF_ERR_USAGE, "--preset: unknown preset '%s' (imagenet, cifar10, none)", name);
     }
     return QF_OK;
 }
@@ -95,7 +95,9 @@ static bool parse_floats3(const char *s, float out[3])
 
 qf_status qf_preprocess_option(qf_preprocess *pp, const char *arg, const char *next, int *used)
 {
+    enum { PRESET, RESIZE, CROP, SIZE, MEAN, STD };
     static const char *const with_value[] = {"preset", "resize", "crop", "size", "mean", "std"};
+    static const char *const expect[] = {"", "a size in pixels", "N or WxH", "WxH", "a,b,c", "a,b,c (not zero)"};
     *used = 0;
     if (strncmp(arg, "--", 2) != 0) return QF_OK;
     const char *name = arg + 2, *eq = strchr(name, '=');
@@ -113,27 +115,31 @@ qf_status qf_preprocess_option(qf_preprocess *pp, const char *arg, const char *n
     if (!val) return qf_error(QF_ERR_USAGE, "--%s needs a value", with_value[which]);
     *used = eq ? 1 : 2;
 
+    // Values are parsed into locals first: a bad value leaves *pp unchanged.
     bool ok = true;
+    int a, b;
     float f[3];
     switch (which) {
-    case 0: return qf_preprocess_preset(pp, val);
-    case 1: ok = parse_size1(val, &pp->resize); break;
-    case 2: ok = parse_wxh(val, &pp->crop_w, &pp->crop_h); break;
-    case 3: ok = parse_wxh(val, &pp->size_w, &pp->size_h); break;
-    case 4:
+    case PRESET: return qf_preprocess_preset(pp, val);
+    case RESIZE:
+        if ((ok = parse_size1(val, &a))) pp->resize = a;
+        break;
+    case CROP:
+        if ((ok = parse_wxh(val, &a, &b))) pp->crop_w = a, pp->crop_h = b;
+        break;
+    case SIZE:
+        if ((ok = parse_wxh(val, &a, &b))) pp->size_w = a, pp->size_h = b;
+        break;
+    case MEAN:
         if ((ok = parse_floats3(val, f))) memcpy(pp->mean, f, sizeof(f));
         break;
-    case 5:
+    case STD:
         ok = parse_floats3(val, f) && f[0] != 0 && f[1] != 0 && f[2] != 0;
         if (ok) memcpy(pp->std, f, sizeof(f));
         break;
     }
-    if (!ok) {
-        static const char *const expect[] = {
-            "", "a size in pixels", "N or WxH", "WxH", "a,b,c", "a,b,c (not zero)"};
-        return qf_error(QF_ERR_USAGE, "--%s: bad value '%s' (expected %s)", with_value[which], val,
-                        expect[which]);
-    }
+    if (!ok)
+        return qf_error(QF_ERR_USAGE, "--%s: bad value '%s' (expected %s)", with_value[which], val, expect[which]);
     return QF_OK;
 }
 
@@ -310,13 +316,15 @@ qf_status qf_preprocess_image(const qf_preprocess *pp, const qf_image *img, cons
     }
     size_t hw = (size_t)ww * wh;
     // tmp is (H,W,wc); dst is (C,H,W) or (H,W,C).
-    for (size_t i = 0; i < hw; i++) {
-        const float *t = tmp + i * wc;
+    if (pp->layout == QF_LAYOUT_NCHW) {
         for (int o = 0; o < c; o++) {
-            float v = t[srcch[o]] * scale[o] + bias[o];
-            if (pp->layout == QF_LAYOUT_NCHW) dst[(size_t)o * hw + i] = v;
-            else dst[i * c + o] = v;
+            const float *t = tmp + srcch[o];
+            float *d = dst + (size_t)o * hw;
+            for (size_t i = 0; i < hw; i++) d[i] = t[i * wc] * scale[o] + bias[o];
         }
+    } else {
+        for (size_t i = 0; i < hw; i++)
+            for (int o = 0; o < c; o++) dst[i * c + o] = tmp[i * wc + srcch[o]] * scale[o] + bias[o];
     }
     free(tmp);
 out:

@@ -103,6 +103,10 @@ typedef struct qfi_op_def {
 
 extern const qfi_op_def qfi_ops[QF_OP_COUNT];
 
+/* Frees the data of constants that no node or output reads any more
+ * (lib/passes.c; the quantizer calls it after replacing weights). */
+void qfi_drop_unused_constants(qf_graph *g);
+
 /* Runs a node's CPU kernel once with freshly allocated scratch (constant folding). */
 qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out);
 

@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define ONNX_MIN_OPSET 7
+/* Opset 6 is read as opset 7 where the two agree (see upgrade_opset6); the op
+ * parsers then see opset 7..21. */
+#define ONNX_MIN_OPSET 6
 #define ONNX_MAX_OPSET 21
 /* protobuf cannot serialize a message above 2 GiB; larger weights go to external data */
 #define ONNX_MAX_MODEL_BYTES ((size_t)INT32_MAX)
@@ -33,10 +35,12 @@ static qf_status read_at(int fd, const char *path, uint64_t off, uint8_t *buf, s
     return QF_OK;
 }
 
-/* Opens a regular file for reading and returns its size. */
+/* Opens a regular file for reading and returns its size. O_NONBLOCK keeps a
+ * FIFO planted where a model should be from blocking the open; it changes
+ * nothing for regular files. */
 static qf_status open_regular(const char *path, int *fd_out, uint64_t *size)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return qf_error(QF_ERR_IO, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -446,23 +450,10 @@ static void apply_declared(qf_value *v, const declared_type *d)
     }
 }
 
-/* The default-domain opset and the checks that need only the protobuf. */
+/* The checks that need only the protobuf: counts, node domains and ops, and
+ * the default-domain opset. */
 static qf_status check_model(loader *L, const Onnx__ModelProto *m)
 {
-    int64_t opset = -1;
-    for (size_t i = 0; i < m->n_opset_import; i++) {
-        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
-        const char *dom = o->domain ? o->domain : "";
-        if ((strcmp(dom, "") == 0 || strcmp(dom, "ai.onnx") == 0) && o->version > opset) opset = o->version;
-    }
-    if (opset < 0)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: the model imports no ai.onnx opset (opset 1; qforge reads %d to %d)",
-                        L->path, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
-    if (opset < ONNX_MIN_OPSET || opset > ONNX_MAX_OPSET)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: opset %lld is not supported (qforge reads opsets %d to %d)", L->path,
-                        (long long)opset, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
-    L->g->opset = opset;
-
     const Onnx__GraphProto *gp = L->gp;
     if (gp->n_node > QF_MAX_NODES)
         return qf_error(QF_ERR_NOMEM, "%s: %zu nodes (at most %d)", L->path, gp->n_node, QF_MAX_NODES);
@@ -509,6 +500,20 @@ static qf_status check_model(loader *L, const Onnx__ModelProto *m)
         if (!qf_op_lookup(type, &op))
             return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s: unsupported op %s", L->path, name, type);
     }
+
+    int64_t opset = -1;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+        const char *dom = o->domain ? o->domain : "";
+        if ((strcmp(dom, "") == 0 || strcmp(dom, "ai.onnx") == 0) && o->version > opset) opset = o->version;
+    }
+    if (opset < 0)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: the model imports no ai.onnx opset (qforge reads opsets %d to %d)",
+                        L->path, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
+    if (opset < ONNX_MIN_OPSET || opset > ONNX_MAX_OPSET)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: opset %lld is not supported (qforge reads opsets %d to %d)", L->path,
+                        (long long)opset, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
+    L->g->opset = opset;
     return QF_OK;
 }
 
@@ -742,6 +747,63 @@ static qf_status load_outputs(loader *L)
     return QF_OK;
 }
 
+/* Removes attribute `name` from a node, if present. */
+static void drop_attr(qf_node *n, const char *name)
+{
+    for (int i = 0; i < n->n_attr; i++) {
+        if (strcmp(n->attrs[i].name, name) != 0) continue;
+        qfi_attr_free(&n->attrs[i]);
+        memmove(&n->attrs[i], &n->attrs[i + 1], (size_t)(n->n_attr - i - 1) * sizeof *n->attrs);
+        n->n_attr--;
+        return;
+    }
+}
+
+/* Opset 7 changed, among qforge's ops, only Add/Sub/Mul/Div, Gemm, PRelu,
+ * BatchNormalization, Dropout, AveragePool and Upsample. An opset 6 graph
+ * becomes an opset 7 graph here when its nodes mean the same under both;
+ * where they do not, the node is refused. Legacy broadcast/axis attributes
+ * of Add..Div are left for their parser, which refuses them. AveragePool-7
+ * only added count_include_pad, whose default is the old behaviour. */
+static qf_status upgrade_opset6(loader *L)
+{
+    qf_graph *g = L->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *n = &g->nodes[i];
+        switch (n->op) {
+        case QF_OP_GEMM:
+            /* broadcast=1 is opset 7's unidirectional broadcast of C; broadcast=0
+             * asked for C of the full shape, which opset 7 also accepts */
+            drop_attr(n, "broadcast");
+            break;
+        case QF_OP_BATCH_NORM:
+        case QF_OP_DROPOUT:
+            /* is_test=0 (the default) is training mode: batch statistics, random drops */
+            if (qfi_attr_int(n, "is_test", 0) == 0)
+                return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): training mode (opset 6 is_test=0) is not supported",
+                                L->path, n->name, qf_op_name(n->op));
+            drop_attr(n, "is_test");
+            break;
+        case QF_OP_PRELU: {
+            /* opset 6 applied a slope of C values per channel, opset 7 broadcasts
+             * numpy-style: they agree only for a single slope */
+            const qf_value *slope = qfi_in(g, n, 1);
+            if (!slope || !(slope->flags & QF_VALUE_CONST) || qf_value_numel(slope) != 1)
+                return qf_error(QF_ERR_UNSUPPORTED,
+                                "%s: node %s (PRelu): opset 6's per-channel slope broadcast is not supported", L->path,
+                                n->name);
+            break;
+        }
+        case QF_OP_UPSAMPLE:
+            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Upsample): the experimental opset 6 Upsample is not supported",
+                            L->path, n->name);
+        default: break;
+        }
+    }
+    g->opset = 7;
+    return QF_OK;
+}
+
 /* Runs every op's attribute parser so bad attributes surface at load. */
 static qf_status parse_nodes(loader *L)
 {
@@ -771,6 +833,7 @@ static qf_status load_graph(loader *L, const Onnx__ModelProto *m)
     QF_CHECK(create_node_outputs(L));
     QF_CHECK(load_nodes(L));
     QF_CHECK(load_outputs(L));
+    if (L->g->opset == 6) QF_CHECK(upgrade_opset6(L));
     return parse_nodes(L);
 }
 

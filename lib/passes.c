@@ -139,6 +139,8 @@ static void remove_identities(qf_graph *g)
         qf_node *n = &g->nodes[i];
         if (n->op != QF_OP_IDENTITY && n->op != QF_OP_DROPOUT) continue;
         if (n->n_in < 1 || n->in[0] < 0) continue;
+        /* a Dropout with a training_mode input is left to its op, which refuses training */
+        if (n->op == QF_OP_DROPOUT && n->n_in > 2 && n->in[2] >= 0) continue;
         if (n->op == QF_OP_DROPOUT && n->n_out > 1 && n->out[1] >= 0 &&
             (count_uses(g, n->out[1]) > 0 || is_graph_output(g, n->out[1])))
             continue;
@@ -346,7 +348,7 @@ static qf_status fold_batchnorm(qf_graph *g)
 
 /* Frees data of constants no node or output reads any more (unfolded BN
  * parameters, the inputs of folded shape arithmetic). */
-static void drop_unused_constants(qf_graph *g)
+void qfi_drop_unused_constants(qf_graph *g)
 {
     char *used = calloc((size_t)g->n_values + 1, 1);
     if (!used) return;
@@ -390,7 +392,7 @@ qf_status qf_graph_prepare(qf_graph *g, int batch)
     }
     QF_CHECK(infer_shapes(g, declared));
     QF_CHECK(fold_batchnorm(g));
-    drop_unused_constants(g);
+    qfi_drop_unused_constants(g);
     return QF_OK;
 }
 

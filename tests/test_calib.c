@@ -691,6 +691,7 @@ static qf_calib_table *sample_table(unsigned methods, int n)
         if (i == 0) strcpy(name, "input.1");
         else if (i == 1) strcpy(name, "/layer1/conv 2/Conv_output_0");
         else if (i == 2) strcpy(name, "r\xc3\xa9sum\xc3\xa9%41");  // UTF-8 and a literal %
+        else if (i == 4) strcpy(name, "bad\xff\xc3utf8\ttab");       // not UTF-8, a control byte
         else snprintf(name, sizeof name, "onnx::Conv_%d", i);
         t->entries[i].name = strdup(name);
         for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++) {
@@ -744,6 +745,7 @@ START_TEST(table_round_trip)
             ck_assert_ptr_nonnull(strstr(a, "\npreprocess resize=256 crop=224 mean=0.485,0.456,0.406 std=0.229,0.224,0.225 100%25\n"));
             ck_assert_ptr_nonnull(strstr(a, "\ntensors 2000\ninput.1 0\n/layer1/conv%202/Conv_output_0 3.40282347e+38\n"));
             ck_assert_ptr_nonnull(strstr(a, "\nr\xc3\xa9sum\xc3\xa9%2541 "));
+            ck_assert_ptr_nonnull(strstr(a, "\nbad%FF%C3utf8%09tab "));
         }
         if (k == 2) {
             ck_assert_ptr_nonnull(strstr(a, "\nmethod entropy,minmax,percentile=99.9,mse\n"));

@@ -649,6 +649,11 @@ START_TEST(options_and_presets)
         ck_assert_ptr_nonnull(strstr(qf_error_message(), bad[i][0]));
     }
     ck_assert_int_eq(qf_preprocess_parse(&pp, "--resize 10 --frobnicate"), QF_ERR_USAGE);
+    // A bad value leaves the settings as they were.
+    qf_preprocess before = pp;
+    ck_assert_int_eq(qf_preprocess_option(&pp, "--crop", "7x", &used), QF_ERR_USAGE);
+    ck_assert_int_eq(qf_preprocess_option(&pp, "--preset", "coco", &used), QF_ERR_USAGE);
+    ck_assert_mem_eq(&before, &pp, sizeof(pp));
 
     // Shapes: nothing fixes the size; resize and size together; crop vs model.
     qf_preprocess_init(&pp);

@@ -61,6 +61,9 @@ static const bad_case bad_cases[] = {
     {"ext_offset.onnx", QF_ERR_FORMAT, {"conv1.bias", "offset 4096"}},
     {"ext_dotdot.onnx", QF_ERR_INVALID, {"conv1.bias", "../bad/ext_offset.bin"}},
     {"opset99.onnx", QF_ERR_UNSUPPORTED, {"opset 99"}},
+    {"opset5.onnx", QF_ERR_UNSUPPORTED, {"opset 5"}},
+    {"opset6_bn_training.onnx", QF_ERR_UNSUPPORTED, {"node bn_train", "is_test=0"}},
+    {"opset6_prelu.onnx", QF_ERR_UNSUPPORTED, {"node legacy_prelu", "slope"}},
     {"f64_init.onnx", QF_ERR_UNSUPPORTED, {"fc.bias", "double"}},
     {"graph_attr.onnx", QF_ERR_UNSUPPORTED, {"node flatten", "attribute body"}},
 };
@@ -175,14 +178,12 @@ START_TEST(seed_loads)
 }
 END_TEST
 
-/* Loads, prepares and runs seed.onnx; the expected softmax is onnxruntime's
- * for x[i] = sin(0.37 i). */
-START_TEST(seed_runs)
+/* Prepares and runs a loaded seed model; the expected softmax is
+ * onnxruntime's for x[i] = sin(0.37 i). */
+static void check_seed_output(qf_graph *g)
 {
     static const float want[10] = {0.0268622f, 0.2814448f, 0.0765029f, 0.0361628f, 0.0726246f,
                                    0.0317559f, 0.0651077f, 0.0463366f, 0.1834614f, 0.1797412f};
-    qf_graph *g;
-    ck_assert_int_eq(qf_onnx_load(BAD_DIR "/seed.onnx", &g), QF_OK);
     ck_assert_msg(qf_graph_prepare(g, 0) == QF_OK, "%s", qf_error_message());
     qf_engine *e;
     qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = 1};
@@ -193,6 +194,29 @@ START_TEST(seed_runs)
     const float *y = qf_engine_output(e, 0);
     for (int i = 0; i < 10; i++) ck_assert_float_eq_tol(y[i], want[i], 2e-6f);
     qf_engine_free(e);
+}
+
+START_TEST(seed_runs)
+{
+    qf_graph *g;
+    ck_assert_int_eq(qf_onnx_load(BAD_DIR "/seed.onnx", &g), QF_OK);
+    check_seed_output(g);
+    qf_graph_free(g);
+}
+END_TEST
+
+/* The seed at opset 6, with Gemm-6's broadcast attribute: read as opset 7,
+ * the attribute gone, the same numbers. */
+START_TEST(opset6_read_as_7)
+{
+    qf_graph *g;
+    ck_assert_msg(qf_onnx_load(BAD_DIR "/opset6_seed.onnx", &g) == QF_OK, "%s", qf_error_message());
+    ck_assert_int_eq(g->opset, 7);
+    const qf_node *fc = node_named(g, "fc");
+    ck_assert_ptr_nonnull(fc);
+    ck_assert_ptr_null(qfi_attr_find(fc, "broadcast"));
+    ck_assert_int_eq(qfi_attr_int(fc, "transB", 0), 1);
+    check_seed_output(g);
     qf_graph_free(g);
 }
 END_TEST
@@ -505,6 +529,7 @@ int main(void)
     tcase_add_test(tc, cycle_rejected_by_prepare);
     tcase_add_test(tc, seed_loads);
     tcase_add_test(tc, seed_runs);
+    tcase_add_test(tc, opset6_read_as_7);
     tcase_add_test(tc, decode_typed_fields);
     tcase_add_test(tc, decode_rejects);
     tcase_add_test(tc, decode_external);

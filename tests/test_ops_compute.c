@@ -310,6 +310,11 @@ static const conv_case conv_cases[] = {
     {1, 2, 3, 1, {.nsp = 3, .in = {4, 5, 3}, .k = {2, 3, 2}, .s = {1, 2, 1}, .pb = {0, 1, 1}, .pe = {1, 1, 0}}, true},
     {2, 4, 4, 2, {.nsp = 3, .in = {3, 4, 5}, .k = {3, 1, 3}, .d = {1, 1, 2}, .pb = {1, 0, 2}, .pe = {1, 0, 2}}, false},
     {1, 3, 3, 3, {.nsp = 3, .in = {4, 4, 4}, .k = {3, 3, 3}, .s = {2, 2, 2}, .pb = {1, 1, 1}, .pe = {1, 1, 1}}, true},
+    /* one input channel without groups (a grayscale first layer) */
+    {2, 1, 4, 1, {.nsp = 2, .in = {9, 9}, .k = {5, 5}, .pb = {2, 2}, .pe = {2, 2}}, true},
+    /* pads wider than the kernel reaches: whole output rows are bias only */
+    {1, 2, 3, 1, {.nsp = 2, .in = {4, 5}, .k = {3, 3}, .s = {2, 1}, .pb = {3, 2}, .pe = {3, 4}}, true},
+    {2, 3, 3, 3, {.nsp = 2, .in = {4, 5}, .k = {2, 3}, .s = {3, 2}, .pb = {3, 2}, .pe = {3, 4}}, true},
     /* a ResNet-20 sized layer */
     {4, 16, 32, 1, {.nsp = 2, .in = {16, 16}, .k = {3, 3}, .s = {2, 2}, .pb = {1, 1}, .pe = {1, 1}}, true},
 };

@@ -928,6 +928,8 @@ START_TEST(resize_nearest_and_linear)
                                          2.333333, 2.666667, 3,        3.333333, 3,        3.333333, 3.666667, 4};
     static const float rs_linear_asym[] = {1, 1.5, 2, 2, 2, 2.5, 3, 3, 3, 3.5, 4, 4, 3, 3.5, 4, 4};
     static const float rs_linear_down[] = {2.666667f, 4.333333f};
+    /* align_corners divides by scale*in - 1 (2.4 - 1 here), not by the integer width - 1 */
+    static const float rs_linear_down_ac[] = {1, 3.142857f};
     static const float rs_linear_pt[] = {1.666667f, 7, 12.333333f};
     static const float rs_crop[] = {7.6f, 10, 10, 12.4f, 10, 10, 10, 10, 10};
     static const float rs_hps[] = {4.928571f, 6.357143f, 10.642857f, 12.071429f};
@@ -947,6 +949,7 @@ START_TEST(resize_nearest_and_linear)
         {13, "linear", "align_corners", NULL, 2, 2, x2, 4, {1, 1, 2, 2}, 0, {0}, 0, {0}, 4, 4, rs_linear_ac},
         {13, "linear", "asymmetric", NULL, 2, 2, x2, 4, {1, 1, 2, 2}, 0, {0}, 0, {0}, 4, 4, rs_linear_asym},
         {13, "linear", NULL, NULL, 2, 4, x24, 4, {1, 1, 0.6f, 0.6f}, 0, {0}, 0, {0}, 1, 2, rs_linear_down},
+        {13, "linear", "align_corners", NULL, 2, 4, x24, 4, {1, 1, 0.6f, 0.6f}, 0, {0}, 0, {0}, 1, 2, rs_linear_down_ac},
         {13, "linear", "pytorch_half_pixel", NULL, 4, 4, x4, 0, {0}, 4, {1, 1, 3, 1}, 0, {0}, 3, 1, rs_linear_pt},
         {19, "linear", "half_pixel_symmetric", NULL, 4, 4, x4, 4, {1, 1, 0.7f, 0.7f}, 0, {0}, 0, {0}, 2, 2, rs_hps},
     };

@@ -73,5 +73,6 @@ int argmax_index(const float *x, int n);
 int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_calib(int argc, char **argv);
 
 #endif

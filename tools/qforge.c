@@ -20,6 +20,7 @@ typedef struct {
 
 static const command commands[] = {
     {"info", cmd_info, "graph summary: inputs/outputs, op counts, parameters, FLOPs per image"},
+    {"calib", cmd_calib, "histogram activations on images, choose INT8 thresholds (table.calib)"},
     {"eval", cmd_eval, "accuracy on a folder of images, agreement with a reference model"},
     {"run", cmd_run, "classify images, print the top K classes"},
 };

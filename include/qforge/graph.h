@@ -132,9 +132,10 @@ typedef struct qf_load_opts {
     int batch;            /* batch size to infer shapes at; 0 means the model's own (1 if symbolic) */
 } qf_load_opts;
 
-/* Reads an ONNX model (opsets 7..21) into a raw graph: attributes parsed,
- * initializers attached, shapes as declared. Hostile input returns an error
- * naming the file and the node or tensor. */
+/* Reads an ONNX model (opsets 7..21; opset 6 is read as 7 where the two
+ * agree) into a raw graph: attributes parsed, initializers attached, shapes as
+ * declared. Hostile input returns an error naming the file and the node or
+ * tensor. */
 qf_status qf_onnx_load(const char *path, qf_graph **out);
 
 /* Runs the standard passes: topological sort (cycles rejected), Identity and

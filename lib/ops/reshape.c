@@ -160,9 +160,9 @@ qf_status qfi_squeeze_infer(qf_graph *g, qf_node *n)
     int64_t axes[QF_MAX_DIMS];
     int cnt = 0;
     bool have_axes = false;
-    if (qfi_in(g, n, 1)) { /* opset 13: axes became an input */
+    if (qfi_in(g, n, 1)) { /* opset 13: axes became an input; an empty one counts as absent */
         QF_CHECK(qfi_const_ints(g, n, 1, axes, QF_MAX_DIMS, &cnt));
-        have_axes = true;
+        have_axes = cnt > 0;
     } else if (p->n_axes >= 0) {
         cnt = p->n_axes;
         memcpy(axes, p->axes, (size_t)cnt * sizeof *axes);

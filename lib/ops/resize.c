@@ -136,25 +136,27 @@ static qf_status const_floats(const qf_graph *g, const qf_node *n, int k, float 
     return QF_OK;
 }
 
-/* Input coordinate that output index x of a dim maps to. */
+/* Input coordinate that output index x of a dim maps to. As in the ONNX
+ * reference, "the resized length" is scale * in, which is not the integer
+ * output length `out` when a scale does not divide evenly. */
 static double original_coord(const qfi_resize_params *p, int64_t x, int64_t in, int64_t out, double scale,
                              double roi0, double roi1)
 {
+    double len = scale * (double)in;
     switch (p->coord) {
     case QFI_COORD_HALF_PIXEL: return (x + 0.5) / scale - 0.5;
     case QFI_COORD_HALF_PIXEL_SYMMETRIC: {
-        /* centers the sampled window when rounding made out != in * scale */
-        double adj = (double)out / (scale * (double)in);
-        double offset = (double)in / 2.0 * (1.0 - adj);
+        /* centers the sampled window when rounding made out != len */
+        double offset = (double)in / 2.0 * (1.0 - (double)out / len);
         return offset + (x + 0.5) / scale - 0.5;
     }
-    case QFI_COORD_PYTORCH_HALF_PIXEL: return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-    case QFI_COORD_ALIGN_CORNERS: return out == 1 ? 0.0 : (double)x * (double)(in - 1) / (double)(out - 1);
+    case QFI_COORD_PYTORCH_HALF_PIXEL: return len > 1.0 ? (x + 0.5) / scale - 0.5 : 0.0;
+    case QFI_COORD_ALIGN_CORNERS: return len == 1.0 ? 0.0 : (double)x * (double)(in - 1) / (len - 1.0);
     case QFI_COORD_ASYMMETRIC: return (double)x / scale;
     case QFI_COORD_TF_HALF_PIXEL_FOR_NN: return (x + 0.5) / scale;
     case QFI_COORD_TF_CROP_AND_RESIZE:
-        return out > 1 ? roi0 * (double)(in - 1) + (double)x * (roi1 - roi0) * (double)(in - 1) / (double)(out - 1)
-                       : 0.5 * (roi0 + roi1) * (double)(in - 1);
+        return len == 1.0 ? 0.5 * (roi0 + roi1) * (double)(in - 1)
+                          : roi0 * (double)(in - 1) + (double)x * (roi1 - roi0) * (double)(in - 1) / (len - 1.0);
     }
     return 0.0;
 }
@@ -172,11 +174,10 @@ static int64_t nearest_index(qfi_resize_nearest mode, double c, bool shrinking)
     return 0;
 }
 
-/* Fills the taps of one dim; returns whether the dim is not the identity. */
-static bool dim_taps(const qfi_resize_params *p, int64_t in, int64_t out, double scale, double roi0, double roi1,
+/* Fills the taps of one dim. */
+static void dim_taps(const qfi_resize_params *p, int64_t in, int64_t out, double scale, double roi0, double roi1,
                      qfi_resize_tap *t)
 {
-    bool active = in != out;
     for (int64_t o = 0; o < out; o++) {
         double c = original_coord(p, o, in, out, scale, roi0, roi1);
         /* coordinates far outside are clamped before the integer conversion */
@@ -184,7 +185,6 @@ static bool dim_taps(const qfi_resize_params *p, int64_t in, int64_t out, double
         if (c > (double)in) c = (double)in;
         if (p->coord == QFI_COORD_TF_CROP_AND_RESIZE && (c < 0.0 || c > (double)(in - 1))) {
             t[o] = (qfi_resize_tap){.i0 = -1, .i1 = -1, .w1 = 0.0f};
-            active = true;
             continue;
         }
         if (p->mode == QFI_RESIZE_NEAREST) {
@@ -199,9 +199,7 @@ static bool dim_taps(const qfi_resize_params *p, int64_t in, int64_t out, double
             int64_t i1 = i0 + 1 < in ? i0 + 1 : i0;
             t[o] = (qfi_resize_tap){.i0 = i0, .i1 = i1, .w1 = (float)(c - (double)i0)};
         }
-        if (t[o].i0 != o || t[o].w1 != 0.0f) active = true;
     }
-    return active;
 }
 
 qf_status qfi_resize_infer(qf_graph *g, qf_node *n)
@@ -296,8 +294,12 @@ qf_status qfi_resize_infer(qf_graph *g, qf_node *n)
         roi1[axes[i]] = roi[na + i];
     }
     int64_t n_taps = 0;
-    for (int d = 0; d < r; d++) n_taps += dims[d];
-    if ((double)qfi_numel(r, dims) * (double)qf_dtype_info(x->dtype)->size > limit)
+    double bytes = (double)qf_dtype_info(x->dtype)->size;
+    for (int d = 0; d < r; d++) {
+        n_taps += dims[d];
+        bytes *= (double)dims[d];
+    }
+    if (bytes > limit)
         return qf_error(QF_ERR_INVALID, "%s: node %s (%s): output of more than %lld bytes", g->source, n->name, op,
                         (long long)QF_MAX_TENSOR_BYTES);
     qfi_resize_params *np = realloc(p, sizeof *p + (size_t)n_taps * sizeof(qfi_resize_tap));
@@ -306,7 +308,7 @@ qf_status qfi_resize_infer(qf_graph *g, qf_node *n)
     p->n_taps = n_taps;
     for (int64_t d = 0, at = 0; d < r; at += dims[d], d++) {
         p->tap_at[d] = at;
-        p->active[d] = dim_taps(p, x->dims[d], dims[d], scale[d], roi0[d], roi1[d], p->taps + at);
+        dim_taps(p, x->dims[d], dims[d], scale[d], roi0[d], roi1[d], p->taps + at);
     }
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, r, dims);
     return QF_OK;

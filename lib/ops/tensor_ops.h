@@ -101,7 +101,6 @@ typedef struct qfi_resize_params {
     int n_attr_scales;              /* Upsample-7 scales attribute, -1 if absent */
     float attr_scales[QF_MAX_DIMS];
     /* by infer(): */
-    bool active[QF_MAX_DIMS];       /* false: the dim maps o -> o */
     int64_t tap_at[QF_MAX_DIMS];    /* first tap of each dim in taps[] */
     int64_t n_taps;
     qfi_resize_tap taps[];          /* one per output index of every dim */

@@ -2,6 +2,7 @@
  * topological order through the op table's CPU kernels, the observer called
  * after each node. */
 #include "../engine_impl.h"
+#include <cblas.h>
 #include "kernels.h"
 
 typedef struct cpu_engine {
@@ -29,6 +30,10 @@ static void cpu_destroy(qf_engine *e)
 static qf_status cpu_create(qf_engine *e)
 {
     const qf_graph *g = e->g;
+    /* The engine spreads (image, group) work over its own threads; OpenBLAS's
+     * threads on top of those only spin and contend (measured: 4.2 s of system
+     * time per 2000 ResNet-20 images with them, 0.2 s without). */
+    openblas_set_num_threads(1);
     cpu_engine *c = qfi_calloc(1, sizeof *c);
     if (!c) return QF_ERR_NOMEM;
     e->impl = c;

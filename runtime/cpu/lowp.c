@@ -104,28 +104,46 @@ const qf_graph *qfi_cpu_lowp_graph(const qfi_cpu_lowp *lp, const qf_graph *g, co
     return lp && qfi_cpu_lowp_wraps(g, n) ? &lp->view : g;
 }
 
-static void widen(const qf_value *v, const void *src, float *dst)
+/* Conversions run in chunks over the engine's threads: single-threaded they
+ * would leave BLAS's workers spinning for most of an FP16 run. */
+#define CONVERT_CHUNK 16384
+
+typedef struct convert_job {
+    qf_dtype dt;       /* the stored dtype: QF_F16 or QF_I8 */
+    float scale;
+    const void *src;
+    void *dst;
+    int64_t cnt;
+    bool widen;        /* stored -> f32, else f32 -> stored */
+} convert_job;
+
+static void convert_chunk(void *arg, int64_t c)
 {
-    int64_t cnt = qf_value_numel(v);
-    if (v->dtype == QF_F16) {
-        const uint16_t *h = src;
-        for (int64_t i = 0; i < cnt; i++) dst[i] = qf_f16_to_f32(h[i]);
+    const convert_job *j = arg;
+    int64_t lo = c * CONVERT_CHUNK, hi = lo + CONVERT_CHUNK < j->cnt ? lo + CONVERT_CHUNK : j->cnt;
+    if (j->widen && j->dt == QF_F16) {
+        const uint16_t *h = j->src;
+        float *f = j->dst;
+        for (int64_t i = lo; i < hi; i++) f[i] = qf_f16_to_f32(h[i]);
+    } else if (j->widen) {
+        const int8_t *q = j->src;
+        float *f = j->dst;
+        for (int64_t i = lo; i < hi; i++) f[i] = qfi_dequantize_i8(q[i], j->scale);
+    } else if (j->dt == QF_F16) {
+        const float *f = j->src;
+        uint16_t *h = j->dst;
+        for (int64_t i = lo; i < hi; i++) h[i] = qf_f32_to_f16(f[i]);
     } else {
-        const int8_t *q = src;
-        for (int64_t i = 0; i < cnt; i++) dst[i] = qfi_dequantize_i8(q[i], v->scale);
+        const float *f = j->src;
+        int8_t *q = j->dst;
+        for (int64_t i = lo; i < hi; i++) q[i] = qfi_quantize_f32(f[i], j->scale);
     }
 }
 
-static void narrow(const qf_value *v, const float *src, void *dst)
+static void convert(const qf_value *v, const void *src, void *dst, bool widen, int threads)
 {
-    int64_t cnt = qf_value_numel(v);
-    if (v->dtype == QF_F16) {
-        uint16_t *h = dst;
-        for (int64_t i = 0; i < cnt; i++) h[i] = qf_f32_to_f16(src[i]);
-    } else {
-        int8_t *q = dst;
-        for (int64_t i = 0; i < cnt; i++) q[i] = qfi_quantize_f32(src[i], v->scale);
-    }
+    convert_job j = {.dt = v->dtype, .scale = v->scale, .src = src, .dst = dst, .cnt = qf_value_numel(v), .widen = widen};
+    qfi_parallel_for(threads, (j.cnt + CONVERT_CHUNK - 1) / CONVERT_CHUNK, convert_chunk, &j);
 }
 
 qf_status qfi_cpu_lowp_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a)
@@ -140,7 +158,7 @@ qf_status qfi_cpu_lowp_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a)
         if (lp->wide[v]) {
             lp->in[k] = lp->wide[v];
         } else if (staged(&g->values[v])) {
-            widen(&g->values[v], a->in[k], (float *)stage);
+            convert(&g->values[v], a->in[k], stage, true, a->threads);
             lp->in[k] = stage;
             stage += staged_bytes(&g->values[v]);
         }
@@ -160,7 +178,7 @@ qf_status qfi_cpu_lowp_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a)
     QF_CHECK(qfi_ops[n->op].cpu(&wa));
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
-        if (v >= 0 && staged(&g->values[v])) narrow(&g->values[v], lp->out[k], a->out[k]);
+        if (v >= 0 && staged(&g->values[v])) convert(&g->values[v], lp->out[k], a->out[k], false, a->threads);
     }
     return QF_OK;
 }

@@ -198,8 +198,25 @@ def main():
     save("ext_offset.onnx", external("conv1.bias", "ext_offset.bin", offset=4096, length=16))
     save("ext_dotdot.onnx", external("conv1.bias", "../bad/ext_offset.bin"))
 
-    # opset outside 7..21
+    # opsets outside 6..21
     save("opset99.onnx", seed_model(opset=99))
+    save("opset5.onnx", seed_model(opset=5))
+
+    # opset 6, read as opset 7: the seed with Gemm-6's broadcast attribute loads;
+    # BatchNormalization in training mode (is_test=0) and a per-channel PRelu
+    # slope (opset 6 broadcast it along axis 1, opset 7 numpy-style) do not
+    nodes, inits, inputs, outputs, opset = seed_parts(opset=6)
+    nodes[4].attribute.append(helper.make_attribute("broadcast", 1))
+    save("opset6_seed.onnx", model(nodes, inits, inputs, outputs, opset))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4, 4])
+    bn_inits = [numpy_helper.from_array(np.ones(3, np.float32), n) for n in ("scale", "bias", "mean", "var")]
+    bn = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], name="bn_train",
+                          is_test=0)
+    save("opset6_bn_training.onnx", model([bn], bn_inits, [x], [y], 6))
+    slope = numpy_helper.from_array(np.full(3, 0.25, np.float32), "slope")
+    prelu = helper.make_node("PRelu", ["x", "slope"], ["y"], name="legacy_prelu")
+    save("opset6_prelu.onnx", model([prelu], [slope], [x], [y], 6))
 
     # a float64 initializer
     m = seed_model()

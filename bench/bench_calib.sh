@@ -1,0 +1,39 @@
+#!/bin/sh
+# Calibration benchmark: qforge calib --method all on the CPU against ONNX
+# Runtime's quantize_static (CalibrationMethod.Entropy), same model, same 1000
+# CIFAR-10 calibration images, same machine, one run each, back to back.
+# Reports images/s and peak resident memory (GNU time's maximum RSS).
+# Usage: bench/bench_calib.sh [BUILD_DIR]   (needs ../shared/data and python3 with onnxruntime)
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$top/build}
+data=$top/../shared/data/cifar10
+[ -d "$data" ] || { echo "bench_calib: $data not found" >&2; exit 77; }
+qforge=$build/tools/qforge
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+TIME=/usr/bin/time
+
+echo "== qforge calib (method all, CPU)"
+$TIME -f "%e %M" -o "$tmp/q.time" "$qforge" calib "$data/resnet20.onnx" --images "$data/calib" --preset cifar10 \
+  --method all -o "$tmp/r20.calib" --quiet
+read q_s q_kb < "$tmp/q.time"
+q_n=$(sed -n 's/^images //p' "$tmp/r20.calib")
+# validate before quoting: a table with every tensor and sane thresholds
+q_t=$(sed -n 's/^tensors //p' "$tmp/r20.calib")
+[ "$q_n" = 1000 ] && [ "$q_t" -gt 40 ] || { echo "bench_calib: qforge table looks wrong" >&2; exit 1; }
+
+echo "== onnxruntime quantize_static (Entropy)"
+$TIME -f "%e %M" -o "$tmp/o.time" python3 "$top/bench/peers/ort_calib.py" "$data/resnet20.onnx" \
+  --images "$data/calib" --preset cifar10 --method entropy -o "$tmp/ort.onnx" > "$tmp/o.json"
+read o_s o_kb < "$tmp/o.time"
+
+python3 - "$q_s" "$q_kb" "$o_s" "$o_kb" <<'PY'
+import sys
+qs, qkb, os_, okb = map(float, sys.argv[1:])
+n = 1000
+print(f"{'tool':<34}{'images/s':>10}{'peak RSS MiB':>14}")
+print(f"{'qforge calib --method all':<34}{n/qs:>10.1f}{qkb/1024:>14.1f}")
+print(f"{'onnxruntime quantize_static':<34}{n/os_:>10.1f}{okb/1024:>14.1f}")
+print(f"throughput ratio qforge/ort: {(n/qs)/(n/os_):.1f}x   memory ratio ort/qforge: {okb/qkb:.1f}x")
+PY

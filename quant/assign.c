@@ -1,0 +1,451 @@
+/* Precision assignment: which Conv/Gemm/MatMul become INT8 and which Add,
+ * Relu and Clip fold into their epilogues; which ops between them stay INT8;
+ * FP16 elsewhere and FP32 where FP16 would overflow; then what dtype each value
+ * is stored in and the scale of every INT8 value (shared through the ops that
+ * only move values). Reads the graph and the table, writes only the plan. */
+#include <math.h>
+#include <float.h>
+#include "quant_internal.h"
+#include "ops/nn.h"
+#include "ops/tensor_ops.h"
+
+static bool is_output(const qf_graph *g, int v) { return v >= 0 && (g->values[v].flags & QF_VALUE_OUTPUT); }
+
+static int n_uses(const qfi_qplan *p, int v) { return p->use_start[v + 1] - p->use_start[v]; }
+
+/* The one node reading v, if v has exactly one reader and is not a graph
+ * output (a value an epilogue swallows must not be needed anywhere else). */
+static int sole_consumer(const qfi_qplan *p, int v)
+{
+    if (v < 0 || is_output(p->g, v) || n_uses(p, v) != 1) return -1;
+    int j = p->use_node[p->use_start[v]];
+    return p->nodes[j].absorbed_by < 0 && p->nodes[j].role == QFI_QROLE_FLOAT ? j : -1;
+}
+
+static bool same_shape(const qf_value *a, const qf_value *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->dims[d] != b->dims[d]) return false;
+    return true;
+}
+
+static qf_status build_uses(qfi_qplan *p)
+{
+    const qf_graph *g = p->g;
+    p->use_start = qfi_calloc((size_t)p->n_values + 2, sizeof *p->use_start);
+    int edges = 0;
+    for (int i = 0; i < g->n_nodes; i++) edges += g->nodes[i].n_in;
+    p->use_node = qfi_calloc((size_t)edges + 1, sizeof *p->use_node);
+    int *fill = qfi_calloc((size_t)p->n_values + 1, sizeof *fill);
+    if (!p->use_start || !p->use_node || !fill) {
+        free(fill);
+        return QF_ERR_NOMEM;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) p->use_start[g->nodes[i].in[k] + 1]++;
+    for (int v = 0; v < p->n_values; v++) p->use_start[v + 1] += p->use_start[v];
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int v = g->nodes[i].in[k];
+            if (v >= 0) p->use_node[p->use_start[v] + fill[v]++] = i;
+        }
+    free(fill);
+    return QF_OK;
+}
+
+/* ---- INT8 anchors and their fused epilogues ---------------------------------------- */
+
+/* Output channels of a Gemm/MatMul weight. */
+static int64_t gemm_channels(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *w = qfi_in(g, n, 1);
+    if (n->op == QF_OP_GEMM) return ((const qfi_gemm_params *)n->params)->trans_b ? w->dims[0] : w->dims[1];
+    return w->dims[w->ndim - 1];
+}
+
+/* A constant that broadcasts over the channels of a (rows, N) result as a
+ * per-channel vector: a scalar, (N) or (1,N). */
+static bool channel_vector(const qf_value *c, int64_t N)
+{
+    int64_t cnt = qf_value_numel(c);
+    if (cnt == 1 && c->ndim <= 2) return true;
+    return cnt == N && c->ndim >= 1 && c->ndim <= 2 && c->dims[c->ndim - 1] == N;
+}
+
+static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
+{
+    const qf_graph *g = p->g;
+    if (n->n_in < 2 || n->n_out != 1 || n->out[0] < 0) return false;
+    int x = n->in[0], w = n->in[1], b = n->n_in > 2 ? n->in[2] : -1;
+    if (!qfi_qfloat(p, x) || qfi_qconst(p, x) || !qfi_qfloat(p, w) || !qfi_qconst(p, w)) return false;
+    if (b >= 0 && (!qfi_qfloat(p, b) || !qfi_qconst(p, b))) return false;
+    const qf_value *wv = &g->values[w];
+    switch (n->op) {
+    case QF_OP_CONV: return wv->ndim >= 3 && wv->dims[0] > 0;
+    case QF_OP_GEMM: {
+        const qfi_gemm_params *gp = n->params;
+        if (gp->trans_a || wv->ndim != 2) return false;
+        return b < 0 || channel_vector(&g->values[b], gemm_channels(g, n));
+    }
+    case QF_OP_MATMUL: return wv->ndim == 2 && g->values[x].ndim >= 2;
+    default: return false;
+    }
+}
+
+/* Reads Clip's bounds: attributes before opset 11, constant inputs after. */
+static bool clip_bounds(const qfi_qplan *p, const qf_node *n, float *lo, float *hi)
+{
+    const qfi_unary_params *up = n->params;
+    *lo = up ? up->lo : -FLT_MAX;
+    *hi = up ? up->hi : FLT_MAX;
+    for (int k = 1; k < n->n_in && k < 3; k++) {
+        int v = n->in[k];
+        if (v < 0) continue;
+        float b;
+        if (!qfi_qconst(p, v) || p->values[v].dtype != QF_F32 || qfi_value_scalar_f32(&p->g->values[v], &b) != QF_OK)
+            return false;
+        if (k == 1) *lo = b;
+        else *hi = b;
+    }
+    return true;
+}
+
+static void absorb(qfi_qplan *p, int anchor, int j)
+{
+    p->nodes[j].absorbed_by = anchor;
+    p->nodes[anchor].emit_at = j;
+    p->sum.fused++;
+}
+
+/* Conv/Gemm/MatMul -> [Add constant bias] -> [Add residual] -> [Relu | Clip]. */
+static void fuse_chain(qfi_qplan *p, int i)
+{
+    const qf_graph *g = p->g;
+    const qf_node *n = &g->nodes[i];
+    qfi_qnode *qa = &p->nodes[i];
+    int cur = n->out[0], j;
+    if ((n->op == QF_OP_GEMM || n->op == QF_OP_MATMUL) && (j = sole_consumer(p, cur)) >= 0) {
+        const qf_node *add = &g->nodes[j];
+        if (add->op == QF_OP_ADD && add->n_in == 2) {
+            int other = add->in[0] == cur ? add->in[1] : add->in[0];
+            if (qfi_qconst(p, other) && qfi_qfloat(p, other) && channel_vector(&g->values[other], gemm_channels(g, n)) &&
+                same_shape(&g->values[add->out[0]], &g->values[cur])) {
+                qa->bias_add = other;
+                absorb(p, i, j);
+                cur = add->out[0];
+            }
+        }
+    }
+    if ((j = sole_consumer(p, cur)) >= 0) {
+        const qf_node *add = &g->nodes[j];
+        if (add->op == QF_OP_ADD && add->n_in == 2 && add->in[0] != add->in[1]) {
+            int other = add->in[0] == cur ? add->in[1] : add->in[0];
+            if (qfi_qfloat(p, other) && !qfi_qconst(p, other) && same_shape(&g->values[other], &g->values[cur]) &&
+                same_shape(&g->values[add->out[0]], &g->values[cur])) {
+                qa->residual = other;
+                absorb(p, i, j);
+                cur = add->out[0];
+            }
+        }
+    }
+    if ((j = sole_consumer(p, cur)) >= 0) {
+        const qf_node *act = &g->nodes[j];
+        float lo, hi;
+        if (act->op == QF_OP_RELU) {
+            qa->act = QF_ACT_RELU;
+            absorb(p, i, j);
+            cur = act->out[0];
+        } else if (act->op == QF_OP_CLIP && clip_bounds(p, act, &lo, &hi)) {
+            qa->act = QF_ACT_CLIP;
+            qa->act_lo = lo;
+            qa->act_hi = hi;
+            absorb(p, i, j);
+            cur = act->out[0];
+        }
+    }
+    qa->out = cur;
+}
+
+/* ---- precision ------------------------------------------------------------------- */
+
+/* INT8 ops with their own output scale, run through the FP32 kernel. */
+static bool requant_op(qf_op op) { return op == QF_OP_GLOBAL_AVERAGE_POOL || op == QF_OP_AVERAGE_POOL; }
+
+/* INT8 ops that only move or select values: the output shares the input's scale. */
+static bool pass_op(const qf_graph *g, const qf_node *n)
+{
+    switch (n->op) {
+    case QF_OP_MAX_POOL: return n->n_out == 1 || n->out[1] < 0; /* not with the Indices output */
+    case QF_OP_GLOBAL_MAX_POOL:
+    case QF_OP_RELU:
+    case QF_OP_RESHAPE:
+    case QF_OP_FLATTEN:
+    case QF_OP_TRANSPOSE:
+    case QF_OP_SQUEEZE:
+    case QF_OP_UNSQUEEZE:
+    case QF_OP_PAD:
+    case QF_OP_CONCAT:
+    case QF_OP_SLICE:
+    case QF_OP_SPLIT: return true;
+    default: return false;
+    }
+}
+
+/* Every non-constant float input is written by an INT8 node (and there is one),
+ * and every output is float. */
+static bool int8_inputs(const qfi_qplan *p, const qf_node *n)
+{
+    int seen = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        int v = n->in[k];
+        if (!qfi_qfloat(p, v) || qfi_qconst(p, v)) continue;
+        int w = p->values[v].writer;
+        if (w < 0 || p->nodes[w].prec != QF_PREC_INT8) return false;
+        seen++;
+    }
+    for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0 && !qfi_qfloat(p, n->out[k])) return false;
+    return seen > 0;
+}
+
+/* |x| bound of a value for the FP16 overflow rule: the table's minmax amax
+ * when recorded, else its largest threshold; -1 when unknown. */
+static float abs_bound(const qfi_qplan *p, int v)
+{
+    const qf_graph *g = p->g;
+    const qf_value *val = &g->values[v];
+    if (val->flags & QF_VALUE_CONST) {
+        const float *d = val->data;
+        float m = 0.0f;
+        for (int64_t i = 0; d && i < qf_value_numel(val); i++)
+            if (!(fabsf(d[i]) <= m)) m = fabsf(d[i]); /* NaN counts as out of range */
+        return m;
+    }
+    if (!p->t) return -1.0f;
+    int e = qf_calib_table_find(p->t, val->name);
+    if (e < 0) return -1.0f;
+    float best = -1.0f;
+    for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++) {
+        float a;
+        if (!(p->t->methods & (1u << m)) || qf_calib_table_amax(p->t, e, (qf_calib_method)m, &a) != QF_OK) continue;
+        if (m == QF_CALIB_MINMAX) return a;
+        if (a > best) best = a;
+    }
+    return best;
+}
+
+static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
+{
+    if (p->o.precision == QF_PREC_FP32) return QF_PREC_FP32;
+    /* conversions say their dtypes explicitly; shape ops were folded */
+    if (n->op == QF_OP_CAST || n->op == QF_OP_QUANTIZE_LINEAR || n->op == QF_OP_DEQUANTIZE_LINEAR ||
+        n->op == QF_OP_CONSTANT || n->op == QF_OP_SHAPE)
+        return QF_PREC_FP32;
+    bool any = false;
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k] < 0) continue;
+        if (!qfi_qfloat(p, n->out[k])) return QF_PREC_FP32;
+        any = true;
+        float b = abs_bound(p, n->out[k]);
+        if (!(b <= QFI_FP16_MAX) && b != -1.0f) return QF_PREC_FP32;
+    }
+    for (int k = 0; k < n->n_in; k++) {
+        if (!qfi_qfloat(p, n->in[k])) continue;
+        float b = abs_bound(p, n->in[k]);
+        if (!(b <= QFI_FP16_MAX) && b != -1.0f) return QF_PREC_FP32;
+    }
+    return any ? QF_PREC_FP16 : QF_PREC_FP32;
+}
+
+/* ---- scales ------------------------------------------------------------------------ */
+
+static int find(qfi_qplan *p, int v)
+{
+    while (p->values[v].parent != v) {
+        p->values[v].parent = p->values[p->values[v].parent].parent;
+        v = p->values[v].parent;
+    }
+    return v;
+}
+
+static void unite(qfi_qplan *p, int a, int b)
+{
+    a = find(p, a);
+    b = find(p, b);
+    if (a != b) p->values[a].parent = b;
+}
+
+/* The table's threshold for value v, which node `who` needs; a missing entry is
+ * the one-line error the CLI shows. */
+static qf_status table_amax(qfi_qplan *p, int v, const qf_node *who, float *amax)
+{
+    const char *name = p->g->values[v].name;
+    int e = qf_calib_table_find(p->t, name);
+    if (e < 0)
+        return qf_error(QF_ERR_INVALID,
+                        "%s: the calibration table has no entry for tensor '%s' (node %s needs it for INT8); "
+                        "calibrate this model again",
+                        p->g->source, name, who->name);
+    QF_CHECK(qf_calib_table_amax(p->t, e, p->method, amax));
+    if (!(*amax >= 0.0f) || !isfinite(*amax))
+        return qf_error(QF_ERR_INVALID, "%s: the calibration table gives tensor '%s' the threshold %g", p->g->source,
+                        name, (double)*amax);
+    return QF_OK;
+}
+
+/* Outputs of node i as the plan sees them: an anchor writes its chain's end. */
+static int plan_out_count(const qfi_qplan *p, int i)
+{
+    return p->nodes[i].role == QFI_QROLE_ANCHOR ? 1 : p->g->nodes[i].n_out;
+}
+static int plan_out(const qfi_qplan *p, int i, int k)
+{
+    return p->nodes[i].role == QFI_QROLE_ANCHOR ? p->nodes[i].out : p->g->nodes[i].out[k];
+}
+
+qf_status qfi_quant_assign(qfi_qplan *p)
+{
+    qf_graph *g = p->g;
+    const bool int8 = p->o.precision == QF_PREC_INT8;
+    p->n_nodes = g->n_nodes;
+    p->n_values = g->n_values;
+    p->nodes = qfi_calloc((size_t)g->n_nodes + 1, sizeof *p->nodes);
+    p->values = qfi_calloc((size_t)g->n_values + 1, sizeof *p->values);
+    if (!p->nodes || !p->values) return QF_ERR_NOMEM;
+    QF_CHECK(build_uses(p));
+    for (int v = 0; v < g->n_values; v++) {
+        qfi_qvalue *qv = &p->values[v];
+        qv->dtype = qv->store = g->values[v].dtype;
+        qv->writer = -1;
+        qv->parent = v;
+        qv->amax = -1.0f;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        qfi_qnode *qn = &p->nodes[i];
+        qn->absorbed_by = qn->bias_add = qn->residual = -1;
+        qn->emit_at = i;
+        qn->role = QFI_QROLE_FLOAT;
+        if (g->nodes[i].precision != QF_PREC_FP32 || g->nodes[i].act != QF_ACT_NONE)
+            return qf_error(QF_ERR_USAGE, "%s: node %s is already quantized", g->source, g->nodes[i].name);
+    }
+
+    /* anchors and their epilogues */
+    if (int8)
+        for (int i = 0; i < g->n_nodes; i++) {
+            if (p->nodes[i].absorbed_by >= 0 || !anchor_candidate(p, &g->nodes[i])) continue;
+            p->nodes[i].role = QFI_QROLE_ANCHOR;
+            fuse_chain(p, i);
+        }
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (p->nodes[i].absorbed_by >= 0) continue;
+        for (int k = 0; k < plan_out_count(p, i); k++)
+            if (plan_out(p, i, k) >= 0) p->values[plan_out(p, i, k)].writer = i;
+    }
+
+    /* precision, in topological order: an op stays INT8 when its inputs are */
+    for (int i = 0; i < g->n_nodes; i++) {
+        qfi_qnode *qn = &p->nodes[i];
+        const qf_node *n = &g->nodes[i];
+        if (qn->absorbed_by >= 0 || qn->role == QFI_QROLE_ANCHOR) {
+            qn->prec = QF_PREC_INT8;
+            continue;
+        }
+        if (int8 && requant_op(n->op) && int8_inputs(p, n)) {
+            qn->role = QFI_QROLE_REQUANT;
+            qn->prec = QF_PREC_INT8;
+        } else if (int8 && pass_op(g, n) && int8_inputs(p, n)) {
+            qn->role = QFI_QROLE_PASS;
+            qn->prec = QF_PREC_INT8;
+        } else {
+            qn->prec = float_precision(p, n);
+        }
+        p->sum.nodes[qn->prec]++;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (p->nodes[i].role == QFI_QROLE_ANCHOR) p->sum.nodes[QF_PREC_INT8]++;
+
+    /* who reads what as int8 */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qfi_qnode *qn = &p->nodes[i];
+        const qf_node *n = &g->nodes[i];
+        if (qn->role == QFI_QROLE_ANCHOR) {
+            p->values[n->in[0]].read_i8 = true;
+            if (qn->residual >= 0) p->values[qn->residual].read_i8 = true;
+        } else if (qn->role == QFI_QROLE_PASS || qn->role == QFI_QROLE_REQUANT) {
+            for (int k = 0; k < n->n_in; k++)
+                if (qfi_qfloat(p, n->in[k]) && !qfi_qconst(p, n->in[k])) p->values[n->in[k]].read_i8 = true;
+        }
+    }
+
+    /* storage: what each writer stores */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qfi_qnode *qn = &p->nodes[i];
+        if (qn->absorbed_by >= 0) continue;
+        for (int k = 0; k < plan_out_count(p, i); k++) {
+            int v = plan_out(p, i, k);
+            if (!qfi_qfloat(p, v)) continue;
+            qfi_qvalue *qv = &p->values[v];
+            switch (qn->role) {
+            case QFI_QROLE_PASS: qv->store = QF_I8; break;
+            case QFI_QROLE_FLOAT: qv->store = qn->prec == QF_PREC_FP16 ? QF_F16 : QF_F32; break;
+            default: {
+                /* INT8 compute: int8 for INT8 readers, else float straight from the epilogue */
+                bool half_reader = false;
+                for (int u = p->use_start[v]; u < p->use_start[v + 1]; u++)
+                    half_reader |= p->nodes[p->use_node[u]].prec == QF_PREC_FP16;
+                qv->store = qv->read_i8 ? QF_I8 : half_reader && !is_output(g, v) ? QF_F16 : QF_F32;
+            }
+            }
+        }
+    }
+
+    /* scales: one per class of values joined by pass-through ops; a class's
+     * threshold is the largest of its INT8 writers' */
+    if (!int8) return QF_OK;
+    if (!p->t) return qf_error(QF_ERR_USAGE, "%s: INT8 quantization needs a calibration table", g->source);
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (p->nodes[i].role != QFI_QROLE_PASS) continue;
+        const qf_node *n = &g->nodes[i];
+        for (int k = 0; k < n->n_in; k++) {
+            if (!qfi_qfloat(p, n->in[k]) || qfi_qconst(p, n->in[k])) continue;
+            for (int o = 0; o < n->n_out; o++)
+                if (n->out[o] >= 0) unite(p, n->in[k], n->out[o]);
+        }
+    }
+    float *class_amax = qfi_calloc((size_t)g->n_values + 1, sizeof *class_amax);
+    if (!class_amax) return QF_ERR_NOMEM;
+    qf_status st = QF_OK;
+    for (int v = 0; v < g->n_values && st == QF_OK; v++) {
+        qfi_qvalue *qv = &p->values[v];
+        bool root = qv->store == QF_I8 && qv->writer >= 0 && p->nodes[qv->writer].role != QFI_QROLE_PASS;
+        bool quantized = qv->read_i8 && qv->store != QF_I8; /* a QuantizeLinear will make it int8 */
+        if (!root && !quantized) continue;
+        int who = qv->writer;
+        if (who < 0)
+            for (int u = p->use_start[v]; u < p->use_start[v + 1] && who < 0; u++) who = p->use_node[u];
+        const qf_node *wn = &g->nodes[who >= 0 ? who : 0];
+        st = table_amax(p, v, wn, &qv->amax);
+        if (st != QF_OK) break;
+        if (quantized) qv->scale = qf_calib_scale(qv->amax);
+        if (root) {
+            int r = find(p, v);
+            if (qv->amax > class_amax[r]) class_amax[r] = qv->amax;
+        }
+    }
+    if (st == QF_OK)
+        for (int v = 0; v < g->n_values; v++)
+            if (p->values[v].store == QF_I8 && qfi_qfloat(p, v)) p->values[v].scale = qf_calib_scale(class_amax[find(p, v)]);
+    free(class_amax);
+    return st;
+}
+
+void qfi_quant_plan_free(qfi_qplan *p)
+{
+    free(p->nodes);
+    free(p->values);
+    free(p->use_start);
+    free(p->use_node);
+    memset(p, 0, sizeof *p);
+}

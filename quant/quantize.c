@@ -1,0 +1,59 @@
+/* qf_quantize: checks the request, plans (quant/assign.c), then rewrites the
+ * graph (quant/rewrite.c); and the precision names the CLI uses. */
+#include "quant_internal.h"
+
+static const char *const prec_names[QF_PRECISION_COUNT] = {
+    [QF_PREC_FP32] = "fp32",
+    [QF_PREC_FP16] = "fp16",
+    [QF_PREC_INT8] = "int8",
+};
+
+const char *qf_precision_name(qf_precision p) { return (unsigned)p < QF_PRECISION_COUNT ? prec_names[p] : "?"; }
+
+qf_status qf_precision_parse(const char *s, qf_precision *out)
+{
+    for (int p = 0; p < QF_PRECISION_COUNT; p++)
+        if (strcmp(s, prec_names[p]) == 0) {
+            *out = (qf_precision)p;
+            return QF_OK;
+        }
+    return qf_error(QF_ERR_USAGE, "unknown precision '%s' (expected fp32, fp16 or int8)", s);
+}
+
+void qf_quant_opts_init(qf_quant_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->precision = QF_PREC_INT8;
+    o->method = QF_CALIB_METHOD_COUNT;
+}
+
+qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qf_quant_summary *summary)
+{
+    qf_quant_opts def;
+    if (!o) {
+        qf_quant_opts_init(&def);
+        o = &def;
+    }
+    if (summary) memset(summary, 0, sizeof *summary);
+    if ((unsigned)o->precision >= QF_PRECISION_COUNT)
+        return qf_error(QF_ERR_USAGE, "qf_quantize: precision %d is not one of fp32, fp16, int8", (int)o->precision);
+    if (g->batch <= 0) return qf_error(QF_ERR_USAGE, "%s: the graph must be prepared before it is quantized", g->source);
+    if (o->precision == QF_PREC_INT8 && !t)
+        return qf_error(QF_ERR_USAGE, "%s: INT8 quantization needs a calibration table", g->source);
+    qfi_qplan p = {.g = g, .t = t, .o = *o};
+    p.method = t && o->method == QF_CALIB_METHOD_COUNT ? qf_calib_table_default_method(t) : o->method;
+    if (t && ((unsigned)p.method >= QF_CALIB_METHOD_COUNT || !(t->methods & (1u << p.method))))
+        return qf_error(QF_ERR_USAGE, "%s: the calibration table has no %s thresholds (calibrate with --method %s or all)",
+                        g->source, (unsigned)p.method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(p.method) : "?",
+                        (unsigned)p.method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(p.method) : "?");
+    qf_status st = qfi_quant_assign(&p);
+    if (st == QF_OK && o->precision != QF_PREC_FP32) st = qfi_quant_rewrite(&p);
+    if (st == QF_OK) {
+        qf_log(QF_LOG_INFO, "%s: %d INT8, %d FP16, %d FP32 nodes; %d ops fused into INT8 epilogues; %d conversions",
+               g->source, p.sum.nodes[QF_PREC_INT8], p.sum.nodes[QF_PREC_FP16], p.sum.nodes[QF_PREC_FP32], p.sum.fused,
+               p.sum.conversions);
+        if (summary) *summary = p.sum;
+    }
+    qfi_quant_plan_free(&p);
+    return st;
+}

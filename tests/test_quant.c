@@ -1,0 +1,854 @@
+/* Unit tests of quantization: the requantize epilogue (rounding, saturation,
+ * per-channel scales, zero channels, ReLU/Clip, residual), activation and
+ * weight quantization, the exact int8 GEMM, and whole graphs quantized to
+ * INT8 and FP16 and run on the CPU engine — bit-exact against an independent
+ * integer reference, within a derived bound of FP32, with scales shared
+ * through pass-through ops and fused epilogues. */
+#include <check.h>
+#include <math.h>
+#include <float.h>
+#include "internal.h"
+#include "qforge/quant.h"
+#include "ops/nn.h"
+#include "../runtime/cpu/kernels.h"
+#include "../quant/quant_internal.h"
+
+/* ---- small deterministic random numbers ------------------------------------------ */
+static uint64_t rng = 1;
+static float frand(float lo, float hi)
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + (hi - lo) * (float)((rng >> 40) & 0xffffff) / 16777216.0f;
+}
+
+/* ---- the requantize epilogue ------------------------------------------------------- */
+
+/* One element through qfi_requantize into int8. */
+static int q1(float s_in, float s_w, float s_out, int32_t acc, int32_t bias, qf_act act, float lo, float hi)
+{
+    qfi_requant rq;
+    float m;
+    qfi_requant_init(&rq, &m, 1, s_in, &s_w, &bias, 0.0f, QF_I8, s_out, act, lo, hi);
+    int8_t y;
+    qfi_requantize(&rq, &acc, NULL, 1, 0, 0, &y);
+    return y;
+}
+
+START_TEST(requant_rounding_ties_to_even)
+{
+    /* m = 0.5 exactly: acc/2 lands on .5 for odd acc */
+    ck_assert_int_eq(q1(1, 0.5f, 1, 1, 0, QF_ACT_NONE, 0, 0), 0);
+    ck_assert_int_eq(q1(1, 0.5f, 1, 3, 0, QF_ACT_NONE, 0, 0), 2);
+    ck_assert_int_eq(q1(1, 0.5f, 1, 5, 0, QF_ACT_NONE, 0, 0), 2);
+    ck_assert_int_eq(q1(1, 0.5f, 1, 7, 0, QF_ACT_NONE, 0, 0), 4);
+    ck_assert_int_eq(q1(1, 0.5f, 1, -1, 0, QF_ACT_NONE, 0, 0), 0);
+    ck_assert_int_eq(q1(1, 0.5f, 1, -3, 0, QF_ACT_NONE, 0, 0), -2);
+    ck_assert_int_eq(q1(1, 0.5f, 1, -5, 0, QF_ACT_NONE, 0, 0), -2);
+    /* not a tie: nearest */
+    ck_assert_int_eq(q1(1, 0.25f, 1, 3, 0, QF_ACT_NONE, 0, 0), 1);  /* 0.75 */
+    ck_assert_int_eq(q1(1, 0.25f, 1, -3, 0, QF_ACT_NONE, 0, 0), -1); /* -0.75 */
+    /* the bias is added in int32 before the multiply: (3 + 2) * 0.5 = 2.5 -> 2 */
+    ck_assert_int_eq(q1(1, 0.5f, 1, 3, 2, QF_ACT_NONE, 0, 0), 2);
+    /* m = (s_in * s_w) / s_out in FP32, in that order: for 0.013 * 0.3 / 0.02 the
+     * other order, 0.013 * (0.3 / 0.02), differs in the last bit */
+    float m;
+    qfi_requant rq;
+    float sw = 0.3f;
+    qfi_requant_init(&rq, &m, 1, 0.013f, &sw, NULL, 0.0f, QF_I8, 0.02f, QF_ACT_NONE, 0, 0);
+    volatile float prod = 0.013f * 0.3f, ratio = 0.3f / 0.02f;
+    ck_assert(m == prod / 0.02f);
+    ck_assert(m != 0.013f * ratio);
+}
+END_TEST
+
+START_TEST(requant_saturation)
+{
+    ck_assert_int_eq(q1(1, 0.5f, 1, 1000, 0, QF_ACT_NONE, 0, 0), 127);
+    ck_assert_int_eq(q1(1, 0.5f, 1, -1000, 0, QF_ACT_NONE, 0, 0), -128);
+    ck_assert_int_eq(q1(1, 0.5f, 1, 254, 0, QF_ACT_NONE, 0, 0), 127);
+    ck_assert_int_eq(q1(1, 0.5f, 1, 255, 0, QF_ACT_NONE, 0, 0), 127);   /* 127.5 saturates, never wraps */
+    ck_assert_int_eq(q1(1, 0.5f, 1, -256, 0, QF_ACT_NONE, 0, 0), -128);
+    ck_assert_int_eq(q1(1, 0.5f, 1, -257, 0, QF_ACT_NONE, 0, 0), -128); /* -128.5 */
+    ck_assert_int_eq(q1(1, 1.0f, 1, INT32_MAX, 0, QF_ACT_NONE, 0, 0), 127);
+    ck_assert_int_eq(q1(1, 1.0f, 1, INT32_MIN + 1, 0, QF_ACT_NONE, 0, 0), -128);
+}
+END_TEST
+
+START_TEST(requant_activations)
+{
+    /* ReLU clamps at 0 */
+    ck_assert_int_eq(q1(1, 0.5f, 1, -9, 0, QF_ACT_RELU, 0, 0), 0);
+    ck_assert_int_eq(q1(1, 0.5f, 1, 9, 0, QF_ACT_RELU, 0, 0), 4);
+    /* Clip(0, 6) at s_out = 0.1: upper level rint(6 / 0.1) = 60 */
+    ck_assert_int_eq(q1(1, 1.0f, 0.1f, 100, 0, QF_ACT_CLIP, 0.0f, 6.0f), 60);
+    ck_assert_int_eq(q1(1, 1.0f, 0.1f, 5, 0, QF_ACT_CLIP, 0.0f, 6.0f), 50);
+    ck_assert_int_eq(q1(1, 1.0f, 0.1f, -5, 0, QF_ACT_CLIP, 0.0f, 6.0f), 0);
+    /* Clip wider than the int8 range saturates at the range */
+    ck_assert_int_eq(q1(1, 1.0f, 0.01f, 100, 0, QF_ACT_CLIP, -100.0f, 100.0f), 127);
+    ck_assert_int_eq(q1(1, 1.0f, 0.01f, -100, 0, QF_ACT_CLIP, -100.0f, 100.0f), -128);
+    /* Clip(-1, 1) at s_out = 0.5: levels -2..2 */
+    ck_assert_int_eq(q1(1, 1.0f, 0.5f, 7, 0, QF_ACT_CLIP, -1.0f, 1.0f), 2);
+    ck_assert_int_eq(q1(1, 1.0f, 0.5f, -7, 0, QF_ACT_CLIP, -1.0f, 1.0f), -2);
+}
+END_TEST
+
+START_TEST(requant_per_channel_and_residual)
+{
+    /* channels along a row (ch_step 1): m = {0.5, 2, 1/3} */
+    float sw[3] = {0.5f, 2.0f, 1.0f / 3.0f}, m[3];
+    int32_t bias[3] = {1, -1, 0};
+    int32_t acc[3] = {4, 3, 9};
+    int8_t y[4];
+    qfi_requant rq;
+    qfi_requant_init(&rq, m, 3, 1.0f, sw, bias, 0.0f, QF_I8, 1.0f, QF_ACT_NONE, 0, 0);
+    qfi_requantize(&rq, acc, NULL, 3, 0, 1, y);
+    ck_assert_int_eq(y[0], 2); /* 5 * 0.5 = 2.5 -> 2 */
+    ck_assert_int_eq(y[1], 4); /* 2 * 2 */
+    ck_assert_int_eq(y[2], 3); /* 9 / 3 */
+    /* a plane of one channel (ch_step 0) uses channel 1 throughout */
+    qfi_requantize(&rq, acc, NULL, 3, 1, 0, y);
+    ck_assert_int_eq(y[0], 6);
+    ck_assert_int_eq(y[1], 4);
+    ck_assert_int_eq(y[2], 16);
+    /* residual: v = acc * m + r * (s_r / s_out); s_r = 0.25, s_out = 1 */
+    float one = 1.0f, m1;
+    int32_t a2[4] = {1, 3, 2, -4};
+    int8_t r2[4] = {2, 3, 4, 1};
+    qfi_requant_init(&rq, &m1, 1, 1.0f, (float[]){0.5f}, NULL, 0.25f, QF_I8, one, QF_ACT_RELU, 0, 0);
+    qfi_requantize(&rq, a2, r2, 4, 0, 0, y);
+    ck_assert_int_eq(y[0], 1); /* 0.5 + 0.5 */
+    ck_assert_int_eq(y[1], 2); /* 1.5 + 0.75 = 2.25 */
+    ck_assert_int_eq(y[2], 2); /* 1 + 1 */
+    ck_assert_int_eq(y[3], 0); /* -2 + 0.25, then ReLU */
+    /* float outputs: the epilogue without rounding to int8 (s_out ignored) */
+    float yf[3];
+    qfi_requant_init(&rq, m, 3, 0.5f, sw, bias, 0.0f, QF_F32, 123.0f, QF_ACT_NONE, 0, 0);
+    qfi_requantize(&rq, acc, NULL, 3, 0, 1, yf);
+    ck_assert(yf[0] == 5 * (0.5f * 0.5f) && yf[1] == 2 * (0.5f * 2.0f));
+    uint16_t yh[3];
+    qfi_requant_init(&rq, m, 3, 0.1f, sw, NULL, 0.0f, QF_F16, 0.0f, QF_ACT_NONE, 0, 0);
+    qfi_requantize(&rq, acc, NULL, 3, 0, 1, yh);
+    for (int i = 0; i < 3; i++) ck_assert_uint_eq(yh[i], qf_f32_to_f16((float)acc[i] * (0.1f * sw[i])));
+}
+END_TEST
+
+START_TEST(activation_quantize)
+{
+    ck_assert_int_eq(qfi_quantize_f32(0.5f, 1.0f), 0);
+    ck_assert_int_eq(qfi_quantize_f32(1.5f, 1.0f), 2);
+    ck_assert_int_eq(qfi_quantize_f32(2.5f, 1.0f), 2);
+    ck_assert_int_eq(qfi_quantize_f32(-2.5f, 1.0f), -2);
+    ck_assert_int_eq(qfi_quantize_f32(-3.5f, 1.0f), -4);
+    ck_assert_int_eq(qfi_quantize_f32(0.3f, 0.1f), 3);
+    ck_assert_int_eq(qfi_quantize_f32(127.5f, 1.0f), 127);
+    ck_assert_int_eq(qfi_quantize_f32(1e30f, 1.0f), 127);
+    ck_assert_int_eq(qfi_quantize_f32(-128.4f, 1.0f), -128);
+    ck_assert_int_eq(qfi_quantize_f32(-1e30f, 1.0f), -128);
+    ck_assert_int_eq(qfi_quantize_f32(INFINITY, 1.0f), 127);
+    ck_assert_int_eq(qfi_quantize_f32(NAN, 1.0f), 0);
+    ck_assert(qfi_dequantize_i8(-128, 0.5f) == -64.0f);
+}
+END_TEST
+
+/* ---- weights -------------------------------------------------------------------- */
+
+START_TEST(weights_per_channel_and_per_tensor)
+{
+    /* (channels=3, inner=3): a wide channel, a zero channel, a narrow channel */
+    const float w[9] = {127.0f, -50.0f, 3.4f, 0.0f, 0.0f, 0.0f, 12.7f, -2.0f, 1.0f};
+    int8_t q[9];
+    float s[3];
+    qfi_quant_weights(w, 1, 3, 3, true, q, s);
+    ck_assert(s[0] == 1.0f);
+    ck_assert(s[1] == 1.0f); /* a zero channel gets scale 1 */
+    ck_assert(s[2] == 12.7f / 127.0f);
+    const int8_t want[9] = {127, -50, 3, 0, 0, 0, 127, -20, 10};
+    for (int i = 0; i < 9; i++) ck_assert_int_eq(q[i], want[i]);
+    qfi_quant_weights(w, 1, 3, 3, false, q, s);
+    for (int c = 0; c < 3; c++) ck_assert(s[c] == 1.0f);
+    ck_assert_int_eq(q[6], 13);
+    ck_assert_int_eq(q[7], -2);
+    ck_assert_int_eq(q[8], 1);
+    /* (outer=2, channels=2): channels are columns of a (K,N) matrix */
+    const float m[4] = {1.0f, 10.0f, -2.0f, 5.0f};
+    int8_t qm[4];
+    float sm[2];
+    qfi_quant_weights(m, 2, 2, 1, true, qm, sm);
+    ck_assert(sm[0] == 2.0f / 127.0f && sm[1] == 10.0f / 127.0f);
+    ck_assert_int_eq(qm[2], -127);
+    ck_assert_int_eq(qm[1], 127);
+    ck_assert_int_eq(qm[3], 64); /* 63.5 up to even */
+    /* every weight is within half a step of its quantized value */
+    float big[64], sb[4];
+    int8_t qb[64];
+    for (int i = 0; i < 64; i++) big[i] = frand(-3, 3) * (float)(i / 16 + 1);
+    qfi_quant_weights(big, 1, 4, 16, true, qb, sb);
+    for (int i = 0; i < 64; i++) ck_assert(fabsf(qb[i] * sb[i / 16] - big[i]) <= sb[i / 16] * 0.5f * 1.0001f);
+}
+END_TEST
+
+START_TEST(bias_quantization)
+{
+    ck_assert_int_eq(qfi_quant_bias(1.0f, 0.5f, 0.25f), 8);
+    ck_assert_int_eq(qfi_quant_bias(0.3125f, 0.5f, 0.25f), 2);  /* 2.5 -> 2 */
+    ck_assert_int_eq(qfi_quant_bias(0.4375f, 0.5f, 0.25f), 4);  /* 3.5 -> 4 */
+    ck_assert_int_eq(qfi_quant_bias(-0.3125f, 0.5f, 0.25f), -2);
+    ck_assert_int_eq(qfi_quant_bias(1e30f, 1e-3f, 1e-3f), 1 << 30);
+    ck_assert_int_eq(qfi_quant_bias(-1e30f, 1e-3f, 1e-3f), -(1 << 30));
+}
+END_TEST
+
+START_TEST(igemm_is_exact)
+{
+    /* K spans three chunks; extreme values make float sums of a whole row inexact */
+    enum { M = 5, N = 7, K = 2 * QFI_IGEMM_KCHUNK + 333 };
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *Bt = malloc(sizeof(float) * K * N);
+    float *tmp = malloc(sizeof(float) * M * N);
+    int32_t C[M * N], Ct[M * N];
+    for (int i = 0; i < M * K; i++) A[i] = i % 3 ? -128.0f : (float)((int)frand(-128, 128));
+    for (int i = 0; i < K * N; i++) B[i] = i % 5 ? -127.0f : (float)((int)frand(-127, 128));
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < N; j++) Bt[j * K + k] = B[k * N + j];
+    qfi_cpu_igemm(M, N, K, A, K, B, N, false, tmp, C);
+    qfi_cpu_igemm(M, N, K, A, K, Bt, K, true, tmp, Ct);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            int64_t s = 0;
+            for (int k = 0; k < K; k++) s += (int64_t)A[i * K + k] * (int64_t)B[k * N + j];
+            ck_assert_int_eq(C[i * N + j], s);
+            ck_assert_int_eq(Ct[i * N + j], s);
+        }
+    free(A), free(B), free(Bt), free(tmp);
+}
+END_TEST
+
+/* ---- graphs ----------------------------------------------------------------------- */
+
+static void list_add(int **arr, int *n, int v)
+{
+    *arr = realloc(*arr, (size_t)(*n + 1) * sizeof **arr);
+    (*arr)[(*n)++] = v;
+}
+
+static int input(qf_graph *g, const char *name, int nd, const int64_t *d)
+{
+    int v = qf_graph_add_value(g, name, QF_F32, nd, d);
+    g->values[v].flags |= QF_VALUE_INPUT;
+    list_add(&g->inputs, &g->n_inputs, v);
+    return v;
+}
+
+static void output(qf_graph *g, int v)
+{
+    g->values[v].flags |= QF_VALUE_OUTPUT;
+    list_add(&g->outputs, &g->n_outputs, v);
+}
+
+/* A constant of random values in [lo, hi). */
+static int weight(qf_graph *g, const char *name, int nd, const int64_t *d, float lo, float hi)
+{
+    int v = qf_graph_add_value(g, name, QF_F32, nd, d);
+    int64_t n = qfi_numel(nd, d);
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = frand(lo, hi);
+    g->values[v].data = x;
+    g->values[v].flags |= QF_VALUE_CONST;
+    return v;
+}
+
+static int value(qf_graph *g, const char *name) { return qf_graph_add_value(g, name, QF_F32, 0, NULL); }
+
+static qf_node *op(qf_graph *g, const char *name, qf_op o, int n_in, const int *in, int out)
+{
+    int i = qf_graph_add_node(g, name, o, n_in, in, 1, &out);
+    ck_assert_int_ge(i, 0);
+    return &g->nodes[i];
+}
+
+static void set_ints(qf_node *n, const char *name, int cnt, const int64_t *v)
+{
+    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
+    qf_attr *a = &n->attrs[n->n_attr++];
+    memset(a, 0, sizeof *a);
+    a->name = strdup(name);
+    a->type = QF_ATTR_INTS;
+    a->n = cnt;
+    a->ints = malloc((size_t)cnt * sizeof *a->ints);
+    memcpy(a->ints, v, (size_t)cnt * sizeof *v);
+}
+
+static void set_attr(qf_node *n, const char *name, qf_attr_type t, int64_t i, float f)
+{
+    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
+    qf_attr *a = &n->attrs[n->n_attr++];
+    memset(a, 0, sizeof *a);
+    a->name = strdup(name);
+    a->type = t;
+    a->i = i;
+    a->f = f;
+}
+
+static qf_node *conv(qf_graph *g, const char *name, int x, int w, int b, int out, int pad, int group)
+{
+    int in[3] = {x, w, b};
+    qf_node *n = op(g, name, QF_OP_CONV, b >= 0 ? 3 : 2, in, out);
+    int64_t pads[4] = {pad, pad, pad, pad};
+    set_ints(n, "pads", 4, pads);
+    if (group > 1) set_attr(n, "group", QF_ATTR_INT, group, 0);
+    return n;
+}
+
+static void prepare(qf_graph *g, int batch)
+{
+    for (int i = 0; i < g->n_nodes; i++) ck_assert_int_eq(qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]), QF_OK);
+    qf_status st = qf_graph_prepare(g, batch);
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+}
+
+/* x (2,3,8,8) -> Conv 3x3 (8 ch, one all zero) -> Relu -> MaxPool 2x2 -> Conv 3x3 (4 ch) -> y */
+static qf_graph *chain_net(uint64_t seed)
+{
+    rng = seed;
+    qf_graph *g = qf_graph_new("chain");
+    int x = input(g, "x", 4, (int64_t[]){2, 3, 8, 8});
+    int w1 = weight(g, "w1", 4, (int64_t[]){8, 3, 3, 3}, -0.5f, 0.5f);
+    float *w1d = g->values[w1].data;
+    for (int i = 2 * 27; i < 3 * 27; i++) w1d[i] = 0.0f; /* channel 2: zero weights */
+    int b1 = weight(g, "b1", 1, (int64_t[]){8}, -0.2f, 0.2f);
+    int w2 = weight(g, "w2", 4, (int64_t[]){4, 8, 3, 3}, -0.3f, 0.3f);
+    int b2 = weight(g, "b2", 1, (int64_t[]){4}, -0.2f, 0.2f);
+    int c1 = value(g, "c1"), r1 = value(g, "r1"), p1 = value(g, "p1"), y = value(g, "y");
+    conv(g, "conv1", x, w1, b1, c1, 1, 1);
+    op(g, "relu1", QF_OP_RELU, 1, (int[]){c1}, r1);
+    qf_node *mp = op(g, "pool1", QF_OP_MAX_POOL, 1, (int[]){r1}, p1);
+    set_ints(mp, "kernel_shape", 2, (int64_t[]){2, 2});
+    set_ints(mp, "strides", 2, (int64_t[]){2, 2});
+    conv(g, "conv2", p1, w2, b2, y, 1, 1);
+    output(g, y);
+    prepare(g, 2);
+    return g;
+}
+
+static float *random_input(const qf_graph *g, uint64_t seed, float lo, float hi)
+{
+    rng = seed;
+    const qf_value *v = &g->values[g->inputs[0]];
+    int64_t n = qf_value_numel(v);
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = frand(lo, hi);
+    return x;
+}
+
+/* Runs g on x; returns a copy of output 0 (f32). */
+static float *run(const qf_graph *g, const float *x, qf_observer_fn obs, void *user)
+{
+    qf_engine_opts o = {.device = QF_DEVICE_CPU, .threads = 2, .observer = obs, .observer_user = user};
+    qf_engine *e;
+    qf_status st = qf_engine_create(g, &o, &e);
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    memcpy(qf_engine_input(e, 0), x, qf_value_bytes(&g->values[g->inputs[0]]));
+    st = qf_engine_run(e);
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    const qf_value *yv = &g->values[g->outputs[0]];
+    ck_assert_int_eq(yv->dtype, QF_F32);
+    float *y = malloc(qf_value_bytes(yv));
+    memcpy(y, qf_engine_output(e, 0), qf_value_bytes(yv));
+    qf_engine_free(e);
+    return y;
+}
+
+/* Calibrates g on x with the real observer: a minmax table. */
+static qf_calib_table *calibrate(const qf_graph *g, const float *x)
+{
+    qf_calib *c;
+    ck_assert_int_eq(qf_calib_create(g, NULL, &c), QF_OK);
+    free(run(g, x, qf_calib_observe, c));
+    char sha[65];
+    memset(sha, '0', 64);
+    sha[64] = 0;
+    qf_calib_meta meta = {.images = g->batch, .model_sha256 = sha};
+    qf_calib_table *t;
+    qf_status st = qf_calib_finalize(c, 1u << QF_CALIB_MINMAX, QF_CALIB_PERCENTILE_DEFAULT, &meta, &t);
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    qf_calib_free(c);
+    return t;
+}
+
+static float table_amax(const qf_calib_table *t, const char *name)
+{
+    int i = qf_calib_table_find(t, name);
+    ck_assert_msg(i >= 0, "no table entry %s", name);
+    return t->entries[i].amax[QF_CALIB_MINMAX];
+}
+
+static int find_node(const qf_graph *g, qf_op o, int nth)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == o && nth-- == 0) return i;
+    return -1;
+}
+
+static double sqnr_db(const float *ref, const float *y, int64_t n)
+{
+    double s = 0, e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += (double)ref[i] * ref[i];
+        e += (double)(y[i] - ref[i]) * (y[i] - ref[i]);
+    }
+    return 10 * log10(s / (e > 0 ? e : 1e-30));
+}
+
+/* ---- an independent INT8 reference (plain loops, written from the spec) -------- */
+
+/* acc (N,M,H,W) = conv of x (N,C,H,W) int8 with w (M,C,3,3) int8, pad 1, stride 1, plus bias. */
+static void ref_conv3x3(const int8_t *x, int N, int C, int H, int W, const int8_t *w, int M, const int32_t *b,
+                        int32_t *acc)
+{
+    for (int n = 0; n < N; n++)
+        for (int m = 0; m < M; m++)
+            for (int i = 0; i < H; i++)
+                for (int j = 0; j < W; j++) {
+                    int32_t s = b[m];
+                    for (int c = 0; c < C; c++)
+                        for (int ki = 0; ki < 3; ki++)
+                            for (int kj = 0; kj < 3; kj++) {
+                                int ii = i + ki - 1, jj = j + kj - 1;
+                                if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
+                                s += w[((m * C + c) * 3 + ki) * 3 + kj] * x[((n * C + c) * H + ii) * W + jj];
+                            }
+                    acc[((n * M + m) * H + i) * W + j] = s;
+                }
+}
+
+START_TEST(int8_chain_exact_and_close_to_fp32)
+{
+    qf_graph *ref = chain_net(7), *g = chain_net(7);
+    float *x = random_input(g, 99, -1, 1);
+    qf_calib_table *t = calibrate(g, x);
+    float *y32 = run(ref, x, NULL, NULL);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    qf_quant_summary sum;
+    qf_status st = qf_quantize(g, t, &o, &sum);
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+
+    /* structure: Quantize(x), conv1+relu (INT8), pool (INT8), conv2 (INT8, f32 out) */
+    ck_assert_int_eq(g->n_nodes, 4);
+    ck_assert_int_eq(sum.nodes[QF_PREC_INT8], 3);
+    ck_assert_int_eq(sum.fused, 1);
+    ck_assert_int_eq(sum.conversions, 1);
+    const qf_node *q = &g->nodes[0], *c1 = &g->nodes[1], *pool = &g->nodes[2], *c2 = &g->nodes[3];
+    ck_assert_int_eq(q->op, QF_OP_QUANTIZE_LINEAR);
+    ck_assert_int_eq(c1->op, QF_OP_CONV);
+    ck_assert_int_eq(c1->precision, QF_PREC_INT8);
+    ck_assert_int_eq(c1->act, QF_ACT_RELU);
+    ck_assert_int_eq(pool->precision, QF_PREC_INT8);
+    ck_assert_int_eq(c2->precision, QF_PREC_INT8);
+    const qf_value *xq = &g->values[c1->in[0]], *r1 = &g->values[c1->out[0]], *p1 = &g->values[pool->out[0]];
+    ck_assert_str_eq(r1->name, "r1"); /* conv1 writes the Relu's output */
+    ck_assert_int_eq(r1->dtype, QF_I8);
+    ck_assert_int_eq(p1->dtype, QF_I8);
+    ck_assert(xq->scale == qf_calib_scale(table_amax(t, "x")));
+    ck_assert(r1->scale == qf_calib_scale(table_amax(t, "r1")));
+    ck_assert(p1->scale == r1->scale); /* max-pool passes the scale through */
+    ck_assert_int_eq(g->values[c2->out[0]].dtype, QF_F32);
+    ck_assert_str_eq(g->values[c2->out[0]].name, "y");
+    const float *s1 = g->values[c1->in[3]].data;
+    ck_assert(s1[2] == 1.0f); /* the zero channel */
+    ck_assert_int_eq(((const int32_t *)g->values[c1->in[2]].data)[2],
+                     qfi_quant_bias(((const float *)ref->values[qf_graph_find_value(ref, "b1")].data)[2], xq->scale, 1.0f));
+
+    float *y8 = run(g, x, NULL, NULL);
+
+    /* bit-exact against the reference */
+    enum { N = 2, C = 3, H = 8, M1 = 8, M2 = 4, HP = 4 };
+    int8_t xi[N * C * H * H], a1[N * M1 * H * H], a2[N * M1 * HP * HP];
+    int32_t acc1[N * M1 * H * H], acc2[N * M2 * HP * HP];
+    for (int i = 0; i < N * C * H * H; i++) {
+        float v = rintf(x[i] / xq->scale);
+        xi[i] = (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
+    }
+    ref_conv3x3(xi, N, C, H, H, g->values[c1->in[1]].data, M1, g->values[c1->in[2]].data, acc1);
+    for (int i = 0; i < N * M1 * H * H; i++) {
+        int c = i / (H * H) % M1;
+        float m = xq->scale * s1[c] / r1->scale;
+        float v = (float)acc1[i] * m;
+        v = rintf(v);
+        a1[i] = (int8_t)(v < 0 ? 0 : v > 127 ? 127 : v);
+    }
+    for (int nc = 0; nc < N * M1; nc++)
+        for (int i = 0; i < HP; i++)
+            for (int j = 0; j < HP; j++) {
+                int8_t mx = -128;
+                for (int di = 0; di < 2; di++)
+                    for (int dj = 0; dj < 2; dj++) {
+                        int8_t v = a1[(nc * H + 2 * i + di) * H + 2 * j + dj];
+                        if (v > mx) mx = v;
+                    }
+                a2[(nc * HP + i) * HP + j] = mx;
+            }
+    ref_conv3x3(a2, N, M1, HP, HP, g->values[c2->in[1]].data, M2, g->values[c2->in[2]].data, acc2);
+    const float *s2 = g->values[c2->in[3]].data;
+    for (int i = 0; i < N * M2 * HP * HP; i++) {
+        int c = i / (HP * HP) % M2;
+        float want = (float)acc2[i] * (p1->scale * s2[c]);
+        ck_assert_msg(y8[i] == want, "element %d: engine %.9g, reference %.9g", i, y8[i], want);
+    }
+
+    /* against FP32: a bound derived from the quantization steps. Per stage the
+     * error of a dot product is at most ||w||_1 * (input error) + ||w_q*s_w - w||_1
+     * * max|input| (weight rounding) + |b_q*s_in*s_w - b| (bias rounding); a
+     * requantized output adds s_out/2; ReLU and max-pool do not increase it
+     * (1-Lipschitz); minmax calibration on these very images means no clipping. */
+    const float *w1f = ref->values[qf_graph_find_value(ref, "w1")].data;
+    const float *w2f = ref->values[qf_graph_find_value(ref, "w2")].data;
+    const float *b1f = ref->values[qf_graph_find_value(ref, "b1")].data;
+    const float *b2f = ref->values[qf_graph_find_value(ref, "b2")].data;
+    const int8_t *w1q = g->values[c1->in[1]].data, *w2q = g->values[c2->in[1]].data;
+    const int32_t *b1q = g->values[c1->in[2]].data, *b2q = g->values[c2->in[2]].data;
+    float xmax = table_amax(t, "x"), amax1 = table_amax(t, "r1");
+    double e_x = xq->scale / 2, e1 = 0;
+    for (int m = 0; m < M1; m++) {
+        double l1 = 0, dw = 0;
+        for (int k = 0; k < 27; k++) {
+            l1 += fabs(w1f[m * 27 + k]);
+            dw += fabs(w1q[m * 27 + k] * s1[m] - w1f[m * 27 + k]);
+        }
+        double e = l1 * e_x + dw * (xmax + e_x) + fabs(b1q[m] * (double)xq->scale * s1[m] - b1f[m]);
+        if (e > e1) e1 = e;
+    }
+    e1 += r1->scale / 2;
+    double worst = 0, bound_worst = 0;
+    for (int i = 0; i < N * M2 * HP * HP; i++) {
+        int c = i / (HP * HP) % M2;
+        double l1 = 0, dw = 0;
+        for (int k = 0; k < 72; k++) {
+            l1 += fabs(w2f[c * 72 + k]);
+            dw += fabs(w2q[c * 72 + k] * s2[c] - w2f[c * 72 + k]);
+        }
+        double bound = l1 * e1 + dw * (amax1 + e1) + fabs(b2q[c] * (double)p1->scale * s2[c] - b2f[c]);
+        bound = bound * 1.001 + 1e-5; /* FP32 rounding of the sums */
+        double err = fabs(y8[i] - y32[i]);
+        ck_assert_msg(err <= bound, "element %d: |%.6g - %.6g| exceeds %.6g", i, y8[i], y32[i], bound);
+        if (err > worst) worst = err;
+        if (bound > bound_worst) bound_worst = bound;
+    }
+    /* it did run in INT8: the result is not the FP32 one */
+    ck_assert(worst > 1e-4 && worst < bound_worst);
+    /* and the typical error is far below the worst case: 8-bit steps give ~40 dB per stage */
+    double db = sqnr_db(y32, y8, N * M2 * HP * HP);
+    ck_assert_msg(db > 30.0, "SQNR %.1f dB", db);
+    free(x), free(y8), free(y32);
+    qf_calib_table_free(t);
+    qf_graph_free(g);
+    qf_graph_free(ref);
+}
+END_TEST
+
+/* x -> Conv 1x1 with bias -> y, as FP16 and through FP32 on half-rounded data */
+START_TEST(fp16_matches_rounding)
+{
+    rng = 3;
+    qf_graph *g = qf_graph_new("fp16");
+    int x = input(g, "x", 4, (int64_t[]){2, 5, 6, 6});
+    int w = weight(g, "w", 4, (int64_t[]){7, 5, 3, 3}, -1, 1);
+    int b = weight(g, "b", 1, (int64_t[]){7}, -1, 1);
+    int y = value(g, "y");
+    conv(g, "conv", x, w, b, y, 1, 1);
+    output(g, y);
+    prepare(g, 2);
+    /* the reference graph holds the half-rounded weights in f32 */
+    rng = 3;
+    qf_graph *r = qf_graph_new("fp16ref");
+    x = input(r, "x", 4, (int64_t[]){2, 5, 6, 6});
+    w = weight(r, "w", 4, (int64_t[]){7, 5, 3, 3}, -1, 1);
+    b = weight(r, "b", 1, (int64_t[]){7}, -1, 1);
+    for (int v = w; v <= b; v++) {
+        float *d = r->values[v].data;
+        for (int64_t i = 0; i < qf_value_numel(&r->values[v]); i++) d[i] = qf_f16_to_f32(qf_f32_to_f16(d[i]));
+    }
+    y = value(r, "y");
+    conv(r, "conv", x, w, b, y, 1, 1);
+    output(r, y);
+    prepare(r, 2);
+
+    float *xin = random_input(g, 5, -3, 3), *xh = malloc(2 * 5 * 36 * sizeof(float));
+    for (int i = 0; i < 2 * 5 * 36; i++) xh[i] = qf_f16_to_f32(qf_f32_to_f16(xin[i]));
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.precision = QF_PREC_FP16;
+    qf_quant_summary sum;
+    ck_assert_int_eq(qf_quantize(g, NULL, &o, &sum), QF_OK);
+    /* Cast(x) -> Conv FP16 -> Cast(y) */
+    ck_assert_int_eq(g->n_nodes, 3);
+    ck_assert_int_eq(sum.conversions, 2);
+    ck_assert_int_eq(sum.nodes[QF_PREC_FP16], 1);
+    const qf_node *cv = &g->nodes[1];
+    ck_assert_int_eq(cv->precision, QF_PREC_FP16);
+    ck_assert_int_eq(g->values[cv->in[1]].dtype, QF_F16);
+    ck_assert_int_eq(g->values[cv->out[0]].dtype, QF_F16);
+    ck_assert_int_eq(g->values[g->outputs[0]].dtype, QF_F32);
+    float *y16 = run(g, xin, NULL, NULL), *yr = run(r, xh, NULL, NULL);
+    for (int i = 0; i < 2 * 7 * 36; i++) {
+        float want = qf_f16_to_f32(qf_f32_to_f16(yr[i]));
+        ck_assert_msg(y16[i] == want, "element %d: %.9g vs %.9g", i, y16[i], want);
+    }
+    free(xin), free(xh), free(y16), free(yr);
+    qf_graph_free(g);
+    qf_graph_free(r);
+}
+END_TEST
+
+START_TEST(fp16_chain_close_to_fp32)
+{
+    qf_graph *ref = chain_net(11), *g = chain_net(11);
+    float *x = random_input(g, 12, -1, 1);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.precision = QF_PREC_FP16;
+    ck_assert_int_eq(qf_quantize(g, NULL, &o, NULL), QF_OK);
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op != QF_OP_CAST) ck_assert_int_eq(g->nodes[i].precision, QF_PREC_FP16);
+    float *y32 = run(ref, x, NULL, NULL), *y16 = run(g, x, NULL, NULL);
+    /* half storage: relative steps of 2^-11 at each of ~4 roundings */
+    double db = sqnr_db(y32, y16, 2 * 4 * 16);
+    ck_assert_msg(db > 55.0, "SQNR %.1f dB", db);
+    free(x), free(y32), free(y16);
+    qf_graph_free(g);
+    qf_graph_free(ref);
+}
+END_TEST
+
+/* x -> ConvA -> Relu -> ra ; x -> ConvB -> cb ; Concat(ra, cb) -> MaxPool -> Flatten
+ * -> Gemm (alpha 0.5, beta 2, transB) -> out */
+static qf_graph *concat_net(uint64_t seed)
+{
+    rng = seed;
+    qf_graph *g = qf_graph_new("concat");
+    int x = input(g, "x", 4, (int64_t[]){3, 4, 8, 8});
+    int wa = weight(g, "wa", 4, (int64_t[]){4, 4, 3, 3}, -0.4f, 0.4f);
+    int wb = weight(g, "wb", 4, (int64_t[]){4, 4, 1, 1}, -2.0f, 2.0f);
+    int bb = weight(g, "bb", 1, (int64_t[]){4}, -0.5f, 0.5f);
+    int wg = weight(g, "wg", 2, (int64_t[]){10, 128}, -0.2f, 0.2f);
+    int bg = weight(g, "bg", 1, (int64_t[]){10}, -0.5f, 0.5f);
+    int ca = value(g, "ca"), ra = value(g, "ra"), cb = value(g, "cb"), cc = value(g, "cc"), mp = value(g, "mp"),
+        fl = value(g, "fl"), out = value(g, "out");
+    conv(g, "convA", x, wa, -1, ca, 1, 1);
+    op(g, "reluA", QF_OP_RELU, 1, (int[]){ca}, ra);
+    conv(g, "convB", x, wb, bb, cb, 0, 1);
+    qf_node *cat = op(g, "cat", QF_OP_CONCAT, 2, (int[]){ra, cb}, cc);
+    set_attr(cat, "axis", QF_ATTR_INT, 1, 0);
+    qf_node *p = op(g, "pool", QF_OP_MAX_POOL, 1, (int[]){cc}, mp);
+    set_ints(p, "kernel_shape", 2, (int64_t[]){2, 2});
+    set_ints(p, "strides", 2, (int64_t[]){2, 2});
+    op(g, "flat", QF_OP_FLATTEN, 1, (int[]){mp}, fl);
+    qf_node *gm = op(g, "fc", QF_OP_GEMM, 3, (int[]){fl, wg, bg}, out);
+    set_attr(gm, "alpha", QF_ATTR_FLOAT, 0, 0.5f);
+    set_attr(gm, "beta", QF_ATTR_FLOAT, 0, 2.0f);
+    set_attr(gm, "transB", QF_ATTR_INT, 1, 0);
+    output(g, out);
+    prepare(g, 3);
+    return g;
+}
+
+START_TEST(scales_shared_through_concat_pool_flatten)
+{
+    qf_graph *ref = concat_net(21), *g = concat_net(21);
+    float *x = random_input(g, 22, -1, 1);
+    qf_calib_table *t = calibrate(g, x);
+    float *y32 = run(ref, x, NULL, NULL);
+    qf_quant_summary sum;
+    ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
+    ck_assert_int_eq(sum.conversions, 1); /* one Quantize of x, shared by both convs */
+    ck_assert_int_eq(sum.nodes[QF_PREC_INT8], 6);
+    ck_assert_int_eq(sum.nodes[QF_PREC_FP16] + sum.nodes[QF_PREC_FP32], 0);
+    float amax = fmaxf(table_amax(t, "ra"), table_amax(t, "cb"));
+    const char *shared[] = {"ra", "cb", "cc", "mp", "fl"};
+    for (int i = 0; i < 5; i++) {
+        const qf_value *v = &g->values[qf_graph_find_value(g, shared[i])];
+        ck_assert_int_eq(v->dtype, QF_I8);
+        ck_assert_msg(v->scale == qf_calib_scale(amax), "%s has scale %g", shared[i], v->scale);
+    }
+    int fc = find_node(g, QF_OP_GEMM, 0);
+    ck_assert_int_ge(fc, 0);
+    ck_assert_int_eq(g->nodes[fc].precision, QF_PREC_INT8);
+    ck_assert(((const qfi_gemm_params *)g->nodes[fc].params)->alpha == 1.0f);
+    float *y8 = run(g, x, NULL, NULL);
+    double db = sqnr_db(y32, y8, 3 * 10);
+    ck_assert_msg(db > 25.0, "SQNR %.1f dB", db);
+    /* per-tensor weights are coarser, but still work */
+    qf_graph *g2 = concat_net(21);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.per_tensor_weights = true;
+    ck_assert_int_eq(qf_quantize(g2, t, &o, NULL), QF_OK);
+    const qf_node *cb = &g2->nodes[find_node(g2, QF_OP_CONV, 1)];
+    const float *sc = g2->values[cb->in[3]].data;
+    for (int c = 1; c < 4; c++) ck_assert(sc[c] == sc[0]);
+    float *yt = run(g2, x, NULL, NULL);
+    ck_assert_msg(sqnr_db(y32, yt, 30) > 15.0, "per-tensor SQNR %.1f dB", sqnr_db(y32, yt, 30));
+    free(x), free(y8), free(y32), free(yt);
+    qf_calib_table_free(t);
+    qf_graph_free(g);
+    qf_graph_free(g2);
+    qf_graph_free(ref);
+}
+END_TEST
+
+START_TEST(missing_table_entry_is_an_error)
+{
+    qf_graph *g = concat_net(21);
+    float *x = random_input(g, 22, -1, 1);
+    qf_calib_table *t = calibrate(g, x);
+    int i = qf_calib_table_find(t, "cb");
+    ck_assert_int_ge(i, 0);
+    free(t->entries[i].name);
+    t->entries[i].name = strdup("renamed");
+    int nodes = g->n_nodes;
+    qf_status st = qf_quantize(g, t, NULL, NULL);
+    ck_assert_int_eq(st, QF_ERR_INVALID);
+    ck_assert_msg(strstr(qf_error_message(), "'cb'") != NULL, "%s", qf_error_message());
+    ck_assert_ptr_null(strchr(qf_error_message(), '\n'));
+    ck_assert_int_eq(g->n_nodes, nodes); /* untouched */
+    for (int k = 0; k < g->n_nodes; k++) ck_assert_int_eq(g->nodes[k].precision, QF_PREC_FP32);
+    /* and a method the table did not record */
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.method = QF_CALIB_ENTROPY;
+    ck_assert_int_eq(qf_quantize(g, t, &o, NULL), QF_ERR_USAGE);
+    ck_assert_int_eq(qf_quantize(g, NULL, NULL, NULL), QF_ERR_USAGE);
+    free(x);
+    qf_calib_table_free(t);
+    qf_graph_free(g);
+}
+END_TEST
+
+/* x -> Conv -> Relu -> r ; depthwise Conv(r) -> Add(., r) -> Relu -> out ;
+ * and a MatMul + bias Add branch: flat(r) -> MatMul -> Add b -> out2 */
+static qf_graph *residual_net(uint64_t seed)
+{
+    rng = seed;
+    qf_graph *g = qf_graph_new("residual");
+    int x = input(g, "x", 4, (int64_t[]){2, 4, 6, 6});
+    int w1 = weight(g, "w1", 4, (int64_t[]){4, 4, 3, 3}, -0.4f, 0.4f);
+    int w2 = weight(g, "w2", 4, (int64_t[]){4, 1, 3, 3}, -0.6f, 0.6f);
+    int b2 = weight(g, "b2", 1, (int64_t[]){4}, -0.3f, 0.3f);
+    int c1 = value(g, "c1"), r = value(g, "r"), c2 = value(g, "c2"), s = value(g, "s"), out = value(g, "out");
+    conv(g, "conv1", x, w1, -1, c1, 1, 1);
+    op(g, "relu1", QF_OP_RELU, 1, (int[]){c1}, r);
+    conv(g, "dw", r, w2, b2, c2, 1, 4);
+    op(g, "add", QF_OP_ADD, 2, (int[]){c2, r}, s);
+    op(g, "relu2", QF_OP_RELU, 1, (int[]){s}, out);
+    output(g, out);
+    int fl = value(g, "fl"), mm = value(g, "mm"), out2 = value(g, "out2");
+    int wm = weight(g, "wm", 2, (int64_t[]){144, 5}, -0.1f, 0.1f);
+    int bm = weight(g, "bm", 1, (int64_t[]){5}, -1, 1);
+    op(g, "flat", QF_OP_FLATTEN, 1, (int[]){r}, fl);
+    op(g, "mm", QF_OP_MATMUL, 2, (int[]){fl, wm}, mm);
+    op(g, "bias", QF_OP_ADD, 2, (int[]){mm, bm}, out2);
+    output(g, out2);
+    prepare(g, 2);
+    return g;
+}
+
+START_TEST(residual_and_bias_fusion)
+{
+    qf_graph *ref = residual_net(31), *g = residual_net(31);
+    float *x = random_input(g, 32, -1, 1);
+    qf_calib_table *t = calibrate(g, x);
+    qf_quant_summary sum;
+    ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
+    ck_assert_int_eq(sum.fused, 4); /* relu1; add + relu2; bias add */
+    int dw = find_node(g, QF_OP_CONV, 1);
+    const qf_node *n = &g->nodes[dw];
+    ck_assert_int_eq(n->n_in, 5);
+    ck_assert_int_eq(n->act, QF_ACT_RELU);
+    ck_assert_str_eq(g->values[n->in[4]].name, "r");
+    ck_assert_str_eq(g->values[n->out[0]].name, "out");
+    ck_assert_int_eq(g->values[n->out[0]].dtype, QF_F32); /* a graph output: float straight from the epilogue */
+    int mm = find_node(g, QF_OP_MATMUL, 0);
+    ck_assert_int_eq(g->nodes[mm].precision, QF_PREC_INT8);
+    ck_assert_str_eq(g->values[g->nodes[mm].out[0]].name, "out2");
+    ck_assert_int_eq(find_node(g, QF_OP_ADD, 0), -1);
+    ck_assert_int_eq(find_node(g, QF_OP_RELU, 0), -1);
+    /* run both outputs against FP32 */
+    qf_engine_opts eo = {.device = QF_DEVICE_CPU, .threads = 2};
+    qf_engine *e8, *e32;
+    ck_assert_int_eq(qf_engine_create(g, &eo, &e8), QF_OK);
+    ck_assert_int_eq(qf_engine_create(ref, &eo, &e32), QF_OK);
+    memcpy(qf_engine_input(e8, 0), x, 2 * 4 * 36 * sizeof(float));
+    memcpy(qf_engine_input(e32, 0), x, 2 * 4 * 36 * sizeof(float));
+    ck_assert_int_eq(qf_engine_run(e8), QF_OK);
+    ck_assert_int_eq(qf_engine_run(e32), QF_OK);
+    double db1 = sqnr_db(qf_engine_output(e32, 0), qf_engine_output(e8, 0), 2 * 4 * 36);
+    double db2 = sqnr_db(qf_engine_output(e32, 1), qf_engine_output(e8, 1), 2 * 5);
+    ck_assert_msg(db1 > 30.0 && db2 > 30.0, "SQNR %.1f / %.1f dB", db1, db2);
+    qf_engine_free(e8);
+    qf_engine_free(e32);
+    free(x);
+    qf_calib_table_free(t);
+    qf_graph_free(g);
+    qf_graph_free(ref);
+}
+END_TEST
+
+START_TEST(qdq_nodes_roundtrip)
+{
+    /* an imported-style QuantizeLinear with a scale input and a zero point of 0 */
+    qf_graph *g = qf_graph_new("qdq");
+    int x = input(g, "x", 1, (int64_t[]){6});
+    int s = qf_graph_add_value(g, "s", QF_F32, 0, NULL);
+    g->values[s].data = malloc(sizeof(float));
+    *(float *)g->values[s].data = 0.5f;
+    g->values[s].flags |= QF_VALUE_CONST;
+    int z = qf_graph_add_value(g, "z", QF_I8, 0, NULL);
+    g->values[z].data = calloc(1, 1);
+    g->values[z].flags |= QF_VALUE_CONST;
+    int q = value(g, "q"), y = value(g, "y");
+    op(g, "q", QF_OP_QUANTIZE_LINEAR, 3, (int[]){x, s, z}, q);
+    op(g, "dq", QF_OP_DEQUANTIZE_LINEAR, 2, (int[]){q, s}, y);
+    output(g, y);
+    prepare(g, 0);
+    ck_assert_int_eq(g->values[q].dtype, QF_I8);
+    ck_assert(g->values[q].scale == 0.5f);
+    float xin[6] = {0.25f, 0.75f, -0.25f, 100.0f, -100.0f, 1.2f};
+    float *yo = run(g, xin, NULL, NULL);
+    const float want[6] = {0.0f, 1.0f, -0.0f, 63.5f, -64.0f, 1.0f};
+    for (int i = 0; i < 6; i++) ck_assert_msg(yo[i] == want[i], "%d: %g", i, yo[i]);
+    free(yo);
+    /* a nonzero zero point is refused, naming it */
+    *(int8_t *)g->values[z].data = 3;
+    ck_assert_int_eq(qfi_ops[QF_OP_QUANTIZE_LINEAR].infer(g, &g->nodes[0]), QF_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(qf_error_message(), "zero point z"));
+    qf_graph_free(g);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("quant");
+    TCase *tc = tcase_create("numerics");
+    tcase_add_test(tc, requant_rounding_ties_to_even);
+    tcase_add_test(tc, requant_saturation);
+    tcase_add_test(tc, requant_activations);
+    tcase_add_test(tc, requant_per_channel_and_residual);
+    tcase_add_test(tc, activation_quantize);
+    tcase_add_test(tc, weights_per_channel_and_per_tensor);
+    tcase_add_test(tc, bias_quantization);
+    tcase_add_test(tc, igemm_is_exact);
+    suite_add_tcase(s, tc);
+    TCase *tg = tcase_create("graphs");
+    tcase_add_test(tg, int8_chain_exact_and_close_to_fp32);
+    tcase_add_test(tg, fp16_matches_rounding);
+    tcase_add_test(tg, fp16_chain_close_to_fp32);
+    tcase_add_test(tg, scales_shared_through_concat_pool_flatten);
+    tcase_add_test(tg, missing_table_entry_is_an_error);
+    tcase_add_test(tg, residual_and_bias_fusion);
+    tcase_add_test(tg, qdq_nodes_roundtrip);
+    suite_add_tcase(s, tg);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
