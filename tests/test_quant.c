@@ -792,6 +792,105 @@ START_TEST(residual_and_bias_fusion)
 }
 END_TEST
 
+/* x -> Conv1 -> Sigmoid -> Conv2 -> MaxPool -> out: an FP16 island between INT8
+ * ops, and an int8 graph output */
+START_TEST(int8_fp16_boundaries)
+{
+    qf_graph *gs[2];
+    for (int k = 0; k < 2; k++) {
+        rng = 41;
+        qf_graph *g = gs[k] = qf_graph_new("mixed");
+        int x = input(g, "x", 4, (int64_t[]){2, 3, 8, 8});
+        int w1 = weight(g, "w1", 4, (int64_t[]){6, 3, 3, 3}, -0.5f, 0.5f);
+        int w2 = weight(g, "w2", 4, (int64_t[]){4, 6, 3, 3}, -0.5f, 0.5f);
+        int c1 = value(g, "c1"), sg = value(g, "sg"), c2 = value(g, "c2"), out = value(g, "out");
+        conv(g, "conv1", x, w1, -1, c1, 1, 1);
+        op(g, "sigmoid", QF_OP_SIGMOID, 1, (int[]){c1}, sg);
+        conv(g, "conv2", sg, w2, -1, c2, 1, 1);
+        qf_node *p = op(g, "pool", QF_OP_MAX_POOL, 1, (int[]){c2}, out);
+        set_ints(p, "kernel_shape", 2, (int64_t[]){2, 2});
+        set_ints(p, "strides", 2, (int64_t[]){2, 2});
+        output(g, out);
+        prepare(g, 2);
+    }
+    qf_graph *g = gs[1];
+    float *x = random_input(g, 42, -1, 1);
+    qf_calib_table *t = calibrate(g, x);
+    qf_quant_summary sum;
+    ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
+    /* Quantize(x), conv1 (writes f16 for its only reader), sigmoid FP16,
+     * Quantize(sg), conv2, pool (int8), Dequantize to the f32 output */
+    ck_assert_int_eq(sum.conversions, 3);
+    ck_assert_int_eq(sum.nodes[QF_PREC_FP16], 1);
+    ck_assert_int_eq(g->values[qf_graph_find_value(g, "c1")].dtype, QF_F16);
+    ck_assert_int_eq(g->nodes[g->n_nodes - 1].op, QF_OP_DEQUANTIZE_LINEAR);
+    ck_assert_str_eq(g->values[g->nodes[g->n_nodes - 1].out[0]].name, "out");
+    const qf_value *pooled = &g->values[g->nodes[g->n_nodes - 1].in[0]];
+    ck_assert_int_eq(pooled->dtype, QF_I8);
+    ck_assert(pooled->scale == qf_calib_scale(table_amax(t, "c2")));
+    float *y32 = run(gs[0], x, NULL, NULL), *y8 = run(g, x, NULL, NULL);
+    double db = sqnr_db(y32, y8, 2 * 4 * 16);
+    ck_assert_msg(db > 30.0, "SQNR %.1f dB", db);
+    free(x), free(y32), free(y8);
+    qf_calib_table_free(t);
+    qf_graph_free(gs[0]);
+    qf_graph_free(gs[1]);
+}
+END_TEST
+
+/* FP16 keeps FP32 where a calibrated value would overflow half:
+ * x -> Conv (large weights) -> Relu -> Conv (tiny weights) -> Relu -> out */
+START_TEST(fp16_overflow_stays_fp32)
+{
+    qf_graph *gs[2];
+    for (int k = 0; k < 2; k++) {
+        rng = 51;
+        qf_graph *g = gs[k] = qf_graph_new("overflow");
+        int x = input(g, "x", 4, (int64_t[]){1, 2, 4, 4});
+        int w1 = weight(g, "w1", 4, (int64_t[]){3, 2, 3, 3}, 5000.0f, 20000.0f);
+        int w2 = weight(g, "w2", 4, (int64_t[]){2, 3, 3, 3}, 1e-5f, 1e-4f);
+        int c1 = value(g, "c1"), r1 = value(g, "r1"), c2 = value(g, "c2"), out = value(g, "out");
+        conv(g, "conv1", x, w1, -1, c1, 1, 1);
+        op(g, "relu1", QF_OP_RELU, 1, (int[]){c1}, r1);
+        conv(g, "conv2", r1, w2, -1, c2, 1, 1);
+        op(g, "relu2", QF_OP_RELU, 1, (int[]){c2}, out);
+        output(g, out);
+        prepare(g, 1);
+    }
+    qf_graph *g = gs[1];
+    float *x = random_input(g, 52, 0.5f, 1);
+    qf_calib_table *t = calibrate(g, x);
+    ck_assert(table_amax(t, "r1") > 65504.0f);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.precision = QF_PREC_FP16;
+    ck_assert_int_eq(qf_quantize(g, t, &o, NULL), QF_OK);
+    const char *fp32[] = {"conv1", "relu1", "conv2"};
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        if (n->op == QF_OP_CAST) continue;
+        bool want32 = false;
+        for (int k = 0; k < 3; k++) want32 |= strcmp(n->name, fp32[k]) == 0;
+        ck_assert_msg(n->precision == (want32 ? QF_PREC_FP32 : QF_PREC_FP16), "node %s is %s", n->name,
+                      qf_precision_name(n->precision));
+    }
+    float *y32 = run(gs[0], x, NULL, NULL), *y16 = run(g, x, NULL, NULL);
+    for (int i = 0; i < 2 * 16; i++) ck_assert(isfinite(y16[i]));
+    ck_assert_msg(sqnr_db(y32, y16, 2 * 16) > 50.0, "SQNR %.1f dB", sqnr_db(y32, y16, 2 * 16));
+    /* without a table nothing is known to overflow: all FP16, and the result is Inf */
+    qf_graph *blind = gs[0];
+    ck_assert_int_eq(qf_quantize(blind, NULL, &o, NULL), QF_OK);
+    float *yb = run(blind, x, NULL, NULL);
+    bool any_inf = false;
+    for (int i = 0; i < 2 * 16; i++) any_inf |= !isfinite(yb[i]);
+    ck_assert(any_inf);
+    free(x), free(y32), free(y16), free(yb);
+    qf_calib_table_free(t);
+    qf_graph_free(gs[0]);
+    qf_graph_free(gs[1]);
+}
+END_TEST
+
 START_TEST(qdq_nodes_roundtrip)
 {
     /* an imported-style QuantizeLinear with a scale input and a zero point of 0 */
@@ -844,6 +943,8 @@ int main(void)
     tcase_add_test(tg, scales_shared_through_concat_pool_flatten);
     tcase_add_test(tg, missing_table_entry_is_an_error);
     tcase_add_test(tg, residual_and_bias_fusion);
+    tcase_add_test(tg, int8_fp16_boundaries);
+    tcase_add_test(tg, fp16_overflow_stays_fp32);
     tcase_add_test(tg, qdq_nodes_roundtrip);
     suite_add_tcase(s, tg);
     SRunner *sr = srunner_create(s);

@@ -294,6 +294,8 @@ int main(int argc, char **argv)
 	expect_end(igz, img_path);
 	gzclose(igz);
 	igz = open_idx(img_path, IDX3_MAGIC, idims, 3);
+	if (idims[0] != count || idims[1] != rows || idims[2] != cols)
+		die(img_path, "changed while being read");
 
 	// Every class gets its folder, even an empty one, so folder positions stay labels.
 	char path[PATH_MAX], tmp[PATH_MAX];

@@ -1,0 +1,226 @@
+/* Accuracy of quantized real models on real images (../shared/data; the test
+ * skips with 77 when it is absent): ResNet-20 on CIFAR-10 and MobileNetV2 on
+ * ImageNet samples, calibrated on their calibration folders, evaluated on
+ * images never used for calibration, INT8 and FP16 against FP32. Subsets keep
+ * it fast; the full runs are in the issue's notes. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "qforge/qforge.h"
+
+static char data_dir[1024];
+
+static void path(char *buf, size_t n, const char *rel) { snprintf(buf, n, "%s/%s", data_dir, rel); }
+
+#define OK(expr)                                                                                                      \
+    do {                                                                                                              \
+        qf_status st_ = (expr);                                                                                       \
+        ck_assert_msg(st_ == QF_OK, "%s: %s", #expr, qf_error_message());                                             \
+    } while (0)
+
+/* Calibrates g (entropy and the other methods: --method all) on `n` images of dir. */
+static qf_calib_table *calibrate(qf_graph *g, const char *dir, int64_t n, const qf_preprocess *pp)
+{
+    qf_dataset *ds;
+    OK(qf_dataset_open(dir, &ds));
+    qf_dataset_subset(ds, n);
+    qf_calib *c;
+    OK(qf_calib_create(g, NULL, &c));
+    qf_engine_opts eo = {.device = QF_DEVICE_CPU, .observer = qf_calib_observe, .observer_user = c};
+    qf_engine *e;
+    OK(qf_engine_create(g, &eo, &e));
+    qf_loader_options lo = {.batch = g->batch, .threads = 2};
+    qf_loader *l;
+    OK(qf_loader_create(ds, pp, &lo, &l));
+    int cnt;
+    int64_t seen = 0;
+    for (;;) {
+        OK(qf_loader_next(l, qf_engine_input(e, 0), NULL, &cnt));
+        if (!cnt) break;
+        qf_calib_set_batch_valid(c, cnt);
+        OK(qf_engine_run(e));
+        seen += cnt;
+    }
+    qf_loader_free(l);
+    qf_engine_free(e);
+    unsigned methods;
+    double pct;
+    OK(qf_calib_method_parse("all", &methods, &pct));
+    char sha[65];
+    memset(sha, '0', 64);
+    sha[64] = 0;
+    qf_calib_meta meta = {.images = seen, .model_sha256 = sha};
+    qf_calib_table *t;
+    OK(qf_calib_finalize(c, methods, pct, &meta, &t));
+    qf_calib_free(c);
+    qf_dataset_free(ds);
+    return t;
+}
+
+typedef struct result {
+    int images, top1[3], agree[3];
+} result;
+
+static int argmax(const float *y, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (y[i] > y[b]) b = i;
+    return b;
+}
+
+/* Runs FP32, FP16 and INT8 graphs on the same batches of labelled images. */
+static result evaluate(qf_graph *const gs[3], qf_dataset *ds, const qf_preprocess *pp)
+{
+    result r = {0};
+    qf_engine *e[3];
+    qf_engine_opts eo = {.device = QF_DEVICE_CPU};
+    for (int k = 0; k < 3; k++) OK(qf_engine_create(gs[k], &eo, &e[k]));
+    qf_loader_options lo = {.batch = gs[0]->batch, .threads = 2};
+    qf_loader *l;
+    OK(qf_loader_create(ds, pp, &lo, &l));
+    const int nc = (int)gs[0]->values[gs[0]->outputs[0]].dims[1];
+    const size_t in_bytes = qf_value_bytes(&gs[0]->values[gs[0]->inputs[0]]);
+    int *labels = malloc((size_t)gs[0]->batch * sizeof *labels), cnt;
+    for (;;) {
+        OK(qf_loader_next(l, qf_engine_input(e[0], 0), labels, &cnt));
+        if (!cnt) break;
+        for (int k = 1; k < 3; k++) memcpy(qf_engine_input(e[k], 0), qf_engine_input(e[0], 0), in_bytes);
+        for (int k = 0; k < 3; k++) OK(qf_engine_run(e[k]));
+        const float *y32 = qf_engine_output(e[0], 0);
+        for (int i = 0; i < cnt; i++) {
+            int ref = argmax(y32 + i * nc, nc);
+            for (int k = 0; k < 3; k++) {
+                int p = argmax((const float *)qf_engine_output(e[k], 0) + i * nc, nc);
+                r.top1[k] += p == labels[i];
+                r.agree[k] += p == ref;
+            }
+        }
+        r.images += cnt;
+    }
+    free(labels);
+    qf_loader_free(l);
+    for (int k = 0; k < 3; k++) qf_engine_free(e[k]);
+    return r;
+}
+
+/* Loads the model three times and quantizes two copies: FP32, FP16, INT8. */
+static void load_three(const char *model, int batch, const qf_calib_table *t, qf_graph *gs[3])
+{
+    qf_load_opts lo = {.batch = batch};
+    for (int k = 0; k < 3; k++) OK(qf_model_load(model, &lo, &gs[k]));
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.precision = QF_PREC_FP16;
+    OK(qf_quantize(gs[1], t, &o, NULL));
+    o.precision = QF_PREC_INT8;
+    qf_quant_summary s;
+    OK(qf_quantize(gs[2], t, &o, &s));
+    ck_assert_int_gt(s.nodes[QF_PREC_INT8], 0);
+}
+
+static void report(const char *name, const result *r)
+{
+    printf("%s on %d images: top-1 fp32 %.4f fp16 %.4f int8 %.4f; agreement with fp32: fp16 %.4f int8 %.4f\n", name,
+           r->images, (double)r->top1[0] / r->images, (double)r->top1[1] / r->images, (double)r->top1[2] / r->images,
+           (double)r->agree[1] / r->images, (double)r->agree[2] / r->images);
+}
+
+START_TEST(resnet20_cifar10)
+{
+    char model[1100], calib[1100], test[1100];
+    path(model, sizeof model, "cifar10/resnet20.onnx");
+    path(calib, sizeof calib, "cifar10/calib");
+    path(test, sizeof test, "cifar10/test");
+    qf_preprocess pp;
+    qf_preprocess_init(&pp);
+    OK(qf_preprocess_preset(&pp, "cifar10"));
+    pp.width = pp.height = 32;
+    qf_load_opts lo = {.batch = 50};
+    qf_graph *g;
+    OK(qf_model_load(model, &lo, &g));
+    qf_calib_table *t = calibrate(g, calib, 500, &pp);
+    qf_graph_free(g);
+    qf_graph *gs[3];
+    load_three(model, 50, t, gs);
+    qf_dataset *ds;
+    OK(qf_dataset_open(test, &ds));
+    qf_dataset_subset(ds, 1000);
+    OK(qf_dataset_label_folders(ds, NULL));
+    result r = evaluate(gs, ds, &pp);
+    report("ResNet-20", &r);
+    ck_assert_int_eq(r.images, 1000);
+    /* the issue's bars (on all 10,000: INT8 >= FP32 - 0.005, FP16 within 0.001),
+     * with room for the sampling noise of 1,000 images */
+    ck_assert_int_ge(r.top1[2], r.top1[0] - 15);
+    ck_assert_int_le(abs(r.top1[1] - r.top1[0]), 3);
+    ck_assert_int_ge(r.agree[2], 960);
+    ck_assert_int_ge(r.agree[1], 995);
+    for (int k = 0; k < 3; k++) qf_graph_free(gs[k]);
+    qf_dataset_free(ds);
+    qf_calib_table_free(t);
+}
+END_TEST
+
+START_TEST(mobilenetv2_imagenet)
+{
+    char model[1100], calib[1100], val[1100], syn[1100];
+    path(model, sizeof model, "imagenet/mobilenetv2-fp32.onnx");
+    path(calib, sizeof calib, "imagenet/images/calib");
+    path(val, sizeof val, "imagenet/images/val");
+    path(syn, sizeof syn, "imagenet/synsets.txt");
+    qf_preprocess pp;
+    qf_preprocess_init(&pp);
+    OK(qf_preprocess_preset(&pp, "imagenet"));
+    qf_load_opts lo = {.batch = 20};
+    qf_graph *g;
+    OK(qf_model_load(model, &lo, &g));
+    qf_calib_table *t = calibrate(g, calib, 100, &pp);
+    qf_graph_free(g);
+    qf_graph *gs[3];
+    load_three(model, 20, t, gs);
+    qf_dataset *ds;
+    OK(qf_dataset_open(val, &ds));
+    OK(qf_dataset_label_synsets(ds, syn));
+    result r = evaluate(gs, ds, &pp);
+    report("MobileNetV2", &r);
+    ck_assert_int_eq(r.images, 100);
+    /* the bars: INT8 agreement >= 0.95, FP16 >= 0.99 */
+    ck_assert_int_ge(r.agree[2], 95);
+    ck_assert_int_ge(r.agree[1], 99);
+    for (int k = 0; k < 3; k++) qf_graph_free(gs[k]);
+    qf_dataset_free(ds);
+    qf_calib_table_free(t);
+}
+END_TEST
+
+int main(void)
+{
+    const char *top = getenv("top_srcdir");
+    snprintf(data_dir, sizeof data_dir, "%s/../shared/data", top ? top : QF_SRCDIR);
+    char probe[1100];
+    path(probe, sizeof probe, "cifar10/resnet20.onnx");
+    FILE *f = fopen(probe, "rb");
+    if (!f) {
+        printf("no %s: skipped\n", probe);
+        return 77;
+    }
+    fclose(f);
+    Suite *s = suite_create("quant_models");
+    TCase *tc = tcase_create("accuracy");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, resnet20_cifar10);
+    path(probe, sizeof probe, "imagenet/mobilenetv2-fp32.onnx");
+    if ((f = fopen(probe, "rb"))) {
+        fclose(f);
+        tcase_add_test(tc, mobilenetv2_imagenet);
+    }
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
