@@ -1,0 +1,41 @@
+#!/bin/sh
+# The bundled example end to end (`make demo`): Fashion-MNIST test and training
+# images as PNG class folders, calibration on 1000 training images, INT8 and
+# FP16 quantization, and accuracy of FP32, FP16 and INT8 side by side on the
+# 10,000 test images.  Usage: demo.sh BUILD_DIR SRC_DIR
+set -eu
+build=$1
+src=$2
+idx=/usr/share/datasets/fashion-mnist
+qforge=$build/tools/qforge
+model=$src/examples/fashion-mnist/model.onnx
+work=$build/fashion-mnist
+pp="--gray --mean 0.286 --std 0.353"
+
+[ -r "$idx/t10k-images-idx3-ubyte.gz" ] || { echo "demo: $idx not found (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
+mkdir -p "$work"
+for split in t10k:test train:train; do
+  name=${split%%:*} dir=$work/${split#*:}
+  [ -d "$dir" ] || "$build/examples/fashion-mnist/idx2png" "$idx/$name-images-idx3-ubyte.gz" \
+      "$idx/$name-labels-idx1-ubyte.gz" "$dir"
+done
+
+echo "== calibrate on 1000 of the 60,000 training images (every method)"
+"$qforge" calib "$model" --images "$work/train" -n 1000 $pp --method all -o "$work/model.calib" \
+  --report "$work/calib-report.html"
+if [ -x "$qforge" ] && "$qforge" help quant >/dev/null 2>&1; then
+  echo "== quantize"
+  "$qforge" quant "$model" --calib "$work/model.calib" --precision int8 -o "$work/model-int8.qfm"
+  "$qforge" quant "$model" --calib "$work/model.calib" --precision fp16 -o "$work/model-fp16.qfm"
+fi
+echo "== evaluate on the 10,000 test images"
+printf '%-10s %8s %10s %10s\n' precision top1 agreement sqnr_db
+row() { # precision model
+  "$qforge" eval "$2" --images "$work/test" --reference "$model" $pp --quiet --json |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); f=r["reference"]; print("%-10s %8.4f %10.4f %10.1f" % (sys.argv[1], r["top1"], f["agreement"], f["sqnr_db"]))' "$1" 2>/dev/null ||
+  "$qforge" eval "$2" --images "$work/test" --reference "$model" $pp --quiet
+}
+row fp32 "$model"
+[ -f "$work/model-fp16.qfm" ] && row fp16 "$work/model-fp16.qfm"
+[ -f "$work/model-int8.qfm" ] && row int8 "$work/model-int8.qfm"
+echo "calibration report: $work/calib-report.html"
