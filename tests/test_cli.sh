@@ -1,0 +1,72 @@
+#!/bin/sh
+# End-to-end checks of the qforge command on the bundled example: exit codes
+# and one-line errors for bad input, calibration tables identical across batch
+# sizes and thread counts, eval's JSON. Needs dataset-fashion-mnist (exit 77 without).
+set -u
+: "${QFORGE:?}" "${top_srcdir:?}" "${top_builddir:?}"
+idx=/usr/share/datasets/fashion-mnist
+[ -r "$idx/t10k-images-idx3-ubyte.gz" ] || { echo "no $idx: skipped"; exit 77; }
+model=$top_srcdir/examples/fashion-mnist/model.onnx
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass() { echo "ok   $1"; }
+fail() { echo "FAIL $1"; fails=$((fails + 1)); }
+pp="--gray --mean 0.286 --std 0.353"
+
+# expect STATUS PATTERN DESCRIPTION -- CMD...: exit status and a stderr line matching PATTERN
+expect() {
+  want=$1 pat=$2 what=$3
+  shift 4
+  "$@" > "$tmp/out" 2> "$tmp/err"
+  got=$?
+  lines=$(wc -l < "$tmp/err")
+  if [ "$got" = "$want" ] && grep -q -- "$pat" "$tmp/err" && [ "$lines" -le 2 ]; then pass "$what"
+  else fail "$what (exit $got, want $want; stderr: $(head -c 300 "$tmp/err"))"; fi
+}
+
+"$top_builddir/examples/fashion-mnist/idx2png" "$idx/t10k-images-idx3-ubyte.gz" "$idx/t10k-labels-idx1-ubyte.gz" \
+  "$tmp/test" > /dev/null || { echo "idx2png failed"; exit 1; }
+
+# ---- bad input: one line naming the culprit, exit 1 (2 for usage) -------------------
+mkdir -p "$tmp/empty"
+expect 1 "$tmp/empty" "empty folder" -- "$QFORGE" eval "$model" --images "$tmp/empty" $pp
+expect 1 "no-such.onnx" "missing model" -- "$QFORGE" info "$tmp/no-such.onnx"
+expect 2 "--bogus" "unknown option" -- "$QFORGE" eval "$model" --images "$tmp/test" --bogus
+expect 2 "unknown command" "unknown command" -- "$QFORGE" frobnicate
+expect 2 "batch" "bad --batch value" -- "$QFORGE" eval "$model" --images "$tmp/test" --batch 0
+head -c 700 "$model" > "$tmp/truncated.onnx"
+expect 1 "truncated.onnx" "truncated ONNX" -- "$QFORGE" info "$tmp/truncated.onnx"
+mkdir -p "$tmp/badimg/0_a"
+cp "$tmp/test/0_tshirt_top/00019.png" "$tmp/badimg/0_a/good.png"
+head -c 60 "$tmp/test/0_tshirt_top/00019.png" > "$tmp/badimg/0_a/cut.png"
+expect 1 "cut.png" "--strict stops at a corrupt image" -- "$QFORGE" eval "$model" --images "$tmp/badimg" $pp --strict
+"$QFORGE" eval "$model" --images "$tmp/badimg" $pp --json > "$tmp/skip.json" 2> "$tmp/skip.err"
+if grep -q '"images": 1,' "$tmp/skip.json" && grep -q '"skipped": 1' "$tmp/skip.json" && grep -q cut.png "$tmp/skip.err"
+then pass "corrupt image skipped with a warning naming it"; else fail "corrupt image skip ($(cat "$tmp/skip.err"))"; fi
+expect 1 "size\|channels\|crop\|28" "preprocessing that does not fit the model" -- \
+  "$QFORGE" eval "$model" --images "$tmp/test" -n 4 --preset imagenet
+printf 'qforge-calib 1\ngarbage here\n' > "$tmp/garbage.calib"
+if "$QFORGE" help quant > /dev/null 2>&1; then
+  expect 1 "garbage.calib" "garbage calibration table" -- "$QFORGE" quant "$model" --calib "$tmp/garbage.calib" -o "$tmp/x.qfm"
+  [ ! -e "$tmp/x.qfm" ] && pass "no partial .qfm left" || fail "partial .qfm left behind"
+fi
+
+# ---- calibration tables are identical across batch sizes and thread counts -----------
+"$QFORGE" calib "$model" --images "$tmp/test" -n 300 $pp --method all --batch 32 --threads 2 -o "$tmp/a.calib" --quiet &&
+"$QFORGE" calib "$model" --images "$tmp/test" -n 300 $pp --method all --batch 7 --threads 1 -o "$tmp/b.calib" --quiet
+if cmp -s "$tmp/a.calib" "$tmp/b.calib" && grep -q '^images 300$' "$tmp/a.calib"; then pass "calib table bit-identical (batch 32/2 threads vs batch 7/1 thread)"
+else fail "calib tables differ across batch/threads"; fi
+"$QFORGE" calib "$model" --images "$tmp/test" -n 300 $pp --method minmax --trt-cache "$tmp/c.cache" -o "$tmp/c.calib" --quiet
+if head -1 "$tmp/c.cache" | grep -q '^TRT-[0-9]*-MinMaxCalibration$' && grep -Eq '^input: [0-9a-f]{8}$' "$tmp/c.cache"
+then pass "TensorRT cache format"; else fail "TensorRT cache format"; fi
+
+# ---- eval JSON: accuracy of the example on an evenly spaced subset ----------------------
+"$QFORGE" eval "$model" --images "$tmp/test" -n 500 $pp --json --reference "$model" > "$tmp/eval.json"
+top1=$(sed -n 's/.*"top1": \([0-9.]*\).*/\1/p' "$tmp/eval.json" | head -1)
+agree=$(sed -n 's/.*"agreement": \([0-9.]*\).*/\1/p' "$tmp/eval.json")
+if awk -v t="$top1" -v a="$agree" 'BEGIN { exit !(t >= 0.90 && t <= 0.97 && a == 1) }'; then pass "eval top1 $top1, agreement $agree"
+else fail "eval json: $(cat "$tmp/eval.json")"; fi
+
+echo "test_cli: $fails failure(s)"
+[ "$fails" = 0 ]
