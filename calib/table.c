@@ -1,10 +1,9 @@
-/* table.calib (qforge-calib(5)) writing and strict reading, the TensorRT calibration
- * cache, and the all-or-nothing file writer every calib/ output goes through.
- * The reader accepts exactly what the writer produces: anything else is an error
+/* table.calib (qforge-calib(5)) writing and strict reading and the TensorRT
+ * calibration cache; every output goes through the all-or-nothing writer of
+ * lib/atomic_file.c. The reader accepts exactly what the writer produces: anything else is an error
  * naming the line, because a silently misread threshold ruins a model quietly. */
 #include "calib_internal.h"
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -12,71 +11,6 @@
 #define TABLE_MAGIC "qforge-calib"
 #define TABLE_MAX_BYTES ((size_t)256 << 20)  /* QF_MAX_VALUES lines of ~600 bytes */
 #define TRT_VERSION "8601"                  /* TensorRT 8.6.1, the cache header it writes */
-
-/* ---- all-or-nothing writes --------------------------------------------------------- */
-
-qf_status qfi_atomic_open(qfi_atomic_file *af, const char *path)
-{
-    memset(af, 0, sizeof *af);
-    af->path = path;
-    size_t len = strlen(path) + 48;
-    af->tmp = malloc(len);
-    if (!af->tmp) return qf_error(QF_ERR_NOMEM, "%s: out of memory", path);
-    // open(O_EXCL) on a fresh name rather than mkstemp(): the file gets the
-    // permissions umask gives a normal new file, not mkstemp's 0600.
-    static _Atomic unsigned counter;
-    int fd = -1;
-    for (int tries = 0; tries < 100 && fd < 0; tries++) {
-        snprintf(af->tmp, len, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-        fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        qf_status st = qf_error(QF_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(af->tmp);
-        af->tmp = NULL;
-        return st;
-    }
-    af->f = fdopen(fd, "w");
-    if (!af->f) {
-        qf_status st = qf_error(QF_ERR_IO, "%s: %s", path, strerror(errno));
-        close(fd);
-        unlink(af->tmp);
-        free(af->tmp);
-        af->tmp = NULL;
-        return st;
-    }
-    return QF_OK;
-}
-
-void qfi_atomic_abort(qfi_atomic_file *af)
-{
-    if (af->f) fclose(af->f);
-    if (af->tmp) {
-        unlink(af->tmp);
-        free(af->tmp);
-    }
-    af->f = NULL;
-    af->tmp = NULL;
-}
-
-qf_status qfi_atomic_commit(qfi_atomic_file *af)
-{
-    int err = 0;
-    errno = 0;
-    if (fflush(af->f) != 0 || ferror(af->f)) err = errno ? errno : EIO;
-    if (!err && fsync(fileno(af->f)) != 0) err = errno;
-    if (fclose(af->f) != 0 && !err) err = errno ? errno : EIO;
-    af->f = NULL;
-    if (!err && rename(af->tmp, af->path) != 0) err = errno;
-    if (err) {
-        qfi_atomic_abort(af);
-        return qf_error(QF_ERR_IO, "%s: write failed: %s", af->path, strerror(err));
-    }
-    free(af->tmp);
-    af->tmp = NULL;
-    return QF_OK;
-}
 
 /* ---- table helpers --------------------------------------------------------------------- */
 
@@ -185,15 +119,6 @@ static void put_escaped(FILE *f, const char *s, bool escape_space)
         else
             fputc(ch, f);
     }
-}
-
-bool qfi_is_sha256_hex(const char *s)
-{
-    size_t n = s ? strnlen(s, 65) : 0;
-    if (n != 64) return false;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
-    return true;
 }
 
 static bool valid_amax(float a)

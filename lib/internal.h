@@ -155,6 +155,40 @@ void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, c
 void qfi_requantize(const qfi_requant *rq, const int32_t *acc, const int8_t *res, int64_t n, int64_t ch,
                     int64_t ch_step, void *y);
 
+/* ---- files ------------------------------------------------------------------------ */
+/* Writing a file all or nothing (lib/atomic_file.c): the data goes to a
+ * temporary file beside `path` (same folder, so rename() is atomic), which
+ * replaces `path` only once every write, flush and sync succeeded; on failure
+ * it is removed. */
+typedef struct qfi_atomic_file {
+    FILE *f;
+    char *tmp;
+    const char *path;
+} qfi_atomic_file;
+
+qf_status qfi_atomic_open(qfi_atomic_file *af, const char *path);
+/* Closes and renames; on any error removes the temporary and fails naming `path`. */
+qf_status qfi_atomic_commit(qfi_atomic_file *af);
+/* Closes and removes the temporary (after an error of the caller's). */
+void qfi_atomic_abort(qfi_atomic_file *af);
+
+/* 64 lowercase hex digits (a SHA-256 as tables and .qfm files store it; lib/sha256.c). */
+bool qfi_is_sha256_hex(const char *s);
+
+/* ---- graph passes for stored graphs (lib/passes.c) ----------------------------------- */
+/* Re-infers every shape of a prepared (possibly quantized) graph at `batch`:
+ * sets the inputs' dim 0, lets Reshapes whose constant target hard-codes the
+ * old batch copy dim 0 instead, and runs each node's infer in order. FP16 and
+ * INT8 nodes whose infer only knows f32 see their f16/i8 data as f32 (as
+ * runtime/cpu/lowp.c shows it to their kernels); every output keeps its stored
+ * dtype and scale, and an infer that disagrees with the stored dtype is an
+ * error. On failure the graph is unusable. */
+qf_status qfi_graph_rebatch(qf_graph *g, int batch);
+/* Rewrites every Reshape whose constant target hard-codes the graph's batch
+ * (shape[0] == g->batch on a batched input) to copy dim 0 instead (ONNX's 0),
+ * so a stored graph runs at any batch. Shapes do not change. */
+qf_status qfi_graph_free_batch(qf_graph *g);
+
 /* ---- threads ---------------------------------------------------------------------- */
 /* Calls fn(arg, i) for i in [0, n) on up to `threads` threads (0 = all cores). */
 void qfi_parallel_for(int threads, int64_t n, void (*fn)(void *arg, int64_t i), void *arg);

@@ -166,16 +166,20 @@ static void remove_identities(qf_graph *g)
 
 /* ---- shape inference and constant folding -------------------------------------------- */
 
-/* A Reshape whose constant target hard-codes the batch the model was exported
- * with (e.g. [1, 64] before a Gemm) is rewritten to copy dim 0 from its input
- * (ONNX's 0), so the model runs at any batch. */
-static qf_status fix_reshape_batch(qf_graph *g, qf_node *n, int64_t declared_batch)
+/* A Reshape whose constant target hard-codes a batch `fixed` (the one the
+ * model was exported or stored with, e.g. [1, 64] before a Gemm) while its
+ * input is batched is rewritten to copy dim 0 from its input (ONNX's 0), so
+ * the model runs at any batch. At the batch the target was made for, the
+ * output shape is the same either way. */
+static qf_status fix_reshape_batch(qf_graph *g, qf_node *n, int64_t fixed)
 {
     if (n->op != QF_OP_RESHAPE || n->n_in < 2 || n->in[1] < 0) return QF_OK;
     qf_value *x = &g->values[n->in[0]], *sv = &g->values[n->in[1]];
     if (!(sv->flags & QF_VALUE_CONST) || sv->dtype != QF_I64 || sv->ndim != 1 || sv->dims[0] < 1) return QF_OK;
     int64_t *s = sv->data;
-    if (x->ndim < 1 || x->dims[0] != g->batch || s[0] != declared_batch || s[0] == g->batch) return QF_OK;
+    if (x->ndim < 1 || x->dims[0] != g->batch || s[0] != fixed) return QF_OK;
+    /* with allowzero a 0 is a zero-sized dim, not a copy */
+    if (qfi_attr_int(n, "allowzero", 0) != 0) return QF_OK;
     /* per-sample sizes must agree, else this is not a batch-preserving reshape */
     int64_t per_in = x->dims[0] ? qf_value_numel(x) / x->dims[0] : 0, per_out = 1;
     bool has_infer = false;
@@ -233,6 +237,35 @@ static qf_status fold_node(qf_graph *g, qf_node *n)
     return QF_OK;
 }
 
+/* Runs node n's shape inference; ops name the node themselves, the file is
+ * added when they did not. */
+static qf_status infer_node(qf_graph *g, qf_node *n)
+{
+    qf_status st = qfi_ops[n->op].infer(g, n);
+    if (st != QF_OK) {
+        const char *msg = qf_error_message();
+        if (strncmp(msg, g->source, strlen(g->source)) != 0) qf_error_prefix(st, "%s", g->source);
+    }
+    return st;
+}
+
+/* After inference: every output has a concrete shape of a sane size. */
+static qf_status check_outputs(const qf_graph *g, const qf_node *n)
+{
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k] < 0) continue;
+        const qf_value *v = &g->values[n->out[k]];
+        for (int d = 0; d < v->ndim; d++)
+            if (v->dims[d] < 0)
+                return qf_error(QF_ERR_INVALID, "%s: node %s: could not infer dim %d of %s", g->source, n->name, d,
+                                v->name);
+        if (qf_value_bytes(v) > (size_t)QF_MAX_TENSOR_BYTES)
+            return qf_error(QF_ERR_NOMEM, "%s: node %s: tensor %s would need %zu bytes", g->source, n->name, v->name,
+                            qf_value_bytes(v));
+    }
+    return QF_OK;
+}
+
 static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
 {
     for (int i = 0; i < g->n_nodes; i++) {
@@ -245,31 +278,99 @@ static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
                     return qf_error(QF_ERR_INVALID, "%s: node %s: input %s has unknown dim %d", g->source, n->name,
                                     v->name, d);
         }
-        QF_CHECK(fix_reshape_batch(g, n, declared_batch));
-        qf_status st = qfi_ops[n->op].infer(g, n);
-        if (st != QF_OK) {
-            const char *msg = qf_error_message();
-            /* ops name the node themselves; add the file when they did not */
-            if (strncmp(msg, g->source, strlen(g->source)) != 0) qf_error_prefix(st, "%s", g->source);
-            return st;
-        }
-        for (int k = 0; k < n->n_out; k++) {
-            if (n->out[k] < 0) continue;
-            qf_value *v = &g->values[n->out[k]];
-            for (int d = 0; d < v->ndim; d++)
-                if (v->dims[d] < 0)
-                    return qf_error(QF_ERR_INVALID, "%s: node %s: could not infer dim %d of %s", g->source,
-                                    n->name, d, v->name);
-            if (qf_value_bytes(v) > (size_t)QF_MAX_TENSOR_BYTES)
-                return qf_error(QF_ERR_NOMEM, "%s: node %s: tensor %s would need %zu bytes", g->source, n->name,
-                                v->name, qf_value_bytes(v));
-        }
+        if (declared_batch != g->batch) QF_CHECK(fix_reshape_batch(g, n, declared_batch));
+        QF_CHECK(infer_node(g, n));
+        QF_CHECK(check_outputs(g, n));
         if (node_foldable(g, n)) {
             QF_CHECK(fold_node(g, n));
             kill_node(n);
         }
     }
     compact(g);
+    return QF_OK;
+}
+
+/* ---- shapes of stored graphs at another batch ------------------------------------------- */
+
+/* Whether node n's infer must see its f16/i8 data as f32: exactly the nodes the
+ * CPU engine runs through an FP32 kernel (runtime/cpu/lowp.c), i.e. FP16/INT8
+ * nodes whose op does not handle that precision natively. */
+static bool infers_as_f32(const qf_node *n)
+{
+    return n->precision != QF_PREC_FP32 && !(qfi_ops[n->op].cpu_native & (1u << n->precision));
+}
+
+/* Values such a node sees relabelled f32 (lowp.c's view): f16/i8 activations and f16 constants. */
+static bool shown_as_f32(const qf_value *v)
+{
+    return v->dtype == QF_F16 || (v->dtype == QF_I8 && !(v->flags & QF_VALUE_CONST));
+}
+
+/* Infers node n of a stored graph; its outputs keep the dtypes and scales they
+ * were stored with, which must agree with what the op infers. */
+static qf_status infer_stored(qf_graph *g, qf_node *n)
+{
+    enum { MAX_IO = 64 };
+    if (n->n_in > MAX_IO || n->n_out > MAX_IO)
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s has more than %d inputs or outputs", g->source, n->name,
+                        MAX_IO);
+    qf_dtype in_dt[MAX_IO], out_dt[MAX_IO];
+    float out_scale[MAX_IO];
+    const bool f32_view = infers_as_f32(n);
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k] < 0) continue;
+        out_dt[k] = g->values[n->out[k]].dtype;
+        out_scale[k] = g->values[n->out[k]].scale;
+    }
+    if (f32_view)
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] < 0) continue;
+            qf_value *v = &g->values[n->in[k]];
+            in_dt[k] = v->dtype;
+            if (shown_as_f32(v)) v->dtype = QF_F32;
+        }
+    qf_status st = infer_node(g, n);
+    if (f32_view) /* backwards, so an input read twice gets its own dtype back last */
+        for (int k = n->n_in - 1; k >= 0; k--)
+            if (n->in[k] >= 0) g->values[n->in[k]].dtype = in_dt[k];
+    for (int k = 0; k < n->n_out && st == QF_OK; k++) {
+        if (n->out[k] < 0) continue;
+        qf_value *v = &g->values[n->out[k]];
+        qf_value stored = {.dtype = out_dt[k], .flags = v->flags};
+        qf_dtype expect = f32_view && shown_as_f32(&stored) ? QF_F32 : out_dt[k];
+        if (v->dtype != expect)
+            st = qf_error(QF_ERR_INVALID, "%s: node %s (%s): output %s is stored as %s but the op gives %s",
+                          g->source, n->name, qf_op_name(n->op), v->name, qf_dtype_info(out_dt[k])->name,
+                          qf_dtype_info(v->dtype)->name);
+        v->dtype = out_dt[k];
+        v->scale = out_scale[k];
+    }
+    return st;
+}
+
+qf_status qfi_graph_rebatch(qf_graph *g, int batch)
+{
+    if (batch < 1) return qf_error(QF_ERR_USAGE, "%s: batch size %d must be positive", g->source, batch);
+    const int64_t old = g->batch;
+    g->batch = batch;
+    for (int i = 0; i < g->n_inputs; i++) {
+        qf_value *v = &g->values[g->inputs[i]];
+        if (v->ndim > 0) v->dims[0] = batch;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *n = &g->nodes[i];
+        if (old != batch) QF_CHECK(fix_reshape_batch(g, n, old));
+        QF_CHECK(infer_stored(g, n));
+        QF_CHECK(check_outputs(g, n));
+    }
+    return QF_OK;
+}
+
+qf_status qfi_graph_free_batch(qf_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) QF_CHECK(fix_reshape_batch(g, &g->nodes[i], g->batch));
+    /* the hard-coded targets may now be unused */
+    qfi_drop_unused_constants(g);
     return QF_OK;
 }
 

@@ -115,3 +115,12 @@ qf_status qf_sha256_file(const char *path, char hex[65])
     qf_sha256_hex(d, hex);
     return QF_OK;
 }
+
+bool qfi_is_sha256_hex(const char *s)
+{
+    size_t n = s ? strnlen(s, 65) : 0;
+    if (n != 64) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+    return true;
+}

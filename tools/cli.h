@@ -74,5 +74,6 @@ int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_calib(int argc, char **argv);
+int cmd_quant(int argc, char **argv);
 
 #endif

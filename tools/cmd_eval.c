@@ -25,10 +25,38 @@ typedef struct scored {
     int classes;
 } scored;
 
-static qf_status scored_open(scored *s, const char *path, int batch, const qf_engine_opts *eo)
+/* True when the file starts with the .qfm magic (a quantized model). */
+static bool is_qfm(const char *path)
+{
+    char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    size_t n = fread(magic, 1, 4, f);
+    fclose(f);
+    return n == 4 && memcmp(magic, "QFM", 4) == 0;
+}
+
+/* Loads a model for evaluation at `precision`: an ONNX model is FP32 or, with
+ * fp16, rewritten to FP16 here (INT8 needs calibration: use qforge quant); a
+ * .qfm runs at the precisions stored in it. */
+static qf_status scored_open(scored *s, const char *path, int batch, const char *precision, const qf_engine_opts *eo)
 {
     memset(s, 0, sizeof *s);
+    qf_precision p = QF_PREC_FP32;
+    bool qfm = is_qfm(path);
+    if (precision && !qfm) {
+        QF_CHECK_CLI(qf_precision_parse(precision, &p));
+        if (p == QF_PREC_INT8)
+            return qf_error(QF_ERR_USAGE, "%s: --precision int8 needs a calibrated model: run qforge calib and "
+                            "qforge quant, then evaluate the .qfm", path);
+    }
     QF_CHECK_CLI(cli_load_model(path, batch, &s->g));
+    if (p != QF_PREC_FP32) {
+        qf_quant_opts qo;
+        qf_quant_opts_init(&qo);
+        qo.precision = p;
+        QF_CHECK_CLI(qf_quantize(s->g, NULL, &qo, NULL));
+    }
     if (s->g->n_outputs < 1) return qf_error(QF_ERR_INVALID, "%s: model has no output", path);
     const qf_value *out = &s->g->values[s->g->outputs[0]];
     if (out->dtype != QF_F32 || out->ndim < 1 || out->dims[0] != batch)
@@ -52,6 +80,23 @@ static int rank_of(const float *x, int n, int label)
     return r;
 }
 
+/* "fp32", "fp16", "int8" or "mixed": what the loaded graph computes in. */
+static const char *model_precision(const qf_graph *g)
+{
+    int seen[QF_PRECISION_COUNT] = {0}, kinds = 0;
+    qf_precision last = QF_PREC_FP32;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_op op = g->nodes[i].op;
+        if (op == QF_OP_QUANTIZE_LINEAR || op == QF_OP_DEQUANTIZE_LINEAR || op == QF_OP_CAST) continue;
+        qf_precision p = g->nodes[i].precision;
+        if (!seen[p]++) kinds++;
+        last = p;
+    }
+    /* an INT8 model keeps a few FP16/FP32 nodes: name it by its lowest precision */
+    if (seen[QF_PREC_INT8]) return "int8";
+    return kinds <= 1 ? qf_precision_name(last) : seen[QF_PREC_FP16] ? "fp16" : "fp32";
+}
+
 static void tally(scored *s, const float *scores, int label)
 {
     if (label < 0 || label >= s->classes) return;
@@ -72,7 +117,7 @@ int cmd_eval(int argc, char **argv)
     image_opts io;
     image_opts_init(&io);
     io.want_folder_labels = true;
-    const char *model = NULL, *reference = NULL, *precision = "fp32", *device = "cpu";
+    const char *model = NULL, *reference = NULL, *precision = NULL, *device = "cpu";
     int batch = 32;
     bool json = false;
     for (int i = 1; i < argc;) {
@@ -107,8 +152,6 @@ int cmd_eval(int argc, char **argv)
     }
     if (!model) return cli_usage_error("eval", "missing MODEL");
     if (!io.images) return cli_usage_error("eval", "missing --images DIR");
-    if (strcmp(precision, "fp32") != 0)
-        return cli_usage_error("eval", "--precision %s is not available yet for ONNX models (fp32 only)", precision);
     qf_engine_opts eo = {0};
     if (qf_device_parse(device, &eo.device, &eo.device_index) != QF_OK) return cli_fail(QF_ERR_USAGE);
 
@@ -118,8 +161,8 @@ int cmd_eval(int argc, char **argv)
     float *in = NULL;
     int *labels = NULL;
     int rc = EXIT_FAIL;
-    qf_status st = scored_open(&m, model, batch, &eo);
-    if (st == QF_OK && reference) st = scored_open(&ref, reference, batch, &eo);
+    qf_status st = scored_open(&m, model, batch, precision, &eo);
+    if (st == QF_OK && reference) st = scored_open(&ref, reference, batch, NULL, &eo);
     if (st == QF_OK && reference && ref.classes != m.classes)
         st = qf_error(QF_ERR_INVALID, "%s has %d outputs per image but %s has %d", model, m.classes, reference,
                       ref.classes);
@@ -186,10 +229,11 @@ int cmd_eval(int argc, char **argv)
     double sqnr = noise > 0 ? 10 * log10(sig / noise) : 300.0;
     if (sqnr > 300.0) sqnr = 300.0;
     double ips = secs > 0 ? images / secs : 0;
+    const char *precision_label = model_precision(m.g);
     if (json) {
         printf("{\"model\": ");
         json_string(stdout, model);
-        printf(", \"precision\": \"%s\", \"device\": \"%s\", \"images\": %lld, ", precision, device, (long long)images);
+        printf(", \"precision\": \"%s\", \"device\": \"%s\", \"images\": %lld, ", precision_label, device, (long long)images);
         json_frac("top1", m.top1, images, labeled, true);
         json_frac("top5", m.top5, images, labeled, true);
         if (reference) {
@@ -202,7 +246,7 @@ int cmd_eval(int argc, char **argv)
         }
         printf("\"skipped\": %lld, \"images_per_second\": %.1f}\n", (long long)skipped, ips);
     } else {
-        printf("model      %s (%s, %s)\nimages     %lld", model, precision, device, (long long)images);
+        printf("model      %s (%s, %s)\nimages     %lld", model, precision_label, device, (long long)images);
         if (skipped) printf(" (%lld skipped)", (long long)skipped);
         printf("\n");
         if (labeled)

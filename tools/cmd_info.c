@@ -1,5 +1,6 @@
 /* qforge info MODEL: what a model is -- inputs and outputs with shapes, op
- * counts, parameter count and FLOPs per image. */
+ * counts, parameter count and FLOPs per image; for a quantized .qfm also its
+ * provenance, preprocessing, precision per node and quantization parameters. */
 #include "config.h"
 #include "cli.h"
 #include <getopt.h>
@@ -9,8 +10,10 @@
 static const char info_help[] =
     "usage: qforge info MODEL [--nodes]\n"
     "  Prints the model's inputs and outputs with shapes (at batch 1), op counts,\n"
-    "  parameter count and FLOPs per image.\n"
-    "  --nodes   also list every node with its op and output shape\n";
+    "  parameter count and FLOPs per image. MODEL is ONNX or a quantized .qfm; for\n"
+    "  a .qfm also where it came from, its preprocessing and nodes per precision.\n"
+    "  --nodes   also list every node with its op and output shape (.qfm: its\n"
+    "            precision, fused activation, output scale and weight scale range)\n";
 
 static void print_shape(const qf_value *v)
 {
@@ -24,6 +27,70 @@ static void print_value(const char *role, const qf_value *v)
     printf("%-8s %-24s %-5s ", role, v->name, qf_dtype_info(v->dtype)->name);
     print_shape(v);
     printf("\n");
+}
+
+/* .qfm provenance and preprocessing. */
+static void print_meta(const qf_qfm_meta *m)
+{
+    printf("format   qforge .qfm written by qforge %s: --precision %s, stored at batch %d\n",
+           m->tool_version[0] ? m->tool_version : "?", qf_precision_name(m->precision), m->batch);
+    printf("source   sha256 %s\n", m->source_sha256[0] ? m->source_sha256 : "(unknown)");
+    if (m->calib_method[0]) printf("calibrated %s on %lld images\n", m->calib_method, (long long)m->calib_images);
+    else printf("calibrated (no table)\n");
+    printf("preprocess %s\n", m->preprocess[0] ? m->preprocess : "(none recorded)");
+}
+
+static bool is_conversion(qf_op op)
+{
+    return op == QF_OP_QUANTIZE_LINEAR || op == QF_OP_DEQUANTIZE_LINEAR || op == QF_OP_CAST;
+}
+
+static void print_precisions(const qf_graph *g)
+{
+    int count[QF_PRECISION_COUNT] = {0}, conversions = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (is_conversion(g->nodes[i].op)) conversions++;
+        else if ((unsigned)g->nodes[i].precision < QF_PRECISION_COUNT) count[g->nodes[i].precision]++;
+    }
+    printf("precision");
+    for (int p = QF_PRECISION_COUNT - 1; p >= 0; p--)
+        printf(" %s %d%s", qf_precision_name((qf_precision)p), count[p], p ? "," : ";");
+    printf(" conversions %d\n", conversions);
+}
+
+/* The quantization columns of a .qfm node line: precision, fused activation,
+ * output dtype and scale, per-channel weight scale range of INT8 compute ops. */
+static void print_quant_columns(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *y = &g->values[n->out[0]];
+    char shape[96];
+    int at = snprintf(shape, sizeof shape, "[");
+    for (int d = 0; d < y->ndim && at < (int)sizeof shape; d++)
+        at += snprintf(shape + at, sizeof shape - (size_t)at, "%s%lld", d ? "," : "", (long long)y->dims[d]);
+    if (at < (int)sizeof shape) snprintf(shape + at, sizeof shape - (size_t)at, "]");
+    printf("%-14s %-4s %-3s", shape, qf_precision_name(n->precision), qf_dtype_info(y->dtype)->name);
+    if (y->dtype == QF_I8) printf(" scale %.6g", (double)y->scale);
+    switch (n->act) {
+    case QF_ACT_RELU: printf(" +relu"); break;
+    case QF_ACT_CLIP: printf(" +clip[%g,%g]", (double)n->act_lo, (double)n->act_hi); break;
+    default: break;
+    }
+    /* INT8 Conv/Gemm/MatMul: inputs x, w, bias, per-channel weight scales (, residual) */
+    bool anchor = n->op == QF_OP_CONV || n->op == QF_OP_GEMM || n->op == QF_OP_MATMUL;
+    if (anchor && n->precision == QF_PREC_INT8 && n->n_in > 3 && n->in[3] >= 0) {
+        const qf_value *s = &g->values[n->in[3]];
+        const float *sd = s->data;
+        int64_t cnt = qf_value_numel(s);
+        if (sd && s->dtype == QF_F32 && cnt > 0) {
+            float lo = sd[0], hi = sd[0];
+            for (int64_t c = 1; c < cnt; c++) {
+                lo = sd[c] < lo ? sd[c] : lo;
+                hi = sd[c] > hi ? sd[c] : hi;
+            }
+            printf(" w-scale[%lld] %.4g..%.4g", (long long)cnt, (double)lo, (double)hi);
+        }
+        if (n->n_in > 4 && n->in[4] >= 0) printf(" +residual");
+    }
 }
 
 static void print_count(const char *label, double x)
@@ -52,25 +119,35 @@ int cmd_info(int argc, char **argv)
     if (optind != argc - 1) return cli_usage_error("info", "expects exactly one MODEL");
     const char *path = argv[optind];
     qf_graph *g;
-    qf_load_opts lo = {.batch = 1};
-    qf_status st = qf_model_load(path, &lo, &g);
+    qf_qfm_meta meta;
+    const bool qfm = qf_qfm_probe(path);
+    qf_status st;
+    if (qfm) {
+        st = qf_qfm_read(path, 1, &g, &meta);
+    } else {
+        qf_load_opts lo = {.batch = 1};
+        st = qf_model_load(path, &lo, &g);
+    }
     if (st != QF_OK) return cli_fail(st);
 
     qf_graph_stats s;
     qf_graph_stats_compute(g, &s);
     printf("model    %s (opset %lld)\n", path, (long long)g->opset);
+    if (qfm) print_meta(&meta);
     for (int i = 0; i < g->n_inputs; i++) print_value("input", &g->values[g->inputs[i]]);
     for (int i = 0; i < g->n_outputs; i++) print_value("output", &g->values[g->outputs[i]]);
     printf("nodes    %d\n", g->n_nodes);
     for (int op = 0; op < QF_OP_COUNT; op++)
         if (s.op_count[op]) printf("  %-20s %d\n", qf_op_name((qf_op)op), s.op_count[op]);
+    if (qfm) print_precisions(g);
     print_count("parameters", (double)s.params);
     print_count("FLOPs per image", (double)s.flops);
     if (nodes) {
         for (int i = 0; i < g->n_nodes; i++) {
             const qf_node *n = &g->nodes[i];
             printf("%4d %-20s %-32s -> ", i, qf_op_name(n->op), n->name);
-            print_shape(&g->values[n->out[0]]);
+            if (qfm) print_quant_columns(g, n);
+            else print_shape(&g->values[n->out[0]]);
             printf("\n");
         }
     }

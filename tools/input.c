@@ -8,6 +8,8 @@
 
 qf_status cli_load_model(const char *path, int batch, qf_graph **out)
 {
+    /* a .qfm is known by its magic, whatever its name; anything else is read as ONNX */
+    if (qf_qfm_probe(path)) return qf_qfm_read(path, batch, out, NULL);
     qf_load_opts lo = {.batch = batch};
     return qf_model_load(path, &lo, out);
 }

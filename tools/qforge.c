@@ -21,6 +21,7 @@ typedef struct {
 static const command commands[] = {
     {"info", cmd_info, "graph summary: inputs/outputs, op counts, parameters, FLOPs per image"},
     {"calib", cmd_calib, "histogram activations on images, choose INT8 thresholds (table.calib)"},
+    {"quant", cmd_quant, "rewrite a model to INT8/FP16 with a calibration table, write a .qfm"},
     {"eval", cmd_eval, "accuracy on a folder of images, agreement with a reference model"},
     {"run", cmd_run, "classify images, print the top K classes"},
 };

@@ -1,5 +1,7 @@
 """Shared helpers for peer scripts: image loading with the same preprocessing
-qforge's presets use (PIL bilinear resize, torchvision-style center crop)."""
+qforge's presets use (PIL bilinear resize, torchvision-style center crop),
+labels as `qforge eval` assigns them, a calibration reader for ONNX Runtime's
+quantize_static, and top-1 prediction with an onnxruntime session."""
 import os
 import numpy as np
 from PIL import Image
@@ -36,3 +38,71 @@ def load(path, preset):
     x = np.asarray(img, dtype=np.float32) / 255.0
     x = (x - np.array(p["mean"], np.float32)) / np.array(p["std"], np.float32)
     return x.transpose(2, 0, 1)[None].astype(np.float32)
+
+
+def load_all(files, preset):
+    """Every image of files preprocessed, as one (N,C,H,W) float32 array."""
+    return np.concatenate([load(f, preset) for f in files], axis=0)
+
+
+def folder_labels(files, folder):
+    """Class index of each file: the position of its first sub-folder of
+    `folder` in sorted order (qforge eval's class sub-folders)."""
+    top = [os.path.relpath(f, folder).split(os.sep)[0] for f in files]
+    classes = sorted(set(top))
+    return np.array([classes.index(t) for t in top], np.int64)
+
+
+def synset_labels(files, synsets):
+    """Class index of each file: the line of synsets.txt whose wnid starts the
+    file name (ImageNet style, qforge eval --synsets)."""
+    with open(synsets) as f:
+        wnids = [line.split()[0] for line in f if line.strip()]
+    index = {w: k for k, w in enumerate(wnids)}
+    return np.array([index[os.path.basename(p).split("_")[0]] for p in files], np.int64)
+
+
+def input_batch(model_path):
+    """The input's name and its batch dim: an int when the model fixes it, else None."""
+    import onnx
+    vi = onnx.load(model_path, load_external_data=False).graph.input[0]
+    d0 = vi.type.tensor_type.shape.dim[0]
+    return vi.name, (d0.dim_value if d0.HasField("dim_value") else None)
+
+
+def predict(model_path, x, batch=64):
+    """Top-1 class of every row of x (N,C,H,W) with onnxruntime on the CPU.
+    Models with a fixed batch dim (resnet20.onnx hard-codes 1) run at that batch."""
+    import onnxruntime as ort
+    name, fixed = input_batch(model_path)
+    b = fixed or batch
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    out = []
+    for i in range(0, len(x), b):
+        y = sess.run(None, {name: x[i:i + b]})[0]
+        out.append(np.argmax(y.reshape(y.shape[0], -1), axis=1))
+    return np.concatenate(out)
+
+
+def calib_reader(files, preset, input_name):
+    """An onnxruntime.quantization.CalibrationDataReader that feeds the
+    preprocessed images of files one at a time."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.i = 0
+
+        def get_next(self):
+            if self.i >= len(files):
+                return None
+            x = load(files[self.i], preset)
+            self.i += 1
+            return {input_name: x}
+
+        def rewind(self):
+            self.i = 0
+
+    return Reader()

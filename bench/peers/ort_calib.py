@@ -4,21 +4,9 @@ images/s of the calibration step (quantize_static with CalibrationMethod.Entropy
 which collects histograms of every activation and runs the KL search)."""
 import argparse, json, os, sys, tempfile, time
 import onnx
-from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 sys.path.insert(0, os.path.dirname(__file__))
-from common import list_images, load
-
-
-class Reader(CalibrationDataReader):
-    def __init__(self, files, preset, input_name):
-        self.files, self.preset, self.name, self.i = files, preset, input_name, 0
-
-    def get_next(self):
-        if self.i >= len(self.files):
-            return None
-        x = load(self.files[self.i], self.preset)
-        self.i += 1
-        return {self.name: x}
+from common import calib_reader, list_images
 
 
 def main():
@@ -34,7 +22,7 @@ def main():
     out = a.output or os.path.join(tempfile.mkdtemp(), "ort_q.onnx")
     method = CalibrationMethod.Entropy if a.method == "entropy" else CalibrationMethod.MinMax
     t0 = time.perf_counter()
-    quantize_static(a.model, out, Reader(files, a.preset, name), quant_format=QuantFormat.QDQ,
+    quantize_static(a.model, out, calib_reader(files, a.preset, name), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                     calibrate_method=method)
     dt = time.perf_counter() - t0

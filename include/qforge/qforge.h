@@ -9,6 +9,7 @@
 #include "qforge/datasets.h"
 #include "qforge/calib.h"
 #include "qforge/quant.h"
+#include "qforge/model.h"
 
 const char *qf_version(void);
 

@@ -53,6 +53,25 @@ typedef struct qf_quant_summary {
  * construct fail before the graph is touched. */
 qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qf_quant_summary *summary);
 
+/* Writes a quantized graph (qf_quantize's result; a plain prepared graph too)
+ * to `path` as a standard ONNX model in Q/DQ form, as ONNX Runtime and
+ * TensorRT read it: opset 13 (or the graph's own opset when newer; older
+ * graphs' ops are upgraded). Each INT8 Conv/Gemm/MatMul becomes the FP32 op
+ * reading DequantizeLinear(QuantizeLinear(x)) at the activation's scale and
+ * an int8 weight initializer through a per-channel DequantizeLinear (axis 0
+ * for Conv and for Gemm with transB, 1 for Gemm without it and MatMul), its
+ * int32 bias dequantized to a float bias (bias_q * s_in * s_w[c]), its fused
+ * epilogue written out as Add (residual), Relu or Clip, and an int8 output
+ * QuantizeLinear'd at its scale. INT8 pass-through ops (max-pool, reshape,
+ * concat, ...) sit between DequantizeLinear and QuantizeLinear. Zero points
+ * are int8 zeros. Q/DQ has no notion of FP16: nodes qforge runs in FP16 are
+ * written as FP32 ops (a deployment engine picks its own float precision).
+ * Graph inputs and outputs keep their names and element types (f16 ones
+ * become f32) with dim 0 symbolic ("batch"); a Reshape whose target
+ * hard-codes the graph's batch gets 0 there. The file is written all or
+ * nothing. */
+qf_status qf_export_onnx(const qf_graph *quantized, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

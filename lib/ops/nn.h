@@ -161,6 +161,17 @@ qf_status qfi_reduce_mean_axes(const qf_graph *g, const qf_node *n, const void *
 /* The per-tensor scale of a QuantizeLinear/DequantizeLinear node: its scale
  * input when the model gives one, else the scale of its int8 value. */
 qf_status qfi_qdq_scale(const qf_graph *g, const qf_node *n, float *scale);
+/* The scales a QuantizeLinear/DequantizeLinear applies: per tensor (channels
+ * = inner = 1, s = &s1), or for a DequantizeLinear with a 1-D constant f32
+ * scale of x's dims[axis] elements (per-axis, ONNX opset 13), per slice:
+ * element i of x, viewed as (outer, channels, inner), uses s[(i / inner) %
+ * channels]. */
+typedef struct qfi_qdq_geom {
+    const float *s;
+    float s1;
+    int64_t channels, inner;
+} qfi_qdq_geom;
+qf_status qfi_qdq_geometry(const qf_graph *g, const qf_node *n, qfi_qdq_geom *geo);
 /* Checks the operands of an INT8 Conv, Gemm or MatMul: [0] x i8 with a scale,
  * [1] W i8 constant, [2] bias i32 constant [channels] (optional), [3] weight
  * scales f32 constant [channels], [4] residual i8 with a scale, shaped like the

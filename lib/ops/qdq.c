@@ -1,6 +1,8 @@
-/* QuantizeLinear and DequantizeLinear (per-tensor, symmetric: zero point 0):
- * parsing and shape inference; also the operand rules of INT8 Conv, Gemm and
- * MatMul, which their geometry functions check. Kernels: runtime/cpu/qdq.c. */
+/* QuantizeLinear and DequantizeLinear (symmetric: zero point 0; per tensor,
+ * and per axis for DequantizeLinear with a constant scale vector, as exported
+ * Q/DQ models carry their weights): parsing and shape inference; also the
+ * operand rules of INT8 Conv, Gemm and MatMul, which their geometry functions
+ * check. Kernels: runtime/cpu/qdq.c. */
 #include <math.h>
 #include "ops/ops.h"
 #include "ops/nn.h"
@@ -41,6 +43,47 @@ qf_status qfi_qdq_scale(const qf_graph *g, const qf_node *n, float *scale)
         return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "scale of %s is %g; it must be positive and finite",
                         QFI_NODE_ARGS(g, n), i8_side(g, n)->name, (double)s);
     *scale = s;
+    return QF_OK;
+}
+
+/* A DequantizeLinear whose scale is a vector of other than one element: per
+ * axis (one element is per tensor whatever the axis says). */
+static bool per_axis(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *sv = qfi_in(g, n, 1);
+    return n->op == QF_OP_DEQUANTIZE_LINEAR && sv && sv->ndim == 1 && sv->dims[0] != 1;
+}
+
+qf_status qfi_qdq_geometry(const qf_graph *g, const qf_node *n, qfi_qdq_geom *geo)
+{
+    memset(geo, 0, sizeof *geo);
+    geo->s = &geo->s1;
+    geo->channels = geo->inner = 1;
+    if (!per_axis(g, n)) return qfi_qdq_scale(g, n, &geo->s1);
+    const qf_value *x = qfi_in(g, n, 0), *sv = qfi_in(g, n, 1);
+    if (!(sv->flags & QF_VALUE_CONST) || !sv->data)
+        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "per-axis scale %s must be a constant", QFI_NODE_ARGS(g, n),
+                        sv->name);
+    if (sv->dtype != QF_F32)
+        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "per-axis scale %s has dtype %s; f32 expected",
+                        QFI_NODE_ARGS(g, n), sv->name, qf_dtype_info(sv->dtype)->name);
+    int64_t axis = qfi_attr_int(n, "axis", 1);
+    if (axis < -x->ndim || axis >= x->ndim)
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "axis %lld is out of range for the %d-D input %s",
+                        QFI_NODE_ARGS(g, n), (long long)axis, x->ndim, x->name);
+    if (axis < 0) axis += x->ndim;
+    if (sv->dims[0] != x->dims[axis])
+        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "scale %s has %lld elements for dim %lld (%lld) of %s",
+                        QFI_NODE_ARGS(g, n), sv->name, (long long)sv->dims[0], (long long)axis,
+                        (long long)x->dims[axis], x->name);
+    const float *s = sv->data;
+    for (int64_t c = 0; c < sv->dims[0]; c++)
+        if (!(s[c] > 0.0f) || !isfinite(s[c]))
+            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "scale %lld of %s is %g; it must be positive and finite",
+                            QFI_NODE_ARGS(g, n), (long long)c, sv->name, (double)s[c]);
+    geo->s = s;
+    geo->channels = sv->dims[0];
+    for (int d = (int)axis + 1; d < x->ndim; d++) geo->inner *= x->dims[d];
     return QF_OK;
 }
 
@@ -85,7 +128,8 @@ qf_status qfi_qdq_infer(qf_graph *g, qf_node *n)
     if (x->dtype != QF_I8)
         return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "input %s has dtype %s; int8 expected", QFI_NODE_ARGS(g, n),
                         x->name, qf_dtype_info(x->dtype)->name);
-    QF_CHECK(qfi_qdq_scale(g, n, &s));
+    qfi_qdq_geom geo;
+    QF_CHECK(qfi_qdq_geometry(g, n, &geo));
     /* ONNX: the output has the scale's type; qforge's FP16 regions dequantize to half */
     const qf_value *sv = qfi_in(g, n, 1);
     bool half = sv ? sv->dtype == QF_F16 : n->precision == QF_PREC_FP16;

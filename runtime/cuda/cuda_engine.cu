@@ -1,32 +1,689 @@
-/* The CUDA engine backend. For now it only finds the device and reports what
- * is missing; kernels and cuBLASLt GEMMs arrive with the CUDA engine issue. */
-extern "C" {
-#include "../engine_impl.h"
-}
-#include <cuda_runtime.h>
+/* The CUDA engine backend: device selection, one liveness-planned device
+ * arena, NHWC layout assignment, per-node layers dispatched through a table
+ * indexed by qf_op (one file per op family beside this one), pinned host
+ * input/output buffers, uploads on a copy stream, and the whole forward pass
+ * captured once in a CUDA graph and replayed. With an observer the pass runs
+ * node by node and each produced value is copied back for it. */
+#include "cuda_internal.h"
+#include <stdarg.h>
 
-static qf_status cuda_create(qf_engine *e)
+/* ---- errors ------------------------------------------------------------------------ */
+
+qf_status cu_fail(cudaError_t e, const char *expr, const char *file, int line)
+{
+    (void)cudaGetLastError(); /* clear a sticky launch error so the next call can report its own */
+    qf_status st = e == cudaErrorMemoryAllocation ? QF_ERR_NOMEM : QF_ERR_DEVICE;
+    const char *base = strrchr(file, '/');
+    return qf_error(st, "CUDA error %s (%s) in %s at %s:%d", cudaGetErrorName(e), cudaGetErrorString(e), expr,
+                    base ? base + 1 : file, line);
+}
+
+static const char *lt_status_name(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+    default: return "error";
+    }
+}
+
+qf_status lt_fail(cublasStatus_t s, const char *expr, const char *file, int line)
+{
+    const char *base = strrchr(file, '/');
+    return qf_error(s == CUBLAS_STATUS_ALLOC_FAILED ? QF_ERR_NOMEM : QF_ERR_DEVICE, "cuBLASLt %s (status %d) in %s at %s:%d",
+                    lt_status_name(s), (int)s, expr, base ? base + 1 : file, line);
+}
+
+/* ---- the op table ------------------------------------------------------------------- */
+
+namespace {
+struct op_table {
+    const cu_op *t[QF_OP_COUNT];
+    op_table()
+    {
+        for (int i = 0; i < QF_OP_COUNT; i++) t[i] = NULL;
+        t[QF_OP_CONV] = &cu_op_conv;
+        t[QF_OP_GEMM] = &cu_op_gemm;
+        t[QF_OP_MATMUL] = &cu_op_matmul;
+        t[QF_OP_ADD] = t[QF_OP_SUB] = t[QF_OP_MUL] = t[QF_OP_DIV] = t[QF_OP_PRELU] = &cu_op_binary;
+        t[QF_OP_RELU] = t[QF_OP_LEAKY_RELU] = t[QF_OP_CLIP] = t[QF_OP_SIGMOID] = t[QF_OP_HARD_SIGMOID] =
+            t[QF_OP_HARD_SWISH] = t[QF_OP_TANH] = &cu_op_unary;
+        t[QF_OP_BATCH_NORM] = &cu_op_batchnorm;
+        t[QF_OP_SOFTMAX] = &cu_op_softmax;
+        t[QF_OP_MAX_POOL] = t[QF_OP_AVERAGE_POOL] = &cu_op_pool;
+        t[QF_OP_GLOBAL_AVERAGE_POOL] = t[QF_OP_GLOBAL_MAX_POOL] = &cu_op_global_pool;
+        t[QF_OP_CONCAT] = &cu_op_concat;
+        t[QF_OP_RESHAPE] = t[QF_OP_FLATTEN] = t[QF_OP_SQUEEZE] = t[QF_OP_UNSQUEEZE] = &cu_op_reshape;
+        t[QF_OP_IDENTITY] = t[QF_OP_DROPOUT] = &cu_op_identity;
+        t[QF_OP_TRANSPOSE] = &cu_op_transpose;
+        t[QF_OP_SLICE] = &cu_op_slice;
+        t[QF_OP_SPLIT] = &cu_op_split;
+        t[QF_OP_QUANTIZE_LINEAR] = t[QF_OP_DEQUANTIZE_LINEAR] = &cu_op_qdq;
+        t[QF_OP_CAST] = &cu_op_cast;
+    }
+};
+} // namespace
+
+static const cu_op *op_for(qf_op op)
+{
+    static const op_table table; /* built on first use, after every op file's static data */
+    return (unsigned)op < QF_OP_COUNT ? table.t[op] : NULL;
+}
+
+/* ---- services for the op files ---------------------------------------------------------- */
+
+qf_status cu_alloc(cu_engine *c, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (c->n_allocs == c->cap_allocs) {
+        int cap = c->cap_allocs ? 2 * c->cap_allocs : 64;
+        void **a = (void **)realloc(c->allocs, (size_t)cap * sizeof *a);
+        if (!a) return qf_error(QF_ERR_NOMEM, "out of host memory");
+        c->allocs = a;
+        c->cap_allocs = cap;
+    }
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        return qf_error(e == cudaErrorMemoryAllocation ? QF_ERR_NOMEM : QF_ERR_DEVICE,
+                        "cuda:%d: cannot allocate %.1f MiB of device memory (%.1f MiB free of %.1f MiB): %s", c->device,
+                        bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0, cudaGetErrorString(e));
+    }
+    c->allocs[c->n_allocs++] = p;
+    *out = p;
+    return QF_OK;
+}
+
+qf_status cu_upload(cu_engine *c, const void *host, size_t bytes, void **out)
+{
+    QF_CHECK(cu_alloc(c, bytes, out));
+    if (bytes) CU_CHECK(cudaMemcpy(*out, host, bytes, cudaMemcpyHostToDevice));
+    return QF_OK;
+}
+
+qf_status cu_value_ptr(cu_engine *c, int v, void **out)
+{
+    const qf_value *val = &c->g->values[v];
+    if (!c->vals[v].ptr && (val->flags & QF_VALUE_CONST)) {
+        if (!val->data) return qf_error(QF_ERR_INVALID, "%s: constant %s has no data", c->g->source, val->name);
+        QF_CHECK(cu_upload(c, val->data, qf_value_bytes(val), &c->vals[v].ptr));
+    }
+    if (!c->vals[v].ptr) return qf_error(QF_ERR_INVALID, "%s: value %s has no device buffer", c->g->source, val->name);
+    *out = c->vals[v].ptr;
+    return QF_OK;
+}
+
+const qf_graph *cu_geo_graph(const cu_engine *c, const qf_node *n)
+{
+    return qfi_cpu_lowp_wraps(c->g, n) ? &c->view : c->g;
+}
+
+void cu_need_scratch(cu_engine *c, int slot, size_t bytes)
+{
+    bytes = (bytes + 255) / 256 * 256;
+    if (bytes > c->scratch_bytes[slot]) c->scratch_bytes[slot] = bytes;
+}
+
+bool cu_is_nhwc(const cu_engine *c, int v)
+{
+    const qf_value *val = &c->g->values[v];
+    return c->vals[v].layout == CU_NHWC && val->ndim == 4 && val->dims[1] > 1 && val->dims[2] * val->dims[3] > 1;
+}
+
+void cu_strides(const cu_engine *c, int v, int64_t *st)
+{
+    const qf_value *val = &c->g->values[v];
+    if (c->vals[v].layout == CU_NHWC && val->ndim == 4) {
+        const int64_t C = val->dims[1], H = val->dims[2], W = val->dims[3];
+        st[0] = H * W * C;
+        st[1] = 1;
+        st[2] = W * C;
+        st[3] = C;
+        return;
+    }
+    int64_t s = 1;
+    for (int d = val->ndim - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= val->dims[d];
+    }
+}
+
+bool cu_float_like(const qf_graph *g, const qf_node *n, const qf_value *v)
+{
+    if (v->dtype == QF_F32 || v->dtype == QF_F16) return true;
+    return v->dtype == QF_I8 && n->precision != QF_PREC_FP32 && v->scale > 0.0f;
+}
+
+cu_elem cu_elem_of(const cu_engine *c, const qf_node *n, int v)
+{
+    const qf_value *val = &c->g->values[v];
+    cu_elem e;
+    e.dt = val->dtype;
+    e.scale = val->dtype == QF_I8 && (!n || n->precision != QF_PREC_FP32) ? val->scale : 0.0f;
+    return e;
+}
+
+int cu_out_value(const cu_layer *L, int k) { return k == 0 && L->out_override >= 0 ? L->out_override : L->n->out[k]; }
+
+static bool layout_differs(const cu_engine *c, int v, cu_layout want)
+{
+    const qf_value *val = &c->g->values[v];
+    if (val->ndim != 4 || val->dims[1] == 1 || val->dims[2] * val->dims[3] == 1) return false;
+    return (c->vals[v].layout == CU_NHWC) != (want == CU_NHWC);
+}
+
+void cu_need_input_as(cu_engine *c, cu_layer *L, int k, cu_layout want)
+{
+    int v = L->n->in[k];
+    QF_ASSERT(k < 3);
+    if (v >= 0 && layout_differs(c, v, want)) cu_need_scratch(c, CU_SCR_IN0 + k, qf_value_bytes(&c->g->values[v]));
+}
+
+qf_status cu_input_as(cu_engine *c, cu_layer *L, int k, cu_layout want, cudaStream_t s, const void **out)
+{
+    int v = L->n->in[k];
+    void *p;
+    QF_CHECK(cu_value_ptr(c, v, &p));
+    if (!layout_differs(c, v, want)) {
+        *out = p;
+        return QF_OK;
+    }
+    const qf_value *val = &c->g->values[v];
+    int64_t ss[4], ds[4];
+    cu_strides(c, v, ss);
+    const int64_t C = val->dims[1], H = val->dims[2], W = val->dims[3];
+    if (want == CU_NHWC) {
+        ds[0] = H * W * C, ds[1] = 1, ds[2] = W * C, ds[3] = C;
+    } else {
+        ds[0] = C * H * W, ds[1] = H * W, ds[2] = W, ds[3] = 1;
+    }
+    cu_elem el = {val->dtype, 0.0f};
+    void *dst = c->scratch[CU_SCR_IN0 + k];
+    QF_ASSERT(dst);
+    QF_CHECK(cu_strided_copy(s, dst, el, ds, 0, p, el, ss, 0, 4, val->dims));
+    *out = dst;
+    return QF_OK;
+}
+
+/* ---- building the engine --------------------------------------------------------------- */
+
+static void cu_destroy(qf_engine *e)
+{
+    cu_engine *c = (cu_engine *)e->impl;
+    if (!c) return;
+    cudaSetDevice(c->device);
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->graph) cudaGraphExecDestroy(c->graph);
+    for (int i = 0; i < c->n_layers; i++) {
+        cu_layer *L = &c->layers[i];
+        if (L->state) {
+            if (L->free_state) L->free_state(L->state);
+            else free(L->state);
+        }
+    }
+    free(c->layers);
+    for (int i = 0; i < c->n_allocs; i++) cudaFree(c->allocs[i]);
+    free(c->allocs);
+    if (c->h_in)
+        for (int i = 0; i < c->g->n_inputs; i++) cudaFreeHost(c->h_in[i]);
+    if (c->h_out)
+        for (int i = 0; i < c->g->n_outputs; i++) cudaFreeHost(c->h_out[i]);
+    if (c->obs_host) cudaFreeHost(c->obs_host);
+    free(c->h_in);
+    free(c->h_out);
+    free(c->d_in);
+    free(c->d_out);
+    if (c->lt) cublasLtDestroy(c->lt);
+    if (c->uploaded) cudaEventDestroy(c->uploaded);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    if (c->copy) cudaStreamDestroy(c->copy);
+    free(c->vals);
+    free(c->view_values);
+    free(c);
+    e->impl = NULL;
+}
+
+/* Picks and checks the device; the messages say what to do about it. */
+static qf_status select_device(cu_engine *c, int index)
 {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0)
-        return qf_error(QF_ERR_DEVICE, "no usable CUDA device (%s)",
+    if (err == cudaErrorInsufficientDriver) {
+        (void)cudaGetLastError();
+        int drv = 0, rt = 0;
+        cudaDriverGetVersion(&drv);
+        cudaRuntimeGetVersion(&rt);
+        return qf_error(QF_ERR_DEVICE,
+                        "the NVIDIA driver supports CUDA %d.%d but qforge was built with CUDA %d.%d: update the driver "
+                        "or use --device cpu",
+                        drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    }
+    if (err != cudaSuccess || count == 0) {
+        (void)cudaGetLastError();
+        return qf_error(QF_ERR_DEVICE, "no usable CUDA device (%s); use --device cpu",
                         err != cudaSuccess ? cudaGetErrorString(err) : "none found");
-    if (e->opts.device_index >= count)
-        return qf_error(QF_ERR_DEVICE, "cuda:%d requested but only %d device(s) present", e->opts.device_index, count);
-    return qf_error(QF_ERR_UNSUPPORTED, "%s: the CUDA engine has no kernels yet; use --device cpu", e->g->source);
+    }
+    if (index >= count)
+        return qf_error(QF_ERR_DEVICE, "cuda:%d requested but only %d device(s) present", index, count);
+    c->device = index;
+    CU_CHECK(cudaSetDevice(index));
+    CU_CHECK(cudaGetDeviceProperties(&c->prop, index));
+    if (c->prop.major < 8)
+        return qf_error(QF_ERR_UNSUPPORTED, "cuda:%d (%s) has compute capability %d.%d; qforge needs 8.0 or newer",
+                        index, c->prop.name, c->prop.major, c->prop.minor);
+    return QF_OK;
 }
 
-static qf_status cuda_run(qf_engine *e)
+/* The f32-labelled copy of the values the CPU engine's lowp.c would hand the
+ * geometry helpers. */
+static qf_status build_view(cu_engine *c)
 {
-    return qf_error(QF_ERR_UNSUPPORTED, "%s: the CUDA engine has no kernels yet", e->g->source);
+    const qf_graph *g = c->g;
+    c->view = *g;
+    c->view_values = (qf_value *)qfi_calloc((size_t)g->n_values + 1, sizeof(qf_value));
+    if (!c->view_values) return QF_ERR_NOMEM;
+    memcpy(c->view_values, g->values, (size_t)g->n_values * sizeof(qf_value));
+    for (int v = 0; v < g->n_values; v++)
+        if (c->view_values[v].dtype == QF_F16 || c->view_values[v].dtype == QF_I8) c->view_values[v].dtype = QF_F32;
+    c->view.values = c->view_values;
+    return QF_OK;
 }
 
-static void cuda_destroy(qf_engine *e) { (void)e; }
+static const qf_node *find_consumer(const qf_graph *g, int v, int *count)
+{
+    const qf_node *first = NULL;
+    *count = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] == v) {
+                if (!first) first = &g->nodes[i];
+                ++*count;
+            }
+    if (g->values[v].flags & QF_VALUE_OUTPUT) ++*count;
+    return first;
+}
+
+/* NHWC where the ops allow it: graph inputs that feed an NHWC op, outputs of
+ * NHWC ops, and elementwise results of NHWC operands. */
+static void assign_layouts(cu_engine *c)
+{
+    const qf_graph *g = c->g;
+    for (int v = 0; v < g->n_values; v++) c->vals[v].layout = CU_LOGICAL;
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        if (g->values[v].ndim != 4) continue;
+        for (int j = 0; j < g->n_nodes; j++) {
+            const qf_node *n = &g->nodes[j];
+            if (n->n_in > 0 && n->in[0] == v && op_for(n->op) && op_for(n->op)->rule == CU_RULE_NHWC)
+                c->vals[v].layout = CU_NHWC;
+        }
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        const cu_op *op = op_for(n->op);
+        for (int k = 0; k < n->n_out; k++) {
+            int v = n->out[k];
+            if (v < 0 || g->values[v].ndim != 4) continue;
+            const qf_value *val = &g->values[v];
+            cu_layout lay = CU_LOGICAL;
+            if (op->rule == CU_RULE_NHWC && k == 0) {
+                lay = CU_NHWC;
+            } else if (op->rule == CU_RULE_FOLLOW || op->rule == CU_RULE_ANY_NHWC) {
+                for (int j = 0; j < n->n_in; j++) {
+                    int u = n->in[j];
+                    if (u < 0 || (g->values[u].flags & QF_VALUE_CONST) || c->vals[u].layout != CU_NHWC) continue;
+                    bool same = g->values[u].ndim == 4 && !memcmp(g->values[u].dims, val->dims, 4 * sizeof(int64_t));
+                    if (same || op->rule == CU_RULE_ANY_NHWC) {
+                        lay = CU_NHWC;
+                        break;
+                    }
+                    if (n->op != QF_OP_ADD && n->op != QF_OP_SUB && n->op != QF_OP_MUL && n->op != QF_OP_DIV &&
+                        n->op != QF_OP_PRELU)
+                        break; /* unary ops walk input 0's bytes: only its layout will do */
+                }
+            }
+            c->vals[v].layout = lay;
+        }
+    }
+}
+
+/* Peephole fusions that need no graph rewrite: an FP32/FP16 Conv or Gemm
+ * whose only reader is a Relu of the same precision writes the Relu's output
+ * through the GEMM's ReLU epilogue. The memory plan sees the Relu's output as
+ * born at the Conv (plan_values). */
+static void fuse_layers(cu_engine *c, qf_value *plan_values)
+{
+    const qf_graph *g = c->g;
+    for (int i = 0; i + 1 < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        if ((n->op != QF_OP_CONV && n->op != QF_OP_GEMM) || n->precision == QF_PREC_INT8) continue;
+        int v = n->out[0], cnt;
+        if (v < 0) continue;
+        const qf_node *r = find_consumer(g, v, &cnt);
+        if (!r || cnt != 1 || r->op != QF_OP_RELU || r->precision != n->precision) continue;
+        int ri = (int)(r - g->nodes);
+        int rv = r->out[0];
+        if (g->values[rv].dtype != g->values[v].dtype) continue;
+        if (c->vals[rv].layout != c->vals[v].layout) continue;
+        c->layers[i].out_override = rv;
+        c->layers[ri].skip = true;
+        plan_values[rv].producer = i;
+        plan_values[v].producer = -1; /* never written: no slot */
+    }
+}
+
+static qf_status plan_arena(cu_engine *c, const qf_value *plan_values)
+{
+    const qf_graph *g = c->g;
+    qf_graph pg = *g;
+    pg.values = (qf_value *)plan_values;
+    size_t *off = (size_t *)qfi_calloc((size_t)g->n_values + 1, sizeof *off);
+    if (!off) return QF_ERR_NOMEM;
+    size_t total = 0;
+    qf_status st = qfi_plan_memory(&pg, 256, off, &total);
+    if (st == QF_OK) st = cu_alloc(c, total, (void **)&c->arena);
+    if (st == QF_OK) {
+        c->arena_bytes = total;
+        for (int v = 0; v < g->n_values; v++)
+            if (off[v] != SIZE_MAX) c->vals[v].ptr = c->arena + off[v];
+    }
+    free(off);
+    return st;
+}
+
+/* Pseudo-random bytes: algorithm timing on zeros would flatter some kernels. */
+__global__ void fill_pattern_kernel(uint32_t *p, int64_t n, uint32_t seed)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t x = (uint32_t)i * 2654435761u ^ seed;
+        x ^= x >> 15;
+        x *= 2246822519u;
+        x ^= x >> 13;
+        /* keep floats finite and moderate: clear the top exponent bits */
+        p[i] = (x & 0x3dffffffu) | 0x30000000u;
+    }
+}
+
+static qf_status fill_pattern(cu_engine *c, void *p, size_t bytes)
+{
+    if (!p || bytes < 4) return QF_OK;
+    fill_pattern_kernel<<<1024, 256, 0, c->stream>>>((uint32_t *)p, (int64_t)(bytes / 4), 0x9e3779b9u);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+/* ---- the forward pass ------------------------------------------------------------------- */
+
+static qf_status stage_inputs(cu_engine *c, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        if (!c->d_in[i]) continue;
+        const qf_value *val = &g->values[v];
+        int64_t ss[4] = {val->dims[1] * val->dims[2] * val->dims[3], val->dims[2] * val->dims[3], val->dims[3], 1}, ds[4];
+        cu_strides(c, v, ds);
+        cu_elem el = {val->dtype, 0.0f};
+        QF_CHECK(cu_strided_copy(s, c->vals[v].ptr, el, ds, 0, c->d_in[i], el, ss, 0, 4, val->dims));
+    }
+    return QF_OK;
+}
+
+static qf_status fetch_outputs(cu_engine *c, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        const qf_value *val = &g->values[v];
+        const void *src;
+        QF_CHECK(cu_value_ptr(c, v, (void **)&src));
+        if (c->d_out[i]) {
+            int64_t ss[4], ds[4] = {val->dims[1] * val->dims[2] * val->dims[3], val->dims[2] * val->dims[3], val->dims[3], 1};
+            cu_strides(c, v, ss);
+            cu_elem el = {val->dtype, 0.0f};
+            QF_CHECK(cu_strided_copy(s, c->d_out[i], el, ds, 0, src, el, ss, 0, 4, val->dims));
+            src = c->d_out[i];
+        }
+        size_t bytes = qf_value_bytes(val);
+        if (bytes) CU_CHECK(cudaMemcpyAsync(c->h_out[i], src, bytes, cudaMemcpyDeviceToHost, s));
+    }
+    return QF_OK;
+}
+
+/* Copies value v to the host in logical layout and hands it to the observer. */
+static qf_status observe(cu_engine *c, int v)
+{
+    const qf_graph *g = c->g;
+    const qf_value *val = &g->values[v];
+    size_t bytes = qf_value_bytes(val);
+    if (!bytes) {
+        c->e->opts.observer(c->e->opts.observer_user, g, v, c->obs_host);
+        return QF_OK;
+    }
+    const void *src = c->vals[v].ptr;
+    if (!src) return QF_OK;
+    if (cu_is_nhwc(c, v)) {
+        int64_t ss[4], ds[4] = {val->dims[1] * val->dims[2] * val->dims[3], val->dims[2] * val->dims[3], val->dims[3], 1};
+        cu_strides(c, v, ss);
+        cu_elem el = {val->dtype, 0.0f};
+        QF_CHECK(cu_strided_copy(c->stream, c->obs_dev, el, ds, 0, src, el, ss, 0, 4, val->dims));
+        src = c->obs_dev;
+    }
+    CU_CHECK(cudaMemcpyAsync(c->obs_host, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+    c->e->opts.observer(c->e->opts.observer_user, g, v, c->obs_host);
+    return QF_OK;
+}
+
+static qf_status run_layer(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    qf_status st = op_for(L->n->op)->launch(c, L, s);
+    if (st != QF_OK) return qf_error_prefix(st, CU_NODE_FMT, CU_NODE_ARGS(c, L->n));
+    return QF_OK;
+}
+
+/* Enqueues the whole pass on the compute stream: input layout conversions,
+ * every layer, output conversions and downloads. */
+static qf_status forward(cu_engine *c, bool observed)
+{
+    cudaStream_t s = c->stream;
+    QF_CHECK(stage_inputs(c, s));
+    for (int i = 0; i < c->n_layers; i++) {
+        cu_layer *L = &c->layers[i];
+        if (L->skip) continue;
+        QF_CHECK(run_layer(c, L, s));
+        if (observed)
+            for (int k = 0; k < L->n->n_out; k++)
+                if (L->n->out[k] >= 0) QF_CHECK(observe(c, L->n->out[k]));
+    }
+    return fetch_outputs(c, s);
+}
+
+static qf_status upload_inputs(cu_engine *c)
+{
+    const qf_graph *g = c->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        size_t bytes = qf_value_bytes(&g->values[g->inputs[i]]);
+        void *dst = c->d_in[i] ? c->d_in[i] : c->vals[g->inputs[i]].ptr;
+        if (bytes) CU_CHECK(cudaMemcpyAsync(dst, c->h_in[i], bytes, cudaMemcpyHostToDevice, c->copy));
+    }
+    CU_CHECK(cudaEventRecord(c->uploaded, c->copy));
+    CU_CHECK(cudaStreamWaitEvent(c->stream, c->uploaded, 0));
+    return QF_OK;
+}
+
+static qf_status capture(cu_engine *c)
+{
+    cudaGraph_t graph = NULL;
+    CU_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    qf_status st = forward(c, false);
+    cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
+    if (st != QF_OK) {
+        if (graph) cudaGraphDestroy(graph);
+        return st;
+    }
+    if (e != cudaSuccess) return cu_fail(e, "cudaStreamEndCapture", __FILE__, __LINE__);
+    e = cudaGraphInstantiate(&c->graph, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        c->graph = NULL;
+        return cu_fail(e, "cudaGraphInstantiate", __FILE__, __LINE__);
+    }
+    return QF_OK;
+}
+
+static qf_status create_impl(qf_engine *e, cu_engine *c)
+{
+    const qf_graph *g = e->g;
+    QF_CHECK(select_device(c, e->opts.device_index));
+    QF_CHECK(build_view(c));
+    /* every op needs a CUDA kernel: say which one lacks it before any work */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        const cu_op *op = op_for(n->op);
+        if (!op || !op->prepare)
+            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): the CUDA engine has no kernel for %s; use --device cpu",
+                            g->source, n->name, qf_op_name(n->op), qf_op_name(n->op));
+    }
+    c->vals = (cu_value *)qfi_calloc((size_t)g->n_values + 1, sizeof(cu_value));
+    c->layers = (cu_layer *)qfi_calloc((size_t)g->n_nodes + 1, sizeof(cu_layer));
+    c->h_in = (void **)qfi_calloc((size_t)g->n_inputs + 1, sizeof(void *));
+    c->d_in = (void **)qfi_calloc((size_t)g->n_inputs + 1, sizeof(void *));
+    c->h_out = (void **)qfi_calloc((size_t)g->n_outputs + 1, sizeof(void *));
+    c->d_out = (void **)qfi_calloc((size_t)g->n_outputs + 1, sizeof(void *));
+    qf_value *plan_values = (qf_value *)qfi_calloc((size_t)g->n_values + 1, sizeof(qf_value));
+    if (!c->vals || !c->layers || !c->h_in || !c->d_in || !c->h_out || !c->d_out || !plan_values) {
+        free(plan_values);
+        return QF_ERR_NOMEM;
+    }
+    c->n_layers = g->n_nodes;
+    for (int i = 0; i < g->n_nodes; i++) {
+        c->layers[i].n = &g->nodes[i];
+        c->layers[i].index = i;
+        c->layers[i].out_override = -1;
+    }
+    CU_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CU_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
+    CU_CHECK(cudaEventCreateWithFlags(&c->uploaded, cudaEventDisableTiming));
+    LT_CHECK(cublasLtCreate(&c->lt));
+
+    assign_layouts(c);
+    memcpy(plan_values, g->values, (size_t)g->n_values * sizeof(qf_value));
+    c->fuse = !e->opts.observer && !getenv("QFORGE_CUDA_NOFUSE");
+    if (c->fuse) fuse_layers(c, plan_values);
+    qf_status st = plan_arena(c, plan_values);
+    free(plan_values);
+    QF_CHECK(st);
+    e->arena_bytes = c->arena_bytes;
+
+    /* pinned host buffers; device staging where the layout changes */
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        size_t bytes = qf_value_bytes(&g->values[v]);
+        CU_CHECK(cudaMallocHost(&c->h_in[i], bytes ? bytes : 64));
+        memset(c->h_in[i], 0, bytes);
+        if (!c->vals[v].ptr) QF_CHECK(cu_alloc(c, bytes, &c->vals[v].ptr)); /* an input nothing reads */
+        if (cu_is_nhwc(c, v)) QF_CHECK(cu_alloc(c, bytes, &c->d_in[i]));
+        e->inputs[i] = c->h_in[i];
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        size_t bytes = qf_value_bytes(&g->values[v]);
+        CU_CHECK(cudaMallocHost(&c->h_out[i], bytes ? bytes : 64));
+        memset(c->h_out[i], 0, bytes);
+        if (cu_is_nhwc(c, v)) QF_CHECK(cu_alloc(c, bytes, &c->d_out[i]));
+        e->outputs[i] = c->h_out[i];
+    }
+
+    for (int i = 0; i < c->n_layers; i++) {
+        cu_layer *L = &c->layers[i];
+        if (L->skip) continue;
+        st = op_for(L->n->op)->prepare(c, L);
+        if (st != QF_OK) return qf_error_prefix(st, CU_NODE_FMT, CU_NODE_ARGS(c, L->n));
+    }
+    for (int s = 0; s < CU_SCR_COUNT; s++)
+        if (c->scratch_bytes[s]) QF_CHECK(cu_alloc(c, c->scratch_bytes[s], &c->scratch[s]));
+    c->lt_ws_bytes = (size_t)32 << 20;
+    QF_CHECK(cu_alloc(c, c->lt_ws_bytes, &c->lt_ws));
+    if (e->opts.observer) {
+        size_t mx = 64;
+        for (int v = 0; v < g->n_values; v++)
+            if (qf_value_bytes(&g->values[v]) > mx) mx = qf_value_bytes(&g->values[v]);
+        c->obs_bytes = mx;
+        QF_CHECK(cu_alloc(c, mx, &c->obs_dev));
+        CU_CHECK(cudaMallocHost(&c->obs_host, mx));
+    }
+
+    /* time GEMM algorithms on the real buffers, filled with non-zero data */
+    QF_CHECK(fill_pattern(c, c->arena, c->arena_bytes));
+    for (int s = 0; s < CU_SCR_COUNT; s++) QF_CHECK(fill_pattern(c, c->scratch[s], c->scratch_bytes[s]));
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+    c->tuning = true;
+    for (int i = 0; i < c->n_layers; i++) {
+        cu_layer *L = &c->layers[i];
+        const cu_op *op = op_for(L->n->op);
+        if (L->skip || !op->tune) continue;
+        st = op->tune(c, L);
+        if (st != QF_OK) return qf_error_prefix(st, CU_NODE_FMT, CU_NODE_ARGS(c, L->n));
+    }
+    c->tuning = false;
+    /* one eager pass loads every kernel and surfaces errors before capture */
+    QF_CHECK(forward(c, false));
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+    if (!e->opts.observer && !getenv("QFORGE_CUDA_NOGRAPH")) QF_CHECK(capture(c));
+    return QF_OK;
+}
+
+static qf_status cu_create(qf_engine *e)
+{
+    cu_engine *c = (cu_engine *)qfi_calloc(1, sizeof *c);
+    if (!c) return QF_ERR_NOMEM;
+    c->e = e;
+    c->g = e->g;
+    e->impl = c;
+    qf_status st = create_impl(e, c);
+    if (st != QF_OK) {
+        /* keep the message: teardown calls may overwrite it */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", qf_error_message());
+        cu_destroy(e);
+        return qf_error(st, "%s", msg);
+    }
+    return QF_OK;
+}
+
+static qf_status cu_run(qf_engine *e)
+{
+    cu_engine *c = (cu_engine *)e->impl;
+    CU_CHECK(cudaSetDevice(c->device));
+    const qf_graph *g = c->g;
+    if (e->opts.observer)
+        for (int i = 0; i < g->n_inputs; i++) e->opts.observer(e->opts.observer_user, g, g->inputs[i], c->h_in[i]);
+    QF_CHECK(upload_inputs(c));
+    if (c->graph) {
+        CU_CHECK(cudaGraphLaunch(c->graph, c->stream));
+    } else {
+        qf_status st = forward(c, e->opts.observer != NULL);
+        if (st != QF_OK) {
+            cudaStreamSynchronize(c->stream);
+            return st;
+        }
+    }
+    CU_CHECK(cudaStreamSynchronize(c->stream));
+    return QF_OK;
+}
 
 extern "C" const qfi_backend qfi_cuda_backend = {
     "cuda",
-    cuda_create,
-    cuda_run,
-    cuda_destroy,
+    cu_create,
+    cu_run,
+    cu_destroy,
 };

@@ -1,0 +1,98 @@
+#!/bin/sh
+# Accuracy of quantized models, qforge against ONNX Runtime, in one run:
+#   qforge: calib --method all on the calibration images, then quant at INT8
+#   with each method the table holds and at FP16, then eval with --reference
+#   the FP32 model on the evaluation images;
+#   ONNX Runtime: bench/peers/ort_quant.py (quantize_static, QDQ, per-channel,
+#   QInt8, MinMax and Entropy) on the same images, evaluated with onnxruntime;
+#   and the Q/DQ ONNX export of ResNet-20 run by onnxruntime against qforge's
+#   CPU INT8 engine, image by image (bench/peers/check_export.py).
+# Models: ResNet-20 (calibrated on cifar10/calib, all 10,000 cifar10/test
+# images) and MobileNetV2 (imagenet/images/calib, evaluated on images/val).
+# Prints one table: model, tool, method, precision, top-1, agreement with FP32.
+# Usage: bench/bench_quant_accuracy.sh [BUILD_DIR]
+#   (needs ../shared/data; python3 with numpy, Pillow, onnx and onnxruntime;
+#   builds BUILD_DIR/bench/quant_predict when it is missing)
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$top/build}
+data=$top/../shared/data
+[ -d "$data/cifar10" ] && [ -d "$data/imagenet" ] || { echo "bench_quant_accuracy: $data not found" >&2; exit 77; }
+qforge=$build/tools/qforge
+peers=$top/bench/peers
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+rows=$tmp/rows.jsonl
+: > "$rows"
+
+# qrow MODEL METHOD PRECISION EVAL_JSON: one table row from `qforge eval --json`
+qrow() {
+  python3 - "$@" >> "$rows" <<'PY'
+import json, sys
+model, method, precision, path = sys.argv[1:5]
+d = json.load(open(path))
+ref = d.get("reference") or {}
+print(json.dumps(dict(model=model, tool="qforge", method=method, precision=precision, images=d["images"],
+                      top1=d["top1"], agreement=ref.get("agreement", 1.0))))
+if precision == "int8" and method == "entropy":  # the FP32 reference, scored in the same pass
+    print(json.dumps(dict(model=model, tool="qforge", method="-", precision="fp32", images=d["images"],
+                          top1=ref["top1"], agreement=1.0)))
+PY
+}
+
+# bench_model NAME MODEL CALIB_DIR EVAL_DIR PRESET [LABEL OPTIONS...]
+bench_model() {
+  name=$1 model=$2 calib=$3 eval=$4 preset=$5
+  shift 5
+  echo "== $name: qforge calib --method all" >&2
+  "$qforge" calib "$model" --images "$calib" --preset "$preset" --method all -o "$tmp/$name.calib" --quiet
+  for m in entropy minmax percentile mse; do
+    echo "== $name: qforge quant --precision int8 --method $m; eval" >&2
+    extra=
+    [ "$name" = resnet20 ] && [ "$m" = entropy ] && extra="--export-onnx $tmp/$name.qdq.onnx"
+    # shellcheck disable=SC2086
+    "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision int8 --method "$m" -o "$tmp/$name.$m.qfm" $extra
+    "$qforge" eval "$tmp/$name.$m.qfm" --images "$eval" "$@" --reference "$model" --json --quiet > "$tmp/$name.$m.json"
+    qrow "$name" "$m" int8 "$tmp/$name.$m.json"
+  done
+  echo "== $name: qforge quant --precision fp16; eval" >&2
+  "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision fp16 -o "$tmp/$name.fp16.qfm"
+  "$qforge" eval "$tmp/$name.fp16.qfm" --images "$eval" "$@" --reference "$model" --json --quiet > "$tmp/$name.fp16.json"
+  qrow "$name" - fp16 "$tmp/$name.fp16.json"
+  echo "== $name: onnxruntime quantize_static" >&2
+  python3 "$peers/ort_quant.py" "$model" --calib "$calib" --eval "$eval" --preset "$preset" --name "$name" "$@" \
+    2> "$tmp/$name.ort.log" >> "$rows" || { cat "$tmp/$name.ort.log" >&2; exit 1; }
+}
+
+bench_model resnet20 "$data/cifar10/resnet20.onnx" "$data/cifar10/calib" "$data/cifar10/test" cifar10
+bench_model mobilenetv2 "$data/imagenet/mobilenetv2-fp32.onnx" "$data/imagenet/images/calib" \
+  "$data/imagenet/images/val" imagenet --synsets "$data/imagenet/synsets.txt"
+
+echo "== resnet20: Q/DQ export run by onnxruntime against qforge's INT8 engine" >&2
+[ -x "$build/bench/quant_predict" ] || make -C "$build" bench/quant_predict >&2
+"$build/bench/quant_predict" "$data/cifar10/resnet20.onnx" "$tmp/resnet20.calib" "$data/cifar10/test" \
+  --method entropy > "$tmp/resnet20.pred"
+export_ok=0
+python3 "$peers/check_export.py" "$tmp/resnet20.qdq.onnx" --images "$data/cifar10/test" --preset cifar10 \
+  --predictions "$tmp/resnet20.pred" > "$tmp/export.json" || export_ok=$?
+
+python3 - "$rows" "$tmp/export.json" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"{'model':<13}{'tool':<13}{'method':<13}{'precision':<11}{'images':>7}{'top-1':>9}{'agree FP32':>12}")
+for r in rows:
+    print(f"{r['model']:<13}{r['tool']:<13}{r['method']:<13}{r['precision']:<11}{r['images']:>7}"
+          f"{r['top1']:>9.4f}{r['agreement']:>12.4f}")
+for model in dict.fromkeys(r["model"] for r in rows):
+    q = [r for r in rows if r["model"] == model and r["tool"] == "qforge" and r["precision"] == "int8"]
+    o = [r for r in rows if r["model"] == model and r["tool"] == "onnxruntime" and r["precision"] == "int8"]
+    qd = next(r for r in q if r["method"] == "entropy")
+    ob = max(o, key=lambda r: r["top1"])
+    print(f"{model}: qforge INT8 (default entropy) top-1 {qd['top1']:.4f}, agreement {qd['agreement']:.4f}; "
+          f"best ONNX Runtime INT8 ({ob['method']}) top-1 {ob['top1']:.4f}, agreement {ob['agreement']:.4f}")
+e = json.load(open(sys.argv[2]))
+print(f"resnet20 Q/DQ export: onnxruntime agrees with qforge's CPU INT8 engine on {e['agreement']:.4f} of "
+      f"{e['images']} images (bar {e['min_agreement']}); opset {e['opset']}, "
+      f"{e['per_axis_weight_dq']} per-axis weight DequantizeLinear")
+PY
+exit "$export_ok"

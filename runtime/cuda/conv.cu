@@ -1,0 +1,382 @@
+/* Conv on the device, NHWC. Ungrouped convolutions are GEMMs through
+ * cuBLASLt (gemm.cu): Y [P][M] = X [P][K] x W^T with P = N*Ho*Wo output
+ * positions, K = kh*kw*C; a 1x1 stride-1 unpadded conv reads the image
+ * itself as X, others unfold it first (im2col into a reusable workspace, K
+ * padded with zeros to the Tensor Cores' granule). Weights are reordered to
+ * [M][kh][kw][C] once, at build time. FP32 and FP16 take bias (and a fused
+ * ReLU) in cuBLASLt's epilogue; INT8 accumulates in int32 and requantizes
+ * in one fused kernel. Grouped and depthwise convolutions run a direct
+ * kernel, one thread per output element, taps in the CPU kernel's order. */
+#include "cuda_internal.h"
+
+typedef struct conv_geo {
+    int64_t N, C, H, W, M, Ho, Wo, group;
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+} conv_geo;
+
+typedef struct conv_state {
+    conv_geo p;
+    qf_precision prec;
+    bool direct;          /* grouped / depthwise: direct kernel */
+    bool im2col;
+    int64_t K, Kpad, P;
+    void *w;              /* GEMM: [Mrows][Kpad]; direct: [kh][kw][C/group][M] */
+    void *bias;           /* float paths: M elements of the output's dtype, or NULL */
+    cu_gemm *gm;
+    int64_t ldacc;        /* INT8: accumulator row length (M rounded up to 4) */
+    cu_requant rq;
+    bool relu;            /* a fused Relu (float paths) */
+} conv_state;
+
+static void conv_free(void *p)
+{
+    conv_state *st = (conv_state *)p;
+    cu_gemm_free(st->gm);
+    free(st);
+}
+
+/* ---- im2col: x (N,H,W,C) -> col [P][Kpad], k = (ikh*kw + ikw)*C + c -------------------------- */
+
+template <typename T>
+__global__ void im2col_kernel(T *col, const T *x, conv_geo p, int64_t K, int64_t Kpad, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t pos = i / Kpad, k = i - pos * Kpad;
+        T v = T();
+        if (k < K) {
+            int64_t c = k % p.C, t = k / p.C;
+            int ikw = (int)(t % p.kw), ikh = (int)(t / p.kw);
+            int64_t ow = pos % p.Wo, r = pos / p.Wo;
+            int64_t oh = r % p.Ho, n = r / p.Ho;
+            int64_t ih = oh * p.sh - p.ph + (int64_t)ikh * p.dh, iw = ow * p.sw - p.pw + (int64_t)ikw * p.dw;
+            if (ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) v = x[((n * p.H + ih) * p.W + iw) * p.C + c];
+        }
+        col[i] = v;
+    }
+}
+
+/* The same, 4 channels at a time (C % 4 == 0): V holds 4 elements. */
+template <typename V>
+__global__ void im2col_vec_kernel(V *col, const V *x, conv_geo p, int64_t K4, int64_t Kpad4, int64_t total)
+{
+    const int64_t C4 = p.C / 4;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t pos = i / Kpad4, k = i - pos * Kpad4;
+        V v;
+        memset(&v, 0, sizeof v);
+        if (k < K4) {
+            int64_t c = k % C4, t = k / C4;
+            int ikw = (int)(t % p.kw), ikh = (int)(t / p.kw);
+            int64_t ow = pos % p.Wo, r = pos / p.Wo;
+            int64_t oh = r % p.Ho, n = r / p.Ho;
+            int64_t ih = oh * p.sh - p.ph + (int64_t)ikh * p.dh, iw = ow * p.sw - p.pw + (int64_t)ikw * p.dw;
+            if (ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) v = x[((n * p.H + ih) * p.W + iw) * C4 + c];
+        }
+        col[i] = v;
+    }
+}
+
+struct half4 {
+    __half a, b, c, d;
+};
+
+static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const void *x, void *col)
+{
+    const conv_geo &p = st->p;
+    const bool vec = p.C % 4 == 0;
+    const int64_t total = st->P * (vec ? st->Kpad / 4 : st->Kpad);
+    unsigned b = cu_blocks(total, 256);
+    if (b > 262144) b = 262144;
+    if (vec) {
+        const int64_t K4 = st->K / 4, Kpad4 = st->Kpad / 4;
+        switch (dt) {
+        case QF_I8: im2col_vec_kernel<char4><<<b, 256, 0, s>>>((char4 *)col, (const char4 *)x, p, K4, Kpad4, total); break;
+        case QF_F16: im2col_vec_kernel<uint2><<<b, 256, 0, s>>>((uint2 *)col, (const uint2 *)x, p, K4, Kpad4, total); break;
+        default: im2col_vec_kernel<float4><<<b, 256, 0, s>>>((float4 *)col, (const float4 *)x, p, K4, Kpad4, total);
+        }
+    } else {
+        switch (dt) {
+        case QF_I8: im2col_kernel<int8_t><<<b, 256, 0, s>>>((int8_t *)col, (const int8_t *)x, p, st->K, st->Kpad, total); break;
+        case QF_F16: im2col_kernel<uint16_t><<<b, 256, 0, s>>>((uint16_t *)col, (const uint16_t *)x, p, st->K, st->Kpad, total); break;
+        default: im2col_kernel<float><<<b, 256, 0, s>>>((float *)col, (const float *)x, p, st->K, st->Kpad, total);
+        }
+    }
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+/* ---- direct convolution (groups, depthwise) ------------------------------------------------------ */
+
+__device__ __forceinline__ float wload(const float *w, int64_t i) { return w[i]; }
+__device__ __forceinline__ float wload(const __half *w, int64_t i) { return __half2float(w[i]); }
+
+/* Float: y (N,Ho,Wo,M) = bias + sum over taps in (kh, kw, c) order of w * x,
+ * one multiply and one add each (runtime/cpu/conv.c's depthwise loop). */
+template <typename T>
+__global__ void direct_conv_kernel(T *y, const T *x, const T *w, const T *bias, conv_geo p, bool relu, int64_t total)
+{
+    const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t m = i % p.M, r = i / p.M;
+        int64_t ow = r % p.Wo;
+        r /= p.Wo;
+        int64_t oh = r % p.Ho, n = r / p.Ho;
+        int64_t c0 = m / Mg * Cg;
+        float acc = bias ? wload(bias, m) : 0.0f;
+        for (int kh = 0; kh < p.kh; kh++) {
+            int64_t ih = oh * p.sh - p.ph + (int64_t)kh * p.dh;
+            if (ih < 0 || ih >= p.H) continue;
+            for (int kw = 0; kw < p.kw; kw++) {
+                int64_t iw = ow * p.sw - p.pw + (int64_t)kw * p.dw;
+                if (iw < 0 || iw >= p.W) continue;
+                const T *xp = x + ((n * p.H + ih) * p.W + iw) * p.C + c0;
+                const T *wp = w + ((int64_t)(kh * p.kw + kw) * Cg) * p.M + m;
+                for (int64_t c = 0; c < Cg; c++) acc = __fadd_rn(acc, __fmul_rn(wload(wp, c * p.M), wload(xp, c)));
+            }
+        }
+        if (relu && !(acc > 0.0f)) acc = 0.0f;
+        y[i] = (T)acc;
+    }
+}
+
+/* INT8: exact int32 sums, then the requantize epilogue (residual at the same index). */
+__global__ void direct_conv_i8_kernel(void *y, const int8_t *x, const int8_t *w, conv_geo p, cu_requant q,
+                                      const int8_t *res, int64_t total)
+{
+    const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t m = i % p.M, r = i / p.M;
+        int64_t ow = r % p.Wo;
+        r /= p.Wo;
+        int64_t oh = r % p.Ho, n = r / p.Ho;
+        int64_t c0 = m / Mg * Cg;
+        int32_t acc = 0;
+        for (int kh = 0; kh < p.kh; kh++) {
+            int64_t ih = oh * p.sh - p.ph + (int64_t)kh * p.dh;
+            if (ih < 0 || ih >= p.H) continue;
+            for (int kw = 0; kw < p.kw; kw++) {
+                int64_t iw = ow * p.sw - p.pw + (int64_t)kw * p.dw;
+                if (iw < 0 || iw >= p.W) continue;
+                const int8_t *xp = x + ((n * p.H + ih) * p.W + iw) * p.C + c0;
+                const int8_t *wp = w + ((int64_t)(kh * p.kw + kw) * Cg) * p.M + m;
+                for (int64_t c = 0; c < Cg; c++) acc += (int32_t)wp[c * p.M] * (int32_t)xp[c];
+            }
+        }
+        int32_t a = q.bias ? acc + q.bias[m] : acc;
+        float v = __fmul_rn(__int2float_rn(a), q.m[m]);
+        if (res) v = __fadd_rn(v, __fmul_rn((float)res[i], q.m_r));
+        v = fminf(fmaxf(v, q.lo), q.hi);
+        switch (q.out) {
+        case QF_I8: ((int8_t *)y)[i] = (int8_t)__float2int_rn(v); break;
+        case QF_F16: ((__half *)y)[i] = __float2half_rn(v); break;
+        default: ((float *)y)[i] = v;
+        }
+    }
+}
+
+/* ---- building ---------------------------------------------------------------------------------- */
+
+/* Reorders W (M, Cg, kh, kw) of `es`-byte elements: GEMM layout [rows][Kpad]
+ * (k = (ikh*kw + ikw)*C + c, zeros past K and past M), or the direct
+ * kernel's [kh][kw][Cg][M]. */
+static void *reorder_weights(const void *w, size_t es, const conv_geo &p, bool direct, int64_t rows, int64_t Kpad)
+{
+    const int64_t Cg = p.C / p.group;
+    size_t n = direct ? (size_t)(p.kh * p.kw * Cg * p.M) : (size_t)(rows * Kpad);
+    char *out = (char *)calloc(n + 1, es);
+    if (!out) return NULL;
+    const char *src = (const char *)w;
+    for (int64_t m = 0; m < p.M; m++)
+        for (int64_t c = 0; c < Cg; c++)
+            for (int kh = 0; kh < p.kh; kh++)
+                for (int kw = 0; kw < p.kw; kw++) {
+                    size_t from = (size_t)(((m * Cg + c) * p.kh + kh) * p.kw + kw);
+                    size_t to = direct ? (size_t)(((int64_t)(kh * p.kw + kw) * Cg + c) * p.M + m)
+                                       : (size_t)(m * Kpad + (int64_t)(kh * p.kw + kw) * p.C + c);
+                    memcpy(out + to * es, src + from * es, es);
+                }
+    return out;
+}
+
+static qf_status conv_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qf_value *x = qfi_in(g, n, 0), *w = qfi_in(g, n, 1);
+    const int yv = cu_out_value(L, 0);
+    const qf_value *y = &g->values[yv];
+    if (x->ndim != 4)
+        return qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine runs 2-D convolutions only; input %s has %d dims", x->name,
+                        x->ndim);
+    if (!(w->flags & QF_VALUE_CONST) || !w->data)
+        return qf_error(QF_ERR_UNSUPPORTED, "weight %s is computed at run time; the CUDA engine needs a constant", w->name);
+    qfi_conv_geom geo;
+    QF_CHECK(qfi_conv_geometry(cu_geo_graph(c, n), n, &geo));
+    conv_state *st = (conv_state *)qfi_calloc(1, sizeof *st);
+    if (!st) return QF_ERR_NOMEM;
+    L->state = st;
+    L->free_state = conv_free;
+    conv_geo &p = st->p;
+    p.N = geo.N, p.C = geo.C, p.M = geo.M, p.group = geo.group;
+    p.H = geo.w.in[1], p.W = geo.w.in[2], p.Ho = geo.w.out[1], p.Wo = geo.w.out[2];
+    p.kh = (int)geo.w.k[1], p.kw = (int)geo.w.k[2], p.sh = (int)geo.w.stride[1], p.sw = (int)geo.w.stride[2];
+    p.ph = (int)geo.w.pad[1], p.pw = (int)geo.w.pad[2], p.dh = (int)geo.w.dil[1], p.dw = (int)geo.w.dil[2];
+    st->prec = n->precision;
+    st->P = p.N * p.Ho * p.Wo;
+    st->relu = L->out_override >= 0;
+    const bool i8 = n->precision == QF_PREC_INT8;
+    qf_dtype dt = x->dtype;
+    if (i8) {
+        if (x->dtype != QF_I8 || w->dtype != QF_I8)
+            return qf_error(QF_ERR_INVALID, "INT8 conv with %s input and %s weight", qf_dtype_info(x->dtype)->name,
+                            qf_dtype_info(w->dtype)->name);
+        QF_CHECK(cu_requant_setup(c, n, p.M, &st->rq));
+    } else if ((dt != QF_F32 && dt != QF_F16) || w->dtype != dt || y->dtype != dt) {
+        return qf_error(QF_ERR_UNSUPPORTED, "conv of %s input, %s weight, %s output", qf_dtype_info(dt)->name,
+                        qf_dtype_info(w->dtype)->name, qf_dtype_info(y->dtype)->name);
+    }
+    const size_t es = qf_dtype_info(dt)->size;
+    if (!i8 && geo.has_bias) {
+        /* the bias in the output's dtype, as cuBLASLt's epilogue reads it */
+        const qf_value *b = qfi_in(g, n, 2);
+        if (!(b->flags & QF_VALUE_CONST) || !b->data || qf_value_numel(b) != p.M || (b->dtype != QF_F32 && b->dtype != QF_F16))
+            return qf_error(QF_ERR_UNSUPPORTED, "bias %s must be a float constant of %lld elements", b->name, (long long)p.M);
+        char *hb = (char *)calloc((size_t)p.M + 1, es);
+        if (!hb) return QF_ERR_NOMEM;
+        for (int64_t m = 0; m < p.M; m++) {
+            float f = b->dtype == QF_F16 ? qf_f16_to_f32(((const uint16_t *)b->data)[m]) : ((const float *)b->data)[m];
+            if (dt == QF_F16) ((uint16_t *)hb)[m] = qf_f32_to_f16(f);
+            else ((float *)hb)[m] = f;
+        }
+        qf_status s = cu_upload(c, hb, (size_t)p.M * es, &st->bias);
+        free(hb);
+        QF_CHECK(s);
+    }
+    cu_need_input_as(c, L, 0, CU_NHWC);
+    if (i8 && n->n_in > 4 && n->in[4] >= 0) {
+        const qf_value *r = qfi_in(g, n, 4);
+        if (r->ndim != 4) return qf_error(QF_ERR_INVALID, "residual %s is not 4-D", r->name);
+        if (c->vals[n->in[4]].layout != CU_NHWC) cu_need_scratch(c, CU_SCR_IN2, qf_value_bytes(r)); /* converted to NHWC */
+    }
+    st->K = p.C / p.group * p.kh * p.kw;
+    if (i8 && st->K > 65536)
+        return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)st->K);
+    if (p.group != 1) {
+        st->direct = true;
+        void *hw = reorder_weights(w->data, es, p, true, 0, 0);
+        if (!hw) return QF_ERR_NOMEM;
+        qf_status s = cu_upload(c, hw, (size_t)(p.kh * p.kw * (p.C / p.group) * p.M) * es, &st->w);
+        free(hw);
+        return s;
+    }
+    /* K padded to the Tensor Cores' granule: 16 bytes of operands per row */
+    const int64_t gran = i8 ? 16 : dt == QF_F16 ? 8 : 4;
+    st->Kpad = (st->K + gran - 1) / gran * gran;
+    const bool pointwise = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0 &&
+                           geo.w.pad_end[1] == 0 && geo.w.pad_end[2] == 0;
+    st->im2col = !(pointwise && st->Kpad == p.C);
+    if (st->im2col) cu_need_scratch(c, CU_SCR_COL, (size_t)(st->P * st->Kpad) * es);
+    st->ldacc = i8 ? (p.M + 3) / 4 * 4 : p.M;
+    const int64_t rows = i8 ? st->ldacc : p.M;
+    void *hw = reorder_weights(w->data, es, p, false, rows, st->Kpad);
+    if (!hw) return QF_ERR_NOMEM;
+    qf_status s = cu_upload(c, hw, (size_t)(rows * st->Kpad) * es, &st->w);
+    free(hw);
+    QF_CHECK(s);
+    cu_gemm_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.kind = i8 ? CU_GEMM_I8 : dt == QF_F16 ? CU_GEMM_F16 : CU_GEMM_F32;
+    sh.rows = st->P, sh.cols = rows, sh.K = st->Kpad;
+    sh.lda = st->Kpad, sh.ldb = st->Kpad, sh.ldy = st->ldacc;
+    sh.trans_b = true;
+    sh.alpha = 1.0f;
+    if (!i8) {
+        sh.bias = st->bias;
+        sh.relu = st->relu;
+    }
+    /* every row starts 16-byte aligned when K and M rows are */
+    sh.min_align = (st->Kpad * es) % 16 == 0 && (st->ldacc * (i8 ? 4 : es)) % 16 == 0 ? 16 : (uint32_t)es;
+    if (i8) cu_need_scratch(c, CU_SCR_ACC, (size_t)(st->P * st->ldacc) * 4);
+    if (st->P == 0) return QF_OK;
+    return cu_gemm_create(c, &sh, &st->gm);
+}
+
+/* X, W and the GEMM's output for this layer (im2col not run: tuning only needs buffers). */
+static qf_status conv_buffers(cu_engine *c, cu_layer *L, const void *x, const void **A, void **Y)
+{
+    const conv_state *st = (const conv_state *)L->state;
+    *A = st->im2col ? c->scratch[CU_SCR_COL] : x;
+    if (st->prec == QF_PREC_INT8) {
+        *Y = c->scratch[CU_SCR_ACC];
+        return QF_OK;
+    }
+    return cu_value_ptr(c, cu_out_value(L, 0), Y);
+}
+
+static qf_status conv_tune(cu_engine *c, cu_layer *L)
+{
+    conv_state *st = (conv_state *)L->state;
+    if (!st->gm) return QF_OK;
+    void *x;
+    QF_CHECK(cu_value_ptr(c, L->n->in[0], &x));
+    const void *A;
+    void *Y;
+    QF_CHECK(conv_buffers(c, L, x, &A, &Y));
+    QF_CHECK(cu_gemm_tune(c, st->gm, A, st->w, Y));
+    qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s", c->g->source, L->n->name, cu_gemm_describe(st->gm),
+           st->im2col ? " after im2col" : "");
+    return QF_OK;
+}
+
+static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const conv_state *st = (const conv_state *)L->state;
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const conv_geo &p = st->p;
+    const void *x;
+    void *y;
+    QF_CHECK(cu_input_as(c, L, 0, CU_NHWC, s, &x));
+    QF_CHECK(cu_value_ptr(c, cu_out_value(L, 0), &y));
+    const int8_t *res = NULL;
+    if (st->prec == QF_PREC_INT8 && n->n_in > 4 && n->in[4] >= 0) {
+        /* the residual is read like the output: NHWC */
+        int rv = n->in[4];
+        void *rp;
+        QF_CHECK(cu_value_ptr(c, rv, &rp));
+        res = (const int8_t *)rp;
+        if (cu_is_nhwc(c, rv) != cu_is_nhwc(c, cu_out_value(L, 0)) && g->values[rv].ndim == 4) {
+            const qf_value *r = &g->values[rv];
+            int64_t ss[4], ds[4] = {r->dims[1] * r->dims[2] * r->dims[3], 1, r->dims[3] * r->dims[1], r->dims[1]};
+            cu_strides(c, rv, ss);
+            cu_elem el = {QF_I8, 0.0f};
+            QF_CHECK(cu_strided_copy(s, c->scratch[CU_SCR_IN2], el, ds, 0, rp, el, ss, 0, 4, r->dims));
+            res = (const int8_t *)c->scratch[CU_SCR_IN2];
+        }
+    }
+    const int64_t total = st->P * p.M;
+    if (total == 0) return QF_OK;
+    if (st->direct) {
+        unsigned b = cu_blocks(total, 256);
+        if (b > 262144) b = 262144;
+        if (st->prec == QF_PREC_INT8)
+            direct_conv_i8_kernel<<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)st->w, p, st->rq, res, total);
+        else if (qfi_in(g, n, 0)->dtype == QF_F16)
+            direct_conv_kernel<__half><<<b, 256, 0, s>>>((__half *)y, (const __half *)x, (const __half *)st->w,
+                                                         (const __half *)st->bias, p, st->relu, total);
+        else
+            direct_conv_kernel<float><<<b, 256, 0, s>>>((float *)y, (const float *)x, (const float *)st->w,
+                                                        (const float *)st->bias, p, st->relu, total);
+        CU_LAUNCHED();
+        return QF_OK;
+    }
+    if (st->im2col) QF_CHECK(im2col(s, st, qfi_in(g, n, 0)->dtype, x, c->scratch[CU_SCR_COL]));
+    const void *A;
+    void *Y;
+    QF_CHECK(conv_buffers(c, L, x, &A, &Y));
+    QF_CHECK(cu_gemm_run(c, st->gm, A, st->w, Y, s));
+    if (st->prec == QF_PREC_INT8) QF_CHECK(cu_requant_launch(s, &st->rq, (const int32_t *)Y, st->P, p.M, st->ldacc, res, y));
+    return QF_OK;
+}
+
+const cu_op cu_op_conv = {conv_prepare, conv_tune, conv_launch, CU_RULE_NHWC};

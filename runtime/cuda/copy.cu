@@ -1,0 +1,326 @@
+/* Data movement on the device: one strided-copy kernel (with dtype and int8
+ * scale conversion where source and destination differ) that serves layout
+ * conversion (NCHW <-> NHWC) and the ops that only move elements: Reshape,
+ * Flatten, Squeeze, Unsqueeze, Identity, Dropout, Transpose, Slice, Concat
+ * (each input written at its offset along the axis of the output, NHWC
+ * channel offsets included) and Split. */
+#include "cuda_internal.h"
+
+typedef struct copy_desc {
+    int nd;
+    int64_t dims[QF_MAX_DIMS];
+    int64_t ss[QF_MAX_DIMS];
+    int64_t ds[QF_MAX_DIMS];
+} copy_desc;
+
+/* Element i of the iteration space -> source and destination offsets. */
+__device__ __forceinline__ void copy_offsets(const copy_desc &d, int64_t i, int64_t &so, int64_t &dof)
+{
+    so = 0;
+    dof = 0;
+    for (int k = d.nd - 1; k >= 0; k--) {
+        int64_t q = i / d.dims[k], r = i - q * d.dims[k];
+        so += r * d.ss[k];
+        dof += r * d.ds[k];
+        i = q;
+    }
+}
+
+template <typename T>
+__global__ void copy_raw_kernel(T *dst, const T *src, copy_desc d, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t so, dof;
+        copy_offsets(d, i, so, dof);
+        dst[dof] = src[so];
+    }
+}
+
+__global__ void copy_convert_kernel(void *dst, cu_elem de, const void *src, cu_elem se, copy_desc d, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t so, dof;
+        copy_offsets(d, i, so, dof);
+        cu_store(dst, de.dt, de.scale, dof, cu_load(src, se.dt, se.scale, so));
+    }
+}
+
+static bool float_like_dt(qf_dtype t) { return t == QF_F32 || t == QF_F16 || t == QF_I8; }
+
+qf_status cu_strided_copy(cudaStream_t s, void *dst, cu_elem de, const int64_t *ds, int64_t do_, const void *src,
+                          cu_elem se, const int64_t *ss, int64_t so, int nd, const int64_t *dims)
+{
+    const bool convert = de.dt != se.dt || (de.dt == QF_I8 && de.scale != se.scale);
+    if (convert && !(float_like_dt(de.dt) && float_like_dt(se.dt)))
+        return qf_error(QF_ERR_UNSUPPORTED, "no device conversion from %s to %s", qf_dtype_info(se.dt)->name,
+                        qf_dtype_info(de.dt)->name);
+    /* iterate in the destination's order (writes coalesce): sort dims by
+     * destination stride, drop unit dims, merge dims contiguous in both */
+    int order[QF_MAX_DIMS], m = 0;
+    int64_t total = 1;
+    for (int k = 0; k < nd; k++) {
+        total *= dims[k];
+        if (dims[k] != 1) order[m++] = k;
+    }
+    if (total == 0) return QF_OK;
+    for (int a = 1; a < m; a++)
+        for (int b = a; b > 0 && ds[order[b - 1]] < ds[order[b]]; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    copy_desc d;
+    d.nd = 0;
+    for (int a = 0; a < m; a++) {
+        int k = order[a];
+        if (d.nd > 0 && d.ss[d.nd - 1] == ss[k] * dims[k] && d.ds[d.nd - 1] == ds[k] * dims[k]) {
+            d.dims[d.nd - 1] *= dims[k];
+            d.ss[d.nd - 1] = ss[k];
+            d.ds[d.nd - 1] = ds[k];
+            continue;
+        }
+        d.dims[d.nd] = dims[k];
+        d.ss[d.nd] = ss[k];
+        d.ds[d.nd] = ds[k];
+        d.nd++;
+    }
+    if (d.nd == 0) { /* one element */
+        d.nd = 1;
+        d.dims[0] = 1;
+        d.ss[0] = d.ds[0] = 1;
+    }
+    const size_t es = qf_dtype_info(de.dt)->size;
+    if (!convert && d.nd == 1 && d.ss[0] == 1 && d.ds[0] == 1) {
+        CU_CHECK(cudaMemcpyAsync((char *)dst + do_ * (int64_t)es, (const char *)src + so * (int64_t)es,
+                                 (size_t)total * es, cudaMemcpyDeviceToDevice, s));
+        return QF_OK;
+    }
+    unsigned blocks = cu_blocks(total, 256);
+    if (blocks > 65536) blocks = 65536;
+    if (convert) {
+        const size_t ses = qf_dtype_info(se.dt)->size;
+        copy_convert_kernel<<<blocks, 256, 0, s>>>((char *)dst + do_ * (int64_t)es, de, (const char *)src + so * (int64_t)ses,
+                                                   se, d, total);
+    } else {
+        switch (es) {
+        case 1: copy_raw_kernel<<<blocks, 256, 0, s>>>((uint8_t *)dst + do_, (const uint8_t *)src + so, d, total); break;
+        case 2: copy_raw_kernel<<<blocks, 256, 0, s>>>((uint16_t *)dst + do_, (const uint16_t *)src + so, d, total); break;
+        case 4: copy_raw_kernel<<<blocks, 256, 0, s>>>((uint32_t *)dst + do_, (const uint32_t *)src + so, d, total); break;
+        case 8: copy_raw_kernel<<<blocks, 256, 0, s>>>((uint64_t *)dst + do_, (const uint64_t *)src + so, d, total); break;
+        default: return qf_error(QF_ERR_UNSUPPORTED, "no device copy for %zu-byte elements", es);
+        }
+    }
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+/* Row-major strides of dims. */
+static void logical_strides(int nd, const int64_t *dims, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        st[d] = s;
+        s *= dims[d];
+    }
+}
+
+/* ---- Reshape, Flatten, Squeeze, Unsqueeze: the input in logical order ------------------ */
+
+static qf_status reshape_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_value *x = qfi_in(g, L->n, 0), *y = qfi_out(g, L->n, 0);
+    if (x->dtype != y->dtype || qf_value_numel(x) != qf_value_numel(y))
+        return qf_error(QF_ERR_INVALID, "output %s does not hold the input's elements", y->name);
+    void *p;
+    return cu_value_ptr(c, L->n->in[0], &p);
+}
+
+static qf_status reshape_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    int xv = L->n->in[0], yv = cu_out_value(L, 0);
+    const qf_value *x = &g->values[xv];
+    void *src, *dst;
+    QF_CHECK(cu_value_ptr(c, xv, &src));
+    QF_CHECK(cu_value_ptr(c, yv, &dst));
+    int64_t ss[QF_MAX_DIMS], ds[QF_MAX_DIMS];
+    cu_strides(c, xv, ss);
+    logical_strides(x->ndim, x->dims, ds);
+    cu_elem el = {x->dtype, 0.0f};
+    return cu_strided_copy(s, dst, el, ds, 0, src, el, ss, 0, x->ndim, x->dims);
+}
+
+const cu_op cu_op_reshape = {reshape_prepare, NULL, reshape_launch, CU_RULE_LOGICAL};
+
+/* ---- Identity, Dropout: the same bytes, the same layout ------------------------------------ */
+
+__global__ void fill_f32_kernel(float *p, int64_t n, float v)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) p[i] = v;
+}
+
+static qf_status identity_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    if (L->n->n_out > 1 && L->n->out[1] >= 0) {
+        const qf_value *m = qfi_out(g, L->n, 1);
+        if (m->dtype != QF_BOOL && m->dtype != QF_F32)
+            return qf_error(QF_ERR_UNSUPPORTED, "Dropout mask of dtype %s", qf_dtype_info(m->dtype)->name);
+    }
+    void *p;
+    return cu_value_ptr(c, L->n->in[0], &p);
+}
+
+static qf_status identity_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    void *src, *dst;
+    QF_CHECK(cu_value_ptr(c, L->n->in[0], &src));
+    QF_CHECK(cu_value_ptr(c, cu_out_value(L, 0), &dst));
+    const qf_value *x = qfi_in(g, L->n, 0);
+    int64_t ss[QF_MAX_DIMS], ds[QF_MAX_DIMS];
+    /* the output follows the input's layout; a constant input is logical */
+    cu_strides(c, L->n->in[0], ss);
+    cu_strides(c, cu_out_value(L, 0), ds);
+    cu_elem el = {x->dtype, 0.0f};
+    QF_CHECK(cu_strided_copy(s, dst, el, ds, 0, src, el, ss, 0, x->ndim, x->dims));
+    if (L->n->n_out > 1 && L->n->out[1] >= 0) {
+        /* inference-mode Dropout keeps every element: the mask is all true */
+        const qf_value *m = qfi_out(g, L->n, 1);
+        void *mp;
+        QF_CHECK(cu_value_ptr(c, L->n->out[1], &mp));
+        int64_t cnt = qf_value_numel(m);
+        if (m->dtype == QF_BOOL) {
+            CU_CHECK(cudaMemsetAsync(mp, 1, (size_t)cnt, s));
+        } else if (cnt) {
+            fill_f32_kernel<<<cu_blocks(cnt, 256) > 4096 ? 4096 : cu_blocks(cnt, 256), 256, 0, s>>>((float *)mp, cnt, 1.0f);
+            CU_LAUNCHED();
+        }
+    }
+    return QF_OK;
+}
+
+const cu_op cu_op_identity = {identity_prepare, NULL, identity_launch, CU_RULE_FOLLOW};
+
+/* ---- Transpose ---------------------------------------------------------------------------- */
+
+static qf_status transpose_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    const qfi_transpose_params *p = (const qfi_transpose_params *)L->n->params;
+    int xv = L->n->in[0], yv = cu_out_value(L, 0);
+    const qf_value *y = &g->values[yv];
+    void *src, *dst;
+    QF_CHECK(cu_value_ptr(c, xv, &src));
+    QF_CHECK(cu_value_ptr(c, yv, &dst));
+    int64_t xs[QF_MAX_DIMS], ss[QF_MAX_DIMS], ds[QF_MAX_DIMS];
+    cu_strides(c, xv, xs);
+    for (int i = 0; i < y->ndim; i++) ss[i] = xs[p->n_perm ? p->perm[i] : y->ndim - 1 - i];
+    logical_strides(y->ndim, y->dims, ds);
+    cu_elem el = {y->dtype, 0.0f};
+    return cu_strided_copy(s, dst, el, ds, 0, src, el, ss, 0, y->ndim, y->dims);
+}
+
+const cu_op cu_op_transpose = {reshape_prepare, NULL, transpose_launch, CU_RULE_LOGICAL};
+
+/* ---- Slice ---------------------------------------------------------------------------------- */
+
+static qf_status slice_prepare(cu_engine *c, cu_layer *L)
+{
+    void *p;
+    return cu_value_ptr(c, L->n->in[0], &p);
+}
+
+static qf_status slice_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    const qfi_slice_params *p = (const qfi_slice_params *)L->n->params;
+    int xv = L->n->in[0], yv = cu_out_value(L, 0);
+    const qf_value *x = &g->values[xv], *y = &g->values[yv];
+    void *src, *dst;
+    QF_CHECK(cu_value_ptr(c, xv, &src));
+    QF_CHECK(cu_value_ptr(c, yv, &dst));
+    int64_t xs[QF_MAX_DIMS], ss[QF_MAX_DIMS], ds[QF_MAX_DIMS], first = 0;
+    cu_strides(c, xv, xs);
+    for (int d = 0; d < x->ndim; d++) {
+        first += p->start[d] * xs[d];
+        ss[d] = p->step[d] * xs[d];
+    }
+    logical_strides(y->ndim, y->dims, ds);
+    cu_elem el = {y->dtype, 0.0f};
+    return cu_strided_copy(s, dst, el, ds, 0, src, el, ss, first, y->ndim, y->dims);
+}
+
+const cu_op cu_op_slice = {slice_prepare, NULL, slice_launch, CU_RULE_LOGICAL};
+
+/* ---- Concat: every input at its offset along the axis of the output ------------------------ */
+
+static qf_status concat_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_value *y = qfi_out(g, L->n, 0);
+    for (int k = 0; k < L->n->n_in; k++) {
+        const qf_value *x = qfi_in(g, L->n, k);
+        if (x->dtype != y->dtype && !(cu_float_like(g, L->n, x) && cu_float_like(g, L->n, y)))
+            return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s into %s", x->name, qf_dtype_info(x->dtype)->name,
+                            qf_dtype_info(y->dtype)->name);
+        void *p;
+        QF_CHECK(cu_value_ptr(c, L->n->in[k], &p));
+    }
+    return QF_OK;
+}
+
+static qf_status concat_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    const qfi_axis_params *p = (const qfi_axis_params *)L->n->params;
+    int yv = cu_out_value(L, 0);
+    void *dst;
+    QF_CHECK(cu_value_ptr(c, yv, &dst));
+    int64_t ds[QF_MAX_DIMS], ss[QF_MAX_DIMS];
+    cu_strides(c, yv, ds);
+    cu_elem de = cu_elem_of(c, L->n, yv);
+    int64_t at = 0;
+    for (int k = 0; k < L->n->n_in; k++) {
+        int xv = L->n->in[k];
+        const qf_value *x = &g->values[xv];
+        void *src;
+        QF_CHECK(cu_value_ptr(c, xv, &src));
+        cu_strides(c, xv, ss);
+        QF_CHECK(cu_strided_copy(s, dst, de, ds, at * ds[p->norm], src, cu_elem_of(c, L->n, xv), ss, 0, x->ndim, x->dims));
+        at += x->dims[p->norm];
+    }
+    return QF_OK;
+}
+
+const cu_op cu_op_concat = {concat_prepare, NULL, concat_launch, CU_RULE_ANY_NHWC};
+
+/* ---- Split: every output from its offset along the axis of the input ----------------------- */
+
+static qf_status split_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    const qfi_split_params *p = (const qfi_split_params *)L->n->params;
+    int xv = L->n->in[0];
+    void *src;
+    QF_CHECK(cu_value_ptr(c, xv, &src));
+    int64_t ss[QF_MAX_DIMS], ds[QF_MAX_DIMS];
+    cu_strides(c, xv, ss);
+    cu_elem el = {g->values[xv].dtype, 0.0f};
+    int64_t at = 0;
+    for (int k = 0; k < L->n->n_out; k++) {
+        int yv = L->n->out[k];
+        const qf_value *y = qfi_out(g, L->n, k);
+        if (yv >= 0) {
+            void *dst;
+            QF_CHECK(cu_value_ptr(c, yv, &dst));
+            logical_strides(y->ndim, y->dims, ds);
+            QF_CHECK(cu_strided_copy(s, dst, el, ds, 0, src, el, ss, at * ss[p->norm], y->ndim, y->dims));
+        }
+        at += y->dims[p->norm];
+    }
+    return QF_OK;
+}
+
+const cu_op cu_op_split = {slice_prepare, NULL, split_launch, CU_RULE_LOGICAL};

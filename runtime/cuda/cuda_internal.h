@@ -1,0 +1,258 @@
+/* Shared state of the CUDA engine (runtime/cuda/): the engine object, the
+ * per-node layer interface every op family implements, device value views
+ * (NHWC or logical layout), scratch slots, error macros, and the element
+ * load/store helpers that give every kernel the CPU engine's FP16/INT8 rules
+ * (runtime/cpu/lowp.c: f16 widened exactly, int8 as q*scale, results rounded
+ * back to half or quantized half-to-even and saturated). */
+#ifndef QFORGE_CUDA_INTERNAL_H
+#define QFORGE_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cublasLt.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../engine_impl.h"
+#include "../cpu/kernels.h"
+#include "ops/nn.h"
+#include "ops/tensor_ops.h"
+}
+
+/* ---- errors -------------------------------------------------------------------
+ * Every CUDA and cuBLASLt call goes through one of these; a failure becomes a
+ * qf_status with a message naming the call (out of memory: QF_ERR_NOMEM). */
+qf_status cu_fail(cudaError_t e, const char *expr, const char *file, int line);
+qf_status lt_fail(cublasStatus_t s, const char *expr, const char *file, int line);
+#define CU_CHECK(expr)                                                                                                \
+    do {                                                                                                              \
+        cudaError_t e_ = (expr);                                                                                      \
+        if (e_ != cudaSuccess) return cu_fail(e_, #expr, __FILE__, __LINE__);                                         \
+    } while (0)
+#define LT_CHECK(expr)                                                                                                \
+    do {                                                                                                              \
+        cublasStatus_t s_ = (expr);                                                                                   \
+        if (s_ != CUBLAS_STATUS_SUCCESS) return lt_fail(s_, #expr, __FILE__, __LINE__);                              \
+    } while (0)
+/* After a <<<>>> launch: launch-configuration errors surface here. */
+#define CU_LAUNCHED() CU_CHECK(cudaGetLastError())
+
+/* ---- layouts ------------------------------------------------------------------
+ * 4-D activations live NHWC on the device where the ops around them allow it
+ * (Conv and pools need it; cuBLASLt reads NHWC im2col patches); everything
+ * else is logical (row-major in ONNX dim order). A 4-D value with H*W == 1 or
+ * C == 1 has the same bytes either way. */
+typedef enum cu_layout { CU_LOGICAL = 0, CU_NHWC } cu_layout;
+
+typedef struct cu_value {
+    void *ptr;          /* device address; NULL for an unused value */
+    cu_layout layout;
+} cu_value;
+
+/* Scratch slots: device buffers shared by all layers (layers run one after
+ * another on one stream), each sized for the largest request. */
+enum {
+    CU_SCR_IN0,         /* an input converted to the layout a kernel needs (+k for input k) */
+    CU_SCR_IN1,
+    CU_SCR_IN2,
+    CU_SCR_COL,         /* im2col patches */
+    CU_SCR_ACC,         /* int32 accumulators of INT8 GEMMs */
+    CU_SCR_COUNT
+};
+
+typedef struct cu_engine cu_engine;
+typedef struct cu_layer cu_layer;
+
+/* What an op family implements. prepare() validates the node, builds its
+ * state (weights reordered and uploaded, descriptors) and declares scratch;
+ * tune() (optional) runs once the buffers exist (algorithm timing); launch()
+ * enqueues the node's work on `s` and must be capturable in a CUDA graph. */
+typedef enum cu_layout_rule {
+    CU_RULE_LOGICAL,    /* outputs logical */
+    CU_RULE_NHWC,       /* 4-D output NHWC (Conv, pools, BatchNormalization) */
+    CU_RULE_FOLLOW,     /* elementwise: output takes the layout of a same-shape input */
+    CU_RULE_ANY_NHWC,   /* Concat: NHWC when any input is */
+} cu_layout_rule;
+
+typedef struct cu_op {
+    qf_status (*prepare)(cu_engine *c, cu_layer *L);
+    qf_status (*tune)(cu_engine *c, cu_layer *L);
+    qf_status (*launch)(cu_engine *c, cu_layer *L, cudaStream_t s);
+    cu_layout_rule rule;
+} cu_op;
+
+struct cu_layer {
+    const qf_node *n;
+    int index;          /* node index */
+    void *state;        /* op-specific; released with free_state (or free) */
+    void (*free_state)(void *state);
+    bool skip;          /* its work was fused into another layer */
+    int out_override;   /* >= 0: write this value instead of n->out[0] (a fused consumer's output) */
+    float ms;           /* --profile: last measured time */
+};
+
+/* Op families: one file each. Entries with a NULL prepare have no CUDA kernel. */
+extern const cu_op cu_op_conv, cu_op_gemm, cu_op_matmul;                          /* conv.cu, gemm.cu */
+extern const cu_op cu_op_binary, cu_op_unary, cu_op_batchnorm;                     /* elementwise.cu */
+extern const cu_op cu_op_qdq, cu_op_cast;                                          /* qdq.cu */
+extern const cu_op cu_op_pool, cu_op_global_pool;                                  /* pool.cu */
+extern const cu_op cu_op_softmax;                                                  /* softmax.cu */
+extern const cu_op cu_op_reshape, cu_op_identity, cu_op_transpose, cu_op_concat,   /* copy.cu */
+    cu_op_slice, cu_op_split;
+
+struct cu_engine {
+    qf_engine *e;
+    const qf_graph *g;
+    qf_graph view;            /* g with FP16/INT8 values relabelled f32, for the geometry helpers (lowp.c's rule) */
+    qf_value *view_values;
+    int device;
+    cudaDeviceProp prop;
+    cudaStream_t stream;      /* compute */
+    cudaStream_t copy;        /* uploads */
+    cudaEvent_t uploaded;
+    cublasLtHandle_t lt;
+    void *lt_ws;              /* cuBLASLt workspace */
+    size_t lt_ws_bytes;
+    char *arena;              /* activations, planned by liveness */
+    size_t arena_bytes;
+    cu_value *vals;
+    void *scratch[CU_SCR_COUNT];
+    size_t scratch_bytes[CU_SCR_COUNT];
+    cu_layer *layers;
+    int n_layers;
+    /* device allocations owned by the engine (weights, constants, staging) */
+    void **allocs;
+    int n_allocs, cap_allocs;
+    /* graph inputs and outputs: pinned host buffers; device staging where a
+     * layout conversion sits between the host bytes and the value */
+    void **h_in, **h_out;
+    void **d_in, **d_out;
+    cudaGraphExec_t graph;
+    bool tuning;              /* inside tune(): launches are timed, not captured */
+    bool profile;             /* time each layer with events (no graph) */
+    bool fuse;                /* peephole fusions allowed (no observer) */
+    /* observer staging */
+    void *obs_dev, *obs_host;
+    size_t obs_bytes;
+};
+
+/* ---- engine services (cuda_engine.cu) ------------------------------------------ */
+/* Device memory owned by the engine, freed with it. */
+qf_status cu_alloc(cu_engine *c, size_t bytes, void **out);
+/* Uploads host bytes into a new engine-owned buffer. */
+qf_status cu_upload(cu_engine *c, const void *host, size_t bytes, void **out);
+/* Device address of value v: arena slot, or the constant's uploaded copy. */
+qf_status cu_value_ptr(cu_engine *c, int v, void **out);
+/* The graph to hand lib/ops geometry helpers for node n (the f32 view for
+ * nodes the CPU engine runs through lowp.c). */
+const qf_graph *cu_geo_graph(const cu_engine *c, const qf_node *n);
+/* Reserves `bytes` of scratch slot `slot`. */
+void cu_need_scratch(cu_engine *c, int slot, size_t bytes);
+/* True when v is stored NHWC and that differs from its logical bytes. */
+bool cu_is_nhwc(const cu_engine *c, int v);
+/* Element strides of v's logical dims in its device layout. */
+void cu_strides(const cu_engine *c, int v, int64_t *strides);
+/* Input k of L's node in the wanted layout (a 4-D value): the value itself,
+ * or a copy converted into scratch slot CU_SCR_IN0 + k (declared by
+ * cu_need_input_as at prepare). */
+void cu_need_input_as(cu_engine *c, cu_layer *L, int k, cu_layout want);
+qf_status cu_input_as(cu_engine *c, cu_layer *L, int k, cu_layout want, cudaStream_t s, const void **out);
+/* The value L writes as output k (a fused consumer's output for k = 0). */
+int cu_out_value(const cu_layer *L, int k);
+/* Launch shape for n threads. */
+static inline unsigned cu_blocks(int64_t n, int threads)
+{
+    int64_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < 1 ? 1 : b > 0x7fffffff ? 0x7fffffff : b);
+}
+/* A value of a node's dtype the device kernels handle as data: f32, f16, or
+ * i8 with a scale (quantized; only at FP16/INT8 precision, as lowp.c). */
+bool cu_float_like(const qf_graph *g, const qf_node *n, const qf_value *v);
+#define CU_NODE_FMT "%s: node %s (%s): "
+#define CU_NODE_ARGS(c, n) (c)->g->source, (n)->name, qf_op_name((n)->op)
+
+/* ---- strided copies (copy.cu) ----------------------------------------------------
+ * Copies the nd-dim view `dims` of src (element strides ss, starting at
+ * element so) into dst (strides ds, starting at element do_), converting
+ * dtype and int8 scale where they differ. Used for layout conversion,
+ * Reshape, Transpose, Slice, Concat, Split. */
+typedef struct cu_elem {
+    qf_dtype dt;
+    float scale;              /* int8: the value's scale; else ignored */
+} cu_elem;
+qf_status cu_strided_copy(cudaStream_t s, void *dst, cu_elem dt_dst, const int64_t *ds, int64_t do_, const void *src,
+                          cu_elem dt_src, const int64_t *ss, int64_t so, int nd, const int64_t *dims);
+/* cu_elem of value v (scale only for quantized int8 use). */
+cu_elem cu_elem_of(const cu_engine *c, const qf_node *n, int v);
+
+/* ---- GEMM (gemm.cu) --------------------------------------------------------------
+ * Y (rows, cols) = op(A) (rows, K) x op(B) (K, cols) on row-major buffers,
+ * through cuBLASLt with the algorithm chosen by timing, or a plain kernel
+ * where cuBLASLt has none. Types: F32 (no TF32), F16 (FP32 accumulate),
+ * I8 x I8 -> I32. Optional epilogue: bias per column (Y's dtype) and ReLU;
+ * `accumulate` adds into Y (beta = 1). */
+typedef enum cu_gemm_kind { CU_GEMM_F32, CU_GEMM_F16, CU_GEMM_I8 } cu_gemm_kind;
+typedef struct cu_gemm cu_gemm;
+typedef struct cu_gemm_shape {
+    cu_gemm_kind kind;
+    int64_t rows, cols, K;
+    int64_t lda, ldb, ldy;
+    bool trans_a, trans_b;
+    float alpha;
+    bool accumulate;
+    const void *bias;         /* device, cols elements of Y's type, or NULL */
+    bool relu;
+    uint32_t min_align;       /* bytes every operand address is aligned to; 0: 256 */
+} cu_gemm_shape;
+qf_status cu_gemm_create(cu_engine *c, const cu_gemm_shape *sh, cu_gemm **out);
+void cu_gemm_free(cu_gemm *gm);
+/* Picks the fastest algorithm on these buffers (contents are overwritten). */
+qf_status cu_gemm_tune(cu_engine *c, cu_gemm *gm, const void *A, const void *B, void *Y);
+qf_status cu_gemm_run(cu_engine *c, const cu_gemm *gm, const void *A, const void *B, void *Y, cudaStream_t s);
+/* Short description of what was chosen, for logs ("cublasLt algo 23 (0.041 ms)"). */
+const char *cu_gemm_describe(const cu_gemm *gm);
+
+/* The INT8 epilogue of lib/quant_math.c on an int32 accumulator [rows][ld]
+ * (channel = column): y [rows][cols] in dtype out. m[cols], bias[cols] (or
+ * NULL), lo/hi, m_r and the residual [rows][cols] int8 (or NULL). */
+typedef struct cu_requant {
+    const float *m;
+    const int32_t *bias;
+    float m_r, lo, hi;
+    qf_dtype out;
+} cu_requant;
+qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t *acc, int64_t rows, int64_t cols,
+                            int64_t ld, const int8_t *res, void *y);
+/* Host side: m and the bounds for an INT8 node (qfi_requant_init), m uploaded. */
+qf_status cu_requant_setup(cu_engine *c, const qf_node *n, int64_t channels, cu_requant *rq);
+
+/* ---- device element helpers -------------------------------------------------------- */
+#ifdef __CUDACC__
+/* Reads element i as float: f32, f16 exactly, int8 as q*scale (one rounding). */
+__device__ __forceinline__ float cu_load(const void *p, qf_dtype dt, float scale, int64_t i)
+{
+    switch (dt) {
+    case QF_F16: return __half2float(((const __half *)p)[i]);
+    case QF_I8: return __fmul_rn((float)((const int8_t *)p)[i], scale);
+    default: return ((const float *)p)[i];
+    }
+}
+/* lib/internal.h's qfi_quantize_f32: x/s, NaN -> 0, saturate, round half to even. */
+__device__ __forceinline__ int8_t cu_quantize(float x, float s)
+{
+    float v = __fdiv_rn(x, s);
+    if (v != v) return 0;
+    v = fminf(fmaxf(v, -128.0f), 127.0f);
+    return (int8_t)__float2int_rn(v);
+}
+__device__ __forceinline__ void cu_store(void *p, qf_dtype dt, float scale, int64_t i, float v)
+{
+    switch (dt) {
+    case QF_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+    case QF_I8: ((int8_t *)p)[i] = cu_quantize(v, scale); break;
+    default: ((float *)p)[i] = v;
+    }
+}
+#endif
+
+#endif

@@ -1,0 +1,333 @@
+/* Elementwise ops on the device: the activations (Relu, LeakyRelu, Clip,
+ * Sigmoid, HardSigmoid, HardSwish, Tanh), the broadcasting binary ops (Add,
+ * Sub, Mul, Div, PRelu) and inference BatchNormalization. Every element is
+ * read as float (f16 exactly, int8 as q*scale) and written back rounded to
+ * half or quantized, as the CPU engine's lowp.c does; the arithmetic is the
+ * CPU kernels' (runtime/cpu/unary.c, binary.c, batchnorm.c), one IEEE
+ * rounding per operation (no contraction into FMA where the CPU has none). */
+#include "cuda_internal.h"
+#include <float.h>
+
+/* ---- activations ------------------------------------------------------------------------ */
+
+typedef struct unary_params {
+    int op;                 /* qf_op */
+    float alpha, beta, lo, hi;
+} unary_params;
+
+__device__ __forceinline__ float cu_sigmoid(float x)
+{
+    if (x >= 0.0f) return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
+    float e = expf(x);
+    return __fdiv_rn(e, __fadd_rn(1.0f, e));
+}
+
+__device__ __forceinline__ float unary_apply(const unary_params &p, float x)
+{
+    switch (p.op) {
+    case QF_OP_RELU: return x > 0.0f ? x : 0.0f;
+    case QF_OP_LEAKY_RELU: return x >= 0.0f ? x : __fmul_rn(x, p.alpha);
+    case QF_OP_CLIP: {
+        /* max then min: with lo > hi every element becomes hi; NaN stays NaN */
+        float v = x < p.lo ? p.lo : x;
+        return v > p.hi ? p.hi : v;
+    }
+    case QF_OP_SIGMOID: return cu_sigmoid(x);
+    case QF_OP_HARD_SIGMOID:
+    case QF_OP_HARD_SWISH: {
+        float h = __fadd_rn(__fmul_rn(p.alpha, x), p.beta);
+        h = h < 0.0f ? 0.0f : h > 1.0f ? 1.0f : h;
+        return p.op == QF_OP_HARD_SWISH ? __fmul_rn(x, h) : h;
+    }
+    case QF_OP_TANH: return tanhf(x);
+    default: return x;
+    }
+}
+
+__global__ void unary_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n, unary_params p)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        cu_store(y, ye.dt, ye.scale, i, unary_apply(p, cu_load(x, xe.dt, xe.scale, i)));
+}
+
+static unsigned grid_for(int64_t n)
+{
+    unsigned b = cu_blocks(n, 256);
+    return b > 32768 ? 32768 : b;
+}
+
+static qf_status unary_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y))
+        return qf_error(QF_ERR_UNSUPPORTED, "no CUDA kernel for dtype %s at precision %d", qf_dtype_info(x->dtype)->name,
+                        (int)n->precision);
+    const qfi_unary_params *up = (const qfi_unary_params *)n->params;
+    unary_params *p = (unary_params *)qfi_calloc(1, sizeof *p);
+    if (!p) return QF_ERR_NOMEM;
+    L->state = p;
+    p->op = n->op;
+    p->alpha = up->alpha;
+    p->beta = up->beta;
+    p->lo = up->lo;
+    p->hi = up->hi;
+    if (n->op == QF_OP_CLIP) {
+        /* bounds given as inputs (opset >= 11) must be constants here; an empty one counts as absent */
+        for (int k = 1; k < n->n_in && k < 3; k++) {
+            const qf_value *b = qfi_in(g, n, k);
+            if (!b || qf_value_numel(b) != 1) continue;
+            if (!(b->flags & QF_VALUE_CONST))
+                return qf_error(QF_ERR_UNSUPPORTED, "Clip bound %s is computed at run time; the CUDA engine needs a constant",
+                                b->name);
+            float f;
+            if (b->dtype == QF_F16) f = qf_f16_to_f32(*(const uint16_t *)b->data);
+            else QF_CHECK(qfi_value_scalar_f32(b, &f));
+            *(k == 1 ? &p->lo : &p->hi) = f;
+        }
+    }
+    void *ptr;
+    return cu_value_ptr(c, n->in[0], &ptr);
+}
+
+static qf_status unary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    int xv = n->in[0], yv = cu_out_value(L, 0);
+    void *x, *y;
+    QF_CHECK(cu_value_ptr(c, xv, &x));
+    QF_CHECK(cu_value_ptr(c, yv, &y));
+    int64_t cnt = qf_value_numel(&g->values[xv]);
+    if (!cnt) return QF_OK;
+    unary_kernel<<<grid_for(cnt), 256, 0, s>>>(y, cu_elem_of(c, n, yv), x, cu_elem_of(c, n, xv), cnt,
+                                               *(const unary_params *)L->state);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const cu_op cu_op_unary = {unary_prepare, NULL, unary_launch, CU_RULE_FOLLOW};
+
+/* ---- binary ops with numpy broadcasting ------------------------------------------------------ */
+
+/* The output is walked contiguously in its device layout; each operand steps
+ * by its own strides along those dims (0 where broadcast). */
+typedef struct bin_desc {
+    int nd;
+    int64_t dims[QF_MAX_DIMS];
+    int64_t sa[QF_MAX_DIMS], sb[QF_MAX_DIMS];
+} bin_desc;
+
+typedef struct bin_state {
+    bin_desc d;
+    int64_t total;
+    bool flat;              /* both operands walk with the output */
+} bin_state;
+
+__device__ __forceinline__ float binary_apply(int op, float x, float y)
+{
+    switch (op) {
+    case QF_OP_ADD: return __fadd_rn(x, y);
+    case QF_OP_SUB: return __fsub_rn(x, y);
+    case QF_OP_MUL: return __fmul_rn(x, y);
+    case QF_OP_DIV: return __fdiv_rn(x, y);
+    default: return x < 0.0f ? __fmul_rn(x, y) : x; /* PRelu */
+    }
+}
+
+__global__ void binary_flat_kernel(void *z, cu_elem ze, const void *a, cu_elem ae, const void *b, cu_elem be,
+                                   int64_t n, int op)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        cu_store(z, ze.dt, ze.scale, i, binary_apply(op, cu_load(a, ae.dt, ae.scale, i), cu_load(b, be.dt, be.scale, i)));
+}
+
+__global__ void binary_kernel(void *z, cu_elem ze, const void *a, cu_elem ae, const void *b, cu_elem be, bin_desc d,
+                              int64_t n, int op)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i, oa = 0, ob = 0;
+        for (int k = d.nd - 1; k >= 0; k--) {
+            int64_t q = r / d.dims[k], idx = r - q * d.dims[k];
+            oa += idx * d.sa[k];
+            ob += idx * d.sb[k];
+            r = q;
+        }
+        cu_store(z, ze.dt, ze.scale, i, binary_apply(op, cu_load(a, ae.dt, ae.scale, oa), cu_load(b, be.dt, be.scale, ob)));
+    }
+}
+
+/* Strides of operand v along each of the output's logical dims (right-aligned, 0 where broadcast). */
+static void operand_strides(const cu_engine *c, int v, const qf_value *z, int64_t *out)
+{
+    const qf_value *x = &c->g->values[v];
+    int64_t st[QF_MAX_DIMS];
+    cu_strides(c, v, st);
+    for (int d = 0; d < z->ndim; d++) {
+        int od = d - (z->ndim - x->ndim);
+        out[d] = od < 0 || x->dims[od] == 1 ? 0 : st[od];
+    }
+}
+
+static qf_status binary_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    int av = n->in[0], bv = n->in[1], zv = cu_out_value(L, 0);
+    const qf_value *z = &g->values[zv];
+    for (int k = 0; k < 2; k++)
+        if (!cu_float_like(g, n, qfi_in(g, n, k)))
+            return qf_error(QF_ERR_UNSUPPORTED, "no CUDA kernel for dtype %s at precision %d",
+                            qf_dtype_info(qfi_in(g, n, k)->dtype)->name, (int)n->precision);
+    if (!cu_float_like(g, n, z))
+        return qf_error(QF_ERR_UNSUPPORTED, "no CUDA kernel for output dtype %s", qf_dtype_info(z->dtype)->name);
+    bin_state *st = (bin_state *)qfi_calloc(1, sizeof *st);
+    if (!st) return QF_ERR_NOMEM;
+    L->state = st;
+    void *p;
+    QF_CHECK(cu_value_ptr(c, av, &p));
+    QF_CHECK(cu_value_ptr(c, bv, &p));
+    st->total = qf_value_numel(z);
+    /* the output's dims in its storage order */
+    int order[QF_MAX_DIMS];
+    for (int d = 0; d < z->ndim; d++) order[d] = d;
+    if (cu_is_nhwc(c, zv) || (c->vals[zv].layout == CU_NHWC && z->ndim == 4)) {
+        order[0] = 0, order[1] = 2, order[2] = 3, order[3] = 1;
+    }
+    int64_t sa[QF_MAX_DIMS], sb[QF_MAX_DIMS];
+    operand_strides(c, av, z, sa);
+    operand_strides(c, bv, z, sb);
+    bin_desc *d = &st->d;
+    d->nd = 0;
+    for (int j = 0; j < z->ndim; j++) {
+        int k = order[j];
+        if (z->dims[k] == 1) continue;
+        if (d->nd > 0 && d->sa[d->nd - 1] == sa[k] * z->dims[k] && d->sb[d->nd - 1] == sb[k] * z->dims[k]) {
+            d->dims[d->nd - 1] *= z->dims[k];
+            d->sa[d->nd - 1] = sa[k];
+            d->sb[d->nd - 1] = sb[k];
+            continue;
+        }
+        d->dims[d->nd] = z->dims[k];
+        d->sa[d->nd] = sa[k];
+        d->sb[d->nd] = sb[k];
+        d->nd++;
+    }
+    if (d->nd == 0) {
+        d->nd = 1;
+        d->dims[0] = 1;
+        d->sa[0] = d->sb[0] = 0;
+    }
+    st->flat = d->nd == 1 && d->sa[0] == 1 && d->sb[0] == 1;
+    return QF_OK;
+}
+
+static qf_status binary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_node *n = L->n;
+    const bin_state *st = (const bin_state *)L->state;
+    int av = n->in[0], bv = n->in[1], zv = cu_out_value(L, 0);
+    void *a, *b, *z;
+    QF_CHECK(cu_value_ptr(c, av, &a));
+    QF_CHECK(cu_value_ptr(c, bv, &b));
+    QF_CHECK(cu_value_ptr(c, zv, &z));
+    if (!st->total) return QF_OK;
+    cu_elem ae = cu_elem_of(c, n, av), be = cu_elem_of(c, n, bv), ze = cu_elem_of(c, n, zv);
+    if (st->flat)
+        binary_flat_kernel<<<grid_for(st->total), 256, 0, s>>>(z, ze, a, ae, b, be, st->total, n->op);
+    else
+        binary_kernel<<<grid_for(st->total), 256, 0, s>>>(z, ze, a, ae, b, be, st->d, st->total, n->op);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const cu_op cu_op_binary = {binary_prepare, NULL, binary_launch, CU_RULE_FOLLOW};
+
+/* ---- BatchNormalization (inference, per channel) ----------------------------------------------- */
+
+typedef struct bn_state {
+    float *ab;              /* device: a[C] then b[C] */
+    int64_t C, inner;       /* channel of element i: (i / inner) % C */
+} bn_state;
+
+__global__ void batchnorm_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, const float *ab, int64_t C,
+                                 int64_t inner, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t ch = (i / inner) % C;
+        cu_store(y, ye.dt, ye.scale, i, __fadd_rn(__fmul_rn(cu_load(x, xe.dt, xe.scale, i), ab[ch]), ab[C + ch]));
+    }
+}
+
+static float const_f(const qf_value *v, int64_t i)
+{
+    return v->dtype == QF_F16 ? qf_f16_to_f32(((const uint16_t *)v->data)[i]) : ((const float *)v->data)[i];
+}
+
+static qf_status batchnorm_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qfi_batchnorm_params *p = (const qfi_batchnorm_params *)n->params;
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    if (!p->spatial) return qf_error(QF_ERR_UNSUPPORTED, "per-activation BatchNormalization (spatial=0)");
+    if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y) || x->ndim < 2)
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s", x->name, qf_dtype_info(x->dtype)->name);
+    const int64_t C = x->dims[1];
+    const qf_value *pv[4];
+    for (int k = 0; k < 4; k++) {
+        pv[k] = qfi_in(g, n, k + 1);
+        if (!pv[k] || !(pv[k]->flags & QF_VALUE_CONST) || qf_value_numel(pv[k]) != C ||
+            (pv[k]->dtype != QF_F32 && pv[k]->dtype != QF_F16))
+            return qf_error(QF_ERR_UNSUPPORTED, "BatchNormalization parameters must be float constants of %lld elements",
+                            (long long)C);
+    }
+    bn_state *st = (bn_state *)qfi_calloc(1, sizeof *st);
+    float *ab = (float *)qfi_calloc((size_t)(2 * C + 1), sizeof(float));
+    if (!st || !ab) {
+        free(st);
+        free(ab);
+        return QF_ERR_NOMEM;
+    }
+    L->state = st;
+    /* the CPU kernel's per-channel arithmetic, in double, then rounded once */
+    for (int64_t ch = 0; ch < C; ch++) {
+        double k = const_f(pv[0], ch) / sqrt((double)const_f(pv[3], ch) + p->epsilon);
+        ab[ch] = (float)k;
+        ab[C + ch] = (float)(const_f(pv[1], ch) - const_f(pv[2], ch) * k);
+    }
+    qf_status s = cu_upload(c, ab, (size_t)(2 * C) * sizeof(float), (void **)&st->ab);
+    free(ab);
+    QF_CHECK(s);
+    st->C = C;
+    int yv = cu_out_value(L, 0);
+    bool nhwc = c->vals[yv].layout == CU_NHWC && y->ndim == 4;
+    st->inner = nhwc ? 1 : (C ? qf_value_numel(x) / (x->dims[0] * C > 0 ? x->dims[0] * C : 1) : 1);
+    if (st->inner < 1) st->inner = 1;
+    if (x->ndim == 4) cu_need_input_as(c, L, 0, nhwc ? CU_NHWC : CU_LOGICAL);
+    void *ptr;
+    return cu_value_ptr(c, n->in[0], &ptr);
+}
+
+static qf_status batchnorm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const bn_state *st = (const bn_state *)L->state;
+    int yv = cu_out_value(L, 0);
+    const qf_value *x = qfi_in(g, n, 0);
+    const void *xp;
+    void *y;
+    if (x->ndim == 4) QF_CHECK(cu_input_as(c, L, 0, c->vals[yv].layout, s, &xp));
+    else QF_CHECK(cu_value_ptr(c, n->in[0], (void **)&xp));
+    QF_CHECK(cu_value_ptr(c, yv, &y));
+    int64_t cnt = qf_value_numel(x);
+    if (!cnt) return QF_OK;
+    batchnorm_kernel<<<grid_for(cnt), 256, 0, s>>>(y, cu_elem_of(c, n, yv), xp, cu_elem_of(c, n, n->in[0]), st->ab, st->C,
+                                                   st->inner, cnt);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const cu_op cu_op_batchnorm = {batchnorm_prepare, NULL, batchnorm_launch, CU_RULE_NHWC};

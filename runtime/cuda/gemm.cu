@@ -1,0 +1,624 @@
+/* Matrix products on the device. cu_gemm wraps cuBLASLt for row-major
+ * Y = op(A) op(B): descriptors and layouts built once per layer, several
+ * heuristic candidates timed on the layer's real buffers and the fastest
+ * kept; a plain tiled kernel where cuBLASLt offers nothing for the shape. The
+ * INT8 epilogue of lib/quant_math.c (per-channel multiplier, bias, residual,
+ * ReLU/Clip, round half to even, saturate) runs as one kernel over the int32
+ * accumulators: cuBLASLt cannot apply a per-channel scale in this layout
+ * (PLATFORM.md). Gemm and MatMul nodes are built on these. */
+#include "cuda_internal.h"
+
+#define GEMM_MAX_ALGOS 8
+
+struct cu_gemm {
+    cu_gemm_shape sh;
+    bool lt;                                  /* cuBLASLt, else the fallback kernel */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ly;        /* cuBLAS's A (our B), B (our A), C = D (our Y) */
+    int n_heur;
+    cublasLtMatmulHeuristicResult_t heur[GEMM_MAX_ALGOS];
+    int chosen;
+    float ms;
+    char text[128];
+};
+
+static cudaDataType ab_type(cu_gemm_kind k) { return k == CU_GEMM_F32 ? CUDA_R_32F : k == CU_GEMM_F16 ? CUDA_R_16F : CUDA_R_8I; }
+static cudaDataType y_type(cu_gemm_kind k) { return k == CU_GEMM_F32 ? CUDA_R_32F : k == CU_GEMM_F16 ? CUDA_R_16F : CUDA_R_32I; }
+
+void cu_gemm_free(cu_gemm *gm)
+{
+    if (!gm) return;
+    if (gm->desc) cublasLtMatmulDescDestroy(gm->desc);
+    if (gm->la) cublasLtMatrixLayoutDestroy(gm->la);
+    if (gm->lb) cublasLtMatrixLayoutDestroy(gm->lb);
+    if (gm->ly) cublasLtMatrixLayoutDestroy(gm->ly);
+    free(gm);
+}
+
+/* Builds the cuBLASLt plan; false (no error) when cuBLASLt has no algorithm. */
+static qf_status lt_plan(cu_engine *c, cu_gemm *gm, bool *ok)
+{
+    const cu_gemm_shape *s = &gm->sh;
+    *ok = false;
+    /* column-major view: Y^T (cols x rows) = op(B)^T (cols x K) * op(A)^T (K x rows) */
+    cublasComputeType_t ct = s->kind == CU_GEMM_I8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F;
+    cudaDataType st = s->kind == CU_GEMM_I8 ? CUDA_R_32I : CUDA_R_32F;
+    LT_CHECK(cublasLtMatmulDescCreate(&gm->desc, ct, st));
+    cublasOperation_t opa = s->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(gm->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(gm->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    if (s->bias) epi = s->relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    else if (s->relu) epi = CUBLASLT_EPILOGUE_RELU;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(gm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (s->bias) {
+        cudaDataType bt = y_type(s->kind);
+        LT_CHECK(cublasLtMatmulDescSetAttribute(gm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s->bias, sizeof s->bias));
+        LT_CHECK(cublasLtMatmulDescSetAttribute(gm->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
+    cudaDataType at = ab_type(s->kind), yt = y_type(s->kind);
+    if (s->trans_b) LT_CHECK(cublasLtMatrixLayoutCreate(&gm->la, at, (uint64_t)s->K, (uint64_t)s->cols, s->ldb));
+    else LT_CHECK(cublasLtMatrixLayoutCreate(&gm->la, at, (uint64_t)s->cols, (uint64_t)s->K, s->ldb));
+    if (s->trans_a) LT_CHECK(cublasLtMatrixLayoutCreate(&gm->lb, at, (uint64_t)s->rows, (uint64_t)s->K, s->lda));
+    else LT_CHECK(cublasLtMatrixLayoutCreate(&gm->lb, at, (uint64_t)s->K, (uint64_t)s->rows, s->lda));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&gm->ly, yt, (uint64_t)s->cols, (uint64_t)s->rows, s->ldy));
+
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = c->lt_ws_bytes ? c->lt_ws_bytes : (size_t)32 << 20;
+    cublasStatus_t r = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (r == CUBLAS_STATUS_SUCCESS && s->min_align) {
+        uint32_t a = s->min_align;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a, sizeof a);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a, sizeof a);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &a, sizeof a);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &a, sizeof a);
+    }
+    int n = 0;
+    if (r == CUBLAS_STATUS_SUCCESS)
+        r = cublasLtMatmulAlgoGetHeuristic(c->lt, gm->desc, gm->la, gm->lb, gm->ly, gm->ly, pref, GEMM_MAX_ALGOS,
+                                           gm->heur, &n);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (r == CUBLAS_STATUS_NOT_SUPPORTED || (r == CUBLAS_STATUS_SUCCESS && n == 0)) return QF_OK;
+    LT_CHECK(r);
+    gm->n_heur = n;
+    gm->chosen = 0;
+    *ok = true;
+    return QF_OK;
+}
+
+qf_status cu_gemm_create(cu_engine *c, const cu_gemm_shape *sh, cu_gemm **out)
+{
+    *out = NULL;
+    cu_gemm *gm = (cu_gemm *)qfi_calloc(1, sizeof *gm);
+    if (!gm) return QF_ERR_NOMEM;
+    gm->sh = *sh;
+    if (sh->kind == CU_GEMM_I8 && (sh->accumulate || sh->bias || sh->relu || sh->alpha != 1.0f)) {
+        free(gm);
+        return qf_error(QF_ERR_USAGE, "INT8 GEMMs take their epilogue from cu_requant");
+    }
+    bool ok = false;
+    qf_status st = getenv("QFORGE_CUDA_NOLT") ? QF_OK : lt_plan(c, gm, &ok);
+    if (st != QF_OK) {
+        cu_gemm_free(gm);
+        return st;
+    }
+    gm->lt = ok;
+    snprintf(gm->text, sizeof gm->text, "%s %lldx%lldx%lld: %s", sh->kind == CU_GEMM_F32 ? "f32" : sh->kind == CU_GEMM_F16 ? "f16" : "i8",
+             (long long)sh->rows, (long long)sh->cols, (long long)sh->K, ok ? "cublasLt" : "fallback kernel");
+    *out = gm;
+    return QF_OK;
+}
+
+const char *cu_gemm_describe(const cu_gemm *gm) { return gm->text; }
+
+/* ---- the fallback kernel: 16x16 tiles through shared memory ------------------------------ */
+
+__device__ __forceinline__ float to_acc(float v) { return v; }
+__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
+__device__ __forceinline__ int32_t to_acc(int8_t v) { return v; }
+
+/* Float epilogue: alpha, the old Y (accumulate), bias, ReLU. */
+__device__ __forceinline__ void store_y(float *y, float acc, const cu_gemm_shape &s, int64_t col)
+{
+    float v = __fmul_rn(s.alpha, acc);
+    if (s.accumulate) v = __fadd_rn(v, *y);
+    if (s.bias) v = __fadd_rn(v, ((const float *)s.bias)[col]);
+    *y = s.relu && !(v > 0.0f) ? 0.0f : v;
+}
+__device__ __forceinline__ void store_y(__half *y, float acc, const cu_gemm_shape &s, int64_t col)
+{
+    float v = __fmul_rn(s.alpha, acc);
+    if (s.accumulate) v = __fadd_rn(v, __half2float(*y));
+    if (s.bias) v = __fadd_rn(v, __half2float(((const __half *)s.bias)[col]));
+    *y = __float2half_rn(s.relu && !(v > 0.0f) ? 0.0f : v);
+}
+__device__ __forceinline__ void store_y(int32_t *y, int32_t acc, const cu_gemm_shape &, int64_t) { *y = acc; }
+
+#define TILE 16
+
+template <typename TA, typename TACC, typename TY>
+__global__ void gemm_tile_kernel(const TA *A, const TA *B, TY *Y, cu_gemm_shape s)
+{
+    __shared__ TACC As[TILE][TILE + 1], Bs[TILE][TILE + 1];
+    const int64_t row = blockIdx.y * (int64_t)TILE + threadIdx.y, col = blockIdx.x * (int64_t)TILE + threadIdx.x;
+    TACC acc = 0;
+    for (int64_t k0 = 0; k0 < s.K; k0 += TILE) {
+        /* As[r][k] = op(A)(row0 + r, k0 + k); Bs[k][c] = op(B)(k0 + k, col0 + c) */
+        int64_t ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
+        TACC a = 0, b = 0;
+        if (row < s.rows && ka < s.K) a = to_acc(s.trans_a ? A[ka * s.lda + row] : A[row * s.lda + ka]);
+        if (col < s.cols && kb < s.K) b = to_acc(s.trans_b ? B[col * s.ldb + kb] : B[kb * s.ldb + col]);
+        As[threadIdx.y][threadIdx.x] = a;
+        Bs[threadIdx.y][threadIdx.x] = b;
+        __syncthreads();
+        for (int k = 0; k < TILE; k++) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    if (row >= s.rows || col >= s.cols) return;
+    store_y(Y + row * s.ldy + col, acc, s, col);
+}
+
+static qf_status fallback_run(const cu_gemm *gm, const void *A, const void *B, void *Y, cudaStream_t st)
+{
+    const cu_gemm_shape &s = gm->sh;
+    if (s.rows == 0 || s.cols == 0) return QF_OK;
+    if ((s.rows + TILE - 1) / TILE > 65535)
+        return qf_error(QF_ERR_UNSUPPORTED, "%lld rows exceed the fallback GEMM's grid", (long long)s.rows);
+    dim3 grid((unsigned)((s.cols + TILE - 1) / TILE), (unsigned)((s.rows + TILE - 1) / TILE)), block(TILE, TILE);
+    switch (s.kind) {
+    case CU_GEMM_F32:
+        gemm_tile_kernel<float, float, float><<<grid, block, 0, st>>>((const float *)A, (const float *)B, (float *)Y, s);
+        break;
+    case CU_GEMM_F16:
+        gemm_tile_kernel<__half, float, __half><<<grid, block, 0, st>>>((const __half *)A, (const __half *)B, (__half *)Y, s);
+        break;
+    case CU_GEMM_I8:
+        gemm_tile_kernel<int8_t, int32_t, int32_t><<<grid, block, 0, st>>>((const int8_t *)A, (const int8_t *)B,
+                                                                           (int32_t *)Y, s);
+        break;
+    }
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+/* ---- running and tuning -------------------------------------------------------------------- */
+
+static cublasStatus_t lt_run(cu_engine *c, const cu_gemm *gm, int algo, const void *A, const void *B, void *Y,
+                             cudaStream_t st)
+{
+    const cu_gemm_shape &s = gm->sh;
+    float alpha = s.alpha, beta = s.accumulate ? 1.0f : 0.0f;
+    int32_t ialpha = 1, ibeta = 0;
+    const void *pa = s.kind == CU_GEMM_I8 ? (const void *)&ialpha : (const void *)&alpha;
+    const void *pb = s.kind == CU_GEMM_I8 ? (const void *)&ibeta : (const void *)&beta;
+    return cublasLtMatmul(c->lt, gm->desc, pa, B, gm->la, A, gm->lb, pb, Y, gm->ly, Y, gm->ly, &gm->heur[algo].algo,
+                          c->lt_ws, c->lt_ws_bytes, st);
+}
+
+qf_status cu_gemm_run(cu_engine *c, const cu_gemm *gm, const void *A, const void *B, void *Y, cudaStream_t st)
+{
+    if (gm->sh.rows == 0 || gm->sh.cols == 0) return QF_OK;
+    if (!gm->lt || gm->sh.K == 0) {
+        if (gm->sh.K == 0 && !gm->sh.accumulate && gm->sh.kind == CU_GEMM_I8) {
+            CU_CHECK(cudaMemset2DAsync(Y, (size_t)gm->sh.ldy * 4, 0, (size_t)gm->sh.cols * 4, (size_t)gm->sh.rows, st));
+            return QF_OK;
+        }
+        return fallback_run(gm, A, B, Y, st);
+    }
+    LT_CHECK(lt_run(c, gm, gm->chosen, A, B, Y, st));
+    return QF_OK;
+}
+
+qf_status cu_gemm_tune(cu_engine *c, cu_gemm *gm, const void *A, const void *B, void *Y)
+{
+    if (!gm->lt || gm->n_heur == 0) return QF_OK;
+    cudaEvent_t e0, e1;
+    CU_CHECK(cudaEventCreate(&e0));
+    CU_CHECK(cudaEventCreate(&e1));
+    int best = -1;
+    float best_ms = 0.0f;
+    for (int a = 0; a < gm->n_heur; a++) {
+        if (gm->heur[a].state != CUBLAS_STATUS_SUCCESS || gm->heur[a].workspaceSize > c->lt_ws_bytes) continue;
+        /* a candidate that fails to run is skipped, not an error */
+        if (lt_run(c, gm, a, A, B, Y, c->stream) != CUBLAS_STATUS_SUCCESS) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        const int reps = 5;
+        cudaEventRecord(e0, c->stream);
+        bool ok = true;
+        for (int r = 0; r < reps && ok; r++) ok = lt_run(c, gm, a, A, B, Y, c->stream) == CUBLAS_STATUS_SUCCESS;
+        cudaEventRecord(e1, c->stream);
+        cudaError_t err = cudaEventSynchronize(e1);
+        if (err != cudaSuccess) {
+            cudaEventDestroy(e0);
+            cudaEventDestroy(e1);
+            return cu_fail(err, "cudaEventSynchronize (GEMM tuning)", __FILE__, __LINE__);
+        }
+        float ms = 0.0f;
+        cudaEventElapsedTime(&ms, e0, e1);
+        ms /= reps;
+        if (ok && (best < 0 || ms < best_ms)) {
+            best = a;
+            best_ms = ms;
+        }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (best < 0) {
+        gm->lt = false; /* nothing ran: the fallback kernel computes it */
+        snprintf(gm->text + strlen(gm->text), sizeof gm->text - strlen(gm->text), " -> fallback kernel");
+        return QF_OK;
+    }
+    gm->chosen = best;
+    gm->ms = best_ms;
+    size_t len = strlen(gm->text);
+    snprintf(gm->text + len, sizeof gm->text - len, " (candidate %d of %d, %.3f ms)", best, gm->n_heur, best_ms);
+    return QF_OK;
+}
+
+/* ---- the INT8 epilogue ------------------------------------------------------------------------ */
+
+__device__ __forceinline__ float requant_one(const cu_requant &q, int32_t acc, int64_t ch, const int8_t *res, int64_t i)
+{
+    int32_t a = q.bias ? acc + q.bias[ch] : acc;
+    float v = __fmul_rn(__int2float_rn(a), q.m[ch]);
+    if (res) v = __fadd_rn(v, __fmul_rn((float)res[i], q.m_r));
+    return fminf(fmaxf(v, q.lo), q.hi);
+}
+
+__global__ void requant_kernel(cu_requant q, const int32_t *acc, int64_t rows, int64_t cols, int64_t ld,
+                               const int8_t *res, void *y)
+{
+    const int64_t n = rows * cols;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / cols, ch = i - r * cols;
+        float v = requant_one(q, acc[r * ld + ch], ch, res, i);
+        switch (q.out) {
+        case QF_I8: ((int8_t *)y)[i] = (int8_t)__float2int_rn(v); break;
+        case QF_F16: ((__half *)y)[i] = __float2half_rn(v); break;
+        default: ((float *)y)[i] = v;
+        }
+    }
+}
+
+/* Four channels a thread: int4 accumulators in, char4 out (cols % 4 == 0, ld % 4 == 0). */
+__global__ void requant_i8x4_kernel(cu_requant q, const int4 *acc, int64_t rows, int64_t cols4, int64_t ld4,
+                                    const char4 *res, char4 *y)
+{
+    const int64_t n = rows * cols4;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / cols4, c4 = i - r * cols4, ch = c4 * 4;
+        int4 a = acc[r * ld4 + c4];
+        char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
+        float v0 = __fmul_rn(__int2float_rn(q.bias ? a.x + q.bias[ch] : a.x), q.m[ch]);
+        float v1 = __fmul_rn(__int2float_rn(q.bias ? a.y + q.bias[ch + 1] : a.y), q.m[ch + 1]);
+        float v2 = __fmul_rn(__int2float_rn(q.bias ? a.z + q.bias[ch + 2] : a.z), q.m[ch + 2]);
+        float v3 = __fmul_rn(__int2float_rn(q.bias ? a.w + q.bias[ch + 3] : a.w), q.m[ch + 3]);
+        if (res) {
+            v0 = __fadd_rn(v0, __fmul_rn((float)rv.x, q.m_r));
+            v1 = __fadd_rn(v1, __fmul_rn((float)rv.y, q.m_r));
+            v2 = __fadd_rn(v2, __fmul_rn((float)rv.z, q.m_r));
+            v3 = __fadd_rn(v3, __fmul_rn((float)rv.w, q.m_r));
+        }
+        y[i] = make_char4((signed char)__float2int_rn(fminf(fmaxf(v0, q.lo), q.hi)),
+                          (signed char)__float2int_rn(fminf(fmaxf(v1, q.lo), q.hi)),
+                          (signed char)__float2int_rn(fminf(fmaxf(v2, q.lo), q.hi)),
+                          (signed char)__float2int_rn(fminf(fmaxf(v3, q.lo), q.hi)));
+    }
+}
+
+qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t *acc, int64_t rows, int64_t cols,
+                            int64_t ld, const int8_t *res, void *y)
+{
+    if (!rows || !cols) return QF_OK;
+    if (rq->out == QF_I8 && cols % 4 == 0 && ld % 4 == 0) {
+        int64_t n = rows * cols / 4;
+        unsigned b = cu_blocks(n, 256);
+        requant_i8x4_kernel<<<b > 65536 ? 65536 : b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
+                                                                  (const char4 *)res, (char4 *)y);
+    } else {
+        unsigned b = cu_blocks(rows * cols, 256);
+        requant_kernel<<<b > 65536 ? 65536 : b, 256, 0, s>>>(*rq, acc, rows, cols, ld, res, y);
+    }
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+qf_status cu_requant_setup(cu_engine *c, const qf_node *n, int64_t channels, cu_requant *rq)
+{
+    const qf_graph *g = c->g;
+    QF_CHECK(qfi_int8_operands(g, n, channels));
+    const qf_value *xv = qfi_in(g, n, 0), *bv = qfi_in(g, n, 2), *sv = qfi_in(g, n, 3), *rv = qfi_in(g, n, 4);
+    const qf_value *yv = qfi_out(g, n, 0);
+    float *m = (float *)qfi_calloc((size_t)channels + 1, sizeof *m);
+    if (!m) return QF_ERR_NOMEM;
+    qfi_requant h;
+    /* the one place m, m_r and the bounds are computed: the CPU engine's */
+    qfi_requant_init(&h, m, channels, xv->scale, (const float *)sv->data, bv ? (const int32_t *)bv->data : NULL,
+                     rv ? rv->scale : 0.0f, yv->dtype, yv->scale, n->act, n->act_lo, n->act_hi);
+    qf_status st = cu_upload(c, m, (size_t)channels * sizeof *m, (void **)&rq->m);
+    free(m);
+    QF_CHECK(st);
+    rq->bias = NULL;
+    if (bv) QF_CHECK(cu_upload(c, bv->data, (size_t)channels * sizeof(int32_t), (void **)&rq->bias));
+    rq->m_r = h.m_r;
+    rq->lo = h.lo;
+    rq->hi = h.hi;
+    rq->out = yv->dtype;
+    return QF_OK;
+}
+
+/* ---- Gemm and MatMul nodes ------------------------------------------------------------------- */
+
+typedef struct mm_state {
+    cu_gemm *gm;
+    bool int8;
+    /* INT8: W as (N, K) int8, accumulators [rows][ldacc] in CU_SCR_ACC */
+    void *w;
+    int64_t ldacc, rows, N;
+    cu_requant rq;
+    /* float Gemm: Y = beta * C broadcast first (C not a plain bias row) */
+    bool fill_c;
+    float beta;
+    int64_t c_st0, c_st1;
+    bool relu_pass;             /* a fused Relu the GEMM epilogue could not take */
+    /* float MatMul with batch dims: one GEMM per broadcast batch matrix */
+    qfi_matmul_geom geo;
+    bool batched;
+    int64_t nb;
+} mm_state;
+
+static void mm_free(void *p)
+{
+    mm_state *st = (mm_state *)p;
+    cu_gemm_free(st->gm);
+    free(st);
+}
+
+static cu_gemm_kind kind_of(qf_dtype t) { return t == QF_F16 ? CU_GEMM_F16 : CU_GEMM_F32; }
+
+/* INT8 Gemm/MatMul: X (rows, K) int8 x W^T with W reordered to (N, K). */
+static qf_status mm_prepare_int8(cu_engine *c, cu_layer *L, mm_state *st)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qf_value *x = qfi_in(g, n, 0), *w = qfi_in(g, n, 1);
+    int64_t K, N;
+    bool trans_b = false;
+    if (n->op == QF_OP_GEMM) {
+        const qfi_gemm_params *p = (const qfi_gemm_params *)n->params;
+        qfi_gemm_geom geo;
+        QF_CHECK(qfi_gemm_geometry(g, n, &geo));
+        if (p->trans_a) return qf_error(QF_ERR_UNSUPPORTED, "INT8 Gemm with transA");
+        K = geo.K, N = geo.N, trans_b = p->trans_b;
+        st->rows = geo.M;
+    } else {
+        qfi_matmul_geom geo;
+        QF_CHECK(qfi_matmul_geometry(g, n, &geo));
+        if (w->ndim != 2 || x->ndim < 2)
+            return qf_error(QF_ERR_UNSUPPORTED, "INT8 MatMul needs a 2-D weight and an input of 2 or more dims");
+        K = geo.K, N = geo.N;
+        st->rows = K ? qf_value_numel(x) / K : 0;
+    }
+    if (K > 65536) return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)K);
+    QF_CHECK(cu_requant_setup(c, n, N, &st->rq));
+    st->int8 = true;
+    st->N = N;
+    st->ldacc = (N + 3) / 4 * 4; /* IMMA wants 16-byte rows of int32 */
+    int8_t *wt = (int8_t *)qfi_calloc((size_t)(st->ldacc * K) + 1, 1);
+    if (!wt) return QF_ERR_NOMEM;
+    const int8_t *wsrc = (const int8_t *)w->data;
+    for (int64_t j = 0; j < N; j++)   /* wt is (ldacc, K): row j = output channel j, zero rows after N */
+        for (int64_t k = 0; k < K; k++) wt[j * K + k] = trans_b ? wsrc[j * K + k] : wsrc[k * N + j];
+    qf_status s = cu_upload(c, wt, (size_t)(st->ldacc * K), &st->w);
+    free(wt);
+    QF_CHECK(s);
+    cu_gemm_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.kind = CU_GEMM_I8;
+    sh.rows = st->rows, sh.cols = st->ldacc, sh.K = K;
+    sh.lda = K, sh.ldb = K, sh.ldy = st->ldacc;
+    sh.trans_b = true;
+    sh.alpha = 1.0f;
+    /* activations start on 256-byte boundaries; rows of K bytes keep 4-byte alignment at best */
+    sh.min_align = K % 16 == 0 ? 16 : K % 4 == 0 ? 4 : 1;
+    QF_CHECK(cu_gemm_create(c, &sh, &st->gm));
+    cu_need_scratch(c, CU_SCR_ACC, (size_t)(st->rows * st->ldacc) * 4);
+    if (x->ndim == 4) cu_need_input_as(c, L, 0, CU_LOGICAL);
+    return QF_OK;
+}
+
+static qf_status mm_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    mm_state *st = (mm_state *)qfi_calloc(1, sizeof *st);
+    if (!st) return QF_ERR_NOMEM;
+    L->state = st;
+    L->free_state = mm_free;
+    if (n->precision == QF_PREC_INT8) return mm_prepare_int8(c, L, st);
+    const qf_graph *gg = cu_geo_graph(c, n);
+    const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1);
+    const int yv = cu_out_value(L, 0);
+    const qf_value *y = &g->values[yv];
+    if ((a->dtype != QF_F32 && a->dtype != QF_F16) || b->dtype != a->dtype || y->dtype != a->dtype)
+        return qf_error(QF_ERR_UNSUPPORTED, "operands of dtypes %s x %s -> %s", qf_dtype_info(a->dtype)->name,
+                        qf_dtype_info(b->dtype)->name, qf_dtype_info(y->dtype)->name);
+    const size_t es = qf_dtype_info(a->dtype)->size;
+    cu_gemm_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.kind = kind_of(a->dtype);
+    sh.alpha = 1.0f;
+    sh.relu = L->out_override >= 0;
+    void *p;
+    QF_CHECK(cu_value_ptr(c, n->in[0], &p));
+    QF_CHECK(cu_value_ptr(c, n->in[1], &p));
+    if (n->op == QF_OP_GEMM) {
+        const qfi_gemm_params *gp = (const qfi_gemm_params *)n->params;
+        qfi_gemm_geom geo;
+        QF_CHECK(qfi_gemm_geometry(gg, n, &geo));
+        sh.rows = geo.M, sh.cols = geo.N, sh.K = geo.K;
+        sh.trans_a = gp->trans_a, sh.trans_b = gp->trans_b;
+        sh.lda = a->dims[1], sh.ldb = b->dims[1], sh.ldy = geo.N;
+        sh.alpha = gp->alpha;
+        const qf_value *cv = geo.has_c ? qfi_in(g, n, 2) : NULL;
+        if (cv && gp->beta != 0.0f) {
+            if (cv->dtype != y->dtype)
+                return qf_error(QF_ERR_UNSUPPORTED, "C of dtype %s", qf_dtype_info(cv->dtype)->name);
+            void *cp;
+            QF_CHECK(cu_value_ptr(c, n->in[2], &cp));
+            bool row = qf_value_numel(cv) == geo.N && (cv->ndim == 1 || (cv->ndim == 2 && cv->dims[0] == 1));
+            if (row && gp->beta == 1.0f && (cv->flags & QF_VALUE_CONST)) {
+                sh.bias = cp;
+            } else {
+                int64_t ydims[2] = {geo.M, geo.N}, cs[2];
+                qfi_broadcast_strides(cv->ndim, cv->dims, 2, ydims, cs);
+                st->fill_c = true;
+                st->beta = gp->beta;
+                st->c_st0 = cs[0], st->c_st1 = cs[1];
+                sh.accumulate = true;
+                if (sh.relu) { /* cuBLASLt's ReLU epilogue is not trusted to follow the C term: separate pass */
+                    sh.relu = false;
+                    st->relu_pass = true;
+                }
+            }
+        }
+        sh.min_align = (uint32_t)((sh.lda * es) % 16 == 0 && (sh.ldb * es) % 16 == 0 && (sh.ldy * es) % 16 == 0 ? 16 : es);
+    } else {
+        QF_CHECK(qfi_matmul_geometry(gg, n, &st->geo));
+        const qfi_matmul_geom *geo = &st->geo;
+        st->nb = qfi_numel(geo->nbatch, geo->batch);
+        bool b_shared = b->ndim <= 2, a_full = qf_value_numel(a) == st->nb * geo->M * geo->K;
+        sh.cols = geo->N, sh.K = geo->K;
+        sh.lda = geo->K, sh.ldb = geo->N, sh.ldy = geo->N;
+        if (b_shared && a_full) {
+            sh.rows = st->nb * geo->M;
+        } else {
+            sh.rows = geo->M;
+            st->batched = true;
+        }
+        /* batch matrices start at multiples of their sizes */
+        size_t al = 256;
+        size_t offs[3] = {(size_t)(geo->M * geo->K) * es, (size_t)(geo->K * geo->N) * es, (size_t)(geo->M * geo->N) * es};
+        for (int k = 0; k < 3 && st->batched; k++)
+            while (al > es && offs[k] % al) al /= 2;
+        for (int k = 0; k < 3; k++) {
+            size_t ld = (size_t)(k == 0 ? sh.lda : k == 1 ? sh.ldb : sh.ldy) * es;
+            while (al > es && ld % al) al /= 2;
+        }
+        sh.min_align = (uint32_t)al;
+        if (a->ndim == 4) cu_need_input_as(c, L, 0, CU_LOGICAL);
+        if (b->ndim == 4) cu_need_input_as(c, L, 1, CU_LOGICAL);
+    }
+    if (sh.rows * sh.cols == 0) return QF_OK;
+    return cu_gemm_create(c, &sh, &st->gm);
+}
+
+/* Y (M, N) = beta * C broadcast (strides cs0, cs1). */
+template <typename T>
+__global__ void fill_c_kernel(T *y, const T *cm, int64_t M, int64_t N, int64_t cs0, int64_t cs1, float beta)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < M * N; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / N, col = i - r * N;
+        y[i] = (T)__fmul_rn(beta, to_acc(cm[r * cs0 + col * cs1]));
+    }
+}
+
+__global__ void relu_inplace_kernel(void *y, qf_dtype dt, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = cu_load(y, dt, 1.0f, i);
+        cu_store(y, dt, 1.0f, i, v > 0.0f ? v : 0.0f);
+    }
+}
+
+/* The buffers a Gemm/MatMul reads and writes (INT8: Y is the accumulator scratch). */
+static qf_status mm_buffers(cu_engine *c, cu_layer *L, cudaStream_t s, const void **A, const void **B, void **Y)
+{
+    const mm_state *st = (const mm_state *)L->state;
+    if (st->int8) {
+        QF_CHECK(cu_input_as(c, L, 0, CU_LOGICAL, s, A));
+        *B = st->w;
+        *Y = c->scratch[CU_SCR_ACC];
+        return QF_OK;
+    }
+    QF_CHECK(cu_input_as(c, L, 0, CU_LOGICAL, s, A));
+    QF_CHECK(cu_input_as(c, L, 1, CU_LOGICAL, s, B));
+    return cu_value_ptr(c, cu_out_value(L, 0), Y);
+}
+
+static qf_status mm_tune(cu_engine *c, cu_layer *L)
+{
+    mm_state *st = (mm_state *)L->state;
+    if (!st->gm) return QF_OK;
+    const void *A, *B;
+    void *Y;
+    QF_CHECK(mm_buffers(c, L, c->stream, &A, &B, &Y));
+    QF_CHECK(cu_gemm_tune(c, st->gm, A, B, Y));
+    qf_log(QF_LOG_DEBUG, "%s: node %s: %s", c->g->source, L->n->name, cu_gemm_describe(st->gm));
+    return QF_OK;
+}
+
+static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const mm_state *st = (const mm_state *)L->state;
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    if (!st->gm) return QF_OK;
+    const void *A, *B;
+    void *Y;
+    QF_CHECK(mm_buffers(c, L, s, &A, &B, &Y));
+    if (st->int8) {
+        QF_CHECK(cu_gemm_run(c, st->gm, A, B, Y, s));
+        const int8_t *res = NULL;
+        if (n->n_in > 4 && n->in[4] >= 0) QF_CHECK(cu_value_ptr(c, n->in[4], (void **)&res));
+        void *out;
+        QF_CHECK(cu_value_ptr(c, cu_out_value(L, 0), &out));
+        return cu_requant_launch(s, &st->rq, (const int32_t *)Y, st->rows, st->N, st->ldacc, res, out);
+    }
+    const qf_value *yv = &g->values[cu_out_value(L, 0)];
+    const int64_t ycnt = qf_value_numel(yv);
+    if (st->fill_c) {
+        const void *cm;
+        QF_CHECK(cu_value_ptr(c, n->in[2], (void **)&cm));
+        const cu_gemm_shape *sh = &st->gm->sh;
+        unsigned b = cu_blocks(sh->rows * sh->cols, 256);
+        if (b > 65536) b = 65536;
+        if (yv->dtype == QF_F16)
+            fill_c_kernel<__half><<<b, 256, 0, s>>>((__half *)Y, (const __half *)cm, sh->rows, sh->cols, st->c_st0,
+                                                    st->c_st1, st->beta);
+        else
+            fill_c_kernel<float><<<b, 256, 0, s>>>((float *)Y, (const float *)cm, sh->rows, sh->cols, st->c_st0,
+                                                   st->c_st1, st->beta);
+        CU_LAUNCHED();
+    }
+    if (!st->batched) {
+        QF_CHECK(cu_gemm_run(c, st->gm, A, B, Y, s));
+    } else {
+        const qfi_matmul_geom *geo = &st->geo;
+        const size_t es = qf_dtype_info(yv->dtype)->size;
+        for (int64_t i = 0; i < st->nb; i++) {
+            int64_t ia = 0, ib = 0, rest = i;
+            for (int d = geo->nbatch - 1; d >= 0; d--) {
+                int64_t idx = rest % geo->batch[d];
+                rest /= geo->batch[d];
+                ia += idx * geo->a_stride[d];
+                ib += idx * geo->b_stride[d];
+            }
+            QF_CHECK(cu_gemm_run(c, st->gm, (const char *)A + (size_t)(ia * geo->M * geo->K) * es,
+                                 (const char *)B + (size_t)(ib * geo->K * geo->N) * es,
+                                 (char *)Y + (size_t)(i * geo->M * geo->N) * es, s));
+        }
+    }
+    if (st->relu_pass && ycnt) {
+        unsigned b = cu_blocks(ycnt, 256);
+        relu_inplace_kernel<<<b > 65536 ? 65536 : b, 256, 0, s>>>(Y, yv->dtype, ycnt);
+        CU_LAUNCHED();
+    }
+    return QF_OK;
+}
+
+const cu_op cu_op_gemm = {mm_prepare, mm_tune, mm_launch, CU_RULE_LOGICAL};
+const cu_op cu_op_matmul = {mm_prepare, mm_tune, mm_launch, CU_RULE_LOGICAL};

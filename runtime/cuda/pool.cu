@@ -1,0 +1,167 @@
+/* Pooling on the device: MaxPool and AveragePool over NHWC 2-D images (one
+ * thread per output element, channels fastest so reads coalesce), and
+ * GlobalAveragePool / GlobalMaxPool (one thread per (image, channel)). The
+ * arithmetic is runtime/cpu/pool.c's and global_pool.c's: sums in double,
+ * padding never wins a max, the same divisor rules. */
+#include "cuda_internal.h"
+#include <float.h>
+
+typedef struct pool_geo {
+    int64_t N, C, H, W, Ho, Wo;
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t pe_h, pe_w;     /* padding after the last element */
+    bool is_max, count_include_pad;
+} pool_geo;
+
+__global__ void pool_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, pool_geo p, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        /* y is (N, Ho, Wo, C) */
+        int64_t c = i % p.C, r = i / p.C;
+        int64_t ow = r % p.Wo;
+        r /= p.Wo;
+        int64_t oh = r % p.Ho, n = r / p.Ho;
+        float mx = -FLT_MAX;
+        double sum = 0.0;
+        int64_t n_in = 0, n_padded = 0;
+        for (int kh = 0; kh < p.kh; kh++) {
+            int64_t ih = oh * p.sh - p.ph + (int64_t)kh * p.dh;
+            bool inh = ih < p.H + p.pe_h, vh = ih >= 0 && ih < p.H;
+            for (int kw = 0; kw < p.kw; kw++) {
+                int64_t iw = ow * p.sw - p.pw + (int64_t)kw * p.dw;
+                bool inw = iw < p.W + p.pe_w, vw = iw >= 0 && iw < p.W;
+                n_padded += inh && inw;
+                if (!(vh && vw)) continue;
+                float v = cu_load(x, xe.dt, xe.scale, ((n * p.H + ih) * p.W + iw) * p.C + c);
+                n_in++;
+                sum += v;
+                if (v > mx) mx = v;
+            }
+        }
+        int64_t div = p.count_include_pad ? n_padded : n_in;
+        float out = p.is_max ? mx : div ? (float)(sum / (double)div) : 0.0f;
+        cu_store(y, ye.dt, ye.scale, i, out);
+    }
+}
+
+static unsigned grid_for(int64_t n)
+{
+    unsigned b = cu_blocks(n, 256);
+    return b > 65536 ? 65536 : b;
+}
+
+static qf_status pool_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    if (x->ndim != 4)
+        return qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine pools 2-D images only; input %s has %d dims", x->name, x->ndim);
+    if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y))
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s", x->name, qf_dtype_info(x->dtype)->name);
+    int64_t nc;
+    qfi_window w;
+    QF_CHECK(qfi_pool_geometry(cu_geo_graph(c, n), n, &nc, &w));
+    const qfi_pool_params *pp = (const qfi_pool_params *)n->params;
+    pool_geo *p = (pool_geo *)qfi_calloc(1, sizeof *p);
+    if (!p) return QF_ERR_NOMEM;
+    L->state = p;
+    p->N = x->dims[0], p->C = x->dims[1], p->H = w.in[1], p->W = w.in[2], p->Ho = w.out[1], p->Wo = w.out[2];
+    p->kh = (int)w.k[1], p->kw = (int)w.k[2], p->sh = (int)w.stride[1], p->sw = (int)w.stride[2];
+    p->ph = (int)w.pad[1], p->pw = (int)w.pad[2], p->dh = (int)w.dil[1], p->dw = (int)w.dil[2];
+    p->pe_h = w.pad_end[1], p->pe_w = w.pad_end[2];
+    p->is_max = pp->is_max;
+    p->count_include_pad = pp->count_include_pad;
+    cu_need_input_as(c, L, 0, CU_NHWC);
+    void *ptr;
+    return cu_value_ptr(c, n->in[0], &ptr);
+}
+
+static qf_status pool_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const pool_geo *p = (const pool_geo *)L->state;
+    int yv = cu_out_value(L, 0);
+    const void *x;
+    void *y;
+    QF_CHECK(cu_input_as(c, L, 0, CU_NHWC, s, &x));
+    QF_CHECK(cu_value_ptr(c, yv, &y));
+    int64_t total = p->N * p->Ho * p->Wo * p->C;
+    if (!total) return QF_OK;
+    pool_kernel<<<grid_for(total), 256, 0, s>>>(y, cu_elem_of(c, L->n, yv), x, cu_elem_of(c, L->n, L->n->in[0]), *p, total);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const cu_op cu_op_pool = {pool_prepare, NULL, pool_launch, CU_RULE_NHWC};
+
+/* ---- global pools --------------------------------------------------------------------------- */
+
+typedef struct gpool_state {
+    int64_t N, C, S;
+    int64_t sn, sc, ss;     /* element strides of image, channel, spatial position in x */
+    bool is_max;
+} gpool_state;
+
+__global__ void global_pool_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, gpool_state p)
+{
+    int64_t total = p.N * p.C;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t c = i % p.C, n = i / p.C;
+        int64_t base = n * p.sn + c * p.sc;
+        float out;
+        if (p.is_max) {
+            float m = p.S ? cu_load(x, xe.dt, xe.scale, base) : 0.0f;
+            for (int64_t s = 1; s < p.S; s++) {
+                float v = cu_load(x, xe.dt, xe.scale, base + s * p.ss);
+                if (v > m) m = v;
+            }
+            out = m;
+        } else {
+            double sum = 0.0;
+            for (int64_t s = 0; s < p.S; s++) sum += cu_load(x, xe.dt, xe.scale, base + s * p.ss);
+            out = p.S ? (float)(sum / (double)p.S) : 0.0f;
+        }
+        /* y is (N, C) in either layout */
+        cu_store(y, ye.dt, ye.scale, i, out);
+    }
+}
+
+static qf_status global_pool_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y) || x->ndim < 2)
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s", x->name, qf_dtype_info(x->dtype)->name);
+    gpool_state *p = (gpool_state *)qfi_calloc(1, sizeof *p);
+    if (!p) return QF_ERR_NOMEM;
+    L->state = p;
+    p->N = x->dims[0];
+    p->C = x->dims[1];
+    p->S = p->N * p->C != 0 ? qf_value_numel(x) / (p->N * p->C) : 0;
+    p->is_max = n->op == QF_OP_GLOBAL_MAX_POOL;
+    int64_t st[QF_MAX_DIMS];
+    cu_strides(c, n->in[0], st);
+    p->sn = st[0];
+    p->sc = st[1];
+    /* the spatial dims walk as one: stride of the last spatial dim in either layout */
+    p->ss = x->ndim > 2 ? st[x->ndim - 1] : 1;
+    void *ptr;
+    return cu_value_ptr(c, n->in[0], &ptr);
+}
+
+static qf_status global_pool_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const gpool_state *p = (const gpool_state *)L->state;
+    int yv = cu_out_value(L, 0);
+    void *x, *y;
+    QF_CHECK(cu_value_ptr(c, L->n->in[0], &x));
+    QF_CHECK(cu_value_ptr(c, yv, &y));
+    if (!p->N || !p->C) return QF_OK;
+    global_pool_kernel<<<grid_for(p->N * p->C), 256, 0, s>>>(y, cu_elem_of(c, L->n, yv), x,
+                                                             cu_elem_of(c, L->n, L->n->in[0]), *p);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const cu_op cu_op_global_pool = {global_pool_prepare, NULL, global_pool_launch, CU_RULE_NHWC};

@@ -1,0 +1,122 @@
+/* Precision conversions on the device: QuantizeLinear (f32/f16 -> int8, x/s
+ * rounded half to even and saturated, lib/internal.h's qfi_quantize_f32),
+ * DequantizeLinear (int8 -> f32/f16, q*s) and Cast between f32 and f16.
+ * Outputs keep their input's layout. */
+#include "cuda_internal.h"
+
+typedef struct qdq_state {
+    float scale;
+} qdq_state;
+
+__global__ void quantize_kernel(int8_t *y, const void *x, qf_dtype xt, float s, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = cu_quantize(cu_load(x, xt, 1.0f, i), s);
+}
+
+/* Four int8 at a time from f32: the common graph-input case. */
+__global__ void quantize_f32x4_kernel(char4 *y, const float4 *x, float s, int64_t n4)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+        float4 v = x[i];
+        y[i] = make_char4(cu_quantize(v.x, s), cu_quantize(v.y, s), cu_quantize(v.z, s), cu_quantize(v.w, s));
+    }
+}
+
+__global__ void dequantize_kernel(void *y, qf_dtype yt, const int8_t *q, float s, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        cu_store(y, yt, 1.0f, i, __fmul_rn((float)q[i], s));
+}
+
+static unsigned grid_for(int64_t n)
+{
+    unsigned b = cu_blocks(n, 256);
+    return b > 32768 ? 32768 : b;
+}
+
+static qf_status qdq_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    qdq_state *st = (qdq_state *)qfi_calloc(1, sizeof *st);
+    if (!st) return QF_ERR_NOMEM;
+    L->state = st;
+    QF_CHECK(qfi_qdq_scale(g, n, &st->scale));
+    if (n->op == QF_OP_QUANTIZE_LINEAR) {
+        if ((x->dtype != QF_F32 && x->dtype != QF_F16) || y->dtype != QF_I8)
+            return qf_error(QF_ERR_UNSUPPORTED, "quantizing %s to %s", qf_dtype_info(x->dtype)->name,
+                            qf_dtype_info(y->dtype)->name);
+    } else if (x->dtype != QF_I8 || (y->dtype != QF_F32 && y->dtype != QF_F16)) {
+        return qf_error(QF_ERR_UNSUPPORTED, "dequantizing %s to %s", qf_dtype_info(x->dtype)->name,
+                        qf_dtype_info(y->dtype)->name);
+    }
+    void *p;
+    return cu_value_ptr(c, n->in[0], &p);
+}
+
+static qf_status qdq_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qdq_state *st = (const qdq_state *)L->state;
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    void *xp, *yp;
+    QF_CHECK(cu_value_ptr(c, n->in[0], &xp));
+    QF_CHECK(cu_value_ptr(c, cu_out_value(L, 0), &yp));
+    int64_t cnt = qf_value_numel(x);
+    if (!cnt) return QF_OK;
+    if (n->op == QF_OP_QUANTIZE_LINEAR) {
+        if (x->dtype == QF_F32 && cnt % 4 == 0)
+            quantize_f32x4_kernel<<<grid_for(cnt / 4), 256, 0, s>>>((char4 *)yp, (const float4 *)xp, st->scale, cnt / 4);
+        else
+            quantize_kernel<<<grid_for(cnt), 256, 0, s>>>((int8_t *)yp, xp, x->dtype, st->scale, cnt);
+    } else {
+        dequantize_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, y->dtype, (const int8_t *)xp, st->scale, cnt);
+    }
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const cu_op cu_op_qdq = {qdq_prepare, NULL, qdq_launch, CU_RULE_FOLLOW};
+
+/* ---- Cast (f32 <-> f16; same-type copies) ------------------------------------------------------ */
+
+__global__ void cast_kernel(void *y, qf_dtype yt, const void *x, qf_dtype xt, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        cu_store(y, yt, 1.0f, i, cu_load(x, xt, 1.0f, i));
+}
+
+static qf_status cast_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_value *x = qfi_in(g, L->n, 0), *y = qfi_out(g, L->n, 0);
+    bool ok = x->dtype == y->dtype || ((x->dtype == QF_F32 || x->dtype == QF_F16) && (y->dtype == QF_F32 || y->dtype == QF_F16));
+    if (!ok)
+        return qf_error(QF_ERR_UNSUPPORTED, "Cast from %s to %s has no CUDA kernel", qf_dtype_info(x->dtype)->name,
+                        qf_dtype_info(y->dtype)->name);
+    void *p;
+    return cu_value_ptr(c, L->n->in[0], &p);
+}
+
+static qf_status cast_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    const qf_value *x = qfi_in(g, L->n, 0), *y = qfi_out(g, L->n, 0);
+    void *xp, *yp;
+    QF_CHECK(cu_value_ptr(c, L->n->in[0], &xp));
+    QF_CHECK(cu_value_ptr(c, cu_out_value(L, 0), &yp));
+    int64_t cnt = qf_value_numel(x);
+    if (!cnt) return QF_OK;
+    if (x->dtype == y->dtype) {
+        CU_CHECK(cudaMemcpyAsync(yp, xp, qf_value_bytes(x), cudaMemcpyDeviceToDevice, s));
+        return QF_OK;
+    }
+    cast_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, y->dtype, xp, x->dtype, cnt);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const cu_op cu_op_cast = {cast_prepare, NULL, cast_launch, CU_RULE_FOLLOW};

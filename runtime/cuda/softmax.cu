@@ -1,0 +1,64 @@
+/* Softmax on the device over x viewed as (outer, len, inner), normalized
+ * along len: one thread per row, the row max subtracted first, the sum in
+ * double, as runtime/cpu/softmax.c computes it. */
+#include "cuda_internal.h"
+
+typedef struct softmax_geo {
+    int64_t outer, len, inner;
+} softmax_geo;
+
+__global__ void softmax_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, softmax_geo p)
+{
+    int64_t rows = p.outer * p.inner;
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows; r += (int64_t)gridDim.x * blockDim.x) {
+        int64_t o = r / p.inner, i = r % p.inner;
+        int64_t base = o * p.len * p.inner + i; /* len elements, `inner` apart */
+        float mx = -INFINITY;
+        for (int64_t l = 0; l < p.len; l++) {
+            float v = cu_load(x, xe.dt, xe.scale, base + l * p.inner);
+            if (v > mx) mx = v;
+        }
+        double sum = 0.0;
+        for (int64_t l = 0; l < p.len; l++) sum += expf(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l * p.inner), mx));
+        float inv = (float)(1.0 / sum);
+        for (int64_t l = 0; l < p.len; l++) {
+            float e = expf(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l * p.inner), mx));
+            cu_store(y, ye.dt, ye.scale, base + l * p.inner, __fmul_rn(e, inv));
+        }
+    }
+}
+
+static qf_status softmax_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y))
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s", x->name, qf_dtype_info(x->dtype)->name);
+    softmax_geo *p = (softmax_geo *)qfi_calloc(1, sizeof *p);
+    if (!p) return QF_ERR_NOMEM;
+    L->state = p;
+    QF_CHECK(qfi_softmax_geometry(cu_geo_graph(c, n), n, &p->outer, &p->len, &p->inner));
+    cu_need_input_as(c, L, 0, CU_LOGICAL);
+    void *ptr;
+    return cu_value_ptr(c, n->in[0], &ptr);
+}
+
+static qf_status softmax_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const softmax_geo *p = (const softmax_geo *)L->state;
+    int yv = cu_out_value(L, 0);
+    const void *x;
+    void *y;
+    QF_CHECK(cu_input_as(c, L, 0, CU_LOGICAL, s, &x));
+    QF_CHECK(cu_value_ptr(c, yv, &y));
+    int64_t rows = p->outer * p->inner;
+    if (!rows || !p->len) return QF_OK;
+    unsigned blocks = cu_blocks(rows, 128);
+    softmax_kernel<<<blocks > 65536 ? 65536 : blocks, 128, 0, s>>>(y, cu_elem_of(c, L->n, yv), x,
+                                                                    cu_elem_of(c, L->n, L->n->in[0]), *p);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const cu_op cu_op_softmax = {softmax_prepare, NULL, softmax_launch, CU_RULE_LOGICAL};

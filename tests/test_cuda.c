@@ -1,0 +1,807 @@
+/* The CUDA engine against the CPU engine, its specification: every op the
+ * CUDA engine implements, in small graphs on random inputs, at FP32 (1e-4
+ * relative, no TF32), FP16 (half-precision tolerance) and INT8 (within one
+ * unit of the output's scale); the observer hook; graph replay with fresh
+ * inputs; the errors of unsupported ops and absent devices; and ResNet-20 and
+ * MobileNetV2 from the shared data (QFORGE_DATA, default ../shared/data) at
+ * all three precisions, with top-1 agreement between GPU and CPU >= 0.999.
+ * Exits 77 (skipped) where no CUDA device is usable, as on CI. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "internal.h"
+
+/* ---- random data ---------------------------------------------------------------- */
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+
+static float frand(float lo, float hi)
+{
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    uint64_t r = rng * 0x2545f4914f6cdd1dull;
+    return lo + (hi - lo) * (float)((r >> 40) / (double)(1ull << 24));
+}
+
+#define OK(expr)                                                                                                      \
+    do {                                                                                                              \
+        qf_status st_ = (expr);                                                                                       \
+        ck_assert_msg(st_ == QF_OK, "%s: %s", #expr, qf_error_message());                                             \
+    } while (0)
+
+/* ---- graph building ---------------------------------------------------------------- */
+
+static void list_add(int **arr, int *n, int v)
+{
+    *arr = realloc(*arr, (size_t)(*n + 1) * sizeof **arr);
+    (*arr)[(*n)++] = v;
+}
+
+static int input(qf_graph *g, const char *name, int nd, const int64_t *d)
+{
+    int v = qf_graph_add_value(g, name, QF_F32, nd, d);
+    g->values[v].flags |= QF_VALUE_INPUT;
+    list_add(&g->inputs, &g->n_inputs, v);
+    return v;
+}
+
+static void output(qf_graph *g, int v)
+{
+    g->values[v].flags |= QF_VALUE_OUTPUT;
+    list_add(&g->outputs, &g->n_outputs, v);
+}
+
+static int weight(qf_graph *g, const char *name, int nd, const int64_t *d, float lo, float hi)
+{
+    int v = qf_graph_add_value(g, name, QF_F32, nd, d);
+    int64_t n = qfi_numel(nd, d);
+    float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = frand(lo, hi);
+    g->values[v].data = x;
+    g->values[v].flags |= QF_VALUE_CONST;
+    return v;
+}
+
+static int ints(qf_graph *g, const char *name, int n, const int64_t *vals)
+{
+    int64_t d[1] = {n};
+    int v = qf_graph_add_value(g, name, QF_I64, 1, d);
+    int64_t *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+    memcpy(x, vals, (size_t)n * sizeof *x);
+    g->values[v].data = x;
+    g->values[v].flags |= QF_VALUE_CONST;
+    return v;
+}
+
+static int val(qf_graph *g, const char *name) { return qf_graph_add_value(g, name, QF_F32, 0, NULL); }
+
+static qf_node *op(qf_graph *g, const char *name, qf_op o, int n_in, const int *in, int out)
+{
+    int i = qf_graph_add_node(g, name, o, n_in, in, 1, &out);
+    ck_assert_int_ge(i, 0);
+    return &g->nodes[i];
+}
+
+static qf_attr *attr(qf_node *n, const char *name, qf_attr_type t)
+{
+    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
+    qf_attr *a = &n->attrs[n->n_attr++];
+    memset(a, 0, sizeof *a);
+    a->name = strdup(name);
+    a->type = t;
+    return a;
+}
+static void set_i(qf_node *n, const char *name, int64_t v) { attr(n, name, QF_ATTR_INT)->i = v; }
+static void set_f(qf_node *n, const char *name, float v) { attr(n, name, QF_ATTR_FLOAT)->f = v; }
+static void set_is(qf_node *n, const char *name, int cnt, const int64_t *v)
+{
+    qf_attr *a = attr(n, name, QF_ATTR_INTS);
+    a->n = cnt;
+    a->ints = malloc((size_t)cnt * sizeof *a->ints);
+    memcpy(a->ints, v, (size_t)cnt * sizeof *v);
+}
+
+#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
+#define IN(...) ((const int[]){__VA_ARGS__})
+
+/* Conv with random weights (and bias when `bias`); pads as top, left, bottom, right. */
+static int conv(qf_graph *g, const char *name, int x, int64_t cin, int64_t m, int k, int stride, const int64_t pads[4],
+                int64_t group, int dil, bool bias)
+{
+    char wn[64], bn[64], yn[64];
+    snprintf(wn, sizeof wn, "%s.w", name);
+    snprintf(bn, sizeof bn, "%s.b", name);
+    snprintf(yn, sizeof yn, "%s.y", name);
+    float r = 1.5f / sqrtf((float)(cin / group * k * k));
+    int w = weight(g, wn, 4, DIMS(m, cin / group, k, k), -r, r);
+    int b = bias ? weight(g, bn, 1, DIMS(m), -0.2f, 0.2f) : -1;
+    int y = val(g, yn);
+    qf_node *n = op(g, name, QF_OP_CONV, bias ? 3 : 2, IN(x, w, b), y);
+    set_is(n, "kernel_shape", 2, DIMS(k, k));
+    set_is(n, "strides", 2, DIMS(stride, stride));
+    set_is(n, "pads", 4, DIMS(pads[0], pads[1], pads[2], pads[3]));
+    if (dil > 1) set_is(n, "dilations", 2, DIMS(dil, dil));
+    if (group > 1) set_i(n, "group", group);
+    return y;
+}
+
+static const int64_t P0[4] = {0, 0, 0, 0}, P1[4] = {1, 1, 1, 1};
+
+static int unary(qf_graph *g, const char *name, qf_op o, int x)
+{
+    int y = val(g, name);
+    op(g, name, o, 1, IN(x), y);
+    return y;
+}
+
+static int binary(qf_graph *g, const char *name, qf_op o, int a, int b)
+{
+    int y = val(g, name);
+    op(g, name, o, 2, IN(a, b), y);
+    return y;
+}
+
+static qf_graph *new_graph(const char *name)
+{
+    qf_graph *g = qf_graph_new(name);
+    g->opset = 13;
+    return g;
+}
+
+static void prepare(qf_graph *g, int batch)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_status st = qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]);
+        ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    }
+    qf_status st = qf_graph_prepare(g, batch);
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+}
+
+/* ---- the op graphs (each deterministic for a seed) ---------------------------------- */
+
+typedef qf_graph *(*build_fn)(void);
+
+static qf_graph *b_conv3x3(void)
+{
+    qf_graph *g = new_graph("conv3x3");
+    int x = input(g, "x", 4, DIMS(2, 16, 12, 12));
+    output(g, conv(g, "c", x, 16, 32, 3, 1, P1, 1, 1, true));
+    return g;
+}
+static qf_graph *b_conv_rgb_s2(void)
+{
+    qf_graph *g = new_graph("conv_rgb_s2");
+    int x = input(g, "x", 4, DIMS(2, 3, 17, 17));
+    output(g, conv(g, "c", x, 3, 8, 3, 2, P1, 1, 1, true));
+    return g;
+}
+static qf_graph *b_conv_1x1(void)
+{
+    qf_graph *g = new_graph("conv_1x1");
+    int x = input(g, "x", 4, DIMS(2, 32, 7, 7));
+    int y = conv(g, "c1", x, 32, 64, 1, 1, P0, 1, 1, true);
+    output(g, conv(g, "c2", y, 64, 20, 1, 1, P0, 1, 1, false)); /* 20 outputs: not a multiple of 8 */
+    return g;
+}
+static qf_graph *b_conv_depthwise(void)
+{
+    qf_graph *g = new_graph("conv_depthwise");
+    int x = input(g, "x", 4, DIMS(2, 16, 10, 10));
+    int y = conv(g, "dw1", x, 16, 16, 3, 1, P1, 16, 1, true);
+    output(g, conv(g, "dw2", y, 16, 32, 3, 2, P1, 16, 1, true)); /* channel multiplier 2, stride 2 */
+    return g;
+}
+static qf_graph *b_conv_grouped_dilated(void)
+{
+    qf_graph *g = new_graph("conv_grouped_dilated");
+    int x = input(g, "x", 4, DIMS(2, 8, 11, 11));
+    int y = conv(g, "grp", x, 8, 12, 3, 1, P1, 2, 1, true);
+    output(g, conv(g, "dil", y, 12, 8, 5, 1, DIMS(1, 2, 3, 0), 1, 2, true));
+    return g;
+}
+static qf_graph *b_conv_relu_pool(void)
+{
+    qf_graph *g = new_graph("conv_relu_pool");
+    int x = input(g, "x", 4, DIMS(2, 8, 15, 15));
+    int r = unary(g, "relu", QF_OP_RELU, conv(g, "c", x, 8, 16, 3, 1, P1, 1, 1, true));
+    int y = val(g, "pool");
+    qf_node *n = op(g, "pool", QF_OP_MAX_POOL, 1, IN(r), y);
+    set_is(n, "kernel_shape", 2, DIMS(3, 3));
+    set_is(n, "strides", 2, DIMS(2, 2));
+    set_is(n, "pads", 4, DIMS(1, 1, 1, 1));
+    output(g, y);
+    return g;
+}
+/* A residual block: conv-relu-conv, add the block's input, relu. */
+static qf_graph *b_residual(void)
+{
+    qf_graph *g = new_graph("residual");
+    int x = input(g, "x", 4, DIMS(2, 16, 8, 8));
+    int a = unary(g, "r1", QF_OP_RELU, conv(g, "ca", x, 16, 16, 3, 1, P1, 1, 1, true));
+    int b = conv(g, "cb", a, 16, 16, 3, 1, P1, 1, 1, true);
+    output(g, unary(g, "r2", QF_OP_RELU, binary(g, "add", QF_OP_ADD, b, x)));
+    return g;
+}
+static qf_graph *b_pools(void)
+{
+    qf_graph *g = new_graph("pools");
+    int x = input(g, "x", 4, DIMS(2, 8, 13, 13));
+    int c = conv(g, "c", x, 8, 8, 3, 1, P1, 1, 1, true);
+    int a = val(g, "avg"), b = val(g, "avg_ceil"), m = val(g, "gmax");
+    qf_node *n = op(g, "avg", QF_OP_AVERAGE_POOL, 1, IN(c), a);
+    set_is(n, "kernel_shape", 2, DIMS(3, 3));
+    set_is(n, "strides", 2, DIMS(2, 2));
+    set_is(n, "pads", 4, DIMS(1, 1, 1, 1));
+    set_i(n, "count_include_pad", 1);
+    n = op(g, "avg_ceil", QF_OP_AVERAGE_POOL, 1, IN(c), b);
+    set_is(n, "kernel_shape", 2, DIMS(2, 2));
+    set_is(n, "strides", 2, DIMS(2, 2));
+    set_i(n, "ceil_mode", 1);
+    op(g, "gmax", QF_OP_GLOBAL_MAX_POOL, 1, IN(c), m);
+    output(g, a);
+    output(g, b);
+    output(g, m);
+    output(g, unary(g, "gavg", QF_OP_GLOBAL_AVERAGE_POOL, c));
+    return g;
+}
+static qf_graph *b_gemm_bias(void)
+{
+    qf_graph *g = new_graph("gemm_bias");
+    int x = input(g, "x", 2, DIMS(4, 24));
+    int w = weight(g, "w", 2, DIMS(10, 24), -0.3f, 0.3f), b = weight(g, "b", 1, DIMS(10), -0.2f, 0.2f);
+    int y = val(g, "y");
+    qf_node *n = op(g, "fc", QF_OP_GEMM, 3, IN(x, w, b), y);
+    set_i(n, "transB", 1);
+    output(g, y);
+    return g;
+}
+static qf_graph *b_gemm_general(void)
+{
+    qf_graph *g = new_graph("gemm_general");
+    int a = input(g, "a", 2, DIMS(20, 6));
+    int w = weight(g, "w", 2, DIMS(20, 12), -0.3f, 0.3f), cm = weight(g, "cm", 2, DIMS(6, 12), -1.0f, 1.0f);
+    int y = val(g, "y");
+    qf_node *n = op(g, "gemm", QF_OP_GEMM, 3, IN(a, w, cm), y);
+    set_i(n, "transA", 1);
+    set_f(n, "alpha", 0.5f);
+    set_f(n, "beta", 2.0f);
+    output(g, y);
+    return g;
+}
+static qf_graph *b_matmul(void)
+{
+    qf_graph *g = new_graph("matmul");
+    int x = input(g, "x", 3, DIMS(2, 5, 16));
+    int w = weight(g, "w", 2, DIMS(16, 12), -0.3f, 0.3f);
+    output(g, binary(g, "mm", QF_OP_MATMUL, x, w));
+    int a = input(g, "a", 4, DIMS(2, 3, 4, 8)), b = input(g, "b", 3, DIMS(3, 8, 5));
+    output(g, binary(g, "bmm", QF_OP_MATMUL, a, b));
+    return g;
+}
+static qf_graph *b_binary(void)
+{
+    qf_graph *g = new_graph("binary");
+    int x = input(g, "x", 4, DIMS(2, 8, 6, 7));
+    int x2 = input(g, "x2", 3, DIMS(8, 1, 7));
+    int c = conv(g, "c", x, 8, 8, 3, 1, P1, 1, 1, true); /* NHWC on the device */
+    int pc = weight(g, "pc", 3, DIMS(8, 1, 1), -1.0f, 1.0f);
+    int dv = weight(g, "dv", 1, DIMS(7), 0.5f, 1.5f);
+    int s = weight(g, "s", 0, NULL, 0.5f, 0.7f);
+    output(g, binary(g, "add_pc", QF_OP_ADD, c, pc));
+    output(g, binary(g, "sub_x", QF_OP_SUB, c, x));
+    output(g, binary(g, "mul_bc", QF_OP_MUL, x, x2));
+    output(g, binary(g, "div_w", QF_OP_DIV, c, dv));
+    output(g, binary(g, "prelu", QF_OP_PRELU, c, pc));
+    output(g, binary(g, "mul_s", QF_OP_MUL, s, x));
+    return g;
+}
+static qf_graph *b_unary(void)
+{
+    qf_graph *g = new_graph("unary");
+    int x = input(g, "x", 4, DIMS(2, 8, 5, 6));
+    int c = conv(g, "c", x, 8, 8, 1, 1, P0, 1, 1, true);
+    const qf_op ops[] = {QF_OP_RELU, QF_OP_LEAKY_RELU, QF_OP_SIGMOID, QF_OP_HARD_SIGMOID, QF_OP_HARD_SWISH, QF_OP_TANH};
+    for (size_t i = 0; i < QF_ARRAY_LEN(ops); i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s_x", qf_op_name(ops[i]));
+        output(g, unary(g, name, ops[i], x));
+        snprintf(name, sizeof name, "%s_c", qf_op_name(ops[i]));
+        int y = unary(g, name, ops[i], c);
+        output(g, y);
+        if (ops[i] == QF_OP_LEAKY_RELU) set_f(&g->nodes[g->n_nodes - 1], "alpha", 0.1f);
+    }
+    int lo = weight(g, "lo", 0, NULL, -0.3f, -0.3f), hi = weight(g, "hi", 0, NULL, 0.5f, 0.5f);
+    int y = val(g, "clip");
+    op(g, "clip", QF_OP_CLIP, 3, IN(c, lo, hi), y);
+    output(g, y);
+    return g;
+}
+static qf_graph *b_batchnorm_softmax(void)
+{
+    qf_graph *g = new_graph("batchnorm_softmax");
+    int x = input(g, "x", 4, DIMS(2, 6, 5, 5));
+    int s = weight(g, "s", 1, DIMS(6), 0.5f, 1.5f), b = weight(g, "b", 1, DIMS(6), -0.5f, 0.5f);
+    int m = weight(g, "m", 1, DIMS(6), -0.2f, 0.2f), v = weight(g, "v", 1, DIMS(6), 0.5f, 2.0f);
+    int y = val(g, "bn");
+    op(g, "bn", QF_OP_BATCH_NORM, 5, IN(x, s, b, m, v), y);
+    output(g, y);
+    int l = input(g, "l", 2, DIMS(4, 10));
+    int sm = val(g, "sm");
+    op(g, "sm", QF_OP_SOFTMAX, 1, IN(l), sm);
+    output(g, sm);
+    int c = conv(g, "c", x, 6, 6, 3, 1, P1, 1, 1, true);
+    int sm4 = val(g, "sm4");
+    set_i(op(g, "sm4", QF_OP_SOFTMAX, 1, IN(c), sm4), "axis", 1);
+    output(g, sm4);
+    return g;
+}
+/* Concat of two convs along channels, then tensor movement on the result. */
+static qf_graph *b_concat_copy(void)
+{
+    qf_graph *g = new_graph("concat_copy");
+    int x = input(g, "x", 4, DIMS(2, 8, 6, 6));
+    int a = conv(g, "ca", x, 8, 8, 3, 1, P1, 1, 1, true), b = conv(g, "cb", x, 8, 4, 1, 1, P0, 1, 1, true);
+    int cat = val(g, "cat");
+    set_i(op(g, "cat", QF_OP_CONCAT, 3, IN(a, b, x), cat), "axis", 1);
+    int mp = val(g, "mp");
+    qf_node *n = op(g, "mp", QF_OP_MAX_POOL, 1, IN(cat), mp);
+    set_is(n, "kernel_shape", 2, DIMS(2, 2));
+    set_is(n, "strides", 2, DIMS(2, 2));
+    int fl = val(g, "flat");
+    set_i(op(g, "flat", QF_OP_FLATTEN, 1, IN(mp), fl), "axis", 1);
+    int w = weight(g, "fw", 2, DIMS(5, 20 * 9), -0.2f, 0.2f), bb = weight(g, "fb", 1, DIMS(5), -0.1f, 0.1f);
+    int fc = val(g, "fc");
+    set_i(op(g, "fc", QF_OP_GEMM, 3, IN(fl, w, bb), fc), "transB", 1);
+    output(g, fc);
+    int tr = val(g, "tr");
+    set_is(op(g, "tr", QF_OP_TRANSPOSE, 1, IN(a), tr), "perm", 4, DIMS(0, 2, 3, 1));
+    output(g, tr);
+    int rs = val(g, "rs");
+    op(g, "rs", QF_OP_RESHAPE, 2, IN(b, ints(g, "shape", 3, DIMS(2, 4, 36))), rs);
+    output(g, rs);
+    int sl = val(g, "sl");
+    op(g, "sl", QF_OP_SLICE, 5,
+       IN(cat, ints(g, "st", 2, DIMS(1, 5)), ints(g, "en", 2, DIMS(19, 0)), ints(g, "ax", 2, DIMS(1, 3)),
+          ints(g, "sp", 2, DIMS(3, -2))),
+       sl);
+    output(g, sl);
+    int s1 = val(g, "s1"), s2 = val(g, "s2");
+    int sp = qf_graph_add_node(g, "split", QF_OP_SPLIT, 2, IN(a, ints(g, "parts", 2, DIMS(3, 5))), 2, IN(s1, s2));
+    set_i(&g->nodes[sp], "axis", 1);
+    output(g, s1);
+    output(g, s2);
+    int gp = unary(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, b);
+    int sq = val(g, "sq");
+    op(g, "sq", QF_OP_SQUEEZE, 2, IN(gp, ints(g, "sqax", 2, DIMS(2, 3))), sq);
+    int us = val(g, "us");
+    op(g, "us", QF_OP_UNSQUEEZE, 2, IN(sq, ints(g, "usax", 1, DIMS(1))), us);
+    output(g, us);
+    int id = val(g, "id");
+    op(g, "id", QF_OP_IDENTITY, 1, IN(a), id);
+    output(g, unary(g, "id_relu", QF_OP_RELU, id));
+    return g;
+}
+
+/* ---- running and comparing -------------------------------------------------------------- */
+
+static qf_calib_table *calibrate_random(qf_graph *g)
+{
+    qf_calib *c;
+    OK(qf_calib_create(g, NULL, &c));
+    qf_engine_opts eo = {.device = QF_DEVICE_CPU, .observer = qf_calib_observe, .observer_user = c};
+    qf_engine *e;
+    OK(qf_engine_create(g, &eo, &e));
+    for (int b = 0; b < 3; b++) {
+        for (int i = 0; i < g->n_inputs; i++) {
+            float *x = qf_engine_input(e, i);
+            for (int64_t k = 0; k < qf_value_numel(&g->values[g->inputs[i]]); k++) x[k] = frand(-1.0f, 1.0f);
+        }
+        qf_calib_set_batch_valid(c, g->batch);
+        OK(qf_engine_run(e));
+    }
+    qf_engine_free(e);
+    unsigned methods;
+    double pct;
+    OK(qf_calib_method_parse("minmax", &methods, &pct));
+    char sha[65];
+    memset(sha, '0', 64);
+    sha[64] = 0;
+    qf_calib_meta meta = {.images = 3, .model_sha256 = sha};
+    qf_calib_table *t;
+    OK(qf_calib_finalize(c, methods, pct, &meta, &t));
+    qf_calib_free(c);
+    return t;
+}
+
+/* The scale of the int8 value dequantized into output v, or 0. */
+static float output_unit(const qf_graph *g, int v)
+{
+    int p = g->values[v].producer;
+    if (p < 0) return 0.0f;
+    const qf_node *n = &g->nodes[p];
+    if (n->op == QF_OP_DEQUANTIZE_LINEAR) return g->values[n->in[0]].scale;
+    if (n->precision == QF_PREC_INT8) return 1e-30f; /* an INT8 epilogue writing float: exact */
+    return 0.0f;
+}
+
+static const char *prec_name[] = {"fp32", "fp16", "int8"};
+
+/* Runs g on both engines `runs` times with fresh random inputs; every output
+ * must agree within the precision's tolerance. */
+static void compare(qf_graph *g, qf_precision prec, int runs)
+{
+    qf_engine *cpu, *gpu;
+    qf_engine_opts co = {.device = QF_DEVICE_CPU, .threads = 1}, go = {.device = QF_DEVICE_CUDA};
+    OK(qf_engine_create(g, &co, &cpu));
+    OK(qf_engine_create(g, &go, &gpu));
+    for (int r = 0; r < runs; r++) {
+        for (int i = 0; i < g->n_inputs; i++) {
+            float *a = qf_engine_input(cpu, i), *b = qf_engine_input(gpu, i);
+            int64_t n = qf_value_numel(&g->values[g->inputs[i]]);
+            for (int64_t k = 0; k < n; k++) a[k] = b[k] = frand(-1.0f, 1.0f);
+        }
+        OK(qf_engine_run(cpu));
+        OK(qf_engine_run(gpu));
+        for (int o = 0; o < g->n_outputs; o++) {
+            const qf_value *ov = &g->values[g->outputs[o]];
+            ck_assert_int_eq(ov->dtype, QF_F32);
+            const float *ref = qf_engine_output(cpu, o), *got = qf_engine_output(gpu, o);
+            int64_t n = qf_value_numel(ov);
+            double mx = 0.0, err = 0.0;
+            int64_t worst = 0, exact = 0;
+            for (int64_t k = 0; k < n; k++) mx = fmax(mx, fabs(ref[k]));
+            float unit = prec == QF_PREC_INT8 ? output_unit(g, g->outputs[o]) : 0.0f;
+            double tol = prec == QF_PREC_FP32 ? 1e-4 * mx : prec == QF_PREC_FP16 ? 4e-3 * mx : 4e-3 * mx;
+            if (unit > 0.0f) tol = 1.001 * unit + 1e-6 * mx;
+            if (tol == 0.0) tol = 1e-30;
+            for (int64_t k = 0; k < n; k++) {
+                double d = isnan(got[k]) != isnan(ref[k]) ? INFINITY : isnan(ref[k]) ? 0.0 : fabs((double)got[k] - ref[k]);
+                exact += d == 0.0;
+                if (d > err) err = d, worst = k;
+            }
+            ck_assert_msg(err <= tol, "%s %s output %s: max error %g at %lld (gpu %g, cpu %g), tolerance %g (max |ref| %g)",
+                          g->source, prec_name[prec], ov->name, err, (long long)worst, got[worst], ref[worst], tol, mx);
+            if (r == 0)
+                printf("  %-22s %s %-12s %6lld elements, max |err| %.3g (tol %.3g), %5.1f%% bit-exact\n", g->source,
+                       prec_name[prec], ov->name, (long long)n, err, tol, 100.0 * exact / (n ? n : 1));
+        }
+    }
+    qf_engine_free(cpu);
+    qf_engine_free(gpu);
+}
+
+static void check_graph(build_fn build, int batch_unused)
+{
+    (void)batch_unused;
+    for (int p = 0; p < QF_PRECISION_COUNT; p++) {
+        uint64_t seed = rng;
+        qf_graph *g = build();
+        prepare(g, (int)g->values[g->inputs[0]].dims[0]);
+        if (p != QF_PREC_FP32) {
+            rng = seed;
+            qf_graph *ref = build();
+            prepare(ref, (int)ref->values[ref->inputs[0]].dims[0]);
+            qf_calib_table *t = calibrate_random(ref);
+            qf_graph_free(ref);
+            qf_quant_opts o;
+            qf_quant_opts_init(&o);
+            o.precision = (qf_precision)p;
+            o.method = QF_CALIB_MINMAX;
+            OK(qf_quantize(g, t, &o, NULL));
+            qf_calib_table_free(t);
+        }
+        compare(g, (qf_precision)p, 2);
+        qf_graph_free(g);
+    }
+}
+
+#define OP_TEST(name)                                                                                                 \
+    START_TEST(t_##name) { check_graph(b_##name, 0); }                                                                \
+    END_TEST
+
+OP_TEST(conv3x3)
+OP_TEST(conv_rgb_s2)
+OP_TEST(conv_1x1)
+OP_TEST(conv_depthwise)
+OP_TEST(conv_grouped_dilated)
+OP_TEST(conv_relu_pool)
+OP_TEST(residual)
+OP_TEST(pools)
+OP_TEST(gemm_bias)
+OP_TEST(gemm_general)
+OP_TEST(matmul)
+OP_TEST(binary)
+OP_TEST(unary)
+OP_TEST(batchnorm_softmax)
+OP_TEST(concat_copy)
+
+/* ---- engine behaviour ----------------------------------------------------------------------- */
+
+typedef struct seen {
+    int count;
+    int values[256];
+    double sums[256];
+} seen;
+
+static void observer(void *user, const qf_graph *g, int v, const void *data)
+{
+    seen *s = user;
+    ck_assert_int_lt(s->count, 256);
+    double sum = 0.0;
+    if (g->values[v].dtype == QF_F32) {
+        const float *f = data;
+        for (int64_t k = 0; k < qf_value_numel(&g->values[v]); k++) sum += f[k] * (1.0 + 1e-3 * (double)(k % 7));
+    }
+    s->values[s->count] = v;
+    s->sums[s->count++] = sum;
+}
+
+/* The observer sees the same values, in the same order, with the same data. */
+START_TEST(observer_matches_cpu)
+{
+    qf_graph *g = b_residual();
+    prepare(g, 2);
+    seen s[2] = {{0}};
+    qf_engine *e[2];
+    for (int k = 0; k < 2; k++) {
+        qf_engine_opts o = {.device = k ? QF_DEVICE_CUDA : QF_DEVICE_CPU, .observer = observer, .observer_user = &s[k]};
+        OK(qf_engine_create(g, &o, &e[k]));
+    }
+    float *a = qf_engine_input(e[0], 0), *b = qf_engine_input(e[1], 0);
+    for (int64_t k = 0; k < qf_value_numel(&g->values[g->inputs[0]]); k++) a[k] = b[k] = frand(-1, 1);
+    for (int k = 0; k < 2; k++) OK(qf_engine_run(e[k]));
+    ck_assert_int_eq(s[0].count, s[1].count);
+    ck_assert_int_eq(s[0].count, 1 + g->n_nodes);
+    for (int i = 0; i < s[0].count; i++) {
+        ck_assert_int_eq(s[0].values[i], s[1].values[i]);
+        ck_assert_msg(fabs(s[0].sums[i] - s[1].sums[i]) <= 1e-4 * (1.0 + fabs(s[0].sums[i])), "value %s: %g vs %g",
+                      g->values[s[0].values[i]].name, s[0].sums[i], s[1].sums[i]);
+    }
+    for (int k = 0; k < 2; k++) qf_engine_free(e[k]);
+    qf_graph_free(g);
+}
+END_TEST
+
+/* An op without a CUDA kernel fails at build time, naming node and op. */
+START_TEST(unsupported_op_is_named)
+{
+    qf_graph *g = new_graph("unsupported");
+    int x = input(g, "x", 4, DIMS(1, 2, 3, 4));
+    int y = val(g, "y");
+    qf_node *n = op(g, "pad_node", QF_OP_PAD, 2, IN(x, ints(g, "pads", 8, DIMS(0, 0, 1, 1, 0, 0, 1, 1))), y);
+    (void)n;
+    output(g, y);
+    prepare(g, 1);
+    qf_engine_opts o = {.device = QF_DEVICE_CUDA};
+    qf_engine *e = NULL;
+    ck_assert_int_eq(qf_engine_create(g, &o, &e), QF_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(e);
+    ck_assert_msg(strstr(qf_error_message(), "pad_node") && strstr(qf_error_message(), "Pad"), "%s", qf_error_message());
+    o.device_index = 63;
+    qf_graph_free(g);
+    g = b_gemm_bias();
+    prepare(g, 4);
+    ck_assert_int_eq(qf_engine_create(g, &o, &e), QF_ERR_DEVICE);
+    ck_assert_msg(strstr(qf_error_message(), "cuda:63"), "%s", qf_error_message());
+    qf_graph_free(g);
+}
+END_TEST
+
+/* ---- real models ------------------------------------------------------------------------------- */
+
+static char data_dir[1024];
+
+static void path(char *buf, size_t n, const char *rel) { snprintf(buf, n, "%s/%s", data_dir, rel); }
+
+static bool exists(const char *rel)
+{
+    char p[1100];
+    path(p, sizeof p, rel);
+    FILE *f = fopen(p, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* Calibrates on `n` images of dir with the given device (entropy and minmax). */
+static qf_calib_table *calibrate(qf_graph *g, const char *dir, int64_t n, const qf_preprocess *pp, qf_device_kind dev)
+{
+    qf_dataset *ds;
+    OK(qf_dataset_open(dir, &ds));
+    qf_dataset_subset(ds, n);
+    qf_calib *c;
+    OK(qf_calib_create(g, NULL, &c));
+    qf_engine_opts eo = {.device = dev, .observer = qf_calib_observe, .observer_user = c};
+    qf_engine *e;
+    OK(qf_engine_create(g, &eo, &e));
+    qf_loader_options lo = {.batch = g->batch, .threads = 4};
+    qf_loader *l;
+    OK(qf_loader_create(ds, pp, &lo, &l));
+    int cnt;
+    int64_t images = 0;
+    for (;;) {
+        OK(qf_loader_next(l, qf_engine_input(e, 0), NULL, &cnt));
+        if (!cnt) break;
+        qf_calib_set_batch_valid(c, cnt);
+        OK(qf_engine_run(e));
+        images += cnt;
+    }
+    qf_loader_free(l);
+    qf_engine_free(e);
+    unsigned methods;
+    double pct;
+    OK(qf_calib_method_parse("all", &methods, &pct));
+    char sha[65];
+    memset(sha, '0', 64);
+    sha[64] = 0;
+    qf_calib_meta meta = {.images = images, .model_sha256 = sha};
+    qf_calib_table *t;
+    OK(qf_calib_finalize(c, methods, pct, &meta, &t));
+    qf_calib_free(c);
+    qf_dataset_free(ds);
+    return t;
+}
+
+static int argmax(const float *y, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (y[i] > y[b]) b = i;
+    return b;
+}
+
+/* One model: calibration on the GPU must match the CPU's; then FP32, FP16
+ * and INT8 graphs on both engines over the same images. */
+static void model_agreement(const char *name, const char *model_rel, const char *calib_rel, const char *test_rel,
+                            const char *synsets_rel, const char *preset, int batch, int64_t n_calib, int64_t n_test)
+{
+    char model[1100], calib_dir[1100], test_dir[1100];
+    path(model, sizeof model, model_rel);
+    path(calib_dir, sizeof calib_dir, calib_rel);
+    path(test_dir, sizeof test_dir, test_rel);
+    qf_preprocess pp;
+    qf_preprocess_init(&pp);
+    OK(qf_preprocess_preset(&pp, preset));
+    if (!strcmp(preset, "cifar10")) pp.width = pp.height = 32;
+    qf_load_opts lo = {.batch = batch};
+    qf_graph *g;
+    OK(qf_model_load(model, &lo, &g));
+    qf_calib_table *t = calibrate(g, calib_dir, n_calib, &pp, QF_DEVICE_CPU);
+    qf_calib_table *tg = calibrate(g, calib_dir, n_calib, &pp, QF_DEVICE_CUDA);
+    ck_assert_int_eq(t->n, tg->n);
+    double worst = 0.0;
+    for (int i = 0; i < t->n; i++) {
+        ck_assert_str_eq(t->entries[i].name, tg->entries[i].name);
+        double a = t->entries[i].amax[QF_CALIB_MINMAX], b = tg->entries[i].amax[QF_CALIB_MINMAX];
+        double rel = fabs(a - b) / fmax(fabs(a), 1e-12);
+        if (rel > worst) worst = rel;
+    }
+    printf("%s: calibration on the GPU: %d tensors, minmax thresholds within %.2g of the CPU's\n", name, t->n, worst);
+    ck_assert_msg(worst < 1e-3, "GPU calibration differs by %g", worst);
+    qf_calib_table_free(tg);
+    qf_graph_free(g);
+
+    qf_dataset *ds;
+    OK(qf_dataset_open(test_dir, &ds));
+    qf_dataset_subset(ds, n_test);
+    if (synsets_rel) {
+        char syn[1100];
+        path(syn, sizeof syn, synsets_rel);
+        OK(qf_dataset_label_synsets(ds, syn));
+    } else {
+        OK(qf_dataset_label_folders(ds, NULL));
+    }
+    for (int p = 0; p < QF_PRECISION_COUNT; p++) {
+        OK(qf_model_load(model, &lo, &g));
+        if (p != QF_PREC_FP32) {
+            qf_quant_opts o;
+            qf_quant_opts_init(&o);
+            o.precision = (qf_precision)p;
+            OK(qf_quantize(g, t, &o, NULL));
+        }
+        qf_engine *cpu, *gpu;
+        qf_engine_opts co = {.device = QF_DEVICE_CPU}, go = {.device = QF_DEVICE_CUDA};
+        OK(qf_engine_create(g, &co, &cpu));
+        OK(qf_engine_create(g, &go, &gpu));
+        qf_loader_options lopt = {.batch = batch, .threads = 4};
+        qf_loader *l;
+        OK(qf_loader_create(ds, &pp, &lopt, &l));
+        const int nc = (int)g->values[g->outputs[0]].dims[1];
+        const size_t in_bytes = qf_value_bytes(&g->values[g->inputs[0]]);
+        int *labels = malloc((size_t)batch * sizeof *labels), cnt, images = 0, agree = 0, top1[2] = {0, 0};
+        double max_diff = 0.0;
+        for (;;) {
+            OK(qf_loader_next(l, qf_engine_input(cpu, 0), labels, &cnt));
+            if (!cnt) break;
+            memcpy(qf_engine_input(gpu, 0), qf_engine_input(cpu, 0), in_bytes);
+            OK(qf_engine_run(cpu));
+            OK(qf_engine_run(gpu));
+            const float *yc = qf_engine_output(cpu, 0), *yg = qf_engine_output(gpu, 0);
+            for (int i = 0; i < cnt; i++) {
+                int a = argmax(yc + i * nc, nc), b = argmax(yg + i * nc, nc);
+                agree += a == b;
+                top1[0] += a == labels[i];
+                top1[1] += b == labels[i];
+                for (int k = 0; k < nc; k++) max_diff = fmax(max_diff, fabs(yc[i * nc + k] - yg[i * nc + k]));
+            }
+            images += cnt;
+        }
+        printf("%s %s on %d images: top-1 cpu %.4f gpu %.4f, agreement %.4f, max |logit diff| %.3g\n", name,
+               prec_name[p], images, (double)top1[0] / images, (double)top1[1] / images, (double)agree / images, max_diff);
+        ck_assert_int_eq(images, n_test);
+        ck_assert_msg(agree >= 0.999 * images, "%s %s: GPU and CPU agree on %d of %d", name, prec_name[p], agree, images);
+        free(labels);
+        qf_loader_free(l);
+        qf_engine_free(cpu);
+        qf_engine_free(gpu);
+        qf_graph_free(g);
+    }
+    qf_dataset_free(ds);
+    qf_calib_table_free(t);
+}
+
+START_TEST(resnet20_cifar10)
+{
+    model_agreement("ResNet-20", "cifar10/resnet20.onnx", "cifar10/calib", "cifar10/test", NULL, "cifar10", 50, 200, 500);
+}
+END_TEST
+
+START_TEST(mobilenetv2_imagenet)
+{
+    model_agreement("MobileNetV2", "imagenet/mobilenetv2-fp32.onnx", "imagenet/images/calib", "imagenet/images", "imagenet/synsets.txt",
+                    "imagenet", 25, 100, 200);
+}
+END_TEST
+
+int main(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    const char *data = getenv("QFORGE_DATA");
+    const char *top = getenv("top_srcdir");
+    if (data) snprintf(data_dir, sizeof data_dir, "%s", data);
+    else snprintf(data_dir, sizeof data_dir, "%s/../shared/data", top ? top : QF_SRCDIR);
+
+    Suite *s = suite_create("cuda");
+    TCase *ops = tcase_create("ops");
+    tcase_set_timeout(ops, 600);
+    tcase_add_test(ops, t_conv3x3);
+    tcase_add_test(ops, t_conv_rgb_s2);
+    tcase_add_test(ops, t_conv_1x1);
+    tcase_add_test(ops, t_conv_depthwise);
+    tcase_add_test(ops, t_conv_grouped_dilated);
+    tcase_add_test(ops, t_conv_relu_pool);
+    tcase_add_test(ops, t_residual);
+    tcase_add_test(ops, t_pools);
+    tcase_add_test(ops, t_gemm_bias);
+    tcase_add_test(ops, t_gemm_general);
+    tcase_add_test(ops, t_matmul);
+    tcase_add_test(ops, t_binary);
+    tcase_add_test(ops, t_unary);
+    tcase_add_test(ops, t_batchnorm_softmax);
+    tcase_add_test(ops, t_concat_copy);
+    tcase_add_test(ops, observer_matches_cpu);
+    tcase_add_test(ops, unsupported_op_is_named);
+    suite_add_tcase(s, ops);
+    TCase *models = tcase_create("models");
+    tcase_set_timeout(models, 900);
+    if (exists("cifar10/resnet20.onnx")) tcase_add_test(models, resnet20_cifar10);
+    else printf("no %s/cifar10/resnet20.onnx: ResNet-20 skipped\n", data_dir);
+    if (exists("imagenet/mobilenetv2-fp32.onnx")) tcase_add_test(models, mobilenetv2_imagenet);
+    else printf("no %s/imagenet/mobilenetv2-fp32.onnx: MobileNetV2 skipped\n", data_dir);
+    suite_add_tcase(s, models);
+    SRunner *sr = srunner_create(s);
+    /* the CUDA runtime is initialized above; a forked child could not use it */
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_VERBOSE);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
