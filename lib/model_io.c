@@ -216,8 +216,12 @@ static qf_status check_meta(const char *path, const qf_qfm_meta *m)
         return qf_error(QF_ERR_USAGE, "%s: unknown calibration method '%s'", path, m->calib_method);
     if (m->source_sha256[0] && !qfi_is_sha256_hex(m->source_sha256))
         return qf_error(QF_ERR_USAGE, "%s: source SHA-256 '%s' is not 64 lowercase hex digits", path, m->source_sha256);
+    qf_preprocess pp;
+    qf_preprocess_init(&pp);
     if (has_control((const uint8_t *)m->preprocess, strlen(m->preprocess)))
         return qf_error(QF_ERR_USAGE, "%s: the preprocessing text has a control character", path);
+    if (qf_preprocess_parse(&pp, m->preprocess) != QF_OK)
+        return qf_error_prefix(QF_ERR_USAGE, "%s: the preprocessing text is not qforge options", path);
     if (m->calib_images < 0)
         return qf_error(QF_ERR_USAGE, "%s: calibration image count %lld is negative", path, (long long)m->calib_images);
     return QF_OK;
@@ -977,6 +981,28 @@ static void format_shape(char *buf, size_t n, int ndim, const int64_t *dims)
     if (at < n) snprintf(buf + at, n - at, "]");
 }
 
+/* The INT8 kernels keep accumulator + bias inside int32 by bounding the
+ * reduction length and relying on the quantizer's bias clamp
+ * (quant/weights.c: |bias| <= 2^30); a file must keep to that clamp too. */
+static qf_status check_int8_biases(const qf_graph *g, const char *path)
+{
+    const int32_t lim = (int32_t)1 << 30;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        if (n->precision != QF_PREC_INT8 || (n->op != QF_OP_CONV && n->op != QF_OP_GEMM && n->op != QF_OP_MATMUL) ||
+            n->n_in < 3 || n->in[2] < 0)
+            continue;
+        const qf_value *b = &g->values[n->in[2]];
+        if (b->dtype != QF_I32 || !b->data) continue; /* the op's own checks refuse it */
+        const int32_t *bd = b->data;
+        for (int64_t c = 0; c < qf_value_numel(b); c++)
+            if (bd[c] < -lim || bd[c] > lim)
+                return qf_error(QF_ERR_FORMAT, "%s: section WEIGHTS: INT8 bias %s[%lld] = %d is outside +-2^30", path,
+                                b->name, (long long)c, bd[c]);
+    }
+    return QF_OK;
+}
+
 /* Rebuilds params and checks that every stored shape is what the ops infer. */
 static qf_status verify_graph(qf_graph *g, const char *path)
 {
@@ -1145,6 +1171,7 @@ static qf_status parse_file(const char *path, const uint8_t *f, uint64_t size, i
     free(R.state);
     if (st == QF_OK) st = unique_names(g, path);
     if (st == QF_OK) st = verify_graph(g, path);
+    if (st == QF_OK) st = check_int8_biases(g, path);
     if (st == QF_OK && batch > 0 && batch != g->batch) {
         st = qfi_graph_rebatch(g, batch);
         if (st != QF_OK) st = qf_error_prefix(with_path(path, st), "at batch %d", batch);

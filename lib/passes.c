@@ -310,12 +310,18 @@ static bool shown_as_f32(const qf_value *v)
  * were stored with, which must agree with what the op infers. */
 static qf_status infer_stored(qf_graph *g, qf_node *n)
 {
-    enum { MAX_IO = 64 };
-    if (n->n_in > MAX_IO || n->n_out > MAX_IO)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s has more than %d inputs or outputs", g->source, n->name,
-                        MAX_IO);
-    qf_dtype in_dt[MAX_IO], out_dt[MAX_IO];
-    float out_scale[MAX_IO];
+    /* what is saved and restored: input dtypes, output dtypes and scales */
+    enum { SMALL = 64 };
+    qf_dtype small_dt[2 * SMALL];
+    float small_scale[SMALL];
+    const bool small = n->n_in <= SMALL && n->n_out <= SMALL;
+    qf_dtype *in_dt = small ? small_dt : qfi_calloc((size_t)n->n_in + (size_t)n->n_out + 1, sizeof *in_dt);
+    float *out_scale = small ? small_scale : qfi_calloc((size_t)n->n_out + 1, sizeof *out_scale);
+    if (!in_dt || !out_scale) {
+        if (!small) free(in_dt), free(out_scale);
+        return QF_ERR_NOMEM;
+    }
+    qf_dtype *out_dt = in_dt + (small ? SMALL : n->n_in);
     const bool f32_view = infers_as_f32(n);
     for (int k = 0; k < n->n_out; k++) {
         if (n->out[k] < 0) continue;
@@ -345,6 +351,7 @@ static qf_status infer_stored(qf_graph *g, qf_node *n)
         v->dtype = out_dt[k];
         v->scale = out_scale[k];
     }
+    if (!small) free(in_dt), free(out_scale);
     return st;
 }
 

@@ -1,5 +1,6 @@
 /* The engine interface: picks a backend, forwards calls to it. */
 #include "engine_impl.h"
+#include <time.h>
 
 qf_status qf_device_parse(const char *s, qf_device_kind *kind, int *index)
 {
@@ -80,3 +81,24 @@ const void *qf_engine_output(const qf_engine *e, int i)
 qf_status qf_engine_run(qf_engine *e) { return e->be->run(e); }
 
 size_t qf_engine_arena_bytes(const qf_engine *e) { return e->arena_bytes; }
+
+qf_status qf_engine_bench(qf_engine *e, int iterations, double *ms)
+{
+    if (iterations < 0) return qf_error(QF_ERR_USAGE, "qf_engine_bench: %d iterations", iterations);
+    if (e->be->bench) return e->be->bench(e, iterations, ms);
+    for (int i = 0; i < iterations; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        QF_CHECK(e->be->run(e));
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        ms[i] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+    }
+    return QF_OK;
+}
+
+qf_status qf_engine_profile(qf_engine *e, double *node_ms)
+{
+    if (!e->be->profile)
+        return qf_error(QF_ERR_UNSUPPORTED, "the %s engine does not time individual nodes", e->be->name);
+    return e->be->profile(e, node_ms);
+}

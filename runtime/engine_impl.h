@@ -9,6 +9,9 @@ typedef struct qfi_backend {
     qf_status (*create)(qf_engine *e);
     qf_status (*run)(qf_engine *e);
     void (*destroy)(qf_engine *e);
+    /* optional (NULL: qf_engine_bench times run() on the host; profile unsupported) */
+    qf_status (*bench)(qf_engine *e, int iterations, double *ms);
+    qf_status (*profile)(qf_engine *e, double *node_ms);
 } qfi_backend;
 
 struct qf_engine {

@@ -279,7 +279,7 @@ static qf_graph *b_matmul(void)
     int x = input(g, "x", 3, DIMS(2, 5, 16));
     int w = weight(g, "w", 2, DIMS(16, 12), -0.3f, 0.3f);
     output(g, binary(g, "mm", QF_OP_MATMUL, x, w));
-    int a = input(g, "a", 4, DIMS(2, 3, 4, 8)), b = input(g, "b", 3, DIMS(3, 8, 5));
+    int a = input(g, "a", 4, DIMS(2, 3, 4, 8)), b = input(g, "b", 4, DIMS(2, 1, 8, 5));
     output(g, binary(g, "bmm", QF_OP_MATMUL, a, b));
     return g;
 }
@@ -287,7 +287,8 @@ static qf_graph *b_binary(void)
 {
     qf_graph *g = new_graph("binary");
     int x = input(g, "x", 4, DIMS(2, 8, 6, 7));
-    int x2 = input(g, "x2", 3, DIMS(8, 1, 7));
+    int x2 = input(g, "x2", 4, DIMS(2, 1, 1, 7));
+    int k3 = weight(g, "k3", 3, DIMS(8, 1, 7), -1.0f, 1.0f);
     int c = conv(g, "c", x, 8, 8, 3, 1, P1, 1, 1, true); /* NHWC on the device */
     int pc = weight(g, "pc", 3, DIMS(8, 1, 1), -1.0f, 1.0f);
     int dv = weight(g, "dv", 1, DIMS(7), 0.5f, 1.5f);
@@ -298,6 +299,7 @@ static qf_graph *b_binary(void)
     output(g, binary(g, "div_w", QF_OP_DIV, c, dv));
     output(g, binary(g, "prelu", QF_OP_PRELU, c, pc));
     output(g, binary(g, "mul_s", QF_OP_MUL, s, x));
+    output(g, binary(g, "add_k3", QF_OP_ADD, c, k3));
     return g;
 }
 static qf_graph *b_unary(void)
@@ -431,12 +433,16 @@ static float output_unit(const qf_graph *g, int v)
 
 static const char *prec_name[] = {"fp32", "fp16", "int8"};
 
+/* The engine under test; QFORGE_TEST_CUDA_ON_CPU=1 puts the CPU engine there
+ * to check this harness itself on a machine without a GPU. */
+static qf_device_kind dut = QF_DEVICE_CUDA;
+
 /* Runs g on both engines `runs` times with fresh random inputs; every output
  * must agree within the precision's tolerance. */
 static void compare(qf_graph *g, qf_precision prec, int runs)
 {
     qf_engine *cpu, *gpu;
-    qf_engine_opts co = {.device = QF_DEVICE_CPU, .threads = 1}, go = {.device = QF_DEVICE_CUDA};
+    qf_engine_opts co = {.device = QF_DEVICE_CPU, .threads = 1}, go = {.device = dut};
     OK(qf_engine_create(g, &co, &cpu));
     OK(qf_engine_create(g, &go, &gpu));
     for (int r = 0; r < runs; r++) {
@@ -549,7 +555,7 @@ START_TEST(observer_matches_cpu)
     seen s[2] = {{0}};
     qf_engine *e[2];
     for (int k = 0; k < 2; k++) {
-        qf_engine_opts o = {.device = k ? QF_DEVICE_CUDA : QF_DEVICE_CPU, .observer = observer, .observer_user = &s[k]};
+        qf_engine_opts o = {.device = k ? dut : QF_DEVICE_CPU, .observer = observer, .observer_user = &s[k]};
         OK(qf_engine_create(g, &o, &e[k]));
     }
     float *a = qf_engine_input(e[0], 0), *b = qf_engine_input(e[1], 0);
@@ -671,7 +677,7 @@ static void model_agreement(const char *name, const char *model_rel, const char 
     qf_graph *g;
     OK(qf_model_load(model, &lo, &g));
     qf_calib_table *t = calibrate(g, calib_dir, n_calib, &pp, QF_DEVICE_CPU);
-    qf_calib_table *tg = calibrate(g, calib_dir, n_calib, &pp, QF_DEVICE_CUDA);
+    qf_calib_table *tg = calibrate(g, calib_dir, n_calib, &pp, dut);
     ck_assert_int_eq(t->n, tg->n);
     double worst = 0.0;
     for (int i = 0; i < t->n; i++) {
@@ -695,6 +701,7 @@ static void model_agreement(const char *name, const char *model_rel, const char 
     } else {
         OK(qf_dataset_label_folders(ds, NULL));
     }
+    char failed[256] = "";
     for (int p = 0; p < QF_PRECISION_COUNT; p++) {
         OK(qf_model_load(model, &lo, &g));
         if (p != QF_PREC_FP32) {
@@ -704,7 +711,7 @@ static void model_agreement(const char *name, const char *model_rel, const char 
             OK(qf_quantize(g, t, &o, NULL));
         }
         qf_engine *cpu, *gpu;
-        qf_engine_opts co = {.device = QF_DEVICE_CPU}, go = {.device = QF_DEVICE_CUDA};
+        qf_engine_opts co = {.device = QF_DEVICE_CPU}, go = {.device = dut};
         OK(qf_engine_create(g, &co, &cpu));
         OK(qf_engine_create(g, &go, &gpu));
         qf_loader_options lopt = {.batch = batch, .threads = 4};
@@ -712,7 +719,7 @@ static void model_agreement(const char *name, const char *model_rel, const char 
         OK(qf_loader_create(ds, &pp, &lopt, &l));
         const int nc = (int)g->values[g->outputs[0]].dims[1];
         const size_t in_bytes = qf_value_bytes(&g->values[g->inputs[0]]);
-        int *labels = malloc((size_t)batch * sizeof *labels), cnt, images = 0, agree = 0, top1[2] = {0, 0};
+        int *labels = malloc((size_t)batch * sizeof *labels), cnt, images = 0, agree = 0, ties = 0, top1[2] = {0, 0};
         double max_diff = 0.0;
         for (;;) {
             OK(qf_loader_next(l, qf_engine_input(cpu, 0), labels, &cnt));
@@ -724,16 +731,28 @@ static void model_agreement(const char *name, const char *model_rel, const char 
             for (int i = 0; i < cnt; i++) {
                 int a = argmax(yc + i * nc, nc), b = argmax(yg + i * nc, nc);
                 agree += a == b;
+                /* FP16: the CPU's scores of both classes within two half-precision steps
+                 * of each other are a tie at that precision, which either engine may break */
+                if (a != b && p == QF_PREC_FP16) {
+                    float top = fabsf(yc[i * nc + a]);
+                    double ulp = top > 0.0f ? ldexp(1.0, ilogbf(top) - 10) : ldexp(1.0, -24);
+                    ties += fabs((double)yc[i * nc + a] - yc[i * nc + b]) <= 2.0 * ulp;
+                }
                 top1[0] += a == labels[i];
                 top1[1] += b == labels[i];
                 for (int k = 0; k < nc; k++) max_diff = fmax(max_diff, fabs(yc[i * nc + k] - yg[i * nc + k]));
             }
             images += cnt;
         }
-        printf("%s %s on %d images: top-1 cpu %.4f gpu %.4f, agreement %.4f, max |logit diff| %.3g\n", name,
-               prec_name[p], images, (double)top1[0] / images, (double)top1[1] / images, (double)agree / images, max_diff);
-        ck_assert_int_eq(images, n_test);
-        ck_assert_msg(agree >= 0.999 * images, "%s %s: GPU and CPU agree on %d of %d", name, prec_name[p], agree, images);
+        printf("%s %s on %d images: top-1 cpu %.4f gpu %.4f, agreement %.4f (%d of the %d differences are FP16 ties), "
+               "max |logit diff| %.3g\n",
+               name, prec_name[p], images, (double)top1[0] / images, (double)top1[1] / images, (double)agree / images,
+               ties, images - agree, max_diff);
+        /* every precision runs before a failure is reported */
+        if (images != n_test || agree + ties < 0.999 * images || agree < 0.99 * images)
+            if (!failed[0])
+                snprintf(failed, sizeof failed, "%s %s: GPU and CPU agree on %d of %d images (%d ties)", name,
+                         prec_name[p], agree, images, ties);
         free(labels);
         qf_loader_free(l);
         qf_engine_free(cpu);
@@ -742,6 +761,7 @@ static void model_agreement(const char *name, const char *model_rel, const char 
     }
     qf_dataset_free(ds);
     qf_calib_table_free(t);
+    ck_assert_msg(!failed[0], "%s", failed);
 }
 
 START_TEST(resnet20_cifar10)
@@ -757,10 +777,18 @@ START_TEST(mobilenetv2_imagenet)
 }
 END_TEST
 
+static void log_stderr(void *user, qf_log_level level, const char *msg)
+{
+    (void)user;
+    fprintf(stderr, "qforge[%d]: %s\n", (int)level, msg);
+}
+
 int main(void)
 {
+    if (getenv("QFORGE_DEBUG")) qf_log_set(log_stderr, NULL, QF_LOG_DEBUG);
     int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    if (getenv("QFORGE_TEST_CUDA_ON_CPU")) dut = QF_DEVICE_CPU;
+    else if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
         printf("no CUDA device: skipped\n");
         return 77;
     }
@@ -788,7 +816,7 @@ int main(void)
     tcase_add_test(ops, t_batchnorm_softmax);
     tcase_add_test(ops, t_concat_copy);
     tcase_add_test(ops, observer_matches_cpu);
-    tcase_add_test(ops, unsupported_op_is_named);
+    if (dut == QF_DEVICE_CUDA) tcase_add_test(ops, unsupported_op_is_named);
     suite_add_tcase(s, ops);
     TCase *models = tcase_create("models");
     tcase_set_timeout(models, 900);

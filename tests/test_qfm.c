@@ -631,6 +631,10 @@ START_TEST(hostile_layouts)
     /* its first input made its own output */
     uint64_t out0 = cn + 28 + 4 * (uint64_t)le32(good + cn + 16);
     DAMAGE("read_before_write.qfm", QF_ERR_FORMAT, "before any node writes it", set32(b + cn + 28, le32(good + out0)));
+    /* an INT8 bias beyond the quantizer's clamp, which the kernels rely on */
+    uint64_t bias = find_record(good, &L, "conv1/bias_i32");
+    uint64_t bias_at = L.off[3] + le64(good + bias + 16);
+    DAMAGE("bias_overflow.qfm", QF_ERR_FORMAT, "outside +-2^30", set32(b + bias_at, 0x7fffffff));
     /* a newer format version; a bad magic; an ONNX file */
     DAMAGE("newer_version.qfm", QF_ERR_UNSUPPORTED, "format version 2 is newer than this qforge reads (1)",
            set32(b + 4, 2u << 16));

@@ -75,5 +75,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_calib(int argc, char **argv);
 int cmd_quant(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -24,6 +24,7 @@ static const command commands[] = {
     {"quant", cmd_quant, "rewrite a model to INT8/FP16 with a calibration table, write a .qfm"},
     {"eval", cmd_eval, "accuracy on a folder of images, agreement with a reference model"},
     {"run", cmd_run, "classify images, print the top K classes"},
+    {"bench", cmd_bench, "throughput and latency per batch size (images/s, p50/p90/p99), per-node profile"},
 };
 
 int cli_fail(qf_status st)

@@ -23,19 +23,20 @@ done
 echo "== calibrate on 1000 of the 60,000 training images (every method)"
 "$qforge" calib "$model" --images "$work/train" -n 1000 $pp --method all -o "$work/model.calib" \
   --report "$work/calib-report.html"
-if [ -x "$qforge" ] && "$qforge" help quant >/dev/null 2>&1; then
-  echo "== quantize"
-  "$qforge" quant "$model" --calib "$work/model.calib" --precision int8 -o "$work/model-int8.qfm"
-  "$qforge" quant "$model" --calib "$work/model.calib" --precision fp16 -o "$work/model-fp16.qfm"
-fi
+echo "== quantize"
+"$qforge" quant "$model" --calib "$work/model.calib" --precision int8 -o "$work/model-int8.qfm"
+"$qforge" quant "$model" --calib "$work/model.calib" --precision int8 --method mse -o "$work/model-int8-mse.qfm"
+"$qforge" quant "$model" --calib "$work/model.calib" --precision fp16 -o "$work/model-fp16.qfm"
 echo "== evaluate on the 10,000 test images"
 printf '%-10s %8s %10s %10s\n' precision top1 agreement sqnr_db
+# int8 uses the default threshold (entropy, as TensorRT); int8-mse the table's MSE-optimal one
 row() { # precision model
   "$qforge" eval "$2" --images "$work/test" --reference "$model" $pp --quiet --json |
     python3 -c 'import json,sys; r=json.load(sys.stdin); f=r["reference"]; print("%-10s %8.4f %10.4f %10.1f" % (sys.argv[1], r["top1"], f["agreement"], f["sqnr_db"]))' "$1" 2>/dev/null ||
   "$qforge" eval "$2" --images "$work/test" --reference "$model" $pp --quiet
 }
 row fp32 "$model"
-[ -f "$work/model-fp16.qfm" ] && row fp16 "$work/model-fp16.qfm"
-[ -f "$work/model-int8.qfm" ] && row int8 "$work/model-int8.qfm"
+row fp16 "$work/model-fp16.qfm"
+row int8 "$work/model-int8.qfm"
+row int8-mse "$work/model-int8-mse.qfm"
 echo "calibration report: $work/calib-report.html"

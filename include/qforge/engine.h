@@ -42,6 +42,17 @@ const void *qf_engine_output(const qf_engine *e, int i);
 /* Bytes of working memory the plan reserved for activations. */
 size_t qf_engine_arena_bytes(const qf_engine *e);
 
+/* For `qforge bench`: runs the forward pass `iterations` times back to back
+ * on the inputs of the last qf_engine_run() and stores each run's time in
+ * ms[i]. A device engine neither re-uploads the inputs (a pipeline overlaps
+ * uploads with compute) nor waits between runs, and times each run with
+ * device events; the CPU engine times qf_engine_run() with the host clock. */
+qf_status qf_engine_bench(qf_engine *e, int iterations, double *ms);
+/* Time of every node over one run of the current inputs, node_ms[i] for
+ * g->nodes[i] in ms (0 for a node fused into another). QF_ERR_UNSUPPORTED
+ * where the engine cannot time nodes. */
+qf_status qf_engine_profile(qf_engine *e, double *node_ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -261,6 +261,7 @@ static qf_status select_device(cu_engine *c, int index)
         int drv = 0, rt = 0;
         cudaDriverGetVersion(&drv);
         cudaRuntimeGetVersion(&rt);
+        if (drv == 0) return qf_error(QF_ERR_DEVICE, "no NVIDIA driver found: no usable CUDA device; use --device cpu");
         return qf_error(QF_ERR_DEVICE,
                         "the NVIDIA driver supports CUDA %d.%d but qforge was built with CUDA %d.%d: update the driver "
                         "or use --device cpu",
@@ -626,7 +627,6 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     QF_CHECK(fill_pattern(c, c->arena, c->arena_bytes));
     for (int s = 0; s < CU_SCR_COUNT; s++) QF_CHECK(fill_pattern(c, c->scratch[s], c->scratch_bytes[s]));
     CU_CHECK(cudaStreamSynchronize(c->stream));
-    c->tuning = true;
     for (int i = 0; i < c->n_layers; i++) {
         cu_layer *L = &c->layers[i];
         const cu_op *op = op_for(L->n->op);
@@ -634,7 +634,6 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         st = op->tune(c, L);
         if (st != QF_OK) return qf_error_prefix(st, CU_NODE_FMT, CU_NODE_ARGS(c, L->n));
     }
-    c->tuning = false;
     /* one eager pass loads every kernel and surfaces errors before capture */
     QF_CHECK(forward(c, false));
     CU_CHECK(cudaStreamSynchronize(c->stream));
@@ -681,9 +680,85 @@ static qf_status cu_run(qf_engine *e)
     return QF_OK;
 }
 
+/* Replays the pass back to back on the resident inputs, an event between
+ * replays: each interval is one run as a pipelined deployment sees it. */
+static qf_status cu_bench(qf_engine *e, int iterations, double *ms)
+{
+    cu_engine *c = (cu_engine *)e->impl;
+    CU_CHECK(cudaSetDevice(c->device));
+    if (iterations <= 0) return QF_OK;
+    cudaEvent_t *ev = (cudaEvent_t *)qfi_calloc((size_t)iterations + 1, sizeof *ev);
+    if (!ev) return QF_ERR_NOMEM;
+    qf_status st = QF_OK;
+    int made = 0;
+    for (; made <= iterations && st == QF_OK; made++) {
+        cudaError_t err = cudaEventCreate(&ev[made]);
+        if (err != cudaSuccess) st = cu_fail(err, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    if (st == QF_OK) {
+        cudaEventRecord(ev[0], c->stream);
+        for (int i = 0; i < iterations && st == QF_OK; i++) {
+            if (c->graph) {
+                cudaError_t err = cudaGraphLaunch(c->graph, c->stream);
+                if (err != cudaSuccess) st = cu_fail(err, "cudaGraphLaunch", __FILE__, __LINE__);
+            } else {
+                st = forward(c, false);
+            }
+            cudaEventRecord(ev[i + 1], c->stream);
+        }
+        cudaError_t err = cudaStreamSynchronize(c->stream);
+        if (st == QF_OK && err != cudaSuccess) st = cu_fail(err, "cudaStreamSynchronize", __FILE__, __LINE__);
+        for (int i = 0; i < iterations && st == QF_OK; i++) {
+            float t = 0.0f;
+            cudaEventElapsedTime(&t, ev[i], ev[i + 1]);
+            ms[i] = t;
+        }
+    }
+    for (int i = 0; i < made; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    free(ev);
+    return st;
+}
+
+/* One eager pass with an event pair around every layer (the second of two
+ * passes, so nothing is timed cold). */
+static qf_status cu_profile(qf_engine *e, double *node_ms)
+{
+    cu_engine *c = (cu_engine *)e->impl;
+    CU_CHECK(cudaSetDevice(c->device));
+    const int n = c->n_layers;
+    cudaEvent_t *ev = (cudaEvent_t *)qfi_calloc(2 * (size_t)n + 1, sizeof *ev);
+    if (!ev) return QF_ERR_NOMEM;
+    qf_status st = QF_OK;
+    for (int i = 0; i < 2 * n && st == QF_OK; i++) {
+        cudaError_t err = cudaEventCreate(&ev[i]);
+        if (err != cudaSuccess) st = cu_fail(err, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    for (int pass = 0; pass < 2 && st == QF_OK; pass++) {
+        st = stage_inputs(c, c->stream);
+        for (int i = 0; i < n && st == QF_OK; i++) {
+            node_ms[i] = 0.0;
+            if (c->layers[i].skip) continue;
+            cudaEventRecord(ev[2 * i], c->stream);
+            st = run_layer(c, &c->layers[i], c->stream);
+            cudaEventRecord(ev[2 * i + 1], c->stream);
+        }
+        if (st == QF_OK) st = fetch_outputs(c, c->stream);
+        cudaError_t err = cudaStreamSynchronize(c->stream);
+        if (st == QF_OK && err != cudaSuccess) st = cu_fail(err, "cudaStreamSynchronize", __FILE__, __LINE__);
+    }
+    for (int i = 0; i < n && st == QF_OK; i++) {
+        if (c->layers[i].skip) continue;
+        float t = 0.0f;
+        cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]);
+        node_ms[i] = t;
+    }
+    for (int i = 0; i < 2 * n; i++)
+        if (ev[i]) cudaEventDestroy(ev[i]);
+    free(ev);
+    return st;
+}
+
 extern "C" const qfi_backend qfi_cuda_backend = {
-    "cuda",
-    cu_create,
-    cu_run,
-    cu_destroy,
+    "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile,
 };

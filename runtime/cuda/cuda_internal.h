@@ -88,7 +88,6 @@ struct cu_layer {
     void (*free_state)(void *state);
     bool skip;          /* its work was fused into another layer */
     int out_override;   /* >= 0: write this value instead of n->out[0] (a fused consumer's output) */
-    float ms;           /* --profile: last measured time */
 };
 
 /* Op families: one file each. Entries with a NULL prepare have no CUDA kernel. */
@@ -128,8 +127,6 @@ struct cu_engine {
     void **h_in, **h_out;
     void **d_in, **d_out;
     cudaGraphExec_t graph;
-    bool tuning;              /* inside tune(): launches are timed, not captured */
-    bool profile;             /* time each layer with events (no graph) */
     bool fuse;                /* peephole fusions allowed (no observer) */
     /* observer staging */
     void *obs_dev, *obs_host;

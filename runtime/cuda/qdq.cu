@@ -1,11 +1,14 @@
 /* Precision conversions on the device: QuantizeLinear (f32/f16 -> int8, x/s
  * rounded half to even and saturated, lib/internal.h's qfi_quantize_f32),
- * DequantizeLinear (int8 -> f32/f16, q*s) and Cast between f32 and f16.
- * Outputs keep their input's layout. */
+ * DequantizeLinear (int8 -> f32/f16, q*s; per tensor, or per axis with a
+ * constant scale vector as exported Q/DQ weights carry) and Cast between f32
+ * and f16. Outputs keep their input's layout. */
 #include "cuda_internal.h"
 
 typedef struct qdq_state {
     float scale;
+    const float *scales;    /* per-axis DequantizeLinear: device, `channels` scales */
+    int64_t channels, inner;
 } qdq_state;
 
 __global__ void quantize_kernel(int8_t *y, const void *x, qf_dtype xt, float s, int64_t n)
@@ -29,6 +32,14 @@ __global__ void dequantize_kernel(void *y, qf_dtype yt, const int8_t *q, float s
         cu_store(y, yt, 1.0f, i, __fmul_rn((float)q[i], s));
 }
 
+/* Per axis: element i of x viewed as (outer, channels, inner) uses s[(i / inner) % channels]. */
+__global__ void dequantize_axis_kernel(void *y, qf_dtype yt, const int8_t *q, const float *s, int64_t channels,
+                                       int64_t inner, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        cu_store(y, yt, 1.0f, i, __fmul_rn((float)q[i], s[(i / inner) % channels]));
+}
+
 static unsigned grid_for(int64_t n)
 {
     unsigned b = cu_blocks(n, 256);
@@ -43,7 +54,20 @@ static qf_status qdq_prepare(cu_engine *c, cu_layer *L)
     qdq_state *st = (qdq_state *)qfi_calloc(1, sizeof *st);
     if (!st) return QF_ERR_NOMEM;
     L->state = st;
-    QF_CHECK(qfi_qdq_scale(g, n, &st->scale));
+    if (n->op == QF_OP_DEQUANTIZE_LINEAR) {
+        qfi_qdq_geom geo;
+        QF_CHECK(qfi_qdq_geometry(g, n, &geo));
+        st->scale = geo.s1;
+        st->channels = geo.channels;
+        st->inner = geo.inner;
+        if (geo.channels > 1) {
+            if (cu_is_nhwc(c, n->in[0]))
+                return qf_error(QF_ERR_UNSUPPORTED, "per-axis DequantizeLinear of an NHWC activation");
+            QF_CHECK(cu_upload(c, geo.s, (size_t)geo.channels * sizeof(float), (void **)&st->scales));
+        }
+    } else {
+        QF_CHECK(qfi_qdq_scale(g, n, &st->scale));
+    }
     if (n->op == QF_OP_QUANTIZE_LINEAR) {
         if ((x->dtype != QF_F32 && x->dtype != QF_F16) || y->dtype != QF_I8)
             return qf_error(QF_ERR_UNSUPPORTED, "quantizing %s to %s", qf_dtype_info(x->dtype)->name,
@@ -72,6 +96,9 @@ static qf_status qdq_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
             quantize_f32x4_kernel<<<grid_for(cnt / 4), 256, 0, s>>>((char4 *)yp, (const float4 *)xp, st->scale, cnt / 4);
         else
             quantize_kernel<<<grid_for(cnt), 256, 0, s>>>((int8_t *)yp, xp, x->dtype, st->scale, cnt);
+    } else if (st->scales) {
+        dequantize_axis_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, y->dtype, (const int8_t *)xp, st->scales, st->channels,
+                                                             st->inner, cnt);
     } else {
         dequantize_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, y->dtype, (const int8_t *)xp, st->scale, cnt);
     }
