@@ -10,6 +10,8 @@
 # Models: ResNet-20 (calibrated on cifar10/calib, all 10,000 cifar10/test
 # images) and MobileNetV2 (imagenet/images/calib, evaluated on images/val).
 # Prints one table: model, tool, method, precision, top-1, agreement with FP32.
+# (eval gets --preset although the .qfm stores its preprocessing: the reference
+# ONNX model needs it, and the numbers must not depend on that default.)
 # Usage: bench/bench_quant_accuracy.sh [BUILD_DIR]
 #   (needs ../shared/data; python3 with numpy, Pillow, onnx and onnxruntime;
 #   builds BUILD_DIR/bench/quant_predict when it is missing)
@@ -52,12 +54,14 @@ bench_model() {
     [ "$name" = resnet20 ] && [ "$m" = entropy ] && extra="--export-onnx $tmp/$name.qdq.onnx"
     # shellcheck disable=SC2086
     "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision int8 --method "$m" -o "$tmp/$name.$m.qfm" $extra
-    "$qforge" eval "$tmp/$name.$m.qfm" --images "$eval" "$@" --reference "$model" --json --quiet > "$tmp/$name.$m.json"
+    "$qforge" eval "$tmp/$name.$m.qfm" --images "$eval" --preset "$preset" "$@" --reference "$model" --json --quiet \
+      > "$tmp/$name.$m.json"
     qrow "$name" "$m" int8 "$tmp/$name.$m.json"
   done
   echo "== $name: qforge quant --precision fp16; eval" >&2
   "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision fp16 -o "$tmp/$name.fp16.qfm"
-  "$qforge" eval "$tmp/$name.fp16.qfm" --images "$eval" "$@" --reference "$model" --json --quiet > "$tmp/$name.fp16.json"
+  "$qforge" eval "$tmp/$name.fp16.qfm" --images "$eval" --preset "$preset" "$@" --reference "$model" --json --quiet \
+    > "$tmp/$name.fp16.json"
   qrow "$name" - fp16 "$tmp/$name.fp16.json"
   echo "== $name: onnxruntime quantize_static" >&2
   python3 "$peers/ort_quant.py" "$model" --calib "$calib" --eval "$eval" --preset "$preset" --name "$name" "$@" \

@@ -356,6 +356,8 @@ qf_status qf_qfm_write(const qf_graph *g, const qf_qfm_meta *meta, const char *p
     if (!g || !path) return qf_error(QF_ERR_USAGE, "qf_qfm_write: no graph or no path");
     if (g->batch < 1 || g->batch > MAX_BATCH)
         return qf_error(QF_ERR_USAGE, "%s: the graph must be prepared (batch %d) before it is written", path, g->batch);
+    if (g->opset < 1 || g->opset > MAX_OPSET)
+        return qf_error(QF_ERR_INVALID, "%s: opset %lld cannot be stored", path, (long long)g->opset);
     qf_qfm_meta m;
     if (meta) m = *meta;
     else qf_qfm_meta_init(&m);

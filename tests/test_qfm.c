@@ -338,6 +338,34 @@ END_TEST
 START_TEST(rebatch_fp32) { rebatch(QF_PREC_FP32); }
 END_TEST
 
+/* A node with more inputs than the common case (Concat of 70): stored, read back, re-batched. */
+START_TEST(wide_node)
+{
+    qf_graph *g = qf_graph_new("wide");
+    int x = qf_graph_add_value(g, "x", QF_F32, 2, (int64_t[]){2, 3});
+    g->values[x].flags |= QF_VALUE_INPUT;
+    list_add(&g->inputs, &g->n_inputs, x);
+    int in[70], y = value(g, "y");
+    for (int k = 0; k < 70; k++) in[k] = x;
+    attr(op(g, "cat", QF_OP_CONCAT, 70, in, y), "axis", QF_ATTR_INT)->i = 1;
+    g->values[y].flags |= QF_VALUE_OUTPUT;
+    list_add(&g->outputs, &g->n_outputs, y);
+    OK(qfi_ops[QF_OP_CONCAT].parse(g, &g->nodes[0]));
+    OK(qf_graph_prepare(g, 2));
+    char path[1100];
+    snprintf(path, sizeof path, "%s/wide.qfm", tmp_dir);
+    OK(qf_qfm_write(g, NULL, path));
+    qf_graph *r;
+    OK(qf_qfm_read(path, 5, &r, NULL));
+    const qf_value *ry = &r->values[r->outputs[0]];
+    ck_assert_int_eq(ry->ndim, 2);
+    ck_assert_int_eq(ry->dims[0], 5);
+    ck_assert_int_eq(ry->dims[1], 210);
+    qf_graph_free(r);
+    qf_graph_free(g);
+}
+END_TEST
+
 START_TEST(write_errors)
 {
     qf_graph *g = quantized_net(2, QF_PREC_INT8);
@@ -862,6 +890,7 @@ int main(void)
     tcase_add_test(tc, rebatch_int8);
     tcase_add_test(tc, rebatch_fp16);
     tcase_add_test(tc, rebatch_fp32);
+    tcase_add_test(tc, wide_node);
     tcase_add_test(tc, write_errors);
     tcase_add_test(tc, truncated_anywhere);
     tcase_add_test(tc, bit_flip_anywhere);

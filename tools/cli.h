@@ -39,8 +39,10 @@ void progress_update(progress *p, int64_t done);
 double progress_end(progress *p);
 
 /* ---- models and image input shared by calib, eval, run (input.c) ---------------- */
-/* Loads an ONNX (or .qfm) model prepared at `batch`. */
-qf_status cli_load_model(const char *path, int batch, qf_graph **out);
+/* Loads an ONNX or .qfm model (told apart by the .qfm magic) prepared at
+ * `batch`; `meta` (may be NULL) receives a .qfm's provenance and stored
+ * preprocessing, and is empty for ONNX. */
+qf_status cli_load_model(const char *path, int batch, qf_graph **out, qf_qfm_meta *meta);
 /* Fills model-given fields of pp (channels, height, width, layout) from the
  * graph's first input, which must be (N,C,H,W) float. */
 qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp);
@@ -60,6 +62,9 @@ void image_opts_init(image_opts *o);
 /* Tries argv[*i] as a shared option; returns 1 if consumed (advancing *i), 0 if
  * not ours, -1 after printing a usage error. */
 int image_opts_parse(image_opts *o, const char *cmd, int argc, char **argv, int *i);
+/* Adopts the preprocessing a .qfm was calibrated with, unless the command line
+ * gave any PREPROCESS option (the user's word wins). */
+qf_status image_opts_use_stored(image_opts *o, const qf_qfm_meta *meta);
 /* Opens the dataset with labels per the options; labels are optional unless
  * `need_labels`. */
 qf_status image_opts_dataset(const image_opts *o, qf_dataset **out);

@@ -77,7 +77,7 @@ static qf_status load(const char *path, int batch, const char *precision, const 
         *label = qf_precision_name(meta.precision);
         return QF_OK;
     }
-    TRY(cli_load_model(path, batch, g));
+    TRY(cli_load_model(path, batch, g, NULL));
     qf_precision p = QF_PREC_FP32;
     if (precision) TRY(qf_precision_parse(precision, &p));
     *label = qf_precision_name(p);

@@ -84,7 +84,7 @@ int cmd_calib(int argc, char **argv)
     int rc = EXIT_FAIL;
     char sha[65];
     qf_status st = qf_sha256_file(model, sha);
-    if (st == QF_OK) st = cli_load_model(model, batch, &g);
+    if (st == QF_OK) st = cli_load_model(model, batch, &g, NULL);
     if (st == QF_OK) st = cli_preprocess_for_model(g, &io.pp);
     if (st == QF_OK) st = image_opts_dataset(&io, &ds);
     if (st == QF_OK) st = qf_calib_create(g, NULL, &cal);

@@ -25,32 +25,22 @@ typedef struct scored {
     int classes;
 } scored;
 
-/* True when the file starts with the .qfm magic (a quantized model). */
-static bool is_qfm(const char *path)
-{
-    char magic[4] = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    size_t n = fread(magic, 1, 4, f);
-    fclose(f);
-    return n == 4 && memcmp(magic, "QFM", 4) == 0;
-}
-
 /* Loads a model for evaluation at `precision`: an ONNX model is FP32 or, with
  * fp16, rewritten to FP16 here (INT8 needs calibration: use qforge quant); a
  * .qfm runs at the precisions stored in it. */
-static qf_status scored_open(scored *s, const char *path, int batch, const char *precision, const qf_engine_opts *eo)
+static qf_status scored_open(scored *s, const char *path, int batch, const char *precision, const qf_engine_opts *eo,
+                             qf_qfm_meta *meta)
 {
     memset(s, 0, sizeof *s);
     qf_precision p = QF_PREC_FP32;
-    bool qfm = is_qfm(path);
+    bool qfm = qf_qfm_probe(path);
     if (precision && !qfm) {
         QF_CHECK_CLI(qf_precision_parse(precision, &p));
         if (p == QF_PREC_INT8)
             return qf_error(QF_ERR_USAGE, "%s: --precision int8 needs a calibrated model: run qforge calib and "
                             "qforge quant, then evaluate the .qfm", path);
     }
-    QF_CHECK_CLI(cli_load_model(path, batch, &s->g));
+    QF_CHECK_CLI(cli_load_model(path, batch, &s->g, meta));
     if (p != QF_PREC_FP32) {
         qf_quant_opts qo;
         qf_quant_opts_init(&qo);
@@ -161,8 +151,10 @@ int cmd_eval(int argc, char **argv)
     float *in = NULL;
     int *labels = NULL;
     int rc = EXIT_FAIL;
-    qf_status st = scored_open(&m, model, batch, precision, &eo);
-    if (st == QF_OK && reference) st = scored_open(&ref, reference, batch, NULL, &eo);
+    qf_qfm_meta meta;
+    qf_status st = scored_open(&m, model, batch, precision, &eo, &meta);
+    if (st == QF_OK) st = image_opts_use_stored(&io, &meta);
+    if (st == QF_OK && reference) st = scored_open(&ref, reference, batch, NULL, &eo, NULL);
     if (st == QF_OK && reference && ref.classes != m.classes)
         st = qf_error(QF_ERR_INVALID, "%s has %d outputs per image but %s has %d", model, m.classes, reference,
                       ref.classes);

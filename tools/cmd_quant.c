@@ -90,7 +90,7 @@ int cmd_quant(int argc, char **argv)
     if (st == QF_OK && table && method && !(table->methods & (1u << qo.method)))
         st = qf_error(QF_ERR_INVALID, "%s: the table has no %s thresholds (calibrate with --method %s or all)", calib,
                       method, method);
-    if (st == QF_OK) st = cli_load_model(model, 1, &g);
+    if (st == QF_OK) st = cli_load_model(model, 1, &g, NULL);
     qf_quant_summary sum;
     if (st == QF_OK) st = qf_quantize(g, table, &qo, &sum);
     if (st == QF_OK && table) {

@@ -71,7 +71,9 @@ int cmd_run(int argc, char **argv)
     qf_classes *names = NULL;
     qf_loader *ld = NULL;
     int rc = EXIT_FAIL;
-    qf_status st = cli_load_model(model, 1, &g);
+    qf_qfm_meta meta;
+    qf_status st = cli_load_model(model, 1, &g, &meta);
+    if (st == QF_OK) st = image_opts_use_stored(&io, &meta);
     if (st == QF_OK) st = cli_preprocess_for_model(g, &io.pp);
     if (st == QF_OK) st = qf_engine_create(g, &eo, &e);
     if (st == QF_OK) st = qf_dataset_from_files(files, nfiles, &ds);

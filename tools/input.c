@@ -6,12 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-qf_status cli_load_model(const char *path, int batch, qf_graph **out)
+qf_status cli_load_model(const char *path, int batch, qf_graph **out, qf_qfm_meta *meta)
 {
+    if (meta) qf_qfm_meta_init(meta);
     /* a .qfm is known by its magic, whatever its name; anything else is read as ONNX */
-    if (qf_qfm_probe(path)) return qf_qfm_read(path, batch, out, NULL);
+    if (qf_qfm_probe(path)) return qf_qfm_read(path, batch, out, meta);
     qf_load_opts lo = {.batch = batch};
     return qf_model_load(path, &lo, out);
+}
+
+qf_status image_opts_use_stored(image_opts *o, const qf_qfm_meta *meta)
+{
+    if (o->pp_given || !meta->preprocess[0]) return QF_OK;
+    qf_status st = qf_preprocess_parse(&o->pp, meta->preprocess);
+    if (st != QF_OK) return qf_error_prefix(st, "stored preprocessing '%s'", meta->preprocess);
+    return QF_OK;
 }
 
 qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp)

@@ -42,9 +42,12 @@ qf_status qf_qfm_write(const qf_graph *g, const qf_qfm_meta *meta, const char *p
 
 /* Reads a .qfm. Every file is treated as hostile: a malformed, truncated or
  * corrupt file fails with a one-line message naming the file and what is
- * wrong (QF_ERR_FORMAT; QF_ERR_UNSUPPORTED for a newer format version).
- * batch 0 keeps the stored batch; another batch re-infers every shape at it.
- * meta may be NULL. */
+ * wrong (QF_ERR_FORMAT; QF_ERR_UNSUPPORTED for a newer format version; a
+ * node its op rejects keeps the op's code). Every node's parameters are
+ * rebuilt from its attributes and every stored shape is checked by inferring
+ * it again. batch 0 keeps the stored batch; another batch re-infers every
+ * shape at it (Reshapes that hard-code the stored batch copy dim 0 instead).
+ * meta may be NULL. The weights are copied out of the file, 64-byte aligned. */
 qf_status qf_qfm_read(const char *path, int batch, qf_graph **out, qf_qfm_meta *meta);
 
 /* True if path starts with the .qfm magic (a cheap test to pick a reader). */

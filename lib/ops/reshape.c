@@ -73,7 +73,8 @@ qf_status qfi_reshape_infer(qf_graph *g, qf_node *n)
             return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): shape[%d] = %lld", g->source, n->name, i,
                             (long long)d);
         dims[i] = d;
-        known *= d;
+        if (__builtin_mul_overflow(known, d, &known))
+            return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): shape too large", g->source, n->name);
     }
     int64_t total = qf_value_numel(x);
     if (infer_at >= 0) {

@@ -356,28 +356,73 @@ static void assign_layouts(cu_engine *c)
     }
 }
 
-/* Peephole fusions that need no graph rewrite: an FP32/FP16 Conv or Gemm
- * whose only reader is a Relu of the same precision writes the Relu's output
- * through the GEMM's ReLU epilogue. The memory plan sees the Relu's output as
- * born at the Conv (plan_values). */
+/* Peephole fusions that need no graph rewrite, for FP32/FP16 (INT8 graphs
+ * arrive with theirs made by the quantizer):
+ *  - a residual Add of an ungrouped Conv's output and a value that exists
+ *    before that Conv runs becomes the GEMM's C term (beta 1), and a Relu
+ *    reading only the sum becomes its ReLU epilogue;
+ *  - a Conv or Gemm whose only reader is a Relu takes the ReLU epilogue.
+ * The fused layer writes the last value of the chain; plan_values makes the
+ * memory plan see that value born at the fused layer (and the skipped
+ * intermediates never written). */
+static bool same_shape(const qf_value *a, const qf_value *b)
+{
+    return a->ndim == b->ndim && !memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof(int64_t)) && a->dtype == b->dtype;
+}
+
+/* Folds the Relu that alone reads value v (written by layer li) into it. */
+static void fuse_relu(cu_engine *c, qf_value *plan_values, int li, int v, qf_precision prec)
+{
+    const qf_graph *g = c->g;
+    int cnt;
+    const qf_node *r = find_consumer(g, v, &cnt);
+    if (!r || cnt != 1 || r->op != QF_OP_RELU || r->precision != prec) return;
+    int rv = r->out[0];
+    if (!same_shape(&g->values[rv], &g->values[v]) || c->vals[rv].layout != c->vals[v].layout) return;
+    c->layers[li].out_override = rv;
+    c->layers[li].relu = true;
+    c->layers[r - g->nodes].skip = true;
+    plan_values[rv].producer = li;
+    plan_values[v].producer = -1;
+}
+
 static void fuse_layers(cu_engine *c, qf_value *plan_values)
 {
     const qf_graph *g = c->g;
+    for (int ai = 0; ai < g->n_nodes; ai++) {
+        const qf_node *ad = &g->nodes[ai];
+        if (ad->op != QF_OP_ADD || ad->precision == QF_PREC_INT8 || ad->n_in != 2 || c->layers[ai].skip) continue;
+        const int yv = ad->out[0];
+        const qf_value *y = &g->values[yv];
+        if (y->ndim != 4 || c->vals[yv].layout != CU_NHWC) continue;
+        int best = -1, other = -1;
+        for (int k = 0; k < 2; k++) {
+            const int v = ad->in[k], o = ad->in[1 - k], pi = plan_values[v].producer;
+            if (v < 0 || o < 0 || pi < 0 || (g->values[o].flags & QF_VALUE_CONST)) continue;
+            const qf_node *cv = &g->nodes[pi];
+            if (cv->op != QF_OP_CONV || cv->precision != ad->precision || cv->out[0] != v) continue;
+            if (((const qfi_conv_params *)cv->params)->group != 1 || c->layers[pi].out_override >= 0) continue;
+            int cnt;
+            find_consumer(g, v, &cnt);
+            if (cnt != 1 || !same_shape(&g->values[v], y) || !same_shape(&g->values[o], y)) continue;
+            if (c->vals[v].layout != CU_NHWC || c->vals[o].layout != CU_NHWC) continue;
+            if (plan_values[o].producer >= pi) continue; /* the residual must exist when the Conv runs */
+            if (pi > best) best = pi, other = o;
+        }
+        if (best < 0) continue;
+        const int cv_out = g->nodes[best].out[0];
+        c->layers[best].out_override = yv;
+        c->layers[best].residual = other;
+        c->layers[ai].skip = true;
+        plan_values[yv].producer = best;
+        plan_values[cv_out].producer = -1;
+        fuse_relu(c, plan_values, best, yv, ad->precision);
+    }
     for (int i = 0; i + 1 < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
         if ((n->op != QF_OP_CONV && n->op != QF_OP_GEMM) || n->precision == QF_PREC_INT8) continue;
-        int v = n->out[0], cnt;
-        if (v < 0) continue;
-        const qf_node *r = find_consumer(g, v, &cnt);
-        if (!r || cnt != 1 || r->op != QF_OP_RELU || r->precision != n->precision) continue;
-        int ri = (int)(r - g->nodes);
-        int rv = r->out[0];
-        if (g->values[rv].dtype != g->values[v].dtype) continue;
-        if (c->vals[rv].layout != c->vals[v].layout) continue;
-        c->layers[i].out_override = rv;
-        c->layers[ri].skip = true;
-        plan_values[rv].producer = i;
-        plan_values[v].producer = -1; /* never written: no slot */
+        if (c->layers[i].out_override >= 0 || c->layers[i].skip || n->out[0] < 0) continue;
+        fuse_relu(c, plan_values, i, n->out[0], n->precision);
     }
 }
 
@@ -570,6 +615,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         c->layers[i].n = &g->nodes[i];
         c->layers[i].index = i;
         c->layers[i].out_override = -1;
+        c->layers[i].residual = -1;
     }
     CU_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CU_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));

@@ -88,6 +88,8 @@ struct cu_layer {
     void (*free_state)(void *state);
     bool skip;          /* its work was fused into another layer */
     int out_override;   /* >= 0: write this value instead of n->out[0] (a fused consumer's output) */
+    int residual;       /* >= 0: a fused Add's other operand, added in the epilogue (float Conv) */
+    bool relu;          /* a fused Relu (float Conv/Gemm) */
 };
 
 /* Op families: one file each. Entries with a NULL prepare have no CUDA kernel. */
@@ -196,7 +198,7 @@ typedef struct cu_gemm_shape {
     int64_t lda, ldb, ldy;
     bool trans_a, trans_b;
     float alpha;
-    bool accumulate;
+    bool accumulate;          /* Y = ... + C (beta 1); C is Y unless cu_gemm_run is given one shaped like Y */
     const void *bias;         /* device, cols elements of Y's type, or NULL */
     bool relu;
     uint32_t min_align;       /* bytes every operand address is aligned to; 0: 256 */
@@ -205,7 +207,8 @@ qf_status cu_gemm_create(cu_engine *c, const cu_gemm_shape *sh, cu_gemm **out);
 void cu_gemm_free(cu_gemm *gm);
 /* Picks the fastest algorithm on these buffers (contents are overwritten). */
 qf_status cu_gemm_tune(cu_engine *c, cu_gemm *gm, const void *A, const void *B, void *Y);
-qf_status cu_gemm_run(cu_engine *c, const cu_gemm *gm, const void *A, const void *B, void *Y, cudaStream_t s);
+qf_status cu_gemm_run(cu_engine *c, const cu_gemm *gm, const void *A, const void *B, const void *C, void *Y,
+                      cudaStream_t s);
 /* Short description of what was chosen, for logs ("cublasLt algo 23 (0.041 ms)"). */
 const char *cu_gemm_describe(const cu_gemm *gm);
 

@@ -119,26 +119,26 @@ __device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
 __device__ __forceinline__ int32_t to_acc(int8_t v) { return v; }
 
 /* Float epilogue: alpha, the old Y (accumulate), bias, ReLU. */
-__device__ __forceinline__ void store_y(float *y, float acc, const cu_gemm_shape &s, int64_t col)
+__device__ __forceinline__ void store_y(float *y, const float *cm, float acc, const cu_gemm_shape &s, int64_t col)
 {
     float v = __fmul_rn(s.alpha, acc);
-    if (s.accumulate) v = __fadd_rn(v, *y);
+    if (s.accumulate) v = __fadd_rn(v, *cm);
     if (s.bias) v = __fadd_rn(v, ((const float *)s.bias)[col]);
     *y = s.relu && !(v > 0.0f) ? 0.0f : v;
 }
-__device__ __forceinline__ void store_y(__half *y, float acc, const cu_gemm_shape &s, int64_t col)
+__device__ __forceinline__ void store_y(__half *y, const __half *cm, float acc, const cu_gemm_shape &s, int64_t col)
 {
     float v = __fmul_rn(s.alpha, acc);
-    if (s.accumulate) v = __fadd_rn(v, __half2float(*y));
+    if (s.accumulate) v = __fadd_rn(v, __half2float(*cm));
     if (s.bias) v = __fadd_rn(v, __half2float(((const __half *)s.bias)[col]));
     *y = __float2half_rn(s.relu && !(v > 0.0f) ? 0.0f : v);
 }
-__device__ __forceinline__ void store_y(int32_t *y, int32_t acc, const cu_gemm_shape &, int64_t) { *y = acc; }
+__device__ __forceinline__ void store_y(int32_t *y, const int32_t *, int32_t acc, const cu_gemm_shape &, int64_t) { *y = acc; }
 
 #define TILE 16
 
 template <typename TA, typename TACC, typename TY>
-__global__ void gemm_tile_kernel(const TA *A, const TA *B, TY *Y, cu_gemm_shape s)
+__global__ void gemm_tile_kernel(const TA *A, const TA *B, const TY *C, TY *Y, cu_gemm_shape s)
 {
     __shared__ TACC As[TILE][TILE + 1], Bs[TILE][TILE + 1];
     const int64_t row = blockIdx.y * (int64_t)TILE + threadIdx.y, col = blockIdx.x * (int64_t)TILE + threadIdx.x;
@@ -156,10 +156,10 @@ __global__ void gemm_tile_kernel(const TA *A, const TA *B, TY *Y, cu_gemm_shape 
         __syncthreads();
     }
     if (row >= s.rows || col >= s.cols) return;
-    store_y(Y + row * s.ldy + col, acc, s, col);
+    store_y(Y + row * s.ldy + col, C + row * s.ldy + col, acc, s, col);
 }
 
-static qf_status fallback_run(const cu_gemm *gm, const void *A, const void *B, void *Y, cudaStream_t st)
+static qf_status fallback_run(const cu_gemm *gm, const void *A, const void *B, const void *C, void *Y, cudaStream_t st)
 {
     const cu_gemm_shape &s = gm->sh;
     if (s.rows == 0 || s.cols == 0) return QF_OK;
@@ -168,14 +168,16 @@ static qf_status fallback_run(const cu_gemm *gm, const void *A, const void *B, v
     dim3 grid((unsigned)((s.cols + TILE - 1) / TILE), (unsigned)((s.rows + TILE - 1) / TILE)), block(TILE, TILE);
     switch (s.kind) {
     case CU_GEMM_F32:
-        gemm_tile_kernel<float, float, float><<<grid, block, 0, st>>>((const float *)A, (const float *)B, (float *)Y, s);
+        gemm_tile_kernel<float, float, float><<<grid, block, 0, st>>>((const float *)A, (const float *)B, (const float *)C,
+                                                                      (float *)Y, s);
         break;
     case CU_GEMM_F16:
-        gemm_tile_kernel<__half, float, __half><<<grid, block, 0, st>>>((const __half *)A, (const __half *)B, (__half *)Y, s);
+        gemm_tile_kernel<__half, float, __half><<<grid, block, 0, st>>>((const __half *)A, (const __half *)B,
+                                                                        (const __half *)C, (__half *)Y, s);
         break;
     case CU_GEMM_I8:
         gemm_tile_kernel<int8_t, int32_t, int32_t><<<grid, block, 0, st>>>((const int8_t *)A, (const int8_t *)B,
-                                                                           (int32_t *)Y, s);
+                                                                           (const int32_t *)C, (int32_t *)Y, s);
         break;
     }
     CU_LAUNCHED();
@@ -184,29 +186,31 @@ static qf_status fallback_run(const cu_gemm *gm, const void *A, const void *B, v
 
 /* ---- running and tuning -------------------------------------------------------------------- */
 
-static cublasStatus_t lt_run(cu_engine *c, const cu_gemm *gm, int algo, const void *A, const void *B, void *Y,
-                             cudaStream_t st)
+static cublasStatus_t lt_run(cu_engine *c, const cu_gemm *gm, int algo, const void *A, const void *B, const void *C,
+                             void *Y, cudaStream_t st)
 {
     const cu_gemm_shape &s = gm->sh;
     float alpha = s.alpha, beta = s.accumulate ? 1.0f : 0.0f;
     int32_t ialpha = 1, ibeta = 0;
     const void *pa = s.kind == CU_GEMM_I8 ? (const void *)&ialpha : (const void *)&alpha;
     const void *pb = s.kind == CU_GEMM_I8 ? (const void *)&ibeta : (const void *)&beta;
-    return cublasLtMatmul(c->lt, gm->desc, pa, B, gm->la, A, gm->lb, pb, Y, gm->ly, Y, gm->ly, &gm->heur[algo].algo,
+    return cublasLtMatmul(c->lt, gm->desc, pa, B, gm->la, A, gm->lb, pb, C, gm->ly, Y, gm->ly, &gm->heur[algo].algo,
                           c->lt_ws, c->lt_ws_bytes, st);
 }
 
-qf_status cu_gemm_run(cu_engine *c, const cu_gemm *gm, const void *A, const void *B, void *Y, cudaStream_t st)
+qf_status cu_gemm_run(cu_engine *c, const cu_gemm *gm, const void *A, const void *B, const void *C, void *Y,
+                      cudaStream_t st)
 {
     if (gm->sh.rows == 0 || gm->sh.cols == 0) return QF_OK;
+    if (!C) C = Y;
     if (!gm->lt || gm->sh.K == 0) {
         if (gm->sh.K == 0 && !gm->sh.accumulate && gm->sh.kind == CU_GEMM_I8) {
             CU_CHECK(cudaMemset2DAsync(Y, (size_t)gm->sh.ldy * 4, 0, (size_t)gm->sh.cols * 4, (size_t)gm->sh.rows, st));
             return QF_OK;
         }
-        return fallback_run(gm, A, B, Y, st);
+        return fallback_run(gm, A, B, C, Y, st);
     }
-    LT_CHECK(lt_run(c, gm, gm->chosen, A, B, Y, st));
+    LT_CHECK(lt_run(c, gm, gm->chosen, A, B, C, Y, st));
     return QF_OK;
 }
 
@@ -221,14 +225,14 @@ qf_status cu_gemm_tune(cu_engine *c, cu_gemm *gm, const void *A, const void *B, 
     for (int a = 0; a < gm->n_heur; a++) {
         if (gm->heur[a].state != CUBLAS_STATUS_SUCCESS || gm->heur[a].workspaceSize > c->lt_ws_bytes) continue;
         /* a candidate that fails to run is skipped, not an error */
-        if (lt_run(c, gm, a, A, B, Y, c->stream) != CUBLAS_STATUS_SUCCESS) {
+        if (lt_run(c, gm, a, A, B, Y, Y, c->stream) != CUBLAS_STATUS_SUCCESS) {
             (void)cudaGetLastError();
             continue;
         }
         const int reps = 5;
         cudaEventRecord(e0, c->stream);
         bool ok = true;
-        for (int r = 0; r < reps && ok; r++) ok = lt_run(c, gm, a, A, B, Y, c->stream) == CUBLAS_STATUS_SUCCESS;
+        for (int r = 0; r < reps && ok; r++) ok = lt_run(c, gm, a, A, B, Y, Y, c->stream) == CUBLAS_STATUS_SUCCESS;
         cudaEventRecord(e1, c->stream);
         cudaError_t err = cudaEventSynchronize(e1);
         if (err != cudaSuccess) {
@@ -451,7 +455,7 @@ static qf_status mm_prepare(cu_engine *c, cu_layer *L)
     memset(&sh, 0, sizeof sh);
     sh.kind = kind_of(a->dtype);
     sh.alpha = 1.0f;
-    sh.relu = L->out_override >= 0;
+    sh.relu = L->relu;
     void *p;
     QF_CHECK(cu_value_ptr(c, n->in[0], &p));
     QF_CHECK(cu_value_ptr(c, n->in[1], &p));
@@ -571,7 +575,7 @@ static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     void *Y;
     QF_CHECK(mm_buffers(c, L, s, &A, &B, &Y));
     if (st->int8) {
-        QF_CHECK(cu_gemm_run(c, st->gm, A, B, Y, s));
+        QF_CHECK(cu_gemm_run(c, st->gm, A, B, NULL, Y, s));
         const int8_t *res = NULL;
         if (n->n_in > 4 && n->in[4] >= 0) QF_CHECK(cu_value_ptr(c, n->in[4], (void **)&res));
         void *out;
@@ -595,7 +599,7 @@ static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         CU_LAUNCHED();
     }
     if (!st->batched) {
-        QF_CHECK(cu_gemm_run(c, st->gm, A, B, Y, s));
+        QF_CHECK(cu_gemm_run(c, st->gm, A, B, NULL, Y, s));
     } else {
         const qfi_matmul_geom *geo = &st->geo;
         const size_t es = qf_dtype_info(yv->dtype)->size;
@@ -608,7 +612,7 @@ static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
                 ib += idx * geo->b_stride[d];
             }
             QF_CHECK(cu_gemm_run(c, st->gm, (const char *)A + (size_t)(ia * geo->M * geo->K) * es,
-                                 (const char *)B + (size_t)(ib * geo->K * geo->N) * es,
+                                 (const char *)B + (size_t)(ib * geo->K * geo->N) * es, NULL,
                                  (char *)Y + (size_t)(i * geo->M * geo->N) * es, s));
         }
     }

@@ -44,6 +44,37 @@ __global__ void pool_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, pool
     }
 }
 
+/* MaxPool that keeps the dtype (and int8 scale): the max of the stored
+ * values is the stored max, so no conversion; 32-bit indexing. The start
+ * value is what the CPU's -FLT_MAX becomes in the dtype. */
+__device__ __forceinline__ bool greater(float a, float b) { return a > b; }
+__device__ __forceinline__ bool greater(__half a, __half b) { return __half2float(a) > __half2float(b); }
+__device__ __forceinline__ bool greater(int8_t a, int8_t b) { return a > b; }
+
+template <typename T>
+__global__ void maxpool_kernel(T *y, const T *x, pool_geo p, int total, T lowest)
+{
+    const int C = (int)p.C, Wo = (int)p.Wo, Ho = (int)p.Ho, H = (int)p.H, W = (int)p.W;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int c = i % C, r = i / C;
+        int ow = r % Wo;
+        r /= Wo;
+        int oh = r % Ho, n = r / Ho;
+        T mx = lowest;
+        for (int kh = 0; kh < p.kh; kh++) {
+            int ih = oh * p.sh - p.ph + kh * p.dh;
+            if (ih < 0 || ih >= H) continue;
+            for (int kw = 0; kw < p.kw; kw++) {
+                int iw = ow * p.sw - p.pw + kw * p.dw;
+                if (iw < 0 || iw >= W) continue;
+                T v = x[((n * H + ih) * W + iw) * C + c];
+                if (greater(v, mx)) mx = v;
+            }
+        }
+        y[i] = mx;
+    }
+}
+
 static unsigned grid_for(int64_t n)
 {
     unsigned b = cu_blocks(n, 256);
@@ -87,6 +118,24 @@ static qf_status pool_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     QF_CHECK(cu_value_ptr(c, yv, &y));
     int64_t total = p->N * p->Ho * p->Wo * p->C;
     if (!total) return QF_OK;
+    const cu_elem xe = cu_elem_of(c, L->n, L->n->in[0]), ye = cu_elem_of(c, L->n, yv);
+    const bool direct = p->is_max && xe.dt == ye.dt && (xe.dt != QF_I8 || xe.scale == ye.scale) &&
+                        p->N * p->H * p->W * p->C < INT32_MAX && total < INT32_MAX;
+    if (direct) {
+        switch (xe.dt) {
+        case QF_F16:
+            maxpool_kernel<__half><<<grid_for(total), 256, 0, s>>>((__half *)y, (const __half *)x, *p, (int)total,
+                                                                   __ushort_as_half((unsigned short)0xfc00u));
+            break;
+        case QF_I8:
+            maxpool_kernel<int8_t><<<grid_for(total), 256, 0, s>>>((int8_t *)y, (const int8_t *)x, *p, (int)total, (int8_t)-128);
+            break;
+        default:
+            maxpool_kernel<float><<<grid_for(total), 256, 0, s>>>((float *)y, (const float *)x, *p, (int)total, -FLT_MAX);
+        }
+        CU_LAUNCHED();
+        return QF_OK;
+    }
     pool_kernel<<<grid_for(total), 256, 0, s>>>(y, cu_elem_of(c, L->n, yv), x, cu_elem_of(c, L->n, L->n->in[0]), *p, total);
     CU_LAUNCHED();
     return QF_OK;
