@@ -28,6 +28,14 @@
 
 #define QF_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* ---- INT8 accumulator bounds -------------------------------------------------
+ * An INT8 dot product of K terms is at most K*128*127 in magnitude; with K <=
+ * 65536 that is below 2^30, and a bias clamped to +-2^30 keeps accumulator +
+ * bias inside int32. The quantizer clamps, kernels refuse longer reductions,
+ * and the .qfm reader refuses files that break either rule. */
+#define QFI_INT8_BIAS_LIMIT ((int32_t)1 << 30)
+#define QFI_INT8_MAX_REDUCTION 65536
+
 /* ---- memory ---------------------------------------------------------------- */
 /* calloc that sets the error message on failure. */
 void *qfi_calloc(size_t n, size_t size);

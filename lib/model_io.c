@@ -988,7 +988,7 @@ static void format_shape(char *buf, size_t n, int ndim, const int64_t *dims)
  * (quant/weights.c: |bias| <= 2^30); a file must keep to that clamp too. */
 static qf_status check_int8_biases(const qf_graph *g, const char *path)
 {
-    const int32_t lim = (int32_t)1 << 30;
+    const int32_t lim = QFI_INT8_BIAS_LIMIT;
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
         if (n->precision != QF_PREC_INT8 || (n->op != QF_OP_CONV && n->op != QF_OP_GEMM && n->op != QF_OP_MATMUL) ||

@@ -30,7 +30,7 @@ void qfi_quant_weights(const float *w, int64_t outer, int64_t channels, int64_t 
 
 int32_t qfi_quant_bias(float bias, float s_in, float s_w)
 {
-    const double lim = 1073741824.0; /* 2^30 */
+    const double lim = QFI_INT8_BIAS_LIMIT;
     float s = s_in * s_w;
     double v = rint((double)bias / (double)s);
     if (!(v == v)) return 0;

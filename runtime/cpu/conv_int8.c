@@ -148,8 +148,8 @@ qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a)
     if (rv && qf_value_numel(rv) != geo.N * geo.M * out)
         return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "residual %s does not match the output", QFI_NODE_ARGS(g, n),
                         rv->name);
-    /* |sum| <= Kdim * 128 * 127 plus a bias within 2^30 must stay inside int32 */
-    if (kdim > 65536)
+    /* |sum| <= Kdim * 128 * 127 plus a bias within QFI_INT8_BIAS_LIMIT must stay inside int32 */
+    if (kdim > QFI_INT8_MAX_REDUCTION)
         return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "INT8 reduction of %lld terms could overflow int32",
                         QFI_NODE_ARGS(g, n), (long long)kdim);
     if (kdim > INT_MAX || out > INT_MAX || geo.M > INT_MAX)

@@ -77,8 +77,8 @@ qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a)
     QF_CHECK(int8_shape(g, n, &s));
     if (s.rows > INT_MAX || s.N > INT_MAX || s.K > INT_MAX)
         return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range", QFI_NODE_ARGS(g, n));
-    /* |sum| <= K * 128 * 127 plus a bias within 2^30 must stay inside int32 */
-    if (s.K > 65536)
+    /* |sum| <= K * 128 * 127 plus a bias within QFI_INT8_BIAS_LIMIT must stay inside int32 */
+    if (s.K > QFI_INT8_MAX_REDUCTION)
         return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "INT8 reduction of %lld terms could overflow int32",
                         QFI_NODE_ARGS(g, n), (long long)s.K);
     if (!a->scratch) return qf_error(QF_ERR_USAGE, QFI_NODE_FMT "no INT8 scratch was provided", QFI_NODE_ARGS(g, n));
