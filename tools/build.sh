@@ -33,6 +33,15 @@ jobs=$(nproc 2>/dev/null || echo 2)
 make -j"$jobs"
 case $job in
   demo) make demo ;;
-  check) make -j"$jobs" check || { cat test-suite.log 2>/dev/null | tail -n 200; exit 1; } ;;
+  check)
+    status=0
+    make -j"$jobs" check || status=1
+    [ $status = 0 ] || tail -n 200 test-suite.log 2>/dev/null
+    # one closing line for whoever reads the log: automake's counts, plus the
+    # ONNX conformance figure
+    grep -h '^onnx-conformance:' tests/onnx_conformance.log 2>/dev/null | tail -n 1
+    awk '/^# PASS:/ {p=$3} /^# FAIL:/ {f=$3} /^# ERROR:/ {e=$3} /^# SKIP:/ {s=$3}
+         END {printf "qforge: %d passed, %d failed, %d skipped\n", p, f + e, s}' test-suite.log
+    exit $status ;;
   distcheck) make distcheck ;;
 esac
