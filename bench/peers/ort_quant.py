@@ -13,6 +13,7 @@ Usage: ort_quant.py MODEL.onnx --calib DIR --eval DIR --preset cifar10|imagenet
 Labels: class sub-folders of the eval DIR, or --synsets (the wnid that starts
 each file name), exactly as `qforge eval` assigns them."""
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -105,7 +106,9 @@ def main():
         for m in methods:
             out = os.path.join(work, f"{name}.ort-{m}.onnx")
             t0 = time.perf_counter()
-            quantize(a.model, out, calib, a.preset, m)
+            # ORT's calibrators print progress on stdout, which carries our rows
+            with contextlib.redirect_stdout(sys.stderr):
+                quantize(a.model, out, calib, a.preset, m)
             dt = time.perf_counter() - t0
             p = predict(out, x)
             rows.append(dict(model=name, tool="onnxruntime", method=m, precision="int8", images=len(files),

@@ -251,7 +251,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         if (c->vals[n->in[4]].layout != CU_NHWC) cu_need_scratch(c, CU_SCR_IN2, qf_value_bytes(r)); /* converted to NHWC */
     }
     st->K = p.C / p.group * p.kh * p.kw;
-    if (i8 && st->K > 65536)
+    if (i8 && st->K > QFI_INT8_MAX_REDUCTION)
         return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)st->K);
     if (p.group != 1) {
         st->direct = true;

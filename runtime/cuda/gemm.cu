@@ -406,7 +406,7 @@ static qf_status mm_prepare_int8(cu_engine *c, cu_layer *L, mm_state *st)
         K = geo.K, N = geo.N;
         st->rows = K ? qf_value_numel(x) / K : 0;
     }
-    if (K > 65536) return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)K);
+    if (K > QFI_INT8_MAX_REDUCTION) return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)K);
     QF_CHECK(cu_requant_setup(c, n, N, &st->rq));
     st->int8 = true;
     st->N = N;
