@@ -72,25 +72,34 @@ static void add_slow(qf_histogram *h, const float *x, size_t n)
 /* Fast path per block: one vectorizable pass for the block's max (which also
  * detects NaN/Inf), one widen, then a branch-free binning pass in float. The
  * float product a * 2^(11-exp) is exact (a power-of-two scale of a normal
- * result), so the bins equal the reference path's. Zeros land in bin 0 and are
- * moved to `zeros` afterwards. */
+ * result), so the bins equal the reference path's. Four interleaved sets of
+ * 32-bit counters break the store-to-load chains of runs of equal bins (a
+ * ReLU's zeros all land in bin 0); zeros are moved from bin 0 to `zeros`. */
+_Static_assert(65536 / 4 <= UINT16_MAX, "sub-histogram counters overflow");
 void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
 {
-    enum { BLOCK = 4096 };
+    /* per way at most BLOCK/WAYS = 16384 counts: 16-bit counters suffice */
+    enum { BLOCK = 65536, WAYS = 4 };
+    uint16_t sub[WAYS][QF_HIST_BINS];
     for (size_t off = 0; off < n; off += BLOCK) {
         size_t m = n - off < BLOCK ? n - off : BLOCK;
         const float *b = x + off;
-        float mx = 0.0f;
-        bool nan = false;
+        /* |x| as bits: for non-negative floats integer order is float order,
+         * and NaN/Inf are exactly the patterns >= 0x7f800000; an integer max
+         * reduction vectorizes where a float one with NaN checks does not */
+        uint32_t top = 0;
         for (size_t i = 0; i < m; i++) {
-            float a = fabsf(b[i]);
-            nan |= a != a;
-            mx = a > mx ? a : mx;
+            uint32_t u;
+            memcpy(&u, &b[i], 4);
+            u &= 0x7fffffffu;
+            top = u > top ? u : top;
         }
-        if (nan || !(mx <= FLT_MAX)) {
+        if (top >= 0x7f800000u) {
             add_slow(h, b, m);
             continue;
         }
+        float mx;
+        memcpy(&mx, &top, 4);
         if (mx == 0.0f) {
             h->zeros += m;
             continue;
@@ -102,12 +111,23 @@ void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
         }
         if (mx > h->absmax) h->absmax = mx;
         float scale = ldexpf(1.0f, 11 - h->exp);
+        memset(sub, 0, sizeof sub);
         uint64_t zeros = 0;
-        for (size_t i = 0; i < m; i++) {
+        size_t i = 0;
+        for (; i + WAYS <= m; i += WAYS) {
+            for (int w = 0; w < WAYS; w++) {
+                float a = fabsf(b[i + w]);
+                zeros += a == 0.0f;
+                sub[w][(int)(a * scale)]++;
+            }
+        }
+        for (; i < m; i++) {
             float a = fabsf(b[i]);
             zeros += a == 0.0f;
-            h->bins[(int)(a * scale)]++;
+            sub[i % WAYS][(int)(a * scale)]++;
         }
+        for (int k = 0; k < QF_HIST_BINS; k++)
+            h->bins[k] += (uint64_t)sub[0][k] + sub[1][k] + sub[2][k] + sub[3][k];
         h->bins[0] -= zeros;
         h->zeros += zeros;
     }
