@@ -411,7 +411,7 @@ static qf_status float_of(ex *e, int v, const char **out)
     const qf_value *x = &e->g->values[v];
     if (!is_i8_activation(x)) return own_name(e, v, out);
     if (!e->dq[v]) {
-        const char *q, *s, *z;
+        const char *q = NULL, *s = NULL, *z = NULL;
         QF_CHECK(own_name(e, v, &q));
         QF_CHECK(qparams(e, v, &s, &z));
         const char *y = tensor_name(e, eprintf(e, "%s/dq", q));
@@ -427,7 +427,7 @@ static qf_status float_of(ex *e, int v, const char **out)
 /* QuantizeLinear(src) -> int8 activation v. */
 static qf_status quantize_to(ex *e, const char *src, int v)
 {
-    const char *s, *z, *y = out_name(e, v);
+    const char *s = NULL, *z = NULL, *y = out_name(e, v);
     QF_CHECK(qparams(e, v, &s, &z));
     const char *in[3] = {src, s, z};
     if (!y || !add_node(e, "QuantizeLinear", eprintf(e, "%s/QuantizeLinear", y), 3, in, 1, &y)) return QF_ERR_NOMEM;
@@ -695,7 +695,7 @@ static qf_status emit_conversion(ex *e, const qf_node *n)
         return quantize_to(e, src, y);
     }
     if (n->op == QF_OP_DEQUANTIZE_LINEAR) {
-        const char *q, *s, *z, *o = out_name(e, y);
+        const char *q = NULL, *s = NULL, *z = NULL, *o = out_name(e, y);
         QF_CHECK(own_name(e, x, &q));
         QF_CHECK(qparams(e, x, &s, &z));
         const char *in[3] = {q, s, z};
