@@ -500,8 +500,9 @@ qf_status qf_graph_prepare(qf_graph *g, int batch)
     }
     QF_CHECK(infer_shapes(g, declared));
     QF_CHECK(fold_batchnorm(g));
-    qfi_drop_unused_constants(g);
-    return QF_OK;
+    /* every prepared graph is batch-free: engines, .qfm files and ONNX exports
+     * built from it run at any batch */
+    return qfi_graph_free_batch(g);
 }
 
 qf_status qf_model_load(const char *path, const qf_load_opts *opts, qf_graph **out)

@@ -543,17 +543,6 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
 
 /* ---- other nodes: their own op; INT8 ones between DequantizeLinear and QuantizeLinear ---- */
 
-/* A Reshape whose constant target has the graph's batch in dim 0, with input
- * and output batched: written with 0 (copy dim 0) so the model takes any batch. */
-static bool reshape_hardcodes_batch(const qf_graph *g, const qf_node *n)
-{
-    if (n->op != QF_OP_RESHAPE || n->n_in < 2 || n->in[1] < 0 || qfi_attr_int(n, "allowzero", 0) != 0) return false;
-    const qf_value *x = &g->values[n->in[0]], *s = &g->values[n->in[1]], *y = &g->values[n->out[0]];
-    return (s->flags & QF_VALUE_CONST) && s->dtype == QF_I64 && s->ndim == 1 && s->dims[0] >= 1 &&
-           ((const int64_t *)s->data)[0] == g->batch && x->ndim >= 1 && x->dims[0] == g->batch && y->ndim >= 1 &&
-           y->dims[0] == g->batch;
-}
-
 /* Moves an ints attribute (an opset < 13 form) to input k as an int64 initializer. */
 static qf_status attr_to_ints_input(ex *e, const qf_node *n, Onnx__NodeProto *np, const char *attr, size_t k)
 {
@@ -646,14 +635,6 @@ static qf_status emit_plain(ex *e, const qf_node *n)
         int v = n->in[k];
         if (v < 0) {
             in[k] = "";
-        } else if (k == 1 && reshape_hardcodes_batch(g, n)) {
-            const qf_value *s = &g->values[v];
-            int64_t *d = ealloc(e, (size_t)s->dims[0] * sizeof *d);
-            if (!d) return QF_ERR_NOMEM;
-            memcpy(d, s->data, (size_t)s->dims[0] * sizeof *d);
-            d[0] = 0;
-            in[k] = add_ints(e, eprintf(e, "%s/batch_free", s->name), s->dims[0], d);
-            if (!in[k]) return QF_ERR_NOMEM;
         } else if (int8) {
             QF_CHECK(float_of(e, v, &in[k]));
         } else {

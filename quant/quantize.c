@@ -48,9 +48,7 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
                         (unsigned)p.method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(p.method) : "?");
     qf_status st = qfi_quant_assign(&p);
     if (st == QF_OK && o->precision != QF_PREC_FP32) st = qfi_quant_rewrite(&p);
-    /* a quantized graph is stored (.qfm) and loaded at other batches: no
-     * Reshape may keep the batch it was prepared at hard-coded */
-    if (st == QF_OK) st = qfi_graph_free_batch(g);
+    /* (qf_graph_prepare already made every Reshape target batch-free) */
     if (st == QF_OK) {
         qf_log(QF_LOG_INFO, "%s: %d INT8, %d FP16, %d FP32 nodes; %d ops fused into INT8 epilogues; %d conversions",
                g->source, p.sum.nodes[QF_PREC_INT8], p.sum.nodes[QF_PREC_FP16], p.sum.nodes[QF_PREC_FP32], p.sum.fused,
