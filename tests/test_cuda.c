@@ -431,7 +431,9 @@ static float output_unit(const qf_graph *g, int v)
     return 0.0f;
 }
 
-static const char *prec_name[] = {"fp32", "fp16", "int8"};
+/* index QF_PRECISION_COUNT: INT8 with per-tensor weight scales, which the
+ * CUDA engine requantizes in cuBLASLt's own int8 epilogue (conv.cu) */
+static const char *prec_name[] = {"fp32", "fp16", "int8", "int8pt"};
 
 /* The engine under test; QFORGE_TEST_CUDA_ON_CPU=1 puts the CPU engine there
  * to check this harness itself on a machine without a GPU. */
@@ -439,7 +441,7 @@ static qf_device_kind dut = QF_DEVICE_CUDA;
 
 /* Runs g on both engines `runs` times with fresh random inputs; every output
  * must agree within the precision's tolerance. */
-static void compare(qf_graph *g, qf_precision prec, int runs)
+static void compare(qf_graph *g, qf_precision prec, int runs, const char *label)
 {
     qf_engine *cpu, *gpu;
     qf_engine_opts co = {.device = QF_DEVICE_CPU, .threads = 1}, go = {.device = dut};
@@ -471,10 +473,10 @@ static void compare(qf_graph *g, qf_precision prec, int runs)
                 if (d > err) err = d, worst = k;
             }
             ck_assert_msg(err <= tol, "%s %s output %s: max error %g at %lld (gpu %g, cpu %g), tolerance %g (max |ref| %g)",
-                          g->source, prec_name[prec], ov->name, err, (long long)worst, got[worst], ref[worst], tol, mx);
+                          g->source, label, ov->name, err, (long long)worst, got[worst], ref[worst], tol, mx);
             if (r == 0)
                 printf("  %-22s %s %-12s %6lld elements, max |err| %.3g (tol %.3g), %5.1f%% bit-exact\n", g->source,
-                       prec_name[prec], ov->name, (long long)n, err, tol, 100.0 * exact / (n ? n : 1));
+                       label, ov->name, (long long)n, err, tol, 100.0 * exact / (n ? n : 1));
         }
     }
     qf_engine_free(cpu);
@@ -484,7 +486,9 @@ static void compare(qf_graph *g, qf_precision prec, int runs)
 static void check_graph(build_fn build, int batch_unused)
 {
     (void)batch_unused;
-    for (int p = 0; p < QF_PRECISION_COUNT; p++) {
+    for (int v = 0; v <= QF_PRECISION_COUNT; v++) {
+        const bool per_tensor = v == QF_PRECISION_COUNT;
+        const int p = per_tensor ? QF_PREC_INT8 : v;
         uint64_t seed = rng;
         qf_graph *g = build();
         prepare(g, (int)g->values[g->inputs[0]].dims[0]);
@@ -498,10 +502,11 @@ static void check_graph(build_fn build, int batch_unused)
             qf_quant_opts_init(&o);
             o.precision = (qf_precision)p;
             o.method = QF_CALIB_MINMAX;
+            o.per_tensor_weights = per_tensor;
             OK(qf_quantize(g, t, &o, NULL));
             qf_calib_table_free(t);
         }
-        compare(g, (qf_precision)p, 2);
+        compare(g, (qf_precision)p, 2, prec_name[v]);
         qf_graph_free(g);
     }
 }
@@ -702,12 +707,17 @@ static void model_agreement(const char *name, const char *model_rel, const char 
         OK(qf_dataset_label_folders(ds, NULL));
     }
     char failed[256] = "";
-    for (int p = 0; p < QF_PRECISION_COUNT; p++) {
+    /* the last pass: INT8 with per-tensor weight scales (conv.cu's cuBLASLt
+     * int8 epilogue, residual C term included) */
+    for (int v = 0; v <= QF_PRECISION_COUNT; v++) {
+        const bool per_tensor = v == QF_PRECISION_COUNT;
+        const int p = per_tensor ? QF_PREC_INT8 : v;
         OK(qf_model_load(model, &lo, &g));
         if (p != QF_PREC_FP32) {
             qf_quant_opts o;
             qf_quant_opts_init(&o);
             o.precision = (qf_precision)p;
+            o.per_tensor_weights = per_tensor;
             OK(qf_quantize(g, t, &o, NULL));
         }
         qf_engine *cpu, *gpu;
@@ -746,13 +756,13 @@ static void model_agreement(const char *name, const char *model_rel, const char 
         }
         printf("%s %s on %d images: top-1 cpu %.4f gpu %.4f, agreement %.4f (%d of the %d differences are FP16 ties), "
                "max |logit diff| %.3g\n",
-               name, prec_name[p], images, (double)top1[0] / images, (double)top1[1] / images, (double)agree / images,
+               name, prec_name[v], images, (double)top1[0] / images, (double)top1[1] / images, (double)agree / images,
                ties, images - agree, max_diff);
         /* every precision runs before a failure is reported */
         if (images != n_test || agree + ties < 0.999 * images || agree < 0.99 * images)
             if (!failed[0])
                 snprintf(failed, sizeof failed, "%s %s: GPU and CPU agree on %d of %d images (%d ties)", name,
-                         prec_name[p], agree, images, ties);
+                         prec_name[v], agree, images, ties);
         free(labels);
         qf_loader_free(l);
         qf_engine_free(cpu);

@@ -5,7 +5,12 @@
  * padded with zeros to the Tensor Cores' granule). Weights are reordered to
  * [M][kh][kw][C] once, at build time. FP32 and FP16 take bias, a fused
  * residual Add (the GEMM's C term) and a fused ReLU in cuBLASLt's epilogue;
- * INT8 accumulates in int32 and requantizes in one fused kernel. Where the
+ * INT8 accumulates in int32 and requantizes in one fused kernel, except where
+ * every output channel shares one multiplier (per-tensor weight scales): then
+ * cuBLASLt writes int8 itself (alpha = m, float bias = bias * m, beta * C for
+ * the residual, ReLU), which differs from lib/quant_math.c's
+ * (float)(acc + bias) * m + r * m_r only in float rounding, so by at most one
+ * unit where the exact value sits at a rounding boundary. Where the
  * unfolded patches or the int32 accumulators of the whole batch would not fit
  * in L2, the output positions are processed in chunks that do, so those
  * intermediates never travel to device memory. Grouped and depthwise
@@ -30,6 +35,7 @@ typedef struct conv_state {
     cu_gemm *gm, *gm_tail; /* chunk rows, and the last chunk's when P % chunk != 0 */
     int64_t ldacc;        /* INT8: accumulator row length (M rounded up to 4) */
     cu_requant rq;
+    bool q8;              /* INT8 -> INT8 in cuBLASLt's epilogue (rq.uniform) */
     bool relu;            /* a fused Relu (float paths) */
 } conv_state;
 
@@ -70,10 +76,78 @@ __global__ void im2col_kernel(V *col, const V *x, conv_geo p, int Cv, int Kv, in
     }
 }
 
+/* C * sizeof(T) % 16 == 0: one thread a 16-byte vector of one row (one tap's
+ * channels), the threads of a warp on consecutive vectors, so every load and
+ * store is 16 bytes and coalesced; 32-bit index arithmetic within a chunk. */
+__global__ void im2col_c16_kernel(int4 *col, const int4 *x, conv_geo p, int Cv, int Kv, int Kpadv, int64_t p0, int rows)
+{
+    const int HoWo = (int)(p.Ho * p.Wo), total = rows * Kpadv;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int r = i / Kpadv, kv = i - r * Kpadv;
+        const int64_t pos = p0 + r, n = pos / HoWo;
+        int4 v = make_int4(0, 0, 0, 0);
+        if (kv < Kv) {
+            const int rem = (int)(pos - n * HoWo), oh = rem / (int)p.Wo, ow = rem - oh * (int)p.Wo;
+            const int t = kv / Cv, c = kv - t * Cv, ikh = t / p.kw, ikw = t - ikh * p.kw;
+            const int ih = oh * p.sh - p.ph + ikh * p.dh, iw = ow * p.sw - p.pw + ikw * p.dw;
+            if (ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) v = x[(n * p.H * p.W + (int64_t)ih * p.W + iw) * Cv + c];
+        }
+        col[i] = v;
+    }
+}
+
+/* C % 4 != 0 (an RGB first layer): each thread assembles 16 bytes of one row
+ * (VW consecutive k) and writes them at once, so the writes are whole
+ * vectors however C falls; the tap of k walks along with it instead of being
+ * divided out per element. CC > 0 is C known at compile time (3: RGB), so the
+ * walk costs no division. 32-bit indices within a chunk (the caller checks). */
+template <typename T, int CC>
+__global__ void im2col_v16_kernel(int4 *col, const T *x, conv_geo p, int K, int Kv16, int64_t p0, int rows)
+{
+    constexpr int VW = 16 / sizeof(T);
+    const int HoWo = (int)(p.Ho * p.Wo), C = CC > 0 ? CC : (int)p.C, H = (int)p.H, W = (int)p.W, Wo = (int)p.Wo;
+    const int total = rows * Kv16;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int r = i / Kv16;
+        const int64_t pos = p0 + r, n = pos / HoWo;
+        const int rem = (int)(pos - n * HoWo), oh = rem / Wo, ow = rem - oh * Wo;
+        const int ih0 = oh * p.sh - p.ph, iw0 = ow * p.sw - p.pw;
+        const T *xn = x + n * H * W * C;
+        int k = (i - r * Kv16) * VW;
+        int t = k / C, c = k - t * C, ikh = t / p.kw, ikw = t - ikh * p.kw;
+        union {
+            int4 v;
+            T e[VW];
+        } u;
+#pragma unroll
+        for (int j = 0; j < VW; j++, k++) {
+            T v = 0;
+            const int ih = ih0 + ikh * p.dh, iw = iw0 + ikw * p.dw;
+            if (k < K && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W) v = xn[(ih * W + iw) * C + c];
+            u.e[j] = v;
+            if (++c == C) {
+                c = 0;
+                if (++ikw == p.kw) ikw = 0, ikh++;
+            }
+        }
+        col[i] = u.v;
+    }
+}
+
 static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const void *x, void *col, int64_t p0,
                         int64_t rows)
 {
     const conv_geo &p = st->p;
+    const int64_t es = (int64_t)qf_dtype_info(dt)->size;
+    if ((p.C * es) % 16 == 0 && (st->Kpad * es) % 16 == 0 && rows * (st->Kpad * es / 16) < INT32_MAX) {
+        const int vw = (int)(16 / es), Kpadv = (int)(st->Kpad / vw);
+        int64_t nb = (rows * Kpadv + 255) / 256;
+        unsigned g1 = (unsigned)(nb > 262144 ? 262144 : nb < 1 ? 1 : nb);
+        im2col_c16_kernel<<<g1, 256, 0, s>>>((int4 *)col, (const int4 *)x, p, (int)(p.C / vw), (int)(st->K / vw), Kpadv,
+                                             p0, (int)rows);
+        CU_LAUNCHED();
+        return QF_OK;
+    }
     const bool vec = p.C % 4 == 0;
     const int div = vec ? 4 : 1;
     const int Cv = (int)(p.C / div), Kv = (int)(st->K / div), Kpadv = (int)(st->Kpad / div);
@@ -85,6 +159,24 @@ static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const
         case QF_I8: im2col_kernel<char4><<<grid, block, 0, s>>>((char4 *)col, (const char4 *)x, p, Cv, Kv, Kpadv, p0, rows); break;
         case QF_F16: im2col_kernel<uint2><<<grid, block, 0, s>>>((uint2 *)col, (const uint2 *)x, p, Cv, Kv, Kpadv, p0, rows); break;
         default: im2col_kernel<float4><<<grid, block, 0, s>>>((float4 *)col, (const float4 *)x, p, Cv, Kv, Kpadv, p0, rows);
+        }
+    } else if ((st->Kpad * es) % 16 == 0 && rows * (st->Kpad * es / 16) < INT32_MAX && p.H * p.W * p.C < INT32_MAX) {
+        const int Kv16 = (int)(st->Kpad * es / 16), K = (int)st->K, R = (int)rows;
+        int64_t nb = (rows * Kv16 + 255) / 256;
+        unsigned g2 = (unsigned)(nb > 262144 ? 262144 : nb < 1 ? 1 : nb);
+        const bool rgb = p.C == 3;
+        switch (dt) {
+        case QF_I8:
+            if (rgb) im2col_v16_kernel<int8_t, 3><<<g2, 256, 0, s>>>((int4 *)col, (const int8_t *)x, p, K, Kv16, p0, R);
+            else im2col_v16_kernel<int8_t, 0><<<g2, 256, 0, s>>>((int4 *)col, (const int8_t *)x, p, K, Kv16, p0, R);
+            break;
+        case QF_F16:
+            if (rgb) im2col_v16_kernel<uint16_t, 3><<<g2, 256, 0, s>>>((int4 *)col, (const uint16_t *)x, p, K, Kv16, p0, R);
+            else im2col_v16_kernel<uint16_t, 0><<<g2, 256, 0, s>>>((int4 *)col, (const uint16_t *)x, p, K, Kv16, p0, R);
+            break;
+        default:
+            if (rgb) im2col_v16_kernel<float, 3><<<g2, 256, 0, s>>>((int4 *)col, (const float *)x, p, K, Kv16, p0, R);
+            else im2col_v16_kernel<float, 0><<<g2, 256, 0, s>>>((int4 *)col, (const float *)x, p, K, Kv16, p0, R);
         }
     } else {
         switch (dt) {
@@ -190,6 +282,85 @@ static void *reorder_weights(const void *w, size_t es, const conv_geo &p, bool d
     return out;
 }
 
+/* GEMM plan of an ungrouped conv (st->q8 decided): chunking, scratch,
+ * weights reordered and uploaded, the cuBLASLt plan(s). */
+static qf_status conv_plan_gemm(cu_engine *c, cu_layer *L, conv_state *st, const qf_value *w, qf_dtype dt)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const conv_geo &p = st->p;
+    const bool i8 = st->prec == QF_PREC_INT8;
+    const size_t es = qf_dtype_info(dt)->size;
+    const int yv = cu_out_value(L, 0);
+    st->ldacc = i8 && !st->q8 ? (p.M + 3) / 4 * 4 : p.M;
+    /* im2col in chunks whose patches (and int32 accumulators) stay in a third
+     * of L2. Measured on ResNet-50 at batch 256 (H200): the 3x3 layers gain;
+     * chunking 1x1 layers only for their accumulators lost (0.55 -> 0.86 ms a
+     * layer: the smaller GEMMs cost more than the L2 saves), so they run whole. */
+    const int64_t row_bytes = st->Kpad * (int64_t)es + (i8 && !st->q8 ? st->ldacc * 4 : 0);
+    st->chunk = st->P;
+    if (st->im2col) {
+        const char *forced = getenv("QFORGE_CUDA_CHUNK_ROWS"); /* tests: make small graphs take the chunked path */
+        int64_t budget = c->prop.l2CacheSize > 0 ? c->prop.l2CacheSize / 3 : (8 << 20);
+        int64_t rows = forced ? atoll(forced) : budget / row_bytes / 128 * 128;
+        if (rows < 128 && !forced) rows = 128;
+        if (rows >= 1 && rows < st->P) st->chunk = rows;
+    }
+    if (st->im2col) cu_need_scratch(c, CU_SCR_COL, (size_t)(st->chunk * st->Kpad) * es);
+    if (i8 && !st->q8) cu_need_scratch(c, CU_SCR_ACC, (size_t)(st->chunk * st->ldacc) * 4);
+    if (L->residual >= 0) {
+        const qf_value *r = &g->values[L->residual];
+        if (i8 || r->dtype != dt || c->vals[L->residual].layout != c->vals[yv].layout || qf_value_numel(r) != st->P * p.M)
+            return qf_error(QF_ERR_INVALID, "fused residual %s does not match the output", r->name);
+        void *rp;
+        QF_CHECK(cu_value_ptr(c, L->residual, &rp));
+    }
+    const int64_t rows = i8 ? st->ldacc : p.M;
+    void *hw = reorder_weights(w->data, es, p, false, rows, st->Kpad);
+    if (!hw) return QF_ERR_NOMEM;
+    qf_status s = cu_upload(c, hw, (size_t)(rows * st->Kpad) * es, &st->w);
+    free(hw);
+    QF_CHECK(s);
+    cu_gemm_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.kind = st->q8 ? CU_GEMM_I8Q : i8 ? CU_GEMM_I8 : dt == QF_F16 ? CU_GEMM_F16 : CU_GEMM_F32;
+    sh.rows = st->chunk, sh.cols = rows, sh.K = st->Kpad;
+    sh.lda = st->im2col ? st->Kpad : p.C, sh.ldb = st->Kpad, sh.ldy = st->ldacc;
+    sh.trans_b = true;
+    sh.alpha = 1.0f;
+    if (!i8) {
+        sh.bias = st->bias;
+        sh.relu = st->relu;
+        sh.accumulate = L->residual >= 0;
+    } else if (st->q8) {
+        sh.alpha = st->rq.m0;
+        sh.relu = st->rq.lo == 0.0f;
+        sh.accumulate = n->n_in > 4 && n->in[4] >= 0;
+        sh.beta = st->rq.m_r;
+        if (st->rq.bias) {
+            /* bias * m in float: the epilogue adds it after alpha * acc */
+            const qf_value *bv = qfi_in(g, n, 2);
+            float *hb = (float *)qfi_calloc((size_t)p.M + 1, sizeof *hb);
+            if (!hb) return QF_ERR_NOMEM;
+            for (int64_t m = 0; m < p.M; m++) hb[m] = (float)((const int32_t *)bv->data)[m] * st->rq.m0;
+            qf_status s2 = cu_upload(c, hb, (size_t)p.M * sizeof *hb, &st->bias);
+            free(hb);
+            QF_CHECK(s2);
+            sh.bias = st->bias;
+        }
+    }
+    /* every row starts 16-byte aligned when K and M rows are (chunks start at multiples of 128 rows) */
+    const size_t y_es = st->q8 ? 1 : i8 ? 4 : es;
+    sh.min_align = (st->Kpad * es) % 16 == 0 && (st->ldacc * y_es) % 16 == 0 ? 16 : (uint32_t)(st->q8 ? 4 : es);
+    if (st->P == 0) return QF_OK;
+    QF_CHECK(cu_gemm_create(c, &sh, &st->gm));
+    if (st->P % st->chunk) {
+        sh.rows = st->P % st->chunk;
+        QF_CHECK(cu_gemm_create(c, &sh, &st->gm_tail));
+    }
+    return QF_OK;
+}
+
 static qf_status conv_prepare(cu_engine *c, cu_layer *L)
 {
     const qf_graph *g = c->g;
@@ -267,54 +438,18 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
     const bool pointwise = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0 &&
                            geo.w.pad_end[1] == 0 && geo.w.pad_end[2] == 0;
     st->im2col = !(pointwise && st->Kpad == p.C);
-    st->ldacc = i8 ? (p.M + 3) / 4 * 4 : p.M;
-    /* im2col in chunks whose patches (and int32 accumulators) stay in a third
-     * of L2. Measured on ResNet-50 at batch 256 (H200): the 3x3 layers gain;
-     * chunking 1x1 layers only for their accumulators lost (0.55 -> 0.86 ms a
-     * layer: the smaller GEMMs cost more than the L2 saves), so they run whole. */
-    const int64_t row_bytes = st->Kpad * (int64_t)es + (i8 ? st->ldacc * 4 : 0);
-    st->chunk = st->P;
-    if (st->im2col) {
-        const char *forced = getenv("QFORGE_CUDA_CHUNK_ROWS"); /* tests: make small graphs take the chunked path */
-        int64_t budget = c->prop.l2CacheSize > 0 ? c->prop.l2CacheSize / 3 : (8 << 20);
-        int64_t rows = forced ? atoll(forced) : budget / row_bytes / 128 * 128;
-        if (rows < 128 && !forced) rows = 128;
-        if (rows >= 1 && rows < st->P) st->chunk = rows;
-    }
-    if (st->im2col) cu_need_scratch(c, CU_SCR_COL, (size_t)(st->chunk * st->Kpad) * es);
-    if (i8) cu_need_scratch(c, CU_SCR_ACC, (size_t)(st->chunk * st->ldacc) * 4);
-    if (L->residual >= 0) {
-        const qf_value *r = &g->values[L->residual];
-        if (i8 || r->dtype != dt || c->vals[L->residual].layout != c->vals[yv].layout || qf_value_numel(r) != st->P * p.M)
-            return qf_error(QF_ERR_INVALID, "fused residual %s does not match the output", r->name);
-        void *rp;
-        QF_CHECK(cu_value_ptr(c, L->residual, &rp));
-    }
-    const int64_t rows = i8 ? st->ldacc : p.M;
-    void *hw = reorder_weights(w->data, es, p, false, rows, st->Kpad);
-    if (!hw) return QF_ERR_NOMEM;
-    qf_status s = cu_upload(c, hw, (size_t)(rows * st->Kpad) * es, &st->w);
-    free(hw);
-    QF_CHECK(s);
-    cu_gemm_shape sh;
-    memset(&sh, 0, sizeof sh);
-    sh.kind = i8 ? CU_GEMM_I8 : dt == QF_F16 ? CU_GEMM_F16 : CU_GEMM_F32;
-    sh.rows = st->chunk, sh.cols = rows, sh.K = st->Kpad;
-    sh.lda = st->im2col ? st->Kpad : p.C, sh.ldb = st->Kpad, sh.ldy = st->ldacc;
-    sh.trans_b = true;
-    sh.alpha = 1.0f;
-    if (!i8) {
-        sh.bias = st->bias;
-        sh.relu = st->relu;
-        sh.accumulate = L->residual >= 0;
-    }
-    /* every row starts 16-byte aligned when K and M rows are (chunks start at multiples of 128 rows) */
-    sh.min_align = (st->Kpad * es) % 16 == 0 && (st->ldacc * (i8 ? 4 : es)) % 16 == 0 ? 16 : (uint32_t)es;
-    if (st->P == 0) return QF_OK;
-    QF_CHECK(cu_gemm_create(c, &sh, &st->gm));
-    if (st->P % st->chunk) {
-        sh.rows = st->P % st->chunk;
-        QF_CHECK(cu_gemm_create(c, &sh, &st->gm_tail));
+    /* per-tensor requantization without ReLU/Clip bounds other than ReLU's: cuBLASLt's int8 epilogue */
+    st->q8 = i8 && st->rq.uniform && st->rq.out == QF_I8 && st->rq.hi == 127.0f &&
+             (st->rq.lo == -128.0f || st->rq.lo == 0.0f) && !getenv("QFORGE_CUDA_NO_I8EPI");
+    QF_CHECK(conv_plan_gemm(c, L, st, w, dt));
+    if (st->q8 && st->gm && !cu_gemm_uses_lt(st->gm)) {
+        /* cuBLASLt offers no int8-output algorithm here: the int32 path's is far faster than the fallback kernel */
+        qf_log(QF_LOG_DEBUG, "%s: node %s: no cuBLASLt int8-epilogue algorithm, int32 path", c->g->source, n->name);
+        cu_gemm_free(st->gm);
+        cu_gemm_free(st->gm_tail);
+        st->gm = st->gm_tail = NULL;
+        st->q8 = false;
+        QF_CHECK(conv_plan_gemm(c, L, st, w, dt));
     }
     return QF_OK;
 }
@@ -328,14 +463,14 @@ static qf_status conv_buffers(cu_engine *c, cu_layer *L, const void *x, int64_t 
     const size_t es = qf_dtype_info(qfi_in(g, L->n, 0)->dtype)->size;
     *A = st->im2col ? c->scratch[CU_SCR_COL] : (const char *)x + (size_t)(p0 * st->p.C) * es;
     *C = NULL;
-    if (st->prec == QF_PREC_INT8) {
+    if (st->prec == QF_PREC_INT8 && !st->q8) {
         *Y = c->scratch[CU_SCR_ACC];
         return QF_OK;
     }
     void *y;
     QF_CHECK(cu_value_ptr(c, cu_out_value(L, 0), &y));
     *Y = (char *)y + (size_t)(p0 * st->p.M) * es;
-    if (L->residual >= 0) {
+    if (L->residual >= 0 && !st->q8) {
         void *r;
         QF_CHECK(cu_value_ptr(c, L->residual, &r));
         *C = (const char *)r + (size_t)(p0 * st->p.M) * es;
@@ -355,7 +490,7 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
     QF_CHECK(cu_gemm_tune(c, st->gm, A, st->w, Y));
     if (st->gm_tail) QF_CHECK(cu_gemm_tune(c, st->gm_tail, A, st->w, Y));
     qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s%s, %lld chunk(s)", c->g->source, L->n->name, cu_gemm_describe(st->gm),
-           st->im2col ? " after im2col" : "", L->residual >= 0 ? " + residual" : "",
+           st->im2col ? " after im2col" : "", L->residual >= 0 || (st->q8 && L->n->n_in > 4 && L->n->in[4] >= 0) ? " + residual" : "",
            (long long)((st->P + st->chunk - 1) / st->chunk));
     return QF_OK;
 }
@@ -411,8 +546,9 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         const void *A, *C;
         void *Y;
         QF_CHECK(conv_buffers(c, L, x, p0, &A, &C, &Y));
+        if (st->q8 && res) C = res + p0 * p.M; /* the residual in the GEMM's C term, scaled by beta = m_r */
         QF_CHECK(cu_gemm_run(c, gm, A, st->w, C, Y, s));
-        if (st->prec == QF_PREC_INT8)
+        if (st->prec == QF_PREC_INT8 && !st->q8)
             QF_CHECK(cu_requant_launch(s, &st->rq, (const int32_t *)Y, rows, p.M, st->ldacc, res ? res + p0 * p.M : NULL,
                                        (char *)y + (size_t)(p0 * p.M) * out_es));
     }

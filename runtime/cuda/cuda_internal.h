@@ -188,9 +188,12 @@ cu_elem cu_elem_of(const cu_engine *c, const qf_node *n, int v);
  * Y (rows, cols) = op(A) (rows, K) x op(B) (K, cols) on row-major buffers,
  * through cuBLASLt with the algorithm chosen by timing, or a plain kernel
  * where cuBLASLt has none. Types: F32 (no TF32), F16 (FP32 accumulate),
- * I8 x I8 -> I32. Optional epilogue: bias per column (Y's dtype) and ReLU;
- * `accumulate` adds into Y (beta = 1). */
-typedef enum cu_gemm_kind { CU_GEMM_F32, CU_GEMM_F16, CU_GEMM_I8 } cu_gemm_kind;
+ * I8 x I8 -> I32, and I8Q: I8 x I8 -> I8 through cuBLASLt's own epilogue
+ * (Y = sat(round(alpha * acc + beta * C + bias)), float alpha/beta/bias, C
+ * int8 shaped like Y), the per-tensor requantization. Optional epilogue: bias
+ * per column (Y's dtype; float for I8Q) and ReLU; `accumulate` adds C (beta =
+ * 1, or `beta` for I8Q). */
+typedef enum cu_gemm_kind { CU_GEMM_F32, CU_GEMM_F16, CU_GEMM_I8, CU_GEMM_I8Q } cu_gemm_kind;
 typedef struct cu_gemm cu_gemm;
 typedef struct cu_gemm_shape {
     cu_gemm_kind kind;
@@ -199,6 +202,7 @@ typedef struct cu_gemm_shape {
     bool trans_a, trans_b;
     float alpha;
     bool accumulate;          /* Y = ... + C (beta 1); C is Y unless cu_gemm_run is given one shaped like Y */
+    float beta;               /* I8Q: the C term's multiplier when accumulating */
     const void *bias;         /* device, cols elements of Y's type, or NULL */
     bool relu;
     uint32_t min_align;       /* bytes every operand address is aligned to; 0: 256 */
@@ -211,6 +215,8 @@ qf_status cu_gemm_run(cu_engine *c, const cu_gemm *gm, const void *A, const void
                       cudaStream_t s);
 /* Short description of what was chosen, for logs ("cublasLt algo 23 (0.041 ms)"). */
 const char *cu_gemm_describe(const cu_gemm *gm);
+/* True when cuBLASLt runs it (false: the plain fallback kernel). */
+bool cu_gemm_uses_lt(const cu_gemm *gm);
 
 /* The INT8 epilogue of lib/quant_math.c on an int32 accumulator [rows][ld]
  * (channel = column): y [rows][cols] in dtype out. m[cols], bias[cols] (or
@@ -220,6 +226,10 @@ typedef struct cu_requant {
     const int32_t *bias;
     float m_r, lo, hi;
     qf_dtype out;
+    /* every channel's multiplier is m0 (per-tensor weight scale): cuBLASLt's
+     * scalar-alpha INT8 epilogue can compute it (within one unit, conv.cu) */
+    bool uniform;
+    float m0;
 } cu_requant;
 qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t *acc, int64_t rows, int64_t cols,
                             int64_t ld, const int8_t *res, void *y);

@@ -8,7 +8,9 @@
  * (PLATFORM.md). Gemm and MatMul nodes are built on these. */
 #include "cuda_internal.h"
 
-#define GEMM_MAX_ALGOS 8
+/* heuristic candidates timed per layer: 16 rather than 8 lets the int8-output
+ * GEMMs with a C term (residual) find faster kernels */
+#define GEMM_MAX_ALGOS 16
 
 struct cu_gemm {
     cu_gemm_shape sh;
@@ -23,7 +25,13 @@ struct cu_gemm {
 };
 
 static cudaDataType ab_type(cu_gemm_kind k) { return k == CU_GEMM_F32 ? CUDA_R_32F : k == CU_GEMM_F16 ? CUDA_R_16F : CUDA_R_8I; }
-static cudaDataType y_type(cu_gemm_kind k) { return k == CU_GEMM_F32 ? CUDA_R_32F : k == CU_GEMM_F16 ? CUDA_R_16F : CUDA_R_32I; }
+static cudaDataType y_type(cu_gemm_kind k)
+{
+    return k == CU_GEMM_F32 ? CUDA_R_32F : k == CU_GEMM_F16 ? CUDA_R_16F : k == CU_GEMM_I8Q ? CUDA_R_8I : CUDA_R_32I;
+}
+/* I8Q scales and biases in float (the only int8-output epilogue cuBLASLt takes, PLATFORM.md) */
+static cudaDataType bias_type(cu_gemm_kind k) { return k == CU_GEMM_I8Q ? CUDA_R_32F : y_type(k); }
+static bool int_mma(cu_gemm_kind k) { return k == CU_GEMM_I8 || k == CU_GEMM_I8Q; }
 
 void cu_gemm_free(cu_gemm *gm)
 {
@@ -41,7 +49,7 @@ static qf_status lt_plan(cu_engine *c, cu_gemm *gm, bool *ok)
     const cu_gemm_shape *s = &gm->sh;
     *ok = false;
     /* column-major view: Y^T (cols x rows) = op(B)^T (cols x K) * op(A)^T (K x rows) */
-    cublasComputeType_t ct = s->kind == CU_GEMM_I8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t ct = int_mma(s->kind) ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F;
     cudaDataType st = s->kind == CU_GEMM_I8 ? CUDA_R_32I : CUDA_R_32F;
     LT_CHECK(cublasLtMatmulDescCreate(&gm->desc, ct, st));
     cublasOperation_t opa = s->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = s->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -52,7 +60,7 @@ static qf_status lt_plan(cu_engine *c, cu_gemm *gm, bool *ok)
     else if (s->relu) epi = CUBLASLT_EPILOGUE_RELU;
     LT_CHECK(cublasLtMatmulDescSetAttribute(gm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     if (s->bias) {
-        cudaDataType bt = y_type(s->kind);
+        cudaDataType bt = bias_type(s->kind);
         LT_CHECK(cublasLtMatmulDescSetAttribute(gm->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s->bias, sizeof s->bias));
         LT_CHECK(cublasLtMatmulDescSetAttribute(gm->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
     }
@@ -104,13 +112,15 @@ qf_status cu_gemm_create(cu_engine *c, const cu_gemm_shape *sh, cu_gemm **out)
         return st;
     }
     gm->lt = ok;
-    snprintf(gm->text, sizeof gm->text, "%s %lldx%lldx%lld: %s", sh->kind == CU_GEMM_F32 ? "f32" : sh->kind == CU_GEMM_F16 ? "f16" : "i8",
+    snprintf(gm->text, sizeof gm->text, "%s %lldx%lldx%lld: %s",
+             sh->kind == CU_GEMM_F32 ? "f32" : sh->kind == CU_GEMM_F16 ? "f16" : sh->kind == CU_GEMM_I8 ? "i8" : "i8->i8",
              (long long)sh->rows, (long long)sh->cols, (long long)sh->K, ok ? "cublasLt" : "fallback kernel");
     *out = gm;
     return QF_OK;
 }
 
 const char *cu_gemm_describe(const cu_gemm *gm) { return gm->text; }
+bool cu_gemm_uses_lt(const cu_gemm *gm) { return gm->lt; }
 
 /* ---- the fallback kernel: 16x16 tiles through shared memory ------------------------------ */
 
@@ -134,6 +144,15 @@ __device__ __forceinline__ void store_y(__half *y, const __half *cm, float acc, 
     *y = __float2half_rn(s.relu && !(v > 0.0f) ? 0.0f : v);
 }
 __device__ __forceinline__ void store_y(int32_t *y, const int32_t *, int32_t acc, const cu_gemm_shape &, int64_t) { *y = acc; }
+/* I8Q, in cuBLASLt's order: alpha * acc, + beta * C, + bias, ReLU, round half to even, saturate */
+__device__ __forceinline__ void store_y(int8_t *y, const int8_t *cm, int32_t acc, const cu_gemm_shape &s, int64_t col)
+{
+    float v = __fmul_rn(s.alpha, __int2float_rn(acc));
+    if (s.accumulate) v = __fadd_rn(v, __fmul_rn(s.beta, (float)*cm));
+    if (s.bias) v = __fadd_rn(v, ((const float *)s.bias)[col]);
+    if (s.relu) v = fmaxf(v, 0.0f);
+    *y = (int8_t)__float2int_rn(fminf(fmaxf(v, -128.0f), 127.0f));
+}
 
 #define TILE 16
 
@@ -179,6 +198,10 @@ static qf_status fallback_run(const cu_gemm *gm, const void *A, const void *B, c
         gemm_tile_kernel<int8_t, int32_t, int32_t><<<grid, block, 0, st>>>((const int8_t *)A, (const int8_t *)B,
                                                                            (const int32_t *)C, (int32_t *)Y, s);
         break;
+    case CU_GEMM_I8Q:
+        gemm_tile_kernel<int8_t, int32_t, int8_t><<<grid, block, 0, st>>>((const int8_t *)A, (const int8_t *)B,
+                                                                          (const int8_t *)C, (int8_t *)Y, s);
+        break;
     }
     CU_LAUNCHED();
     return QF_OK;
@@ -190,7 +213,7 @@ static cublasStatus_t lt_run(cu_engine *c, const cu_gemm *gm, int algo, const vo
                              void *Y, cudaStream_t st)
 {
     const cu_gemm_shape &s = gm->sh;
-    float alpha = s.alpha, beta = s.accumulate ? 1.0f : 0.0f;
+    float alpha = s.alpha, beta = s.accumulate ? (s.kind == CU_GEMM_I8Q ? s.beta : 1.0f) : 0.0f;
     int32_t ialpha = 1, ibeta = 0;
     const void *pa = s.kind == CU_GEMM_I8 ? (const void *)&ialpha : (const void *)&alpha;
     const void *pb = s.kind == CU_GEMM_I8 ? (const void *)&ibeta : (const void *)&beta;
@@ -342,6 +365,9 @@ qf_status cu_requant_setup(cu_engine *c, const qf_node *n, int64_t channels, cu_
     /* the one place m, m_r and the bounds are computed: the CPU engine's */
     qfi_requant_init(&h, m, channels, xv->scale, (const float *)sv->data, bv ? (const int32_t *)bv->data : NULL,
                      rv ? rv->scale : 0.0f, yv->dtype, yv->scale, n->act, n->act_lo, n->act_hi);
+    rq->m0 = m[0];
+    rq->uniform = channels > 0;
+    for (int64_t k = 1; k < channels; k++) rq->uniform &= m[k] == m[0];
     qf_status st = cu_upload(c, m, (size_t)channels * sizeof *m, (void **)&rq->m);
     free(m);
     QF_CHECK(st);

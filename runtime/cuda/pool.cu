@@ -75,6 +75,40 @@ __global__ void maxpool_kernel(T *y, const T *x, pool_geo p, int total, T lowest
     }
 }
 
+/* The same over 16-byte vectors of channels (C * sizeof(T) % 16 == 0): one
+ * load per tap instead of 16/sizeof(T), the same comparisons per lane. */
+template <typename T>
+__global__ void maxpool_v16_kernel(int4 *y, const int4 *x, pool_geo p, int total, T lowest)
+{
+    constexpr int VW = 16 / sizeof(T);
+    const int Cv = (int)p.C / VW, Wo = (int)p.Wo, Ho = (int)p.Ho, H = (int)p.H, W = (int)p.W;
+    union lanes {
+        int4 v;
+        T e[VW];
+    };
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int cv = i % Cv, r = i / Cv;
+        int ow = r % Wo;
+        r /= Wo;
+        int oh = r % Ho, n = r / Ho;
+        lanes mx;
+        for (int j = 0; j < VW; j++) mx.e[j] = lowest;
+        for (int kh = 0; kh < p.kh; kh++) {
+            int ih = oh * p.sh - p.ph + kh * p.dh;
+            if (ih < 0 || ih >= H) continue;
+            for (int kw = 0; kw < p.kw; kw++) {
+                int iw = ow * p.sw - p.pw + kw * p.dw;
+                if (iw < 0 || iw >= W) continue;
+                lanes v;
+                v.v = x[((n * H + ih) * W + iw) * Cv + cv];
+                for (int j = 0; j < VW; j++)
+                    if (greater(v.e[j], mx.e[j])) mx.e[j] = v.e[j];
+            }
+        }
+        y[i] = mx.v;
+    }
+}
+
 static unsigned grid_for(int64_t n)
 {
     unsigned b = cu_blocks(n, 256);
@@ -121,6 +155,20 @@ static qf_status pool_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const cu_elem xe = cu_elem_of(c, L->n, L->n->in[0]), ye = cu_elem_of(c, L->n, yv);
     const bool direct = p->is_max && xe.dt == ye.dt && (xe.dt != QF_I8 || xe.scale == ye.scale) &&
                         p->N * p->H * p->W * p->C < INT32_MAX && total < INT32_MAX;
+    const int64_t ces = p->C * (int64_t)qf_dtype_info(xe.dt)->size;
+    if (direct && ces % 16 == 0) {
+        const int64_t t16 = total / (16 / qf_dtype_info(xe.dt)->size);
+        switch (xe.dt) {
+        case QF_F16:
+            maxpool_v16_kernel<__half><<<grid_for(t16), 256, 0, s>>>((int4 *)y, (const int4 *)x, *p, (int)t16,
+                                                                     __ushort_as_half((unsigned short)0xfc00u));
+            break;
+        case QF_I8: maxpool_v16_kernel<int8_t><<<grid_for(t16), 256, 0, s>>>((int4 *)y, (const int4 *)x, *p, (int)t16, (int8_t)-128); break;
+        default: maxpool_v16_kernel<float><<<grid_for(t16), 256, 0, s>>>((int4 *)y, (const int4 *)x, *p, (int)t16, -FLT_MAX);
+        }
+        CU_LAUNCHED();
+        return QF_OK;
+    }
     if (direct) {
         switch (xe.dt) {
         case QF_F16:
