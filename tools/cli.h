@@ -43,6 +43,9 @@ double progress_end(progress *p);
  * `batch`; `meta` (may be NULL) receives a .qfm's provenance and stored
  * preprocessing, and is empty for ONNX. */
 qf_status cli_load_model(const char *path, int batch, qf_graph **out, qf_qfm_meta *meta);
+/* MODEL's file name with its extension replaced by `ext` (".calib", ".qfm"),
+ * in the current folder: where calib and quant write by default. */
+void cli_default_output(const char *model, const char *ext, char *out, size_t size);
 /* Fills model-given fields of pp (channels, height, width, layout) from the
  * graph's first input, which must be (N,C,H,W) float. */
 qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp);

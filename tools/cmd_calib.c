@@ -4,7 +4,6 @@
  * report). */
 #include "config.h"
 #include "cli.h"
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +14,6 @@ static const char calib_help[] =
     "                    [--trt-cache FILE] [--report FILE.html] [--strict] [--quiet]\n"
     "  --method entropy (default) | minmax | percentile[=P] | mse | all\n"
     "  See qforge-calib(1) and qforge-calib(5).\n";
-
-/* MODEL's file name with its extension replaced by .calib, in the current folder. */
-static void default_table_path(const char *model, char *out, size_t size)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", model);
-    char *base = basename(tmp);
-    char *dot = strrchr(base, '.');
-    if (dot && dot != base) *dot = 0;
-    snprintf(out, size, "%s.calib", base);
-}
 
 int cmd_calib(int argc, char **argv)
 {
@@ -71,7 +59,7 @@ int cmd_calib(int argc, char **argv)
     if (qf_device_parse(device, &eo.device, &eo.device_index) != QF_OK) return cli_fail(QF_ERR_USAGE);
     char default_out[4096];
     if (!out_path) {
-        default_table_path(model, default_out, sizeof default_out);
+        cli_default_output(model, ".calib", default_out, sizeof default_out);
         out_path = default_out;
     }
 

@@ -3,7 +3,6 @@
  * (optionally also standard ONNX with QuantizeLinear/DequantizeLinear). */
 #include "config.h"
 #include "cli.h"
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +14,6 @@ static const char quant_help[] =
     "  --precision fp32 | fp16 | int8 (default; needs --calib)\n"
     "  --method    which threshold of a `calib --method all` table to use\n"
     "  See qforge-quant(1) and qforge-model(5).\n";
-
-/* MODEL's file name with .qfm for its extension, in the current folder. */
-static void default_output(const char *model, char *out, size_t size)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", model);
-    char *base = basename(tmp);
-    char *dot = strrchr(base, '.');
-    if (dot && dot != base) *dot = 0;
-    snprintf(out, size, "%s.qfm", base);
-}
 
 int cmd_quant(int argc, char **argv)
 {
@@ -74,7 +62,7 @@ int cmd_quant(int argc, char **argv)
     }
     char default_out[4096];
     if (!out_path) {
-        default_output(model, default_out, sizeof default_out);
+        cli_default_output(model, ".qfm", default_out, sizeof default_out);
         out_path = default_out;
     }
 

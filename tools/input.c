@@ -2,6 +2,7 @@
  * place that turns command-line words into a prepared graph, a dataset with
  * labels and preprocessing that fits the model. */
 #include "cli.h"
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,16 @@ qf_status image_opts_use_stored(image_opts *o, const qf_qfm_meta *meta)
     qf_status st = qf_preprocess_parse(&o->pp, meta->preprocess);
     if (st != QF_OK) return qf_error_prefix(st, "stored preprocessing '%s'", meta->preprocess);
     return QF_OK;
+}
+
+void cli_default_output(const char *model, const char *ext, char *out, size_t size)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", model);
+    char *base = basename(tmp);
+    char *dot = strrchr(base, '.');
+    if (dot && dot != base) *dot = 0;
+    snprintf(out, size, "%s%s", base, ext);
 }
 
 qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp)
