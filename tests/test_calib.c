@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "internal.h"
 #include "qforge/calib.h"
+#include "testutil.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
@@ -1054,9 +1055,5 @@ static Suite *calib_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(calib_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(calib_suite());
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include "internal.h"
 #include "../runtime/engine_impl.h"
+#include "testutil.h"
 
 START_TEST(status_messages)
 {
@@ -167,9 +168,5 @@ int main(void)
     tcase_add_test(tc, broadcast_shapes);
     tcase_add_test(tc, device_parse);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

@@ -13,58 +13,9 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "internal.h"
-
-/* ---- random data ---------------------------------------------------------------- */
-
-static uint64_t rng = 0x243f6a8885a308d3ull;
-
-static float frand(float lo, float hi)
-{
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    uint64_t r = rng * 0x2545f4914f6cdd1dull;
-    return lo + (hi - lo) * (float)((r >> 40) / (double)(1ull << 24));
-}
-
-#define OK(expr)                                                                                                      \
-    do {                                                                                                              \
-        qf_status st_ = (expr);                                                                                       \
-        ck_assert_msg(st_ == QF_OK, "%s: %s", #expr, qf_error_message());                                             \
-    } while (0)
+#include "testutil.h"
 
 /* ---- graph building ---------------------------------------------------------------- */
-
-static void list_add(int **arr, int *n, int v)
-{
-    *arr = realloc(*arr, (size_t)(*n + 1) * sizeof **arr);
-    (*arr)[(*n)++] = v;
-}
-
-static int input(qf_graph *g, const char *name, int nd, const int64_t *d)
-{
-    int v = qf_graph_add_value(g, name, QF_F32, nd, d);
-    g->values[v].flags |= QF_VALUE_INPUT;
-    list_add(&g->inputs, &g->n_inputs, v);
-    return v;
-}
-
-static void output(qf_graph *g, int v)
-{
-    g->values[v].flags |= QF_VALUE_OUTPUT;
-    list_add(&g->outputs, &g->n_outputs, v);
-}
-
-static int weight(qf_graph *g, const char *name, int nd, const int64_t *d, float lo, float hi)
-{
-    int v = qf_graph_add_value(g, name, QF_F32, nd, d);
-    int64_t n = qfi_numel(nd, d);
-    float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
-    for (int64_t i = 0; i < n; i++) x[i] = frand(lo, hi);
-    g->values[v].data = x;
-    g->values[v].flags |= QF_VALUE_CONST;
-    return v;
-}
 
 static int ints(qf_graph *g, const char *name, int n, const int64_t *vals)
 {
@@ -75,34 +26,6 @@ static int ints(qf_graph *g, const char *name, int n, const int64_t *vals)
     g->values[v].data = x;
     g->values[v].flags |= QF_VALUE_CONST;
     return v;
-}
-
-static int val(qf_graph *g, const char *name) { return qf_graph_add_value(g, name, QF_F32, 0, NULL); }
-
-static qf_node *op(qf_graph *g, const char *name, qf_op o, int n_in, const int *in, int out)
-{
-    int i = qf_graph_add_node(g, name, o, n_in, in, 1, &out);
-    ck_assert_int_ge(i, 0);
-    return &g->nodes[i];
-}
-
-static qf_attr *attr(qf_node *n, const char *name, qf_attr_type t)
-{
-    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
-    qf_attr *a = &n->attrs[n->n_attr++];
-    memset(a, 0, sizeof *a);
-    a->name = strdup(name);
-    a->type = t;
-    return a;
-}
-static void set_i(qf_node *n, const char *name, int64_t v) { attr(n, name, QF_ATTR_INT)->i = v; }
-static void set_f(qf_node *n, const char *name, float v) { attr(n, name, QF_ATTR_FLOAT)->f = v; }
-static void set_is(qf_node *n, const char *name, int cnt, const int64_t *v)
-{
-    qf_attr *a = attr(n, name, QF_ATTR_INTS);
-    a->n = cnt;
-    a->ints = malloc((size_t)cnt * sizeof *a->ints);
-    memcpy(a->ints, v, (size_t)cnt * sizeof *v);
 }
 
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
@@ -119,13 +42,13 @@ static int conv(qf_graph *g, const char *name, int x, int64_t cin, int64_t m, in
     float r = 1.5f / sqrtf((float)(cin / group * k * k));
     int w = weight(g, wn, 4, DIMS(m, cin / group, k, k), -r, r);
     int b = bias ? weight(g, bn, 1, DIMS(m), -0.2f, 0.2f) : -1;
-    int y = val(g, yn);
+    int y = value(g, yn);
     qf_node *n = op(g, name, QF_OP_CONV, bias ? 3 : 2, IN(x, w, b), y);
-    set_is(n, "kernel_shape", 2, DIMS(k, k));
-    set_is(n, "strides", 2, DIMS(stride, stride));
-    set_is(n, "pads", 4, DIMS(pads[0], pads[1], pads[2], pads[3]));
-    if (dil > 1) set_is(n, "dilations", 2, DIMS(dil, dil));
-    if (group > 1) set_i(n, "group", group);
+    set_ints(n, "kernel_shape", 2, DIMS(k, k));
+    set_ints(n, "strides", 2, DIMS(stride, stride));
+    set_ints(n, "pads", 4, DIMS(pads[0], pads[1], pads[2], pads[3]));
+    if (dil > 1) set_ints(n, "dilations", 2, DIMS(dil, dil));
+    if (group > 1) set_int(n, "group", group);
     return y;
 }
 
@@ -133,14 +56,14 @@ static const int64_t P0[4] = {0, 0, 0, 0}, P1[4] = {1, 1, 1, 1};
 
 static int unary(qf_graph *g, const char *name, qf_op o, int x)
 {
-    int y = val(g, name);
+    int y = value(g, name);
     op(g, name, o, 1, IN(x), y);
     return y;
 }
 
 static int binary(qf_graph *g, const char *name, qf_op o, int a, int b)
 {
-    int y = val(g, name);
+    int y = value(g, name);
     op(g, name, o, 2, IN(a, b), y);
     return y;
 }
@@ -209,11 +132,11 @@ static qf_graph *b_conv_relu_pool(void)
     qf_graph *g = new_graph("conv_relu_pool");
     int x = input(g, "x", 4, DIMS(2, 8, 15, 15));
     int r = unary(g, "relu", QF_OP_RELU, conv(g, "c", x, 8, 16, 3, 1, P1, 1, 1, true));
-    int y = val(g, "pool");
+    int y = value(g, "pool");
     qf_node *n = op(g, "pool", QF_OP_MAX_POOL, 1, IN(r), y);
-    set_is(n, "kernel_shape", 2, DIMS(3, 3));
-    set_is(n, "strides", 2, DIMS(2, 2));
-    set_is(n, "pads", 4, DIMS(1, 1, 1, 1));
+    set_ints(n, "kernel_shape", 2, DIMS(3, 3));
+    set_ints(n, "strides", 2, DIMS(2, 2));
+    set_ints(n, "pads", 4, DIMS(1, 1, 1, 1));
     output(g, y);
     return g;
 }
@@ -232,16 +155,16 @@ static qf_graph *b_pools(void)
     qf_graph *g = new_graph("pools");
     int x = input(g, "x", 4, DIMS(2, 8, 13, 13));
     int c = conv(g, "c", x, 8, 8, 3, 1, P1, 1, 1, true);
-    int a = val(g, "avg"), b = val(g, "avg_ceil"), m = val(g, "gmax");
+    int a = value(g, "avg"), b = value(g, "avg_ceil"), m = value(g, "gmax");
     qf_node *n = op(g, "avg", QF_OP_AVERAGE_POOL, 1, IN(c), a);
-    set_is(n, "kernel_shape", 2, DIMS(3, 3));
-    set_is(n, "strides", 2, DIMS(2, 2));
-    set_is(n, "pads", 4, DIMS(1, 1, 1, 1));
-    set_i(n, "count_include_pad", 1);
+    set_ints(n, "kernel_shape", 2, DIMS(3, 3));
+    set_ints(n, "strides", 2, DIMS(2, 2));
+    set_ints(n, "pads", 4, DIMS(1, 1, 1, 1));
+    set_int(n, "count_include_pad", 1);
     n = op(g, "avg_ceil", QF_OP_AVERAGE_POOL, 1, IN(c), b);
-    set_is(n, "kernel_shape", 2, DIMS(2, 2));
-    set_is(n, "strides", 2, DIMS(2, 2));
-    set_i(n, "ceil_mode", 1);
+    set_ints(n, "kernel_shape", 2, DIMS(2, 2));
+    set_ints(n, "strides", 2, DIMS(2, 2));
+    set_int(n, "ceil_mode", 1);
     op(g, "gmax", QF_OP_GLOBAL_MAX_POOL, 1, IN(c), m);
     output(g, a);
     output(g, b);
@@ -254,9 +177,9 @@ static qf_graph *b_gemm_bias(void)
     qf_graph *g = new_graph("gemm_bias");
     int x = input(g, "x", 2, DIMS(4, 24));
     int w = weight(g, "w", 2, DIMS(10, 24), -0.3f, 0.3f), b = weight(g, "b", 1, DIMS(10), -0.2f, 0.2f);
-    int y = val(g, "y");
+    int y = value(g, "y");
     qf_node *n = op(g, "fc", QF_OP_GEMM, 3, IN(x, w, b), y);
-    set_i(n, "transB", 1);
+    set_int(n, "transB", 1);
     output(g, y);
     return g;
 }
@@ -265,11 +188,11 @@ static qf_graph *b_gemm_general(void)
     qf_graph *g = new_graph("gemm_general");
     int a = input(g, "a", 2, DIMS(20, 6));
     int w = weight(g, "w", 2, DIMS(20, 12), -0.3f, 0.3f), cm = weight(g, "cm", 2, DIMS(6, 12), -1.0f, 1.0f);
-    int y = val(g, "y");
+    int y = value(g, "y");
     qf_node *n = op(g, "gemm", QF_OP_GEMM, 3, IN(a, w, cm), y);
-    set_i(n, "transA", 1);
-    set_f(n, "alpha", 0.5f);
-    set_f(n, "beta", 2.0f);
+    set_int(n, "transA", 1);
+    set_float(n, "alpha", 0.5f);
+    set_float(n, "beta", 2.0f);
     output(g, y);
     return g;
 }
@@ -315,10 +238,10 @@ static qf_graph *b_unary(void)
         snprintf(name, sizeof name, "%s_c", qf_op_name(ops[i]));
         int y = unary(g, name, ops[i], c);
         output(g, y);
-        if (ops[i] == QF_OP_LEAKY_RELU) set_f(&g->nodes[g->n_nodes - 1], "alpha", 0.1f);
+        if (ops[i] == QF_OP_LEAKY_RELU) set_float(&g->nodes[g->n_nodes - 1], "alpha", 0.1f);
     }
     int lo = weight(g, "lo", 0, NULL, -0.3f, -0.3f), hi = weight(g, "hi", 0, NULL, 0.5f, 0.5f);
-    int y = val(g, "clip");
+    int y = value(g, "clip");
     op(g, "clip", QF_OP_CLIP, 3, IN(c, lo, hi), y);
     output(g, y);
     return g;
@@ -329,16 +252,16 @@ static qf_graph *b_batchnorm_softmax(void)
     int x = input(g, "x", 4, DIMS(2, 6, 5, 5));
     int s = weight(g, "s", 1, DIMS(6), 0.5f, 1.5f), b = weight(g, "b", 1, DIMS(6), -0.5f, 0.5f);
     int m = weight(g, "m", 1, DIMS(6), -0.2f, 0.2f), v = weight(g, "v", 1, DIMS(6), 0.5f, 2.0f);
-    int y = val(g, "bn");
+    int y = value(g, "bn");
     op(g, "bn", QF_OP_BATCH_NORM, 5, IN(x, s, b, m, v), y);
     output(g, y);
     int l = input(g, "l", 2, DIMS(4, 10));
-    int sm = val(g, "sm");
+    int sm = value(g, "sm");
     op(g, "sm", QF_OP_SOFTMAX, 1, IN(l), sm);
     output(g, sm);
     int c = conv(g, "c", x, 6, 6, 3, 1, P1, 1, 1, true);
-    int sm4 = val(g, "sm4");
-    set_i(op(g, "sm4", QF_OP_SOFTMAX, 1, IN(c), sm4), "axis", 1);
+    int sm4 = value(g, "sm4");
+    set_int(op(g, "sm4", QF_OP_SOFTMAX, 1, IN(c), sm4), "axis", 1);
     output(g, sm4);
     return g;
 }
@@ -348,42 +271,42 @@ static qf_graph *b_concat_copy(void)
     qf_graph *g = new_graph("concat_copy");
     int x = input(g, "x", 4, DIMS(2, 8, 6, 6));
     int a = conv(g, "ca", x, 8, 8, 3, 1, P1, 1, 1, true), b = conv(g, "cb", x, 8, 4, 1, 1, P0, 1, 1, true);
-    int cat = val(g, "cat");
-    set_i(op(g, "cat", QF_OP_CONCAT, 3, IN(a, b, x), cat), "axis", 1);
-    int mp = val(g, "mp");
+    int cat = value(g, "cat");
+    set_int(op(g, "cat", QF_OP_CONCAT, 3, IN(a, b, x), cat), "axis", 1);
+    int mp = value(g, "mp");
     qf_node *n = op(g, "mp", QF_OP_MAX_POOL, 1, IN(cat), mp);
-    set_is(n, "kernel_shape", 2, DIMS(2, 2));
-    set_is(n, "strides", 2, DIMS(2, 2));
-    int fl = val(g, "flat");
-    set_i(op(g, "flat", QF_OP_FLATTEN, 1, IN(mp), fl), "axis", 1);
+    set_ints(n, "kernel_shape", 2, DIMS(2, 2));
+    set_ints(n, "strides", 2, DIMS(2, 2));
+    int fl = value(g, "flat");
+    set_int(op(g, "flat", QF_OP_FLATTEN, 1, IN(mp), fl), "axis", 1);
     int w = weight(g, "fw", 2, DIMS(5, 20 * 9), -0.2f, 0.2f), bb = weight(g, "fb", 1, DIMS(5), -0.1f, 0.1f);
-    int fc = val(g, "fc");
-    set_i(op(g, "fc", QF_OP_GEMM, 3, IN(fl, w, bb), fc), "transB", 1);
+    int fc = value(g, "fc");
+    set_int(op(g, "fc", QF_OP_GEMM, 3, IN(fl, w, bb), fc), "transB", 1);
     output(g, fc);
-    int tr = val(g, "tr");
-    set_is(op(g, "tr", QF_OP_TRANSPOSE, 1, IN(a), tr), "perm", 4, DIMS(0, 2, 3, 1));
+    int tr = value(g, "tr");
+    set_ints(op(g, "tr", QF_OP_TRANSPOSE, 1, IN(a), tr), "perm", 4, DIMS(0, 2, 3, 1));
     output(g, tr);
-    int rs = val(g, "rs");
+    int rs = value(g, "rs");
     op(g, "rs", QF_OP_RESHAPE, 2, IN(b, ints(g, "shape", 3, DIMS(2, 4, 36))), rs);
     output(g, rs);
-    int sl = val(g, "sl");
+    int sl = value(g, "sl");
     op(g, "sl", QF_OP_SLICE, 5,
        IN(cat, ints(g, "st", 2, DIMS(1, 5)), ints(g, "en", 2, DIMS(19, 0)), ints(g, "ax", 2, DIMS(1, 3)),
           ints(g, "sp", 2, DIMS(3, -2))),
        sl);
     output(g, sl);
-    int s1 = val(g, "s1"), s2 = val(g, "s2");
+    int s1 = value(g, "s1"), s2 = value(g, "s2");
     int sp = qf_graph_add_node(g, "split", QF_OP_SPLIT, 2, IN(a, ints(g, "parts", 2, DIMS(3, 5))), 2, IN(s1, s2));
-    set_i(&g->nodes[sp], "axis", 1);
+    set_int(&g->nodes[sp], "axis", 1);
     output(g, s1);
     output(g, s2);
     int gp = unary(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, b);
-    int sq = val(g, "sq");
+    int sq = value(g, "sq");
     op(g, "sq", QF_OP_SQUEEZE, 2, IN(gp, ints(g, "sqax", 2, DIMS(2, 3))), sq);
-    int us = val(g, "us");
+    int us = value(g, "us");
     op(g, "us", QF_OP_UNSQUEEZE, 2, IN(sq, ints(g, "usax", 1, DIMS(1))), us);
     output(g, us);
-    int id = val(g, "id");
+    int id = value(g, "id");
     op(g, "id", QF_OP_IDENTITY, 1, IN(a), id);
     output(g, unary(g, "id_relu", QF_OP_RELU, id));
     return g;
@@ -583,7 +506,7 @@ START_TEST(unsupported_op_is_named)
 {
     qf_graph *g = new_graph("unsupported");
     int x = input(g, "x", 4, DIMS(1, 2, 3, 4));
-    int y = val(g, "y");
+    int y = value(g, "y");
     qf_node *n = op(g, "pad_node", QF_OP_PAD, 2, IN(x, ints(g, "pads", 8, DIMS(0, 0, 1, 1, 0, 0, 1, 1))), y);
     (void)n;
     output(g, y);
@@ -618,45 +541,6 @@ static bool exists(const char *rel)
     return f != NULL;
 }
 
-/* Calibrates on `n` images of dir with the given device (entropy and minmax). */
-static qf_calib_table *calibrate(qf_graph *g, const char *dir, int64_t n, const qf_preprocess *pp, qf_device_kind dev)
-{
-    qf_dataset *ds;
-    OK(qf_dataset_open(dir, &ds));
-    qf_dataset_subset(ds, n);
-    qf_calib *c;
-    OK(qf_calib_create(g, NULL, &c));
-    qf_engine_opts eo = {.device = dev, .observer = qf_calib_observe, .observer_user = c};
-    qf_engine *e;
-    OK(qf_engine_create(g, &eo, &e));
-    qf_loader_options lo = {.batch = g->batch, .threads = 4};
-    qf_loader *l;
-    OK(qf_loader_create(ds, pp, &lo, &l));
-    int cnt;
-    int64_t images = 0;
-    for (;;) {
-        OK(qf_loader_next(l, qf_engine_input(e, 0), NULL, &cnt));
-        if (!cnt) break;
-        qf_calib_set_batch_valid(c, cnt);
-        OK(qf_engine_run(e));
-        images += cnt;
-    }
-    qf_loader_free(l);
-    qf_engine_free(e);
-    unsigned methods;
-    double pct;
-    OK(qf_calib_method_parse("all", &methods, &pct));
-    char sha[65];
-    memset(sha, '0', 64);
-    sha[64] = 0;
-    qf_calib_meta meta = {.images = images, .model_sha256 = sha};
-    qf_calib_table *t;
-    OK(qf_calib_finalize(c, methods, pct, &meta, &t));
-    qf_calib_free(c);
-    qf_dataset_free(ds);
-    return t;
-}
-
 static int argmax(const float *y, int n)
 {
     int b = 0;
@@ -681,8 +565,8 @@ static void model_agreement(const char *name, const char *model_rel, const char 
     qf_load_opts lo = {.batch = batch};
     qf_graph *g;
     OK(qf_model_load(model, &lo, &g));
-    qf_calib_table *t = calibrate(g, calib_dir, n_calib, &pp, QF_DEVICE_CPU);
-    qf_calib_table *tg = calibrate(g, calib_dir, n_calib, &pp, dut);
+    qf_calib_table *t = calibrate_folder(g, calib_dir, n_calib, &pp, QF_DEVICE_CPU, 4);
+    qf_calib_table *tg = calibrate_folder(g, calib_dir, n_calib, &pp, dut, 4);
     ck_assert_int_eq(t->n, tg->n);
     double worst = 0.0;
     for (int i = 0; i < t->n; i++) {
@@ -796,6 +680,7 @@ static void log_stderr(void *user, qf_log_level level, const char *msg)
 int main(void)
 {
     if (getenv("QFORGE_DEBUG")) qf_log_set(log_stderr, NULL, QF_LOG_DEBUG);
+    rng_use_xorshift(0x243f6a8885a308d3ull);
     int count = 0;
     if (getenv("QFORGE_TEST_CUDA_ON_CPU")) dut = QF_DEVICE_CPU;
     else if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {

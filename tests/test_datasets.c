@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "../datasets/datasets_impl.h"
 #include <jpeglib.h>
+#include "testutil.h"
 
 #define BAD_DIR QF_SRCDIR "/tests/images/bad"
 
@@ -1097,9 +1098,5 @@ int main(void)
     tcase_add_test(tc, loader_bad_corpus);
     tcase_add_test(tc, loader_setup_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

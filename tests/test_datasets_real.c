@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "qforge/qforge.h"
+#include "testutil.h"
 
 #define DATA QF_SRCDIR "/../shared/data"
 #define REFERENCE QF_SRCDIR "/tests/images/pil_reference.txt"
@@ -194,9 +195,5 @@ int main(void)
     tcase_add_test(tc, imagenet_folder_with_synsets);
     tcase_add_test(tc, cifar_class_folders);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

@@ -10,43 +10,11 @@
 #include <stdio.h>
 #include <unistd.h>
 #include "internal.h"
+#include "testutil.h"
 #include "onnx/onnx.pb-c.h"
 #include "qforge/quant.h"
 
-#define OK(expr)                                                                                                      \
-    do {                                                                                                              \
-        qf_status st_ = (expr);                                                                                       \
-        ck_assert_msg(st_ == QF_OK, "%s: %s", #expr, qf_error_message());                                             \
-    } while (0)
-
-static uint64_t rng = 1;
-static float frand(float lo, float hi)
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return lo + (hi - lo) * (float)((rng >> 40) & 0xffffff) / 16777216.0f;
-}
-
 /* ---- building graphs ----------------------------------------------------------- */
-
-static void list_add(int **arr, int *n, int v)
-{
-    *arr = realloc(*arr, (size_t)(*n + 1) * sizeof **arr);
-    (*arr)[(*n)++] = v;
-}
-
-static int input(qf_graph *g, const char *name, int nd, const int64_t *d)
-{
-    int v = qf_graph_add_value(g, name, QF_F32, nd, d);
-    g->values[v].flags |= QF_VALUE_INPUT;
-    list_add(&g->inputs, &g->n_inputs, v);
-    return v;
-}
-
-static void output(qf_graph *g, int v)
-{
-    g->values[v].flags |= QF_VALUE_OUTPUT;
-    list_add(&g->outputs, &g->n_outputs, v);
-}
 
 static int constant(qf_graph *g, const char *name, qf_dtype dt, int nd, const int64_t *d, const void *data)
 {
@@ -57,47 +25,6 @@ static int constant(qf_graph *g, const char *name, qf_dtype dt, int nd, const in
     g->values[v].flags |= QF_VALUE_CONST;
     return v;
 }
-
-/* A constant of random values in [lo, hi). */
-static int weight(qf_graph *g, const char *name, int nd, const int64_t *d, float lo, float hi)
-{
-    int64_t n = qfi_numel(nd, d);
-    float *x = malloc((size_t)n * sizeof *x);
-    for (int64_t i = 0; i < n; i++) x[i] = frand(lo, hi);
-    int v = constant(g, name, QF_F32, nd, d, x);
-    free(x);
-    return v;
-}
-
-static int value(qf_graph *g, const char *name) { return qf_graph_add_value(g, name, QF_F32, 0, NULL); }
-
-static qf_node *op(qf_graph *g, const char *name, qf_op o, int n_in, const int *in, int out)
-{
-    int i = qf_graph_add_node(g, name, o, n_in, in, 1, &out);
-    ck_assert_int_ge(i, 0);
-    return &g->nodes[i];
-}
-
-static qf_attr *new_attr(qf_node *n, const char *name, qf_attr_type t)
-{
-    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
-    qf_attr *a = &n->attrs[n->n_attr++];
-    memset(a, 0, sizeof *a);
-    a->name = strdup(name);
-    a->type = t;
-    return a;
-}
-
-static void set_ints(qf_node *n, const char *name, int cnt, const int64_t *v)
-{
-    qf_attr *a = new_attr(n, name, QF_ATTR_INTS);
-    a->n = cnt;
-    a->ints = malloc((size_t)cnt * sizeof *a->ints);
-    memcpy(a->ints, v, (size_t)cnt * sizeof *v);
-}
-
-static void set_int(qf_node *n, const char *name, int64_t i) { new_attr(n, name, QF_ATTR_INT)->i = i; }
-static void set_float(qf_node *n, const char *name, float f) { new_attr(n, name, QF_ATTR_FLOAT)->f = f; }
 
 static void conv3x3(qf_graph *g, const char *name, int x, int w, int b, int out)
 {
@@ -153,16 +80,8 @@ static qf_graph *net(int batch)
     return g;
 }
 
-static float *random_input(int64_t n, uint64_t seed)
-{
-    rng = seed;
-    float *x = malloc((size_t)n * sizeof *x);
-    for (int64_t i = 0; i < n; i++) x[i] = frand(-1.5f, 1.5f);
-    return x;
-}
-
 /* Runs g on x; returns copies of every output (f32). */
-static void run(const qf_graph *g, const float *x, float **outs)
+static void run_outputs(const qf_graph *g, const float *x, float **outs)
 {
     qf_engine_opts o = {.device = QF_DEVICE_CPU, .threads = 2};
     qf_engine *e;
@@ -176,27 +95,6 @@ static void run(const qf_graph *g, const float *x, float **outs)
         memcpy(outs[k], qf_engine_output(e, k), qf_value_bytes(v));
     }
     qf_engine_free(e);
-}
-
-/* A minmax table of g's tensors on x. */
-static qf_calib_table *calibrate(const qf_graph *g, const float *x)
-{
-    qf_calib *c;
-    OK(qf_calib_create(g, NULL, &c));
-    qf_engine_opts o = {.device = QF_DEVICE_CPU, .threads = 2, .observer = qf_calib_observe, .observer_user = c};
-    qf_engine *e;
-    OK(qf_engine_create(g, &o, &e));
-    memcpy(qf_engine_input(e, 0), x, qf_value_bytes(&g->values[g->inputs[0]]));
-    OK(qf_engine_run(e));
-    qf_engine_free(e);
-    char sha[65];
-    memset(sha, '0', 64);
-    sha[64] = 0;
-    qf_calib_meta meta = {.images = g->batch, .model_sha256 = sha};
-    qf_calib_table *t;
-    OK(qf_calib_finalize(c, 1u << QF_CALIB_MINMAX, QF_CALIB_PERCENTILE_DEFAULT, &meta, &t));
-    qf_calib_free(c);
-    return t;
 }
 
 /* ---- reading the export back through protobuf-c ------------------------------------- */
@@ -246,7 +144,7 @@ static int count_op(const Onnx__GraphProto *gp, const char *op_type)
     return c;
 }
 
-static const Onnx__AttributeProto *attr(const Onnx__NodeProto *n, const char *name)
+static const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *n, const char *name)
 {
     for (size_t i = 0; i < n->n_attribute; i++)
         if (strcmp(n->attribute[i]->name, name) == 0) return n->attribute[i];
@@ -288,7 +186,7 @@ static const Onnx__NodeProto *check_weight(const Onnx__GraphProto *gp, const qf_
     const qf_value *wq = &gq->values[q->in[1]], *sq = &gq->values[q->in[3]];
     ck_assert_int_eq(w->raw_data.len, qf_value_numel(wq));
     ck_assert(memcmp(w->raw_data.data, wq->data, w->raw_data.len) == 0);
-    const Onnx__AttributeProto *ax = attr(wdq, "axis");
+    const Onnx__AttributeProto *ax = onnx_attr(wdq, "axis");
     if (axis < 0) {
         ck_assert_ptr_null(ax);
         ck_assert_int_eq(s->n_dims, 0);
@@ -319,8 +217,8 @@ START_TEST(export_structure_and_rerun)
 {
     make_tmpdir();
     qf_graph *g = net(2);
-    float *x = random_input(qf_value_numel(&g->values[g->inputs[0]]), 5);
-    qf_calib_table *t = calibrate(g, x);
+    float *x = random_input(g, 5, -1.5f, 1.5f);
+    qf_calib_table *t = calibrate_minmax(g, x);
     qf_quant_opts o;
     qf_quant_opts_init(&o);
     qf_quant_summary sum;
@@ -382,7 +280,7 @@ START_TEST(export_structure_and_rerun)
     for (size_t i = 0; i < gp->n_node; i++)
         if (!strcmp(gp->node[i]->name, "fc2")) fc2 = gp->node[i];
     ck_assert_ptr_nonnull(fc2);
-    ck_assert(attr(fc2, "alpha") && attr(fc2, "alpha")->f == 1.0f);
+    ck_assert(onnx_attr(fc2, "alpha") && onnx_attr(fc2, "alpha")->f == 1.0f);
 
     /* conv1's bias: the int32 bias dequantized with s_in * s_w[c] */
     const qf_node *q1 = qnode(g, "conv1");
@@ -430,7 +328,7 @@ START_TEST(export_structure_and_rerun)
     /* read back: weights fold to float; the result is the INT8 engine's to within
      * FP32 rounding (the export adds in float what the engine adds in int32) */
     float *yq[2], *ye[2];
-    run(g, x, yq);
+    run_outputs(g, x, yq);
     qf_graph *re;
     qf_load_opts lo = {.batch = 2};
     OK(qf_model_load(path, &lo, &re));
@@ -438,7 +336,7 @@ START_TEST(export_structure_and_rerun)
         if (re->nodes[i].op == QF_OP_DEQUANTIZE_LINEAR)
             ck_assert_msg(!(re->values[re->nodes[i].out[0]].flags & QF_VALUE_CONST), "unfolded weight");
     ck_assert_int_eq(re->n_outputs, 2);
-    run(re, x, ye);
+    run_outputs(re, x, ye);
     double worst = 0, scale = 0;
     for (int i = 0; i < 2 * 4; i++) {
         worst = fmax(worst, fabs(ye[0][i] - yq[0][i]));
@@ -455,9 +353,9 @@ START_TEST(export_structure_and_rerun)
     qf_graph *re3;
     lo.batch = 3;
     OK(qf_model_load(path, &lo, &re3));
-    float *x3 = random_input(3 * 3 * 8 * 8, 77), *y3[2];
+    float *x3 = random_input(re3, 77, -1.5f, 1.5f), *y3[2];
     memcpy(x3, x, sizeof(float) * 2 * 3 * 8 * 8);
-    run(re3, x3, y3);
+    run_outputs(re3, x3, y3);
     for (int i = 0; i < 2 * 4; i++) ck_assert(y3[0][i] == ye[0][i]);
 
     for (int k = 0; k < 2; k++) free(yq[k]), free(ye[k]), free(y3[k]);
@@ -478,8 +376,8 @@ START_TEST(export_per_tensor_weights_and_fp32)
     char path[512];
     snprintf(path, sizeof path, "%s/pt.onnx", tmpdir);
     qf_graph *g = net(2);
-    float *x = random_input(qf_value_numel(&g->values[g->inputs[0]]), 5);
-    qf_calib_table *t = calibrate(g, x);
+    float *x = random_input(g, 5, -1.5f, 1.5f);
+    qf_calib_table *t = calibrate_minmax(g, x);
     qf_quant_opts o;
     qf_quant_opts_init(&o);
     o.per_tensor_weights = true;
@@ -503,11 +401,11 @@ START_TEST(export_per_tensor_weights_and_fp32)
     ck_assert_int_eq(((const int64_t *)shape->raw_data.data)[0], 0);
     onnx__model_proto__free_unpacked(m, NULL);
     float *y[2], *yr[2];
-    run(g, x, y);
+    run_outputs(g, x, y);
     qf_graph *re;
     qf_load_opts lo = {.batch = 2};
     OK(qf_model_load(path, &lo, &re));
-    run(re, x, yr);
+    run_outputs(re, x, yr);
     for (int i = 0; i < 2 * 4; i++) ck_assert(y[0][i] == yr[0][i]);
     for (int k = 0; k < 2; k++) free(y[k]), free(yr[k]);
     qf_graph_free(re);
@@ -604,9 +502,5 @@ int main(void)
     tcase_add_test(tc, export_failure_leaves_nothing);
     tcase_add_test(tc, dequantize_per_axis);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

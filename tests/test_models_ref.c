@@ -1,5 +1,5 @@
 /* The CPU engine's FP32 logits on real models against ONNX Runtime's
- * (tests/ref/*.logits, written by tests/ref/make_ref.py) on a deterministic
+ * (tests/ref/NAME.logits, written by tests/ref/make_ref.py) on a deterministic
  * pseudo-random input: max |qforge - ort| / max |ort| <= 1e-4 per image.
  * ResNet-20 runs at batch 4 although its graph hard-codes batch 1, which also
  * checks the Reshape-to-batch rewrite. Models under ../shared/data are skipped
@@ -7,6 +7,7 @@
 #include <check.h>
 #include <math.h>
 #include "internal.h"
+#include "testutil.h"
 
 static const char *srcdir(void)
 {
@@ -96,9 +97,5 @@ int main(void)
     tcase_add_test(tc, resnet20);
     tcase_add_test(tc, mobilenetv2);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "onnx_internal.h"
+#include "testutil.h"
 
 #define BAD_DIR QF_SRCDIR "/tests/bad"
 
@@ -536,9 +537,5 @@ int main(void)
     tcase_add_test(tc, fuzz_truncate);
     tcase_add_test(tc, fuzz_bitflip);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

@@ -9,20 +9,7 @@
 #include <math.h>
 #include "internal.h"
 #include "ops/ops.h"
-
-/* ---- random data --------------------------------------------------------------- */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-/* uniform in [lo, hi) (xorshift64*: deterministic across runs) */
-static float frand(float lo, float hi)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    uint64_t r = rng_state * 0x2545f4914f6cdd1dull;
-    return lo + (hi - lo) * (float)((r >> 40) / (double)(1ull << 24));
-}
+#include "testutil.h"
 
 /* ---- a one-node graph under test -------------------------------------------------- */
 
@@ -86,25 +73,7 @@ static qf_node *one_node(one *t, qf_op op, int n_out)
     return &t->g->nodes[0];
 }
 
-static qf_attr *add_attr(qf_node *n, const char *name, qf_attr_type type)
-{
-    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
-    qf_attr *a = &n->attrs[n->n_attr++];
-    memset(a, 0, sizeof *a);
-    a->name = strdup(name);
-    a->type = type;
-    return a;
-}
-static void set_int(qf_node *n, const char *name, int64_t v) { add_attr(n, name, QF_ATTR_INT)->i = v; }
-static void set_float(qf_node *n, const char *name, float v) { add_attr(n, name, QF_ATTR_FLOAT)->f = v; }
-static void set_str(qf_node *n, const char *name, const char *s) { add_attr(n, name, QF_ATTR_STRING)->s = strdup(s); }
-static void set_ints(qf_node *n, const char *name, int cnt, const int64_t *v)
-{
-    qf_attr *a = add_attr(n, name, QF_ATTR_INTS);
-    a->n = cnt;
-    a->ints = malloc((size_t)(cnt ? cnt : 1) * sizeof *a->ints);
-    memcpy(a->ints, v, (size_t)cnt * sizeof *v);
-}
+static void set_str(qf_node *n, const char *name, const char *s) { attr(n, name, QF_ATTR_STRING)->s = strdup(s); }
 
 /* Parses, infers and runs the node: through qfi_cpu_run_node (one thread) when
  * threads == 1, else with explicit kernel arguments so the threaded paths run. */
@@ -1147,9 +1116,6 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    rng_use_xorshift(0x9e3779b97f4a7c15ull);
+    return run_suite(suite());
 }

@@ -6,6 +6,7 @@
 #include <float.h>
 #include <math.h>
 #include "internal.h"
+#include "testutil.h"
 
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
 #define MAX_IO 16
@@ -50,33 +51,13 @@ static int add_node(qf_graph *g, qf_op op, int nin, const int *in, int nout, int
     return ni;
 }
 
-static qf_attr *new_attr(qf_graph *g, int ni, const char *name, qf_attr_type type)
-{
-    qf_node *n = &g->nodes[ni];
-    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
-    qf_attr *a = &n->attrs[n->n_attr++];
-    memset(a, 0, sizeof *a);
-    a->name = qfi_strdup(name);
-    a->type = type;
-    return a;
-}
-
-static void set_int(qf_graph *g, int ni, const char *name, int64_t v) { new_attr(g, ni, name, QF_ATTR_INT)->i = v; }
-static void set_float(qf_graph *g, int ni, const char *name, float v) { new_attr(g, ni, name, QF_ATTR_FLOAT)->f = v; }
 static void set_string(qf_graph *g, int ni, const char *name, const char *s)
 {
-    new_attr(g, ni, name, QF_ATTR_STRING)->s = qfi_strdup(s);
-}
-static void set_ints(qf_graph *g, int ni, const char *name, int cnt, const int64_t *v)
-{
-    qf_attr *a = new_attr(g, ni, name, QF_ATTR_INTS);
-    a->n = cnt;
-    a->ints = malloc((size_t)cnt * sizeof *v + 1);
-    memcpy(a->ints, v, (size_t)cnt * sizeof *v);
+    attr(&g->nodes[ni], name, QF_ATTR_STRING)->s = qfi_strdup(s);
 }
 static void set_floats(qf_graph *g, int ni, const char *name, int cnt, const float *v)
 {
-    qf_attr *a = new_attr(g, ni, name, QF_ATTR_FLOATS);
+    qf_attr *a = attr(&g->nodes[ni], name, QF_ATTR_FLOATS);
     a->n = cnt;
     a->floats = malloc((size_t)cnt * sizeof *v + 1);
     memcpy(a->floats, v, (size_t)cnt * sizeof *v);
@@ -352,16 +333,16 @@ static void unary_run(qf_graph *g, qf_op op, int nin, const int *extra, void (*a
     free_outs(o, 1);
 }
 
-static void leaky_attrs(qf_graph *g, int ni) { set_float(g, ni, "alpha", 0.1f); }
+static void leaky_attrs(qf_graph *g, int ni) { set_float(&g->nodes[ni], "alpha", 0.1f); }
 static void hsig_attrs(qf_graph *g, int ni)
 {
-    set_float(g, ni, "alpha", 0.5f);
-    set_float(g, ni, "beta", 0.6f);
+    set_float(&g->nodes[ni], "alpha", 0.5f);
+    set_float(&g->nodes[ni], "beta", 0.6f);
 }
 static void clip6_attrs(qf_graph *g, int ni)
 {
-    set_float(g, ni, "min", -1.0f);
-    set_float(g, ni, "max", 2.5f);
+    set_float(&g->nodes[ni], "min", -1.0f);
+    set_float(&g->nodes[ni], "max", 2.5f);
 }
 
 START_TEST(unary_ops)
@@ -513,7 +494,7 @@ START_TEST(concat_axes)
             fill_rand(data[k], qfi_numel(3, dims[k]));
         }
         int ni = add_node(g, QF_OP_CONCAT, 3, in, 1, out);
-        set_int(g, ni, "axis", axis);
+        set_int(&g->nodes[ni], "axis", axis);
         CK_OK(prep(g, ni));
         int64_t od[3];
         memcpy(od, base, sizeof base);
@@ -538,7 +519,7 @@ START_TEST(concat_axes)
     int in[3] = {add_value(g, QF_I64, 1, DIMS(2)), add_value(g, QF_I64, 1, DIMS(0)), add_value(g, QF_I64, 1, DIMS(1))};
     int out[1];
     int ni = add_node(g, QF_OP_CONCAT, 3, in, 1, out);
-    set_int(g, ni, "axis", 0);
+    set_int(&g->nodes[ni], "axis", 0);
     CK_OK(prep(g, ni));
     check_shape(&g->values[out[0]], 1, DIMS(3));
     void *o[1];
@@ -552,13 +533,13 @@ START_TEST(concat_axes)
     in[0] = add_value(g, QF_F32, 2, DIMS(2, 3));
     in[1] = add_value(g, QF_F32, 2, DIMS(3, 3));
     ni = add_node(g, QF_OP_CONCAT, 2, in, 1, out);
-    set_int(g, ni, "axis", 1);
+    set_int(&g->nodes[ni], "axis", 1);
     CK_STATUS(prep(g, ni), QF_ERR_INVALID);
     qf_graph_free(g);
     g = new_graph(13);
     in[0] = add_value(g, QF_F32, 2, DIMS(2, 3));
     ni = add_node(g, QF_OP_CONCAT, 1, in, 1, out);
-    set_int(g, ni, "axis", 2);
+    set_int(&g->nodes[ni], "axis", 2);
     CK_STATUS(prep(g, ni), QF_ERR_INVALID);
     qf_graph_free(g);
 }
@@ -581,7 +562,7 @@ static void reshape_check(int nin, const int64_t *in_dims, int ns, const int64_t
     qf_graph *g = new_graph(14);
     int in[2] = {add_value(g, QF_F32, nin, in_dims), const_i64(g, ns, shape)}, out[1];
     int ni = add_node(g, QF_OP_RESHAPE, 2, in, 1, out);
-    if (allowzero) set_int(g, ni, "allowzero", 1);
+    if (allowzero) set_int(&g->nodes[ni], "allowzero", 1);
     if (!want) {
         CK_STATUS(prep(g, ni), QF_ERR_INVALID);
     } else {
@@ -624,13 +605,13 @@ START_TEST(reshape_family)
     } fl[] = {{0, {1, 120}}, {1, {2, 60}}, {-1, {24, 5}}, {4, {120, 1}}, {-4, {1, 120}}};
     for (size_t k = 0; k < QF_ARRAY_LEN(fl); k++) {
         g = shape_case(QF_OP_FLATTEN, 13, 4, DIMS(2, 3, 4, 5), &ni, out);
-        set_int(g, ni, "axis", fl[k].axis);
+        set_int(&g->nodes[ni], "axis", fl[k].axis);
         CK_OK(prep(g, ni));
         check_shape(&g->values[out[0]], 2, fl[k].want);
         qf_graph_free(g);
     }
     g = shape_case(QF_OP_FLATTEN, 13, 2, DIMS(2, 3), &ni, out);
-    set_int(g, ni, "axis", 3);
+    set_int(&g->nodes[ni], "axis", 3);
     CK_STATUS(prep(g, ni), QF_ERR_INVALID);
     qf_graph_free(g);
 
@@ -643,7 +624,7 @@ START_TEST(reshape_family)
     check_shape(&g->values[out[0]], 3, DIMS(1, 3, 5));
     qf_graph_free(g);
     g = shape_case(QF_OP_SQUEEZE, 11, 4, DIMS(1, 3, 1, 5), &ni, out);
-    set_ints(g, ni, "axes", 2, DIMS(0, 2));
+    set_ints(&g->nodes[ni], "axes", 2, DIMS(0, 2));
     CK_OK(prep(g, ni));
     check_shape(&g->values[out[0]], 2, DIMS(3, 5));
     qf_graph_free(g);
@@ -652,7 +633,7 @@ START_TEST(reshape_family)
     check_shape(&g->values[out[0]], 2, DIMS(3, 5));
     qf_graph_free(g);
     g = shape_case(QF_OP_SQUEEZE, 11, 2, DIMS(2, 3), &ni, out);
-    set_ints(g, ni, "axes", 1, DIMS(1));
+    set_ints(&g->nodes[ni], "axes", 1, DIMS(1));
     CK_STATUS(prep(g, ni), QF_ERR_INVALID);
     qf_graph_free(g);
 
@@ -672,7 +653,7 @@ START_TEST(reshape_family)
     check_shape(&g->values[out[0]], 5, DIMS(1, 3, 1, 1, 5));
     qf_graph_free(g);
     g = shape_case(QF_OP_UNSQUEEZE, 11, 1, DIMS(3), &ni, out);
-    set_ints(g, ni, "axes", 2, DIMS(0, -3));
+    set_ints(&g->nodes[ni], "axes", 2, DIMS(0, -3));
     CK_STATUS(prep(g, ni), QF_ERR_INVALID); /* both name output dim 0 */
     qf_graph_free(g);
 
@@ -727,7 +708,7 @@ START_TEST(transpose_all_perms)
         qf_graph *g = new_graph(13);
         int in[1] = {add_value(g, QF_F32, 4, dims)}, out[1];
         int ni = add_node(g, QF_OP_TRANSPOSE, 1, in, 1, out);
-        set_ints(g, ni, "perm", 4, (int64_t[]){perm[0], perm[1], perm[2], perm[3]});
+        set_ints(&g->nodes[ni], "perm", 4, (int64_t[]){perm[0], perm[1], perm[2], perm[3]});
         CK_OK(prep(g, ni));
         int64_t od[4];
         for (int i = 0; i < 4; i++) od[i] = dims[perm[i]];
@@ -774,7 +755,7 @@ START_TEST(transpose_all_perms)
     g = new_graph(13);
     in[0] = add_value(g, QF_F32, 3, DIMS(2, 3, 4));
     ni = add_node(g, QF_OP_TRANSPOSE, 1, in, 1, out);
-    set_ints(g, ni, "perm", 3, DIMS(0, 1, 1));
+    set_ints(&g->nodes[ni], "perm", 3, DIMS(0, 1, 1));
     CK_STATUS(prep(g, ni), QF_ERR_INVALID);
     qf_graph_free(g);
 }
@@ -826,8 +807,8 @@ START_TEST(pad_modes)
     qf_graph *g = new_graph(7);
     int in[1] = {add_value(g, QF_F32, 2, DIMS(2, 3))}, out[1];
     int ni = add_node(g, QF_OP_PAD, 1, in, 1, out);
-    set_ints(g, ni, "pads", 4, DIMS(1, 2, 0, 1));
-    set_float(g, ni, "value", 9.0f);
+    set_ints(&g->nodes[ni], "pads", 4, DIMS(1, 2, 0, 1));
+    set_float(&g->nodes[ni], "value", 9.0f);
     CK_OK(prep(g, ni));
     void *o[1];
     CK_OK(exec(g, ni, (const void *[]){x23}, o, 1));
@@ -900,10 +881,10 @@ static void resize_run(const rs_case *c, void (*attrs)(qf_graph *, int))
     qf_graph_free(g);
 }
 
-static void crop_attrs(qf_graph *g, int ni) { set_float(g, ni, "extrapolation_value", 10.0f); }
+static void crop_attrs(qf_graph *g, int ni) { set_float(&g->nodes[ni], "extrapolation_value", 10.0f); }
 static void aspect_attrs(qf_graph *g, int ni)
 {
-    set_ints(g, ni, "axes", 2, DIMS(2, 3));
+    set_ints(&g->nodes[ni], "axes", 2, DIMS(2, 3));
     set_string(g, ni, "keep_aspect_ratio_policy", "not_larger");
 }
 
@@ -1015,7 +996,7 @@ START_TEST(resize_legacy_and_unsupported)
         in[2] = k == 3 ? add_value(g, QF_F32, 1, DIMS(4)) : add_const(g, QF_F32, 1, DIMS(4), (float[]){1, 1, 2, 2});
         ni = add_node(g, QF_OP_RESIZE, 3, in, 1, out);
         set_string(g, ni, "mode", k == 0 ? "cubic" : "linear");
-        if (k == 1) set_int(g, ni, "antialias", 1);
+        if (k == 1) set_int(&g->nodes[ni], "antialias", 1);
         CK_STATUS(prep(g, ni), QF_ERR_UNSUPPORTED);
         qf_graph_free(g);
     }
@@ -1051,9 +1032,9 @@ static void slice_check(int64_t opset, int n, const int64_t *starts, const int64
     }
     int ni = add_node(g, QF_OP_SLICE, nin, in, 1, out);
     if (opset < 10) {
-        set_ints(g, ni, "starts", n, starts);
-        set_ints(g, ni, "ends", n, ends);
-        if (axes) set_ints(g, ni, "axes", n, axes);
+        set_ints(&g->nodes[ni], "starts", n, starts);
+        set_ints(&g->nodes[ni], "ends", n, ends);
+        if (axes) set_ints(&g->nodes[ni], "axes", n, axes);
     }
     CK_OK(prep(g, ni));
     check_shape(&g->values[out[0]], 3, want_dims);
@@ -1113,7 +1094,7 @@ START_TEST(split_parts)
     qf_graph *g = new_graph(13);
     int in[2] = {add_value(g, QF_F32, 2, DIMS(2, 6)), const_i64(g, 2, DIMS(2, 4))}, out[3];
     int ni = add_node(g, QF_OP_SPLIT, 2, in, 2, out);
-    set_int(g, ni, "axis", -1);
+    set_int(&g->nodes[ni], "axis", -1);
     CK_OK(prep(g, ni));
     check_shape(&g->values[out[0]], 2, DIMS(2, 2));
     check_shape(&g->values[out[1]], 2, DIMS(2, 4));
@@ -1127,7 +1108,7 @@ START_TEST(split_parts)
     g = new_graph(13);
     in[0] = add_value(g, QF_F32, 2, DIMS(2, 6));
     ni = add_node(g, QF_OP_SPLIT, 1, in, 3, out);
-    set_int(g, ni, "axis", 1);
+    set_int(&g->nodes[ni], "axis", 1);
     CK_OK(prep(g, ni));
     CK_OK(exec(g, ni, (const void *[]){x}, o, 1));
     check_f32(o[0], (float[]){0, 1, 6, 7}, 4, 0);
@@ -1138,7 +1119,7 @@ START_TEST(split_parts)
     g = new_graph(11);
     in[0] = add_value(g, QF_F32, 2, DIMS(2, 6));
     ni = add_node(g, QF_OP_SPLIT, 1, in, 2, out);
-    set_ints(g, ni, "split", 2, DIMS(0, 2));
+    set_ints(&g->nodes[ni], "split", 2, DIMS(0, 2));
     CK_OK(prep(g, ni));
     check_shape(&g->values[out[0]], 2, DIMS(0, 6));
     CK_OK(exec(g, ni, (const void *[]){x}, o, 1));
@@ -1150,7 +1131,7 @@ START_TEST(split_parts)
     g = new_graph(18);
     in[0] = add_value(g, QF_I64, 1, DIMS(7));
     ni = add_node(g, QF_OP_SPLIT, 1, in, 3, out);
-    set_int(g, ni, "num_outputs", 3);
+    set_int(&g->nodes[ni], "num_outputs", 3);
     CK_OK(prep(g, ni));
     check_shape(&g->values[out[2]], 1, DIMS(1));
     CK_OK(exec(g, ni, (const void *[]){(int64_t[]){1, 2, 3, 4, 5, 6, 7}}, o, 1));
@@ -1192,8 +1173,8 @@ START_TEST(shape_ranges)
         qf_graph *g = new_graph(15);
         int in[1] = {add_value(g, QF_F32, 3, DIMS(3, 4, 5))}, out[1];
         int ni = add_node(g, QF_OP_SHAPE, 1, in, 1, out);
-        if (cs[k].has_start) set_int(g, ni, "start", cs[k].start);
-        if (cs[k].has_end) set_int(g, ni, "end", cs[k].end);
+        if (cs[k].has_start) set_int(&g->nodes[ni], "start", cs[k].start);
+        if (cs[k].has_end) set_int(&g->nodes[ni], "end", cs[k].end);
         CK_OK(prep(g, ni));
         ck_assert_int_eq(g->values[out[0]].dtype, QF_I64);
         check_shape(&g->values[out[0]], 1, DIMS(cs[k].len));
@@ -1218,7 +1199,7 @@ START_TEST(gather_axes_and_indices)
         int in[2] = {add_value(g, QF_F32, 3, DIMS(3, 4, 5)), add_value(g, k ? QF_I32 : QF_I64, 2, DIMS(2, 3))};
         int out[1];
         int ni = add_node(g, QF_OP_GATHER, 2, in, 1, out);
-        set_int(g, ni, "axis", -2);
+        set_int(&g->nodes[ni], "axis", -2);
         CK_OK(prep(g, ni));
         check_shape(&g->values[out[0]], 4, DIMS(3, 2, 3, 5));
         void *o[1];
@@ -1263,7 +1244,7 @@ static void *cast_run(qf_dtype from, int to, int n, const void *x, qf_dtype want
     qf_graph *g = new_graph(13);
     int in[1] = {add_value(g, from, 1, DIMS(n))}, out[1];
     int ni = add_node(g, QF_OP_CAST, 1, in, 1, out);
-    set_int(g, ni, "to", to);
+    set_int(&g->nodes[ni], "to", to);
     CK_OK(prep(g, ni));
     ck_assert_int_eq(g->values[out[0]].dtype, want_dt);
     void *o[1];
@@ -1337,7 +1318,7 @@ START_TEST(cast_round_trips)
         qf_graph *g = new_graph(13);
         int in[1] = {add_value(g, QF_F32, 1, DIMS(2))}, out[1];
         int ni = add_node(g, QF_OP_CAST, 1, in, 1, out);
-        set_int(g, ni, "to", k ? 11 : 8);
+        set_int(&g->nodes[ni], "to", k ? 11 : 8);
         CK_STATUS(prep(g, ni), QF_ERR_UNSUPPORTED);
         ck_assert_ptr_nonnull(strstr(qf_error_message(), k ? "double" : "string"));
         qf_graph_free(g);
@@ -1351,7 +1332,7 @@ START_TEST(constant_attributes)
     qf_graph *g = new_graph(13);
     int out[1];
     int ni = add_node(g, QF_OP_CONSTANT, 0, NULL, 1, out);
-    qf_attr *a = new_attr(g, ni, "value", QF_ATTR_TENSOR);
+    qf_attr *a = attr(&g->nodes[ni], "value", QF_ATTR_TENSOR);
     a->t = calloc(1, sizeof *a->t);
     a->t->name = qfi_strdup("t");
     a->t->dtype = QF_I32;
@@ -1373,7 +1354,7 @@ START_TEST(constant_attributes)
     /* value_float, value_ints */
     g = new_graph(13);
     ni = add_node(g, QF_OP_CONSTANT, 0, NULL, 1, out);
-    set_float(g, ni, "value_float", 2.5f);
+    set_float(&g->nodes[ni], "value_float", 2.5f);
     CK_OK(prep(g, ni));
     ck_assert_int_eq(g->values[out[0]].ndim, 0);
     CK_OK(exec(g, ni, NULL, o, 1));
@@ -1382,7 +1363,7 @@ START_TEST(constant_attributes)
     qf_graph_free(g);
     g = new_graph(13);
     ni = add_node(g, QF_OP_CONSTANT, 0, NULL, 1, out);
-    set_ints(g, ni, "value_ints", 3, DIMS(7, -8, 9));
+    set_ints(&g->nodes[ni], "value_ints", 3, DIMS(7, -8, 9));
     CK_OK(prep(g, ni));
     check_shape(&g->values[out[0]], 1, DIMS(3));
     ck_assert_int_eq(g->values[out[0]].dtype, QF_I64);
@@ -1427,9 +1408,5 @@ int main(void)
     tcase_add_test(tc, cast_round_trips);
     tcase_add_test(tc, constant_attributes);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

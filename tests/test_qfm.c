@@ -16,69 +16,13 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "internal.h"
+#include "testutil.h"
 
 static char out_dir[1024];  /* tests/bad/qfm in the build tree */
 static char tmp_dir[1024];  /* scratch for the bulk corpus */
 static char data_dir[1024]; /* ../shared/data */
 
-#define OK(expr)                                                                                                      \
-    do {                                                                                                              \
-        qf_status st_ = (expr);                                                                                       \
-        ck_assert_msg(st_ == QF_OK, "%s: %s", #expr, qf_error_message());                                             \
-    } while (0)
-
 /* ---- a small graph with every kind of node the quantizer makes --------------------- */
-
-static uint64_t rng = 1;
-static float frand(float lo, float hi)
-{
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return lo + (hi - lo) * (float)((rng >> 40) & 0xffffff) / (float)0x1000000;
-}
-
-static void list_add(int **arr, int *n, int v)
-{
-    *arr = realloc(*arr, (size_t)(*n + 1) * sizeof **arr);
-    (*arr)[(*n)++] = v;
-}
-
-static int weight(qf_graph *g, const char *name, int nd, const int64_t *d, float lo, float hi)
-{
-    int v = qf_graph_add_value(g, name, QF_F32, nd, d);
-    int64_t n = qfi_numel(nd, d);
-    float *x = malloc((size_t)n * sizeof *x);
-    for (int64_t i = 0; i < n; i++) x[i] = frand(lo, hi);
-    g->values[v].data = x;
-    g->values[v].flags |= QF_VALUE_CONST;
-    return v;
-}
-
-static int value(qf_graph *g, const char *name) { return qf_graph_add_value(g, name, QF_F32, 0, NULL); }
-
-static qf_node *op(qf_graph *g, const char *name, qf_op o, int n_in, const int *in, int out)
-{
-    int i = qf_graph_add_node(g, name, o, n_in, in, 1, &out);
-    ck_assert_int_ge(i, 0);
-    return &g->nodes[i];
-}
-
-static qf_attr *attr(qf_node *n, const char *name, qf_attr_type t)
-{
-    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
-    qf_attr *a = &n->attrs[n->n_attr++];
-    memset(a, 0, sizeof *a);
-    a->name = strdup(name);
-    a->type = t;
-    return a;
-}
-
-static void set_ints(qf_node *n, const char *name, int cnt, const int64_t *v)
-{
-    qf_attr *a = attr(n, name, QF_ATTR_INTS);
-    a->n = cnt;
-    a->ints = malloc((size_t)cnt * sizeof *a->ints);
-    memcpy(a->ints, v, (size_t)cnt * sizeof *v);
-}
 
 /* x (B,3,8,8) -> conv1 3x3 -> relu -> r1 -> maxpool -> conv2 1x1 -> sigmoid -> resize x2 (nearest)
  * -> concat with r1 -> global average pool -> reshape to the constant [B,12] -> gemm -> y (B,10).
@@ -87,9 +31,7 @@ static qf_graph *net(int batch)
 {
     rng = 7;
     qf_graph *g = qf_graph_new("net");
-    int x = qf_graph_add_value(g, "x", QF_F32, 4, (int64_t[]){batch, 3, 8, 8});
-    g->values[x].flags |= QF_VALUE_INPUT;
-    list_add(&g->inputs, &g->n_inputs, x);
+    int x = input(g, "x", 4, (int64_t[]){batch, 3, 8, 8});
     int w1 = weight(g, "w1", 4, (int64_t[]){8, 3, 3, 3}, -0.5f, 0.5f);
     int b1 = weight(g, "b1", 1, (int64_t[]){8}, -0.2f, 0.2f);
     int w2 = weight(g, "w2", 4, (int64_t[]){4, 8, 1, 1}, -0.5f, 0.5f);
@@ -120,64 +62,24 @@ static qf_graph *net(int batch)
     attr(n, "coordinate_transformation_mode", QF_ATTR_STRING)->s = strdup("asymmetric");
     attr(n, "nearest_mode", QF_ATTR_STRING)->s = strdup("floor");
     n = op(g, "cat", QF_OP_CONCAT, 2, (int[]){r1, u}, cc);
-    attr(n, "axis", QF_ATTR_INT)->i = 1;
+    set_int(n, "axis", 1);
     op(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, 1, (int[]){cc}, gp);
     op(g, "flatten", QF_OP_RESHAPE, 2, (int[]){gp, shp}, fl);
     n = op(g, "fc", QF_OP_GEMM, 3, (int[]){fl, wg, bg}, y);
-    attr(n, "alpha", QF_ATTR_FLOAT)->f = 0.5f;
-    attr(n, "transB", QF_ATTR_INT)->i = 1;
-    g->values[y].flags |= QF_VALUE_OUTPUT;
-    list_add(&g->outputs, &g->n_outputs, y);
+    set_float(n, "alpha", 0.5f);
+    set_int(n, "transB", 1);
+    output(g, y);
     for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]));
     OK(qf_graph_prepare(g, batch));
     return g;
-}
-
-static float *random_input(const qf_graph *g, uint64_t seed)
-{
-    rng = seed;
-    int64_t n = qf_value_numel(&g->values[g->inputs[0]]);
-    float *x = malloc((size_t)n * sizeof *x);
-    for (int64_t i = 0; i < n; i++) x[i] = frand(-1, 1);
-    return x;
-}
-
-/* Runs g on x (a full batch); returns a copy of output 0. */
-static float *run(const qf_graph *g, const float *x, qf_observer_fn obs, void *user)
-{
-    qf_engine_opts o = {.device = QF_DEVICE_CPU, .threads = 2, .observer = obs, .observer_user = user};
-    qf_engine *e;
-    OK(qf_engine_create(g, &o, &e));
-    memcpy(qf_engine_input(e, 0), x, qf_value_bytes(&g->values[g->inputs[0]]));
-    OK(qf_engine_run(e));
-    const qf_value *yv = &g->values[g->outputs[0]];
-    float *y = malloc(qf_value_bytes(yv));
-    memcpy(y, qf_engine_output(e, 0), qf_value_bytes(yv));
-    qf_engine_free(e);
-    return y;
-}
-
-static qf_calib_table *calibrate(const qf_graph *g, const float *x)
-{
-    qf_calib *c;
-    OK(qf_calib_create(g, NULL, &c));
-    free(run(g, x, qf_calib_observe, c));
-    char sha[65];
-    memset(sha, 'a', 64);
-    sha[64] = 0;
-    qf_calib_meta meta = {.images = g->batch, .model_sha256 = sha};
-    qf_calib_table *t;
-    OK(qf_calib_finalize(c, 1u << QF_CALIB_MINMAX, QF_CALIB_PERCENTILE_DEFAULT, &meta, &t));
-    qf_calib_free(c);
-    return t;
 }
 
 /* The synthetic net prepared at `batch` and quantized to `prec`. */
 static qf_graph *quantized_net(int batch, qf_precision prec)
 {
     qf_graph *g = net(batch);
-    float *x = random_input(g, 11);
-    qf_calib_table *t = calibrate(g, x);
+    float *x = random_input(g, 11, -1, 1);
+    qf_calib_table *t = calibrate_minmax(g, x);
     qf_quant_opts o;
     qf_quant_opts_init(&o);
     o.precision = prec;
@@ -278,7 +180,7 @@ static void roundtrip(qf_precision prec)
     for (int v = 0; v < r->n_values; v++)
         if (r->values[v].flags & QF_VALUE_CONST) ck_assert_int_eq((uintptr_t)r->values[v].data % 64, 0);
     /* identical outputs, bit for bit */
-    float *x = random_input(g, 99);
+    float *x = random_input(g, 99, -1, 1);
     float *y0 = run(g, x, NULL, NULL), *y1 = run(r, x, NULL, NULL);
     ck_assert(memcmp(y0, y1, qf_value_bytes(&g->values[g->outputs[0]])) == 0);
     /* reading loses nothing: writing what was read gives the same bytes */
@@ -314,7 +216,7 @@ static void rebatch(qf_precision prec)
     ck_assert_int_eq(r->batch, B);
     ck_assert_int_eq(r->values[r->inputs[0]].dims[0], B);
     ck_assert_int_eq(r->values[r->outputs[0]].dims[0], B);
-    float *x = random_input(r, 5);
+    float *x = random_input(r, 5, -1, 1);
     float *yb = run(r, x, NULL, NULL);
     const size_t in2 = qf_value_bytes(&g->values[g->inputs[0]]), out2 = qf_value_bytes(&g->values[g->outputs[0]]);
     for (int i = 0; i < B; i += 2) {
@@ -342,14 +244,11 @@ END_TEST
 START_TEST(wide_node)
 {
     qf_graph *g = qf_graph_new("wide");
-    int x = qf_graph_add_value(g, "x", QF_F32, 2, (int64_t[]){2, 3});
-    g->values[x].flags |= QF_VALUE_INPUT;
-    list_add(&g->inputs, &g->n_inputs, x);
+    int x = input(g, "x", 2, (int64_t[]){2, 3});
     int in[70], y = value(g, "y");
     for (int k = 0; k < 70; k++) in[k] = x;
-    attr(op(g, "cat", QF_OP_CONCAT, 70, in, y), "axis", QF_ATTR_INT)->i = 1;
-    g->values[y].flags |= QF_VALUE_OUTPUT;
-    list_add(&g->outputs, &g->n_outputs, y);
+    set_int(op(g, "cat", QF_OP_CONCAT, 70, in, y), "axis", 1);
+    output(g, y);
     OK(qfi_ops[QF_OP_CONCAT].parse(g, &g->nodes[0]));
     OK(qf_graph_prepare(g, 2));
     char path[1100];

@@ -8,18 +8,11 @@
 #include <math.h>
 #include <float.h>
 #include "internal.h"
+#include "testutil.h"
 #include "qforge/quant.h"
 #include "ops/nn.h"
 #include "../runtime/cpu/kernels.h"
 #include "../quant/quant_internal.h"
-
-/* ---- small deterministic random numbers ------------------------------------------ */
-static uint64_t rng = 1;
-static float frand(float lo, float hi)
-{
-    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-    return lo + (hi - lo) * (float)((rng >> 40) & 0xffffff) / 16777216.0f;
-}
 
 /* ---- the requantize epilogue ------------------------------------------------------- */
 
@@ -224,77 +217,13 @@ END_TEST
 
 /* ---- graphs ----------------------------------------------------------------------- */
 
-static void list_add(int **arr, int *n, int v)
-{
-    *arr = realloc(*arr, (size_t)(*n + 1) * sizeof **arr);
-    (*arr)[(*n)++] = v;
-}
-
-static int input(qf_graph *g, const char *name, int nd, const int64_t *d)
-{
-    int v = qf_graph_add_value(g, name, QF_F32, nd, d);
-    g->values[v].flags |= QF_VALUE_INPUT;
-    list_add(&g->inputs, &g->n_inputs, v);
-    return v;
-}
-
-static void output(qf_graph *g, int v)
-{
-    g->values[v].flags |= QF_VALUE_OUTPUT;
-    list_add(&g->outputs, &g->n_outputs, v);
-}
-
-/* A constant of random values in [lo, hi). */
-static int weight(qf_graph *g, const char *name, int nd, const int64_t *d, float lo, float hi)
-{
-    int v = qf_graph_add_value(g, name, QF_F32, nd, d);
-    int64_t n = qfi_numel(nd, d);
-    float *x = malloc((size_t)n * sizeof *x);
-    for (int64_t i = 0; i < n; i++) x[i] = frand(lo, hi);
-    g->values[v].data = x;
-    g->values[v].flags |= QF_VALUE_CONST;
-    return v;
-}
-
-static int value(qf_graph *g, const char *name) { return qf_graph_add_value(g, name, QF_F32, 0, NULL); }
-
-static qf_node *op(qf_graph *g, const char *name, qf_op o, int n_in, const int *in, int out)
-{
-    int i = qf_graph_add_node(g, name, o, n_in, in, 1, &out);
-    ck_assert_int_ge(i, 0);
-    return &g->nodes[i];
-}
-
-static void set_ints(qf_node *n, const char *name, int cnt, const int64_t *v)
-{
-    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
-    qf_attr *a = &n->attrs[n->n_attr++];
-    memset(a, 0, sizeof *a);
-    a->name = strdup(name);
-    a->type = QF_ATTR_INTS;
-    a->n = cnt;
-    a->ints = malloc((size_t)cnt * sizeof *a->ints);
-    memcpy(a->ints, v, (size_t)cnt * sizeof *v);
-}
-
-static void set_attr(qf_node *n, const char *name, qf_attr_type t, int64_t i, float f)
-{
-    n->attrs = realloc(n->attrs, (size_t)(n->n_attr + 1) * sizeof *n->attrs);
-    qf_attr *a = &n->attrs[n->n_attr++];
-    memset(a, 0, sizeof *a);
-    a->name = strdup(name);
-    a->type = t;
-    a->i = i;
-    a->f = f;
-}
-
 static qf_node *conv(qf_graph *g, const char *name, int x, int w, int b, int out, int pad, int group)
 {
     int in[3] = {x, w, b};
     qf_node *n = op(g, name, QF_OP_CONV, b >= 0 ? 3 : 2, in, out);
     int64_t pads[4] = {pad, pad, pad, pad};
     set_ints(n, "pads", 4, pads);
-    if (group > 1) set_attr(n, "group", QF_ATTR_INT, group, 0);
+    if (group > 1) set_int(n, "group", group);
     return n;
 }
 
@@ -327,51 +256,6 @@ static qf_graph *chain_net(uint64_t seed)
     output(g, y);
     prepare(g, 2);
     return g;
-}
-
-static float *random_input(const qf_graph *g, uint64_t seed, float lo, float hi)
-{
-    rng = seed;
-    const qf_value *v = &g->values[g->inputs[0]];
-    int64_t n = qf_value_numel(v);
-    float *x = malloc((size_t)n * sizeof *x);
-    for (int64_t i = 0; i < n; i++) x[i] = frand(lo, hi);
-    return x;
-}
-
-/* Runs g on x; returns a copy of output 0 (f32). */
-static float *run(const qf_graph *g, const float *x, qf_observer_fn obs, void *user)
-{
-    qf_engine_opts o = {.device = QF_DEVICE_CPU, .threads = 2, .observer = obs, .observer_user = user};
-    qf_engine *e;
-    qf_status st = qf_engine_create(g, &o, &e);
-    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
-    memcpy(qf_engine_input(e, 0), x, qf_value_bytes(&g->values[g->inputs[0]]));
-    st = qf_engine_run(e);
-    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
-    const qf_value *yv = &g->values[g->outputs[0]];
-    ck_assert_int_eq(yv->dtype, QF_F32);
-    float *y = malloc(qf_value_bytes(yv));
-    memcpy(y, qf_engine_output(e, 0), qf_value_bytes(yv));
-    qf_engine_free(e);
-    return y;
-}
-
-/* Calibrates g on x with the real observer: a minmax table. */
-static qf_calib_table *calibrate(const qf_graph *g, const float *x)
-{
-    qf_calib *c;
-    ck_assert_int_eq(qf_calib_create(g, NULL, &c), QF_OK);
-    free(run(g, x, qf_calib_observe, c));
-    char sha[65];
-    memset(sha, '0', 64);
-    sha[64] = 0;
-    qf_calib_meta meta = {.images = g->batch, .model_sha256 = sha};
-    qf_calib_table *t;
-    qf_status st = qf_calib_finalize(c, 1u << QF_CALIB_MINMAX, QF_CALIB_PERCENTILE_DEFAULT, &meta, &t);
-    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
-    qf_calib_free(c);
-    return t;
 }
 
 static float table_amax(const qf_calib_table *t, const char *name)
@@ -424,7 +308,7 @@ START_TEST(int8_chain_exact_and_close_to_fp32)
 {
     qf_graph *ref = chain_net(7), *g = chain_net(7);
     float *x = random_input(g, 99, -1, 1);
-    qf_calib_table *t = calibrate(g, x);
+    qf_calib_table *t = calibrate_minmax(g, x);
     float *y32 = run(ref, x, NULL, NULL);
     qf_quant_opts o;
     qf_quant_opts_init(&o);
@@ -637,15 +521,15 @@ static qf_graph *concat_net(uint64_t seed)
     op(g, "reluA", QF_OP_RELU, 1, (int[]){ca}, ra);
     conv(g, "convB", x, wb, bb, cb, 0, 1);
     qf_node *cat = op(g, "cat", QF_OP_CONCAT, 2, (int[]){ra, cb}, cc);
-    set_attr(cat, "axis", QF_ATTR_INT, 1, 0);
+    set_int(cat, "axis", 1);
     qf_node *p = op(g, "pool", QF_OP_MAX_POOL, 1, (int[]){cc}, mp);
     set_ints(p, "kernel_shape", 2, (int64_t[]){2, 2});
     set_ints(p, "strides", 2, (int64_t[]){2, 2});
     op(g, "flat", QF_OP_FLATTEN, 1, (int[]){mp}, fl);
     qf_node *gm = op(g, "fc", QF_OP_GEMM, 3, (int[]){fl, wg, bg}, out);
-    set_attr(gm, "alpha", QF_ATTR_FLOAT, 0, 0.5f);
-    set_attr(gm, "beta", QF_ATTR_FLOAT, 0, 2.0f);
-    set_attr(gm, "transB", QF_ATTR_INT, 1, 0);
+    set_float(gm, "alpha", 0.5f);
+    set_float(gm, "beta", 2.0f);
+    set_int(gm, "transB", 1);
     output(g, out);
     prepare(g, 3);
     return g;
@@ -655,7 +539,7 @@ START_TEST(scales_shared_through_concat_pool_flatten)
 {
     qf_graph *ref = concat_net(21), *g = concat_net(21);
     float *x = random_input(g, 22, -1, 1);
-    qf_calib_table *t = calibrate(g, x);
+    qf_calib_table *t = calibrate_minmax(g, x);
     float *y32 = run(ref, x, NULL, NULL);
     qf_quant_summary sum;
     ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
@@ -699,7 +583,7 @@ START_TEST(missing_table_entry_is_an_error)
 {
     qf_graph *g = concat_net(21);
     float *x = random_input(g, 22, -1, 1);
-    qf_calib_table *t = calibrate(g, x);
+    qf_calib_table *t = calibrate_minmax(g, x);
     int i = qf_calib_table_find(t, "cb");
     ck_assert_int_ge(i, 0);
     free(t->entries[i].name);
@@ -755,7 +639,7 @@ START_TEST(residual_and_bias_fusion)
 {
     qf_graph *ref = residual_net(31), *g = residual_net(31);
     float *x = random_input(g, 32, -1, 1);
-    qf_calib_table *t = calibrate(g, x);
+    qf_calib_table *t = calibrate_minmax(g, x);
     qf_quant_summary sum;
     ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
     ck_assert_int_eq(sum.fused, 4); /* relu1; add + relu2; bias add */
@@ -815,7 +699,7 @@ START_TEST(int8_fp16_boundaries)
     }
     qf_graph *g = gs[1];
     float *x = random_input(g, 42, -1, 1);
-    qf_calib_table *t = calibrate(g, x);
+    qf_calib_table *t = calibrate_minmax(g, x);
     qf_quant_summary sum;
     ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
     /* Quantize(x), conv1 (writes f16 for its only reader), sigmoid FP16,
@@ -859,7 +743,7 @@ START_TEST(fp16_overflow_stays_fp32)
     }
     qf_graph *g = gs[1];
     float *x = random_input(g, 52, 0.5f, 1);
-    qf_calib_table *t = calibrate(g, x);
+    qf_calib_table *t = calibrate_minmax(g, x);
     ck_assert(table_amax(t, "r1") > 65504.0f);
     qf_quant_opts o;
     qf_quant_opts_init(&o);
@@ -947,9 +831,5 @@ int main(void)
     tcase_add_test(tg, fp16_overflow_stays_fp32);
     tcase_add_test(tg, qdq_nodes_roundtrip);
     suite_add_tcase(s, tg);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

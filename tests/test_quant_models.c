@@ -9,55 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "qforge/qforge.h"
+#include "testutil.h"
 
 static char data_dir[1024];
 
 static void path(char *buf, size_t n, const char *rel) { snprintf(buf, n, "%s/%s", data_dir, rel); }
-
-#define OK(expr)                                                                                                      \
-    do {                                                                                                              \
-        qf_status st_ = (expr);                                                                                       \
-        ck_assert_msg(st_ == QF_OK, "%s: %s", #expr, qf_error_message());                                             \
-    } while (0)
-
-/* Calibrates g (entropy and the other methods: --method all) on `n` images of dir. */
-static qf_calib_table *calibrate(qf_graph *g, const char *dir, int64_t n, const qf_preprocess *pp)
-{
-    qf_dataset *ds;
-    OK(qf_dataset_open(dir, &ds));
-    qf_dataset_subset(ds, n);
-    qf_calib *c;
-    OK(qf_calib_create(g, NULL, &c));
-    qf_engine_opts eo = {.device = QF_DEVICE_CPU, .observer = qf_calib_observe, .observer_user = c};
-    qf_engine *e;
-    OK(qf_engine_create(g, &eo, &e));
-    qf_loader_options lo = {.batch = g->batch, .threads = 2};
-    qf_loader *l;
-    OK(qf_loader_create(ds, pp, &lo, &l));
-    int cnt;
-    int64_t seen = 0;
-    for (;;) {
-        OK(qf_loader_next(l, qf_engine_input(e, 0), NULL, &cnt));
-        if (!cnt) break;
-        qf_calib_set_batch_valid(c, cnt);
-        OK(qf_engine_run(e));
-        seen += cnt;
-    }
-    qf_loader_free(l);
-    qf_engine_free(e);
-    unsigned methods;
-    double pct;
-    OK(qf_calib_method_parse("all", &methods, &pct));
-    char sha[65];
-    memset(sha, '0', 64);
-    sha[64] = 0;
-    qf_calib_meta meta = {.images = seen, .model_sha256 = sha};
-    qf_calib_table *t;
-    OK(qf_calib_finalize(c, methods, pct, &meta, &t));
-    qf_calib_free(c);
-    qf_dataset_free(ds);
-    return t;
-}
 
 typedef struct result {
     int images, top1[3], agree[3];
@@ -141,7 +97,7 @@ START_TEST(resnet20_cifar10)
     qf_load_opts lo = {.batch = 50};
     qf_graph *g;
     OK(qf_model_load(model, &lo, &g));
-    qf_calib_table *t = calibrate(g, calib, 500, &pp);
+    qf_calib_table *t = calibrate_folder(g, calib, 500, &pp, QF_DEVICE_CPU, 2);
     qf_graph_free(g);
     qf_graph *gs[3];
     load_three(model, 50, t, gs);
@@ -177,7 +133,7 @@ START_TEST(mobilenetv2_imagenet)
     qf_load_opts lo = {.batch = 20};
     qf_graph *g;
     OK(qf_model_load(model, &lo, &g));
-    qf_calib_table *t = calibrate(g, calib, 100, &pp);
+    qf_calib_table *t = calibrate_folder(g, calib, 100, &pp, QF_DEVICE_CPU, 2);
     qf_graph_free(g);
     qf_graph *gs[3];
     load_three(model, 20, t, gs);
@@ -218,9 +174,5 @@ int main(void)
         tcase_add_test(tc, mobilenetv2_imagenet);
     }
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }
