@@ -43,6 +43,15 @@ double progress_end(progress *p);
  * `batch`; `meta` (may be NULL) receives a .qfm's provenance and stored
  * preprocessing, and is empty for ONNX. */
 qf_status cli_load_model(const char *path, int batch, qf_graph **out, qf_qfm_meta *meta);
+/* --device: parses it into eo, or, when NULL, picks the default (cuda in a
+ * CUDA build, else cpu); *given tells which. */
+qf_status cli_device_opts(const char *device, qf_engine_opts *eo, bool *given);
+/* Builds the engine. When the user named no device and the GPU is unusable or
+ * lacks a kernel for an op, falls back to the CPU and says so once (CLI.md);
+ * eo->device then tells where the engine runs. */
+qf_status cli_engine_create(const qf_graph *g, qf_engine_opts *eo, bool device_given, qf_engine **out);
+/* "cpu", "cuda" or "cuda:N" for eo (buf holds the cuda:N text). */
+const char *cli_device_name(const qf_engine_opts *eo, char *buf, size_t size);
 /* MODEL's file name with its extension replaced by `ext` (".calib", ".qfm"),
  * in the current folder: where calib and quant write by default. */
 void cli_default_output(const char *model, const char *ext, char *out, size_t size);

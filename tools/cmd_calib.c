@@ -19,7 +19,7 @@ int cmd_calib(int argc, char **argv)
 {
     image_opts io;
     image_opts_init(&io);
-    const char *model = NULL, *method = "entropy", *device = "cpu", *out_path = NULL, *trt = NULL, *report = NULL;
+    const char *model = NULL, *method = "entropy", *device = NULL, *out_path = NULL, *trt = NULL, *report = NULL;
     int batch = 32;
     for (int i = 1; i < argc;) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -56,7 +56,8 @@ int cmd_calib(int argc, char **argv)
     double percentile;
     if (qf_calib_method_parse(method, &methods, &percentile) != QF_OK) return cli_fail(QF_ERR_USAGE);
     qf_engine_opts eo = {0};
-    if (qf_device_parse(device, &eo.device, &eo.device_index) != QF_OK) return cli_fail(QF_ERR_USAGE);
+    bool device_given;
+    if (cli_device_opts(device, &eo, &device_given) != QF_OK) return cli_fail(QF_ERR_USAGE);
     char default_out[4096];
     if (!out_path) {
         cli_default_output(model, ".calib", default_out, sizeof default_out);
@@ -80,7 +81,7 @@ int cmd_calib(int argc, char **argv)
         eo.observer = qf_calib_observe;
         eo.observer_user = cal;
         eo.threads = io.threads;
-        st = qf_engine_create(g, &eo, &e);
+        st = cli_engine_create(g, &eo, device_given, &e);
     }
     qf_loader_options lo = {.batch = batch, .threads = io.threads ? io.threads : 2, .strict = io.strict};
     if (st == QF_OK) st = qf_loader_create(ds, &io.pp, &lo, &ld);

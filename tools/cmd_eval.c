@@ -28,8 +28,8 @@ typedef struct scored {
 /* Loads a model for evaluation at `precision`: an ONNX model is FP32 or, with
  * fp16, rewritten to FP16 here (INT8 needs calibration: use qforge quant); a
  * .qfm runs at the precisions stored in it. */
-static qf_status scored_open(scored *s, const char *path, int batch, const char *precision, const qf_engine_opts *eo,
-                             qf_qfm_meta *meta)
+static qf_status scored_open(scored *s, const char *path, int batch, const char *precision, qf_engine_opts *eo,
+                             bool device_given, qf_qfm_meta *meta)
 {
     memset(s, 0, sizeof *s);
     qf_precision p = QF_PREC_FP32;
@@ -52,7 +52,7 @@ static qf_status scored_open(scored *s, const char *path, int batch, const char 
     if (out->dtype != QF_F32 || out->ndim < 1 || out->dims[0] != batch)
         return qf_error(QF_ERR_UNSUPPORTED, "%s: output %s must be float scores (N, classes)", path, out->name);
     s->classes = (int)(qf_value_numel(out) / batch);
-    return qf_engine_create(s->g, eo, &s->e);
+    return cli_engine_create(s->g, eo, device_given, &s->e);
 }
 
 static void scored_close(scored *s)
@@ -107,7 +107,7 @@ int cmd_eval(int argc, char **argv)
     image_opts io;
     image_opts_init(&io);
     io.want_folder_labels = true;
-    const char *model = NULL, *reference = NULL, *precision = NULL, *device = "cpu";
+    const char *model = NULL, *reference = NULL, *precision = NULL, *device = NULL;
     int batch = 32;
     bool json = false;
     for (int i = 1; i < argc;) {
@@ -143,7 +143,8 @@ int cmd_eval(int argc, char **argv)
     if (!model) return cli_usage_error("eval", "missing MODEL");
     if (!io.images) return cli_usage_error("eval", "missing --images DIR");
     qf_engine_opts eo = {0};
-    if (qf_device_parse(device, &eo.device, &eo.device_index) != QF_OK) return cli_fail(QF_ERR_USAGE);
+    bool device_given;
+    if (cli_device_opts(device, &eo, &device_given) != QF_OK) return cli_fail(QF_ERR_USAGE);
 
     scored m, ref = {0};
     qf_dataset *ds = NULL;
@@ -152,9 +153,9 @@ int cmd_eval(int argc, char **argv)
     int *labels = NULL;
     int rc = EXIT_FAIL;
     qf_qfm_meta meta;
-    qf_status st = scored_open(&m, model, batch, precision, &eo, &meta);
+    qf_status st = scored_open(&m, model, batch, precision, &eo, device_given, &meta);
     if (st == QF_OK) st = image_opts_use_stored(&io, &meta);
-    if (st == QF_OK && reference) st = scored_open(&ref, reference, batch, NULL, &eo, NULL);
+    if (st == QF_OK && reference) st = scored_open(&ref, reference, batch, NULL, &eo, device_given, NULL);
     if (st == QF_OK && reference && ref.classes != m.classes)
         st = qf_error(QF_ERR_INVALID, "%s has %d outputs per image but %s has %d", model, m.classes, reference,
                       ref.classes);
@@ -222,10 +223,12 @@ int cmd_eval(int argc, char **argv)
     if (sqnr > 300.0) sqnr = 300.0;
     double ips = secs > 0 ? images / secs : 0;
     const char *precision_label = model_precision(m.g);
+    char devbuf[32];
+    const char *device_label = cli_device_name(&eo, devbuf, sizeof devbuf);
     if (json) {
         printf("{\"model\": ");
         json_string(stdout, model);
-        printf(", \"precision\": \"%s\", \"device\": \"%s\", \"images\": %lld, ", precision_label, device, (long long)images);
+        printf(", \"precision\": \"%s\", \"device\": \"%s\", \"images\": %lld, ", precision_label, device_label, (long long)images);
         json_frac("top1", m.top1, images, labeled, true);
         json_frac("top5", m.top5, images, labeled, true);
         if (reference) {
@@ -238,7 +241,7 @@ int cmd_eval(int argc, char **argv)
         }
         printf("\"skipped\": %lld, \"images_per_second\": %.1f}\n", (long long)skipped, ips);
     } else {
-        printf("model      %s (%s, %s)\nimages     %lld", model, precision_label, device, (long long)images);
+        printf("model      %s (%s, %s)\nimages     %lld", model, precision_label, device_label, (long long)images);
         if (skipped) printf(" (%lld skipped)", (long long)skipped);
         printf("\n");
         if (labeled)

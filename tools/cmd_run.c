@@ -30,7 +30,7 @@ int cmd_run(int argc, char **argv)
 {
     image_opts io;
     image_opts_init(&io);
-    const char *model = NULL, *device = "cpu";
+    const char *model = NULL, *device = NULL;
     const char **files = calloc((size_t)argc + 1, sizeof *files);
     int nfiles = 0, k = 5;
     bool json = false;
@@ -63,7 +63,8 @@ int cmd_run(int argc, char **argv)
     }
     if (!model || nfiles == 0) return cli_usage_error("run", "expects MODEL and at least one IMAGE");
     qf_engine_opts eo = {0};
-    if (qf_device_parse(device, &eo.device, &eo.device_index) != QF_OK) return cli_fail(QF_ERR_USAGE);
+    bool device_given;
+    if (cli_device_opts(device, &eo, &device_given) != QF_OK) return cli_fail(QF_ERR_USAGE);
 
     qf_graph *g = NULL;
     qf_engine *e = NULL;
@@ -75,7 +76,7 @@ int cmd_run(int argc, char **argv)
     qf_status st = cli_load_model(model, 1, &g, &meta);
     if (st == QF_OK) st = image_opts_use_stored(&io, &meta);
     if (st == QF_OK) st = cli_preprocess_for_model(g, &io.pp);
-    if (st == QF_OK) st = qf_engine_create(g, &eo, &e);
+    if (st == QF_OK) st = cli_engine_create(g, &eo, device_given, &e);
     if (st == QF_OK) st = qf_dataset_from_files(files, nfiles, &ds);
     if (st == QF_OK && io.synsets) st = qf_classes_read_synsets(io.synsets, &names);
     if (st == QF_OK && io.classes) st = qf_classes_read_lines(io.classes, &names);

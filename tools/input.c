@@ -1,6 +1,7 @@
 /* Model loading and image-folder options shared by calib, eval and run: one
  * place that turns command-line words into a prepared graph, a dataset with
  * labels and preprocessing that fits the model. */
+#include "config.h"
 #include "cli.h"
 #include <libgen.h>
 #include <stdio.h>
@@ -22,6 +23,38 @@ qf_status image_opts_use_stored(image_opts *o, const qf_qfm_meta *meta)
     qf_status st = qf_preprocess_parse(&o->pp, meta->preprocess);
     if (st != QF_OK) return qf_error_prefix(st, "stored preprocessing '%s'", meta->preprocess);
     return QF_OK;
+}
+
+qf_status cli_device_opts(const char *device, qf_engine_opts *eo, bool *given)
+{
+    *given = device != NULL;
+    if (device) return qf_device_parse(device, &eo->device, &eo->device_index);
+#ifdef QF_HAVE_CUDA
+    eo->device = QF_DEVICE_CUDA; /* CLI.md: cuda when a GPU is usable, else cpu */
+#else
+    eo->device = QF_DEVICE_CPU;
+#endif
+    eo->device_index = 0;
+    return QF_OK;
+}
+
+qf_status cli_engine_create(const qf_graph *g, qf_engine_opts *eo, bool device_given, qf_engine **out)
+{
+    static bool told;
+    qf_status st = qf_engine_create(g, eo, out);
+    if (st == QF_OK || device_given || eo->device == QF_DEVICE_CPU) return st;
+    if (st != QF_ERR_DEVICE && st != QF_ERR_UNSUPPORTED) return st;
+    if (!told) qf_log(QF_LOG_INFO, "running on the CPU: %s", qf_error_message());
+    told = true;
+    eo->device = QF_DEVICE_CPU;
+    return qf_engine_create(g, eo, out);
+}
+
+const char *cli_device_name(const qf_engine_opts *eo, char *buf, size_t size)
+{
+    if (eo->device == QF_DEVICE_CPU) return "cpu";
+    snprintf(buf, size, eo->device_index ? "cuda:%d" : "cuda", eo->device_index);
+    return buf;
 }
 
 void cli_default_output(const char *model, const char *ext, char *out, size_t size)

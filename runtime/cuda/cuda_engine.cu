@@ -261,15 +261,14 @@ static qf_status select_device(cu_engine *c, int index)
         int drv = 0, rt = 0;
         cudaDriverGetVersion(&drv);
         cudaRuntimeGetVersion(&rt);
-        if (drv == 0) return qf_error(QF_ERR_DEVICE, "no NVIDIA driver found: no usable CUDA device; use --device cpu");
+        if (drv == 0) return qf_error(QF_ERR_DEVICE, "no usable CUDA device: no NVIDIA driver found");
         return qf_error(QF_ERR_DEVICE,
-                        "the NVIDIA driver supports CUDA %d.%d but qforge was built with CUDA %d.%d: update the driver "
-                        "or use --device cpu",
+                        "the NVIDIA driver supports CUDA %d.%d but qforge was built with CUDA %d.%d: update the driver",
                         drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
     }
     if (err != cudaSuccess || count == 0) {
         (void)cudaGetLastError();
-        return qf_error(QF_ERR_DEVICE, "no usable CUDA device (%s); use --device cpu",
+        return qf_error(QF_ERR_DEVICE, "no usable CUDA device (%s)",
                         err != cudaSuccess ? cudaGetErrorString(err) : "none found");
     }
     if (index >= count)
@@ -596,7 +595,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         const qf_node *n = &g->nodes[i];
         const cu_op *op = op_for(n->op);
         if (!op || !op->prepare)
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): the CUDA engine has no kernel for %s; use --device cpu",
+            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): the CUDA engine has no kernel for %s",
                             g->source, n->name, qf_op_name(n->op), qf_op_name(n->op));
     }
     c->vals = (cu_value *)qfi_calloc((size_t)g->n_values + 1, sizeof(cu_value));
