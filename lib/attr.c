@@ -39,3 +39,14 @@ const int64_t *qfi_attr_ints(const qf_node *n, const char *name, int *count)
     *count = a->n;
     return a->ints;
 }
+
+qf_status qfi_node_set_params(qf_node *n, void *p, qf_status st)
+{
+    if (st != QF_OK) {
+        free(p);
+        return st;
+    }
+    free(n->params);
+    n->params = p;
+    return QF_OK;
+}

@@ -54,6 +54,9 @@ const char *qfi_attr_string(const qf_node *n, const char *name, const char *dflt
 /* Returns the ints of an INTS attribute and their count, or NULL/0 if absent. */
 const int64_t *qfi_attr_ints(const qf_node *n, const char *name, int *count);
 void qfi_attr_free(qf_attr *a);
+/* Ends an op parser: on success installs p as n->params (freeing the old
+ * params), on failure frees p; returns st. */
+qf_status qfi_node_set_params(qf_node *n, void *p, qf_status st);
 /* Frees everything a node owns and zeroes it. */
 void qfi_node_clear(qf_node *n);
 

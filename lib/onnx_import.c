@@ -61,8 +61,8 @@ qf_status qfi_read_file(const char *path, size_t max_bytes, uint8_t **data, size
 {
     *data = NULL;
     *size = 0;
-    int fd;
-    uint64_t fsize;
+    int fd = -1;
+    uint64_t fsize = 0;
     QF_CHECK(open_regular(path, &fd, &fsize));
     if (fsize > max_bytes) {
         close(fd);
@@ -194,7 +194,7 @@ static qf_status ext_open(const Onnx__TensorProto *t, const char *model_dir, ext
     x->path = qfi_calloc(plen, 1);
     if (!x->path) return QF_ERR_NOMEM;
     snprintf(x->path, plen, "%s/%s", model_dir, loc);
-    uint64_t fsize;
+    uint64_t fsize = 0;
     qf_status st = open_regular(x->path, &x->fd, &fsize);
     if (st != QF_OK) {
         ext_close(x);

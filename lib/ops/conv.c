@@ -156,13 +156,7 @@ qf_status qfi_conv_parse(qf_graph *g, qf_node *n)
     p->group = qfi_attr_int(n, "group", 1);
     if (st == QF_OK && p->group < 1)
         st = qf_error(QF_ERR_INVALID, QFI_NODE_FMT "group is %lld", QFI_NODE_ARGS(g, n), (long long)p->group);
-    if (st != QF_OK) {
-        free(p);
-        return st;
-    }
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, st);
 }
 
 qf_status qfi_conv_geometry(const qf_graph *g, const qf_node *n, qfi_conv_geom *geo)

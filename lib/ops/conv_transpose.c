@@ -34,13 +34,7 @@ qf_status qfi_conv_transpose_parse(qf_graph *g, qf_node *n)
         else p->output_shape[i] = v[i];
     }
     p->n_output_shape = cnt;
-    if (st != QF_OK) {
-        free(p);
-        return st;
-    }
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, st);
 }
 
 qf_status qfi_conv_transpose_geometry(const qf_graph *g, const qf_node *n, qfi_conv_geom *geo)

@@ -20,13 +20,7 @@ qf_status qfi_pool_parse(qf_graph *g, qf_node *n)
     if (st == QF_OK && p->win.n_kernel == 0)
         st = qf_error(QF_ERR_INVALID, QFI_NODE_FMT "kernel_shape is required", QFI_NODE_ARGS(g, n));
     /* storage_order only changes how Indices are numbered, which is refused above */
-    if (st != QF_OK) {
-        free(p);
-        return st;
-    }
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, st);
 }
 
 qf_status qfi_pool_geometry(const qf_graph *g, const qf_node *n, int64_t *nc, qfi_window *w)

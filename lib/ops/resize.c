@@ -105,13 +105,7 @@ qf_status qfi_resize_parse(qf_graph *g, qf_node *n)
             }
         }
     }
-    if (st != QF_OK) {
-        free(p);
-        return st;
-    }
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, st);
 }
 
 /* Reads constant float input k (absent or empty: *count = 0). */

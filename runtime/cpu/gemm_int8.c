@@ -63,7 +63,7 @@ static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
 /* Scratch: m (N) | X as float (rows*K) | W as float (K*N) | tmp (rows*N) | acc (rows*N int32) */
 size_t qfi_cpu_gemm_scratch(const qf_graph *g, const qf_node *n)
 {
-    igemm_shape s;
+    igemm_shape s = {0};
     if (n->precision != QF_PREC_INT8 || int8_shape(g, n, &s) != QF_OK) return 0;
     return align64((size_t)s.N * 4) + align64((size_t)(s.rows * s.K) * 4) + align64((size_t)(s.K * s.N) * 4) +
            2 * align64((size_t)(s.rows * s.N) * 4);
@@ -73,7 +73,7 @@ qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a)
 {
     const qf_graph *g = a->g;
     const qf_node *n = a->n;
-    igemm_shape s;
+    igemm_shape s = {0};
     QF_CHECK(int8_shape(g, n, &s));
     if (s.rows > INT_MAX || s.N > INT_MAX || s.K > INT_MAX)
         return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range", QFI_NODE_ARGS(g, n));
