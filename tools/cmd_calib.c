@@ -76,7 +76,9 @@ int cmd_calib(int argc, char **argv)
     if (st == QF_OK) st = cli_load_model(model, batch, &g, NULL);
     if (st == QF_OK) st = cli_preprocess_for_model(g, &io.pp);
     if (st == QF_OK) st = image_opts_dataset(&io, &ds);
-    if (st == QF_OK) st = qf_calib_create(g, NULL, &cal);
+    /* large tensors are histogrammed on every core the engine may use */
+    qf_calib_opts co = {.threads = io.threads};
+    if (st == QF_OK) st = qf_calib_create(g, &co, &cal);
     if (st == QF_OK) {
         eo.observer = qf_calib_observe;
         eo.observer_user = cal;
