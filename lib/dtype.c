@@ -30,23 +30,10 @@ bool qf_dtype_from_onnx(int onnx_type, qf_dtype *out)
     return false;
 }
 
-static uint32_t f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
 
 uint16_t qf_f32_to_f16(float x)
 {
-    uint32_t u = f32_bits(x);
+    uint32_t u = qfi_f32_bits(x);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t exp = (u >> 23) & 0xffu;
     uint32_t mant = u & 0x7fffffu;
@@ -76,21 +63,21 @@ float qf_f16_to_f32(uint16_t h)
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;
-    if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (mant << 13));
+    if (exp == 0x1f) return qfi_bits_f32(sign | 0x7f800000u | (mant << 13));
     if (exp == 0) {
-        if (mant == 0) return bits_f32(sign);
+        if (mant == 0) return qfi_bits_f32(sign);
         float v = (float)mant * (1.0f / 16777216.0f); /* mant * 2^-24 */
         return sign ? -v : v;
     }
-    return bits_f32(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+    return qfi_bits_f32(sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
 
 uint16_t qf_f32_to_bf16(float x)
 {
-    uint32_t u = f32_bits(x);
+    uint32_t u = qfi_f32_bits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
     uint32_t rounding = 0x7fffu + ((u >> 16) & 1);
     return (uint16_t)((u + rounding) >> 16);
 }
 
-float qf_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float qf_bf16_to_f32(uint16_t h) { return qfi_bits_f32((uint32_t)h << 16); }

@@ -36,6 +36,20 @@
 #define QFI_INT8_BIAS_LIMIT ((int32_t)1 << 30)
 #define QFI_INT8_MAX_REDUCTION 65536
 
+/* ---- float bit patterns (IEEE binary32) ---------------------------------------- */
+static inline uint32_t qfi_f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+static inline float qfi_bits_f32(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
 /* ---- memory ---------------------------------------------------------------- */
 /* calloc that sets the error message on failure. */
 void *qfi_calloc(size_t n, size_t size);

@@ -60,18 +60,6 @@ static uint32_t get32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 /* zlib's crc32 takes a 32-bit length: large sections go in pieces. */
 static uint32_t crc_update(uint32_t crc, const uint8_t *p, uint64_t n)
@@ -139,7 +127,7 @@ static void wb_u64(wbuf *b, uint64_t v)
     put64(t, v);
     wb_put(b, t, 8);
 }
-static void wb_f32(wbuf *b, float f) { wb_u32(b, f32_bits(f)); }
+static void wb_f32(wbuf *b, float f) { wb_u32(b, qfi_f32_bits(f)); }
 static void wb_str(wbuf *b, const char *s)
 {
     size_t n = s ? strlen(s) : 0;
@@ -554,7 +542,7 @@ static uint64_t rd_u64(rd *r)
     const uint8_t *p = rd_take(r, 8);
     return p ? get64(p) : 0;
 }
-static float rd_f32(rd *r) { return bits_f32(rd_u32(r)); }
+static float rd_f32(rd *r) { return qfi_bits_f32(rd_u32(r)); }
 
 /* A string of lo..hi bytes without NUL into buf (hi + 1 bytes). */
 static bool rd_str(rd *r, const char *what, uint32_t lo, uint32_t hi, char *buf)
