@@ -20,9 +20,7 @@ qf_status qfi_batchnorm_parse(qf_graph *g, qf_node *n)
     p->epsilon = eps;
     /* `spatial` exists up to opset 8; later opsets always normalize per channel */
     p->spatial = g->opset >= 9 || qfi_attr_int(n, "spatial", 1) != 0;
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_batchnorm_infer(qf_graph *g, qf_node *n)

@@ -25,9 +25,7 @@ qf_status qfi_cast_parse(qf_graph *g, qf_node *n)
     cast_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->to = dt;
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_cast_infer(qf_graph *g, qf_node *n)

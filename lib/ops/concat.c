@@ -13,9 +13,7 @@ qf_status qfi_concat_parse(qf_graph *g, qf_node *n)
     qfi_axis_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->axis = ax->i;
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_concat_infer(qf_graph *g, qf_node *n)

@@ -40,9 +40,7 @@ qf_status qfi_constant_parse(qf_graph *g, qf_node *n)
     if (!p) return QF_ERR_NOMEM;
     p->kind = kind;
     p->attr = found;
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_constant_infer(qf_graph *g, qf_node *n)

@@ -13,9 +13,7 @@ qf_status qfi_gemm_parse(qf_graph *g, qf_node *n)
     p->beta = qfi_attr_float(n, "beta", 1.0f);
     p->trans_a = qfi_attr_int(n, "transA", 0) != 0;
     p->trans_b = qfi_attr_int(n, "transB", 0) != 0;
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_gemm_geometry(const qf_graph *g, const qf_node *n, qfi_gemm_geom *geo)

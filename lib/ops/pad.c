@@ -33,9 +33,7 @@ qf_status qfi_pad_parse(qf_graph *g, qf_node *n)
         memcpy(p->attr_pads, pads, (size_t)cnt * sizeof *pads);
         p->value = qfi_attr_float(n, "value", 0.0f);
     }
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_pad_infer(qf_graph *g, qf_node *n)

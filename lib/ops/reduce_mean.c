@@ -19,9 +19,7 @@ qf_status qfi_reduce_mean_parse(qf_graph *g, qf_node *n)
     }
     for (int i = 0; i < cnt; i++) p->axes[i] = axes[i];
     p->n_axes = cnt;
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_reduce_mean_axes(const qf_graph *g, const qf_node *n, const void *axes_data, bool reduced[QF_MAX_DIMS],

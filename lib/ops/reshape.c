@@ -38,9 +38,7 @@ qf_status qfi_reshape_parse(qf_graph *g, qf_node *n)
     reshape_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->allowzero = qfi_attr_int(n, "allowzero", 0) != 0;
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_reshape_infer(qf_graph *g, qf_node *n)
@@ -102,9 +100,7 @@ qf_status qfi_flatten_parse(qf_graph *g, qf_node *n)
     flatten_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->axis = qfi_attr_int(n, "axis", 1);
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_flatten_infer(qf_graph *g, qf_node *n)
@@ -147,9 +143,7 @@ qf_status qfi_squeeze_parse(qf_graph *g, qf_node *n)
         p->n_axes = cnt;
         memcpy(p->axes, axes, (size_t)cnt * sizeof *axes);
     }
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_squeeze_infer(qf_graph *g, qf_node *n)

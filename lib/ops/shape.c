@@ -11,9 +11,7 @@ qf_status qfi_shape_parse(qf_graph *g, qf_node *n)
     if (!p) return QF_ERR_NOMEM;
     p->start = qfi_attr_int(n, "start", 0);
     p->end = qfi_attr_int(n, "end", INT64_MAX);
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 /* The spec's clamping: negative counts from the back, then into [0, rank]. */

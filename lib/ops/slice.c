@@ -42,9 +42,7 @@ qf_status qfi_slice_parse(qf_graph *g, qf_node *n)
             return st;
         }
     }
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_slice_infer(qf_graph *g, qf_node *n)

@@ -11,9 +11,7 @@ qf_status qfi_softmax_parse(qf_graph *g, qf_node *n)
     if (!p) return QF_ERR_NOMEM;
     p->coerce_2d = g->opset < 13;
     p->axis = qfi_attr_int(n, "axis", p->coerce_2d ? 1 : -1);
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_softmax_geometry(const qf_graph *g, const qf_node *n, int64_t *outer, int64_t *len, int64_t *inner)

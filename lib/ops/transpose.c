@@ -23,9 +23,7 @@ qf_status qfi_transpose_parse(qf_graph *g, qf_node *n)
         }
         p->perm[i] = (int)perm[i];
     }
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_transpose_infer(qf_graph *g, qf_node *n)

@@ -31,9 +31,7 @@ qf_status qfi_unary_parse(qf_graph *g, qf_node *n)
         break;
     default: break;
     }
-    free(n->params);
-    n->params = p;
-    return QF_OK;
+    return qfi_node_set_params(n, p, QF_OK);
 }
 
 qf_status qfi_unary_infer(qf_graph *g, qf_node *n)
