@@ -1,0 +1,36 @@
+#!/bin/sh
+# Prepares a GPU run on the lent device machine (which gets the checkout but
+# not ../shared, and may lack the Debian -dev libraries): packs the binaries of
+# the CUDA build in $B and the shared libraries they need into
+# .device/bundle.tar.xz, and copies a subset of ../shared/data (about 42 MB) to
+# .device/data once. .device/ must be ignored (`echo /.device/ >>
+# .git/info/exclude`) and named in the run's `carry`; then, on the device,
+# `bash bench/device/run.sh tests|bench|all` from the repository root.
+set -e
+B=${B:-/tmp/build-cuda}
+D=$(cd "$(dirname "$0")/../.." && pwd)/.device
+mkdir -p "$D"
+T=$(mktemp -d)
+mkdir -p $T/bin $T/lib
+cp $B/tests/test_cuda $T/bin/
+[ -f $B/tools/.libs/qforge ] && cp $B/tools/.libs/qforge $T/bin/
+cp -L $B/.libs/libqforge.so.0 $T/lib/
+for l in libprotobuf-c.so.1 libpng16.so.16 libjpeg.so.62 libopenblas.so.0 libsubunit.so.0 libgfortran.so.5 libquadmath.so.0 libz.so.1; do
+  cp -L /lib/x86_64-linux-gnu/$l $T/lib/
+done
+for f in "$@"; do cp "$f" $T/bin/; done
+tar -cJf $D/bundle.tar.xz -C $T .
+rm -rf $T
+S=$(cd "$D/../../shared/data" && pwd)
+if [ ! -d $D/data ]; then
+  mkdir -p $D/data/cifar10/test $D/data/imagenet/images
+  cp $S/cifar10/resnet20.onnx $D/data/cifar10/
+  cp -r $S/cifar10/calib $D/data/cifar10/
+  for c in $S/cifar10/test/*; do
+    mkdir -p $D/data/cifar10/test/$(basename $c)
+    ls $c | head -50 | while read f; do cp $c/$f $D/data/cifar10/test/$(basename $c)/; done
+  done
+  cp $S/imagenet/mobilenetv2-fp32.onnx $S/imagenet/synsets.txt $D/data/imagenet/
+  cp -r $S/imagenet/images/calib $S/imagenet/images/val $D/data/imagenet/images/
+fi
+du -sh $D/bundle.tar.xz $D/data

@@ -1,0 +1,39 @@
+#!/bin/bash
+# Runs on the device machine from the repository root: unpacks the bundle made
+# by bench/device/make_bundle.sh, reports the environment, runs the CUDA tests
+# and/or the ResNet-50/MobileNetV2 benchmark (logs under $OUT).
+# Usage: bash bench/device/run.sh [tests|bench|all]
+set -o pipefail
+R=$PWD
+mkdir -p /tmp/q && tar -xJf .device/bundle.tar.xz -C /tmp/q
+export LD_LIBRARY_PATH=/tmp/q/lib
+if ! ldd /tmp/q/bin/test_cuda | grep -q "libcublasLt.so.13 => /"; then
+  d=$(dirname "$(find / -xdev -name 'libcublasLt.so.13*' 2>/dev/null | head -1)")
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+fi
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  nproc; ldd /tmp/q/bin/test_cuda | grep -E "not found|cuda|cublas|blas"; } 2>&1 | tee $OUT/env.txt
+export QFORGE_DATA=$R/.device/data
+if [ "${1:-tests}" = tests ] || [ "$1" = all ]; then
+  # the op graphs once more with every GEMM conv cut into chunks of 96 positions (plus a tail)
+  CK_RUN_CASE=ops QFORGE_CUDA_CHUNK_ROWS=96 timeout 120 /tmp/q/bin/test_cuda > $OUT/test_chunked.log 2>&1
+  echo "chunked ops rc=$?"; grep -E "Checks|F:" $OUT/test_chunked.log
+  QFORGE_DEBUG=1 timeout ${TEST_TIMEOUT:-420} /tmp/q/bin/test_cuda > $OUT/test_cuda.log 2>&1
+  rc=$?
+  grep -v "^qforge\[" $OUT/test_cuda.log | tail -120
+  echo "test_cuda rc=$rc"
+  if [ $rc -ne 0 ] && [ -n "$SANITIZE" ]; then
+    CK_RUN_CASE=ops timeout 200 compute-sanitizer --tool memcheck /tmp/q/bin/test_cuda > $OUT/sanitizer.log 2>&1
+    grep -E "ERROR SUMMARY|Invalid|Error|F:" $OUT/sanitizer.log | head -40
+  fi
+fi
+if [ "$1" = bench ] || [ "$1" = all ]; then
+  export PYTHONUNBUFFERED=1
+  timeout ${BENCH_TIMEOUT:-400} bash bench/bench_cuda.sh /tmp/q/bin/qforge $R/.device/data/imagenet/images /tmp/b ${ARCHS:-resnet50 mobilenet_v2} > $OUT/bench.log 2>&1
+  echo "bench rc=$?"
+  for p in int8 fp16; do
+    [ -f /tmp/b/resnet50_$p.qfm ] && timeout 120 /tmp/q/bin/qforge bench /tmp/b/resnet50_$p.qfm --batch 256 --duration 1 --profile > $OUT/prof_$p.txt 2>&1
+  done
+  grep -v '"profile' $OUT/bench.log | cut -c1-600
+  for p in int8 fp16; do head -${PROF_LINES:-25} $OUT/prof_$p.txt; done
+fi
