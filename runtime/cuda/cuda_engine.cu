@@ -619,6 +619,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     CU_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CU_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
     CU_CHECK(cudaEventCreateWithFlags(&c->uploaded, cudaEventDisableTiming));
+    QF_CHECK(qfi_cublaslt_load());
     LT_CHECK(cublasLtCreate(&c->lt));
 
     assign_layouts(c);

@@ -9,7 +9,7 @@
 
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
-#include <cublasLt.h>
+#include "cublaslt_dl.h"
 #include <stdint.h>
 
 extern "C" {
