@@ -97,6 +97,8 @@ qf_status qfi_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b
 /* Element strides of a shape of `n` dims right-aligned into `nout` dims, 0 where broadcast. */
 void qfi_broadcast_strides(int n, const int64_t *dims, int nout, const int64_t *out_dims, int64_t *strides);
 int64_t qfi_numel(int ndim, const int64_t *dims);
+/* Element strides of a dense row-major tensor of this shape. */
+void qfi_contiguous_strides(int ndim, const int64_t *dims, int64_t *strides);
 
 /* ---- the op table ---------------------------------------------------------------- */
 typedef struct qfi_kernel_args {

@@ -31,3 +31,12 @@ void qfi_broadcast_strides(int n, const int64_t *dims, int nout, const int64_t *
         (void)out_dims;
     }
 }
+
+void qfi_contiguous_strides(int ndim, const int64_t *dims, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= dims[d];
+    }
+}

@@ -49,11 +49,8 @@ qf_status qfi_cpu_pad(const qfi_kernel_args *a)
         return QF_OK;
     }
 
-    int64_t xs[QF_MAX_DIMS], s = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        xs[d] = s;
-        s *= x->dims[d];
-    }
+    int64_t xs[QF_MAX_DIMS];
+    qfi_contiguous_strides(nd, x->dims, xs);
     int last = nd - 1;
     int64_t xn = x->dims[last], yn = y->dims[last], b = p->begin[last];
     /* the output indices of the last dim that read the input in order */

@@ -19,11 +19,8 @@ qf_status qfi_cpu_resize(const qfi_kernel_args *a)
         memcpy(a->out[0], a->in[0], es);
         return QF_OK;
     }
-    int64_t xs[QF_MAX_DIMS], s = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        xs[d] = s;
-        s *= x->dims[d];
-    }
+    int64_t xs[QF_MAX_DIMS];
+    qfi_contiguous_strides(nd, x->dims, xs);
     int last = nd - 1;
     int64_t yn = y->dims[last];
     const qfi_resize_tap *lt = p->taps + p->tap_at[last];

@@ -66,11 +66,7 @@ qf_status qfi_cpu_transpose(const qfi_kernel_args *a)
     const qfi_transpose_params *p = a->n->params;
     int64_t xs[QF_MAX_DIMS], strides[QF_MAX_DIMS];
     /* x is contiguous: its own strides, then read in the output's order */
-    int64_t s = 1;
-    for (int i = x->ndim - 1; i >= 0; i--) {
-        xs[i] = s;
-        s *= x->dims[i];
-    }
+    qfi_contiguous_strides(x->ndim, x->dims, xs);
     for (int i = 0; i < y->ndim; i++) strides[i] = xs[p->n_perm ? p->perm[i] : y->ndim - 1 - i];
     qfi_cpu_strided_copy(a->out[0], a->in[0], y->ndim, y->dims, strides, qf_dtype_info(y->dtype)->size);
     return QF_OK;
