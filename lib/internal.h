@@ -28,6 +28,16 @@
 
 #define QF_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Hot loops are compiled for AVX-512 and AVX2+FMA besides the baseline and the
+ * loader picks one by CPU (ifunc): a portable -O3 build then still vectorizes
+ * 16 or 8 floats wide where the machine can. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
+    !defined(QFI_NO_SIMD_CLONES)
+#define QFI_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define QFI_SIMD_CLONES
+#endif
+
 /* ---- INT8 accumulator bounds -------------------------------------------------
  * An INT8 dot product of K terms is at most K*128*127 in magnitude; with K <=
  * 65536 that is below 2^30, and a bias clamped to +-2^30 keeps accumulator +

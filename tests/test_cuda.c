@@ -96,6 +96,18 @@ static qf_graph *b_conv3x3(void)
     output(g, conv(g, "c", x, 16, 32, 3, 1, P1, 1, 1, true));
     return g;
 }
+/* Several tiles of the implicit-GEMM INT8 kernel in each GEMM dimension: 338
+ * positions (three blocks of 128, the last partial), 160 channels (a partial
+ * second block of 128), K = 576 (nine 64-byte stages), stride 2 and a 1x1. */
+static qf_graph *b_conv_tiles(void)
+{
+    qf_graph *g = new_graph("conv_tiles");
+    int x = input(g, "x", 4, DIMS(2, 64, 13, 13));
+    int y = conv(g, "c", x, 64, 160, 3, 1, P1, 1, 1, true);
+    int z = conv(g, "s2", y, 160, 48, 3, 2, P1, 1, 1, true);
+    output(g, conv(g, "pw", z, 48, 136, 1, 1, P0, 1, 1, false));
+    return g;
+}
 static qf_graph *b_conv_rgb_s2(void)
 {
     qf_graph *g = new_graph("conv_rgb_s2");
@@ -439,6 +451,7 @@ static void check_graph(build_fn build, int batch_unused)
     END_TEST
 
 OP_TEST(conv3x3)
+OP_TEST(conv_tiles)
 OP_TEST(conv_rgb_s2)
 OP_TEST(conv_1x1)
 OP_TEST(conv_depthwise)
@@ -703,6 +716,7 @@ int main(void)
     TCase *ops = tcase_create("ops");
     tcase_set_timeout(ops, 600);
     tcase_add_test(ops, t_conv3x3);
+    tcase_add_test(ops, t_conv_tiles);
     tcase_add_test(ops, t_conv_rgb_s2);
     tcase_add_test(ops, t_conv_1x1);
     tcase_add_test(ops, t_conv_depthwise);

@@ -18,6 +18,11 @@ if [ "${1:-tests}" = tests ] || [ "$1" = all ]; then
   # the op graphs once more with every GEMM conv cut into chunks of 96 positions (plus a tail)
   CK_RUN_CASE=ops QFORGE_CUDA_CHUNK_ROWS=96 timeout 120 /tmp/q/bin/test_cuda > $OUT/test_chunked.log 2>&1
   echo "chunked ops rc=$?"; grep -E "Checks|F:" $OUT/test_chunked.log
+  # and with every INT8 conv pinned to each tactic (the default times both per layer)
+  for t in igemm persistent lt; do
+    CK_RUN_CASE=ops QFORGE_CUDA_CONV_TACTIC=$t QFORGE_CUDA_IGEMM_BLOCKS=2 timeout 120 /tmp/q/bin/test_cuda > $OUT/test_$t.log 2>&1
+    echo "ops with tactic $t rc=$?"; grep -E "Checks|F:" $OUT/test_$t.log
+  done
   QFORGE_DEBUG=1 timeout ${TEST_TIMEOUT:-420} /tmp/q/bin/test_cuda > $OUT/test_cuda.log 2>&1
   rc=$?
   grep -v "^qforge\[" $OUT/test_cuda.log | tail -120
@@ -32,7 +37,8 @@ if [ "$1" = bench ] || [ "$1" = all ]; then
   timeout ${BENCH_TIMEOUT:-400} bash bench/bench_cuda.sh /tmp/q/bin/qforge $R/.device/data/imagenet/images /tmp/b ${ARCHS:-resnet50 mobilenet_v2} > $OUT/bench.log 2>&1
   echo "bench rc=$?"
   for p in int8 fp16; do
-    [ -f /tmp/b/resnet50_$p.qfm ] && timeout 120 /tmp/q/bin/qforge bench /tmp/b/resnet50_$p.qfm --batch 256 --duration 1 --profile > $OUT/prof_$p.txt 2>&1
+    # stderr: the debug log, with each layer's tactic and timings
+    [ -f /tmp/b/resnet50_$p.qfm ] && QFORGE_DEBUG=1 timeout 120 /tmp/q/bin/qforge bench /tmp/b/resnet50_$p.qfm --batch 256 --duration 1 --profile > $OUT/prof_$p.txt 2> $OUT/tactics_$p.txt
   done
   grep -v '"profile' $OUT/bench.log | cut -c1-600
   for p in int8 fp16; do head -${PROF_LINES:-25} $OUT/prof_$p.txt; done

@@ -18,10 +18,7 @@
  * the CPU kernel's order. */
 #include "cuda_internal.h"
 
-typedef struct conv_geo {
-    int64_t N, C, H, W, M, Ho, Wo, group;
-    int kh, kw, sh, sw, ph, pw, dh, dw;
-} conv_geo;
+typedef cu_conv_geo conv_geo;
 
 typedef struct conv_state {
     conv_geo p;
@@ -37,6 +34,8 @@ typedef struct conv_state {
     cu_requant rq;
     bool q8;              /* INT8 -> INT8 in cuBLASLt's epilogue (rq.uniform) */
     bool relu;            /* a fused Relu (float paths) */
+    cu_igemm *ig;         /* INT8: the implicit-GEMM kernel, where the shape fits */
+    int use_ig;           /* the tactic chosen at tune time: 0 = im2col + cuBLASLt, else ig variant use_ig - 1 */
 } conv_state;
 
 static void conv_free(void *p)
@@ -44,6 +43,7 @@ static void conv_free(void *p)
     conv_state *st = (conv_state *)p;
     cu_gemm_free(st->gm);
     cu_gemm_free(st->gm_tail);
+    cu_igemm_free(st->ig);
     free(st);
 }
 
@@ -361,6 +361,14 @@ static qf_status conv_plan_gemm(cu_engine *c, cu_layer *L, conv_state *st, const
     return QF_OK;
 }
 
+/* QFORGE_CUDA_CONV_TACTIC=lt|igemm|persistent pins INT8 convs to one tactic
+ * (tests exercise each; the default times them all per layer). */
+static bool tactic_forced(const char *name)
+{
+    const char *t = getenv("QFORGE_CUDA_CONV_TACTIC");
+    return t && strcmp(t, name) == 0;
+}
+
 static qf_status conv_prepare(cu_engine *c, cu_layer *L)
 {
     const qf_graph *g = c->g;
@@ -451,6 +459,11 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         st->q8 = false;
         QF_CHECK(conv_plan_gemm(c, L, st, w, dt));
     }
+    if (i8 && cu_igemm_fits(&p, st->rq.out) && !tactic_forced("lt")) {
+        /* a second tactic, timed against the GEMM path at tune time */
+        QF_CHECK(cu_igemm_create(c, &p, p.M <= 64 ? 64 : 128, (const int8_t *)w->data, &st->rq, &st->ig));
+        cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(&p));
+    }
     return QF_OK;
 }
 
@@ -478,6 +491,41 @@ static qf_status conv_buffers(cu_engine *c, cu_layer *L, const void *x, int64_t 
     return QF_OK;
 }
 
+static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s);
+
+/* Median time of the whole layer (gather, GEMM, epilogue) under the tactic set in its state. */
+static qf_status time_layer(cu_engine *c, cu_layer *L, float *ms)
+{
+    enum { RUNS = 5 };
+    float t[RUNS];
+    cudaEvent_t a, b;
+    CU_CHECK(cudaEventCreate(&a));
+    qf_status st = QF_OK;
+    cudaError_t e = cudaEventCreate(&b);
+    if (e != cudaSuccess) {
+        cudaEventDestroy(a);
+        return cu_fail(e, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    st = conv_launch(c, L, c->stream); /* warm-up */
+    for (int r = 0; r < RUNS && st == QF_OK; r++) {
+        e = cudaEventRecord(a, c->stream);
+        if (e == cudaSuccess && (st = conv_launch(c, L, c->stream)) == QF_OK) e = cudaEventRecord(b, c->stream);
+        if (e == cudaSuccess && st == QF_OK) e = cudaEventSynchronize(b);
+        if (e == cudaSuccess && st == QF_OK) e = cudaEventElapsedTime(&t[r], a, b);
+        if (e != cudaSuccess && st == QF_OK) st = cu_fail(e, "timing a conv tactic", __FILE__, __LINE__);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    if (st != QF_OK) return st;
+    for (int i = 1; i < RUNS; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            float x = t[j];
+            t[j] = t[j - 1], t[j - 1] = x;
+        }
+    *ms = t[RUNS / 2];
+    return QF_OK;
+}
+
 static qf_status conv_tune(cu_engine *c, cu_layer *L)
 {
     conv_state *st = (conv_state *)L->state;
@@ -489,9 +537,29 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
     QF_CHECK(conv_buffers(c, L, x, 0, &A, &C, &Y));
     QF_CHECK(cu_gemm_tune(c, st->gm, A, st->w, Y));
     if (st->gm_tail) QF_CHECK(cu_gemm_tune(c, st->gm_tail, A, st->w, Y));
-    qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s%s, %lld chunk(s)", c->g->source, L->n->name, cu_gemm_describe(st->gm),
-           st->im2col ? " after im2col" : "", L->residual >= 0 || (st->q8 && L->n->n_in > 4 && L->n->in[4] >= 0) ? " + residual" : "",
-           (long long)((st->P + st->chunk - 1) / st->chunk));
+    char how[160];
+    snprintf(how, sizeof how, "%s%s, %lld chunk(s)", cu_gemm_describe(st->gm), st->im2col ? " after im2col" : "",
+             (long long)((st->P + st->chunk - 1) / st->chunk));
+    if (st->ig) {
+        /* TensorRT-style tactic choice: the whole layer timed both ways on its real buffers */
+        float t[3] = {0.0f, 0.0f, 0.0f}; /* GEMM path, implicit-GEMM variants */
+        const int n = 1 + cu_igemm_variants(st->ig);
+        int best = -1;
+        const int only = tactic_forced("igemm") ? 1 : tactic_forced("persistent") ? 2 : -1;
+        for (int v = 0; v < n; v++) {
+            if (only >= 0 && v != only && n > only) continue;
+            st->use_ig = v;
+            QF_CHECK(time_layer(c, L, &t[v]));
+            if (best < 0 || t[v] < t[best]) best = v;
+        }
+        st->use_ig = best;
+        char d[96];
+        if (best > 0) snprintf(how, sizeof how, "%s", cu_igemm_describe(st->ig, best - 1, d, sizeof d));
+        size_t len = strlen(how);
+        snprintf(how + len, sizeof how - len, " (GEMM path %.3f ms, implicit GEMM %.3f ms / persistent %.3f ms)", t[0], t[1], t[2]);
+    }
+    qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s", c->g->source, L->n->name, how,
+           L->residual >= 0 || (st->prec == QF_PREC_INT8 && L->n->n_in > 4 && L->n->in[4] >= 0) ? " + residual" : "");
     return QF_OK;
 }
 
@@ -524,6 +592,7 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     }
     const int64_t total = st->P * p.M;
     if (total == 0) return QF_OK;
+    if (st->use_ig) return cu_igemm_run(st->ig, st->use_ig - 1, s, (const int8_t *)x, res, (int8_t *)y, c->scratch[CU_SCR_COL]);
     if (st->direct) {
         unsigned b = cu_blocks(total, 256);
         if (b > 262144) b = 262144;

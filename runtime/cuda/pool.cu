@@ -75,6 +75,25 @@ __global__ void maxpool_kernel(T *y, const T *x, pool_geo p, int total, T lowest
     }
 }
 
+/* Lane-wise max of two 16-byte vectors of T, comparisons as greater(). */
+template <typename T> union lanes16 {
+    int4 v;
+    T e[16 / sizeof(T)];
+};
+template <typename T> __device__ __forceinline__ void max_into(lanes16<T> &m, const lanes16<T> &v)
+{
+    for (int j = 0; j < (int)(16 / sizeof(T)); j++)
+        if (greater(v.e[j], m.e[j])) m.e[j] = v.e[j];
+}
+/* int8: four signed byte maxima per instruction */
+template <> __device__ __forceinline__ void max_into<int8_t>(lanes16<int8_t> &m, const lanes16<int8_t> &v)
+{
+    m.v.x = (int)__vmaxs4((unsigned)m.v.x, (unsigned)v.v.x);
+    m.v.y = (int)__vmaxs4((unsigned)m.v.y, (unsigned)v.v.y);
+    m.v.z = (int)__vmaxs4((unsigned)m.v.z, (unsigned)v.v.z);
+    m.v.w = (int)__vmaxs4((unsigned)m.v.w, (unsigned)v.v.w);
+}
+
 /* The same over 16-byte vectors of channels (C * sizeof(T) % 16 == 0): one
  * load per tap instead of 16/sizeof(T), the same comparisons per lane. */
 template <typename T>
@@ -82,10 +101,7 @@ __global__ void maxpool_v16_kernel(int4 *y, const int4 *x, pool_geo p, int total
 {
     constexpr int VW = 16 / sizeof(T);
     const int Cv = (int)p.C / VW, Wo = (int)p.Wo, Ho = (int)p.Ho, H = (int)p.H, W = (int)p.W;
-    union lanes {
-        int4 v;
-        T e[VW];
-    };
+    typedef lanes16<T> lanes;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         int cv = i % Cv, r = i / Cv;
         int ow = r % Wo;
@@ -101,8 +117,7 @@ __global__ void maxpool_v16_kernel(int4 *y, const int4 *x, pool_geo p, int total
                 if (iw < 0 || iw >= W) continue;
                 lanes v;
                 v.v = x[((n * H + ih) * W + iw) * Cv + cv];
-                for (int j = 0; j < VW; j++)
-                    if (greater(v.e[j], mx.e[j])) mx.e[j] = v.e[j];
+                max_into(mx, v);
             }
         }
         y[i] = mx.v;

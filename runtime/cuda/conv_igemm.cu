@@ -1,0 +1,530 @@
+/* INT8 convolution as an implicit GEMM on the Tensor Cores (mma.sync
+ * m16n8k32, s8 x s8 -> s32): each block gathers its patches from the NHWC
+ * input straight into shared memory (no im2col buffer) and applies
+ * lib/quant_math.c's requantization -- int32 bias, per-channel multiplier,
+ * residual, ReLU/Clip bounds, round half to even, saturation -- to the
+ * accumulators in registers, so neither patches nor int32 sums travel
+ * through device memory. cuBLASLt cannot apply a per-channel scale to an
+ * int8 output on sm_90 (PLATFORM.md); conv.cu picks this kernel per layer
+ * where it times faster than cuBLASLt + the requantize kernel.
+ *
+ * GEMM view: Y [P][M] = X_patches [P][K] x W^T, P = N*Ho*Wo output
+ * positions, K = kh*kw*Cp with k = (ikh*kw + ikw)*Cp + c. An input of
+ * fewer than 4 channels is first rearranged (widened to 4 channels, or
+ * space-to-depth for stride 2; see input_prep) and the weights to match. A
+ * table gives each k's tap offsets and channel. Tiles: BM = 128 positions x
+ * BN channels x 64 bytes of K per stage, 4 stages of cp.async, 8 warps. */
+#include "cuda_internal.h"
+
+namespace {
+
+constexpr int BM = 128;     /* output positions per block */
+constexpr int BK = 64;      /* K bytes per pipeline stage: four 16-byte chunks a row */
+constexpr int STAGES = 4;
+constexpr int THREADS = 256;
+
+struct igemm_params {
+    const int8_t *x;        /* (N, H, W, Cp) */
+    const int8_t *w;        /* [M][K] */
+    int8_t *y;              /* [P][M] */
+    const int8_t *res;      /* [P][M] or NULL */
+    const float *m;         /* per-channel multipliers */
+    const int32_t *bias;    /* or NULL */
+    const int *taps;        /* per VEC bytes of K: ih offset << 24 | iw offset << 16 | channel; -1 past K */
+    float m_r, lo, hi;
+    int H, W, Cp, Ho, Wo, M, P, K;
+    int sh, sw, ph, pw;
+    int n_tiles, p_tiles;   /* ceil(M / BN), ceil(P / BM) */
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16/8/4 bytes global -> shared; src_bytes 0 writes zeros (padding, tails). */
+template <int VEC>
+__device__ __forceinline__ void cp_async(uint32_t dst, const void *src, bool valid)
+{
+    if (VEC == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(VEC),
+                     "r"(valid ? VEC : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t *r)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void mma_s8(int32_t *c, const uint32_t *a, const uint32_t *b)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* Byte offset of 16-byte chunk c (0..3) of tile row r. Rows are 64 bytes,
+ * so rows 2j and 2j+1 share a 128-byte bank line; XOR-ing the chunk with
+ * (r >> 1) & 3 puts the eight rows one ldmatrix phase reads into eight
+ * different 16-byte bank groups. */
+__device__ __forceinline__ int swz(int r, int c) { return r * BK + ((c ^ ((r >> 1) & 3)) << 4); }
+
+/* The epilogue goes through shared memory so that global stores (and
+ * residual loads) are whole 16-byte (M % 16 == 0) or 8-byte vectors along
+ * rows; storing each thread's channel pairs straight from the accumulator
+ * layout wrote 2-byte pieces of eight rows at once and ran at a fifth of the
+ * write bandwidth (measured on ResNet-50's 64 -> 256 1x1 convs).
+ * Es is the tile [BM][BN + 16] (16 bytes of padding: the eight rows a warp
+ * touches start in different banks and rows stay 16-byte aligned). */
+template <int BN> struct tile_io {
+    static constexpr int ES = BN + 16;
+    /* Vectors of the tile: `vw` bytes, BN / vw a row. */
+    template <typename F> __device__ __forceinline__ static void each_vector(const igemm_params &p, int p0, int n0, F f)
+    {
+        const int vw = p.M % 16 == 0 ? 16 : 8, per_row = BN / vw;
+        for (int v = threadIdx.x; v < BM * per_row; v += THREADS) {
+            const int row = v / per_row, col = (v - row * per_row) * vw, pos = p0 + row, ch = n0 + col;
+            f(row * ES + col, (size_t)pos * p.M + ch, pos < p.P && ch < p.M, vw);
+        }
+    }
+};
+
+/* Starts copying the residual tile into Es (cp.async; zeros outside the output). */
+template <int BN>
+__device__ __forceinline__ void load_residual(const igemm_params &p, int8_t *Es, int p0, int n0)
+{
+    tile_io<BN>::each_vector(p, p0, n0, [&](int at, size_t g, bool ok, int vw) {
+        const uint32_t dst = smem_addr(Es + at);
+        if (vw == 16) cp_async<16>(dst, ok ? p.res + g : p.res, ok);
+        else cp_async<8>(dst, ok ? p.res + g : p.res, ok);
+    });
+}
+
+/* Requantizes a warp's accumulators (with the residual already in Es) into
+ * Es and zeroes them for the next tile: c0,c1 are (row g, channels 2t, 2t+1),
+ * c2,c3 the same channels of row g+8 of each 16x8 piece. Rows from r0,
+ * channels from c0 within the tile; the tile starts at (p0, n0). */
+template <int BN, int MT, int NT>
+__device__ __forceinline__ void requantize_tile(const igemm_params &p, int32_t (&acc)[MT][NT][4], int8_t *Es, int n0,
+                                                int r0, int c0, int lane)
+{
+    constexpr int ES = tile_io<BN>::ES;
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int cl = c0 + nt * 8 + t4 * 2, ch = n0 + cl;
+        const bool ch_ok = ch < p.M;
+        const float m0 = ch_ok ? p.m[ch] : 0.0f, m1 = ch_ok ? p.m[ch + 1] : 0.0f;
+        const int32_t b0 = ch_ok && p.bias ? p.bias[ch] : 0, b1 = ch_ok && p.bias ? p.bias[ch + 1] : 0;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                char2 *e = (char2 *)(Es + (r0 + mt * 16 + g + h * 8) * ES + cl);
+                float v0 = __fmul_rn(__int2float_rn(acc[mt][nt][2 * h] + b0), m0);
+                float v1 = __fmul_rn(__int2float_rn(acc[mt][nt][2 * h + 1] + b1), m1);
+                acc[mt][nt][2 * h] = acc[mt][nt][2 * h + 1] = 0;
+                if (p.res) {
+                    const char2 r = *e;
+                    v0 = __fadd_rn(v0, __fmul_rn((float)r.x, p.m_r));
+                    v1 = __fadd_rn(v1, __fmul_rn((float)r.y, p.m_r));
+                }
+                v0 = fminf(fmaxf(v0, p.lo), p.hi);
+                v1 = fminf(fmaxf(v1, p.lo), p.hi);
+                *e = make_char2((signed char)__float2int_rn(v0), (signed char)__float2int_rn(v1));
+            }
+    }
+}
+
+/* Es -> y in whole vectors (rows past P and channels past M stay unwritten). */
+template <int BN>
+__device__ __forceinline__ void store_tile(const igemm_params &p, const int8_t *Es, int p0, int n0)
+{
+    tile_io<BN>::each_vector(p, p0, n0, [&](int at, size_t g, bool ok, int vw) {
+        if (!ok) return;
+        if (vw == 16) *(int4 *)(p.y + g) = *(const int4 *)(Es + at);
+        else *(int2 *)(p.y + g) = *(const int2 *)(Es + at);
+    });
+}
+
+/* BN output channels per block; WARPS_M x (8 / WARPS_M) warps; VEC bytes per
+ * gathered copy (16 when Cp % 16 == 0, else 8 or 4: a copy never crosses a tap). */
+template <int BN, int WARPS_M, int VEC>
+__global__ void __launch_bounds__(THREADS, 2) igemm_kernel(igemm_params p)
+{
+    constexpr int WARPS_N = 8 / WARPS_M, WTM = BM / WARPS_M, WTN = BN / WARPS_N;
+    constexpr int MT = WTM / 16, NT = WTN / 8;
+    constexpr int SUB = 16 / VEC;                         /* copies per 16-byte chunk */
+    constexpr int A_CHUNKS = BM * 4 / THREADS;            /* 2 */
+    constexpr int B_CHUNKS = (BN * 4 + THREADS - 1) / THREADS;
+    static_assert(NT % 2 == 0 && MT >= 1, "warp tile");
+
+    extern __shared__ __align__(128) int8_t smem[];
+    int8_t *As = smem;                                    /* [STAGES][BM * BK] */
+    int8_t *Bs = smem + STAGES * BM * BK;                 /* [STAGES][BN * BK] */
+    int8_t *Es = Bs + STAGES * BN * BK;                   /* [BM][BN + 16]: the epilogue's tile */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp % WARPS_M, warp_n = warp / WARPS_M;
+    const int KT = (p.K + BK - 1) / BK;
+    /* Persistent blocks: block b takes tiles b, b + grid, ... (channel tile
+     * fastest, so the blocks running at once share their input rows in L2),
+     * and one cp.async pipeline runs through all of them: the next tile's
+     * first stages load while this tile's last stages and epilogue run.
+     * Counters advance by increments: a division per stage costs as much as
+     * the stage's MMAs at these tile sizes. */
+    const int tiles = p.n_tiles * p.p_tiles;
+    const int my_tiles = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+    const int iters = my_tiles * KT;
+
+    /* The A rows this thread fills (one chunk column for all), for the tile
+     * being loaded: where each output position's window starts in the input. */
+    const int a_chunk = tid & 3;
+    int a_img[A_CHUNKS], a_ih0[A_CHUNKS], a_iw0[A_CHUNKS];
+    int l_kt = 0, l_tile = blockIdx.x, l_stage = 0, l_n0 = 0;
+    const int HoWo = p.Ho * p.Wo;
+
+    auto load_next = [&]() {
+        if (l_kt == 0) {
+            l_n0 = (l_tile % p.n_tiles) * BN;
+            const int p0 = (l_tile / p.n_tiles) * BM;
+#pragma unroll
+            for (int i = 0; i < A_CHUNKS; i++) {
+                const int pos = p0 + (tid >> 2) + i * (THREADS / 4);
+                if (pos < p.P) {
+                    const int n = pos / HoWo, rem = pos - n * HoWo, oh = rem / p.Wo, ow = rem - oh * p.Wo;
+                    a_img[i] = n * p.H * p.W * p.Cp;
+                    a_ih0[i] = oh * p.sh - p.ph;
+                    a_iw0[i] = ow * p.sw - p.pw;
+                } else {
+                    a_img[i] = -1;
+                    a_ih0[i] = a_iw0[i] = 0;
+                }
+            }
+        }
+        const uint32_t as = smem_addr(As + l_stage * BM * BK), bs = smem_addr(Bs + l_stage * BN * BK);
+#pragma unroll
+        for (int sub = 0; sub < SUB; sub++) {
+            /* the tap of this k from the table: row and column offsets and the
+             * channel (a VEC-byte run stays inside one tap); -1 past K */
+            const int e = __ldg(p.taps + (l_kt * BK + a_chunk * 16 + sub * VEC) / VEC);
+            const int dh = (e >> 24) & 255, dw = (e >> 16) & 255, c = e & 0xffff;
+#pragma unroll
+            for (int i = 0; i < A_CHUNKS; i++) {
+                const int r = (tid >> 2) + i * (THREADS / 4);
+                const int ih = a_ih0[i] + dh, iw = a_iw0[i] + dw;
+                const bool ok = e >= 0 && a_img[i] >= 0 && (unsigned)ih < (unsigned)p.H && (unsigned)iw < (unsigned)p.W;
+                const int8_t *src = ok ? p.x + a_img[i] + (ih * p.W + iw) * p.Cp + c : p.x;
+                cp_async<VEC>(as + swz(r, a_chunk) + sub * VEC, src, ok);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < B_CHUNKS; i++) {
+            const int idx = tid + i * THREADS;
+            if (idx < BN * 4) {
+                const int r = idx >> 2, ch = idx & 3, k = l_kt * BK + ch * 16, n = l_n0 + r;
+                const bool ok = n < p.M && k < p.K;
+                cp_async<16>(bs + swz(r, ch), ok ? p.w + (size_t)n * p.K + k : p.w, ok);
+            }
+        }
+        if (++l_kt == KT) l_kt = 0, l_tile += gridDim.x;
+        if (++l_stage == STAGES) l_stage = 0;
+    };
+
+    int32_t acc[MT][NT][4];
+#pragma unroll
+    for (int a = 0; a < MT; a++)
+#pragma unroll
+        for (int b = 0; b < NT; b++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[a][b][e] = 0;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < iters) load_next();
+        cp_async_commit();
+    }
+    int c_kt = 0, c_tile = blockIdx.x, c_stage = 0;
+    for (int it = 0; it < iters; it++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads(); /* stage `it` landed for everyone; the stage computed last is free to refill */
+        /* the tile's last stage: its residual starts loading (a group of its
+         * own, committed before the prefetch so that waiting for it leaves
+         * the prefetch in flight) */
+        const bool last = c_kt == KT - 1;
+        int p0 = 0, n0 = 0;
+        if (last) p0 = (c_tile / p.n_tiles) * BM, n0 = (c_tile % p.n_tiles) * BN;
+        if (last && p.res) {
+            load_residual<BN>(p, Es, p0, n0);
+            cp_async_commit();
+        }
+        if (it + STAGES - 1 < iters) load_next();
+        cp_async_commit();
+
+        const uint32_t as = smem_addr(As + c_stage * BM * BK), bs = smem_addr(Bs + c_stage * BN * BK);
+        if (++c_stage == STAGES) c_stage = 0;
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) { /* two k32 steps per 64-byte stage */
+            uint32_t af[MT][4], bf[NT][2];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                /* lanes 0-15: rows 0-15, first 16 bytes; lanes 16-31: the next 16 */
+                const int r = warp_m * WTM + mt * 16 + (lane & 15);
+                ldmatrix_x4(as + swz(r, kk * 2 + (lane >> 4)), af[mt]);
+            }
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                /* matrices: (n 0-7, k lo), (n 0-7, k hi), (n 8-15, k lo), (n 8-15, k hi) */
+                const int r = warp_n * WTN + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+                uint32_t t[4];
+                ldmatrix_x4(bs + swz(r, kk * 2 + ((lane >> 3) & 1)), t);
+                bf[2 * np][0] = t[0], bf[2 * np][1] = t[1];
+                bf[2 * np + 1][0] = t[2], bf[2 * np + 1][1] = t[3];
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) mma_s8(acc[mt][nt], af[mt], bf[nt]);
+        }
+        if (last) {
+            if (p.res) {
+                cp_async_wait<1>();
+                __syncthreads(); /* everyone's residual vectors landed */
+            }
+            requantize_tile<BN, MT, NT>(p, acc, Es, n0, warp_m * WTM, warp_n * WTN, lane);
+            __syncthreads();
+            store_tile<BN>(p, Es, p0, n0);
+            /* the next write of Es comes after the next iteration's barrier */
+            c_kt = 0, c_tile += gridDim.x;
+        } else {
+            c_kt++;
+        }
+    }
+    cp_async_wait<0>();
+}
+
+/* An input of C < 4 channels rearranged for the gather (one thread per 4
+ * output bytes): f = 1 widens each pixel to 4 channels; f = 2 is
+ * space-to-depth, pixel (i, j) of the output holding the 2x2 block at
+ * (2i, 2j) as phases (bh*2 + bw) of 4 channels each, zeros past the edge. */
+__global__ void prep_input_kernel(char4 *y, const int8_t *x, int H, int W, int C, int H2, int W2, int f, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int phases = f * f;
+        const int64_t pix = i / phases;
+        const int phase = (int)(i - pix * phases), bh = phase / f, bw = phase - bh * f;
+        const int64_t n = pix / ((int64_t)H2 * W2);
+        const int rem = (int)(pix - n * H2 * W2), i2 = rem / W2, j2 = rem - i2 * W2;
+        const int ih = i2 * f + bh, iw = j2 * f + bw;
+        char4 v = make_char4(0, 0, 0, 0);
+        if (ih < H && iw < W) {
+            const int8_t *px = x + ((n * H + ih) * W + iw) * C;
+            v.x = px[0];
+            if (C > 1) v.y = px[1];
+            if (C > 2) v.z = px[2];
+            if (C > 3) v.w = px[3];
+        }
+        y[i] = v;
+    }
+}
+
+} // namespace
+
+/* How the input reaches the gather. Space-to-depth turns a stride-2 RGB
+ * layer (ResNet's 7x7 conv1) into a stride-1 conv over 16 channels, so its
+ * patches move in 16-byte copies instead of 4-byte ones; the MMA work is the
+ * same (7x7x3 -> 4x4x16 taps x channels, zero weights where a phase has no tap). */
+typedef enum { PREP_NONE, PREP_WIDEN, PREP_S2D } input_prep;
+
+struct cu_igemm {
+    cu_conv_geo geo;        /* the layer as the graph has it */
+    input_prep prep;
+    int H2, W2;             /* prepared input's size */
+    igemm_params p;         /* the GEMM the kernel runs (prepared geometry) */
+    int bn;                 /* 64 or 128 */
+    int vec;                /* 16, 8 or 4 */
+    int blocks[2];          /* grid: one tile a block, or persistent (as many as fit) */
+    size_t smem;
+};
+
+/* The kernel for (bn, vec). */
+typedef void (*igemm_fn)(igemm_params);
+static igemm_fn pick_kernel(int bn, int vec)
+{
+    if (bn == 128) return vec == 16 ? igemm_kernel<128, 2, 16> : vec == 8 ? igemm_kernel<128, 2, 8> : igemm_kernel<128, 2, 4>;
+    return vec == 16 ? igemm_kernel<64, 4, 16> : vec == 8 ? igemm_kernel<64, 4, 8> : igemm_kernel<64, 4, 4>;
+}
+
+static int floor_half(int a) { return a >= 0 ? a / 2 : -((1 - a) / 2); }
+
+/* The GEMM-side geometry of g after its input preparation. */
+typedef struct gemm_geo {
+    input_prep prep;
+    int H, W, Cp, kh, kw, sh, sw, ph, pw, dh, dw;
+} gemm_geo;
+
+static gemm_geo plan(const cu_conv_geo *g)
+{
+    gemm_geo q = {PREP_NONE, (int)g->H, (int)g->W, (int)g->C, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->dh, g->dw};
+    if (g->C >= 4) return q;
+    if (g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1) {
+        /* output row oh reads input row 2*oh - ph + kh = 2*(oh + a - ph2) + bh */
+        q.prep = PREP_S2D;
+        q.H = (int)(g->H + 1) / 2, q.W = (int)(g->W + 1) / 2, q.Cp = 16;
+        q.ph = -floor_half(-g->ph), q.pw = -floor_half(-g->pw);
+        q.kh = floor_half(g->kh - 1 - g->ph) + q.ph + 1, q.kw = floor_half(g->kw - 1 - g->pw) + q.pw + 1;
+        q.sh = q.sw = 1;
+    } else {
+        q.prep = PREP_WIDEN;
+        q.Cp = 4;
+    }
+    return q;
+}
+
+bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out)
+{
+    if (g->N <= 0 || g->C <= 0 || g->H <= 0 || g->W <= 0) return false;
+    const gemm_geo q = plan(g);
+    const int64_t K = (int64_t)q.kh * q.kw * q.Cp, P = g->N * g->Ho * g->Wo;
+    return out == QF_I8 && g->group == 1 && q.Cp % 4 == 0 && g->M % 8 == 0 && K <= QFI_INT8_MAX_REDUCTION &&
+           (q.kh - 1) * q.dh <= 255 && (q.kw - 1) * q.dw <= 255 && q.Cp <= 65535 && P * g->M < INT32_MAX &&
+           g->N * q.H * q.W * q.Cp < INT32_MAX && P > 0;
+}
+
+size_t cu_igemm_scratch(const cu_conv_geo *g)
+{
+    const gemm_geo q = plan(g);
+    return q.prep == PREP_NONE ? 0 : (size_t)(g->N * q.H * q.W * q.Cp);
+}
+
+/* Weights [M][K16] in the gather's k order, k = (a*kw + b)*Cp + cc, from the
+ * graph's (M, C, kh, kw); zeros where a prepared tap/channel has no source. */
+static int8_t *gemm_weights(const cu_conv_geo *g, const gemm_geo &q, const int8_t *w, int64_t K16)
+{
+    int8_t *hw = (int8_t *)qfi_calloc((size_t)(g->M * K16) + 1, 1);
+    if (!hw) return NULL;
+    for (int64_t m = 0; m < g->M; m++)
+        for (int a = 0; a < q.kh; a++)
+            for (int b = 0; b < q.kw; b++)
+                for (int cc = 0; cc < q.Cp; cc++) {
+                    int kh = a, kw = b, ch = cc;
+                    if (q.prep == PREP_S2D) {
+                        const int phase = cc / 4, bh = phase / 2, bw = phase % 2;
+                        ch = cc % 4;
+                        kh = 2 * (a - q.ph) + bh + g->ph, kw = 2 * (b - q.pw) + bw + g->pw;
+                    }
+                    if (ch >= g->C || kh < 0 || kh >= g->kh || kw < 0 || kw >= g->kw) continue;
+                    hw[m * K16 + (a * q.kw + b) * q.Cp + cc] = w[((m * g->C + ch) * g->kh + kh) * g->kw + kw];
+                }
+    return hw;
+}
+
+qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, int bn, const int8_t *w, const cu_requant *rq,
+                          cu_igemm **out)
+{
+    *out = NULL;
+    if (!cu_igemm_fits(g, rq->out) || (bn != 64 && bn != 128))
+        return qf_error(QF_ERR_USAGE, "implicit-GEMM conv asked for a shape it does not run");
+    const gemm_geo q = plan(g);
+    const int vec = q.Cp % 16 == 0 ? 16 : q.Cp % 8 == 0 ? 8 : 4;
+    const int64_t K = (int64_t)q.kh * q.kw * q.Cp, K16 = (K + 15) / 16 * 16, KT = (K16 + BK - 1) / BK;
+    /* the tap table: one entry per `vec` bytes of every stage */
+    const int64_t n_taps = KT * BK / vec;
+    int *ht = (int *)qfi_calloc((size_t)n_taps, sizeof *ht);
+    int8_t *hw = gemm_weights(g, q, w, K16);
+    cu_igemm *ig = (cu_igemm *)qfi_calloc(1, sizeof *ig);
+    if (!ht || !hw || !ig) {
+        free(ht), free(hw), free(ig);
+        return QF_ERR_NOMEM;
+    }
+    for (int64_t i = 0; i < n_taps; i++) {
+        const int64_t k = i * vec, tap = k / q.Cp;
+        const int a = (int)(tap / q.kw), b = (int)(tap % q.kw);
+        ht[i] = k < K ? (a * q.dh) << 24 | (b * q.dw) << 16 | (int)(k % q.Cp) : -1;
+    }
+    void *dw = NULL, *dt = NULL;
+    qf_status s = cu_upload(c, hw, (size_t)(g->M * K16), &dw);
+    if (s == QF_OK) s = cu_upload(c, ht, (size_t)n_taps * sizeof *ht, &dt);
+    free(hw), free(ht);
+    if (s != QF_OK) {
+        free(ig);
+        return s;
+    }
+    ig->geo = *g;
+    ig->prep = q.prep;
+    ig->H2 = q.H, ig->W2 = q.W;
+    ig->bn = bn;
+    ig->vec = vec;
+    igemm_params &p = ig->p;
+    p.w = (const int8_t *)dw;
+    p.taps = (const int *)dt;
+    p.m = rq->m, p.bias = rq->bias, p.m_r = rq->m_r, p.lo = rq->lo, p.hi = rq->hi;
+    p.H = q.H, p.W = q.W, p.Cp = q.Cp, p.Ho = (int)g->Ho, p.Wo = (int)g->Wo, p.M = (int)g->M;
+    p.P = (int)(g->N * g->Ho * g->Wo);
+    p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
+    p.sh = q.sh, p.sw = q.sw, p.ph = q.ph, p.pw = q.pw;
+    p.n_tiles = (int)((g->M + bn - 1) / bn);
+    p.p_tiles = (p.P + BM - 1) / BM;
+    const int64_t tiles = (int64_t)p.n_tiles * p.p_tiles;
+    if (tiles > INT32_MAX / 2) {
+        free(ig);
+        return qf_error(QF_ERR_UNSUPPORTED, "implicit-GEMM conv: %lld tiles", (long long)tiles);
+    }
+    ig->smem = (size_t)STAGES * (BM + bn) * BK + (size_t)BM * (bn + 16);
+    igemm_fn fn = pick_kernel(bn, ig->vec);
+    int per_sm = 0;
+    cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ig->smem);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, THREADS, ig->smem);
+    if (e != cudaSuccess) {
+        free(ig);
+        return cu_fail(e, "setting up the implicit-GEMM conv kernel", __FILE__, __LINE__);
+    }
+    /* as many blocks as fit at once (persistent), never more than tiles */
+    int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * c->prop.multiProcessorCount;
+    /* tests: QFORGE_CUDA_IGEMM_BLOCKS caps the persistent grid so small graphs run several tiles a block */
+    const char *cap = getenv("QFORGE_CUDA_IGEMM_BLOCKS");
+    if (cap && atoi(cap) > 0 && atoi(cap) < resident) resident = atoi(cap);
+    ig->blocks[0] = (int)tiles;
+    ig->blocks[1] = (int)(tiles < resident ? tiles : resident);
+    *out = ig;
+    return QF_OK;
+}
+
+void cu_igemm_free(cu_igemm *ig) { free(ig); }
+
+int cu_igemm_variants(const cu_igemm *ig)
+{
+    return ig->blocks[1] < ig->blocks[0] ? 2 : 1;
+}
+
+qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
+                       void *scratch)
+{
+    igemm_params p = ig->p;
+    p.x = x, p.res = res, p.y = y;
+    if (ig->prep != PREP_NONE) {
+        const cu_conv_geo &g = ig->geo;
+        const int f = ig->prep == PREP_S2D ? 2 : 1;
+        const int64_t total = g.N * ig->H2 * ig->W2 * f * f;
+        unsigned b = cu_blocks(total, 256);
+        if (b > 262144) b = 262144;
+        prep_input_kernel<<<b, 256, 0, s>>>((char4 *)scratch, x, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, f, total);
+        CU_LAUNCHED();
+        p.x = (const int8_t *)scratch;
+    }
+    pick_kernel(ig->bn, ig->vec)<<<ig->blocks[variant], THREADS, ig->smem, s>>>(p);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)
+{
+    snprintf(buf, len, "implicit-GEMM mma.s8 %dx%d, %d-byte gather%s%s", BM, ig->bn, ig->vec,
+             ig->prep == PREP_S2D ? ", space-to-depth input" : ig->prep == PREP_WIDEN ? ", input widened to 4 channels" : "",
+             variant ? ", persistent" : "");
+    return buf;
+}
