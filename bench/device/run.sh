@@ -18,10 +18,13 @@ if [ "${1:-tests}" = tests ] || [ "$1" = all ]; then
   # the op graphs once more with every GEMM conv cut into chunks of 96 positions (plus a tail)
   CK_RUN_CASE=ops QFORGE_CUDA_CHUNK_ROWS=96 timeout 120 /tmp/q/bin/test_cuda > $OUT/test_chunked.log 2>&1
   echo "chunked ops rc=$?"; grep -E "Checks|F:" $OUT/test_chunked.log
-  # and with every INT8 conv pinned to each tactic (the default times both per layer)
-  for t in igemm persistent lt; do
-    CK_RUN_CASE=ops QFORGE_CUDA_CONV_TACTIC=$t QFORGE_CUDA_IGEMM_BLOCKS=2 timeout 120 /tmp/q/bin/test_cuda > $OUT/test_$t.log 2>&1
-    echo "ops with tactic $t rc=$?"; grep -E "Checks|F:" $OUT/test_$t.log
+  # and with every INT8 conv pinned to cuBLASLt, then to each implicit-GEMM
+  # variant in turn (index mod the layer's count; a 2-block persistent grid so
+  # that blocks loop over tiles); the default times them all per layer
+  for t in lt 0 1 2 3 4 5; do
+    if [ $t = lt ]; then env="QFORGE_CUDA_CONV_TACTIC=lt"; else env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$t"; fi
+    env $env QFORGE_CUDA_IGEMM_BLOCKS=2 CK_RUN_CASE=ops timeout 120 /tmp/q/bin/test_cuda > $OUT/test_pinned.log 2>&1
+    echo "ops with $env rc=$? $(grep -E 'Checks' $OUT/test_pinned.log)" | tee -a $OUT/pinned.txt; grep -E "F:" $OUT/test_pinned.log
   done
   QFORGE_DEBUG=1 timeout ${TEST_TIMEOUT:-420} /tmp/q/bin/test_cuda > $OUT/test_cuda.log 2>&1
   rc=$?

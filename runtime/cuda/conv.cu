@@ -361,8 +361,8 @@ static qf_status conv_plan_gemm(cu_engine *c, cu_layer *L, conv_state *st, const
     return QF_OK;
 }
 
-/* QFORGE_CUDA_CONV_TACTIC=lt|igemm|persistent pins INT8 convs to one tactic
- * (tests exercise each; the default times them all per layer). */
+/* QFORGE_CUDA_CONV_TACTIC=lt|igemm pins INT8 convs to cuBLASLt or to the
+ * implicit GEMM (tests exercise each; the default times them all per layer). */
 static bool tactic_forced(const char *name)
 {
     const char *t = getenv("QFORGE_CUDA_CONV_TACTIC");
@@ -461,7 +461,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
     }
     if (i8 && cu_igemm_fits(&p, st->rq.out) && !tactic_forced("lt")) {
         /* a second tactic, timed against the GEMM path at tune time */
-        QF_CHECK(cu_igemm_create(c, &p, p.M <= 64 ? 64 : 128, (const int8_t *)w->data, &st->rq, &st->ig));
+        QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, &st->rq, n->n_in > 4 && n->in[4] >= 0, &st->ig));
         cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(&p));
     }
     return QF_OK;
@@ -537,26 +537,34 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
     QF_CHECK(conv_buffers(c, L, x, 0, &A, &C, &Y));
     QF_CHECK(cu_gemm_tune(c, st->gm, A, st->w, Y));
     if (st->gm_tail) QF_CHECK(cu_gemm_tune(c, st->gm_tail, A, st->w, Y));
-    char how[160];
+    char how[1024];
     snprintf(how, sizeof how, "%s%s, %lld chunk(s)", cu_gemm_describe(st->gm), st->im2col ? " after im2col" : "",
              (long long)((st->P + st->chunk - 1) / st->chunk));
     if (st->ig) {
         /* TensorRT-style tactic choice: the whole layer timed both ways on its real buffers */
-        float t[3] = {0.0f, 0.0f, 0.0f}; /* GEMM path, implicit-GEMM variants */
+        /* 0: the GEMM path; 1..n: the implicit-GEMM variants */
         const int n = 1 + cu_igemm_variants(st->ig);
+        float t[16];
+        const char *pin = getenv("QFORGE_CUDA_IGEMM_VARIANT"); /* tests: run one variant (index mod count) */
         int best = -1;
-        const int only = tactic_forced("igemm") ? 1 : tactic_forced("persistent") ? 2 : -1;
-        for (int v = 0; v < n; v++) {
-            if (only >= 0 && v != only && n > only) continue;
+        for (int v = tactic_forced("igemm") ? 1 : 0; v < n && v < 16; v++) {
+            if (pin && v > 0 && v != 1 + atoi(pin) % (n - 1)) continue;
             st->use_ig = v;
             QF_CHECK(time_layer(c, L, &t[v]));
             if (best < 0 || t[v] < t[best]) best = v;
         }
         st->use_ig = best;
-        char d[96];
+        char d[160];
         if (best > 0) snprintf(how, sizeof how, "%s", cu_igemm_describe(st->ig, best - 1, d, sizeof d));
         size_t len = strlen(how);
-        snprintf(how + len, sizeof how - len, " (GEMM path %.3f ms, implicit GEMM %.3f ms / persistent %.3f ms)", t[0], t[1], t[2]);
+        snprintf(how + len, sizeof how - len, " (%.3f ms", t[best]);
+        for (int v = 0; v < n && v < 16; v++) {
+            len = strlen(how);
+            if (v != best && (v == 0 ? !tactic_forced("igemm") : !pin))
+                snprintf(how + len, sizeof how - len, "; %s %.3f", v == 0 ? "GEMM path" : cu_igemm_describe(st->ig, v - 1, d, sizeof d), t[v]);
+        }
+        len = strlen(how);
+        snprintf(how + len, sizeof how - len, ")");
     }
     qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s", c->g->source, L->n->name, how,
            L->residual >= 0 || (st->prec == QF_PREC_INT8 && L->n->n_in > 4 && L->n->in[4] >= 0) ? " + residual" : "");

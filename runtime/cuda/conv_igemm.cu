@@ -18,9 +18,7 @@
 
 namespace {
 
-constexpr int BM = 128;     /* output positions per block */
 constexpr int BK = 64;      /* K bytes per pipeline stage: four 16-byte chunks a row */
-constexpr int STAGES = 4;
 constexpr int THREADS = 256;
 
 struct igemm_params {
@@ -80,7 +78,7 @@ __device__ __forceinline__ int swz(int r, int c) { return r * BK + ((c ^ ((r >> 
  * write bandwidth (measured on ResNet-50's 64 -> 256 1x1 convs).
  * Es is the tile [BM][BN + 16] (16 bytes of padding: the eight rows a warp
  * touches start in different banks and rows stay 16-byte aligned). */
-template <int BN> struct tile_io {
+template <int BM, int BN> struct tile_io {
     static constexpr int ES = BN + 16;
     /* Vectors of the tile: `vw` bytes, BN / vw a row. */
     template <typename F> __device__ __forceinline__ static void each_vector(const igemm_params &p, int p0, int n0, F f)
@@ -94,10 +92,10 @@ template <int BN> struct tile_io {
 };
 
 /* Starts copying the residual tile into Es (cp.async; zeros outside the output). */
-template <int BN>
+template <int BM, int BN>
 __device__ __forceinline__ void load_residual(const igemm_params &p, int8_t *Es, int p0, int n0)
 {
-    tile_io<BN>::each_vector(p, p0, n0, [&](int at, size_t g, bool ok, int vw) {
+    tile_io<BM, BN>::each_vector(p, p0, n0, [&](int at, size_t g, bool ok, int vw) {
         const uint32_t dst = smem_addr(Es + at);
         if (vw == 16) cp_async<16>(dst, ok ? p.res + g : p.res, ok);
         else cp_async<8>(dst, ok ? p.res + g : p.res, ok);
@@ -112,7 +110,7 @@ template <int BN, int MT, int NT>
 __device__ __forceinline__ void requantize_tile(const igemm_params &p, int32_t (&acc)[MT][NT][4], int8_t *Es, int n0,
                                                 int r0, int c0, int lane)
 {
-    constexpr int ES = tile_io<BN>::ES;
+    constexpr int ES = BN + 16;
     const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
@@ -141,32 +139,39 @@ __device__ __forceinline__ void requantize_tile(const igemm_params &p, int32_t (
 }
 
 /* Es -> y in whole vectors (rows past P and channels past M stay unwritten). */
-template <int BN>
+template <int BM, int BN>
 __device__ __forceinline__ void store_tile(const igemm_params &p, const int8_t *Es, int p0, int n0)
 {
-    tile_io<BN>::each_vector(p, p0, n0, [&](int at, size_t g, bool ok, int vw) {
+    tile_io<BM, BN>::each_vector(p, p0, n0, [&](int at, size_t g, bool ok, int vw) {
         if (!ok) return;
         if (vw == 16) *(int4 *)(p.y + g) = *(const int4 *)(Es + at);
         else *(int2 *)(p.y + g) = *(const int2 *)(Es + at);
     });
 }
 
-/* BN output channels per block; WARPS_M x (8 / WARPS_M) warps; VEC bytes per
- * gathered copy (16 when Cp % 16 == 0, else 8 or 4: a copy never crosses a tap). */
-template <int BN, int WARPS_M, int VEC>
+/* A block computes BM output positions x BN channels with 8 warps,
+ * WARPS_M x (8 / WARPS_M); VEC bytes per gathered copy (16 when Cp % 16 ==
+ * 0, else 8 or 4: a copy never crosses a tap). RING: the residual tile of a
+ * tile's last stage loads with that stage, into a per-stage buffer where the
+ * epilogue then works in place (3 stages to stay at two blocks an SM);
+ * otherwise 4 stages, one epilogue buffer Es, and a residual loaded when the
+ * tile's last stage computes. */
+template <int BM, int BN, int WARPS_M, int VEC, bool RING>
 __global__ void __launch_bounds__(THREADS, 2) igemm_kernel(igemm_params p)
 {
+    constexpr int STAGES = RING ? 3 : 4;
     constexpr int WARPS_N = 8 / WARPS_M, WTM = BM / WARPS_M, WTN = BN / WARPS_N;
     constexpr int MT = WTM / 16, NT = WTN / 8;
     constexpr int SUB = 16 / VEC;                         /* copies per 16-byte chunk */
-    constexpr int A_CHUNKS = BM * 4 / THREADS;            /* 2 */
+    constexpr int A_CHUNKS = BM * 4 / THREADS;
     constexpr int B_CHUNKS = (BN * 4 + THREADS - 1) / THREADS;
-    static_assert(NT % 2 == 0 && MT >= 1, "warp tile");
+    constexpr int ETILE = BM * (BN + 16);
+    static_assert(NT % 2 == 0 && MT >= 1 && A_CHUNKS >= 1, "warp tile");
 
     extern __shared__ __align__(128) int8_t smem[];
     int8_t *As = smem;                                    /* [STAGES][BM * BK] */
     int8_t *Bs = smem + STAGES * BM * BK;                 /* [STAGES][BN * BK] */
-    int8_t *Es = Bs + STAGES * BN * BK;                   /* [BM][BN + 16]: the epilogue's tile */
+    int8_t *Es = Bs + STAGES * BN * BK;                   /* RING: [STAGES][ETILE]; else [ETILE] */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp % WARPS_M, warp_n = warp / WARPS_M;
@@ -231,6 +236,8 @@ __global__ void __launch_bounds__(THREADS, 2) igemm_kernel(igemm_params p)
                 cp_async<16>(bs + swz(r, ch), ok ? p.w + (size_t)n * p.K + k : p.w, ok);
             }
         }
+        if (RING && l_kt == KT - 1 && p.res)
+            load_residual<BM, BN>(p, Es + l_stage * ETILE, (l_tile / p.n_tiles) * BM, l_n0);
         if (++l_kt == KT) l_kt = 0, l_tile += gridDim.x;
         if (++l_stage == STAGES) l_stage = 0;
     };
@@ -258,14 +265,15 @@ __global__ void __launch_bounds__(THREADS, 2) igemm_kernel(igemm_params p)
         const bool last = c_kt == KT - 1;
         int p0 = 0, n0 = 0;
         if (last) p0 = (c_tile / p.n_tiles) * BM, n0 = (c_tile % p.n_tiles) * BN;
-        if (last && p.res) {
-            load_residual<BN>(p, Es, p0, n0);
+        if (!RING && last && p.res) {
+            load_residual<BM, BN>(p, Es, p0, n0);
             cp_async_commit();
         }
         if (it + STAGES - 1 < iters) load_next();
         cp_async_commit();
 
         const uint32_t as = smem_addr(As + c_stage * BM * BK), bs = smem_addr(Bs + c_stage * BN * BK);
+        int8_t *const Et = RING ? Es + c_stage * ETILE : Es; /* this tile's epilogue buffer */
         if (++c_stage == STAGES) c_stage = 0;
 #pragma unroll
         for (int kk = 0; kk < 2; kk++) { /* two k32 steps per 64-byte stage */
@@ -291,13 +299,13 @@ __global__ void __launch_bounds__(THREADS, 2) igemm_kernel(igemm_params p)
                 for (int nt = 0; nt < NT; nt++) mma_s8(acc[mt][nt], af[mt], bf[nt]);
         }
         if (last) {
-            if (p.res) {
+            if (!RING && p.res) {
                 cp_async_wait<1>();
                 __syncthreads(); /* everyone's residual vectors landed */
             }
-            requantize_tile<BN, MT, NT>(p, acc, Es, n0, warp_m * WTM, warp_n * WTN, lane);
+            requantize_tile<BN, MT, NT>(p, acc, Et, n0, warp_m * WTM, warp_n * WTN, lane);
             __syncthreads();
-            store_tile<BN>(p, Es, p0, n0);
+            store_tile<BM, BN>(p, Et, p0, n0);
             /* the next write of Es comes after the next iteration's barrier */
             c_kt = 0, c_tile += gridDim.x;
         } else {
@@ -340,23 +348,38 @@ __global__ void prep_input_kernel(char4 *y, const int8_t *x, int H, int W, int C
  * same (7x7x3 -> 4x4x16 taps x channels, zero weights where a phase has no tap). */
 typedef enum { PREP_NONE, PREP_WIDEN, PREP_S2D } input_prep;
 
+/* One launchable form of the layer: tile shape, residual handling, grid. */
+typedef void (*igemm_fn)(igemm_params);
+typedef struct igemm_variant {
+    igemm_fn fn;
+    int bm, bn;
+    bool ring;              /* residual loaded with the last stage (kernel RING) */
+    bool persistent;        /* as many blocks as fit, each looping over tiles */
+    int blocks, n_tiles, p_tiles;
+    size_t smem;
+} igemm_variant;
+
 struct cu_igemm {
     cu_conv_geo geo;        /* the layer as the graph has it */
     input_prep prep;
     int H2, W2;             /* prepared input's size */
-    igemm_params p;         /* the GEMM the kernel runs (prepared geometry) */
-    int bn;                 /* 64 or 128 */
     int vec;                /* 16, 8 or 4 */
-    int blocks[2];          /* grid: one tile a block, or persistent (as many as fit) */
-    size_t smem;
+    igemm_params p;         /* the GEMM the kernel runs (prepared geometry); tiles set per variant */
+    igemm_variant v[12];
+    int n_v;
 };
 
-/* The kernel for (bn, vec). */
-typedef void (*igemm_fn)(igemm_params);
-static igemm_fn pick_kernel(int bn, int vec)
+template <int VEC, bool RING> static igemm_fn kernel_for(int bm, int bn)
 {
-    if (bn == 128) return vec == 16 ? igemm_kernel<128, 2, 16> : vec == 8 ? igemm_kernel<128, 2, 8> : igemm_kernel<128, 2, 4>;
-    return vec == 16 ? igemm_kernel<64, 4, 16> : vec == 8 ? igemm_kernel<64, 4, 8> : igemm_kernel<64, 4, 4>;
+    if (bn == 128) return igemm_kernel<128, 128, 2, VEC, RING>;
+    return bm == 256 ? igemm_kernel<256, 64, 4, VEC, RING> : igemm_kernel<128, 64, 4, VEC, RING>;
+}
+/* Tile shapes: 128x128 (warps 64x32), and for M <= 64 128x64 (warps 32x32)
+ * or 256x64 (warps 64x32: twice the MMAs per shared-memory load). */
+static igemm_fn pick_kernel(int bm, int bn, int vec, bool ring)
+{
+    if (ring) return kernel_for<16, true>(bm, bn);
+    return vec == 16 ? kernel_for<16, false>(bm, bn) : vec == 8 ? kernel_for<8, false>(bm, bn) : kernel_for<4, false>(bm, bn);
 }
 
 static int floor_half(int a) { return a >= 0 ? a / 2 : -((1 - a) / 2); }
@@ -423,11 +446,11 @@ static int8_t *gemm_weights(const cu_conv_geo *g, const gemm_geo &q, const int8_
     return hw;
 }
 
-qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, int bn, const int8_t *w, const cu_requant *rq,
+qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, bool has_residual,
                           cu_igemm **out)
 {
     *out = NULL;
-    if (!cu_igemm_fits(g, rq->out) || (bn != 64 && bn != 128))
+    if (!cu_igemm_fits(g, rq->out))
         return qf_error(QF_ERR_USAGE, "implicit-GEMM conv asked for a shape it does not run");
     const gemm_geo q = plan(g);
     const int vec = q.Cp % 16 == 0 ? 16 : q.Cp % 8 == 0 ? 8 : 4;
@@ -457,7 +480,6 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, int bn, const int8
     ig->geo = *g;
     ig->prep = q.prep;
     ig->H2 = q.H, ig->W2 = q.W;
-    ig->bn = bn;
     ig->vec = vec;
     igemm_params &p = ig->p;
     p.w = (const int8_t *)dw;
@@ -467,29 +489,46 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, int bn, const int8
     p.P = (int)(g->N * g->Ho * g->Wo);
     p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
     p.sh = q.sh, p.sw = q.sw, p.ph = q.ph, p.pw = q.pw;
-    p.n_tiles = (int)((g->M + bn - 1) / bn);
-    p.p_tiles = (p.P + BM - 1) / BM;
-    const int64_t tiles = (int64_t)p.n_tiles * p.p_tiles;
-    if (tiles > INT32_MAX / 2) {
-        free(ig);
-        return qf_error(QF_ERR_UNSUPPORTED, "implicit-GEMM conv: %lld tiles", (long long)tiles);
+    /* the variants the tuner times: tile shapes for M, residual handling, grid */
+    const int64_t P = p.P;
+    const int shapes[][2] = {{128, 128}, {128, 64}, {256, 64}};
+    const char *cap = getenv("QFORGE_CUDA_IGEMM_BLOCKS"); /* tests: a small persistent grid, several tiles a block */
+    for (int sh = 0; sh < 3; sh++) {
+        const int bm = shapes[sh][0], bn = shapes[sh][1];
+        if ((g->M <= 64) != (bn == 64)) continue;
+        for (int ring = 0; ring <= (has_residual && vec == 16); ring++) {
+            igemm_variant base;
+            memset(&base, 0, sizeof base);
+            base.fn = pick_kernel(bm, bn, vec, ring);
+            base.bm = bm, base.bn = bn, base.ring = ring;
+            base.n_tiles = (int)((g->M + bn - 1) / bn);
+            base.p_tiles = (int)((P + bm - 1) / bm);
+            const int64_t tiles = (int64_t)base.n_tiles * base.p_tiles;
+            const int stages = ring ? 3 : 4;
+            base.smem = (size_t)stages * (bm + bn) * BK + (size_t)(ring ? stages : 1) * bm * (bn + 16);
+            int per_sm = 0;
+            cudaError_t e = cudaFuncSetAttribute(base.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)base.smem);
+            if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, base.fn, THREADS, base.smem);
+            if (e != cudaSuccess) {
+                free(ig);
+                return cu_fail(e, "setting up the implicit-GEMM conv kernel", __FILE__, __LINE__);
+            }
+            if (per_sm < 1 || tiles > INT32_MAX / 2) continue;
+            int64_t resident = (int64_t)per_sm * c->prop.multiProcessorCount;
+            if (cap && atoi(cap) > 0 && atoi(cap) < resident) resident = atoi(cap);
+            base.blocks = (int)tiles;
+            ig->v[ig->n_v++] = base;
+            if (resident < tiles) {
+                base.persistent = true;
+                base.blocks = (int)resident;
+                ig->v[ig->n_v++] = base;
+            }
+        }
     }
-    ig->smem = (size_t)STAGES * (BM + bn) * BK + (size_t)BM * (bn + 16);
-    igemm_fn fn = pick_kernel(bn, ig->vec);
-    int per_sm = 0;
-    cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ig->smem);
-    if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, THREADS, ig->smem);
-    if (e != cudaSuccess) {
+    if (ig->n_v == 0) {
         free(ig);
-        return cu_fail(e, "setting up the implicit-GEMM conv kernel", __FILE__, __LINE__);
+        return qf_error(QF_ERR_UNSUPPORTED, "implicit-GEMM conv: no kernel fits this GPU");
     }
-    /* as many blocks as fit at once (persistent), never more than tiles */
-    int64_t resident = (int64_t)(per_sm > 0 ? per_sm : 1) * c->prop.multiProcessorCount;
-    /* tests: QFORGE_CUDA_IGEMM_BLOCKS caps the persistent grid so small graphs run several tiles a block */
-    const char *cap = getenv("QFORGE_CUDA_IGEMM_BLOCKS");
-    if (cap && atoi(cap) > 0 && atoi(cap) < resident) resident = atoi(cap);
-    ig->blocks[0] = (int)tiles;
-    ig->blocks[1] = (int)(tiles < resident ? tiles : resident);
     *out = ig;
     return QF_OK;
 }
@@ -498,14 +537,16 @@ void cu_igemm_free(cu_igemm *ig) { free(ig); }
 
 int cu_igemm_variants(const cu_igemm *ig)
 {
-    return ig->blocks[1] < ig->blocks[0] ? 2 : 1;
+    return ig->n_v;
 }
 
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
                        void *scratch)
 {
+    const igemm_variant &v = ig->v[variant];
     igemm_params p = ig->p;
     p.x = x, p.res = res, p.y = y;
+    p.n_tiles = v.n_tiles, p.p_tiles = v.p_tiles;
     if (ig->prep != PREP_NONE) {
         const cu_conv_geo &g = ig->geo;
         const int f = ig->prep == PREP_S2D ? 2 : 1;
@@ -516,15 +557,16 @@ qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const in
         CU_LAUNCHED();
         p.x = (const int8_t *)scratch;
     }
-    pick_kernel(ig->bn, ig->vec)<<<ig->blocks[variant], THREADS, ig->smem, s>>>(p);
+    v.fn<<<v.blocks, THREADS, v.smem, s>>>(p);
     CU_LAUNCHED();
     return QF_OK;
 }
 
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)
 {
-    snprintf(buf, len, "implicit-GEMM mma.s8 %dx%d, %d-byte gather%s%s", BM, ig->bn, ig->vec,
+    const igemm_variant &v = ig->v[variant];
+    snprintf(buf, len, "implicit-GEMM mma.s8 %dx%d, %d-byte gather%s%s%s", v.bm, v.bn, ig->vec,
              ig->prep == PREP_S2D ? ", space-to-depth input" : ig->prep == PREP_WIDEN ? ", input widened to 4 channels" : "",
-             variant ? ", persistent" : "");
+             v.ring ? ", residual with the last stage" : "", v.persistent ? ", persistent" : "");
     return buf;
 }
