@@ -461,7 +461,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
     }
     if (i8 && cu_igemm_fits(&p, st->rq.out) && !tactic_forced("lt")) {
         /* a second tactic, timed against the GEMM path at tune time */
-        QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, &st->rq, n->n_in > 4 && n->in[4] >= 0, &st->ig));
+        QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, &st->rq, &st->ig));
         cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(&p));
     }
     return QF_OK;

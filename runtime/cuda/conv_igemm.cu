@@ -15,6 +15,7 @@
  * table gives each k's tap offsets and channel. Tiles: BM = 128 positions x
  * BN channels x 64 bytes of K per stage, 4 stages of cp.async, 8 warps. */
 #include "cuda_internal.h"
+#include <type_traits>
 
 namespace {
 
@@ -71,50 +72,62 @@ __device__ __forceinline__ void mma_s8(int32_t *c, const uint32_t *a, const uint
  * different 16-byte bank groups. */
 __device__ __forceinline__ int swz(int r, int c) { return r * BK + ((c ^ ((r >> 1) & 3)) << 4); }
 
-/* The epilogue goes through shared memory so that global stores (and
- * residual loads) are whole 16-byte (M % 16 == 0) or 8-byte vectors along
- * rows; storing each thread's channel pairs straight from the accumulator
- * layout wrote 2-byte pieces of eight rows at once and ran at a fifth of the
- * write bandwidth (measured on ResNet-50's 64 -> 256 1x1 convs).
- * Es is the tile [BM][BN + 16] (16 bytes of padding: the eight rows a warp
- * touches start in different banks and rows stay 16-byte aligned). */
-template <int BM, int BN> struct tile_io {
-    static constexpr int ES = BN + 16;
-    /* Vectors of the tile: `vw` bytes, BN / vw a row. */
-    template <typename F> __device__ __forceinline__ static void each_vector(const igemm_params &p, int p0, int n0, F f)
+/* The epilogue of each warp goes through its own slice of shared memory so
+ * that global stores and residual loads are whole 16-byte (M % 16 == 0) or
+ * 8-byte vectors along rows -- full 32-byte sectors for the warp's 32 or 64
+ * channels. Storing channel pairs straight from the accumulator layout wrote
+ * 2-byte pieces and ran at a fifth of the write bandwidth; staging the whole
+ * block's tile cost two block barriers a tile (measured on ResNet-50's
+ * 1x1 convs). Ew is the warp's tile [WTM][WTN + 16]: the padding puts the
+ * eight rows of one fragment store in different banks and keeps rows
+ * 16-byte aligned. */
+template <int WTM, int WTN> struct warp_tile {
+    static constexpr int EW = WTN + 16;
+    /* The warp tile's vectors, lanes over consecutive ones: (offset in Ew,
+     * offset in y, inside the output?, bytes). */
+    template <typename F>
+    __device__ __forceinline__ static void each_vector(const igemm_params &p, int pos0, int ch0, int lane, F f)
     {
-        const int vw = p.M % 16 == 0 ? 16 : 8, per_row = BN / vw;
-        for (int v = threadIdx.x; v < BM * per_row; v += THREADS) {
-            const int row = v / per_row, col = (v - row * per_row) * vw, pos = p0 + row, ch = n0 + col;
-            f(row * ES + col, (size_t)pos * p.M + ch, pos < p.P && ch < p.M, vw);
+        const int vw = p.M % 16 == 0 ? 16 : 8, per_row = WTN / vw;
+#pragma unroll 4
+        for (int v = lane; v < WTM * per_row; v += 32) {
+            const int row = v / per_row, col = (v - row * per_row) * vw, pos = pos0 + row, ch = ch0 + col;
+            f(row * EW + col, (size_t)pos * p.M + ch, pos < p.P && ch < p.M, vw);
         }
+    }
+    /* Starts copying the residual of the warp tile into Ew (cp.async, zeros
+     * outside the output); the caller commits, waits and __syncwarp()s. */
+    __device__ __forceinline__ static void load_residual(const igemm_params &p, int8_t *Ew, int pos0, int ch0, int lane)
+    {
+        each_vector(p, pos0, ch0, lane, [&](int at, size_t g, bool ok, int vw) {
+            const uint32_t dst = smem_addr(Ew + at);
+            if (vw == 16) cp_async<16>(dst, ok ? p.res + g : p.res, ok);
+            else cp_async<8>(dst, ok ? p.res + g : p.res, ok);
+        });
+    }
+    /* Ew -> y (rows past P and channels past M stay unwritten). */
+    __device__ __forceinline__ static void store(const igemm_params &p, const int8_t *Ew, int pos0, int ch0, int lane)
+    {
+        each_vector(p, pos0, ch0, lane, [&](int at, size_t g, bool ok, int vw) {
+            if (!ok) return;
+            if (vw == 16) *(int4 *)(p.y + g) = *(const int4 *)(Ew + at);
+            else *(int2 *)(p.y + g) = *(const int2 *)(Ew + at);
+        });
     }
 };
 
-/* Starts copying the residual tile into Es (cp.async; zeros outside the output). */
-template <int BM, int BN>
-__device__ __forceinline__ void load_residual(const igemm_params &p, int8_t *Es, int p0, int n0)
+/* Requantizes a warp's accumulators (with its residual already in Ew) into
+ * Ew and zeroes them for the next tile: c0,c1 are (row g, channels 2t, 2t+1),
+ * c2,c3 the same channels of row g+8 of each 16x8 piece; the warp tile's
+ * first channel is ch0. lib/quant_math.c's operations, in its order. */
+template <int MT, int NT, int EW>
+__device__ __forceinline__ void requantize_warp(const igemm_params &p, int32_t (&acc)[MT][NT][4], int8_t *Ew, int ch0,
+                                                int lane)
 {
-    tile_io<BM, BN>::each_vector(p, p0, n0, [&](int at, size_t g, bool ok, int vw) {
-        const uint32_t dst = smem_addr(Es + at);
-        if (vw == 16) cp_async<16>(dst, ok ? p.res + g : p.res, ok);
-        else cp_async<8>(dst, ok ? p.res + g : p.res, ok);
-    });
-}
-
-/* Requantizes a warp's accumulators (with the residual already in Es) into
- * Es and zeroes them for the next tile: c0,c1 are (row g, channels 2t, 2t+1),
- * c2,c3 the same channels of row g+8 of each 16x8 piece. Rows from r0,
- * channels from c0 within the tile; the tile starts at (p0, n0). */
-template <int BN, int MT, int NT>
-__device__ __forceinline__ void requantize_tile(const igemm_params &p, int32_t (&acc)[MT][NT][4], int8_t *Es, int n0,
-                                                int r0, int c0, int lane)
-{
-    constexpr int ES = BN + 16;
     const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
-        const int cl = c0 + nt * 8 + t4 * 2, ch = n0 + cl;
+        const int cl = nt * 8 + t4 * 2, ch = ch0 + cl;
         const bool ch_ok = ch < p.M;
         const float m0 = ch_ok ? p.m[ch] : 0.0f, m1 = ch_ok ? p.m[ch + 1] : 0.0f;
         const int32_t b0 = ch_ok && p.bias ? p.bias[ch] : 0, b1 = ch_ok && p.bias ? p.bias[ch + 1] : 0;
@@ -122,7 +135,7 @@ __device__ __forceinline__ void requantize_tile(const igemm_params &p, int32_t (
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                char2 *e = (char2 *)(Es + (r0 + mt * 16 + g + h * 8) * ES + cl);
+                char2 *e = (char2 *)(Ew + (mt * 16 + g + h * 8) * EW + cl);
                 float v0 = __fmul_rn(__int2float_rn(acc[mt][nt][2 * h] + b0), m0);
                 float v1 = __fmul_rn(__int2float_rn(acc[mt][nt][2 * h + 1] + b1), m1);
                 acc[mt][nt][2 * h] = acc[mt][nt][2 * h + 1] = 0;
@@ -138,43 +151,29 @@ __device__ __forceinline__ void requantize_tile(const igemm_params &p, int32_t (
     }
 }
 
-/* Es -> y in whole vectors (rows past P and channels past M stay unwritten). */
-template <int BM, int BN>
-__device__ __forceinline__ void store_tile(const igemm_params &p, const int8_t *Es, int p0, int n0)
-{
-    tile_io<BM, BN>::each_vector(p, p0, n0, [&](int at, size_t g, bool ok, int vw) {
-        if (!ok) return;
-        if (vw == 16) *(int4 *)(p.y + g) = *(const int4 *)(Es + at);
-        else *(int2 *)(p.y + g) = *(const int2 *)(Es + at);
-    });
-}
-
 /* A block computes BM output positions x BN channels with 8 warps,
- * WARPS_M x (8 / WARPS_M); VEC bytes per gathered copy (16 when Cp % 16 ==
- * 0, else 8 or 4: a copy never crosses a tap). RING: the residual tile of a
- * tile's last stage loads with that stage, into a per-stage buffer where the
- * epilogue then works in place (3 stages to stay at two blocks an SM);
- * otherwise 4 stages, one epilogue buffer Es, and a residual loaded when the
- * tile's last stage computes. */
-template <int BM, int BN, int WARPS_M, int VEC, bool RING>
-__global__ void __launch_bounds__(THREADS, 2) igemm_kernel(igemm_params p)
+ * WARPS_M x (8 / WARPS_M) (128x256: 64x64 warp tiles, one block an SM);
+ * VEC bytes per gathered copy (16 when Cp % 16 == 0, else 8 or 4: a copy
+ * never crosses a tap). 4 stages of cp.async. */
+template <int BM, int BN, int WARPS_M, int VEC>
+__global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ? 1 : 2) igemm_kernel(igemm_params p)
 {
-    constexpr int STAGES = RING ? 3 : 4;
+    constexpr int STAGES = 4;
     constexpr int WARPS_N = 8 / WARPS_M, WTM = BM / WARPS_M, WTN = BN / WARPS_N;
     constexpr int MT = WTM / 16, NT = WTN / 8;
     constexpr int SUB = 16 / VEC;                         /* copies per 16-byte chunk */
     constexpr int A_CHUNKS = BM * 4 / THREADS;
     constexpr int B_CHUNKS = (BN * 4 + THREADS - 1) / THREADS;
-    constexpr int ETILE = BM * (BN + 16);
+    typedef warp_tile<WTM, WTN> wt;
     static_assert(NT % 2 == 0 && MT >= 1 && A_CHUNKS >= 1, "warp tile");
 
     extern __shared__ __align__(128) int8_t smem[];
     int8_t *As = smem;                                    /* [STAGES][BM * BK] */
     int8_t *Bs = smem + STAGES * BM * BK;                 /* [STAGES][BN * BK] */
-    int8_t *Es = Bs + STAGES * BN * BK;                   /* RING: [STAGES][ETILE]; else [ETILE] */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp % WARPS_M, warp_n = warp / WARPS_M;
+    int8_t *const Ew = Bs + STAGES * BN * BK + warp * WTM * wt::EW; /* this warp's epilogue tile */
     const int KT = (p.K + BK - 1) / BK;
     /* Persistent blocks: block b takes tiles b, b + grid, ... (channel tile
      * fastest, so the blocks running at once share their input rows in L2),
@@ -236,8 +235,6 @@ __global__ void __launch_bounds__(THREADS, 2) igemm_kernel(igemm_params p)
                 cp_async<16>(bs + swz(r, ch), ok ? p.w + (size_t)n * p.K + k : p.w, ok);
             }
         }
-        if (RING && l_kt == KT - 1 && p.res)
-            load_residual<BM, BN>(p, Es + l_stage * ETILE, (l_tile / p.n_tiles) * BM, l_n0);
         if (++l_kt == KT) l_kt = 0, l_tile += gridDim.x;
         if (++l_stage == STAGES) l_stage = 0;
     };
@@ -259,21 +256,22 @@ __global__ void __launch_bounds__(THREADS, 2) igemm_kernel(igemm_params p)
     for (int it = 0; it < iters; it++) {
         cp_async_wait<STAGES - 2>();
         __syncthreads(); /* stage `it` landed for everyone; the stage computed last is free to refill */
-        /* the tile's last stage: its residual starts loading (a group of its
-         * own, committed before the prefetch so that waiting for it leaves
-         * the prefetch in flight) */
+        /* a tile's last stage: the warp's residual starts loading now, in a
+         * group of its own committed before this stage's prefetch, so that
+         * waiting for it after the MMAs leaves the prefetch in flight */
         const bool last = c_kt == KT - 1;
-        int p0 = 0, n0 = 0;
-        if (last) p0 = (c_tile / p.n_tiles) * BM, n0 = (c_tile % p.n_tiles) * BN;
-        if (!RING && last && p.res) {
-            load_residual<BM, BN>(p, Es, p0, n0);
-            cp_async_commit();
+        int pos0 = 0, ch0 = 0;
+        if (last) {
+            pos0 = (c_tile / p.n_tiles) * BM + warp_m * WTM, ch0 = (c_tile % p.n_tiles) * BN + warp_n * WTN;
+            if (p.res) {
+                wt::load_residual(p, Ew, pos0, ch0, lane);
+                cp_async_commit();
+            }
         }
         if (it + STAGES - 1 < iters) load_next();
         cp_async_commit();
 
         const uint32_t as = smem_addr(As + c_stage * BM * BK), bs = smem_addr(Bs + c_stage * BN * BK);
-        int8_t *const Et = RING ? Es + c_stage * ETILE : Es; /* this tile's epilogue buffer */
         if (++c_stage == STAGES) c_stage = 0;
 #pragma unroll
         for (int kk = 0; kk < 2; kk++) { /* two k32 steps per 64-byte stage */
@@ -299,14 +297,15 @@ __global__ void __launch_bounds__(THREADS, 2) igemm_kernel(igemm_params p)
                 for (int nt = 0; nt < NT; nt++) mma_s8(acc[mt][nt], af[mt], bf[nt]);
         }
         if (last) {
-            if (!RING && p.res) {
+            /* warp-local: the other warps go on with the next tile meanwhile */
+            if (p.res) {
                 cp_async_wait<1>();
-                __syncthreads(); /* everyone's residual vectors landed */
+                __syncwarp(); /* every lane's residual vectors landed */
             }
-            requantize_tile<BN, MT, NT>(p, acc, Et, n0, warp_m * WTM, warp_n * WTN, lane);
-            __syncthreads();
-            store_tile<BM, BN>(p, Et, p0, n0);
-            /* the next write of Es comes after the next iteration's barrier */
+            requantize_warp<MT, NT, wt::EW>(p, acc, Ew, ch0, lane);
+            __syncwarp();
+            wt::store(p, Ew, pos0, ch0, lane);
+            __syncwarp(); /* Ew is rewritten at the next tile */
             c_kt = 0, c_tile += gridDim.x;
         } else {
             c_kt++;
@@ -315,28 +314,31 @@ __global__ void __launch_bounds__(THREADS, 2) igemm_kernel(igemm_params p)
     cp_async_wait<0>();
 }
 
-/* An input of C < 4 channels rearranged for the gather (one thread per 4
- * output bytes): f = 1 widens each pixel to 4 channels; f = 2 is
+/* An input of C < 4 channels rearranged for the gather, one thread per
+ * output pixel: F = 1 widens each pixel to 4 channels; F = 2 is
  * space-to-depth, pixel (i, j) of the output holding the 2x2 block at
- * (2i, 2j) as phases (bh*2 + bw) of 4 channels each, zeros past the edge. */
-__global__ void prep_input_kernel(char4 *y, const int8_t *x, int H, int W, int C, int H2, int W2, int f, int64_t total)
+ * (2i, 2j) as phases (bh*2 + bw) of 4 channels each, zeros past the edge.
+ * 32-bit indices within an image (the caller checks H*W*C < 2^31). */
+template <int F>
+__global__ void prep_input_kernel(int8_t *y, const int8_t *x, int H, int W, int C, int H2, int W2, int64_t total)
 {
+    typedef typename std::conditional<F == 2, int4, int>::type out_t;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        const int phases = f * f;
-        const int64_t pix = i / phases;
-        const int phase = (int)(i - pix * phases), bh = phase / f, bw = phase - bh * f;
-        const int64_t n = pix / ((int64_t)H2 * W2);
-        const int rem = (int)(pix - n * H2 * W2), i2 = rem / W2, j2 = rem - i2 * W2;
-        const int ih = i2 * f + bh, iw = j2 * f + bw;
-        char4 v = make_char4(0, 0, 0, 0);
-        if (ih < H && iw < W) {
-            const int8_t *px = x + ((n * H + ih) * W + iw) * C;
-            v.x = px[0];
-            if (C > 1) v.y = px[1];
-            if (C > 2) v.z = px[2];
-            if (C > 3) v.w = px[3];
+        const int64_t n = i / ((int64_t)H2 * W2);
+        const int rem = (int)(i - n * H2 * W2), i2 = rem / W2, j2 = rem - i2 * W2;
+        const int8_t *xn = x + n * H * W * C;
+        union {
+            out_t v;
+            int8_t b[F * F * 4];
+        } u;
+#pragma unroll
+        for (int ph = 0; ph < F * F; ph++) {
+            const int ih = i2 * F + ph / F, iw = j2 * F + ph % F;
+            const bool in = ih < H && iw < W;
+#pragma unroll
+            for (int c = 0; c < 4; c++) u.b[ph * 4 + c] = in && c < C ? xn[(ih * W + iw) * C + c] : 0;
         }
-        y[i] = v;
+        ((out_t *)y)[i] = u.v;
     }
 }
 
@@ -353,7 +355,6 @@ typedef void (*igemm_fn)(igemm_params);
 typedef struct igemm_variant {
     igemm_fn fn;
     int bm, bn;
-    bool ring;              /* residual loaded with the last stage (kernel RING) */
     bool persistent;        /* as many blocks as fit, each looping over tiles */
     int blocks, n_tiles, p_tiles;
     size_t smem;
@@ -365,21 +366,22 @@ struct cu_igemm {
     int H2, W2;             /* prepared input's size */
     int vec;                /* 16, 8 or 4 */
     igemm_params p;         /* the GEMM the kernel runs (prepared geometry); tiles set per variant */
-    igemm_variant v[12];
+    igemm_variant v[16];
     int n_v;
 };
 
-template <int VEC, bool RING> static igemm_fn kernel_for(int bm, int bn)
+template <int VEC> static igemm_fn kernel_for(int bm, int bn)
 {
-    if (bn == 128) return igemm_kernel<128, 128, 2, VEC, RING>;
-    return bm == 256 ? igemm_kernel<256, 64, 4, VEC, RING> : igemm_kernel<128, 64, 4, VEC, RING>;
+    if (bn == 256) return igemm_kernel<128, 256, 2, VEC>;
+    if (bn == 128) return igemm_kernel<128, 128, 2, VEC>;
+    return bm == 256 ? igemm_kernel<256, 64, 4, VEC> : igemm_kernel<128, 64, 4, VEC>;
 }
-/* Tile shapes: 128x128 (warps 64x32), and for M <= 64 128x64 (warps 32x32)
- * or 256x64 (warps 64x32: twice the MMAs per shared-memory load). */
-static igemm_fn pick_kernel(int bm, int bn, int vec, bool ring)
+/* Tile shapes: 128x128 (warps 64x32), 128x256 for M > 128 (warps 64x64:
+ * the gathered patches serve twice the channels), and for M <= 64 128x64
+ * (warps 32x32) or 256x64 (warps 64x32: twice the MMAs per shared-memory load). */
+static igemm_fn pick_kernel(int bm, int bn, int vec)
 {
-    if (ring) return kernel_for<16, true>(bm, bn);
-    return vec == 16 ? kernel_for<16, false>(bm, bn) : vec == 8 ? kernel_for<8, false>(bm, bn) : kernel_for<4, false>(bm, bn);
+    return vec == 16 ? kernel_for<16>(bm, bn) : vec == 8 ? kernel_for<8>(bm, bn) : kernel_for<4>(bm, bn);
 }
 
 static int floor_half(int a) { return a >= 0 ? a / 2 : -((1 - a) / 2); }
@@ -446,8 +448,7 @@ static int8_t *gemm_weights(const cu_conv_geo *g, const gemm_geo &q, const int8_
     return hw;
 }
 
-qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, bool has_residual,
-                          cu_igemm **out)
+qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, cu_igemm **out)
 {
     *out = NULL;
     if (!cu_igemm_fits(g, rq->out))
@@ -491,21 +492,22 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.sh = q.sh, p.sw = q.sw, p.ph = q.ph, p.pw = q.pw;
     /* the variants the tuner times: tile shapes for M, residual handling, grid */
     const int64_t P = p.P;
-    const int shapes[][2] = {{128, 128}, {128, 64}, {256, 64}};
+    const int shapes[][2] = {{128, 128}, {128, 256}, {128, 64}, {256, 64}};
     const char *cap = getenv("QFORGE_CUDA_IGEMM_BLOCKS"); /* tests: a small persistent grid, several tiles a block */
-    for (int sh = 0; sh < 3; sh++) {
+    for (int sh = 0; sh < 4; sh++) {
         const int bm = shapes[sh][0], bn = shapes[sh][1];
-        if ((g->M <= 64) != (bn == 64)) continue;
-        for (int ring = 0; ring <= (has_residual && vec == 16); ring++) {
+        if ((g->M <= 64) != (bn == 64) || (bn == 256 && g->M <= 128)) continue;
+        {
             igemm_variant base;
             memset(&base, 0, sizeof base);
-            base.fn = pick_kernel(bm, bn, vec, ring);
-            base.bm = bm, base.bn = bn, base.ring = ring;
+            base.fn = pick_kernel(bm, bn, vec);
+            base.bm = bm, base.bn = bn;
             base.n_tiles = (int)((g->M + bn - 1) / bn);
             base.p_tiles = (int)((P + bm - 1) / bm);
             const int64_t tiles = (int64_t)base.n_tiles * base.p_tiles;
-            const int stages = ring ? 3 : 4;
-            base.smem = (size_t)stages * (bm + bn) * BK + (size_t)(ring ? stages : 1) * bm * (bn + 16);
+            /* 4 stages of A and B, and each warp's epilogue tile (8 warps of BM*BN/8 plus 16-byte row padding) */
+            const int wtm = bm / (bn == 64 ? 4 : 2); /* warp tile rows (WARPS_M is 4 for 64-channel tiles) */
+            base.smem = (size_t)4 * (bm + bn) * BK + (size_t)bm * bn + (size_t)8 * wtm * 16;
             int per_sm = 0;
             cudaError_t e = cudaFuncSetAttribute(base.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)base.smem);
             if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, base.fn, THREADS, base.smem);
@@ -549,11 +551,13 @@ qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const in
     p.n_tiles = v.n_tiles, p.p_tiles = v.p_tiles;
     if (ig->prep != PREP_NONE) {
         const cu_conv_geo &g = ig->geo;
-        const int f = ig->prep == PREP_S2D ? 2 : 1;
-        const int64_t total = g.N * ig->H2 * ig->W2 * f * f;
+        const int64_t total = g.N * ig->H2 * ig->W2;
         unsigned b = cu_blocks(total, 256);
         if (b > 262144) b = 262144;
-        prep_input_kernel<<<b, 256, 0, s>>>((char4 *)scratch, x, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, f, total);
+        if (ig->prep == PREP_S2D)
+            prep_input_kernel<2><<<b, 256, 0, s>>>((int8_t *)scratch, x, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, total);
+        else
+            prep_input_kernel<1><<<b, 256, 0, s>>>((int8_t *)scratch, x, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, total);
         CU_LAUNCHED();
         p.x = (const int8_t *)scratch;
     }
@@ -565,8 +569,8 @@ qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const in
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)
 {
     const igemm_variant &v = ig->v[variant];
-    snprintf(buf, len, "implicit-GEMM mma.s8 %dx%d, %d-byte gather%s%s%s", v.bm, v.bn, ig->vec,
+    snprintf(buf, len, "implicit-GEMM mma.s8 %dx%d, %d-byte gather%s%s", v.bm, v.bn, ig->vec,
              ig->prep == PREP_S2D ? ", space-to-depth input" : ig->prep == PREP_WIDEN ? ", input widened to 4 channels" : "",
-             v.ring ? ", residual with the last stage" : "", v.persistent ? ", persistent" : "");
+             v.persistent ? ", persistent" : "");
     return buf;
 }

@@ -241,7 +241,7 @@ qf_status cu_requant_setup(cu_engine *c, const qf_node *n, int64_t channels, cu_
  * conv with an int8 output (M % 8 == 0) and lib/quant_math.c's epilogue bit
  * for bit, the patches gathered in shared memory; an input of C < 4 is first
  * rearranged in `scratch` (cu_igemm_scratch bytes). It offers several launch
- * variants (tile shape, residual handling, persistent grid) for the tuner. */
+ * variants (tile shape, persistent grid) for the tuner. */
 typedef struct cu_conv_geo {
     int64_t N, C, H, W, M, Ho, Wo, group;
     int kh, kw, sh, sw, ph, pw, dh, dw;
@@ -249,8 +249,7 @@ typedef struct cu_conv_geo {
 typedef struct cu_igemm cu_igemm;
 bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out);
 size_t cu_igemm_scratch(const cu_conv_geo *g);
-qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, bool has_residual,
-                          cu_igemm **out);
+qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, cu_igemm **out);
 void cu_igemm_free(cu_igemm *ig);
 int cu_igemm_variants(const cu_igemm *ig);
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
