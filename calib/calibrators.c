@@ -105,9 +105,25 @@ float qf_calib_percentile(const qf_histogram *h, double percent)
  *   the value that bin's contents actually reach), clamped to absmax.
  * Searching only up to the last used bin keeps the candidates those of TensorRT's
  * histogram, whose range ends at absmax; ours ends at the power of two above it.
- * Every sum comes from prefix sums, so a candidate costs O(128), not O(i). */
+ * Every sum comes from prefix sums, and a candidate costs O(1), not O(128): all
+ * groups but the last hold m = i/128 bins whatever i is (one bin below 256), so
+ *   sum over those groups of p log q = (G(m) - C(s) log kept) / T,
+ * with G(m) = sum of S log(S/nz) over the groups (S their count, nz their nonzero
+ * bins), C(s) the count below the last group and T the total. G(1) is the
+ * prefix sum of c log c; G(m) for m >= 2 is computed once per m (at most 16). */
 #define ENTROPY_LEVELS 128
 #define ENTROPY_EPS 1e-4
+
+/* G(m) of the first `groups` groups of m bins (see above). */
+static double group_entropy_sum(const uint64_t *C, const int *NZ, int m, int groups)
+{
+    double g = 0.0;
+    for (int k = 0; k < groups; k++) {
+        uint64_t sum = C[(k + 1) * m] - C[k * m];
+        if (sum) g += (double)sum * log((double)sum / (double)(NZ[(k + 1) * m] - NZ[k * m]));
+    }
+    return g;
+}
 
 float qf_calib_entropy(const qf_histogram *h)
 {
@@ -128,8 +144,8 @@ float qf_calib_entropy(const qf_histogram *h)
     }
     const double T = (double)C[n], logT = log(T);
     int first = n < ENTROPY_LEVELS ? n : ENTROPY_LEVELS;
-    int best = n;
-    double best_kl = INFINITY;
+    int best = n, g_m = 0;
+    double best_kl = INFINITY, g_sum = 0.0;
     for (int i = first; i <= n; i++) {
         uint64_t kept = C[i], out = C[n] - C[i];
         if (kept == 0) continue;  // everything clipped: Q is empty, KL infinite
@@ -137,25 +153,21 @@ float qf_calib_entropy(const qf_histogram *h)
         double plogp = (L[i - 1] - (double)C[i - 1] * logT) / T;
         double p_last = (double)(h->bins[i - 1] + out) / T;
         if (p_last > 0) plogp += p_last * log(p_last);
-        // sum p log q, level by level: q is constant over a group's P-nonzero bins.
-        int levels = i < ENTROPY_LEVELS ? i : ENTROPY_LEVELS, m = i / levels;
-        double plogq = 0.0, p_orphan = 0.0;
-        for (int g = 0; g < levels; g++) {
-            int s = g * m, e = g == levels - 1 ? i : s + m;
-            uint64_t sum = C[e] - C[s];
-            double pmass = (double)sum;
-            int nz = NZ[e] - NZ[s];
-            if (g == levels - 1 && out > 0) {
-                pmass += (double)out;
-                if (h->bins[i - 1] == 0) nz++;
-            }
-            if (pmass == 0) continue;
-            if (sum == 0) {  // P has the outliers here, Q has nothing
-                p_orphan = pmass / T;
-                continue;
-            }
-            plogq += pmass / T * log((double)sum / ((double)nz * (double)kept));
+        // sum p log q: q is constant over a group's P-nonzero bins, sum/(nz*kept).
+        int levels = i < ENTROPY_LEVELS ? i : ENTROPY_LEVELS, m = i / levels, s = (levels - 1) * m;
+        if (m > 1 && m != g_m) {
+            g_sum = group_entropy_sum(C, NZ, m, levels - 1);
+            g_m = m;
         }
+        double plogq = ((m == 1 ? L[s] : g_sum) - (double)C[s] * log((double)kept)) / T;
+        // The last group, bins s..i-1, also holds the outliers in P.
+        uint64_t sum = C[i] - C[s];
+        double pmass = (double)sum + (double)out, p_orphan = 0.0;
+        int nz = NZ[i] - NZ[s] + (out > 0 && h->bins[i - 1] == 0);
+        if (sum == 0)  // P has the outliers here, Q has nothing
+            p_orphan = pmass / T;
+        else
+            plogq += pmass / T * log((double)sum / ((double)nz * (double)kept));
         if (p_orphan > 0) plogq += (1.0 - p_orphan) * log1p(-ENTROPY_EPS) + p_orphan * log(ENTROPY_EPS);
         double kl = plogp - plogq;
         if (kl < best_kl) {
@@ -171,28 +183,33 @@ float qf_calib_entropy(const qf_histogram *h)
  *   c > T : clipped to T, error (c - T)^2;
  *   c <= T: rounded to a grid of step T/127, error step^2/12 (uniform rounding noise).
  * Zeros are exact and add nothing. Candidates: every bin edge j * width up to the
- * used range, and absmax itself; the first minimum wins. */
-static double mse_error(const qf_histogram *h, int n, double T)
-{
-    double w = qf_histogram_bin_width(h), step = T / 127.0, round_err = step * step / 12.0;
-    double err = 0.0;
-    for (int b = 0; b < n; b++) {
-        if (!h->bins[b]) continue;
-        double c = (b + 0.5) * w, d = c > T ? (c - T) * (c - T) : round_err;
-        err += (double)h->bins[b] * d;
-    }
-    return err;
-}
-
+ * used range, and absmax itself; the first minimum wins.
+ * Every candidate costs O(1), not O(bins): with k the first clipped bin and
+ * d = c_k - T in (0, w], the clipped error is
+ *   sum_{b>=k} n_b ((b-k) w + d)^2 = w^2 E[k] + 2 w d F[k] + d^2 N[k],
+ * N, F, E being the suffix sums of n_b, n_b (b-k) and n_b (b-k)^2. They are built
+ * from the top by adding non-negative terms only (F[k] = F[k+1] + N[k+1],
+ * E[k] = E[k+1] + 2 F[k+1] + N[k+1]), so nothing cancels. */
 float qf_calib_mse(const qf_histogram *h)
 {
     int n = used_bins(h);
     if (n == 0 || h->absmax == 0.0f) return 0.0f;
-    double w = qf_histogram_bin_width(h);
+    double N[QF_HIST_BINS + 1], F[QF_HIST_BINS + 1], E[QF_HIST_BINS + 1];
+    N[n] = F[n] = E[n] = 0.0;
+    for (int k = n - 1; k >= 0; k--) {
+        E[k] = E[k + 1] + 2.0 * F[k + 1] + N[k + 1];
+        F[k] = F[k + 1] + N[k + 1];
+        N[k] = N[k + 1] + (double)h->bins[k];
+    }
+    const double w = qf_histogram_bin_width(h), total = N[0];
     double best_t = h->absmax, best_err = INFINITY;
     for (int j = 1; j <= n; j++) {
         double t = j * w < h->absmax ? j * w : h->absmax;  // the last candidate is absmax
-        double err = mse_error(h, n, t);
+        // first bin whose center (k + 0.5) w lies above t; t / w is exact (w is a power of two)
+        int k = (int)floor(t / w - 0.5) + 1;
+        if (k > n) k = n;
+        double d = (k + 0.5) * w - t, step = t / 127.0;
+        double err = w * w * E[k] + 2.0 * w * d * F[k] + d * d * N[k] + (total - N[k]) * (step * step / 12.0);
         if (err < best_err) {
             best_err = err;
             best_t = t;

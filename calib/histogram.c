@@ -69,32 +69,149 @@ static void add_slow(qf_histogram *h, const float *x, size_t n)
     h->nonfinite += nonfinite;
 }
 
-/* Fast path per block: one vectorizable pass for the block's max (which also
- * detects NaN/Inf), one widen, then a branch-free binning pass in float. The
- * float product a * 2^(11-exp) is exact (a power-of-two scale of a normal
- * result), so the bins equal the reference path's. Four interleaved sets of
- * 32-bit counters break the store-to-load chains of runs of equal bins (a
- * ReLU's zeros all land in bin 0); zeros are moved from bin 0 to `zeros`. */
-_Static_assert(65536 / 4 <= UINT16_MAX, "sub-histogram counters overflow");
+/* Largest |x| as bits. For non-negative floats integer order is float order, and
+ * NaN/Inf are exactly the patterns >= 0x7f800000: an integer max reduction
+ * vectorizes where a float one with NaN checks does not. */
+QFI_SIMD_CLONES
+static uint32_t max_abs_bits(const float *x, size_t n)
+{
+    uint32_t top = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        u &= 0x7fffffffu;
+        top = u > top ? u : top;
+    }
+    return top;
+}
+
+/* One vectorized pass over a chunk: idx[i] = floor(|x[i]| * scale), the number of
+ * exact zeros, and the largest |x| as bits (see max_abs_bits), which tells the
+ * caller whether the indices are valid (every |x| below the range) before it
+ * counts them. Products of 2048 or more (values beyond the range, NaN, Inf) get
+ * index 0 so the conversion stays defined; they are never counted. */
+QFI_SIMD_CLONES
+static uint32_t bin_indices(const float *x, size_t n, float scale, uint16_t *idx, uint32_t *zeros)
+{
+    uint32_t top = 0, z = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        u &= 0x7fffffffu;
+        top = u > top ? u : top;
+        z += u == 0;
+        float a;
+        memcpy(&a, &u, 4);
+        float t = a * scale;
+        idx[i] = (uint16_t)(int32_t)(t < 2048.0f ? t : 0.0f);
+    }
+    *zeros = z;
+    return top;
+}
+
+enum {
+    WAYS = 4,       /* interleaved sub-histograms */
+    CHUNK = 1024,   /* values binned per vectorized pass (idx is 2 KiB of stack) */
+    BLOCK = 65536,  /* values counted between folds: per way at most BLOCK/WAYS + WAYS - 1 */
+    SMALL = 2048,   /* calls with fewer values count straight into the histogram */
+};
+_Static_assert(BLOCK / WAYS + WAYS - 1 <= UINT16_MAX, "sub-histogram counters overflow");
+
+/* Counts not yet folded into the histogram, all at its current range. */
+typedef struct pending {
+    uint16_t sub[WAYS][QF_HIST_BINS];
+    int cleared;     /* bins [0, cleared) of every way are counts; the rest is garbage */
+    size_t count;    /* values counted since the last fold */
+    uint64_t zeros;  /* exact zeros among them, counted in bin 0 */
+} pending;
+
+/* bins[k] += the WAYS sub-histograms' counts of bin k, for k < nbins. */
+QFI_SIMD_CLONES
+static void fold_ways(uint64_t *bins, uint16_t (*sub)[QF_HIST_BINS], int nbins)
+{
+    for (int k = 0; k < nbins; k++) {
+        uint32_t s = 0;
+        for (int w = 0; w < WAYS; w++) s += sub[w][k];
+        bins[k] += s;
+    }
+}
+
+/* Must run before the range widens. */
+static void fold(qf_histogram *h, pending *p)
+{
+    fold_ways(h->bins, p->sub, p->cleared);
+    h->bins[0] -= p->zeros;
+    h->zeros += p->zeros;
+    p->cleared = 0;
+    p->count = 0;
+    p->zeros = 0;
+}
+
+/* Counts a chunk whose bins are in idx (all below 2048; top = its largest |x|). */
+static void count_chunk(qf_histogram *h, pending *p, bool direct, const uint16_t *idx, size_t m, uint32_t top,
+                        float scale, uint32_t zeros)
+{
+    float mx;
+    memcpy(&mx, &top, 4);
+    if (mx > h->absmax) h->absmax = mx;
+    if (direct) {
+        for (size_t i = 0; i < m; i++) h->bins[idx[i]]++;
+        h->bins[0] -= zeros;
+        h->zeros += zeros;
+        return;
+    }
+    if (p->count + m > BLOCK) fold(h, p);
+    // Only bins up to this chunk's largest can be hit: clear lazily up to there.
+    int nbins = (int)(mx * scale) + 1;
+    if (nbins > p->cleared) {
+        for (int w = 0; w < WAYS; w++) memset(p->sub[w] + p->cleared, 0, (size_t)(nbins - p->cleared) * 2);
+        p->cleared = nbins;
+    }
+    // Interleaved ways break the store-to-load chains of runs of equal bins
+    // (a ReLU's zeros all land in bin 0).
+    size_t i = 0;
+    for (; i + WAYS <= m; i += WAYS)
+        for (int w = 0; w < WAYS; w++) p->sub[w][idx[i + w]]++;
+    for (; i < m; i++) p->sub[0][idx[i]]++;
+    p->count += m;
+    p->zeros += zeros;
+}
+
+/* Fast path per chunk: one vectorized pass computes the bins at the current
+ * range and the chunk's max, then a scalar pass counts them; only when the max
+ * reaches past the range (rare once the range settles), or is NaN/Inf, does the
+ * chunk take the careful way: widen, or the reference path. The float product
+ * a * 2^(11-exp) is exact (a power-of-two scale of a normal result), so the bins
+ * equal the reference path's. Large calls count into 16-bit sub-histograms that
+ * are folded into the 64-bit bins every BLOCK values and before a widening; small
+ * calls count straight into the bins, where clearing and folding would cost more
+ * than they save. */
 void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
 {
-    /* per way at most BLOCK/WAYS = 16384 counts: 16-bit counters suffice */
-    enum { BLOCK = 65536, WAYS = 4 };
-    uint16_t sub[WAYS][QF_HIST_BINS];
-    for (size_t off = 0; off < n; off += BLOCK) {
-        size_t m = n - off < BLOCK ? n - off : BLOCK;
+    pending p;
+    p.cleared = 0;
+    p.count = 0;
+    p.zeros = 0;
+    const bool direct = n < SMALL;
+    uint16_t idx[CHUNK];
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t m = n - off < CHUNK ? n - off : CHUNK;
         const float *b = x + off;
-        /* |x| as bits: for non-negative floats integer order is float order,
-         * and NaN/Inf are exactly the patterns >= 0x7f800000; an integer max
-         * reduction vectorizes where a float one with NaN checks does not */
-        uint32_t top = 0;
-        for (size_t i = 0; i < m; i++) {
-            uint32_t u;
-            memcpy(&u, &b[i], 4);
-            u &= 0x7fffffffu;
-            top = u > top ? u : top;
+        uint32_t zeros, top;
+        // 2^(11-exp) is a normal float for exp >= -116; exp is at most 128
+        if (h->exp >= -116) {
+            float scale = ldexpf(1.0f, 11 - h->exp);
+            uint32_t lim = h->exp >= 128 ? 0x7f800000u : (uint32_t)(h->exp + 127) << 23; /* 2^exp as bits */
+            top = bin_indices(b, m, scale, idx, &zeros);
+            if (top < lim) {
+                count_chunk(h, &p, direct, idx, m, top, scale, zeros);
+                continue;
+            }
+        } else {
+            top = max_abs_bits(b, m);
         }
         if (top >= 0x7f800000u) {
+            fold(h, &p);
             add_slow(h, b, m);
             continue;
         }
@@ -104,33 +221,19 @@ void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
             h->zeros += m;
             continue;
         }
-        if (mx >= ldexpf(1.0f, h->exp)) qf_histogram_widen(h, range_exp(mx));
+        if (mx >= ldexpf(1.0f, h->exp)) {
+            fold(h, &p);
+            qf_histogram_widen(h, range_exp(mx));
+        }
         if (h->exp < -116) { /* 2^(11-exp) would not be a normal float */
             add_slow(h, b, m);
             continue;
         }
-        if (mx > h->absmax) h->absmax = mx;
         float scale = ldexpf(1.0f, 11 - h->exp);
-        memset(sub, 0, sizeof sub);
-        uint64_t zeros = 0;
-        size_t i = 0;
-        for (; i + WAYS <= m; i += WAYS) {
-            for (int w = 0; w < WAYS; w++) {
-                float a = fabsf(b[i + w]);
-                zeros += a == 0.0f;
-                sub[w][(int)(a * scale)]++;
-            }
-        }
-        for (; i < m; i++) {
-            float a = fabsf(b[i]);
-            zeros += a == 0.0f;
-            sub[i % WAYS][(int)(a * scale)]++;
-        }
-        for (int k = 0; k < QF_HIST_BINS; k++)
-            h->bins[k] += (uint64_t)sub[0][k] + sub[1][k] + sub[2][k] + sub[3][k];
-        h->bins[0] -= zeros;
-        h->zeros += zeros;
+        top = bin_indices(b, m, scale, idx, &zeros);
+        count_chunk(h, &p, direct, idx, m, top, scale, zeros);
     }
+    fold(h, &p);
 }
 
 void qf_histogram_merge(qf_histogram *dst, const qf_histogram *src)

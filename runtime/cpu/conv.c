@@ -1,7 +1,9 @@
-/* Conv on the CPU: im2col + cblas_sgemm per (image, group), a direct loop for
- * depthwise-style convolutions (one input channel per group), and a plain sgemm
- * for 1x1 stride-1 unpadded ones. Independent (image, group) items are spread
- * over threads; each thread owns one im2col slot of the scratch. */
+/* Conv on the CPU: a direct kernel (runtime/cpu/conv_direct.c) for the
+ * group-1 2-D windows where it beats BLAS, im2col + cblas_sgemm per (image,
+ * group) otherwise, a direct loop for depthwise-style convolutions (one input
+ * channel per group), and a plain sgemm for 1x1 stride-1 unpadded ones.
+ * Independent items are spread over threads; each thread owns one slot of the
+ * scratch. */
 #include "kernels.h"
 #include "ops/nn.h"
 #include <cblas.h>
@@ -17,6 +19,38 @@ static bool is_pointwise(const qfi_window *w)
     for (int s = 0; s < QFI_MAX_SPATIAL; s++)
         if (w->k[s] != 1 || w->stride[s] != 1 || w->pad[s] != 0 || w->pad_end[s] != 0) return false;
     return true;
+}
+
+typedef enum conv_path { PATH_DEPTHWISE, PATH_POINTWISE, PATH_DIRECT, PATH_IM2COL } conv_path;
+
+/* The one place that decides which kernel runs an FP32 Conv; the scratch
+ * size and the run both follow it. The direct kernel is taken where it was
+ * measured faster than im2col + OpenBLAS sgemm (batch 32, one thread, AVX-512
+ * Xeon, GFLOP/s direct vs BLAS): ResNet-20's 3x3 layers 16-64 channels 126-140
+ * vs 57-69 (AVX2 build 68-88), its stride-2 3x3 ones 80-87 vs 51-65, first
+ * layer C=3 79 vs 58, 5x5/7x7 115-153 vs 27-50, 7x7 stride 2 on 224x224 95
+ * vs 71, M <= 3 outputs 14-34 vs 5-18. Not taken:
+ *  - windows narrower than their stride (1x1 stride 2: 25 vs 55): the direct
+ *    kernel copies every input element and most go unread;
+ *  - wide layers, where BLAS's packing pays off: C=M=256 14x14 128 vs 126,
+ *    7x7 82 vs 94, C=64 M=1024 135 vs 157;
+ *  - CPUs without AVX2: the portable (SSE2/NEON) build is slower than
+ *    OpenBLAS.
+ * Winograd F(2x2,3x3) on the same register blocks was tried and lost to the
+ * direct kernel at these sizes (71 vs 124-129 at 16-32 channels, 18 vs 100 at
+ * 8x8): its transforms and the tile grid's padding ate the 2.25x fewer
+ * multiplies. */
+static conv_path choose_conv_path(const qfi_conv_geom *geo)
+{
+    if (is_depthwise(geo)) return PATH_DEPTHWISE;
+    if (is_pointwise(&geo->w)) return PATH_POINTWISE;
+    const qfi_window *w = &geo->w;
+    const int64_t kdim = geo->C / geo->group * qfi_window_k_size(w);
+    bool covers = w->k[1] >= w->stride[1] && w->k[2] >= w->stride[2];
+    if (qfi_cpu_conv_direct_supports(geo) && qfi_cpu_direct_isa() != QFI_DIRECT_PORTABLE && covers &&
+        (geo->M < 256 || kdim < 512))
+        return PATH_DIRECT;
+    return PATH_IM2COL;
 }
 
 /* Scratch slots: one per thread that can run at once, never more than items. */
@@ -37,13 +71,19 @@ size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n)
     if (n->precision == QF_PREC_INT8) return qfi_cpu_conv_int8_scratch(g, n);
     qfi_conv_geom geo;
     if (qfi_conv_geometry(g, n, &geo) != QF_OK) return 0;
-    if (is_depthwise(&geo) || is_pointwise(&geo.w)) return 0;
+    switch (choose_conv_path(&geo)) {
+    case PATH_DEPTHWISE:
+    case PATH_POINTWISE: return 0;
+    case PATH_DIRECT: return qfi_cpu_conv_direct_scratch(&geo, qfi_cpu_conv_direct_slots(&geo, 0));
+    case PATH_IM2COL: break;
+    }
     return (size_t)(conv_slots(geo.N * geo.group) * col_elems(&geo)) * sizeof(float);
 }
 
 /* Unfolds one group of one image. x is (Cg, D,H,W); col is (Cg*Kd*Kh*Kw, Do*Ho*Wo):
  * row (c,kd,kh,kw) holds, for every output position, the input element under
  * that kernel tap, or 0 where the tap falls in the padding. */
+QFI_SIMD_CLONES QFI_NO_LIBCALL_LOOPS
 void qfi_cpu_im2col(const float *x, int64_t cg, const qfi_window *w, float *col)
 {
     const int64_t D = w->in[0], H = w->in[1], W = w->in[2];
@@ -62,15 +102,15 @@ void qfi_cpu_im2col(const float *x, int64_t cg, const qfi_window *w, float *col)
                         for (int64_t oh = 0; oh < Ho; oh++, r += Wo) {
                             int64_t ih = oh * w->stride[1] - w->pad[1] + kh * w->dil[1];
                             if (id < 0 || id >= D || ih < 0 || ih >= H) {
-                                memset(r, 0, (size_t)Wo * sizeof *r);
+                                qfi_zero_floats(r, Wo);
                                 continue;
                             }
                             const float *xr = xc + (id * H + ih) * W + iw0; /* xr[ow*sw] is under column ow */
-                            memset(r, 0, (size_t)lo * sizeof *r);
-                            if (sw == 1) memcpy(r + lo, xr + lo, (size_t)(hi - lo) * sizeof *r);
+                            qfi_zero_floats(r, lo);
+                            if (sw == 1) qfi_copy_floats(r + lo, xr + lo, hi - lo);
                             else
                                 for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * sw];
-                            memset(r + hi, 0, (size_t)(Wo - hi) * sizeof *r);
+                            qfi_zero_floats(r + hi, Wo - hi);
                         }
                     }
                 }
@@ -183,7 +223,8 @@ qf_status qfi_cpu_conv(const qfi_kernel_args *a)
     conv_job j = {.geo = &geo, .x = a->in[0], .w = a->in[1], .b = geo.has_bias ? a->in[2] : NULL, .y = a->out[0]};
     if (geo.N == 0 || geo.M == 0 || qfi_window_out_size(&geo.w) == 0) return QF_OK;
     int threads = a->threads > 0 ? a->threads : qfi_cpu_count();
-    if (is_depthwise(&geo)) {
+    const conv_path path = choose_conv_path(&geo);
+    if (path == PATH_DEPTHWISE) {
         qfi_parallel_for(threads, geo.N * geo.M, depthwise_plane, &j);
         return QF_OK;
     }
@@ -194,12 +235,19 @@ qf_status qfi_cpu_conv(const qfi_kernel_args *a)
         for (int64_t i = 0; i < geo.N * geo.M * out_sz; i++) j.y[i] = j.b ? j.b[i / out_sz % geo.M] : 0.0f;
         return QF_OK;
     }
+    if (path == PATH_DIRECT) {
+        if (!a->scratch)
+            return qf_error(QF_ERR_USAGE, QFI_NODE_FMT "no padded-image scratch was provided",
+                            QFI_NODE_ARGS(a->g, a->n));
+        qfi_cpu_conv_direct(&geo, j.x, j.w, j.b, j.y, a->scratch, threads, qfi_cpu_direct_isa());
+        return QF_OK;
+    }
     if (kdim > INT_MAX || qfi_window_out_size(&geo.w) > INT_MAX || geo.M > INT_MAX)
         return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range",
                         QFI_NODE_ARGS(a->g, a->n));
     j.items = geo.N * geo.group;
     j.slots = conv_slots(j.items);
-    if (!is_pointwise(&geo.w)) {
+    if (path == PATH_IM2COL) {
         if (!a->scratch)
             return qf_error(QF_ERR_USAGE, QFI_NODE_FMT "no im2col scratch was provided", QFI_NODE_ARGS(a->g, a->n));
         j.scratch = a->scratch;

@@ -36,12 +36,53 @@ QFI_DECLARE_CPU(qdq)          /* QuantizeLinear DequantizeLinear */
  * Transpose and Slice are this copy. Defined in runtime/cpu/transpose.c. */
 void qfi_cpu_strided_copy(void *dst, const void *src, int nd, const int64_t *dims, const int64_t *strides, size_t es);
 
+/* r[0..n) = 0 and r[0..n) = x[0..n) for short rows (ResNet-style rows are
+ * 8-32 floats, where a libc call per row cost more than the copy: memset +
+ * memmove were 15% of a ResNet-20 run through im2col). Blocks of 8 with a
+ * fixed inner count vectorize; gcc would still turn the loops back into
+ * library calls, which QFI_NO_LIBCALL_LOOPS on the function they are inlined
+ * into forbids. (__restrict: this header is also read by nvcc as C++.) */
+#if defined(__GNUC__) && !defined(__clang__)
+#define QFI_NO_LIBCALL_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define QFI_NO_LIBCALL_LOOPS
+#endif
+static inline void qfi_zero_floats(float *__restrict r, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int u = 0; u < 8; u++) r[i + u] = 0.0f;
+    for (; i < n; i++) r[i] = 0.0f;
+}
+static inline void qfi_copy_floats(float *__restrict r, const float *__restrict x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int u = 0; u < 8; u++) r[i + u] = x[i + u];
+    for (; i < n; i++) r[i] = x[i];
+}
+
 size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n);
 size_t qfi_cpu_conv_transpose_scratch(const qf_graph *g, const qf_node *n);
 /* Unfolds one group of one image for Conv: x is (Cg, D,H,W), col is
  * (Cg*Kd*Kh*Kw, Do*Ho*Wo), 0 where a tap falls in the padding. runtime/cpu/conv.c. */
 struct qfi_window;
 void qfi_cpu_im2col(const float *x, int64_t cg, const struct qfi_window *w, float *col);
+/* Direct FP32 Conv of group-1 windows on 1-D/2-D images, without im2col or
+ * BLAS; runtime/cpu/conv_direct.c. _supports says whether it can run geo
+ * (whether it should is conv.c's choose_conv_path). Scratch: one padded image
+ * per slot; _slots is how many slots `threads` (<= 0: all cores) use.
+ * x (N,C,H,W), w (M,C,kh,kw), b (M) or NULL, y (N,M,Ho,Wo). The kernel comes
+ * in vector widths; qfi_cpu_direct_isa() is the widest this CPU runs, and
+ * tests run every narrower one too. */
+typedef enum qfi_direct_isa { QFI_DIRECT_PORTABLE, QFI_DIRECT_AVX2, QFI_DIRECT_AVX512 } qfi_direct_isa;
+qfi_direct_isa qfi_cpu_direct_isa(void);
+struct qfi_conv_geom;
+bool qfi_cpu_conv_direct_supports(const struct qfi_conv_geom *geo);
+int64_t qfi_cpu_conv_direct_slots(const struct qfi_conv_geom *geo, int threads);
+size_t qfi_cpu_conv_direct_scratch(const struct qfi_conv_geom *geo, int64_t slots);
+void qfi_cpu_conv_direct(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
+                         void *scratch, int threads, qfi_direct_isa isa);
 
 /* ---- INT8 (exact integer arithmetic, lib/internal.h's requantize epilogue) ---- */
 /* Conv nodes of precision INT8; runtime/cpu/conv_int8.c. */

@@ -1,0 +1,330 @@
+/* Direct FP32 Conv of group-1 windows on 1-D and 2-D images, the bulk of a
+ * ResNet's FLOPs: no im2col matrix and no BLAS packing, which at 16-64
+ * channels cost as much as the arithmetic. */
+#include "kernels.h"
+#include "ops/nn.h"
+
+/* The trick: each image is copied once into zero-padded planes, so every
+ * kernel tap reads at a fixed offset from its output position. With stride 1
+ * a channel is one (Hp, Wp) plane; output (oh, ow) is flat position
+ * p = oh*Wp + ow of an Ho x Wp grid, and tap (kh, kw) reads p + kh*dh*Wp +
+ * kw*dw. With strides (sh, sw) each channel is split into sh*sw phase planes
+ * (Hq, Wq) = (ceil(Hp/sh), ceil(Wp/sw)), phase (a, b) holding padded rows
+ * a, a+sh, ... and columns b, b+sw, ...; input (oh*sh + i, ow*sw + j) is then
+ * row oh + i/sh, column ow + j/sw of phase (i%sh, j%sw), and the grid is
+ * Ho x Wq with the same fixed-offset reads. VEC consecutive outputs are one
+ * unaligned vector load per tap, with no bounds tests. The grid's columns
+ * ow >= Wo are computed and dropped (Wq/Wo - 1 of extra work: 6% at 32x32,
+ * 25% at 8x8); reads past a plane only ever feed those. */
+
+/* Register blocks are MB output channels x NV vectors of consecutive grid
+ * positions; the widest block spans CHUNK_MAX floats. */
+#define MB_MAX 8
+#define CHUNK_MAX 48
+#define MAX_TAPS 1024 /* kh*kw of the largest window the direct path takes */
+
+/* The image's layout in the padded phase planes. */
+typedef struct direct_plan {
+    int64_t C, M, H, W;
+    int64_t Hp, Wp, Ho, Wo;
+    int64_t sh, sw;              /* strides */
+    int64_t Hq, Wq;              /* one phase plane */
+    int64_t pt, pl;              /* padding before the first row and column */
+    int64_t plane;               /* sh*sw*Hq*Wq floats per channel */
+    int64_t grid;                /* Ho*Wq flat output positions */
+    int64_t taps;                /* kh*kw */
+    int64_t slack;               /* zeros after the last plane: the last chunk reads past it */
+    int64_t off[MAX_TAPS];       /* per tap: its offset in a channel's planes */
+} direct_plan;
+
+/* The 2-D window (H,W) of a 1-D or 2-D conv: index 0 of qfi_window is 1 then. */
+bool qfi_cpu_conv_direct_supports(const qfi_conv_geom *geo)
+{
+    const qfi_window *w = &geo->w;
+    if (geo->group != 1 || w->in[0] != 1 || w->k[0] != 1 || w->out[0] != 1) return false;
+    if (w->k[1] * w->k[2] > MAX_TAPS || w->k[1] < 1 || w->k[2] < 1) return false;
+    for (int s = 1; s < 3; s++) {
+        if (w->stride[s] < 1 || w->dil[s] < 1 || w->pad[s] < 0 || w->pad_end[s] < 0) return false;
+        /* every window of the output lies inside the padded input (true of every
+         * Conv; checked because the phase-plane indexing depends on it) */
+        int64_t span = w->in[s] + w->pad[s] + w->pad_end[s] - w->dil[s] * (w->k[s] - 1);
+        if (span < 1 || w->out[s] != (span - 1) / w->stride[s] + 1) return false;
+    }
+    return true;
+}
+
+static void make_plan(const qfi_conv_geom *geo, direct_plan *p)
+{
+    const qfi_window *w = &geo->w;
+    p->C = geo->C, p->M = geo->M;
+    p->H = w->in[1], p->W = w->in[2];
+    p->pt = w->pad[1], p->pl = w->pad[2];
+    p->Hp = p->H + w->pad[1] + w->pad_end[1];
+    p->Wp = p->W + w->pad[2] + w->pad_end[2];
+    p->Ho = w->out[1], p->Wo = w->out[2];
+    p->sh = w->stride[1], p->sw = w->stride[2];
+    p->Hq = (p->Hp + p->sh - 1) / p->sh, p->Wq = (p->Wp + p->sw - 1) / p->sw;
+    p->plane = p->sh * p->sw * p->Hq * p->Wq;
+    p->grid = p->Ho * p->Wq;
+    p->taps = w->k[1] * w->k[2];
+    int64_t t = 0;
+    for (int64_t kh = 0; kh < w->k[1]; kh++)
+        for (int64_t kw = 0; kw < w->k[2]; kw++) {
+            int64_t i = kh * w->dil[1], j = kw * w->dil[2];
+            int64_t phase = (i % p->sh) * p->sw + j % p->sw;
+            p->off[t++] = phase * p->Hq * p->Wq + i / p->sh * p->Wq + j / p->sw;
+        }
+    /* A chunk reads at most CHUNK_MAX - 1 past its grid position plus its tap's
+     * offset; for positions below the grid that stays inside the channel's
+     * planes but for the last row's columns: (kw-1)*dw/sw. */
+    p->slack = CHUNK_MAX + (w->k[2] - 1) * w->dil[2] / p->sw;
+}
+
+/* Copies image x (C, H, W) into the zero-padded phase planes xp (C, sh*sw,
+ * Hq, Wq) + slack zeros. */
+QFI_SIMD_CLONES QFI_NO_LIBCALL_LOOPS
+static void pad_image(const direct_plan *p, const float *restrict x, float *restrict xp)
+{
+    float *r = xp;
+    for (int64_t c = 0; c < p->C; c++) {
+        const float *xc = x + c * p->H * p->W; /* (H, W) */
+        for (int64_t a = 0; a < p->sh; a++)
+            for (int64_t b = 0; b < p->sw; b++) {
+                /* phase columns [lo, hi) hold input columns q*sw + b - pl */
+                int64_t lo, hi;
+                qfi_window_run(p->Wq, p->W, p->sw, b - p->pl, &lo, &hi);
+                for (int64_t q = 0; q < p->Hq; q++, r += p->Wq) {
+                    int64_t ih = q * p->sh + a - p->pt; /* input row of phase row q */
+                    if (ih < 0 || ih >= p->H) {
+                        qfi_zero_floats(r, p->Wq);
+                        continue;
+                    }
+                    const float *xr = xc + ih * p->W + b - p->pl; /* xr[col*sw] is phase column col */
+                    qfi_zero_floats(r, lo);
+                    /* stride 2 gets its own loop: with a constant stride gcc
+                     * vectorizes the gather (two loads and a permute) */
+                    if (p->sw == 1) qfi_copy_floats(r + lo, xr + lo, hi - lo);
+                    else if (p->sw == 2)
+                        for (int64_t col = lo; col < hi; col++) r[col] = xr[col * 2];
+                    else
+                        for (int64_t col = lo; col < hi; col++) r[col] = xr[col * p->sw];
+                    qfi_zero_floats(r + hi, p->Wq - hi);
+                }
+            }
+    }
+    qfi_zero_floats(r, p->slack);
+}
+
+/* FMA contraction is asked for explicitly because -std=c11 turns it off in
+ * gcc (a fused multiply-add only rounds less). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define FMA_CONTRACT __attribute__((optimize("fp-contract=fast")))
+#else
+#define FMA_CONTRACT
+#endif
+
+/* What a register block reads: C input rows `stride` floats apart, each read
+ * at `taps` offsets. */
+typedef struct block_geom {
+    int64_t C, stride, taps;
+    const int64_t *off;
+} block_geom;
+
+/* Defines kernel NAME, compiled for TARGET with GNU vector type VT of VW
+ * floats (VTU: its unaligned, aliasing twin): out (MB, NV*VW) = bias[m] + sum
+ * over c and taps of wrow[m][c*taps + tap] * xp[c*stride + off[tap] + i], for
+ * MB channels whose weight rows (C, taps) start at wrow[m]. MB and NV are
+ * constants, so the MB*NV accumulators stay in registers: per tap NV vector
+ * loads and MB broadcasts feed MB*NV FMAs. One body, one instance per vector
+ * width: a 16-float vector shared through target_clones went through the
+ * stack in the AVX2 build (10x slower). A macro because C has no templates. */
+#define DEFINE_BLOCK(NAME, TARGET, VT, VTU, VW, MB, NV)                                                               \
+    TARGET FMA_CONTRACT static void NAME(const block_geom *p, const float *xp, const float *const *wrow,              \
+                                         const float *bias, float *out)                                               \
+    {                                                                                                                 \
+        VT acc[MB][NV];                                                                                               \
+        for (int m = 0; m < MB; m++) {                                                                                \
+            const float bm = bias[m];                                                                                 \
+            for (int v = 0; v < NV; v++) acc[m][v] = bm - (VT){0}; /* broadcast; x - 0 is exactly x */                \
+        }                                                                                                             \
+        for (int64_t c = 0; c < p->C; c++) {                                                                          \
+            const float *xc = xp + c * p->stride;                                                                     \
+            const int64_t wc = c * p->taps;                                                                           \
+            for (int64_t t = 0; t < p->taps; t++) {                                                                   \
+                const float *xt = xc + p->off[t];                                                                     \
+                VT in[NV];                                                                                            \
+                for (int v = 0; v < NV; v++) in[v] = *(const VTU *)(xt + v * VW);                                     \
+                for (int m = 0; m < MB; m++) {                                                                        \
+                    const VT wv = wrow[m][wc + t] - (VT){0};                                                          \
+                    for (int v = 0; v < NV; v++) acc[m][v] += wv * in[v];                                             \
+                }                                                                                                     \
+            }                                                                                                         \
+        }                                                                                                             \
+        for (int m = 0; m < MB; m++)                                                                                  \
+            for (int v = 0; v < NV; v++) *(VTU *)(out + (m * NV + v) * VW) = acc[m][v];                               \
+    }
+
+/* Loads and stores go through the *u twins, which may sit at any float and
+ * alias float arrays. (memcpy instead took the accumulators' address, and gcc
+ * then kept them in memory.) */
+typedef float vf16 __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+typedef float vf4 __attribute__((vector_size(16)));
+typedef float vf16u __attribute__((vector_size(64), aligned(4), may_alias));
+typedef float vf8u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float vf4u __attribute__((vector_size(16), aligned(4), may_alias));
+#define NOTARGET
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#define HAVE_X86_KERNELS 1
+/* 8x3 keeps 24 of AVX-512's 32 registers accumulating (11 loads per 24 FMAs):
+ * measured 137-140 GFLOP/s on ResNet-20's 3x3 layers against 8x2's 119-126
+ * and OpenBLAS im2col+sgemm's 61-71 on a 1-core AVX-512 Xeon. 4x3 is the most
+ * that AVX2's 16 registers hold (12 + 3 inputs + 1 broadcast). */
+DEFINE_BLOCK(block_avx512, __attribute__((target("avx512f,fma"))), vf16, vf16u, 16, 8, 3)
+DEFINE_BLOCK(block_avx2, __attribute__((target("avx2,fma"))), vf8, vf8u, 8, 4, 3)
+#endif
+/* 16 SSE/NEON registers: 8 accumulators, 2 inputs, 1 broadcast. */
+DEFINE_BLOCK(block_portable, NOTARGET, vf4, vf4u, 4, 4, 2)
+
+typedef void (*block_fn)(const block_geom *p, const float *xp, const float *const *wrow, const float *bias,
+                         float *out);
+typedef struct block_shape {
+    block_fn fn;
+    int mb, chunk; /* output channels x grid positions of one block */
+} block_shape;
+
+static block_shape kernel_shape(qfi_direct_isa isa)
+{
+    switch (isa) {
+#ifdef HAVE_X86_KERNELS
+    case QFI_DIRECT_AVX512: return (block_shape){block_avx512, 8, 3 * 16};
+    case QFI_DIRECT_AVX2: return (block_shape){block_avx2, 4, 3 * 8};
+#endif
+    default: return (block_shape){block_portable, 4, 2 * 4};
+    }
+}
+
+qfi_direct_isa qfi_cpu_direct_isa(void)
+{
+#ifdef HAVE_X86_KERNELS
+    if (__builtin_cpu_supports("avx512f")) return QFI_DIRECT_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return QFI_DIRECT_AVX2;
+#endif
+    return QFI_DIRECT_PORTABLE;
+}
+
+typedef struct direct_job {
+    const direct_plan *p;        /* padded phase-plane layout of one image */
+    const float *x, *w, *b;
+    float *y;
+    float *scratch;              /* the slots, slot_floats apart */
+    int64_t slot_floats;
+    block_shape bs;
+    int64_t parts;  /* each image's output channels are split into this many items */
+    int64_t items;  /* N * parts */
+    int64_t slots;
+} direct_job;
+
+/* Writes the block's valid outputs: out (mb, chunk) holds flat positions
+ * [p0, p0+len) of channels y[m] (each (Ho, Wo)); the grid's columns >= Wo are
+ * dropped. */
+QFI_NO_LIBCALL_LOOPS static void store_block(const direct_plan *p, const float *out, int64_t chunk, int mb,
+                                             int64_t p0, int64_t len, float *y)
+{
+    int64_t oh = p0 / p->Wq, ow = p0 % p->Wq;
+    for (int64_t i = 0; i < len;) {
+        /* the run of this grid row inside [p0, p0+len) */
+        int64_t run = p->Wq - ow < len - i ? p->Wq - ow : len - i;
+        int64_t valid = ow < p->Wo ? (p->Wo - ow < run ? p->Wo - ow : run) : 0;
+        for (int m = 0; m < mb; m++) {
+            const float *o = out + m * chunk + i;
+            float *yr = y + m * p->Ho * p->Wo + oh * p->Wo + ow;
+            qfi_copy_floats(yr, o, valid);
+        }
+        i += run;
+        ow = 0;
+        oh++;
+    }
+}
+
+/* Output channels [m0, m1) of image n, chunk by chunk: a chunk's slice of the
+ * padded input (C x a few rows) stays in L1 while all its channel blocks read it. */
+QFI_NO_LIBCALL_LOOPS static void direct_range(const direct_job *j, const float *xp, int64_t n, int64_t m0, int64_t m1)
+{
+    const direct_plan *p = j->p;
+    const int mbmax = j->bs.mb;
+    const int64_t chunk = j->bs.chunk;
+    const float *wrow[MB_MAX];
+    float bias[MB_MAX];
+    float out[MB_MAX * CHUNK_MAX];
+    const block_geom bg = {p->C, p->plane, p->taps, p->off};
+    for (int64_t p0 = 0; p0 < p->grid; p0 += chunk) {
+        int64_t len = p->grid - p0 < chunk ? p->grid - p0 : chunk;
+        for (int64_t m = m0; m < m1; m += mbmax) {
+            int mb = m1 - m < mbmax ? (int)(m1 - m) : mbmax;
+            /* a short last block repeats its last channel rather than needing a
+             * kernel of every height; the repeats are not stored */
+            for (int k = 0; k < mbmax; k++) {
+                int64_t mk = m + (k < mb ? k : mb - 1);
+                wrow[k] = j->w + mk * p->C * p->taps;
+                bias[k] = j->b ? j->b[mk] : 0.0f;
+            }
+            j->bs.fn(&bg, xp + p0, wrow, bias, out);
+            store_block(p, out, chunk, mb, p0, len, j->y + (n * p->M + m) * p->Ho * p->Wo);
+        }
+    }
+}
+
+/* Slot t runs a contiguous range of items, so consecutive items of one image
+ * reuse its padded copy. */
+static void direct_slot(void *arg, int64_t t)
+{
+    const direct_job *j = arg;
+    const direct_plan *p = j->p;
+    float *xp = j->scratch + t * j->slot_floats;
+    int64_t lo = j->items * t / j->slots, hi = j->items * (t + 1) / j->slots, padded = -1;
+    const int64_t blocks = (p->M + j->bs.mb - 1) / j->bs.mb;
+    for (int64_t item = lo; item < hi; item++) {
+        int64_t n = item / j->parts, part = item % j->parts;
+        if (n != padded) {
+            pad_image(p, j->x + n * p->C * p->H * p->W, xp);
+            padded = n;
+        }
+        /* whole blocks per part, so only the last channel block can be short */
+        int64_t b0 = blocks * part / j->parts, b1 = blocks * (part + 1) / j->parts;
+        int64_t m0 = b0 * j->bs.mb, m1 = b1 * j->bs.mb < p->M ? b1 * j->bs.mb : p->M;
+        if (m0 < m1) direct_range(j, xp, n, m0, m1);
+    }
+}
+
+int64_t qfi_cpu_conv_direct_slots(const qfi_conv_geom *geo, int threads)
+{
+    int64_t cpus = qfi_cpu_count(), s = threads > 0 && threads < cpus ? threads : cpus;
+    /* more slots than items would only idle; at most N images x M channels */
+    int64_t most = geo->N * geo->M;
+    return s < most ? s : most > 0 ? most : 1;
+}
+
+/* A slot's floats: the padded image, rounded to whole cache lines. */
+static int64_t slot_size(const direct_plan *p) { return (p->C * p->plane + p->slack + 15) / 16 * 16; }
+
+size_t qfi_cpu_conv_direct_scratch(const qfi_conv_geom *geo, int64_t slots)
+{
+    direct_plan p;
+    make_plan(geo, &p);
+    return (size_t)(slots * slot_size(&p)) * sizeof(float);
+}
+
+void qfi_cpu_conv_direct(const qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
+                         void *scratch, int threads, qfi_direct_isa isa)
+{
+    direct_plan p;
+    make_plan(geo, &p);
+    direct_job j = {.p = &p, .x = x, .w = w, .b = b, .y = y, .scratch = scratch, .slot_floats = slot_size(&p),
+                    .bs = kernel_shape(isa)};
+    j.slots = qfi_cpu_conv_direct_slots(geo, threads);
+    /* fewer images than slots: split each image's channels so every slot works */
+    j.parts = (j.slots + geo->N - 1) / geo->N;
+    j.items = geo->N * j.parts;
+    qfi_parallel_for((int)j.slots, j.slots, direct_slot, &j);
+}
