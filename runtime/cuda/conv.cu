@@ -423,7 +423,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         free(hb);
         QF_CHECK(s);
     }
-    cu_need_input_as(c, L, 0, CU_NHWC);
+    if (L->quant_in < 0) cu_need_input_as(c, L, 0, CU_NHWC);
     if (i8 && n->n_in > 4 && n->in[4] >= 0) {
         const qf_value *r = qfi_in(g, n, 4);
         if (r->ndim != 4) return qf_error(QF_ERR_INVALID, "residual %s is not 4-D", r->name);
@@ -459,9 +459,20 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         st->q8 = false;
         QF_CHECK(conv_plan_gemm(c, L, st, w, dt));
     }
-    if (i8 && cu_igemm_fits(&p, st->rq.out) && !tactic_forced("lt")) {
+    if (L->quant_in >= 0 && !cu_igemm_fits(&p, st->rq.out))
+        return qf_error(QF_ERR_UNSUPPORTED, CU_NODE_FMT "a fused input quantization needs the implicit-GEMM kernel",
+                        CU_NODE_ARGS(c, n));
+    if (i8 && cu_igemm_fits(&p, st->rq.out) && (!tactic_forced("lt") || L->quant_in >= 0)) {
         /* a second tactic, timed against the GEMM path at tune time */
-        QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, &st->rq, &st->ig));
+        int64_t bias_bound = 0;
+        if (geo.has_bias) {
+            const qf_value *bv = qfi_in(g, n, 2);
+            for (int64_t m = 0; m < p.M; m++) {
+                const int64_t b = ((const int32_t *)bv->data)[m];
+                if ((b < 0 ? -b : b) > bias_bound) bias_bound = b < 0 ? -b : b;
+            }
+        }
+        QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, &st->rq, bias_bound, &st->ig));
         cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(&p));
     }
     return QF_OK;
@@ -530,16 +541,18 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
 {
     conv_state *st = (conv_state *)L->state;
     if (!st->gm) return QF_OK;
-    void *x;
-    QF_CHECK(cu_value_ptr(c, L->n->in[0], &x));
-    const void *A, *C;
-    void *Y;
-    QF_CHECK(conv_buffers(c, L, x, 0, &A, &C, &Y));
-    QF_CHECK(cu_gemm_tune(c, st->gm, A, st->w, Y));
-    if (st->gm_tail) QF_CHECK(cu_gemm_tune(c, st->gm_tail, A, st->w, Y));
-    char how[1024];
-    snprintf(how, sizeof how, "%s%s, %lld chunk(s)", cu_gemm_describe(st->gm), st->im2col ? " after im2col" : "",
-             (long long)((st->P + st->chunk - 1) / st->chunk));
+    char how[1024] = "";
+    if (L->quant_in < 0) { /* with a fused input quantization the int8 input the GEMM path needs does not exist */
+        void *x;
+        QF_CHECK(cu_value_ptr(c, L->n->in[0], &x));
+        const void *A, *C;
+        void *Y;
+        QF_CHECK(conv_buffers(c, L, x, 0, &A, &C, &Y));
+        QF_CHECK(cu_gemm_tune(c, st->gm, A, st->w, Y));
+        if (st->gm_tail) QF_CHECK(cu_gemm_tune(c, st->gm_tail, A, st->w, Y));
+        snprintf(how, sizeof how, "%s%s, %lld chunk(s)", cu_gemm_describe(st->gm), st->im2col ? " after im2col" : "",
+                 (long long)((st->P + st->chunk - 1) / st->chunk));
+    }
     if (st->ig) {
         /* TensorRT-style tactic choice: the whole layer timed both ways on its real buffers */
         /* 0: the GEMM path; 1..n: the implicit-GEMM variants */
@@ -547,7 +560,8 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
         float t[16];
         const char *pin = getenv("QFORGE_CUDA_IGEMM_VARIANT"); /* tests: run one variant (index mod count) */
         int best = -1;
-        for (int v = tactic_forced("igemm") ? 1 : 0; v < n && v < 16; v++) {
+        /* with a fused input quantization only the implicit GEMM can run */
+        for (int v = tactic_forced("igemm") || L->quant_in >= 0 ? 1 : 0; v < n && v < 16; v++) {
             if (pin && v > 0 && v != 1 + atoi(pin) % (n - 1)) continue;
             st->use_ig = v;
             QF_CHECK(time_layer(c, L, &t[v]));
@@ -560,13 +574,13 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
         snprintf(how + len, sizeof how - len, " (%.3f ms", t[best]);
         for (int v = 0; v < n && v < 16; v++) {
             len = strlen(how);
-            if (v != best && (v == 0 ? !tactic_forced("igemm") : !pin))
+            if (v != best && (v == 0 ? !tactic_forced("igemm") && L->quant_in < 0 : !pin))
                 snprintf(how + len, sizeof how - len, "; %s %.3f", v == 0 ? "GEMM path" : cu_igemm_describe(st->ig, v - 1, d, sizeof d), t[v]);
         }
         len = strlen(how);
         snprintf(how + len, sizeof how - len, ")");
     }
-    qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s", c->g->source, L->n->name, how,
+    qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s%s", c->g->source, L->n->name, how, L->quant_in >= 0 ? ", input quantized in the gather" : "",
            L->residual >= 0 || (st->prec == QF_PREC_INT8 && L->n->n_in > 4 && L->n->in[4] >= 0) ? " + residual" : "");
     return QF_OK;
 }
@@ -580,7 +594,8 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const qf_dtype dt = qfi_in(g, n, 0)->dtype;
     const void *x;
     void *y;
-    QF_CHECK(cu_input_as(c, L, 0, CU_NHWC, s, &x));
+    if (L->quant_in >= 0) QF_CHECK(cu_value_ptr(c, L->quant_in, (void **)&x));
+    else QF_CHECK(cu_input_as(c, L, 0, CU_NHWC, s, &x));
     QF_CHECK(cu_value_ptr(c, cu_out_value(L, 0), &y));
     const int8_t *res = NULL;
     if (st->prec == QF_PREC_INT8 && n->n_in > 4 && n->in[4] >= 0) {
@@ -600,6 +615,12 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     }
     const int64_t total = st->P * p.M;
     if (total == 0) return QF_OK;
+    if (L->quant_in >= 0) {
+        int64_t xs[4];
+        cu_strides(c, L->quant_in, xs);
+        return cu_igemm_run_quantizing(st->ig, st->use_ig - 1, s, (const float *)x, xs, L->quant_scale, res, (int8_t *)y,
+                                       c->scratch[CU_SCR_COL]);
+    }
     if (st->use_ig) return cu_igemm_run(st->ig, st->use_ig - 1, s, (const int8_t *)x, res, (int8_t *)y, c->scratch[CU_SCR_COL]);
     if (st->direct) {
         unsigned b = cu_blocks(total, 256);

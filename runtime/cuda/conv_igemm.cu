@@ -31,6 +31,7 @@ struct igemm_params {
     const int32_t *bias;    /* or NULL */
     const int *taps;        /* per VEC bytes of K: ih offset << 24 | iw offset << 16 | channel; -1 past K */
     float m_r, lo, hi;
+    int small_acc;          /* every |acc + bias| < 2^22: exact conversions without the conversion unit */
     int H, W, Cp, Ho, Wo, M, P, K;
     int sh, sw, ph, pw;
     int n_tiles, p_tiles;   /* ceil(M / BN), ceil(P / BM) */
@@ -116,11 +117,24 @@ template <int WTM, int WTN> struct warp_tile {
     }
 };
 
+/* Float <-> integer conversions run at an eighth of the FP32 rate on sm_90
+ * (16 a clock per SM), and the epilogue needed two or three per output --
+ * the bound of the 1x1 layers. Exact full-rate replacements:
+ *  - an integer |a| < 2^22 is the float 1.5*2^23 + a minus 1.5*2^23 (both
+ *    exact in the binade [2^23, 2^24), whose unit is 1);
+ *  - v in [-2^22, 2^22] plus 1.5*2^23 rounds, to nearest even as rintf does,
+ *    into that binade, and the low byte of the sum's bits is rint(v) as an
+ *    int8 (the output is clamped to int8 range first, as lib/quant_math.c
+ *    clamps before rounding with integer bounds). */
+__device__ __forceinline__ float small_int_to_float(int a) { return __fsub_rn(__int_as_float(0x4B400000 + a), 12582912.0f); }
+__device__ __forceinline__ uint32_t round_to_low_byte(float v) { return (uint32_t)__float_as_int(__fadd_rn(v, 12582912.0f)); }
+
 /* Requantizes a warp's accumulators (with its residual already in Ew) into
  * Ew and zeroes them for the next tile: c0,c1 are (row g, channels 2t, 2t+1),
  * c2,c3 the same channels of row g+8 of each 16x8 piece; the warp tile's
- * first channel is ch0. lib/quant_math.c's operations, in its order. */
-template <int MT, int NT, int EW>
+ * first channel is ch0. lib/quant_math.c's operations, in its order; SMALL:
+ * every |acc + bias| < 2^22 (the host proves it from K and the bias). */
+template <int MT, int NT, int EW, bool SMALL>
 __device__ __forceinline__ void requantize_warp(const igemm_params &p, int32_t (&acc)[MT][NT][4], int8_t *Ew, int ch0,
                                                 int lane)
 {
@@ -135,18 +149,19 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, int32_t (
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                char2 *e = (char2 *)(Ew + (mt * 16 + g + h * 8) * EW + cl);
-                float v0 = __fmul_rn(__int2float_rn(acc[mt][nt][2 * h] + b0), m0);
-                float v1 = __fmul_rn(__int2float_rn(acc[mt][nt][2 * h + 1] + b1), m1);
+                uint16_t *e = (uint16_t *)(Ew + (mt * 16 + g + h * 8) * EW + cl);
+                const int a0 = acc[mt][nt][2 * h] + b0, a1 = acc[mt][nt][2 * h + 1] + b1;
                 acc[mt][nt][2 * h] = acc[mt][nt][2 * h + 1] = 0;
+                float v0 = __fmul_rn(SMALL ? small_int_to_float(a0) : __int2float_rn(a0), m0);
+                float v1 = __fmul_rn(SMALL ? small_int_to_float(a1) : __int2float_rn(a1), m1);
                 if (p.res) {
-                    const char2 r = *e;
-                    v0 = __fadd_rn(v0, __fmul_rn((float)r.x, p.m_r));
-                    v1 = __fadd_rn(v1, __fmul_rn((float)r.y, p.m_r));
+                    const uint32_t r = *e;
+                    v0 = __fadd_rn(v0, __fmul_rn(small_int_to_float((int)(int8_t)(r & 0xff)), p.m_r));
+                    v1 = __fadd_rn(v1, __fmul_rn(small_int_to_float((int)(int8_t)(r >> 8)), p.m_r));
                 }
                 v0 = fminf(fmaxf(v0, p.lo), p.hi);
                 v1 = fminf(fmaxf(v1, p.lo), p.hi);
-                *e = make_char2((signed char)__float2int_rn(v0), (signed char)__float2int_rn(v1));
+                *e = (uint16_t)__byte_perm(round_to_low_byte(v0), round_to_low_byte(v1), 0x0040);
             }
     }
 }
@@ -302,7 +317,8 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
                 cp_async_wait<1>();
                 __syncwarp(); /* every lane's residual vectors landed */
             }
-            requantize_warp<MT, NT, wt::EW>(p, acc, Ew, ch0, lane);
+            if (p.small_acc) requantize_warp<MT, NT, wt::EW, true>(p, acc, Ew, ch0, lane);
+            else requantize_warp<MT, NT, wt::EW, false>(p, acc, Ew, ch0, lane);
             __syncwarp();
             wt::store(p, Ew, pos0, ch0, lane);
             __syncwarp(); /* Ew is rewritten at the next tile */
@@ -337,6 +353,32 @@ __global__ void prep_input_kernel(int8_t *y, const int8_t *x, int H, int W, int 
             const bool in = ih < H && iw < W;
 #pragma unroll
             for (int c = 0; c < 4; c++) u.b[ph * 4 + c] = in && c < C ? xn[(ih * W + iw) * C + c] : 0;
+        }
+        ((out_t *)y)[i] = u.v;
+    }
+}
+
+/* The same from an f32 input (N,C,H,W) with element strides, quantized on
+ * the way (cu_quantize: QuantizeLinear's rounding and saturation). */
+template <int F>
+__global__ void prep_quantize_kernel(int8_t *y, const float *x, int64_t sn, int64_t sc, int64_t sh, int64_t sw, float scale,
+                                     int H, int W, int C, int H2, int W2, int64_t total)
+{
+    typedef typename std::conditional<F == 2, int4, int>::type out_t;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t n = i / ((int64_t)H2 * W2);
+        const int rem = (int)(i - n * H2 * W2), i2 = rem / W2, j2 = rem - i2 * W2;
+        const float *xn = x + n * sn;
+        union {
+            out_t v;
+            int8_t b[F * F * 4];
+        } u;
+#pragma unroll
+        for (int ph = 0; ph < F * F; ph++) {
+            const int ih = i2 * F + ph / F, iw = j2 * F + ph % F;
+            const bool in = ih < H && iw < W;
+#pragma unroll
+            for (int c = 0; c < 4; c++) u.b[ph * 4 + c] = in && c < C ? cu_quantize(xn[c * sc + ih * sh + iw * sw], scale) : 0;
         }
         ((out_t *)y)[i] = u.v;
     }
@@ -448,7 +490,8 @@ static int8_t *gemm_weights(const cu_conv_geo *g, const gemm_geo &q, const int8_
     return hw;
 }
 
-qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, cu_igemm **out)
+qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, int64_t bias_bound,
+                          cu_igemm **out)
 {
     *out = NULL;
     if (!cu_igemm_fits(g, rq->out))
@@ -486,6 +529,7 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.w = (const int8_t *)dw;
     p.taps = (const int *)dt;
     p.m = rq->m, p.bias = rq->bias, p.m_r = rq->m_r, p.lo = rq->lo, p.hi = rq->hi;
+    p.small_acc = K * 128 * 128 + bias_bound < ((int64_t)1 << 22);
     p.H = q.H, p.W = q.W, p.Cp = q.Cp, p.Ho = (int)g->Ho, p.Wo = (int)g->Wo, p.M = (int)g->M;
     p.P = (int)(g->N * g->Ho * g->Wo);
     p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
@@ -542,13 +586,21 @@ int cu_igemm_variants(const cu_igemm *ig)
     return ig->n_v;
 }
 
-qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
-                       void *scratch)
+/* The GEMM kernel of `variant` on a prepared (or untouched) int8 input. */
+static qf_status launch_gemm(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y)
 {
     const igemm_variant &v = ig->v[variant];
     igemm_params p = ig->p;
     p.x = x, p.res = res, p.y = y;
     p.n_tiles = v.n_tiles, p.p_tiles = v.p_tiles;
+    v.fn<<<v.blocks, THREADS, v.smem, s>>>(p);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
+                       void *scratch)
+{
     if (ig->prep != PREP_NONE) {
         const cu_conv_geo &g = ig->geo;
         const int64_t total = g.N * ig->H2 * ig->W2;
@@ -559,11 +611,27 @@ qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const in
         else
             prep_input_kernel<1><<<b, 256, 0, s>>>((int8_t *)scratch, x, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, total);
         CU_LAUNCHED();
-        p.x = (const int8_t *)scratch;
+        x = (const int8_t *)scratch;
     }
-    v.fn<<<v.blocks, THREADS, v.smem, s>>>(p);
+    return launch_gemm(ig, variant, s, x, res, y);
+}
+
+qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t s, const float *x, const int64_t *xs,
+                                  float scale, const int8_t *res, int8_t *y, void *scratch)
+{
+    if (ig->prep == PREP_NONE) return qf_error(QF_ERR_USAGE, "quantizing implicit-GEMM conv of %lld channels", (long long)ig->geo.C);
+    const cu_conv_geo &g = ig->geo;
+    const int64_t total = g.N * ig->H2 * ig->W2;
+    unsigned b = cu_blocks(total, 256);
+    if (b > 262144) b = 262144;
+    if (ig->prep == PREP_S2D)
+        prep_quantize_kernel<2><<<b, 256, 0, s>>>((int8_t *)scratch, x, xs[0], xs[1], xs[2], xs[3], scale, (int)g.H,
+                                                  (int)g.W, (int)g.C, ig->H2, ig->W2, total);
+    else
+        prep_quantize_kernel<1><<<b, 256, 0, s>>>((int8_t *)scratch, x, xs[0], xs[1], xs[2], xs[3], scale, (int)g.H,
+                                                  (int)g.W, (int)g.C, ig->H2, ig->W2, total);
     CU_LAUNCHED();
-    return QF_OK;
+    return launch_gemm(ig, variant, s, (const int8_t *)scratch, res, y);
 }
 
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)

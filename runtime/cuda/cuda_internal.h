@@ -90,6 +90,8 @@ struct cu_layer {
     int out_override;   /* >= 0: write this value instead of n->out[0] (a fused consumer's output) */
     int residual;       /* >= 0: a fused Add's other operand, added in the epilogue (float Conv) */
     bool relu;          /* a fused Relu (float Conv/Gemm) */
+    int quant_in;       /* >= 0: a fused input QuantizeLinear; the layer reads this float value and quantizes it */
+    float quant_scale;  /* that QuantizeLinear's scale */
 };
 
 /* Op families: one file each. Entries with a NULL prepare have no CUDA kernel. */
@@ -249,11 +251,18 @@ typedef struct cu_conv_geo {
 typedef struct cu_igemm cu_igemm;
 bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out);
 size_t cu_igemm_scratch(const cu_conv_geo *g);
-qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, cu_igemm **out);
+/* w: the graph's (M, C, kh, kw) int8 weights; bias_bound: the largest |bias| (0 without). */
+qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, int64_t bias_bound,
+                          cu_igemm **out);
 void cu_igemm_free(cu_igemm *ig);
 int cu_igemm_variants(const cu_igemm *ig);
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
                        void *scratch);
+/* The same from an f32 input (N,C,H,W) with element strides xs[4], quantized
+ * to int8 with `scale` (QuantizeLinear's rule) while it is rearranged; only
+ * for C < 4, whose input is rearranged anyway. */
+qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t s, const float *x, const int64_t *xs,
+                                  float scale, const int8_t *res, int8_t *y, void *scratch);
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len);
 
 /* ---- device element helpers -------------------------------------------------------- */
