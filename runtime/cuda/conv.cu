@@ -560,6 +560,21 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
         float t[16];
         const char *pin = getenv("QFORGE_CUDA_IGEMM_VARIANT"); /* tests: run one variant (index mod count) */
         int best = -1;
+        /* the choice of an earlier build of the same layer on this device */
+        const conv_geo &p = st->p;
+        char key[256];
+        snprintf(key, sizeof key, "conv:i8:%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:r%d:q%d:l%d:n%d", (long long)p.N,
+                 (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.M, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh,
+                 p.dw, L->n->n_in > 4 && L->n->in[4] >= 0, L->quant_in >= 0, st->rq.lo == 0.0f, n);
+        int cached;
+        if (qfi_tactic_cache_get(c->tactics, key, &cached) && cached >= (L->quant_in >= 0 ? 1 : 0) && cached < n && cached < 16) {
+            st->use_ig = cached;
+            char d[160];
+            if (cached > 0) snprintf(how, sizeof how, "%s", cu_igemm_describe(st->ig, cached - 1, d, sizeof d));
+            snprintf(how + strlen(how), sizeof how - strlen(how), " (cached)");
+            qf_log(QF_LOG_DEBUG, "%s: node %s: %s", c->g->source, L->n->name, how);
+            return QF_OK;
+        }
         /* with a fused input quantization only the implicit GEMM can run */
         for (int v = tactic_forced("igemm") || L->quant_in >= 0 ? 1 : 0; v < n && v < 16; v++) {
             if (pin && v > 0 && v != 1 + atoi(pin) % (n - 1)) continue;
@@ -568,6 +583,7 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
             if (best < 0 || t[v] < t[best]) best = v;
         }
         st->use_ig = best;
+        qfi_tactic_cache_put(c->tactics, key, best);
         char d[160];
         if (best > 0) snprintf(how, sizeof how, "%s", cu_igemm_describe(st->ig, best - 1, d, sizeof d));
         size_t len = strlen(how);

@@ -12,7 +12,8 @@
     X(Create) X(Destroy) X(Matmul) X(MatmulAlgoGetHeuristic)                   \
     X(MatmulDescCreate) X(MatmulDescDestroy) X(MatmulDescSetAttribute)         \
     X(MatmulPreferenceCreate) X(MatmulPreferenceDestroy)                       \
-    X(MatmulPreferenceSetAttribute) X(MatrixLayoutCreate) X(MatrixLayoutDestroy)
+    X(MatmulPreferenceSetAttribute) X(MatrixLayoutCreate) X(MatrixLayoutDestroy) \
+    X(GetVersion)
 
 struct qfi_lt_table {
 #define QFI_LT_FIELD(name) decltype(&cublasLt##name) name;
@@ -37,6 +38,7 @@ qf_status qfi_cublaslt_load(void);
 #define cublasLtMatmulPreferenceSetAttribute (qfi_lt.MatmulPreferenceSetAttribute)
 #define cublasLtMatrixLayoutCreate (qfi_lt.MatrixLayoutCreate)
 #define cublasLtMatrixLayoutDestroy (qfi_lt.MatrixLayoutDestroy)
+#define cublasLtGetVersion (qfi_lt.GetVersion)
 #endif
 
 #endif

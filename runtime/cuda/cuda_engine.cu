@@ -245,6 +245,7 @@ static void cu_destroy(qf_engine *e)
     if (c->uploaded) cudaEventDestroy(c->uploaded);
     if (c->stream) cudaStreamDestroy(c->stream);
     if (c->copy) cudaStreamDestroy(c->copy);
+    qfi_tactic_cache_free(c->tactics);
     free(c->vals);
     free(c->view_values);
     free(c);
@@ -597,6 +598,22 @@ static qf_status upload_inputs(cu_engine *c)
     return QF_OK;
 }
 
+/* The tactic cache of this GPU, driver, CUDA and cuBLASLt and this qforge:
+ * any of them changing can change which tactic is fastest (or valid). Off
+ * while QFORGE_CUDA_CONV_TACTIC / QFORGE_CUDA_IGEMM_VARIANT pin tactics. */
+static void open_tactics(cu_engine *c)
+{
+    if (getenv("QFORGE_CUDA_CONV_TACTIC") || getenv("QFORGE_CUDA_IGEMM_VARIANT")) return;
+    int drv = 0, rt = 0;
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    char key[512];
+    snprintf(key, sizeof key, "%s sm_%d%d %dSM driver %d cuda %d cublasLt %zu qforge %s", c->prop.name, c->prop.major,
+             c->prop.minor, c->prop.multiProcessorCount, drv, rt, (size_t)cublasLtGetVersion(), PACKAGE_VERSION);
+    c->tactics = qfi_tactic_cache_open(key);
+    if (c->tactics) qf_log(QF_LOG_DEBUG, "tactic cache %s", qfi_tactic_cache_path(c->tactics));
+}
+
 static qf_status capture(cu_engine *c)
 {
     cudaGraph_t graph = NULL;
@@ -709,6 +726,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     QF_CHECK(fill_pattern(c, c->arena, c->arena_bytes));
     for (int s = 0; s < CU_SCR_COUNT; s++) QF_CHECK(fill_pattern(c, c->scratch[s], c->scratch_bytes[s]));
     CU_CHECK(cudaStreamSynchronize(c->stream));
+    open_tactics(c);
     for (int i = 0; i < c->n_layers; i++) {
         cu_layer *L = &c->layers[i];
         const cu_op *op = op_for(L->n->op);
@@ -716,6 +734,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         st = op->tune(c, L);
         if (st != QF_OK) return qf_error_prefix(st, CU_NODE_FMT, CU_NODE_ARGS(c, L->n));
     }
+    qfi_tactic_cache_save(c->tactics);
     /* one eager pass loads every kernel and surfaces errors before capture */
     QF_CHECK(forward(c, false));
     CU_CHECK(cudaStreamSynchronize(c->stream));

@@ -14,6 +14,7 @@
 
 extern "C" {
 #include "../engine_impl.h"
+#include "../tactic_cache.h"
 #include "../cpu/kernels.h"
 #include "ops/nn.h"
 #include "ops/tensor_ops.h"
@@ -132,6 +133,7 @@ struct cu_engine {
     void **d_in, **d_out;
     cudaGraphExec_t graph;
     bool fuse;                /* peephole fusions allowed (no observer) */
+    qfi_tactic_cache *tactics; /* tuning results of earlier builds on this device (NULL: off) */
     /* observer staging */
     void *obs_dev, *obs_host;
     size_t obs_bytes;

@@ -237,16 +237,45 @@ qf_status cu_gemm_run(cu_engine *c, const cu_gemm *gm, const void *A, const void
     return QF_OK;
 }
 
+/* The tactic-cache key of a GEMM: everything that shapes its heuristic list. */
+static void gemm_key(const cu_gemm *gm, char *key, size_t len)
+{
+    const cu_gemm_shape *s = &gm->sh;
+    snprintf(key, len, "gemm:k%d:%lldx%lldx%lld:ld%lld,%lld,%lld:t%d%d:b%d:r%d:a%d:al%u:n%d", (int)s->kind,
+             (long long)s->rows, (long long)s->cols, (long long)s->K, (long long)s->lda, (long long)s->ldb,
+             (long long)s->ldy, s->trans_a, s->trans_b, s->bias != NULL, s->relu, s->accumulate, s->min_align, gm->n_heur);
+}
+
+static bool candidate_usable(const cu_engine *c, const cu_gemm *gm, int a)
+{
+    return a >= 0 && a < gm->n_heur && gm->heur[a].state == CUBLAS_STATUS_SUCCESS &&
+           gm->heur[a].workspaceSize <= c->lt_ws_bytes;
+}
+
 qf_status cu_gemm_tune(cu_engine *c, cu_gemm *gm, const void *A, const void *B, void *Y)
 {
     if (!gm->lt || gm->n_heur == 0) return QF_OK;
+    char key[256];
+    gemm_key(gm, key, sizeof key);
+    int cached;
+    if (qfi_tactic_cache_get(c->tactics, key, &cached) && (cached == -1 || candidate_usable(c, gm, cached))) {
+        size_t len = strlen(gm->text);
+        if (cached < 0) {
+            gm->lt = false;
+            snprintf(gm->text + len, sizeof gm->text - len, " -> fallback kernel (cached)");
+        } else {
+            gm->chosen = cached;
+            snprintf(gm->text + len, sizeof gm->text - len, " (candidate %d of %d, cached)", cached, gm->n_heur);
+        }
+        return QF_OK;
+    }
     cudaEvent_t e0, e1;
     CU_CHECK(cudaEventCreate(&e0));
     CU_CHECK(cudaEventCreate(&e1));
     int best = -1;
     float best_ms = 0.0f;
     for (int a = 0; a < gm->n_heur; a++) {
-        if (gm->heur[a].state != CUBLAS_STATUS_SUCCESS || gm->heur[a].workspaceSize > c->lt_ws_bytes) continue;
+        if (!candidate_usable(c, gm, a)) continue;
         /* a candidate that fails to run is skipped, not an error */
         if (lt_run(c, gm, a, A, B, Y, Y, c->stream) != CUBLAS_STATUS_SUCCESS) {
             (void)cudaGetLastError();
@@ -273,6 +302,7 @@ qf_status cu_gemm_tune(cu_engine *c, cu_gemm *gm, const void *A, const void *B, 
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
+    qfi_tactic_cache_put(c->tactics, key, best);
     if (best < 0) {
         gm->lt = false; /* nothing ran: the fallback kernel computes it */
         snprintf(gm->text + strlen(gm->text), sizeof gm->text - strlen(gm->text), " -> fallback kernel");
