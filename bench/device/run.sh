@@ -43,6 +43,12 @@ if [ "$1" = bench ] || [ "$1" = all ]; then
     # stderr: the debug log, with each layer's tactic and timings
     [ -f /tmp/b/resnet50_$p.qfm ] && QFORGE_DEBUG=1 timeout 120 /tmp/q/bin/qforge bench /tmp/b/resnet50_$p.qfm --batch 256 --duration 1 --profile > $OUT/prof_$p.txt 2> $OUT/tactics_$p.txt
   done
+  # engine build time with an empty tactic cache, then with the cache that run wrote
+  for r in cold warm; do
+    [ -f /tmp/b/resnet50_int8.qfm ] && QFORGE_CACHE_DIR=/tmp/tactics timeout 120 /tmp/q/bin/qforge bench /tmp/b/resnet50_int8.qfm \
+      --batch 256 --duration 0.5 2>&1 | sed -n "s/.*built in/tactic cache $r: built in/p" | tee -a $OUT/cache.txt
+    mkdir -p /tmp/tactics
+  done
   grep -v '"profile' $OUT/bench.log | cut -c1-600
   for p in int8 fp16; do head -${PROF_LINES:-25} $OUT/prof_$p.txt; done
 fi
