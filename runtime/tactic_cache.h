@@ -1,8 +1,8 @@
 /* The tactics an engine times when it is built (a cuBLASLt algorithm, an
  * implicit-GEMM variant), kept on disk so that the next build of the same
  * layers on the same device and library versions skips the timing. One text
- * file per device key (runtime/tactic_cache.c; the format is in
- * qforge-bench(1)). */
+ * file per device key (runtime/tactic_cache.c; the format is in qforge(1),
+ * ENVIRONMENT). */
 #ifndef QFORGE_TACTIC_CACHE_H
 #define QFORGE_TACTIC_CACHE_H
 
