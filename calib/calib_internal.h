@@ -13,4 +13,9 @@ int *qfi_calib_seen_slots(const qf_calib *c, int *n);
 const char *qfi_calib_slot_name(const qf_calib *c, int slot);
 const qf_histogram *qfi_calib_slot_hist(const qf_calib *c, int slot);
 
+/* qf_histogram_add(h, x, n) and qf_histogram_add(hr, r, n) in one pass, where
+ * r[i] = x[i] > 0 ? x[i] : 0 (NaN kept): a Relu's output histogrammed from its
+ * input. histogram.c. */
+void qfi_histogram_add_relu(qf_histogram *h, qf_histogram *hr, const float *x, size_t n);
+
 #endif

@@ -89,23 +89,40 @@ static uint32_t max_abs_bits(const float *x, size_t n)
  * exact zeros, and the largest |x| as bits (see max_abs_bits), which tells the
  * caller whether the indices are valid (every |x| below the range) before it
  * counts them. Products of 2048 or more (values beyond the range, NaN, Inf) get
- * index 0 so the conversion stays defined; they are never counted. */
+ * index 0 so the conversion stays defined; they are never counted. With
+ * `relu`, positive x[i] get index 2048 + bin instead (the Relu's half, see
+ * qfi_histogram_add_relu), *positive counts them and *top_pos is the largest of
+ * them as bits; without, those two may be NULL. (A loop-invariant flag: gcc
+ * compiles the loop twice.) */
 QFI_SIMD_CLONES
-static uint32_t bin_indices(const float *x, size_t n, float scale, uint16_t *idx, uint32_t *zeros)
+static uint32_t bin_indices(const float *x, size_t n, float scale, bool relu, uint16_t *idx, uint32_t *zeros,
+                            uint32_t *positive, uint32_t *top_pos)
 {
-    uint32_t top = 0, z = 0;
+    uint32_t top = 0, z = 0, npos = 0, tpos = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], 4);
-        u &= 0x7fffffffu;
+        uint32_t bits;
+        memcpy(&bits, &x[i], 4);
+        uint32_t u = bits & 0x7fffffffu;
         top = u > top ? u : top;
         z += u == 0;
         float a;
         memcpy(&a, &u, 4);
         float t = a * scale;
-        idx[i] = (uint16_t)(int32_t)(t < 2048.0f ? t : 0.0f);
+        uint32_t b = (uint32_t)(int32_t)(t < 2048.0f ? t : 0.0f);
+        if (relu) {
+            uint32_t pos = (int32_t)bits > 0; /* sign clear and not +0 (NaN is caught by top) */
+            uint32_t upos = u & (0u - pos);     /* |x| if x > 0, else 0: a max that vectorizes */
+            npos += pos;
+            tpos = upos > tpos ? upos : tpos;
+            b += pos * QF_HIST_BINS;
+        }
+        idx[i] = (uint16_t)b;
     }
     *zeros = z;
+    if (relu) {
+        *positive = npos;
+        *top_pos = tpos;
+    }
     return top;
 }
 
@@ -117,37 +134,48 @@ enum {
 };
 _Static_assert(BLOCK / WAYS + WAYS - 1 <= UINT16_MAX, "sub-histogram counters overflow");
 
-/* Counts not yet folded into the histogram, all at its current range. */
+/* Counts not yet folded into the histogram, all at its current range. With a
+ * Relu histogram (qfi_histogram_add_relu, same range) the values x > 0 count in
+ * the upper half of each way, which folds into both histograms. */
 typedef struct pending {
-    uint16_t sub[WAYS][QF_HIST_BINS];
-    int cleared;     /* bins [0, cleared) of every way are counts; the rest is garbage */
-    size_t count;    /* values counted since the last fold */
-    uint64_t zeros;  /* exact zeros among them, counted in bin 0 */
+    uint16_t sub[WAYS][2 * QF_HIST_BINS]; /* bins of |x| (with relu: of x <= 0), then of x > 0 */
+    qf_histogram *relu; /* the Relu's histogram, or NULL: the upper halves are unused */
+    int cleared;        /* bins [0, cleared) of every half in use are counts; the rest is garbage */
+    size_t count;       /* values counted since the last fold */
+    uint64_t zeros;     /* exact zeros among them, counted in bin 0 */
+    uint64_t nonpos;    /* with relu: x <= 0 among them, which the Relu makes 0 */
 } pending;
 
-/* bins[k] += the WAYS sub-histograms' counts of bin k, for k < nbins. */
+/* bins[k] += the WAYS sub-histograms' counts of bin base + k, for k < nbins. */
 QFI_SIMD_CLONES
-static void fold_ways(uint64_t *bins, uint16_t (*sub)[QF_HIST_BINS], int nbins)
+static void fold_ways(uint64_t *bins, uint16_t (*sub)[2 * QF_HIST_BINS], int base, int nbins)
 {
     for (int k = 0; k < nbins; k++) {
         uint32_t s = 0;
-        for (int w = 0; w < WAYS; w++) s += sub[w][k];
+        for (int w = 0; w < WAYS; w++) s += sub[w][base + k];
         bins[k] += s;
     }
 }
 
-/* Must run before the range widens. */
+/* Must run before either range widens. */
 static void fold(qf_histogram *h, pending *p)
 {
-    fold_ways(h->bins, p->sub, p->cleared);
+    fold_ways(h->bins, p->sub, 0, p->cleared);
+    if (p->relu) {
+        fold_ways(h->bins, p->sub, QF_HIST_BINS, p->cleared);
+        fold_ways(p->relu->bins, p->sub, QF_HIST_BINS, p->cleared);
+        p->relu->zeros += p->nonpos;
+    }
     h->bins[0] -= p->zeros;
     h->zeros += p->zeros;
     p->cleared = 0;
     p->count = 0;
     p->zeros = 0;
+    p->nonpos = 0;
 }
 
-/* Counts a chunk whose bins are in idx (all below 2048; top = its largest |x|). */
+/* Counts a chunk whose bins are in idx (below 2048, or 4096 with p->relu; top =
+ * its largest |x|). */
 static void count_chunk(qf_histogram *h, pending *p, bool direct, const uint16_t *idx, size_t m, uint32_t top,
                         float scale, uint32_t zeros)
 {
@@ -164,7 +192,10 @@ static void count_chunk(qf_histogram *h, pending *p, bool direct, const uint16_t
     // Only bins up to this chunk's largest can be hit: clear lazily up to there.
     int nbins = (int)(mx * scale) + 1;
     if (nbins > p->cleared) {
-        for (int w = 0; w < WAYS; w++) memset(p->sub[w] + p->cleared, 0, (size_t)(nbins - p->cleared) * 2);
+        for (int w = 0; w < WAYS; w++) {
+            memset(p->sub[w] + p->cleared, 0, (size_t)(nbins - p->cleared) * 2);
+            if (p->relu) memset(p->sub[w] + QF_HIST_BINS + p->cleared, 0, (size_t)(nbins - p->cleared) * 2);
+        }
         p->cleared = nbins;
     }
     // Interleaved ways break the store-to-load chains of runs of equal bins
@@ -189,9 +220,11 @@ static void count_chunk(qf_histogram *h, pending *p, bool direct, const uint16_t
 void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
 {
     pending p;
+    p.relu = NULL;
     p.cleared = 0;
     p.count = 0;
     p.zeros = 0;
+    p.nonpos = 0;
     const bool direct = n < SMALL;
     uint16_t idx[CHUNK];
     for (size_t off = 0; off < n; off += CHUNK) {
@@ -202,7 +235,7 @@ void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
         if (h->exp >= -116) {
             float scale = ldexpf(1.0f, 11 - h->exp);
             uint32_t lim = h->exp >= 128 ? 0x7f800000u : (uint32_t)(h->exp + 127) << 23; /* 2^exp as bits */
-            top = bin_indices(b, m, scale, idx, &zeros);
+            top = bin_indices(b, m, scale, false, idx, &zeros, NULL, NULL);
             if (top < lim) {
                 count_chunk(h, &p, direct, idx, m, top, scale, zeros);
                 continue;
@@ -230,8 +263,51 @@ void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
             continue;
         }
         float scale = ldexpf(1.0f, 11 - h->exp);
-        top = bin_indices(b, m, scale, idx, &zeros);
+        top = bin_indices(b, m, scale, false, idx, &zeros, NULL, NULL);
         count_chunk(h, &p, direct, idx, m, top, scale, zeros);
+    }
+    fold(h, &p);
+}
+
+/* The chunk loop of qf_histogram_add for both histograms at once while their
+ * ranges agree: each value is binned and counted once, in the lower half of a
+ * way if x <= 0 and the upper one if x > 0, and folding adds both halves to h
+ * and the upper one to hr, whose zeros gain the x <= 0. Those are exactly the
+ * bins of |x| and of max(x, 0) at the common range. Any other chunk (ranges
+ * apart, a value past the range, NaN or Inf, a small call) is counted the
+ * plain way into each, the Relu's copy built in a buffer; all ways count the
+ * same (see the top). */
+void qfi_histogram_add_relu(qf_histogram *h, qf_histogram *hr, const float *x, size_t n)
+{
+    pending p;
+    p.relu = hr;
+    p.cleared = 0;
+    p.count = 0;
+    p.zeros = 0;
+    p.nonpos = 0;
+    uint16_t idx[CHUNK];
+    float r[CHUNK];
+    for (size_t off = 0; off < n; off += CHUNK) {
+        size_t m = n - off < CHUNK ? n - off : CHUNK;
+        const float *b = x + off;
+        if (n >= SMALL && h->exp == hr->exp && h->exp >= -116) {
+            float scale = ldexpf(1.0f, 11 - h->exp);
+            uint32_t lim = h->exp >= 128 ? 0x7f800000u : (uint32_t)(h->exp + 127) << 23; /* 2^exp as bits */
+            uint32_t zeros, positive, top_pos;
+            uint32_t top = bin_indices(b, m, scale, true, idx, &zeros, &positive, &top_pos);
+            if (top < lim) {
+                count_chunk(h, &p, false, idx, m, top, scale, zeros);
+                p.nonpos += m - positive;
+                float mx;
+                memcpy(&mx, &top_pos, 4);
+                if (mx > hr->absmax) hr->absmax = mx;
+                continue;
+            }
+        }
+        fold(h, &p);
+        qf_histogram_add(h, b, m);
+        for (size_t i = 0; i < m; i++) r[i] = b[i] > 0.0f || b[i] != b[i] ? b[i] : 0.0f;
+        qf_histogram_add(hr, r, m);
     }
     fold(h, &p);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "internal.h"
 #include "qforge/calib.h"
+#include "../calib/calib_internal.h"
 #include "testutil.h"
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -302,6 +303,49 @@ START_TEST(histogram_batch_splits)
             ck_assert_uint_eq(f32_bits(qf_calib_threshold(&h, m, 99.9)), f32_bits(thr_ref[m]));
     }
     free(x);
+}
+END_TEST
+
+/* A Relu output's histogram made in its input's pass (calib/observer.c) must
+ * equal counting max(x, 0) itself: data with both signs, -0, outliers that
+ * widen either range mid-call, with and without NaN/Inf, in chunks of any
+ * size, into histograms that already hold counts at other ranges. */
+START_TEST(histogram_relu_exact)
+{
+    rng_state = 4;
+    const size_t n = 70000;
+    float *x = wide_data(n), *clean = malloc(n * sizeof *clean), *r = malloc(n * sizeof *r);
+    size_t nc = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i])) clean[nc++] = i % 311 == 3 ? -0.0f : x[i];
+    clean[nc / 2] = 4096.0f;  /* a positive outlier: the Relu's range widens too */
+    clean[nc / 3] = -8192.0f; /* a negative one: only the input's range widens */
+    const float *data[2] = {clean, x};
+    const size_t len[2] = {nc, n};
+    const size_t chunks[] = {1, 5, 1000, 4096, 70000};
+    for (int d = 0; d < 2; d++) {
+        for (size_t i = 0; i < len[d]; i++) r[i] = data[d][i] > 0 || isnan(data[d][i]) ? data[d][i] : 0.0f;
+        for (size_t k = 0; k < QF_ARRAY_LEN(chunks); k++) {
+            qf_histogram h, hr, h_ref, hr_ref;
+            qf_histogram_init(&h);
+            qf_histogram_init(&hr);
+            const float seed_in[3] = {0.3f, -2.0f, 0.0f}, seed_relu[2] = {0.01f, 0.0f};
+            qf_histogram_add(&h, seed_in, 3);
+            qf_histogram_add(&hr, seed_relu, 2);
+            h_ref = h, hr_ref = hr;
+            for (size_t off = 0; off < len[d]; off += chunks[k]) {
+                size_t m = len[d] - off < chunks[k] ? len[d] - off : chunks[k];
+                qfi_histogram_add_relu(&h, &hr, data[d] + off, m);
+                qf_histogram_add(&h_ref, data[d] + off, m);
+                qf_histogram_add(&hr_ref, r + off, m);
+            }
+            ck_assert_msg(hist_equal(&h, &h_ref), "input histogram, data %d, chunks of %zu", d, chunks[k]);
+            ck_assert_msg(hist_equal(&hr, &hr_ref), "relu histogram, data %d, chunks of %zu", d, chunks[k]);
+        }
+    }
+    free(x);
+    free(clean);
+    free(r);
 }
 END_TEST
 
@@ -1034,6 +1078,7 @@ static Suite *calib_suite(void)
     tcase_add_test(tc, histogram_exact);
     tcase_add_test(tc, histogram_merge_exact);
     tcase_add_test(tc, histogram_batch_splits);
+    tcase_add_test(tc, histogram_relu_exact);
     tcase_add_test(tc, calib_uniform);
     tcase_add_test(tc, calib_gaussian);
     tcase_add_test(tc, calib_laplacian);
