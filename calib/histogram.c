@@ -157,6 +157,16 @@ static void fold_ways(uint64_t *bins, uint16_t (*sub)[2 * QF_HIST_BINS], int bas
     }
 }
 
+/* Nothing counted yet; relu: the Relu's histogram, or NULL. */
+static void pending_start(pending *p, qf_histogram *relu)
+{
+    p->relu = relu;
+    p->cleared = 0;
+    p->count = 0;
+    p->zeros = 0;
+    p->nonpos = 0;
+}
+
 /* Must run before either range widens. */
 static void fold(qf_histogram *h, pending *p)
 {
@@ -220,11 +230,7 @@ static void count_chunk(qf_histogram *h, pending *p, bool direct, const uint16_t
 void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
 {
     pending p;
-    p.relu = NULL;
-    p.cleared = 0;
-    p.count = 0;
-    p.zeros = 0;
-    p.nonpos = 0;
+    pending_start(&p, NULL);
     const bool direct = n < SMALL;
     uint16_t idx[CHUNK];
     for (size_t off = 0; off < n; off += CHUNK) {
@@ -280,11 +286,7 @@ void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
 void qfi_histogram_add_relu(qf_histogram *h, qf_histogram *hr, const float *x, size_t n)
 {
     pending p;
-    p.relu = hr;
-    p.cleared = 0;
-    p.count = 0;
-    p.zeros = 0;
-    p.nonpos = 0;
+    pending_start(&p, hr);
     uint16_t idx[CHUNK];
     float r[CHUNK];
     for (size_t off = 0; off < n; off += CHUNK) {
