@@ -11,13 +11,13 @@
 #include <unistd.h>
 #include "internal.h"
 #include "../runtime/tactic_cache.h"
+#include "testutil.h"
 
-static char dir[256];
+static char dir[256]; /* set by main, before check forks the tests */
 
+/* Each test starts with the cache in dir (a test may point it elsewhere). */
 static void use_dir(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/qforge-tactics-%ld", (long)getpid());
-    mkdir(dir, 0777);
     setenv("QFORGE_CACHE_DIR", dir, 1);
 }
 
@@ -146,6 +146,8 @@ END_TEST
 
 int main(void)
 {
+    snprintf(dir, sizeof dir, "/tmp/qforge-tactics-%ld", (long)getpid());
+    mkdir(dir, 0777);
     Suite *s = suite_create("tactic_cache");
     TCase *tc = tcase_create("store");
     tcase_add_test(tc, round_trip);
@@ -153,13 +155,9 @@ int main(void)
     tcase_add_test(tc, bad_keys_and_off);
     tcase_add_test(tc, unwritable);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int rc = run_suite(s);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) return 99;
-    return failed ? 1 : 0;
+    return rc;
 }
