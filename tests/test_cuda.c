@@ -162,6 +162,18 @@ static qf_graph *b_residual(void)
     output(g, unary(g, "r2", QF_OP_RELU, binary(g, "add", QF_OP_ADD, b, x)));
     return g;
 }
+/* The same with 72 channels: the residual through 8-byte epilogue vectors
+ * (72 % 16 != 0), and K = 648 taps of random weights, past the implicit
+ * GEMM's exact small-accumulator bound (its other conversion path). */
+static qf_graph *b_residual_wide(void)
+{
+    qf_graph *g = new_graph("residual_wide");
+    int x = input(g, "x", 4, DIMS(2, 72, 10, 10));
+    int a = unary(g, "r1", QF_OP_RELU, conv(g, "ca", x, 72, 72, 3, 1, P1, 1, 1, true));
+    int b = conv(g, "cb", a, 72, 72, 3, 1, P1, 1, 1, true);
+    output(g, unary(g, "r2", QF_OP_RELU, binary(g, "add", QF_OP_ADD, b, x)));
+    return g;
+}
 static qf_graph *b_pools(void)
 {
     qf_graph *g = new_graph("pools");
@@ -458,6 +470,7 @@ OP_TEST(conv_depthwise)
 OP_TEST(conv_grouped_dilated)
 OP_TEST(conv_relu_pool)
 OP_TEST(residual)
+OP_TEST(residual_wide)
 OP_TEST(pools)
 OP_TEST(gemm_bias)
 OP_TEST(gemm_general)
@@ -723,6 +736,7 @@ int main(void)
     tcase_add_test(ops, t_conv_grouped_dilated);
     tcase_add_test(ops, t_conv_relu_pool);
     tcase_add_test(ops, t_residual);
+    tcase_add_test(ops, t_residual_wide);
     tcase_add_test(ops, t_pools);
     tcase_add_test(ops, t_gemm_bias);
     tcase_add_test(ops, t_gemm_general);

@@ -464,15 +464,8 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
                         CU_NODE_ARGS(c, n));
     if (i8 && cu_igemm_fits(&p, st->rq.out) && (!tactic_forced("lt") || L->quant_in >= 0)) {
         /* a second tactic, timed against the GEMM path at tune time */
-        int64_t bias_bound = 0;
-        if (geo.has_bias) {
-            const qf_value *bv = qfi_in(g, n, 2);
-            for (int64_t m = 0; m < p.M; m++) {
-                const int64_t b = ((const int32_t *)bv->data)[m];
-                if ((b < 0 ? -b : b) > bias_bound) bias_bound = b < 0 ? -b : b;
-            }
-        }
-        QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, &st->rq, bias_bound, &st->ig));
+        const int32_t *bias = geo.has_bias ? (const int32_t *)qfi_in(g, n, 2)->data : NULL;
+        QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, bias, &st->rq, &st->ig));
         cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(&p));
     }
     return QF_OK;

@@ -31,7 +31,7 @@ struct igemm_params {
     const int32_t *bias;    /* or NULL */
     const int *taps;        /* per VEC bytes of K: ih offset << 24 | iw offset << 16 | channel; -1 past K */
     float m_r, lo, hi;
-    int small_acc;          /* every |acc + bias| < 2^22: exact conversions without the conversion unit */
+    int small_acc;          /* every |acc + bias| < 2^22 (acc_bound): exact conversions without the conversion unit */
     int H, W, Cp, Ho, Wo, M, P, K;
     int sh, sw, ph, pw;
     int n_tiles, p_tiles;   /* ceil(M / BN), ceil(P / BM) */
@@ -84,17 +84,23 @@ __device__ __forceinline__ int swz(int r, int c) { return r * BK + ((c ^ ((r >> 
  * 16-byte aligned. */
 template <int WTM, int WTN> struct warp_tile {
     static constexpr int EW = WTN + 16;
-    /* The warp tile's vectors, lanes over consecutive ones: (offset in Ew,
-     * offset in y, inside the output?, bytes). */
+    /* The warp tile's vectors of VW bytes, lanes over consecutive ones:
+     * (offset in Ew, offset in y, inside the output?, bytes). */
+    template <int VW, typename F>
+    __device__ __forceinline__ static void each_vector_of(const igemm_params &p, int pos0, int ch0, int lane, F f)
+    {
+        constexpr int per_row = WTN / VW; /* a power of two: shifts, not divisions */
+#pragma unroll
+        for (int v = lane; v < WTM * per_row; v += 32) {
+            const int row = v / per_row, col = (v % per_row) * VW, pos = pos0 + row, ch = ch0 + col;
+            f(row * EW + col, (size_t)pos * p.M + ch, pos < p.P && ch < p.M, VW);
+        }
+    }
     template <typename F>
     __device__ __forceinline__ static void each_vector(const igemm_params &p, int pos0, int ch0, int lane, F f)
     {
-        const int vw = p.M % 16 == 0 ? 16 : 8, per_row = WTN / vw;
-#pragma unroll 4
-        for (int v = lane; v < WTM * per_row; v += 32) {
-            const int row = v / per_row, col = (v - row * per_row) * vw, pos = pos0 + row, ch = ch0 + col;
-            f(row * EW + col, (size_t)pos * p.M + ch, pos < p.P && ch < p.M, vw);
-        }
+        if (p.M % 16 == 0) each_vector_of<16>(p, pos0, ch0, lane, f);
+        else each_vector_of<8>(p, pos0, ch0, lane, f);
     }
     /* Starts copying the residual of the warp tile into Ew (cp.async, zeros
      * outside the output); the caller commits, waits and __syncwarp()s. */
@@ -121,21 +127,47 @@ template <int WTM, int WTN> struct warp_tile {
  * (16 a clock per SM), and the epilogue needed two or three per output --
  * the bound of the 1x1 layers. Exact full-rate replacements:
  *  - an integer |a| < 2^22 is the float 1.5*2^23 + a minus 1.5*2^23 (both
- *    exact in the binade [2^23, 2^24), whose unit is 1);
+ *    exact in the binade [2^23, 2^24), whose unit is 1). The accumulators
+ *    start from MAGIC_BITS (the bits of 1.5*2^23) plus the bias, so after
+ *    the MMAs their bits are already the float 1.5*2^23 + acc + bias;
+ *  - an int8 residual byte r, xor 0x80, is u = r + 128, which put in the low
+ *    byte of MAGIC_BITS gives the float 1.5*2^23 + 128 + r;
  *  - v in [-2^22, 2^22] plus 1.5*2^23 rounds, to nearest even as rintf does,
  *    into that binade, and the low byte of the sum's bits is rint(v) as an
  *    int8 (the output is clamped to int8 range first, as lib/quant_math.c
  *    clamps before rounding with integer bounds). */
-__device__ __forceinline__ float small_int_to_float(int a) { return __fsub_rn(__int_as_float(0x4B400000 + a), 12582912.0f); }
-__device__ __forceinline__ uint32_t round_to_low_byte(float v) { return (uint32_t)__float_as_int(__fadd_rn(v, 12582912.0f)); }
+constexpr int32_t MAGIC_BITS = 0x4B400000;
+constexpr float MAGIC = 12582912.0f;
+__device__ __forceinline__ uint32_t round_to_low_byte(float v) { return (uint32_t)__float_as_int(__fadd_rn(v, MAGIC)); }
+/* byte `which` (0 or 1) of the xor-0x80 residual pair x, as a float */
+template <int WHICH> __device__ __forceinline__ float residual_to_float(uint32_t x)
+{
+    return __fsub_rn(__int_as_float(__byte_perm(x, (uint32_t)MAGIC_BITS, 0x7650 + WHICH)), MAGIC + 128.0f);
+}
 
-/* Requantizes a warp's accumulators (with its residual already in Ew) into
- * Ew and zeroes them for the next tile: c0,c1 are (row g, channels 2t, 2t+1),
- * c2,c3 the same channels of row g+8 of each 16x8 piece; the warp tile's
- * first channel is ch0. lib/quant_math.c's operations, in its order; SMALL:
- * every |acc + bias| < 2^22 (the host proves it from K and the bias). */
-template <int MT, int NT, int EW, bool SMALL>
-__device__ __forceinline__ void requantize_warp(const igemm_params &p, int32_t (&acc)[MT][NT][4], int8_t *Ew, int ch0,
+/* The accumulators' starting values for the tile whose warp tile starts at
+ * channel ch0: the bias (zero past M), on top of MAGIC_BITS when SMALL. */
+template <int MT, int NT>
+__device__ __forceinline__ void init_acc(const igemm_params &p, int32_t (&acc)[MT][NT][4], int ch0, int lane)
+{
+    const int32_t base = p.small_acc ? MAGIC_BITS : 0;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int ch = ch0 + nt * 8 + (lane & 3) * 2;
+        const bool ok = p.bias && ch < p.M;
+        const int32_t b0 = base + (ok ? p.bias[ch] : 0), b1 = base + (ok ? p.bias[ch + 1] : 0);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) acc[mt][nt][0] = acc[mt][nt][2] = b0, acc[mt][nt][1] = acc[mt][nt][3] = b1;
+    }
+}
+
+/* Requantizes a warp's accumulators (acc + bias, from init_acc; its residual
+ * already in Ew) into Ew: c0,c1 are (row g, channels 2t, 2t+1), c2,c3 the
+ * same channels of row g+8 of each 16x8 piece; the warp tile's first
+ * channel is ch0. lib/quant_math.c's operations, in its order; SMALL: every
+ * |acc + bias| < 2^22 (the host proves it from K and the bias); RES: p.res. */
+template <int MT, int NT, int EW, bool SMALL, bool RES>
+__device__ __forceinline__ void requantize_warp(const igemm_params &p, const int32_t (&acc)[MT][NT][4], int8_t *Ew, int ch0,
                                                 int lane)
 {
     const int g = lane >> 2, t4 = lane & 3;
@@ -144,20 +176,18 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, int32_t (
         const int cl = nt * 8 + t4 * 2, ch = ch0 + cl;
         const bool ch_ok = ch < p.M;
         const float m0 = ch_ok ? p.m[ch] : 0.0f, m1 = ch_ok ? p.m[ch + 1] : 0.0f;
-        const int32_t b0 = ch_ok && p.bias ? p.bias[ch] : 0, b1 = ch_ok && p.bias ? p.bias[ch + 1] : 0;
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 uint16_t *e = (uint16_t *)(Ew + (mt * 16 + g + h * 8) * EW + cl);
-                const int a0 = acc[mt][nt][2 * h] + b0, a1 = acc[mt][nt][2 * h + 1] + b1;
-                acc[mt][nt][2 * h] = acc[mt][nt][2 * h + 1] = 0;
-                float v0 = __fmul_rn(SMALL ? small_int_to_float(a0) : __int2float_rn(a0), m0);
-                float v1 = __fmul_rn(SMALL ? small_int_to_float(a1) : __int2float_rn(a1), m1);
-                if (p.res) {
-                    const uint32_t r = *e;
-                    v0 = __fadd_rn(v0, __fmul_rn(small_int_to_float((int)(int8_t)(r & 0xff)), p.m_r));
-                    v1 = __fadd_rn(v1, __fmul_rn(small_int_to_float((int)(int8_t)(r >> 8)), p.m_r));
+                const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
+                float v0 = __fmul_rn(SMALL ? __fsub_rn(__int_as_float(a0), MAGIC) : __int2float_rn(a0), m0);
+                float v1 = __fmul_rn(SMALL ? __fsub_rn(__int_as_float(a1), MAGIC) : __int2float_rn(a1), m1);
+                if (RES) {
+                    const uint32_t r = (uint32_t)*e ^ 0x8080u;
+                    v0 = __fadd_rn(v0, __fmul_rn(residual_to_float<0>(r), p.m_r));
+                    v1 = __fadd_rn(v1, __fmul_rn(residual_to_float<1>(r), p.m_r));
                 }
                 v0 = fminf(fmaxf(v0, p.lo), p.hi);
                 v1 = fminf(fmaxf(v1, p.lo), p.hi);
@@ -254,35 +284,42 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
         if (++l_stage == STAGES) l_stage = 0;
     };
 
-    int32_t acc[MT][NT][4];
-#pragma unroll
-    for (int a = 0; a < MT; a++)
-#pragma unroll
-        for (int b = 0; b < NT; b++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[a][b][e] = 0;
+    /* where tile t's part of this warp starts */
+    auto tile_pos0 = [&](int t) { return (t / p.n_tiles) * BM + warp_m * WTM; };
+    auto tile_ch0 = [&](int t) { return (t % p.n_tiles) * BN + warp_n * WTN; };
 
+    int32_t acc[MT][NT][4];
+    init_acc(p, acc, tile_ch0(blockIdx.x), lane);
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < iters) load_next();
         cp_async_commit();
     }
+    /* A tile's residual is loaded into the warp's Ew as soon as the previous
+     * tile has left it, in a cp.async group of its own committed after that
+     * iteration's prefetch: a whole tile ahead of its use, instead of one
+     * stage's MMAs ahead. r_ends bit i: such a group was committed at the end
+     * of the iteration i + 1 back (the first tile's: at the start), so the
+     * stage waits below know how many groups are newer than the one they need. */
+    const bool has_res = p.res != nullptr;
+    unsigned r_ends = 0;
+    if (has_res) {
+        if (my_tiles > 0) wt::load_residual(p, Ew, tile_pos0(blockIdx.x), tile_ch0(blockIdx.x), lane);
+        cp_async_commit();
+        r_ends = 1;
+    }
     int c_kt = 0, c_tile = blockIdx.x, c_stage = 0;
     for (int it = 0; it < iters; it++) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads(); /* stage `it` landed for everyone; the stage computed last is free to refill */
-        /* a tile's last stage: the warp's residual starts loading now, in a
-         * group of its own committed before this stage's prefetch, so that
-         * waiting for it after the MMAs leaves the prefetch in flight */
-        const bool last = c_kt == KT - 1;
-        int pos0 = 0, ch0 = 0;
-        if (last) {
-            pos0 = (c_tile / p.n_tiles) * BM + warp_m * WTM, ch0 = (c_tile % p.n_tiles) * BN + warp_n * WTN;
-            if (p.res) {
-                wt::load_residual(p, Ew, pos0, ch0, lane);
-                cp_async_commit();
-            }
+        /* stage `it` was committed STAGES - 1 iterations back; newer than it:
+         * STAGES - 2 stages and the residual groups of those iterations */
+        switch (__popc(r_ends & 7)) {
+        case 0: cp_async_wait<STAGES - 2>(); break;
+        case 1: cp_async_wait<STAGES - 1>(); break;
+        case 2: cp_async_wait<STAGES>(); break;
+        default: cp_async_wait<STAGES + 1>(); break;
         }
+        __syncthreads(); /* stage `it` landed for everyone; the stage computed last is free to refill */
+        const bool last = c_kt == KT - 1;
         if (it + STAGES - 1 < iters) load_next();
         cp_async_commit();
 
@@ -311,20 +348,40 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) mma_s8(acc[mt][nt], af[mt], bf[nt]);
         }
-        if (last) {
-            /* warp-local: the other warps go on with the next tile meanwhile */
-            if (p.res) {
-                cp_async_wait<1>();
-                __syncwarp(); /* every lane's residual vectors landed */
-            }
-            if (p.small_acc) requantize_warp<MT, NT, wt::EW, true>(p, acc, Ew, ch0, lane);
-            else requantize_warp<MT, NT, wt::EW, false>(p, acc, Ew, ch0, lane);
-            __syncwarp();
-            wt::store(p, Ew, pos0, ch0, lane);
-            __syncwarp(); /* Ew is rewritten at the next tile */
-            c_kt = 0, c_tile += gridDim.x;
-        } else {
+        r_ends <<= 1;
+        if (!last) {
             c_kt++;
+            continue;
+        }
+        /* warp-local: the other warps go on with the next tile meanwhile */
+        const int pos0 = tile_pos0(c_tile), ch0 = tile_ch0(c_tile);
+        if (has_res) {
+            /* this tile's residual group has KT prefetch groups after it; past
+             * three it is older than this stage's, waited for above */
+            switch (KT) {
+            case 1: cp_async_wait<1>(); break;
+            case 2: cp_async_wait<2>(); break;
+            case 3: cp_async_wait<3>(); break;
+            default: break;
+            }
+            __syncwarp(); /* every lane's residual vectors landed */
+        }
+        if (p.small_acc) {
+            if (has_res) requantize_warp<MT, NT, wt::EW, true, true>(p, acc, Ew, ch0, lane);
+            else requantize_warp<MT, NT, wt::EW, true, false>(p, acc, Ew, ch0, lane);
+        } else {
+            if (has_res) requantize_warp<MT, NT, wt::EW, false, true>(p, acc, Ew, ch0, lane);
+            else requantize_warp<MT, NT, wt::EW, false, false>(p, acc, Ew, ch0, lane);
+        }
+        __syncwarp();
+        wt::store(p, Ew, pos0, ch0, lane);
+        __syncwarp(); /* Ew is free: the next tile's residual may land in it */
+        c_kt = 0, c_tile += gridDim.x;
+        init_acc(p, acc, tile_ch0(c_tile), lane);
+        if (has_res) {
+            if (c_tile < tiles) wt::load_residual(p, Ew, tile_pos0(c_tile), tile_ch0(c_tile), lane);
+            cp_async_commit();
+            r_ends |= 1;
         }
     }
     cp_async_wait<0>();
@@ -490,7 +547,23 @@ static int8_t *gemm_weights(const cu_conv_geo *g, const gemm_geo &q, const int8_
     return hw;
 }
 
-qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, int64_t bias_bound,
+/* The largest |acc + bias| any output channel can reach, inputs in
+ * [-128, 127]: 128 * sum |w| + |bias|, for the exact epilogue's 2^22 bound
+ * (usually far below the K * 128 * 128 that int8 weights allow). */
+static int64_t acc_bound(const cu_conv_geo *g, const int8_t *w, const int32_t *bias)
+{
+    const int64_t per_m = g->C * g->kh * g->kw;
+    int64_t worst = 0;
+    for (int64_t m = 0; m < g->M; m++) {
+        int64_t sum = 0;
+        for (int64_t k = 0; k < per_m; k++) sum += w[m * per_m + k] < 0 ? -w[m * per_m + k] : w[m * per_m + k];
+        const int64_t b = bias ? bias[m] : 0, bound = 128 * sum + (b < 0 ? -b : b);
+        if (bound > worst) worst = bound;
+    }
+    return worst;
+}
+
+qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const int32_t *bias, const cu_requant *rq,
                           cu_igemm **out)
 {
     *out = NULL;
@@ -529,7 +602,7 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.w = (const int8_t *)dw;
     p.taps = (const int *)dt;
     p.m = rq->m, p.bias = rq->bias, p.m_r = rq->m_r, p.lo = rq->lo, p.hi = rq->hi;
-    p.small_acc = K * 128 * 128 + bias_bound < ((int64_t)1 << 22);
+    p.small_acc = acc_bound(g, w, bias) < ((int64_t)1 << 22);
     p.H = q.H, p.W = q.W, p.Cp = q.Cp, p.Ho = (int)g->Ho, p.Wo = (int)g->Wo, p.M = (int)g->M;
     p.P = (int)(g->N * g->Ho * g->Wo);
     p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
@@ -637,8 +710,8 @@ qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t 
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)
 {
     const igemm_variant &v = ig->v[variant];
-    snprintf(buf, len, "implicit-GEMM mma.s8 %dx%d, %d-byte gather%s%s", v.bm, v.bn, ig->vec,
+    snprintf(buf, len, "implicit-GEMM mma.s8 %dx%d, %d-byte gather%s%s%s", v.bm, v.bn, ig->vec,
              ig->prep == PREP_S2D ? ", space-to-depth input" : ig->prep == PREP_WIDEN ? ", input widened to 4 channels" : "",
-             v.persistent ? ", persistent" : "");
+             v.persistent ? ", persistent" : "", ig->p.small_acc ? "" : ", int32 conversions");
     return buf;
 }

@@ -253,8 +253,8 @@ typedef struct cu_conv_geo {
 typedef struct cu_igemm cu_igemm;
 bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out);
 size_t cu_igemm_scratch(const cu_conv_geo *g);
-/* w: the graph's (M, C, kh, kw) int8 weights; bias_bound: the largest |bias| (0 without). */
-qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const cu_requant *rq, int64_t bias_bound,
+/* w: the graph's (M, C, kh, kw) int8 weights; bias: its int32 bias on the host, or NULL. */
+qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const int32_t *bias, const cu_requant *rq,
                           cu_igemm **out);
 void cu_igemm_free(cu_igemm *ig);
 int cu_igemm_variants(const cu_igemm *ig);
