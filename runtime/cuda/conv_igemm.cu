@@ -21,6 +21,26 @@ namespace {
 
 constexpr int BK = 64;      /* K bytes per pipeline stage: four 16-byte chunks a row */
 constexpr int THREADS = 256;
+constexpr int MAX_TAPS = 31; /* a window's taps as bits of one word; bit 31 is the past-K tap */
+
+/* n / d for 0 <= n < 2^31 as a multiply-high and a shift (the round-up
+ * multiplier m = ceil(2^(31 + l) / d), l = ceil(log2 d)); the divisions of
+ * each new tile's positions cost as much as a 1x1 layer's whole MMA stage. */
+struct fast_div {
+    uint32_t mul;           /* 0: d == 1 */
+    uint32_t shift;
+};
+static fast_div make_fast_div(uint32_t d)
+{
+    fast_div f = {0, 0};
+    if (d <= 1) return f;
+    uint32_t l = 0;
+    while ((1ull << l) < d) l++;
+    f.mul = (uint32_t)(((1ull << (31 + l)) + d - 1) / d);
+    f.shift = l - 1;
+    return f;
+}
+__device__ __forceinline__ int div_by(int n, fast_div f) { return f.mul ? (int)(__umulhi((uint32_t)n, f.mul) >> f.shift) : n; }
 
 struct igemm_params {
     const int8_t *x;        /* (N, H, W, Cp) */
@@ -29,11 +49,13 @@ struct igemm_params {
     const int8_t *res;      /* [P][M] or NULL */
     const float *m;         /* per-channel multipliers */
     const int32_t *bias;    /* or NULL */
-    const int *taps;        /* per VEC bytes of K: ih offset << 24 | iw offset << 16 | channel; -1 past K */
+    const int2 *taps;       /* per VEC bytes of K: (offset in the input from the window's corner, tap); tap 31 past K */
     float m_r, lo, hi;
     int small_acc;          /* every |acc + bias| < 2^22 (acc_bound): exact conversions without the conversion unit */
     int H, W, Cp, Ho, Wo, M, P, K;
     int sh, sw, ph, pw;
+    int kh, kw, dh, dw;     /* taps and dilation: kh * kw <= MAX_TAPS */
+    fast_div div_HoWo, div_Wo;
     int n_tiles, p_tiles;   /* ceil(M / BN), ceil(P / BM) */
 };
 
@@ -65,6 +87,68 @@ __device__ __forceinline__ void mma_s8(int32_t *c, const uint32_t *a, const uint
                  "{%0,%1,%2,%3};\n"
                  : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* Hopper's warpgroup MMA (sm_90a): a warpgroup of 4 warps multiplies a
+ * 64-row A by an N-row B, both read from shared memory through descriptors,
+ * at about twice mma.sync's rate and without the ldmatrix traffic. The
+ * tiles' layout above (64-byte rows, 16-byte chunks XOR-ed with bits 7-8 of
+ * the offset) is the 64-byte swizzled K-major layout wgmma reads; a stage's
+ * base sits on a 512-byte swizzle period. Descriptor: start address >> 4,
+ * leading offset (unused for swizzled K-major) 1, stride between 8-row
+ * groups 512 bytes >> 4, layout 2 = 64-byte swizzle. */
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(512 >> 4) << 32 | (uint64_t)2 << 62;
+}
+__device__ __forceinline__ void wgmma_fence()
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit_and_wait()
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+/* cp.async's writes become visible to the async proxy wgmma reads through */
+__device__ __forceinline__ void fence_proxy_async()
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_n64(int32_t *d, uint64_t da, uint64_t db)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1;\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+        : "l"(da), "l"(db));
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void wgmma_n128(int32_t *d, uint64_t da, uint64_t db)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1;\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+          "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
+          "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
+          "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+        : "l"(da), "l"(db));
+#else
+    __trap();
+#endif
 }
 
 /* Byte offset of 16-byte chunk c (0..3) of tile row r. Rows are 64 bytes,
@@ -199,8 +283,10 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
 /* A block computes BM output positions x BN channels with 8 warps,
  * WARPS_M x (8 / WARPS_M) (128x256: 64x64 warp tiles, one block an SM);
  * VEC bytes per gathered copy (16 when Cp % 16 == 0, else 8 or 4: a copy
- * never crosses a tap). 4 stages of cp.async. */
-template <int BM, int BN, int WARPS_M, int VEC>
+ * never crosses a tap). 4 stages of cp.async. WG: the MMAs by wgmma, each
+ * warpgroup taking 64 rows (BM = 128, WARPS_M = 8: a warp's accumulators
+ * are 16 rows x BN, laid out as mma.sync's). */
+template <int BM, int BN, int WARPS_M, int VEC, bool WG>
 __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ? 1 : 2) igemm_kernel(igemm_params p)
 {
     constexpr int STAGES = 4;
@@ -211,13 +297,15 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
     constexpr int B_CHUNKS = (BN * 4 + THREADS - 1) / THREADS;
     typedef warp_tile<WTM, WTN> wt;
     static_assert(NT % 2 == 0 && MT >= 1 && A_CHUNKS >= 1, "warp tile");
+    static_assert(!WG || (BM == 128 && WARPS_M == 8 && (BN == 64 || BN == 128)), "wgmma tile");
 
-    extern __shared__ __align__(128) int8_t smem[];
+    extern __shared__ __align__(1024) int8_t smem[];
     int8_t *As = smem;                                    /* [STAGES][BM * BK] */
     int8_t *Bs = smem + STAGES * BM * BK;                 /* [STAGES][BN * BK] */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp % WARPS_M, warp_n = warp / WARPS_M;
+    if (WG && (smem_addr(smem) & 511)) __trap(); /* wgmma's swizzle follows address bits: stages must sit on its period */
     int8_t *const Ew = Bs + STAGES * BN * BK + warp * WTM * wt::EW; /* this warp's epilogue tile */
     const int KT = (p.K + BK - 1) / BK;
     /* Persistent blocks: block b takes tiles b, b + grid, ... (channel tile
@@ -231,55 +319,68 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
     const int iters = my_tiles * KT;
 
     /* The A rows this thread fills (one chunk column for all), for the tile
-     * being loaded: where each output position's window starts in the input. */
+     * being loaded: where each output position's window starts in the input
+     * (an offset that may be negative at the edges: only in-bounds taps are
+     * read) and which of its taps fall inside the input, one bit a tap. */
     const int a_chunk = tid & 3;
-    int a_img[A_CHUNKS], a_ih0[A_CHUNKS], a_iw0[A_CHUNKS];
-    int l_kt = 0, l_tile = blockIdx.x, l_stage = 0, l_n0 = 0;
+    int a_base[A_CHUNKS];
+    uint32_t a_in[A_CHUNKS];
+    int l_kt = 0, l_tile = blockIdx.x, l_stage = 0;
+    const int8_t *b_src = p.w;            /* this thread's first B chunk of the stage being loaded */
+    uint32_t b_ok = 0;                    /* bit i: B row (tid >> 2) + 64 i is a channel of the tile */
     const int HoWo = p.Ho * p.Wo;
+    /* this thread's 16-byte chunks: A rows (tid >> 2) + 64 i, B row (tid >> 2) + 64 i, chunk tid & 3, at
+     * fixed offsets from a stage's base (the swizzle repeats every 8 rows) */
+    const uint32_t a_dst = swz(tid >> 2, a_chunk), b_dst = swz(tid >> 2, tid & 3);
 
     auto load_next = [&]() {
         if (l_kt == 0) {
-            l_n0 = (l_tile % p.n_tiles) * BN;
-            const int p0 = (l_tile / p.n_tiles) * BM;
+            const int p0 = (l_tile / p.n_tiles) * BM, n0 = (l_tile % p.n_tiles) * BN;
 #pragma unroll
             for (int i = 0; i < A_CHUNKS; i++) {
                 const int pos = p0 + (tid >> 2) + i * (THREADS / 4);
+                a_base[i] = 0, a_in[i] = 0;
                 if (pos < p.P) {
-                    const int n = pos / HoWo, rem = pos - n * HoWo, oh = rem / p.Wo, ow = rem - oh * p.Wo;
-                    a_img[i] = n * p.H * p.W * p.Cp;
-                    a_ih0[i] = oh * p.sh - p.ph;
-                    a_iw0[i] = ow * p.sw - p.pw;
-                } else {
-                    a_img[i] = -1;
-                    a_ih0[i] = a_iw0[i] = 0;
+                    const int n = div_by(pos, p.div_HoWo), rem = pos - n * HoWo, oh = div_by(rem, p.div_Wo),
+                              ow = rem - oh * p.Wo;
+                    const int ih0 = oh * p.sh - p.ph, iw0 = ow * p.sw - p.pw;
+                    a_base[i] = ((n * p.H + ih0) * p.W + iw0) * p.Cp;
+                    uint32_t cols = 0;
+                    for (int b = 0; b < p.kw; b++) cols |= (uint32_t)((unsigned)(iw0 + b * p.dw) < (unsigned)p.W) << b;
+                    for (int a = 0; a < p.kh; a++)
+                        if ((unsigned)(ih0 + a * p.dh) < (unsigned)p.H) a_in[i] |= cols << (a * p.kw);
                 }
             }
+            b_ok = 0;
+#pragma unroll
+            for (int i = 0; i < B_CHUNKS; i++) {
+                const int r = (tid >> 2) + i * (THREADS / 4);
+                b_ok |= (uint32_t)(r < BN && n0 + r < p.M) << i;
+            }
+            b_src = p.w + (size_t)(n0 + (tid >> 2)) * p.K + (tid & 3) * 16;
         }
-        const uint32_t as = smem_addr(As + l_stage * BM * BK), bs = smem_addr(Bs + l_stage * BN * BK);
+        const uint32_t as = smem_addr(As + l_stage * BM * BK) + a_dst, bs = smem_addr(Bs + l_stage * BN * BK) + b_dst;
 #pragma unroll
         for (int sub = 0; sub < SUB; sub++) {
-            /* the tap of this k from the table: row and column offsets and the
-             * channel (a VEC-byte run stays inside one tap); -1 past K */
-            const int e = __ldg(p.taps + (l_kt * BK + a_chunk * 16 + sub * VEC) / VEC);
-            const int dh = (e >> 24) & 255, dw = (e >> 16) & 255, c = e & 0xffff;
+            /* this k's offset from the window's corner and its tap (a VEC-byte run stays inside one tap) */
+            const int2 e = __ldg(p.taps + (l_kt * BK + a_chunk * 16 + sub * VEC) / VEC);
+            const uint32_t bit = 1u << e.y;
 #pragma unroll
             for (int i = 0; i < A_CHUNKS; i++) {
-                const int r = (tid >> 2) + i * (THREADS / 4);
-                const int ih = a_ih0[i] + dh, iw = a_iw0[i] + dw;
-                const bool ok = e >= 0 && a_img[i] >= 0 && (unsigned)ih < (unsigned)p.H && (unsigned)iw < (unsigned)p.W;
-                const int8_t *src = ok ? p.x + a_img[i] + (ih * p.W + iw) * p.Cp + c : p.x;
-                cp_async<VEC>(as + swz(r, a_chunk) + sub * VEC, src, ok);
+                const bool ok = (a_in[i] & bit) != 0;
+                cp_async<VEC>(as + i * (THREADS / 4) * BK + sub * VEC, p.x + (ok ? a_base[i] + e.x : 0), ok);
             }
         }
+        /* B: [BN][BK] of the weights, 16 bytes a thread (a second row set when BN > 64) */
+        const bool k_ok = l_kt * BK + (tid & 3) * 16 < p.K;
 #pragma unroll
         for (int i = 0; i < B_CHUNKS; i++) {
-            const int idx = tid + i * THREADS;
-            if (idx < BN * 4) {
-                const int r = idx >> 2, ch = idx & 3, k = l_kt * BK + ch * 16, n = l_n0 + r;
-                const bool ok = n < p.M && k < p.K;
-                cp_async<16>(bs + swz(r, ch), ok ? p.w + (size_t)n * p.K + k : p.w, ok);
+            if ((tid >> 2) + i * (THREADS / 4) < BN) {
+                const bool ok = k_ok && (b_ok >> i & 1);
+                cp_async<16>(bs + i * (THREADS / 4) * BK, ok ? b_src + (size_t)i * (THREADS / 4) * p.K : p.w, ok);
             }
         }
+        b_src += BK;
         if (++l_kt == KT) l_kt = 0, l_tile += gridDim.x;
         if (++l_stage == STAGES) l_stage = 0;
     };
@@ -308,6 +409,16 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
         cp_async_commit();
         r_ends = 1;
     }
+    /* Each lane's ldmatrix rows at k step kk, as offsets from a 16-row block
+     * (whose swizzle phase they share). A: lanes 0-15 rows 0-15, first 16
+     * bytes, lanes 16-31 the next 16. B: matrices (n 0-7, k lo), (n 0-7, k
+     * hi), (n 8-15, k lo), (n 8-15, k hi). */
+    uint32_t a_lane[2], b_lane[2];
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        a_lane[kk] = swz(lane & 15, kk * 2 + (lane >> 4));
+        b_lane[kk] = swz((lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1));
+    }
     int c_kt = 0, c_tile = blockIdx.x, c_stage = 0;
     for (int it = 0; it < iters; it++) {
         /* stage `it` was committed STAGES - 1 iterations back; newer than it:
@@ -318,6 +429,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
         case 2: cp_async_wait<STAGES>(); break;
         default: cp_async_wait<STAGES + 1>(); break;
         }
+        if constexpr (WG) fence_proxy_async();
         __syncthreads(); /* stage `it` landed for everyone; the stage computed last is free to refill */
         const bool last = c_kt == KT - 1;
         if (it + STAGES - 1 < iters) load_next();
@@ -325,21 +437,26 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
 
         const uint32_t as = smem_addr(As + c_stage * BM * BK), bs = smem_addr(Bs + c_stage * BN * BK);
         if (++c_stage == STAGES) c_stage = 0;
+        if constexpr (WG) {
+            /* this warpgroup's 64 rows; two k32 steps 32 bytes apart inside the swizzled rows */
+            const uint32_t a_rows = as + (warp >> 2) * 64 * BK;
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < 2; kk++) {
+                if constexpr (BN == 128) wgmma_n128(&acc[0][0][0], wgmma_desc(a_rows + kk * 32), wgmma_desc(bs + kk * 32));
+                else wgmma_n64(&acc[0][0][0], wgmma_desc(a_rows + kk * 32), wgmma_desc(bs + kk * 32));
+            }
+            wgmma_commit_and_wait(); /* the stage is refilled two iterations on */
+        } else {
 #pragma unroll
         for (int kk = 0; kk < 2; kk++) { /* two k32 steps per 64-byte stage */
             uint32_t af[MT][4], bf[NT][2];
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                /* lanes 0-15: rows 0-15, first 16 bytes; lanes 16-31: the next 16 */
-                const int r = warp_m * WTM + mt * 16 + (lane & 15);
-                ldmatrix_x4(as + swz(r, kk * 2 + (lane >> 4)), af[mt]);
-            }
+            for (int mt = 0; mt < MT; mt++) ldmatrix_x4(as + (warp_m * WTM + mt * 16) * BK + a_lane[kk], af[mt]);
 #pragma unroll
             for (int np = 0; np < NT / 2; np++) {
-                /* matrices: (n 0-7, k lo), (n 0-7, k hi), (n 8-15, k lo), (n 8-15, k hi) */
-                const int r = warp_n * WTN + np * 16 + (lane & 7) + ((lane >> 4) << 3);
                 uint32_t t[4];
-                ldmatrix_x4(bs + swz(r, kk * 2 + ((lane >> 3) & 1)), t);
+                ldmatrix_x4(bs + (warp_n * WTN + np * 16) * BK + b_lane[kk], t);
                 bf[2 * np][0] = t[0], bf[2 * np][1] = t[1];
                 bf[2 * np + 1][0] = t[2], bf[2 * np + 1][1] = t[3];
             }
@@ -347,6 +464,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) mma_s8(acc[mt][nt], af[mt], bf[nt]);
+        }
         }
         r_ends <<= 1;
         if (!last) {
@@ -454,6 +572,7 @@ typedef void (*igemm_fn)(igemm_params);
 typedef struct igemm_variant {
     igemm_fn fn;
     int bm, bn;
+    bool wg;                /* wgmma (sm_90a) instead of mma.sync */
     bool persistent;        /* as many blocks as fit, each looping over tiles */
     int blocks, n_tiles, p_tiles;
     size_t smem;
@@ -469,18 +588,20 @@ struct cu_igemm {
     int n_v;
 };
 
-template <int VEC> static igemm_fn kernel_for(int bm, int bn)
+template <int VEC> static igemm_fn kernel_for(int bm, int bn, bool wg)
 {
-    if (bn == 256) return igemm_kernel<128, 256, 2, VEC>;
-    if (bn == 128) return igemm_kernel<128, 128, 2, VEC>;
-    return bm == 256 ? igemm_kernel<256, 64, 4, VEC> : igemm_kernel<128, 64, 4, VEC>;
+    if (wg) return bn == 128 ? igemm_kernel<128, 128, 8, VEC, true> : igemm_kernel<128, 64, 8, VEC, true>;
+    if (bn == 256) return igemm_kernel<128, 256, 2, VEC, false>;
+    if (bn == 128) return igemm_kernel<128, 128, 2, VEC, false>;
+    return bm == 256 ? igemm_kernel<256, 64, 4, VEC, false> : igemm_kernel<128, 64, 4, VEC, false>;
 }
 /* Tile shapes: 128x128 (warps 64x32), 128x256 for M > 128 (warps 64x64:
  * the gathered patches serve twice the channels), and for M <= 64 128x64
- * (warps 32x32) or 256x64 (warps 64x32: twice the MMAs per shared-memory load). */
-static igemm_fn pick_kernel(int bm, int bn, int vec)
+ * (warps 32x32) or 256x64 (warps 64x32: twice the MMAs per shared-memory
+ * load); wgmma: 128x128 or 128x64 (warps 16 x BN). */
+static igemm_fn pick_kernel(int bm, int bn, bool wg, int vec)
 {
-    return vec == 16 ? kernel_for<16>(bm, bn) : vec == 8 ? kernel_for<8>(bm, bn) : kernel_for<4>(bm, bn);
+    return vec == 16 ? kernel_for<16>(bm, bn, wg) : vec == 8 ? kernel_for<8>(bm, bn, wg) : kernel_for<4>(bm, bn, wg);
 }
 
 static int floor_half(int a) { return a >= 0 ? a / 2 : -((1 - a) / 2); }
@@ -515,8 +636,7 @@ bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out)
     const gemm_geo q = plan(g);
     const int64_t K = (int64_t)q.kh * q.kw * q.Cp, P = g->N * g->Ho * g->Wo;
     return out == QF_I8 && g->group == 1 && q.Cp % 4 == 0 && g->M % 8 == 0 && K <= QFI_INT8_MAX_REDUCTION &&
-           (q.kh - 1) * q.dh <= 255 && (q.kw - 1) * q.dw <= 255 && q.Cp <= 65535 && P * g->M < INT32_MAX &&
-           g->N * q.H * q.W * q.Cp < INT32_MAX && P > 0;
+           q.kh * q.kw <= MAX_TAPS && P * g->M < INT32_MAX && g->N * q.H * q.W * q.Cp < INT32_MAX && P > 0;
 }
 
 size_t cu_igemm_scratch(const cu_conv_geo *g)
@@ -574,7 +694,7 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     const int64_t K = (int64_t)q.kh * q.kw * q.Cp, K16 = (K + 15) / 16 * 16, KT = (K16 + BK - 1) / BK;
     /* the tap table: one entry per `vec` bytes of every stage */
     const int64_t n_taps = KT * BK / vec;
-    int *ht = (int *)qfi_calloc((size_t)n_taps, sizeof *ht);
+    int2 *ht = (int2 *)qfi_calloc((size_t)n_taps, sizeof *ht);
     int8_t *hw = gemm_weights(g, q, w, K16);
     cu_igemm *ig = (cu_igemm *)qfi_calloc(1, sizeof *ig);
     if (!ht || !hw || !ig) {
@@ -584,7 +704,7 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     for (int64_t i = 0; i < n_taps; i++) {
         const int64_t k = i * vec, tap = k / q.Cp;
         const int a = (int)(tap / q.kw), b = (int)(tap % q.kw);
-        ht[i] = k < K ? (a * q.dh) << 24 | (b * q.dw) << 16 | (int)(k % q.Cp) : -1;
+        ht[i] = k < K ? make_int2((a * q.dh * q.W + b * q.dw) * q.Cp + (int)(k % q.Cp), (int)tap) : make_int2(0, MAX_TAPS);
     }
     void *dw = NULL, *dt = NULL;
     qf_status s = cu_upload(c, hw, (size_t)(g->M * K16), &dw);
@@ -600,30 +720,37 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     ig->vec = vec;
     igemm_params &p = ig->p;
     p.w = (const int8_t *)dw;
-    p.taps = (const int *)dt;
+    p.taps = (const int2 *)dt;
     p.m = rq->m, p.bias = rq->bias, p.m_r = rq->m_r, p.lo = rq->lo, p.hi = rq->hi;
     p.small_acc = acc_bound(g, w, bias) < ((int64_t)1 << 22);
     p.H = q.H, p.W = q.W, p.Cp = q.Cp, p.Ho = (int)g->Ho, p.Wo = (int)g->Wo, p.M = (int)g->M;
     p.P = (int)(g->N * g->Ho * g->Wo);
     p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
     p.sh = q.sh, p.sw = q.sw, p.ph = q.ph, p.pw = q.pw;
+    p.kh = q.kh, p.kw = q.kw, p.dh = q.dh, p.dw = q.dw;
+    p.div_HoWo = make_fast_div((uint32_t)(g->Ho * g->Wo));
+    p.div_Wo = make_fast_div((uint32_t)g->Wo);
     /* the variants the tuner times: tile shapes for M, residual handling, grid */
     const int64_t P = p.P;
-    const int shapes[][2] = {{128, 128}, {128, 256}, {128, 64}, {256, 64}};
+    /* (BM, BN, wgmma): wgmma only where the sm_90a code runs (compute capability 9.0) */
+    const struct { int bm, bn; bool wg; } shapes[] = {{128, 128, false}, {128, 256, false}, {128, 64, false},
+                                                     {256, 64, false}, {128, 128, true},  {128, 64, true}};
+    const bool sm90 = c->prop.major == 9 && c->prop.minor == 0;
     const char *cap = getenv("QFORGE_CUDA_IGEMM_BLOCKS"); /* tests: a small persistent grid, several tiles a block */
-    for (int sh = 0; sh < 4; sh++) {
-        const int bm = shapes[sh][0], bn = shapes[sh][1];
-        if ((g->M <= 64) != (bn == 64) || (bn == 256 && g->M <= 128)) continue;
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        const int bm = shapes[sh].bm, bn = shapes[sh].bn;
+        const bool wg = shapes[sh].wg;
+        if ((g->M <= 64) != (bn == 64) || (bn == 256 && g->M <= 128) || (wg && !sm90)) continue;
         {
             igemm_variant base;
             memset(&base, 0, sizeof base);
-            base.fn = pick_kernel(bm, bn, vec);
-            base.bm = bm, base.bn = bn;
+            base.fn = pick_kernel(bm, bn, wg, vec);
+            base.bm = bm, base.bn = bn, base.wg = wg;
             base.n_tiles = (int)((g->M + bn - 1) / bn);
             base.p_tiles = (int)((P + bm - 1) / bm);
             const int64_t tiles = (int64_t)base.n_tiles * base.p_tiles;
             /* 4 stages of A and B, and each warp's epilogue tile (8 warps of BM*BN/8 plus 16-byte row padding) */
-            const int wtm = bm / (bn == 64 ? 4 : 2); /* warp tile rows (WARPS_M is 4 for 64-channel tiles) */
+            const int wtm = bm / (wg ? 8 : bn == 64 ? 4 : 2); /* warp tile rows: BM / WARPS_M */
             base.smem = (size_t)4 * (bm + bn) * BK + (size_t)bm * bn + (size_t)8 * wtm * 16;
             int per_sm = 0;
             cudaError_t e = cudaFuncSetAttribute(base.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)base.smem);
@@ -710,7 +837,7 @@ qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t 
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)
 {
     const igemm_variant &v = ig->v[variant];
-    snprintf(buf, len, "implicit-GEMM mma.s8 %dx%d, %d-byte gather%s%s%s", v.bm, v.bn, ig->vec,
+    snprintf(buf, len, "implicit-GEMM %s %dx%d, %d-byte gather%s%s%s", v.wg ? "wgmma.s8" : "mma.s8", v.bm, v.bn, ig->vec,
              ig->prep == PREP_S2D ? ", space-to-depth input" : ig->prep == PREP_WIDEN ? ", input widened to 4 channels" : "",
              v.persistent ? ", persistent" : "", ig->p.small_acc ? "" : ", int32 conversions");
     return buf;
