@@ -1,10 +1,14 @@
 #!/bin/bash
 # Runs on the device machine from the repository root: unpacks the bundle made
 # by bench/device/make_bundle.sh, reports the environment, runs the CUDA tests
-# and/or the ResNet-50/MobileNetV2 benchmark (logs under $OUT).
+# and/or the ResNet-50/MobileNetV2 benchmark (logs packed into $OUT/logs.tgz:
+# the device tool brings back only a few files).
 # Usage: bash bench/device/run.sh [tests|bench|all]
 set -o pipefail
 R=$PWD
+L=$OUT/logs
+mkdir -p $L
+trap 'tar -czf $OUT/logs.tgz -C $OUT logs && rm -rf $L' EXIT
 mkdir -p /tmp/q && tar -xJf .device/bundle.tar.xz -C /tmp/q
 export LD_LIBRARY_PATH=/tmp/q/lib
 if ! ldd /tmp/q/bin/test_cuda | grep -q "libcublasLt.so.13 => /"; then
@@ -12,43 +16,43 @@ if ! ldd /tmp/q/bin/test_cuda | grep -q "libcublasLt.so.13 => /"; then
   export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
 fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-  nproc; ldd /tmp/q/bin/test_cuda | grep -E "not found|cuda|cublas|blas"; } 2>&1 | tee $OUT/env.txt
+  nproc; ldd /tmp/q/bin/test_cuda | grep -E "not found|cuda|cublas|blas"; } 2>&1 | tee $L/env.txt
 export QFORGE_DATA=$R/.device/data
 if [ "${1:-tests}" = tests ] || [ "$1" = all ]; then
   # the op graphs once more with every GEMM conv cut into chunks of 96 positions (plus a tail)
-  CK_RUN_CASE=ops QFORGE_CUDA_CHUNK_ROWS=96 timeout 120 /tmp/q/bin/test_cuda > $OUT/test_chunked.log 2>&1
-  echo "chunked ops rc=$?"; grep -E "Checks|F:" $OUT/test_chunked.log
+  CK_RUN_CASE=ops QFORGE_CUDA_CHUNK_ROWS=96 timeout 120 /tmp/q/bin/test_cuda > $L/test_chunked.log 2>&1
+  echo "chunked ops rc=$?"; grep -E "Checks|F:" $L/test_chunked.log
   # and with every INT8 conv pinned to cuBLASLt, then to each implicit-GEMM
   # variant in turn (index mod the layer's count; a 2-block persistent grid so
   # that blocks loop over tiles); the default times them all per layer
-  for t in lt 0 1 2 3 4 5; do
+  for t in lt 0 1 2 3 4 5 6 7 8 9; do
     if [ $t = lt ]; then env="QFORGE_CUDA_CONV_TACTIC=lt"; else env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$t"; fi
-    env $env QFORGE_CUDA_IGEMM_BLOCKS=2 CK_RUN_CASE=ops timeout 120 /tmp/q/bin/test_cuda > $OUT/test_pinned.log 2>&1
-    echo "ops with $env rc=$? $(grep -E 'Checks' $OUT/test_pinned.log)" | tee -a $OUT/pinned.txt; grep -E "F:" $OUT/test_pinned.log
+    env $env QFORGE_CUDA_IGEMM_BLOCKS=2 CK_RUN_CASE=ops timeout 120 /tmp/q/bin/test_cuda > $L/test_pinned.log 2>&1
+    echo "ops with $env rc=$? $(grep -E 'Checks' $L/test_pinned.log)" | tee -a $L/pinned.txt; grep -E "F:" $L/test_pinned.log
   done
-  QFORGE_DEBUG=1 timeout ${TEST_TIMEOUT:-420} /tmp/q/bin/test_cuda > $OUT/test_cuda.log 2>&1
+  QFORGE_DEBUG=1 timeout ${TEST_TIMEOUT:-420} /tmp/q/bin/test_cuda > $L/test_cuda.log 2>&1
   rc=$?
-  grep -v "^qforge\[" $OUT/test_cuda.log | tail -120
+  grep -v "^qforge\[" $L/test_cuda.log | tail -120
   echo "test_cuda rc=$rc"
   if [ $rc -ne 0 ] && [ -n "$SANITIZE" ]; then
-    CK_RUN_CASE=ops timeout 200 compute-sanitizer --tool memcheck /tmp/q/bin/test_cuda > $OUT/sanitizer.log 2>&1
-    grep -E "ERROR SUMMARY|Invalid|Error|F:" $OUT/sanitizer.log | head -40
+    CK_RUN_CASE=ops timeout 200 compute-sanitizer --tool memcheck /tmp/q/bin/test_cuda > $L/sanitizer.log 2>&1
+    grep -E "ERROR SUMMARY|Invalid|Error|F:" $L/sanitizer.log | head -40
   fi
 fi
 if [ "$1" = bench ] || [ "$1" = all ]; then
   export PYTHONUNBUFFERED=1
-  timeout ${BENCH_TIMEOUT:-400} bash bench/bench_cuda.sh /tmp/q/bin/qforge $R/.device/data/imagenet/images /tmp/b ${ARCHS:-resnet50 mobilenet_v2} > $OUT/bench.log 2>&1
+  timeout ${BENCH_TIMEOUT:-400} bash bench/bench_cuda.sh /tmp/q/bin/qforge $R/.device/data/imagenet/images /tmp/b ${ARCHS:-resnet50 mobilenet_v2} > $L/bench.log 2>&1
   echo "bench rc=$?"
   for p in int8 fp16; do
     # stderr: the debug log, with each layer's tactic and timings
-    [ -f /tmp/b/resnet50_$p.qfm ] && QFORGE_DEBUG=1 timeout 120 /tmp/q/bin/qforge bench /tmp/b/resnet50_$p.qfm --batch 256 --duration 1 --profile > $OUT/prof_$p.txt 2> $OUT/tactics_$p.txt
+    [ -f /tmp/b/resnet50_$p.qfm ] && QFORGE_DEBUG=1 timeout 120 /tmp/q/bin/qforge bench /tmp/b/resnet50_$p.qfm --batch 256 --duration 1 --profile > $L/prof_$p.txt 2> $L/tactics_$p.txt
   done
   # engine build time with an empty tactic cache, then with the cache that run wrote
   for r in cold warm; do
     [ -f /tmp/b/resnet50_int8.qfm ] && QFORGE_CACHE_DIR=/tmp/tactics timeout 120 /tmp/q/bin/qforge bench /tmp/b/resnet50_int8.qfm \
-      --batch 256 --duration 0.5 2>&1 | sed -n "s/.*built in/tactic cache $r: built in/p" | tee -a $OUT/cache.txt
+      --batch 256 --duration 0.5 2>&1 | sed -n "s/.*built in/tactic cache $r: built in/p" | tee -a $L/cache.txt
     mkdir -p /tmp/tactics
   done
-  grep -v '"profile' $OUT/bench.log | cut -c1-600
-  for p in int8 fp16; do head -${PROF_LINES:-25} $OUT/prof_$p.txt; done
+  grep -v '"profile' $L/bench.log | cut -c1-600
+  for p in int8 fp16; do head -${PROF_LINES:-25} $L/prof_$p.txt; done
 fi

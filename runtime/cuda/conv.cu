@@ -556,9 +556,9 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
         /* the choice of an earlier build of the same layer on this device */
         const conv_geo &p = st->p;
         char key[256];
-        snprintf(key, sizeof key, "conv:i8:%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:r%d:q%d:l%d:n%d", (long long)p.N,
+        snprintf(key, sizeof key, "conv:i8:%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:r%d:q%d:l%d:n%d:v%08x", (long long)p.N,
                  (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.M, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh,
-                 p.dw, L->n->n_in > 4 && L->n->in[4] >= 0, L->quant_in >= 0, st->rq.lo == 0.0f, n);
+                 p.dw, L->n->n_in > 4 && L->n->in[4] >= 0, L->quant_in >= 0, st->rq.lo == 0.0f, n, cu_igemm_signature(st->ig));
         int cached;
         if (qfi_tactic_cache_get(c->tactics, key, &cached) && cached >= (L->quant_in >= 0 ? 1 : 0) && cached < n && cached < 16) {
             st->use_ig = cached;

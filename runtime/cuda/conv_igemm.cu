@@ -1,19 +1,22 @@
-/* INT8 convolution as an implicit GEMM on the Tensor Cores (mma.sync
- * m16n8k32, s8 x s8 -> s32): each block gathers its patches from the NHWC
- * input straight into shared memory (no im2col buffer) and applies
- * lib/quant_math.c's requantization -- int32 bias, per-channel multiplier,
- * residual, ReLU/Clip bounds, round half to even, saturation -- to the
- * accumulators in registers, so neither patches nor int32 sums travel
- * through device memory. cuBLASLt cannot apply a per-channel scale to an
- * int8 output on sm_90 (PLATFORM.md); conv.cu picks this kernel per layer
- * where it times faster than cuBLASLt + the requantize kernel.
+/* INT8 convolution as an implicit GEMM on the Tensor Cores (s8 x s8 ->
+ * s32): each block gathers its patches from the NHWC input straight into
+ * shared memory (no im2col buffer) and applies lib/quant_math.c's
+ * requantization -- int32 bias, per-channel multiplier, residual, ReLU/Clip
+ * bounds, round half to even, saturation -- to the accumulators in
+ * registers, so neither patches nor int32 sums travel through device
+ * memory. cuBLASLt cannot apply a per-channel scale to an int8 output on
+ * sm_90 (PLATFORM.md); conv.cu picks this kernel per layer where it times
+ * faster than cuBLASLt + the requantize kernel.
  *
  * GEMM view: Y [P][M] = X_patches [P][K] x W^T, P = N*Ho*Wo output
  * positions, K = kh*kw*Cp with k = (ikh*kw + ikw)*Cp + c. An input of
  * fewer than 4 channels is first rearranged (widened to 4 channels, or
  * space-to-depth for stride 2; see input_prep) and the weights to match. A
- * table gives each k's tap offsets and channel. Tiles: BM = 128 positions x
- * BN channels x 64 bytes of K per stage, 4 stages of cp.async, 8 warps. */
+ * table gives each k's offset in the input and its tap; each tile knows
+ * which of its windows' taps are inside the input. Tiles: BM positions x BN
+ * channels x 64 bytes of K per stage, 4 stages of cp.async, 8 warps; the
+ * MMAs by wgmma (Hopper, sm_90a: m64nNk32 from shared memory) or by
+ * mma.sync m16n8k32 (any sm_80+), whichever the tuner times faster. */
 #include "cuda_internal.h"
 #include <type_traits>
 
@@ -120,36 +123,52 @@ __device__ __forceinline__ void fence_proxy_async()
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
+/* wgmma m64nNk32 s8 with the accumulators d[N / 2] (this thread's part,
+ * laid out as mma.sync's C fragments of 8 columns each) += A x B. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WGMMA_S8(n, d_regs, descs, ...)                                                                               \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n" n "k32.s32.s8.s8 {" d_regs "}, " descs ", 1;\n"               \
+                 : __VA_ARGS__                                                                                      \
+                 : "l"(da), "l"(db))
+#else
+#define WGMMA_S8(n, d_regs, descs, ...) __trap()
+#endif
+#define D8(i) "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3]), "+r"(d[i + 4]), "+r"(d[i + 5]), "+r"(d[i + 6]), "+r"(d[i + 7])
 __device__ __forceinline__ void wgmma_n64(int32_t *d, uint64_t da, uint64_t db)
 {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1;\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
-          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
-        : "l"(da), "l"(db));
-#else
-    __trap();
-#endif
+    WGMMA_S8("64",
+             "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+             "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31",
+             "%32, %33",
+             D8(0), D8(8), D8(16), D8(24));
 }
 __device__ __forceinline__ void wgmma_n128(int32_t *d, uint64_t da, uint64_t db)
 {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 1;\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
-          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
-          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
-          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
-          "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
-          "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
-          "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
-        : "l"(da), "l"(db));
-#else
-    __trap();
-#endif
+    WGMMA_S8("128",
+             "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+             "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+             "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+             "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63",
+             "%64, %65",
+             D8(0), D8(8), D8(16), D8(24), D8(32), D8(40), D8(48), D8(56));
 }
+__device__ __forceinline__ void wgmma_n256(int32_t *d, uint64_t da, uint64_t db)
+{
+    WGMMA_S8("256",
+             "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+             "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+             "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+             "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+             "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+             "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+             "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+             "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127",
+             "%128, %129",
+             D8(0), D8(8), D8(16), D8(24), D8(32), D8(40), D8(48), D8(56),
+             D8(64), D8(72), D8(80), D8(88), D8(96), D8(104), D8(112), D8(120));
+}
+#undef D8
+#undef WGMMA_S8
 
 /* Byte offset of 16-byte chunk c (0..3) of tile row r. Rows are 64 bytes,
  * so rows 2j and 2j+1 share a 128-byte bank line; XOR-ing the chunk with
@@ -280,14 +299,25 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
     }
 }
 
+/* wgmma: the output position (within the tile) that shared-memory row r
+ * holds. Warpgroup wg's m64 block mw gives its warp w4 rows 16 w4 .. + 15
+ * of the block; ordering the gathered rows so that those are positions
+ * 16 MW (4 wg + w4) + 16 mw + 0..15 gives each warp MW x 16 consecutive
+ * positions, the warp tile the epilogue stores. Identity when MW = 1. */
+template <int MW> __device__ __forceinline__ int wgmma_row(int r)
+{
+    const int wg = r / (64 * MW), mw = r / 64 % MW, w4 = r / 16 % 4;
+    return (4 * wg + w4) * 16 * MW + 16 * mw + r % 16;
+}
+
 /* A block computes BM output positions x BN channels with 8 warps,
  * WARPS_M x (8 / WARPS_M) (128x256: 64x64 warp tiles, one block an SM);
  * VEC bytes per gathered copy (16 when Cp % 16 == 0, else 8 or 4: a copy
  * never crosses a tap). 4 stages of cp.async. WG: the MMAs by wgmma, each
- * warpgroup taking 64 rows (BM = 128, WARPS_M = 8: a warp's accumulators
- * are 16 rows x BN, laid out as mma.sync's). */
+ * warpgroup taking BM / 2 rows as MW = BM / 128 blocks of 64 (WARPS_M = 8:
+ * a warp's accumulators are MW x 16 rows x BN, laid out as mma.sync's). */
 template <int BM, int BN, int WARPS_M, int VEC, bool WG>
-__global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ? 1 : 2) igemm_kernel(igemm_params p)
+__global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_kernel(igemm_params p)
 {
     constexpr int STAGES = 4;
     constexpr int WARPS_N = 8 / WARPS_M, WTM = BM / WARPS_M, WTN = BN / WARPS_N;
@@ -297,7 +327,8 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
     constexpr int B_CHUNKS = (BN * 4 + THREADS - 1) / THREADS;
     typedef warp_tile<WTM, WTN> wt;
     static_assert(NT % 2 == 0 && MT >= 1 && A_CHUNKS >= 1, "warp tile");
-    static_assert(!WG || (BM == 128 && WARPS_M == 8 && (BN == 64 || BN == 128)), "wgmma tile");
+    static_assert(!WG || ((BM == 128 || BM == 256) && WARPS_M == 8 && (BN == 64 || BN == 128 || BN == 256)), "wgmma tile");
+    constexpr int MW = BM / 128;                          /* wgmma: 64-row blocks a warpgroup */
 
     extern __shared__ __align__(1024) int8_t smem[];
     int8_t *As = smem;                                    /* [STAGES][BM * BK] */
@@ -338,7 +369,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
             const int p0 = (l_tile / p.n_tiles) * BM, n0 = (l_tile % p.n_tiles) * BN;
 #pragma unroll
             for (int i = 0; i < A_CHUNKS; i++) {
-                const int pos = p0 + (tid >> 2) + i * (THREADS / 4);
+                const int pos = p0 + (WG ? wgmma_row<MW>((tid >> 2) + i * (THREADS / 4)) : (tid >> 2) + i * (THREADS / 4));
                 a_base[i] = 0, a_in[i] = 0;
                 if (pos < p.P) {
                     const int n = div_by(pos, p.div_HoWo), rem = pos - n * HoWo, oh = div_by(rem, p.div_Wo),
@@ -438,13 +469,18 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 && WARPS_M == 2 ?
         const uint32_t as = smem_addr(As + c_stage * BM * BK), bs = smem_addr(Bs + c_stage * BN * BK);
         if (++c_stage == STAGES) c_stage = 0;
         if constexpr (WG) {
-            /* this warpgroup's 64 rows; two k32 steps 32 bytes apart inside the swizzled rows */
-            const uint32_t a_rows = as + (warp >> 2) * 64 * BK;
+            /* this warpgroup's MW blocks of 64 rows; two k32 steps 32 bytes apart inside the swizzled rows */
             wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
-                if constexpr (BN == 128) wgmma_n128(&acc[0][0][0], wgmma_desc(a_rows + kk * 32), wgmma_desc(bs + kk * 32));
-                else wgmma_n64(&acc[0][0][0], wgmma_desc(a_rows + kk * 32), wgmma_desc(bs + kk * 32));
+            for (int mw = 0; mw < MW; mw++) {
+                const uint32_t a_rows = as + ((warp >> 2) * MW + mw) * 64 * BK;
+#pragma unroll
+                for (int kk = 0; kk < 2; kk++) {
+                    const uint64_t da = wgmma_desc(a_rows + kk * 32), db = wgmma_desc(bs + kk * 32);
+                    if constexpr (BN == 256) wgmma_n256(&acc[mw][0][0], da, db);
+                    else if constexpr (BN == 128) wgmma_n128(&acc[mw][0][0], da, db);
+                    else wgmma_n64(&acc[mw][0][0], da, db);
+                }
             }
             wgmma_commit_and_wait(); /* the stage is refilled two iterations on */
         } else {
@@ -590,7 +626,11 @@ struct cu_igemm {
 
 template <int VEC> static igemm_fn kernel_for(int bm, int bn, bool wg)
 {
-    if (wg) return bn == 128 ? igemm_kernel<128, 128, 8, VEC, true> : igemm_kernel<128, 64, 8, VEC, true>;
+    if (wg) {
+        if (bm == 256) return bn == 128 ? igemm_kernel<256, 128, 8, VEC, true> : igemm_kernel<256, 64, 8, VEC, true>;
+        return bn == 256 ? igemm_kernel<128, 256, 8, VEC, true>
+             : bn == 128 ? igemm_kernel<128, 128, 8, VEC, true> : igemm_kernel<128, 64, 8, VEC, true>;
+    }
     if (bn == 256) return igemm_kernel<128, 256, 2, VEC, false>;
     if (bn == 128) return igemm_kernel<128, 128, 2, VEC, false>;
     return bm == 256 ? igemm_kernel<256, 64, 4, VEC, false> : igemm_kernel<128, 64, 4, VEC, false>;
@@ -598,7 +638,7 @@ template <int VEC> static igemm_fn kernel_for(int bm, int bn, bool wg)
 /* Tile shapes: 128x128 (warps 64x32), 128x256 for M > 128 (warps 64x64:
  * the gathered patches serve twice the channels), and for M <= 64 128x64
  * (warps 32x32) or 256x64 (warps 64x32: twice the MMAs per shared-memory
- * load); wgmma: 128x128 or 128x64 (warps 16 x BN). */
+ * load); wgmma: BM 128 or 256 (warps BM / 8 x BN) by BN 64, 128 or 256. */
 static igemm_fn pick_kernel(int bm, int bn, bool wg, int vec)
 {
     return vec == 16 ? kernel_for<16>(bm, bn, wg) : vec == 8 ? kernel_for<8>(bm, bn, wg) : kernel_for<4>(bm, bn, wg);
@@ -733,8 +773,9 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     /* the variants the tuner times: tile shapes for M, residual handling, grid */
     const int64_t P = p.P;
     /* (BM, BN, wgmma): wgmma only where the sm_90a code runs (compute capability 9.0) */
-    const struct { int bm, bn; bool wg; } shapes[] = {{128, 128, false}, {128, 256, false}, {128, 64, false},
-                                                     {256, 64, false}, {128, 128, true},  {128, 64, true}};
+    const struct { int bm, bn; bool wg; } shapes[] = {
+        {128, 128, false}, {128, 256, false}, {128, 64, false}, {256, 64, false},
+        {128, 128, true},  {256, 128, true},  {128, 256, true}, {128, 64, true}, {256, 64, true}};
     const bool sm90 = c->prop.major == 9 && c->prop.minor == 0;
     const char *cap = getenv("QFORGE_CUDA_IGEMM_BLOCKS"); /* tests: a small persistent grid, several tiles a block */
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
@@ -784,6 +825,17 @@ void cu_igemm_free(cu_igemm *ig) { free(ig); }
 int cu_igemm_variants(const cu_igemm *ig)
 {
     return ig->n_v;
+}
+
+uint32_t cu_igemm_signature(const cu_igemm *ig)
+{
+    uint32_t h = 2166136261u; /* FNV-1a over each variant's shape and kind */
+    for (int i = 0; i < ig->n_v; i++) {
+        const igemm_variant &v = ig->v[i];
+        const int f[] = {v.bm, v.bn, v.wg, v.persistent};
+        for (int x : f) h = (h ^ (uint32_t)x) * 16777619u;
+    }
+    return h;
 }
 
 /* The GEMM kernel of `variant` on a prepared (or untouched) int8 input. */

@@ -258,6 +258,9 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
                           cu_igemm **out);
 void cu_igemm_free(cu_igemm *ig);
 int cu_igemm_variants(const cu_igemm *ig);
+/* A hash of the variant list, for tactic-cache keys: a cached index is only
+ * reused by a build that offers the same variants in the same order. */
+uint32_t cu_igemm_signature(const cu_igemm *ig);
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
                        void *scratch);
 /* The same from an f32 input (N,C,H,W) with element strides xs[4], quantized
