@@ -131,6 +131,17 @@ static qf_graph *b_conv_depthwise(void)
     output(g, conv(g, "dw2", y, 16, 32, 3, 2, P1, 16, 1, true)); /* channel multiplier 2, stride 2 */
     return g;
 }
+/* Depthwise through the 4-channel vectors (12 channels), strided and
+ * dilated, with a ReLU and a depthwise conv of 8-channel vectors after it. */
+static qf_graph *b_depthwise_vectors(void)
+{
+    qf_graph *g = new_graph("depthwise_vectors");
+    int x = input(g, "x", 4, DIMS(2, 12, 11, 9));
+    int y = unary(g, "relu", QF_OP_RELU, conv(g, "dw12", x, 12, 12, 3, 2, DIMS(2, 1, 0, 2), 12, 2, true));
+    int z = conv(g, "pw", y, 12, 24, 1, 1, P0, 1, 1, false);
+    output(g, conv(g, "dw24", z, 24, 24, 5, 1, DIMS(2, 2, 2, 2), 24, 1, true));
+    return g;
+}
 static qf_graph *b_conv_grouped_dilated(void)
 {
     qf_graph *g = new_graph("conv_grouped_dilated");
@@ -467,6 +478,7 @@ OP_TEST(conv_tiles)
 OP_TEST(conv_rgb_s2)
 OP_TEST(conv_1x1)
 OP_TEST(conv_depthwise)
+OP_TEST(depthwise_vectors)
 OP_TEST(conv_grouped_dilated)
 OP_TEST(conv_relu_pool)
 OP_TEST(residual)
@@ -733,6 +745,7 @@ int main(void)
     tcase_add_test(ops, t_conv_rgb_s2);
     tcase_add_test(ops, t_conv_1x1);
     tcase_add_test(ops, t_conv_depthwise);
+    tcase_add_test(ops, t_depthwise_vectors);
     tcase_add_test(ops, t_conv_grouped_dilated);
     tcase_add_test(ops, t_conv_relu_pool);
     tcase_add_test(ops, t_residual);

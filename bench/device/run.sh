@@ -43,9 +43,12 @@ if [ "$1" = bench ] || [ "$1" = all ]; then
   export PYTHONUNBUFFERED=1
   timeout ${BENCH_TIMEOUT:-400} bash bench/bench_cuda.sh /tmp/q/bin/qforge $R/.device/data/imagenet/images /tmp/b ${ARCHS:-resnet50 mobilenet_v2} > $L/bench.log 2>&1
   echo "bench rc=$?"
-  for p in int8 fp16; do
-    # stderr: the debug log, with each layer's tactic and timings
-    [ -f /tmp/b/resnet50_$p.qfm ] && QFORGE_DEBUG=1 timeout 120 /tmp/q/bin/qforge bench /tmp/b/resnet50_$p.qfm --batch 256 --duration 1 --profile > $L/prof_$p.txt 2> $L/tactics_$p.txt
+  for a in ${ARCHS:-resnet50 mobilenet_v2}; do
+    for p in int8 fp16; do
+      # stderr: the debug log, with each layer's tactic and the timings of all (no tactic cache)
+      [ -f /tmp/b/${a}_$p.qfm ] && QFORGE_CACHE_DIR= QFORGE_DEBUG=1 timeout 120 /tmp/q/bin/qforge bench /tmp/b/${a}_$p.qfm \
+        --batch 256 --duration 1 --profile > $L/prof_${a}_$p.txt 2> $L/tactics_${a}_$p.txt
+    done
   done
   # engine build time with an empty tactic cache, then with the cache that run wrote
   for r in cold warm; do
@@ -54,5 +57,5 @@ if [ "$1" = bench ] || [ "$1" = all ]; then
     mkdir -p /tmp/tactics
   done
   grep -v '"profile' $L/bench.log | cut -c1-600
-  for p in int8 fp16; do head -${PROF_LINES:-25} $L/prof_$p.txt; done
+  for a in ${ARCHS:-resnet50 mobilenet_v2}; do for p in int8 fp16; do head -${PROF_LINES:-25} $L/prof_${a}_$p.txt; done; done
 fi

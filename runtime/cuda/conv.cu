@@ -14,8 +14,7 @@
  * unfolded patches or the int32 accumulators of the whole batch would not fit
  * in L2, the output positions are processed in chunks that do, so those
  * intermediates never travel to device memory. Grouped and depthwise
- * convolutions run a direct kernel, one thread per output element, taps in
- * the CPU kernel's order. */
+ * convolutions run directly (conv_grouped.cu), taps in the CPU kernel's order. */
 #include "cuda_internal.h"
 
 typedef cu_conv_geo conv_geo;
@@ -187,75 +186,6 @@ static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const
     }
     CU_LAUNCHED();
     return QF_OK;
-}
-
-/* ---- direct convolution (groups, depthwise) ------------------------------------------------------ */
-
-__device__ __forceinline__ float wload(const float *w, int64_t i) { return w[i]; }
-__device__ __forceinline__ float wload(const __half *w, int64_t i) { return __half2float(w[i]); }
-
-/* Float: y (N,Ho,Wo,M) = bias + sum over taps in (kh, kw, c) order of w * x,
- * one multiply and one add each (runtime/cpu/conv.c's depthwise loop). */
-template <typename T>
-__global__ void direct_conv_kernel(T *y, const T *x, const T *w, const T *bias, conv_geo p, bool relu, int64_t total)
-{
-    const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t m = i % p.M, r = i / p.M;
-        int64_t ow = r % p.Wo;
-        r /= p.Wo;
-        int64_t oh = r % p.Ho, n = r / p.Ho;
-        int64_t c0 = m / Mg * Cg;
-        float acc = bias ? wload(bias, m) : 0.0f;
-        for (int kh = 0; kh < p.kh; kh++) {
-            int64_t ih = oh * p.sh - p.ph + (int64_t)kh * p.dh;
-            if (ih < 0 || ih >= p.H) continue;
-            for (int kw = 0; kw < p.kw; kw++) {
-                int64_t iw = ow * p.sw - p.pw + (int64_t)kw * p.dw;
-                if (iw < 0 || iw >= p.W) continue;
-                const T *xp = x + ((n * p.H + ih) * p.W + iw) * p.C + c0;
-                const T *wp = w + ((int64_t)(kh * p.kw + kw) * Cg) * p.M + m;
-                for (int64_t c = 0; c < Cg; c++) acc = __fadd_rn(acc, __fmul_rn(wload(wp, c * p.M), wload(xp, c)));
-            }
-        }
-        if (relu && !(acc > 0.0f)) acc = 0.0f;
-        y[i] = (T)acc;
-    }
-}
-
-/* INT8: exact int32 sums, then the requantize epilogue (residual at the same index). */
-__global__ void direct_conv_i8_kernel(void *y, const int8_t *x, const int8_t *w, conv_geo p, cu_requant q,
-                                      const int8_t *res, int64_t total)
-{
-    const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t m = i % p.M, r = i / p.M;
-        int64_t ow = r % p.Wo;
-        r /= p.Wo;
-        int64_t oh = r % p.Ho, n = r / p.Ho;
-        int64_t c0 = m / Mg * Cg;
-        int32_t acc = 0;
-        for (int kh = 0; kh < p.kh; kh++) {
-            int64_t ih = oh * p.sh - p.ph + (int64_t)kh * p.dh;
-            if (ih < 0 || ih >= p.H) continue;
-            for (int kw = 0; kw < p.kw; kw++) {
-                int64_t iw = ow * p.sw - p.pw + (int64_t)kw * p.dw;
-                if (iw < 0 || iw >= p.W) continue;
-                const int8_t *xp = x + ((n * p.H + ih) * p.W + iw) * p.C + c0;
-                const int8_t *wp = w + ((int64_t)(kh * p.kw + kw) * Cg) * p.M + m;
-                for (int64_t c = 0; c < Cg; c++) acc += (int32_t)wp[c * p.M] * (int32_t)xp[c];
-            }
-        }
-        int32_t a = q.bias ? acc + q.bias[m] : acc;
-        float v = __fmul_rn(__int2float_rn(a), q.m[m]);
-        if (res) v = __fadd_rn(v, __fmul_rn((float)res[i], q.m_r));
-        v = fminf(fmaxf(v, q.lo), q.hi);
-        switch (q.out) {
-        case QF_I8: ((int8_t *)y)[i] = (int8_t)__float2int_rn(v); break;
-        case QF_F16: ((__half *)y)[i] = __float2half_rn(v); break;
-        default: ((float *)y)[i] = v;
-        }
-    }
 }
 
 /* ---- building ---------------------------------------------------------------------------------- */
@@ -631,20 +561,8 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
                                        c->scratch[CU_SCR_COL]);
     }
     if (st->use_ig) return cu_igemm_run(st->ig, st->use_ig - 1, s, (const int8_t *)x, res, (int8_t *)y, c->scratch[CU_SCR_COL]);
-    if (st->direct) {
-        unsigned b = cu_blocks(total, 256);
-        if (b > 262144) b = 262144;
-        if (st->prec == QF_PREC_INT8)
-            direct_conv_i8_kernel<<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)st->w, p, st->rq, res, total);
-        else if (dt == QF_F16)
-            direct_conv_kernel<__half><<<b, 256, 0, s>>>((__half *)y, (const __half *)x, (const __half *)st->w,
-                                                         (const __half *)st->bias, p, st->relu, total);
-        else
-            direct_conv_kernel<float><<<b, 256, 0, s>>>((float *)y, (const float *)x, (const float *)st->w,
-                                                        (const float *)st->bias, p, st->relu, total);
-        CU_LAUNCHED();
-        return QF_OK;
-    }
+    if (st->direct)
+        return cu_direct_conv_run(s, &p, dt, x, st->w, st->bias, st->relu, st->prec == QF_PREC_INT8 ? &st->rq : NULL, res, y);
     const size_t out_es = qf_dtype_info(g->values[cu_out_value(L, 0)].dtype)->size;
     for (int64_t p0 = 0; p0 < st->P; p0 += st->chunk) {
         const int64_t rows = st->P - p0 < st->chunk ? st->P - p0 : st->chunk;

@@ -261,6 +261,13 @@ int cu_igemm_variants(const cu_igemm *ig);
 /* A hash of the variant list, for tactic-cache keys: a cached index is only
  * reused by a build that offers the same variants in the same order. */
 uint32_t cu_igemm_signature(const cu_igemm *ig);
+
+/* Grouped and depthwise convolutions (conv_grouped.cu): x NHWC, w
+ * [kh][kw][C/group][M]; INT8 when rq is given (exact sums, rq's epilogue,
+ * residual res or NULL), else float of dtype dt with bias (or NULL) and a
+ * fused ReLU. */
+qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
+                             const void *bias, bool relu, const cu_requant *rq, const int8_t *res, void *y);
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
                        void *scratch);
 /* The same from an f32 input (N,C,H,W) with element strides xs[4], quantized

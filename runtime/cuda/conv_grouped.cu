@@ -1,0 +1,208 @@
+/* Grouped and depthwise convolutions on the device, NHWC, computed directly
+ * (no GEMM: a depthwise tap is one multiply per channel). Weights come as
+ * [kh][kw][C/group][M] (conv.cu reorders them at build time). Float sums run
+ * in the CPU kernel's order -- bias, then the taps in (kh, kw, c) order, one
+ * multiply and one add each -- and INT8 sums are exact int32 with
+ * lib/quant_math.c's epilogue, bit for bit with the CPU engine.
+ *
+ * Depthwise (group == C == M, C a multiple of the vector) gives each thread
+ * a vector of consecutive channels of one output pixel: vector loads of
+ * input and weights per tap, index arithmetic once per vector. The general
+ * grouped case keeps one thread per output element. */
+#include "cuda_internal.h"
+#include <type_traits>
+
+namespace {
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ int32_t to_i32(int8_t v) { return v; }
+
+/* lib/quant_math.c's epilogue for one INT8 accumulator of channel m, the
+ * residual (when present) at output index i, stored as the node's output dtype */
+__device__ __forceinline__ void requantize_store(void *y, int64_t i, int32_t acc, int64_t m, const cu_requant &q,
+                                                 const int8_t *res)
+{
+    const int32_t a = q.bias ? acc + q.bias[m] : acc;
+    float v = __fmul_rn(__int2float_rn(a), q.m[m]);
+    if (res) v = __fadd_rn(v, __fmul_rn((float)res[i], q.m_r));
+    v = fminf(fmaxf(v, q.lo), q.hi);
+    switch (q.out) {
+    case QF_I8: ((int8_t *)y)[i] = (int8_t)__float2int_rn(v); break;
+    case QF_F16: ((__half *)y)[i] = __float2half_rn(v); break;
+    default: ((float *)y)[i] = v;
+    }
+}
+
+/* ---- general grouped convolution: one thread per output element ---------------------------------- */
+
+template <typename T>
+__global__ void grouped_conv_kernel(T *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, int64_t total)
+{
+    const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t m = i % p.M, r = i / p.M;
+        int64_t ow = r % p.Wo;
+        r /= p.Wo;
+        int64_t oh = r % p.Ho, n = r / p.Ho;
+        int64_t c0 = m / Mg * Cg;
+        float acc = bias ? to_f32(bias[m]) : 0.0f;
+        for (int kh = 0; kh < p.kh; kh++) {
+            int64_t ih = oh * p.sh - p.ph + (int64_t)kh * p.dh;
+            if (ih < 0 || ih >= p.H) continue;
+            for (int kw = 0; kw < p.kw; kw++) {
+                int64_t iw = ow * p.sw - p.pw + (int64_t)kw * p.dw;
+                if (iw < 0 || iw >= p.W) continue;
+                const T *xp = x + ((n * p.H + ih) * p.W + iw) * p.C + c0;
+                const T *wp = w + ((int64_t)(kh * p.kw + kw) * Cg) * p.M + m;
+                for (int64_t c = 0; c < Cg; c++) acc = __fadd_rn(acc, __fmul_rn(to_f32(wp[c * p.M]), to_f32(xp[c])));
+            }
+        }
+        if (relu && !(acc > 0.0f)) acc = 0.0f;
+        y[i] = (T)acc;
+    }
+}
+
+__global__ void grouped_conv_i8_kernel(void *y, const int8_t *x, const int8_t *w, cu_conv_geo p, cu_requant q,
+                                       const int8_t *res, int64_t total)
+{
+    const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t m = i % p.M, r = i / p.M;
+        int64_t ow = r % p.Wo;
+        r /= p.Wo;
+        int64_t oh = r % p.Ho, n = r / p.Ho;
+        int64_t c0 = m / Mg * Cg;
+        int32_t acc = 0;
+        for (int kh = 0; kh < p.kh; kh++) {
+            int64_t ih = oh * p.sh - p.ph + (int64_t)kh * p.dh;
+            if (ih < 0 || ih >= p.H) continue;
+            for (int kw = 0; kw < p.kw; kw++) {
+                int64_t iw = ow * p.sw - p.pw + (int64_t)kw * p.dw;
+                if (iw < 0 || iw >= p.W) continue;
+                const int8_t *xp = x + ((n * p.H + ih) * p.W + iw) * p.C + c0;
+                const int8_t *wp = w + ((int64_t)(kh * p.kw + kw) * Cg) * p.M + m;
+                for (int64_t c = 0; c < Cg; c++) acc += (int32_t)wp[c * p.M] * (int32_t)xp[c];
+            }
+        }
+        requantize_store(y, i, acc, m, q, res);
+    }
+}
+
+/* ---- depthwise: V consecutive channels a thread ---------------------------------------------------- */
+
+/* V elements of T as one aligned load or store */
+template <typename T, int V> struct vec {
+    union {
+        T e[V];
+        typename std::conditional<sizeof(T) * V == 16, uint4, typename std::conditional<sizeof(T) * V == 8, uint2, uint32_t>::type>::type raw;
+    };
+    __device__ __forceinline__ void load(const T *p) { raw = *(const decltype(raw) *)p; }
+    __device__ __forceinline__ void store(T *p) const { *(decltype(raw) *)p = raw; }
+};
+
+/* Acc is int32_t for int8 (requantized by q), else float (bias, then ReLU).
+ * Indices in 32 bits: the host checks that the tensors stay below 2^31
+ * elements. */
+template <typename T, typename Acc, int V>
+__global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, cu_requant q,
+                                 const int8_t *res, int total)
+{
+    const int C = (int)p.C, G = C / V, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int cg = i % G, pix = i / G, ow = pix % Wo, t = pix / Wo, oh = t % Ho, n = t / Ho, c0 = cg * V;
+        Acc acc[V];
+#pragma unroll
+        for (int v = 0; v < V; v++) acc[v] = 0;
+        if constexpr (!std::is_same<Acc, int32_t>::value) {
+            if (bias) {
+                vec<T, V> b;
+                b.load(bias + c0);
+#pragma unroll
+                for (int v = 0; v < V; v++) acc[v] = to_f32(b.e[v]);
+            }
+        }
+        for (int kh = 0; kh < p.kh; kh++) {
+            const int ih = oh * p.sh - p.ph + kh * p.dh;
+            if ((unsigned)ih >= (unsigned)H) continue;
+            for (int kw = 0; kw < p.kw; kw++) {
+                const int iw = ow * p.sw - p.pw + kw * p.dw;
+                if ((unsigned)iw >= (unsigned)W) continue;
+                vec<T, V> xv, wv;
+                xv.load(x + ((size_t)(n * H + ih) * W + iw) * C + c0);
+                wv.load(w + (size_t)(kh * p.kw + kw) * C + c0);
+#pragma unroll
+                for (int v = 0; v < V; v++) {
+                    if constexpr (std::is_same<Acc, int32_t>::value) acc[v] += to_i32(wv.e[v]) * to_i32(xv.e[v]);
+                    else acc[v] = __fadd_rn(acc[v], __fmul_rn(to_f32(wv.e[v]), to_f32(xv.e[v])));
+                }
+            }
+        }
+        const size_t o = (size_t)pix * C + c0;
+        if constexpr (std::is_same<Acc, int32_t>::value) {
+            if (q.out == QF_I8 && !res) {
+                /* the common case in one vector store */
+                vec<int8_t, V> out;
+#pragma unroll
+                for (int v = 0; v < V; v++) {
+                    const int32_t a = q.bias ? acc[v] + q.bias[c0 + v] : acc[v];
+                    const float f = fminf(fmaxf(__fmul_rn(__int2float_rn(a), q.m[c0 + v]), q.lo), q.hi);
+                    out.e[v] = (int8_t)__float2int_rn(f);
+                }
+                out.store((int8_t *)y + o);
+            } else {
+#pragma unroll
+                for (int v = 0; v < V; v++) requantize_store(y, (int64_t)(o + v), acc[v], c0 + v, q, res);
+            }
+        } else {
+            vec<T, V> out;
+#pragma unroll
+            for (int v = 0; v < V; v++) out.e[v] = (T)(relu && !(acc[v] > 0.0f) ? 0.0f : acc[v]);
+            out.store((T *)y + o);
+        }
+    }
+}
+
+template <typename T, typename Acc, int V>
+void launch_depthwise(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const void *bias, bool relu,
+                      const cu_requant *rq, const int8_t *res, void *y)
+{
+    const int total = (int)(g.N * g.Ho * g.Wo * (g.C / V));
+    unsigned b = cu_blocks(total, 256);
+    if (b > 262144) b = 262144;
+    const cu_requant q = rq ? *rq : cu_requant{};
+    depthwise_kernel<T, Acc, V><<<b, 256, 0, s>>>(y, (const T *)x, (const T *)w, (const T *)bias, g, relu, q, res, total);
+}
+
+} // namespace
+
+qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
+                             const void *bias, bool relu, const cu_requant *rq, const int8_t *res, void *y)
+{
+    const int64_t total = g->N * g->Ho * g->Wo * g->M;
+    if (total == 0) return QF_OK;
+    /* depthwise with whole vectors and 32-bit indices: the vectorized kernel */
+    const bool dw = g->group == g->C && g->M == g->C && g->N * g->H * g->W * g->C < INT32_MAX && total < INT32_MAX;
+    if (dw && rq && g->C % 8 == 0) {
+        launch_depthwise<int8_t, int32_t, 8>(s, *g, x, w, NULL, false, rq, res, y);
+    } else if (dw && rq && g->C % 4 == 0) {
+        launch_depthwise<int8_t, int32_t, 4>(s, *g, x, w, NULL, false, rq, res, y);
+    } else if (dw && !rq && dt == QF_F16 && g->C % 8 == 0) {
+        launch_depthwise<__half, float, 8>(s, *g, x, w, bias, relu, NULL, NULL, y);
+    } else if (dw && !rq && dt == QF_F32 && g->C % 4 == 0) {
+        launch_depthwise<float, float, 4>(s, *g, x, w, bias, relu, NULL, NULL, y);
+    } else {
+        unsigned b = cu_blocks(total, 256);
+        if (b > 262144) b = 262144;
+        if (rq)
+            grouped_conv_i8_kernel<<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, total);
+        else if (dt == QF_F16)
+            grouped_conv_kernel<__half><<<b, 256, 0, s>>>((__half *)y, (const __half *)x, (const __half *)w,
+                                                          (const __half *)bias, *g, relu, total);
+        else
+            grouped_conv_kernel<float><<<b, 256, 0, s>>>((float *)y, (const float *)x, (const float *)w,
+                                                         (const float *)bias, *g, relu, total);
+    }
+    CU_LAUNCHED();
+    return QF_OK;
+}
