@@ -36,9 +36,13 @@ __device__ __forceinline__ void requantize_store(void *y, int64_t i, int32_t acc
 
 /* ---- general grouped convolution: one thread per output element ---------------------------------- */
 
-template <typename T>
-__global__ void grouped_conv_kernel(T *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, int64_t total)
+/* Acc is int32_t for int8 (requantized by q, residual res), else float
+ * (bias, then ReLU). */
+template <typename T, typename Acc>
+__global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, cu_requant q,
+                                    const int8_t *res, int64_t total)
 {
+    constexpr bool I8 = std::is_same<Acc, int32_t>::value;
     const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t m = i % p.M, r = i / p.M;
@@ -46,7 +50,8 @@ __global__ void grouped_conv_kernel(T *y, const T *x, const T *w, const T *bias,
         r /= p.Wo;
         int64_t oh = r % p.Ho, n = r / p.Ho;
         int64_t c0 = m / Mg * Cg;
-        float acc = bias ? to_f32(bias[m]) : 0.0f;
+        Acc acc = 0;
+        if constexpr (!I8) acc = bias ? to_f32(bias[m]) : 0.0f;
         for (int kh = 0; kh < p.kh; kh++) {
             int64_t ih = oh * p.sh - p.ph + (int64_t)kh * p.dh;
             if (ih < 0 || ih >= p.H) continue;
@@ -55,37 +60,14 @@ __global__ void grouped_conv_kernel(T *y, const T *x, const T *w, const T *bias,
                 if (iw < 0 || iw >= p.W) continue;
                 const T *xp = x + ((n * p.H + ih) * p.W + iw) * p.C + c0;
                 const T *wp = w + ((int64_t)(kh * p.kw + kw) * Cg) * p.M + m;
-                for (int64_t c = 0; c < Cg; c++) acc = __fadd_rn(acc, __fmul_rn(to_f32(wp[c * p.M]), to_f32(xp[c])));
+                for (int64_t c = 0; c < Cg; c++) {
+                    if constexpr (I8) acc += to_i32(wp[c * p.M]) * to_i32(xp[c]);
+                    else acc = __fadd_rn(acc, __fmul_rn(to_f32(wp[c * p.M]), to_f32(xp[c])));
+                }
             }
         }
-        if (relu && !(acc > 0.0f)) acc = 0.0f;
-        y[i] = (T)acc;
-    }
-}
-
-__global__ void grouped_conv_i8_kernel(void *y, const int8_t *x, const int8_t *w, cu_conv_geo p, cu_requant q,
-                                       const int8_t *res, int64_t total)
-{
-    const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t m = i % p.M, r = i / p.M;
-        int64_t ow = r % p.Wo;
-        r /= p.Wo;
-        int64_t oh = r % p.Ho, n = r / p.Ho;
-        int64_t c0 = m / Mg * Cg;
-        int32_t acc = 0;
-        for (int kh = 0; kh < p.kh; kh++) {
-            int64_t ih = oh * p.sh - p.ph + (int64_t)kh * p.dh;
-            if (ih < 0 || ih >= p.H) continue;
-            for (int kw = 0; kw < p.kw; kw++) {
-                int64_t iw = ow * p.sw - p.pw + (int64_t)kw * p.dw;
-                if (iw < 0 || iw >= p.W) continue;
-                const int8_t *xp = x + ((n * p.H + ih) * p.W + iw) * p.C + c0;
-                const int8_t *wp = w + ((int64_t)(kh * p.kw + kw) * Cg) * p.M + m;
-                for (int64_t c = 0; c < Cg; c++) acc += (int32_t)wp[c * p.M] * (int32_t)xp[c];
-            }
-        }
-        requantize_store(y, i, acc, m, q, res);
+        if constexpr (I8) requantize_store(y, i, acc, m, q, res);
+        else ((T *)y)[i] = (T)(relu && !(acc > 0.0f) ? 0.0f : acc);
     }
 }
 
@@ -194,14 +176,16 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     } else {
         unsigned b = cu_blocks(total, 256);
         if (b > 262144) b = 262144;
+        const cu_requant q = rq ? *rq : cu_requant{};
         if (rq)
-            grouped_conv_i8_kernel<<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, total);
+            grouped_conv_kernel<int8_t, int32_t><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, NULL, *g, false, q,
+                                                                  res, total);
         else if (dt == QF_F16)
-            grouped_conv_kernel<__half><<<b, 256, 0, s>>>((__half *)y, (const __half *)x, (const __half *)w,
-                                                          (const __half *)bias, *g, relu, total);
+            grouped_conv_kernel<__half, float><<<b, 256, 0, s>>>(y, (const __half *)x, (const __half *)w,
+                                                                (const __half *)bias, *g, relu, q, NULL, total);
         else
-            grouped_conv_kernel<float><<<b, 256, 0, s>>>((float *)y, (const float *)x, (const float *)w,
-                                                         (const float *)bias, *g, relu, total);
+            grouped_conv_kernel<float, float><<<b, 256, 0, s>>>(y, (const float *)x, (const float *)w, (const float *)bias,
+                                                               *g, relu, q, NULL, total);
     }
     CU_LAUNCHED();
     return QF_OK;
