@@ -117,6 +117,31 @@ static void slice_run(void *arg, int64_t i)
     qf_histogram_add(&j->scratch[i], j->x + lo, (size_t)(hi - lo));
 }
 
+int64_t qf_calib_observe_count(void *user, const qf_graph *g, int value)
+{
+    const qf_calib *c = user;
+    const qf_value *v = &g->values[value];
+    int64_t n = qf_value_numel(v);
+    // A padded final batch: count only the leading `valid` images of batched values.
+    if (c->valid > 0 && g->batch > 0 && c->valid < g->batch && v->ndim >= 1 && v->dims[0] == g->batch)
+        n = n / g->batch * c->valid;
+    return n;
+}
+
+void qf_calib_observe_histogram(void *user, const qf_graph *g, int value, const qf_histogram *h)
+{
+    qf_calib *c = user;
+    QF_ASSERT(value >= 0 && value < c->n_values && g->n_values == c->n_values);
+    int s = c->slot_of_value[value];
+    if (s < 0) return;
+    if (c->derived[s]) { /* a Relu output already counted with its input's data */
+        c->derived[s] = 0;
+        return;
+    }
+    qf_histogram_merge(&c->hist[s], h);
+    c->seen[s] = 1;
+}
+
 void qf_calib_observe(void *user, const qf_graph *g, int value, const void *data)
 {
     qf_calib *c = user;
@@ -127,11 +152,7 @@ void qf_calib_observe(void *user, const qf_graph *g, int value, const void *data
         c->derived[s] = 0;
         return;
     }
-    const qf_value *v = &g->values[value];
-    int64_t n = qf_value_numel(v);
-    // A padded final batch: count only the leading `valid` images of batched values.
-    if (c->valid > 0 && g->batch > 0 && c->valid < g->batch && v->ndim >= 1 && v->dims[0] == g->batch)
-        n = n / g->batch * c->valid;
+    const int64_t n = qf_calib_observe_count(c, g, value);
     if (n <= 0) return;
     qf_histogram *h = &c->hist[s];
     int nslices = c->threads;

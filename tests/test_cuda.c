@@ -13,6 +13,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include "internal.h"
+#include "qforge/calib.h"
 #include "testutil.h"
 
 /* ---- graph building ---------------------------------------------------------------- */
@@ -539,6 +540,70 @@ START_TEST(observer_matches_cpu)
 }
 END_TEST
 
+/* A graph of deterministic kernels (no GEMM, whose algorithm two engines
+ * could tune differently): NHWC pool outputs, a Relu of a node output and one
+ * of the input, an Add. */
+static qf_graph *b_observed(void)
+{
+    qf_graph *g = new_graph("observed");
+    int x = input(g, "x", 4, DIMS(4, 8, 7, 6));
+    int m = value(g, "pool");
+    qf_node *n = op(g, "pool", QF_OP_MAX_POOL, 1, IN(x), m);
+    set_ints(n, "kernel_shape", 2, DIMS(3, 3));
+    set_ints(n, "pads", 4, DIMS(1, 1, 1, 1));
+    int r = unary(g, "relu_pool", QF_OP_RELU, m), rx = unary(g, "relu_x", QF_OP_RELU, x);
+    output(g, binary(g, "sum", QF_OP_ADD, r, unary(g, "sig", QF_OP_SIGMOID, rx)));
+    return g;
+}
+
+/* Histograms built on the device (hist_observer) are the host's histograms
+ * of the same device data (observer), bin for bin: zeros, NaN and Inf
+ * included, and a padded last batch counting only its real images. */
+START_TEST(device_histograms_match_host)
+{
+    qf_graph *g = b_observed();
+    prepare(g, 4);
+    qf_calib *cal[2];
+    qf_engine *e[2];
+    for (int k = 0; k < 2; k++) {
+        OK(qf_calib_create(g, NULL, &cal[k]));
+        qf_engine_opts o = {.device = dut, .observer = qf_calib_observe, .observer_user = cal[k]};
+        if (k) o.hist_observer = qf_calib_observe_histogram, o.hist_count = qf_calib_observe_count;
+        OK(qf_engine_create(g, &o, &e[k]));
+    }
+    const int64_t n = qf_value_numel(&g->values[g->inputs[0]]);
+    for (int run = 0; run < 3; run++) {
+        float *a = qf_engine_input(e[0], 0), *b = qf_engine_input(e[1], 0);
+        for (int64_t i = 0; i < n; i++) a[i] = b[i] = frand(-3.0f, 3.0f) * (run + 1);
+        a[5] = b[5] = 0.0f, a[6] = b[6] = -0.0f;
+        if (run == 1) a[7] = b[7] = INFINITY, a[n - 1] = b[n - 1] = NAN; /* n - 1: in the image the next run drops */
+        for (int k = 0; k < 2; k++) {
+            qf_calib_set_batch_valid(cal[k], run == 2 ? 3 : 0);
+            OK(qf_engine_run(e[k]));
+        }
+    }
+    ck_assert_int_eq(qf_calib_tensor_count(cal[0]), qf_calib_tensor_count(cal[1]));
+    ck_assert_int_eq(qf_calib_tensor_count(cal[0]), 6);
+    for (int i = 0; i < qf_calib_tensor_count(cal[0]); i++) {
+        const qf_histogram *h = qf_calib_tensor_hist(cal[0], i), *d = qf_calib_tensor_hist(cal[1], i);
+        const char *name = qf_calib_tensor_name(cal[0], i);
+        ck_assert_str_eq(name, qf_calib_tensor_name(cal[1], i));
+        ck_assert_msg(h->exp == d->exp && h->absmax == d->absmax && h->zeros == d->zeros && h->nonfinite == d->nonfinite,
+                      "%s: host exp %d absmax %g zeros %llu nonfinite %llu, device %d %g %llu %llu", name, h->exp,
+                      h->absmax, (unsigned long long)h->zeros, (unsigned long long)h->nonfinite, d->exp, d->absmax,
+                      (unsigned long long)d->zeros, (unsigned long long)d->nonfinite);
+        for (int b = 0; b < QF_HIST_BINS; b++)
+            ck_assert_msg(h->bins[b] == d->bins[b], "%s bin %d: host %llu, device %llu", name, b,
+                          (unsigned long long)h->bins[b], (unsigned long long)d->bins[b]);
+    }
+    for (int k = 0; k < 2; k++) {
+        qf_engine_free(e[k]);
+        qf_calib_free(cal[k]);
+    }
+    qf_graph_free(g);
+}
+END_TEST
+
 /* An op without a CUDA kernel fails at build time, naming node and op. */
 START_TEST(unsupported_op_is_named)
 {
@@ -759,6 +824,7 @@ int main(void)
     tcase_add_test(ops, t_batchnorm_softmax);
     tcase_add_test(ops, t_concat_copy);
     tcase_add_test(ops, observer_matches_cpu);
+    tcase_add_test(ops, device_histograms_match_host);
     if (dut == QF_DEVICE_CUDA) tcase_add_test(ops, unsupported_op_is_named);
     suite_add_tcase(s, ops);
     TCase *models = tcase_create("models");

@@ -55,6 +55,19 @@ static void worker_observe(void *user, const qf_graph *g, int value, const void 
     qf_calib_observe(w->cal, g, value, data);
 }
 
+/* a device engine's histograms, made where the activations are */
+static void worker_observe_histogram(void *user, const qf_graph *g, int value, const qf_histogram *h)
+{
+    calib_worker *w = user;
+    qf_calib_observe_histogram(w->cal, g, value, h);
+}
+
+static int64_t worker_count(void *user, const qf_graph *g, int value)
+{
+    calib_worker *w = user;
+    return qf_calib_observe_count(w->cal, g, value);
+}
+
 static void record_failure(calib_shared *sh, qf_status st)
 {
     pthread_mutex_lock(&sh->mu);
@@ -177,6 +190,8 @@ int cmd_calib(int argc, char **argv)
     }
     /* Worker 0's engine tells where calibration runs; a device engine is the only one. */
     eo.observer = worker_observe;
+    eo.hist_observer = worker_observe_histogram;
+    eo.hist_count = worker_count;
     eo.observer_user = &w[0];
     eo.threads = max_workers > 1 ? 1 : io.threads;
     st = cli_engine_create(g, &eo, device_given, &w[0].e);

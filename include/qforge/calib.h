@@ -158,6 +158,12 @@ void qf_calib_free(qf_calib *c);
  * ignored. Different values may be observed from different threads at once; one
  * value must not be observed by two threads at once. */
 void qf_calib_observe(void *user, const qf_graph *g, int value, const void *data);
+/* The same for engines that build the histograms themselves (qf_engine_opts'
+ * hist_observer and hist_count, user = the qf_calib): h is one observation's
+ * histogram of the value, merged exactly; the count is the value's elements
+ * that belong to real images. */
+void qf_calib_observe_histogram(void *user, const qf_graph *g, int value, const qf_histogram *h);
+int64_t qf_calib_observe_count(void *user, const qf_graph *g, int value);
 /* Only the first `images` images of each batch are counted from now on (a final
  * batch padded up to the engine's batch size); 0 counts every image. A value counts
  * as batched when its leading dimension equals the graph's batch; other values are

@@ -16,6 +16,15 @@ typedef struct qf_engine qf_engine;
  * activations). Calibration hangs its histograms here. */
 typedef void (*qf_observer_fn)(void *user, const qf_graph *g, int value, const void *data);
 
+/* Calibration's fast path on a device: an engine that can (CUDA) hands over
+ * each f32 node output as its |x| histogram (qf_histogram, calib.h), built
+ * where the data is, instead of copying the tensor to the host for the
+ * observer. The count function gives how many leading elements of the value
+ * to include (the real images of a padded batch). */
+struct qf_histogram;
+typedef void (*qf_histogram_observer_fn)(void *user, const qf_graph *g, int value, const struct qf_histogram *h);
+typedef int64_t (*qf_observer_count_fn)(void *user, const qf_graph *g, int value);
+
 typedef enum qf_device_kind { QF_DEVICE_CPU, QF_DEVICE_CUDA, QF_DEVICE_KIND_COUNT } qf_device_kind;
 
 typedef struct qf_engine_opts {
@@ -24,6 +33,10 @@ typedef struct qf_engine_opts {
     int threads;            /* CPU worker threads; 0 = all cores */
     qf_observer_fn observer;
     void *observer_user;
+    /* optional, with observer (same user): where the engine can, f32 node
+     * outputs go here instead; graph inputs and other values still go to observer */
+    qf_histogram_observer_fn hist_observer;
+    qf_observer_count_fn hist_count;
 } qf_engine_opts;
 
 /* Parses "cpu", "cuda" or "cuda:N". */

@@ -5,6 +5,7 @@
  * captured once in a CUDA graph and replayed. With an observer the pass runs
  * node by node and each produced value is copied back for it. */
 #include "cuda_internal.h"
+#include "qforge/calib.h"
 #include <stdarg.h>
 
 /* ---- errors ------------------------------------------------------------------------ */
@@ -237,6 +238,8 @@ static void cu_destroy(qf_engine *e)
     if (c->h_out)
         for (int i = 0; i < c->g->n_outputs; i++) cudaFreeHost(c->h_out[i]);
     if (c->obs_host) cudaFreeHost(c->obs_host);
+    if (c->hist_host) cudaFreeHost(c->hist_host);
+    free(c->hist_out);
     free(c->h_in);
     free(c->h_out);
     free(c->d_in);
@@ -536,11 +539,23 @@ static qf_status fetch_outputs(cu_engine *c, cudaStream_t s)
     return QF_OK;
 }
 
-/* Copies value v to the host in logical layout and hands it to the observer. */
+/* Copies value v to the host in logical layout and hands it to the observer;
+ * an f32 value goes as its histogram where a hist_observer takes it (the
+ * histogram ignores layout, and a padded batch's real images lead in NHWC too). */
 static qf_status observe(cu_engine *c, int v)
 {
     const qf_graph *g = c->g;
     const qf_value *val = &g->values[v];
+    const qf_engine_opts &o = c->e->opts;
+    if (c->hist_dev && val->dtype == QF_F32 && c->vals[v].ptr) {
+        const int64_t numel = qf_value_numel(val);
+        int64_t n = o.hist_count ? o.hist_count(o.observer_user, g, v) : numel;
+        if (n > numel) n = numel;
+        if (n < 0) n = 0;
+        QF_CHECK(cu_histogram(c->stream, (const float *)c->vals[v].ptr, n, c->hist_dev, c->hist_host, c->hist_out));
+        o.hist_observer(o.observer_user, g, v, c->hist_out);
+        return QF_OK;
+    }
     size_t bytes = qf_value_bytes(val);
     if (!bytes) {
         c->e->opts.observer(c->e->opts.observer_user, g, v, c->obs_host);
@@ -720,6 +735,11 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         c->obs_bytes = mx;
         QF_CHECK(cu_alloc(c, mx, &c->obs_dev));
         CU_CHECK(cudaMallocHost(&c->obs_host, mx));
+        if (e->opts.hist_observer) {
+            if (!(c->hist_out = (qf_histogram *)malloc(sizeof *c->hist_out))) return QF_ERR_NOMEM;
+            QF_CHECK(cu_alloc(c, cu_hist_bytes(), (void **)&c->hist_dev));
+            CU_CHECK(cudaMallocHost((void **)&c->hist_host, cu_hist_bytes()));
+        }
     }
 
     /* time GEMM algorithms on the real buffers, filled with non-zero data */

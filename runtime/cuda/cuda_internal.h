@@ -137,6 +137,9 @@ struct cu_engine {
     /* observer staging */
     void *obs_dev, *obs_host;
     size_t obs_bytes;
+    /* device histograms for a hist_observer (histogram.cu) */
+    struct cu_hist *hist_dev, *hist_host;
+    struct qf_histogram *hist_out;
 };
 
 /* ---- engine services (cuda_engine.cu) ------------------------------------------ */
@@ -261,6 +264,13 @@ int cu_igemm_variants(const cu_igemm *ig);
 /* A hash of the variant list, for tactic-cache keys: a cached index is only
  * reused by a build that offers the same variants in the same order. */
 uint32_t cu_igemm_signature(const cu_igemm *ig);
+
+/* ---- calibration histograms on the device (histogram.cu) ----
+ * out = the |x| histogram of the first n floats at x (calib/histogram.c's
+ * bins), through dev and pinned host (cu_hist_bytes() each); syncs s. */
+typedef struct cu_hist cu_hist;
+size_t cu_hist_bytes(void);
+qf_status cu_histogram(cudaStream_t s, const float *x, int64_t n, cu_hist *dev, cu_hist *host, struct qf_histogram *out);
 
 /* Grouped and depthwise convolutions (conv_grouped.cu): x NHWC, w
  * [kh][kw][C/group][M]; INT8 when rq is given (exact sums, rq's epilogue,
