@@ -80,6 +80,10 @@ qf_status image_opts_use_stored(image_opts *o, const qf_qfm_meta *meta);
 /* Opens the dataset with labels per the options; labels are optional unless
  * `need_labels`. */
 qf_status image_opts_dataset(const image_opts *o, qf_dataset **out);
+/* Decode threads: --threads, else 2 beside a CPU engine (which wants the
+ * cores) and every core beside a device engine (decoding is then the work
+ * the host does, and the GPU waits on it). */
+int image_opts_decode_threads(const image_opts *o, qf_device_kind engine);
 
 /* ---- output helpers (qforge.c) ------------------------------------------------- */
 /* Writes s as a JSON string literal (quoted, escaped). */

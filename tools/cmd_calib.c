@@ -219,7 +219,7 @@ int cmd_calib(int argc, char **argv)
             st = qf_engine_create(g, &wo, &w[k].e);
         }
     }
-    qf_loader_options lo = {.batch = batch, .threads = io.threads ? io.threads : 2, .strict = io.strict};
+    qf_loader_options lo = {.batch = batch, .threads = image_opts_decode_threads(&io, eo.device), .strict = io.strict};
     if (st == QF_OK) st = qf_loader_create(ds, &io.pp, &lo, &ld);
     if (st != QF_OK) {
         rc = cli_fail(st);

@@ -161,7 +161,7 @@ int cmd_eval(int argc, char **argv)
                       ref.classes);
     if (st == QF_OK) st = cli_preprocess_for_model(m.g, &io.pp);
     if (st == QF_OK) st = image_opts_dataset(&io, &ds);
-    qf_loader_options lo = {.batch = batch, .threads = io.threads ? io.threads : 2, .strict = io.strict};
+    qf_loader_options lo = {.batch = batch, .threads = image_opts_decode_threads(&io, eo.device), .strict = io.strict};
     if (st == QF_OK) st = qf_loader_create(ds, &io.pp, &lo, &ld);
     if (st != QF_OK) {
         rc = cli_fail(st);

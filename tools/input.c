@@ -3,6 +3,7 @@
  * labels and preprocessing that fits the model. */
 #include "config.h"
 #include "cli.h"
+#include <unistd.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,13 @@ qf_status cli_load_model(const char *path, int batch, qf_graph **out, qf_qfm_met
     if (qf_qfm_probe(path)) return qf_qfm_read(path, batch, out, meta);
     qf_load_opts lo = {.batch = batch};
     return qf_model_load(path, &lo, out);
+}
+
+int image_opts_decode_threads(const image_opts *o, qf_device_kind engine)
+{
+    if (o->threads > 0) return o->threads;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return engine == QF_DEVICE_CPU || cpus < 2 ? 2 : (int)cpus;
 }
 
 qf_status image_opts_use_stored(image_opts *o, const qf_qfm_meta *meta)
