@@ -133,14 +133,19 @@ static qf_graph *b_conv_depthwise(void)
     return g;
 }
 /* Depthwise through the 4-channel vectors (12 channels), strided and
- * dilated, with a ReLU and a depthwise conv of 8-channel vectors after it. */
+ * dilated, with a ReLU and a depthwise conv of 8-channel vectors after it;
+ * and 3x3 ones of the INT8 sliding-window kernel: stride 2 with uneven pads
+ * and a row of 11 pixels (one 8-pixel strip and a short one), stride 1 with
+ * a residual Add. */
 static qf_graph *b_depthwise_vectors(void)
 {
     qf_graph *g = new_graph("depthwise_vectors");
-    int x = input(g, "x", 4, DIMS(2, 12, 11, 9));
+    int x = input(g, "x", 4, DIMS(2, 12, 11, 21));
     int y = unary(g, "relu", QF_OP_RELU, conv(g, "dw12", x, 12, 12, 3, 2, DIMS(2, 1, 0, 2), 12, 2, true));
     int z = conv(g, "pw", y, 12, 24, 1, 1, P0, 1, 1, false);
     output(g, conv(g, "dw24", z, 24, 24, 5, 1, DIMS(2, 2, 2, 2), 24, 1, true));
+    output(g, conv(g, "dws2", x, 12, 12, 3, 2, DIMS(1, 0, 0, 1), 12, 1, true));
+    output(g, binary(g, "dw_res", QF_OP_ADD, conv(g, "dws1", y, 12, 12, 3, 1, P1, 12, 1, true), y));
     return g;
 }
 static qf_graph *b_conv_grouped_dilated(void)

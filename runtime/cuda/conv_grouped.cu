@@ -7,7 +7,8 @@
  *
  * Depthwise (group == C == M, C a multiple of the vector) gives each thread
  * a vector of consecutive channels of one output pixel: vector loads of
- * input and weights per tap, index arithmetic once per vector. The general
+ * input and weights per tap, index arithmetic once per vector; INT8 3x3
+ * layers (MobileNet's) a row of pixels with a sliding window. The general
  * grouped case keeps one thread per output element. */
 #include "cuda_internal.h"
 #include <type_traits>
@@ -145,6 +146,101 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
     }
 }
 
+/* INT8 3x3 depthwise (dilation 1, stride SW along W) to int8: a thread
+ * takes 4 channels (one 32-bit word) of TW consecutive output pixels of a
+ * row, with its 36 weights widened once into registers and a sliding window
+ * of input columns, so each input word is loaded and widened once per
+ * thread instead of once per tap. */
+template <int SW, int TW>
+__global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t *w, cu_conv_geo p, cu_requant q,
+                                       const int8_t *res, int total)
+{
+    const int C = (int)p.C, G = C / 4, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
+    const int strips = (Wo + TW - 1) / TW;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int cg = i % G, r0 = i / G, strip = r0 % strips, r1 = r0 / strips, oh = r1 % Ho, n = r1 / Ho;
+        const int c0 = cg * 4, ow0 = strip * TW, iw0 = ow0 * SW - p.pw;
+        int32_t wr[9][4];
+#pragma unroll
+        for (int t = 0; t < 9; t++) {
+            const uint32_t word = *(const uint32_t *)(w + t * C + c0);
+#pragma unroll
+            for (int v = 0; v < 4; v++) wr[t][v] = (int8_t)(word >> (8 * v));
+        }
+        int32_t bias[4] = {0, 0, 0, 0};
+        float m[4];
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            if (q.bias) bias[v] = q.bias[c0 + v];
+            m[v] = q.m[c0 + v];
+        }
+        const int8_t *rows[3];
+        bool row_ok[3];
+#pragma unroll
+        for (int r = 0; r < 3; r++) {
+            const int ih = oh * p.sh - p.ph + r;
+            row_ok[r] = (unsigned)ih < (unsigned)H;
+            rows[r] = x + ((size_t)(n * H + (row_ok[r] ? ih : 0)) * W) * C + c0;
+        }
+        /* input column iw of the window, widened: col[r][v] */
+        auto load_col = [&](int iw, int32_t (&col)[3][4]) {
+            const bool in = (unsigned)iw < (unsigned)W;
+#pragma unroll
+            for (int r = 0; r < 3; r++) {
+                const uint32_t word = in && row_ok[r] ? *(const uint32_t *)(rows[r] + (size_t)iw * C) : 0u;
+#pragma unroll
+                for (int v = 0; v < 4; v++) col[r][v] = (int8_t)(word >> (8 * v));
+            }
+        };
+        int32_t cols[3][3][4];
+        load_col(iw0, cols[0]);
+        if (SW == 1) load_col(iw0 + 1, cols[1]);
+#pragma unroll
+        for (int j = 0; j < TW; j++) {
+            if (ow0 + j >= Wo) break;
+            const int base = iw0 + j * SW;
+            if (SW == 2) load_col(base + 1, cols[1]);
+            load_col(base + 2, cols[2]);
+            uint32_t packed = 0;
+            const size_t o = ((size_t)(n * Ho + oh) * Wo + ow0 + j) * C + c0;
+            const uint32_t rw = res ? *(const uint32_t *)(res + o) : 0u;
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                int32_t acc = 0;
+#pragma unroll
+                for (int r = 0; r < 3; r++)
+#pragma unroll
+                    for (int k = 0; k < 3; k++) acc += wr[r * 3 + k][v] * cols[k][r][v];
+                /* requantize_store's operations, for an int8 output */
+                float f = __fmul_rn(__int2float_rn(acc + bias[v]), m[v]);
+                if (res) f = __fadd_rn(f, __fmul_rn((float)(int8_t)(rw >> (8 * v)), q.m_r));
+                f = fminf(fmaxf(f, q.lo), q.hi);
+                packed |= (uint32_t)(uint8_t)(int8_t)__float2int_rn(f) << (8 * v);
+            }
+            *(uint32_t *)(y + o) = packed;
+            /* slide: the next pixel's first column(s) are this one's last */
+#pragma unroll
+            for (int r = 0; r < 3; r++)
+#pragma unroll
+                for (int v = 0; v < 4; v++) {
+                    if (SW == 1) cols[0][r][v] = cols[1][r][v], cols[1][r][v] = cols[2][r][v];
+                    else cols[0][r][v] = cols[2][r][v];
+                }
+        }
+    }
+}
+
+template <int SW>
+void launch_depthwise3x3_i8(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const cu_requant *rq,
+                            const int8_t *res, void *y)
+{
+    constexpr int TW = 8;
+    const int total = (int)(g.N * g.Ho * ((g.Wo + TW - 1) / TW) * (g.C / 4));
+    unsigned b = cu_blocks(total, 128);
+    if (b > 262144) b = 262144;
+    depthwise3x3_i8_kernel<SW, TW><<<b, 128, 0, s>>>((int8_t *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, res, total);
+}
+
 template <typename T, typename Acc, int V>
 void launch_depthwise(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const void *bias, bool relu,
                       const cu_requant *rq, const int8_t *res, void *y)
@@ -165,7 +261,13 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     if (total == 0) return QF_OK;
     /* depthwise with whole vectors and 32-bit indices: the vectorized kernel */
     const bool dw = g->group == g->C && g->M == g->C && g->N * g->H * g->W * g->C < INT32_MAX && total < INT32_MAX;
-    if (dw && rq && g->C % 8 == 0) {
+    const bool dw3x3 = dw && rq && rq->out == QF_I8 && g->C % 4 == 0 && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
+                       g->dw == 1 && (g->sw == 1 || g->sw == 2);
+    if (dw3x3 && g->sw == 1) {
+        launch_depthwise3x3_i8<1>(s, *g, x, w, rq, res, y);
+    } else if (dw3x3) {
+        launch_depthwise3x3_i8<2>(s, *g, x, w, rq, res, y);
+    } else if (dw && rq && g->C % 8 == 0) {
         launch_depthwise<int8_t, int32_t, 8>(s, *g, x, w, NULL, false, rq, res, y);
     } else if (dw && rq && g->C % 4 == 0) {
         launch_depthwise<int8_t, int32_t, 4>(s, *g, x, w, NULL, false, rq, res, y);
