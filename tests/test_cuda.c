@@ -285,6 +285,10 @@ static qf_graph *b_unary(void)
     int y = value(g, "clip");
     op(g, "clip", QF_OP_CLIP, 3, IN(c, lo, hi), y);
     output(g, y);
+    /* 105 elements: 16-byte vectors and a tail of the vector kernel's */
+    int t = input(g, "t", 4, DIMS(1, 3, 5, 7)), yt = value(g, "clip_t");
+    op(g, "clip_t", QF_OP_CLIP, 3, IN(unary(g, "sig_t", QF_OP_SIGMOID, t), lo, hi), yt);
+    output(g, yt);
     return g;
 }
 static qf_graph *b_batchnorm_softmax(void)
