@@ -146,6 +146,13 @@ static qf_graph *b_depthwise_vectors(void)
     output(g, conv(g, "dw24", z, 24, 24, 5, 1, DIMS(2, 2, 2, 2), 24, 1, true));
     output(g, conv(g, "dws2", x, 12, 12, 3, 2, DIMS(1, 0, 0, 1), 12, 1, true));
     output(g, binary(g, "dw_res", QF_OP_ADD, conv(g, "dws1", y, 12, 12, 3, 1, P1, 12, 1, true), y));
+    /* ReLU6-style Clips a float depthwise conv takes in (bounds exact in
+     * half), and one it cannot take in FP16 (0.1 is not a half) */
+    int c0 = weight(g, "c0", 0, NULL, 0.0f, 0.0f), c6 = weight(g, "c6", 0, NULL, 0.5f, 0.5f);
+    int c01 = weight(g, "c01", 0, NULL, 0.1f, 0.1f), z6 = value(g, "relu6"), z01 = value(g, "clip01");
+    op(g, "relu6", QF_OP_CLIP, 3, IN(conv(g, "dwc", z, 24, 24, 3, 1, P1, 24, 1, true), c0, c6), z6);
+    op(g, "clip01", QF_OP_CLIP, 3, IN(conv(g, "dwd", z6, 24, 24, 3, 2, P1, 24, 1, true), c0, c01), z01);
+    output(g, z01);
     return g;
 }
 static qf_graph *b_conv_grouped_dilated(void)

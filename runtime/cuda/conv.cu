@@ -562,7 +562,8 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     }
     if (st->use_ig) return cu_igemm_run(st->ig, st->use_ig - 1, s, (const int8_t *)x, res, (int8_t *)y, c->scratch[CU_SCR_COL]);
     if (st->direct)
-        return cu_direct_conv_run(s, &p, dt, x, st->w, st->bias, st->relu, st->prec == QF_PREC_INT8 ? &st->rq : NULL, res, y);
+        return cu_direct_conv_run(s, &p, dt, x, st->w, st->bias, st->relu, L->clip ? L->clip_lo : -INFINITY,
+                                  L->clip ? L->clip_hi : INFINITY, st->prec == QF_PREC_INT8 ? &st->rq : NULL, res, y);
     const size_t out_es = qf_dtype_info(g->values[cu_out_value(L, 0)].dtype)->size;
     for (int64_t p0 = 0; p0 < st->P; p0 += st->chunk) {
         const int64_t rows = st->P - p0 < st->chunk ? st->P - p0 : st->chunk;

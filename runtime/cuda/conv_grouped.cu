@@ -35,13 +35,24 @@ __device__ __forceinline__ void requantize_store(void *y, int64_t i, int32_t acc
     }
 }
 
+/* A float output's fused activations: Relu (NaN -> 0, as Relu computes it),
+ * then Clip's max-then-min (NaN stays NaN; infinite bounds change nothing).
+ * Clipping before the output's rounding equals clipping after it when the
+ * bounds are exact in the output's dtype (conv fusion checks that). */
+__device__ __forceinline__ float float_activation(float v, bool relu, float lo, float hi)
+{
+    if (relu && !(v > 0.0f)) v = 0.0f;
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
+}
+
 /* ---- general grouped convolution: one thread per output element ---------------------------------- */
 
 /* Acc is int32_t for int8 (requantized by q, residual res), else float
  * (bias, then ReLU). */
 template <typename T, typename Acc>
-__global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, cu_requant q,
-                                    const int8_t *res, int64_t total)
+__global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, float lo,
+                                    float hi, cu_requant q, const int8_t *res, int64_t total)
 {
     constexpr bool I8 = std::is_same<Acc, int32_t>::value;
     const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
@@ -68,7 +79,7 @@ __global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bi
             }
         }
         if constexpr (I8) requantize_store(y, i, acc, m, q, res);
-        else ((T *)y)[i] = (T)(relu && !(acc > 0.0f) ? 0.0f : acc);
+        else ((T *)y)[i] = (T)float_activation(acc, relu, lo, hi);
     }
 }
 
@@ -88,8 +99,8 @@ template <typename T, int V> struct vec {
  * Indices in 32 bits: the host checks that the tensors stay below 2^31
  * elements. */
 template <typename T, typename Acc, int V>
-__global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, cu_requant q,
-                                 const int8_t *res, int total)
+__global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, float lo, float hi,
+                                 cu_requant q, const int8_t *res, int total)
 {
     const int C = (int)p.C, G = C / V, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
@@ -140,7 +151,7 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
         } else {
             vec<T, V> out;
 #pragma unroll
-            for (int v = 0; v < V; v++) out.e[v] = (T)(relu && !(acc[v] > 0.0f) ? 0.0f : acc[v]);
+            for (int v = 0; v < V; v++) out.e[v] = (T)float_activation(acc[v], relu, lo, hi);
             out.store((T *)y + o);
         }
     }
@@ -243,19 +254,21 @@ void launch_depthwise3x3_i8(cudaStream_t s, const cu_conv_geo &g, const void *x,
 
 template <typename T, typename Acc, int V>
 void launch_depthwise(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const void *bias, bool relu,
-                      const cu_requant *rq, const int8_t *res, void *y)
+                      float lo, float hi, const cu_requant *rq, const int8_t *res, void *y)
 {
     const int total = (int)(g.N * g.Ho * g.Wo * (g.C / V));
     unsigned b = cu_blocks(total, 256);
     if (b > 262144) b = 262144;
     const cu_requant q = rq ? *rq : cu_requant{};
-    depthwise_kernel<T, Acc, V><<<b, 256, 0, s>>>(y, (const T *)x, (const T *)w, (const T *)bias, g, relu, q, res, total);
+    depthwise_kernel<T, Acc, V><<<b, 256, 0, s>>>(y, (const T *)x, (const T *)w, (const T *)bias, g, relu, lo, hi, q, res,
+                                                  total);
 }
 
 } // namespace
 
 qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
-                             const void *bias, bool relu, const cu_requant *rq, const int8_t *res, void *y)
+                             const void *bias, bool relu, float lo, float hi, const cu_requant *rq, const int8_t *res,
+                             void *y)
 {
     const int64_t total = g->N * g->Ho * g->Wo * g->M;
     if (total == 0) return QF_OK;
@@ -268,26 +281,26 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     } else if (dw3x3) {
         launch_depthwise3x3_i8<2>(s, *g, x, w, rq, res, y);
     } else if (dw && rq && g->C % 8 == 0) {
-        launch_depthwise<int8_t, int32_t, 8>(s, *g, x, w, NULL, false, rq, res, y);
+        launch_depthwise<int8_t, int32_t, 8>(s, *g, x, w, NULL, false, 0.0f, 0.0f, rq, res, y);
     } else if (dw && rq && g->C % 4 == 0) {
-        launch_depthwise<int8_t, int32_t, 4>(s, *g, x, w, NULL, false, rq, res, y);
+        launch_depthwise<int8_t, int32_t, 4>(s, *g, x, w, NULL, false, 0.0f, 0.0f, rq, res, y);
     } else if (dw && !rq && dt == QF_F16 && g->C % 8 == 0) {
-        launch_depthwise<__half, float, 8>(s, *g, x, w, bias, relu, NULL, NULL, y);
+        launch_depthwise<__half, float, 8>(s, *g, x, w, bias, relu, lo, hi, NULL, NULL, y);
     } else if (dw && !rq && dt == QF_F32 && g->C % 4 == 0) {
-        launch_depthwise<float, float, 4>(s, *g, x, w, bias, relu, NULL, NULL, y);
+        launch_depthwise<float, float, 4>(s, *g, x, w, bias, relu, lo, hi, NULL, NULL, y);
     } else {
         unsigned b = cu_blocks(total, 256);
         if (b > 262144) b = 262144;
         const cu_requant q = rq ? *rq : cu_requant{};
         if (rq)
-            grouped_conv_kernel<int8_t, int32_t><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, NULL, *g, false, q,
-                                                                  res, total);
+            grouped_conv_kernel<int8_t, int32_t><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, NULL, *g, false,
+                                                                  0.0f, 0.0f, q, res, total);
         else if (dt == QF_F16)
             grouped_conv_kernel<__half, float><<<b, 256, 0, s>>>(y, (const __half *)x, (const __half *)w,
-                                                                (const __half *)bias, *g, relu, q, NULL, total);
+                                                                (const __half *)bias, *g, relu, lo, hi, q, NULL, total);
         else
             grouped_conv_kernel<float, float><<<b, 256, 0, s>>>(y, (const float *)x, (const float *)w, (const float *)bias,
-                                                               *g, relu, q, NULL, total);
+                                                               *g, relu, lo, hi, q, NULL, total);
     }
     CU_LAUNCHED();
     return QF_OK;

@@ -364,7 +364,8 @@ static void assign_layouts(cu_engine *c)
  *  - a residual Add of an ungrouped Conv's output and a value that exists
  *    before that Conv runs becomes the GEMM's C term (beta 1), and a Relu
  *    reading only the sum becomes its ReLU epilogue;
- *  - a Conv or Gemm whose only reader is a Relu takes the ReLU epilogue.
+ *  - a Conv or Gemm whose only reader is a Relu takes the ReLU epilogue;
+ *  - a grouped Conv whose only reader is a Clip (MobileNet's ReLU6) clips.
  * The fused layer writes the last value of the chain; plan_values makes the
  * memory plan see that value born at the fused layer (and the skipped
  * intermediates never written). */
@@ -384,6 +385,30 @@ static void fuse_relu(cu_engine *c, qf_value *plan_values, int li, int v, qf_pre
     if (!same_shape(&g->values[rv], &g->values[v]) || c->vals[rv].layout != c->vals[v].layout) return;
     c->layers[li].out_override = rv;
     c->layers[li].relu = true;
+    c->layers[r - g->nodes].skip = true;
+    plan_values[rv].producer = li;
+    plan_values[v].producer = -1;
+}
+
+/* Folds the Clip that alone reads value v (written by the float grouped
+ * conv li) into it, where its bounds are constants exact in v's dtype (then
+ * clipping before the output's rounding gives what clipping after does). */
+static void fuse_clip(cu_engine *c, qf_value *plan_values, int li, int v, qf_precision prec)
+{
+    const qf_graph *g = c->g;
+    int cnt;
+    const qf_node *r = find_consumer(g, v, &cnt);
+    if (!r || cnt != 1 || r->op != QF_OP_CLIP || r->precision != prec) return;
+    int rv = r->out[0];
+    if (!same_shape(&g->values[rv], &g->values[v]) || c->vals[rv].layout != c->vals[v].layout) return;
+    float lo, hi;
+    if (cu_clip_bounds(g, r, &lo, &hi) != QF_OK) return; /* the Clip's own layer reports it */
+    if (g->values[v].dtype == QF_F16)
+        for (float b : {lo, hi})
+            if (!isinf(b) && qf_f16_to_f32(qf_f32_to_f16(b)) != b) return;
+    c->layers[li].out_override = rv;
+    c->layers[li].clip = true;
+    c->layers[li].clip_lo = lo, c->layers[li].clip_hi = hi;
     c->layers[r - g->nodes].skip = true;
     plan_values[rv].producer = li;
     plan_values[v].producer = -1;
@@ -426,6 +451,13 @@ static void fuse_layers(cu_engine *c, qf_value *plan_values)
         if ((n->op != QF_OP_CONV && n->op != QF_OP_GEMM) || n->precision == QF_PREC_INT8) continue;
         if (c->layers[i].out_override >= 0 || c->layers[i].skip || n->out[0] < 0) continue;
         fuse_relu(c, plan_values, i, n->out[0], n->precision);
+    }
+    /* cuBLASLt's epilogue has no clip: only the direct (grouped) kernels take one, after any fused Relu */
+    for (int i = 0; i + 1 < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        if (n->op != QF_OP_CONV || n->precision == QF_PREC_INT8 || c->layers[i].skip || n->out[0] < 0) continue;
+        if (((const qfi_conv_params *)n->params)->group == 1 || c->layers[i].residual >= 0) continue;
+        fuse_clip(c, plan_values, i, c->layers[i].out_override >= 0 ? c->layers[i].out_override : n->out[0], n->precision);
     }
 }
 

@@ -91,6 +91,8 @@ struct cu_layer {
     int out_override;   /* >= 0: write this value instead of n->out[0] (a fused consumer's output) */
     int residual;       /* >= 0: a fused Add's other operand, added in the epilogue (float Conv) */
     bool relu;          /* a fused Relu (float Conv/Gemm) */
+    bool clip;          /* a fused Clip to [clip_lo, clip_hi] (float grouped Conv) */
+    float clip_lo, clip_hi;
     int quant_in;       /* >= 0: a fused input QuantizeLinear; the layer reads this float value and quantizes it */
     float quant_scale;  /* that QuantizeLinear's scale */
 };
@@ -274,10 +276,14 @@ qf_status cu_histogram(cudaStream_t s, const float *x, int64_t n, cu_hist *dev, 
 
 /* Grouped and depthwise convolutions (conv_grouped.cu): x NHWC, w
  * [kh][kw][C/group][M]; INT8 when rq is given (exact sums, rq's epilogue,
- * residual res or NULL), else float of dtype dt with bias (or NULL) and a
- * fused ReLU. */
+ * residual res or NULL), else float of dtype dt with bias (or NULL), a
+ * fused ReLU and then a clip to [lo, hi] (infinite bounds: none), as
+ * Clip computes it. */
 qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
-                             const void *bias, bool relu, const cu_requant *rq, const int8_t *res, void *y);
+                             const void *bias, bool relu, float lo, float hi, const cu_requant *rq, const int8_t *res,
+                             void *y);
+/* A Clip node's bounds: attributes, overridden by constant inputs (elementwise.cu). */
+qf_status cu_clip_bounds(const qf_graph *g, const qf_node *n, float *lo, float *hi);
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
                        void *scratch);
 /* The same from an f32 input (N,C,H,W) with element strides xs[4], quantized
