@@ -191,7 +191,7 @@ void cu_need_input_as(cu_engine *c, cu_layer *L, int k, cu_layout want)
 qf_status cu_input_as(cu_engine *c, cu_layer *L, int k, cu_layout want, cudaStream_t s, const void **out)
 {
     int v = L->n->in[k];
-    void *p;
+    void *p = NULL;
     QF_CHECK(cu_value_ptr(c, v, &p));
     if (!layout_differs(c, v, want)) {
         *out = p;
@@ -374,20 +374,36 @@ static bool same_shape(const qf_value *a, const qf_value *b)
     return a->ndim == b->ndim && !memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof(int64_t)) && a->dtype == b->dtype;
 }
 
-/* Folds the Relu that alone reads value v (written by layer li) into it. */
-static void fuse_relu(cu_engine *c, qf_value *plan_values, int li, int v, qf_precision prec)
+/* The node of type `op` at precision prec that alone reads value v, with an
+ * output of v's shape and layout; NULL if there is none. */
+static const qf_node *sole_reader(const cu_engine *c, int v, qf_op op, qf_precision prec)
 {
     const qf_graph *g = c->g;
     int cnt;
     const qf_node *r = find_consumer(g, v, &cnt);
-    if (!r || cnt != 1 || r->op != QF_OP_RELU || r->precision != prec) return;
-    int rv = r->out[0];
-    if (!same_shape(&g->values[rv], &g->values[v]) || c->vals[rv].layout != c->vals[v].layout) return;
+    if (!r || cnt != 1 || r->op != op || r->precision != prec) return NULL;
+    const int rv = r->out[0];
+    if (!same_shape(&g->values[rv], &g->values[v]) || c->vals[rv].layout != c->vals[v].layout) return NULL;
+    return r;
+}
+
+/* Layer li writes reader r's output in place of v, and r's layer is skipped. */
+static void absorb(cu_engine *c, qf_value *plan_values, int li, int v, const qf_node *r)
+{
+    const int rv = r->out[0];
     c->layers[li].out_override = rv;
-    c->layers[li].relu = true;
-    c->layers[r - g->nodes].skip = true;
+    c->layers[r - c->g->nodes].skip = true;
     plan_values[rv].producer = li;
     plan_values[v].producer = -1;
+}
+
+/* Folds the Relu that alone reads value v (written by layer li) into it. */
+static void fuse_relu(cu_engine *c, qf_value *plan_values, int li, int v, qf_precision prec)
+{
+    const qf_node *r = sole_reader(c, v, QF_OP_RELU, prec);
+    if (!r) return;
+    absorb(c, plan_values, li, v, r);
+    c->layers[li].relu = true;
 }
 
 /* Folds the Clip that alone reads value v (written by the float grouped
@@ -395,23 +411,15 @@ static void fuse_relu(cu_engine *c, qf_value *plan_values, int li, int v, qf_pre
  * clipping before the output's rounding gives what clipping after does). */
 static void fuse_clip(cu_engine *c, qf_value *plan_values, int li, int v, qf_precision prec)
 {
-    const qf_graph *g = c->g;
-    int cnt;
-    const qf_node *r = find_consumer(g, v, &cnt);
-    if (!r || cnt != 1 || r->op != QF_OP_CLIP || r->precision != prec) return;
-    int rv = r->out[0];
-    if (!same_shape(&g->values[rv], &g->values[v]) || c->vals[rv].layout != c->vals[v].layout) return;
+    const qf_node *r = sole_reader(c, v, QF_OP_CLIP, prec);
     float lo, hi;
-    if (cu_clip_bounds(g, r, &lo, &hi) != QF_OK) return; /* the Clip's own layer reports it */
-    if (g->values[v].dtype == QF_F16)
+    if (!r || cu_clip_bounds(c->g, r, &lo, &hi) != QF_OK) return; /* a bad bound: the Clip's own layer reports it */
+    if (c->g->values[v].dtype == QF_F16)
         for (float b : {lo, hi})
             if (!isinf(b) && qf_f16_to_f32(qf_f32_to_f16(b)) != b) return;
-    c->layers[li].out_override = rv;
+    absorb(c, plan_values, li, v, r);
     c->layers[li].clip = true;
     c->layers[li].clip_lo = lo, c->layers[li].clip_hi = hi;
-    c->layers[r - g->nodes].skip = true;
-    plan_values[rv].producer = li;
-    plan_values[v].producer = -1;
 }
 
 static void fuse_layers(cu_engine *c, qf_value *plan_values)
