@@ -176,28 +176,21 @@ static qf_graph *b_conv_relu_pool(void)
     output(g, y);
     return g;
 }
-/* A residual block: conv-relu-conv, add the block's input, relu. */
-static qf_graph *b_residual(void)
+/* A residual block of C channels on HxH: conv-relu-conv, add the block's input, relu. */
+static qf_graph *residual_block(const char *name, int64_t C, int64_t H)
 {
-    qf_graph *g = new_graph("residual");
-    int x = input(g, "x", 4, DIMS(2, 16, 8, 8));
-    int a = unary(g, "r1", QF_OP_RELU, conv(g, "ca", x, 16, 16, 3, 1, P1, 1, 1, true));
-    int b = conv(g, "cb", a, 16, 16, 3, 1, P1, 1, 1, true);
+    qf_graph *g = new_graph(name);
+    int x = input(g, "x", 4, DIMS(2, C, H, H));
+    int a = unary(g, "r1", QF_OP_RELU, conv(g, "ca", x, C, C, 3, 1, P1, 1, 1, true));
+    int b = conv(g, "cb", a, C, C, 3, 1, P1, 1, 1, true);
     output(g, unary(g, "r2", QF_OP_RELU, binary(g, "add", QF_OP_ADD, b, x)));
     return g;
 }
-/* The same with 72 channels: the residual through 8-byte epilogue vectors
- * (72 % 16 != 0), and K = 648 taps of random weights, past the implicit
- * GEMM's exact small-accumulator bound (its other conversion path). */
-static qf_graph *b_residual_wide(void)
-{
-    qf_graph *g = new_graph("residual_wide");
-    int x = input(g, "x", 4, DIMS(2, 72, 10, 10));
-    int a = unary(g, "r1", QF_OP_RELU, conv(g, "ca", x, 72, 72, 3, 1, P1, 1, 1, true));
-    int b = conv(g, "cb", a, 72, 72, 3, 1, P1, 1, 1, true);
-    output(g, unary(g, "r2", QF_OP_RELU, binary(g, "add", QF_OP_ADD, b, x)));
-    return g;
-}
+static qf_graph *b_residual(void) { return residual_block("residual", 16, 8); }
+/* 72 channels: the residual through 8-byte epilogue vectors (72 % 16 != 0),
+ * and K = 648 taps of random weights, past the implicit GEMM's exact
+ * small-accumulator bound (its other conversion path). */
+static qf_graph *b_residual_wide(void) { return residual_block("residual_wide", 72, 10); }
 static qf_graph *b_pools(void)
 {
     qf_graph *g = new_graph("pools");
