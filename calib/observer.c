@@ -128,16 +128,26 @@ int64_t qf_calib_observe_count(void *user, const qf_graph *g, int value)
     return n;
 }
 
+/* The slot an observation of `value` goes to, or -1: untracked, without
+ * data, or a Relu output already counted with its input's data (that
+ * observation is then used up). */
+static int observation_slot(qf_calib *c, const qf_graph *g, int value, bool has_data)
+{
+    QF_ASSERT(value >= 0 && value < c->n_values && g->n_values == c->n_values);
+    int s = c->slot_of_value[value];
+    if (s < 0 || !has_data) return -1;
+    if (c->derived[s]) {
+        c->derived[s] = 0;
+        return -1;
+    }
+    return s;
+}
+
 void qf_calib_observe_histogram(void *user, const qf_graph *g, int value, const qf_histogram *h)
 {
     qf_calib *c = user;
-    QF_ASSERT(value >= 0 && value < c->n_values && g->n_values == c->n_values);
-    int s = c->slot_of_value[value];
+    int s = observation_slot(c, g, value, true);
     if (s < 0) return;
-    if (c->derived[s]) { /* a Relu output already counted with its input's data */
-        c->derived[s] = 0;
-        return;
-    }
     qf_histogram_merge(&c->hist[s], h);
     c->seen[s] = 1;
 }
@@ -145,13 +155,8 @@ void qf_calib_observe_histogram(void *user, const qf_graph *g, int value, const 
 void qf_calib_observe(void *user, const qf_graph *g, int value, const void *data)
 {
     qf_calib *c = user;
-    QF_ASSERT(value >= 0 && value < c->n_values && g->n_values == c->n_values);
-    int s = c->slot_of_value[value];
-    if (s < 0 || !data) return;
-    if (c->derived[s]) { /* a Relu output counted with its input */
-        c->derived[s] = 0;
-        return;
-    }
+    int s = observation_slot(c, g, value, data != NULL);
+    if (s < 0) return;
     const int64_t n = qf_calib_observe_count(c, g, value);
     if (n <= 0) return;
     qf_histogram *h = &c->hist[s];
