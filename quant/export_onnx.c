@@ -1,35 +1,19 @@
 /* qf_export_onnx: writes a quantized graph as standard ONNX in Q/DQ form
  * (QuantizeLinear/DequantizeLinear around FP32 ops, per-channel int8 weights
- * through DequantizeLinear with an axis) for ONNX Runtime and TensorRT,
- * through the protobuf-c code generated from onnx.proto. */
+ * through DequantizeLinear with an axis) for ONNX Runtime and TensorRT; the
+ * protobuf model is built and written by lib/onnx_write.c. */
 #include <math.h>
-#include <stdarg.h>
-#include "onnx_internal.h"
+#include "onnx_write.h"
 #include "ops/nn.h"
 #include "quant_internal.h"
 
 /* The lowest opset with per-axis DequantizeLinear; older graphs are upgraded to it. */
 #define EXPORT_MIN_OPSET 13
-/* protobuf cannot serialize a message of 2 GiB or more */
-#define EXPORT_MAX_BYTES ((size_t)INT32_MAX)
-
-/* ---- memory: everything the protobuf points to lives until the file is written ---- */
-
-typedef struct nameset {
-    char **slot; /* open addressing; NULL = empty */
-    size_t cap, n;
-} nameset;
 
 typedef struct ex {
+    qfi_onnx_builder ob;    /* the protobuf being built, and everything it points to */
     const qf_graph *g;
     int64_t opset;          /* of the written model */
-    void **allocs;          /* every allocation, freed together */
-    size_t n_allocs, cap_allocs;
-    Onnx__NodeProto **nodes;
-    size_t n_nodes, cap_nodes;
-    Onnx__TensorProto **inits;
-    size_t n_inits, cap_inits;
-    nameset tensors, node_names;
     /* per qforge value: */
     char **name;            /* its own tensor (int8 for i8 activations; constants once written) */
     bool *written;          /* constants: the initializer exists */
@@ -37,267 +21,6 @@ typedef struct ex {
     char **qscale, **qzero; /* i8 activations: scale and zero-point initializers */
 } ex;
 
-static void *ealloc(ex *e, size_t n)
-{
-    if (e->n_allocs == e->cap_allocs) {
-        size_t cap = e->cap_allocs ? 2 * e->cap_allocs : 256;
-        void **a = realloc(e->allocs, cap * sizeof *a);
-        if (!a) {
-            qf_error(QF_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-        e->allocs = a;
-        e->cap_allocs = cap;
-    }
-    void *p = qfi_calloc(n ? n : 1, 1);
-    if (p) e->allocs[e->n_allocs++] = p;
-    return p;
-}
-
-static char *eprintf(ex *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *eprintf(ex *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *s = len < 0 ? NULL : ealloc(e, (size_t)len + 1);
-    if (!s) return NULL;
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)len + 1, fmt, ap);
-    va_end(ap);
-    return s;
-}
-
-/* Appends p to a growable pointer array. */
-static bool push(void ***arr, size_t *n, size_t *cap, void *p)
-{
-    if (*n == *cap) {
-        size_t c = *cap ? 2 * *cap : 64;
-        void **a = realloc(*arr, c * sizeof *a);
-        if (!a) {
-            qf_error(QF_ERR_NOMEM, "out of memory");
-            return false;
-        }
-        *arr = a;
-        *cap = c;
-    }
-    (*arr)[(*n)++] = p;
-    return true;
-}
-
-/* ---- names: ONNX wants every tensor written once under one name ------------------- */
-
-static size_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return (size_t)h;
-}
-
-static bool ns_has(const nameset *s, const char *name)
-{
-    if (!s->cap) return false;
-    for (size_t i = hash_str(name) & (s->cap - 1); s->slot[i]; i = (i + 1) & (s->cap - 1))
-        if (strcmp(s->slot[i], name) == 0) return true;
-    return false;
-}
-
-static bool ns_add(nameset *s, char *name)
-{
-    if (2 * (s->n + 1) > s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 1024;
-        char **slot = calloc(cap, sizeof *slot);
-        if (!slot) {
-            qf_error(QF_ERR_NOMEM, "out of memory");
-            return false;
-        }
-        for (size_t i = 0; i < s->cap; i++) {
-            if (!s->slot[i]) continue;
-            size_t j = hash_str(s->slot[i]) & (cap - 1);
-            while (slot[j]) j = (j + 1) & (cap - 1);
-            slot[j] = s->slot[i];
-        }
-        free(s->slot);
-        s->slot = slot;
-        s->cap = cap;
-    }
-    size_t j = hash_str(name) & (s->cap - 1);
-    while (s->slot[j]) j = (j + 1) & (s->cap - 1);
-    s->slot[j] = name;
-    s->n++;
-    return true;
-}
-
-/* A name of set s not used yet: `base`, else base_1, base_2, ... (NULL when
- * base is: an allocation before failed). */
-static char *unique(ex *e, nameset *s, const char *base)
-{
-    if (!base) return NULL;
-    char *name = eprintf(e, "%s", base);
-    for (int k = 1; name && ns_has(s, name); k++) name = eprintf(e, "%s_%d", base, k);
-    if (name && !ns_add(s, name)) return NULL;
-    return name;
-}
-
-static char *tensor_name(ex *e, const char *base) { return unique(e, &e->tensors, base); }
-
-/* ---- protobuf building blocks --------------------------------------------------------- */
-
-/* ONNX stores raw tensor data little-endian; a big-endian host writes a swapped copy. */
-static const void *little_endian(ex *e, const void *data, size_t nbytes, size_t esize)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    uint8_t *c = ealloc(e, nbytes);
-    if (!c) return NULL;
-    memcpy(c, data, nbytes);
-    for (size_t i = 0; esize > 1 && i + esize <= nbytes; i += esize)
-        for (size_t a = i, b = i + esize - 1; a < b; a++, b--) {
-            uint8_t t = c[a];
-            c[a] = c[b];
-            c[b] = t;
-        }
-    return c;
-#else
-    (void)e;
-    (void)nbytes;
-    (void)esize;
-    return data;
-#endif
-}
-
-/* A tensor of dtype dt: raw data (not copied: it must outlive the write). */
-static Onnx__TensorProto *make_tensor(ex *e, const char *name, qf_dtype dt, int ndim, const int64_t *dims,
-                                      const void *data)
-{
-    Onnx__TensorProto *t = ealloc(e, sizeof *t);
-    int64_t *d = ealloc(e, (size_t)(ndim + 1) * sizeof *d);
-    if (!t || !d) return NULL;
-    onnx__tensor_proto__init(t);
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        d[i] = dims[i];
-        n *= (size_t)dims[i];
-    }
-    const size_t es = qf_dtype_info(dt)->size;
-    t->name = (char *)name;
-    t->n_dims = (size_t)ndim;
-    t->dims = d;
-    t->has_data_type = 1;
-    t->data_type = qf_dtype_info(dt)->onnx_type;
-    t->has_raw_data = 1;
-    t->raw_data.len = n * es;
-    t->raw_data.data = (uint8_t *)little_endian(e, data, n * es, es);
-    return t->raw_data.data || n == 0 ? t : NULL;
-}
-
-static const char *add_init(ex *e, const char *name, qf_dtype dt, int ndim, const int64_t *dims, const void *data)
-{
-    Onnx__TensorProto *t = name ? make_tensor(e, name, dt, ndim, dims, data) : NULL;
-    if (!t || !push((void ***)&e->inits, &e->n_inits, &e->cap_inits, t)) return NULL;
-    return name;
-}
-
-/* A float scalar (ndim 0) or vector initializer under a fresh name from `base`. */
-static const char *add_floats(ex *e, const char *base, int ndim, int64_t n, const float *v)
-{
-    float *c = ealloc(e, (size_t)n * sizeof *c);
-    if (!c) return NULL;
-    memcpy(c, v, (size_t)n * sizeof *c);
-    return add_init(e, tensor_name(e, base), QF_F32, ndim, &n, c);
-}
-
-/* An all-zero int8 zero point shaped like a scalar (ndim 0) or a vector of n. */
-static const char *add_zero_point(ex *e, const char *base, int ndim, int64_t n)
-{
-    int8_t *z = ealloc(e, (size_t)n);
-    return z ? add_init(e, tensor_name(e, base), QF_I8, ndim, &n, z) : NULL;
-}
-
-static const char *add_ints(ex *e, const char *base, int64_t n, const int64_t *v)
-{
-    int64_t *c = ealloc(e, (size_t)n * sizeof *c);
-    if (!c) return NULL;
-    memcpy(c, v, (size_t)n * sizeof *c);
-    return add_init(e, tensor_name(e, base), QF_I64, 1, &n, c);
-}
-
-/* Appends a node op_type(in...) -> out...; names may be "" for omitted optional inputs. */
-static Onnx__NodeProto *add_node(ex *e, const char *op_type, const char *name, int n_in, const char *const *in,
-                                 int n_out, const char *const *out)
-{
-    Onnx__NodeProto *np = ealloc(e, sizeof *np);
-    char **i = ealloc(e, (size_t)(n_in + 1) * sizeof *i), **o = ealloc(e, (size_t)(n_out + 1) * sizeof *o);
-    char *nn = name ? unique(e, &e->node_names, name) : NULL;
-    if (!np || !i || !o || !nn) return NULL;
-    onnx__node_proto__init(np);
-    for (int k = 0; k < n_in; k++) {
-        if (!in[k]) return NULL; /* a failed allocation upstream */
-        i[k] = (char *)in[k];
-    }
-    for (int k = 0; k < n_out; k++) {
-        if (!out[k]) return NULL;
-        o[k] = (char *)out[k];
-    }
-    np->op_type = (char *)op_type;
-    np->name = nn;
-    np->n_input = (size_t)n_in;
-    np->input = i;
-    np->n_output = (size_t)n_out;
-    np->output = o;
-    return push((void ***)&e->nodes, &e->n_nodes, &e->cap_nodes, np) ? np : NULL;
-}
-
-static Onnx__AttributeProto *add_attr(ex *e, Onnx__NodeProto *np, const char *name, Onnx__AttributeProto__AttributeType t)
-{
-    Onnx__AttributeProto *a = ealloc(e, sizeof *a);
-    Onnx__AttributeProto **arr = ealloc(e, (np->n_attribute + 1) * sizeof *arr);
-    if (!a || !arr) return NULL;
-    onnx__attribute_proto__init(a);
-    a->name = (char *)name;
-    a->has_type = 1;
-    a->type = t;
-    if (np->n_attribute) memcpy(arr, np->attribute, np->n_attribute * sizeof *arr);
-    arr[np->n_attribute++] = a;
-    np->attribute = arr;
-    return a;
-}
-
-static bool attr_int(ex *e, Onnx__NodeProto *np, const char *name, int64_t v)
-{
-    Onnx__AttributeProto *a = add_attr(e, np, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
-    if (a) a->has_i = 1, a->i = v;
-    return a != NULL;
-}
-
-/* Removes attribute `name` of np, returning it (NULL when absent). */
-static Onnx__AttributeProto *take_attr(Onnx__NodeProto *np, const char *name)
-{
-    for (size_t i = 0; i < np->n_attribute; i++) {
-        Onnx__AttributeProto *a = np->attribute[i];
-        if (strcmp(a->name, name) != 0) continue;
-        memmove(&np->attribute[i], &np->attribute[i + 1], (np->n_attribute - i - 1) * sizeof *np->attribute);
-        np->n_attribute--;
-        return a;
-    }
-    return NULL;
-}
-
-/* Sets input k of np, padding with "" (omitted) inputs before it. */
-static bool set_input(ex *e, Onnx__NodeProto *np, size_t k, const char *name)
-{
-    if (!name) return false;
-    if (k >= np->n_input) {
-        char **in = ealloc(e, (k + 1) * sizeof *in);
-        if (!in) return false;
-        memcpy(in, np->input, np->n_input * sizeof *in);
-        for (size_t i = np->n_input; i < k; i++) in[i] = "";
-        np->input = in;
-        np->n_input = k + 1;
-    }
-    np->input[k] = (char *)name;
-    return true;
-}
 
 /* FP16 is qforge's storage choice, not the model's: the export computes in FP32. */
 static qf_dtype export_dtype(qf_dtype dt) { return dt == QF_F16 ? QF_F32 : dt; }
@@ -307,7 +30,7 @@ static const void *const_data(ex *e, const qf_value *v)
 {
     if (v->dtype != QF_F16) return v->data;
     int64_t n = qf_value_numel(v);
-    float *f = ealloc(e, (size_t)n * sizeof *f);
+    float *f = qfi_onnx_alloc(&e->ob, (size_t)n * sizeof *f);
     if (!f) return NULL;
     const uint16_t *h = v->data;
     for (int64_t i = 0; i < n; i++) f[i] = qf_f16_to_f32(h[i]);
@@ -317,7 +40,7 @@ static const void *const_data(ex *e, const qf_value *v)
 static Onnx__TensorProto *tensor_of(ex *e, const char *name, const qf_value *v)
 {
     const void *d = const_data(e, v);
-    return d ? make_tensor(e, name, export_dtype(v->dtype), v->ndim, v->dims, d) : NULL;
+    return d ? qfi_onnx_tensor(&e->ob, name, export_dtype(v->dtype), v->ndim, v->dims, d) : NULL;
 }
 
 /* Copies a qforge attribute onto np. */
@@ -332,7 +55,7 @@ static qf_status copy_attr(ex *e, Onnx__NodeProto *np, const qf_attr *qa)
         [QF_ATTR_TENSOR] = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR,
     };
     QF_ASSERT((unsigned)qa->type < QF_ATTR_TYPE_COUNT);
-    Onnx__AttributeProto *a = add_attr(e, np, qa->name, types[qa->type]);
+    Onnx__AttributeProto *a = qfi_onnx_add_attr(&e->ob, np, qa->name, types[qa->type]);
     if (!a) return QF_ERR_NOMEM;
     switch (qa->type) {
     case QF_ATTR_INT: a->has_i = 1, a->i = qa->i; break;
@@ -363,9 +86,9 @@ static qf_status own_name(ex *e, int v, const char **out)
     const qf_value *x = &e->g->values[v];
     if ((x->flags & QF_VALUE_CONST) && x->data && !e->written[v]) {
         /* a constant graph output already has its (reserved) name */
-        char *nm = e->name[v] ? e->name[v] : tensor_name(e, x->name);
+        char *nm = e->name[v] ? e->name[v] : qfi_onnx_tensor_name(&e->ob, x->name);
         Onnx__TensorProto *t = nm ? tensor_of(e, nm, x) : NULL;
-        if (!t || !push((void ***)&e->inits, &e->n_inits, &e->cap_inits, t)) return QF_ERR_NOMEM;
+        if (!t || !qfi_onnx_add_initializer(&e->ob, t)) return QF_ERR_NOMEM;
         e->name[v] = nm;
         e->written[v] = true;
     }
@@ -379,7 +102,7 @@ static qf_status own_name(ex *e, int v, const char **out)
 /* The name a node writes value v under: graph outputs keep theirs (reserved up front). */
 static const char *out_name(ex *e, int v)
 {
-    if (!e->name[v]) e->name[v] = tensor_name(e, e->g->values[v].name);
+    if (!e->name[v]) e->name[v] = qfi_onnx_tensor_name(&e->ob, e->g->values[v].name);
     return e->name[v];
 }
 
@@ -393,9 +116,10 @@ static qf_status qparams(ex *e, int v, const char **scale, const char **zero)
             return qf_error(QF_ERR_INVALID, "%s: int8 tensor %s has no valid scale (%g)", e->g->source, x->name,
                             (double)x->scale);
         const char *base = out_name(e, v);
-        char *sb = base ? eprintf(e, "%s/scale", base) : NULL, *zb = base ? eprintf(e, "%s/zero_point", base) : NULL;
-        e->qscale[v] = sb ? (char *)add_floats(e, sb, 0, 1, &x->scale) : NULL;
-        e->qzero[v] = zb ? (char *)add_zero_point(e, zb, 0, 1) : NULL;
+        char *sb = base ? qfi_onnx_printf(&e->ob, "%s/scale", base) : NULL,
+             *zb = base ? qfi_onnx_printf(&e->ob, "%s/zero_point", base) : NULL;
+        e->qscale[v] = sb ? (char *)qfi_onnx_add_floats(&e->ob, sb, 0, 1, &x->scale) : NULL;
+        e->qzero[v] = zb ? (char *)qfi_onnx_add_zero_point(&e->ob, zb, 0, 1) : NULL;
         if (!e->qscale[v] || !e->qzero[v]) return QF_ERR_NOMEM;
     }
     *scale = e->qscale[v];
@@ -414,9 +138,10 @@ static qf_status float_of(ex *e, int v, const char **out)
         const char *q = NULL, *s = NULL, *z = NULL;
         QF_CHECK(own_name(e, v, &q));
         QF_CHECK(qparams(e, v, &s, &z));
-        const char *y = tensor_name(e, eprintf(e, "%s/dq", q));
+        const char *y = qfi_onnx_tensor_name(&e->ob, qfi_onnx_printf(&e->ob, "%s/dq", q));
         const char *in[3] = {q, s, z};
-        if (!y || !add_node(e, "DequantizeLinear", eprintf(e, "%s/DequantizeLinear", q), 3, in, 1, &y))
+        if (!y || !qfi_onnx_add_node(&e->ob, "DequantizeLinear", qfi_onnx_printf(&e->ob, "%s/DequantizeLinear", q), 3,
+                                     in, 1, &y))
             return QF_ERR_NOMEM;
         e->dq[v] = (char *)y;
     }
@@ -430,7 +155,9 @@ static qf_status quantize_to(ex *e, const char *src, int v)
     const char *s = NULL, *z = NULL, *y = out_name(e, v);
     QF_CHECK(qparams(e, v, &s, &z));
     const char *in[3] = {src, s, z};
-    if (!y || !add_node(e, "QuantizeLinear", eprintf(e, "%s/QuantizeLinear", y), 3, in, 1, &y)) return QF_ERR_NOMEM;
+    if (!y ||
+        !qfi_onnx_add_node(&e->ob, "QuantizeLinear", qfi_onnx_printf(&e->ob, "%s/QuantizeLinear", y), 3, in, 1, &y))
+        return QF_ERR_NOMEM;
     return QF_OK;
 }
 
@@ -449,7 +176,7 @@ static bool is_int8_anchor(const qf_graph *g, const qf_node *n)
 static const char *chain_out(ex *e, int y, bool last, const char *suffix)
 {
     if (last && !is_i8_activation(&e->g->values[y])) return out_name(e, y);
-    return tensor_name(e, eprintf(e, "%s/%s", e->g->values[y].name, suffix));
+    return qfi_onnx_tensor_name(&e->ob, qfi_onnx_printf(&e->ob, "%s/%s", e->g->values[y].name, suffix));
 }
 
 static qf_status emit_anchor(ex *e, const qf_node *n)
@@ -478,12 +205,14 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
     for (int64_t c = 1; c < ch; c++) per_tensor &= s[c] == s[0];
     const int sdim = per_tensor ? 0 : 1;
     const int64_t sn = per_tensor ? 1 : ch;
-    const char *ws = add_floats(e, eprintf(e, "%s/weight_scale", n->name), sdim, sn, s);
-    const char *wz = add_zero_point(e, eprintf(e, "%s/weight_zero_point", n->name), sdim, sn);
-    const char *wd = tensor_name(e, eprintf(e, "%s/dq", wq));
+    const char *ws = qfi_onnx_add_floats(&e->ob, qfi_onnx_printf(&e->ob, "%s/weight_scale", n->name), sdim, sn, s);
+    const char *wz =
+        qfi_onnx_add_zero_point(&e->ob, qfi_onnx_printf(&e->ob, "%s/weight_zero_point", n->name), sdim, sn);
+    const char *wd = qfi_onnx_tensor_name(&e->ob, qfi_onnx_printf(&e->ob, "%s/dq", wq));
     const char *dq_in[3] = {wq, ws, wz};
-    Onnx__NodeProto *dqn = add_node(e, "DequantizeLinear", eprintf(e, "%s/DequantizeLinear", wq), 3, dq_in, 1, &wd);
-    if (!dqn || (!per_tensor && !attr_int(e, dqn, "axis", axis))) return QF_ERR_NOMEM;
+    Onnx__NodeProto *dqn = qfi_onnx_add_node(&e->ob, "DequantizeLinear",
+                                             qfi_onnx_printf(&e->ob, "%s/DequantizeLinear", wq), 3, dq_in, 1, &wd);
+    if (!dqn || (!per_tensor && !qfi_onnx_attr_int(&e->ob, dqn, "axis", axis))) return QF_ERR_NOMEM;
 
     /* the bias the INT8 epilogue adds, in float: bias_q * (s_in * s_w[c]), the
      * product in FP32 as the epilogue forms it. A float bias rather than an
@@ -492,14 +221,15 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
     const char *bias = NULL;
     bool bias_nonzero = false;
     if (B) {
-        float *bf = ealloc(e, (size_t)ch * sizeof *bf);
+        float *bf = qfi_onnx_alloc(&e->ob, (size_t)ch * sizeof *bf);
         if (!bf) return QF_ERR_NOMEM;
         const int32_t *bq = B->data;
         for (int64_t c = 0; c < ch; c++) {
             bf[c] = (float)bq[c] * (X->scale * s[c]);
             bias_nonzero |= bq[c] != 0;
         }
-        bias = add_init(e, tensor_name(e, eprintf(e, "%s/bias", n->name)), QF_F32, 1, &ch, bf);
+        bias = qfi_onnx_add_init(&e->ob, qfi_onnx_tensor_name(&e->ob, qfi_onnx_printf(&e->ob, "%s/bias", n->name)),
+                                 QF_F32, 1, &ch, bf);
         if (!bias) return QF_ERR_NOMEM;
     }
 
@@ -508,33 +238,38 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
     const char *cur = chain_out(e, y, --left == 0, "op");
     const char *in[3] = {x, wd, bias};
     int n_in = n->op == QF_OP_MATMUL || !bias ? 2 : 3;
-    Onnx__NodeProto *op = add_node(e, qf_op_name(n->op), n->name, n_in, in, 1, &cur);
+    Onnx__NodeProto *op = qfi_onnx_add_node(&e->ob, qf_op_name(n->op), n->name, n_in, in, 1, &cur);
     if (!op) return QF_ERR_NOMEM;
     for (int a = 0; a < n->n_attr; a++) QF_CHECK(copy_attr(e, op, &n->attrs[a]));
     if (mm_bias) {
         const char *o = chain_out(e, y, --left == 0, "bias");
         const char *ai[2] = {cur, bias};
-        if (!add_node(e, "Add", eprintf(e, "%s/add_bias", n->name), 2, ai, 1, &o)) return QF_ERR_NOMEM;
+        if (!qfi_onnx_add_node(&e->ob, "Add", qfi_onnx_printf(&e->ob, "%s/add_bias", n->name), 2, ai, 1, &o))
+            return QF_ERR_NOMEM;
         cur = o;
     }
     if (res) {
         const char *r, *o = chain_out(e, y, --left == 0, "residual");
         QF_CHECK(float_of(e, n->in[4], &r));
         const char *ai[2] = {cur, r};
-        if (!add_node(e, "Add", eprintf(e, "%s/add_residual", n->name), 2, ai, 1, &o)) return QF_ERR_NOMEM;
+        if (!qfi_onnx_add_node(&e->ob, "Add", qfi_onnx_printf(&e->ob, "%s/add_residual", n->name), 2, ai, 1, &o))
+            return QF_ERR_NOMEM;
         cur = o;
     }
     if (n->act == QF_ACT_RELU) {
         const char *o = chain_out(e, y, --left == 0, "relu");
-        if (!add_node(e, "Relu", eprintf(e, "%s/relu", n->name), 1, &cur, 1, &o)) return QF_ERR_NOMEM;
+        if (!qfi_onnx_add_node(&e->ob, "Relu", qfi_onnx_printf(&e->ob, "%s/relu", n->name), 1, &cur, 1, &o))
+            return QF_ERR_NOMEM;
         cur = o;
     } else if (n->act == QF_ACT_CLIP) {
         /* clamping before QuantizeLinear equals the epilogue's clamp to whole
          * output levels: rounding is monotonic */
         const char *o = chain_out(e, y, --left == 0, "clip");
-        const char *ci[3] = {cur, add_floats(e, eprintf(e, "%s/clip_min", n->name), 0, 1, &n->act_lo),
-                             add_floats(e, eprintf(e, "%s/clip_max", n->name), 0, 1, &n->act_hi)};
-        if (!add_node(e, "Clip", eprintf(e, "%s/clip", n->name), 3, ci, 1, &o)) return QF_ERR_NOMEM;
+        const char *ci[3] = {
+            cur, qfi_onnx_add_floats(&e->ob, qfi_onnx_printf(&e->ob, "%s/clip_min", n->name), 0, 1, &n->act_lo),
+            qfi_onnx_add_floats(&e->ob, qfi_onnx_printf(&e->ob, "%s/clip_max", n->name), 0, 1, &n->act_hi)};
+        if (!qfi_onnx_add_node(&e->ob, "Clip", qfi_onnx_printf(&e->ob, "%s/clip", n->name), 3, ci, 1, &o))
+            return QF_ERR_NOMEM;
         cur = o;
     }
     QF_ASSERT(left == 0);
@@ -546,18 +281,19 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
 /* Moves an ints attribute (an opset < 13 form) to input k as an int64 initializer. */
 static qf_status attr_to_ints_input(ex *e, const qf_node *n, Onnx__NodeProto *np, const char *attr, size_t k)
 {
-    Onnx__AttributeProto *a = take_attr(np, attr);
+    Onnx__AttributeProto *a = qfi_onnx_take_attr(np, attr);
     if (!a) return QF_OK;
-    const char *v = add_ints(e, eprintf(e, "%s/%s", n->name, attr), (int64_t)a->n_ints, a->ints);
-    return set_input(e, np, k, v) ? QF_OK : QF_ERR_NOMEM;
+    const char *v =
+        qfi_onnx_add_ints(&e->ob, qfi_onnx_printf(&e->ob, "%s/%s", n->name, attr), (int64_t)a->n_ints, a->ints);
+    return qfi_onnx_set_input(&e->ob, np, k, v) ? QF_OK : QF_ERR_NOMEM;
 }
 
 static qf_status attr_to_float_input(ex *e, const qf_node *n, Onnx__NodeProto *np, const char *attr, size_t k)
 {
-    Onnx__AttributeProto *a = take_attr(np, attr);
+    Onnx__AttributeProto *a = qfi_onnx_take_attr(np, attr);
     if (!a) return QF_OK;
-    const char *v = add_floats(e, eprintf(e, "%s/%s", n->name, attr), 0, 1, &a->f);
-    return set_input(e, np, k, v) ? QF_OK : QF_ERR_NOMEM;
+    const char *v = qfi_onnx_add_floats(&e->ob, qfi_onnx_printf(&e->ob, "%s/%s", n->name, attr), 0, 1, &a->f);
+    return qfi_onnx_set_input(&e->ob, np, k, v) ? QF_OK : QF_ERR_NOMEM;
 }
 
 /* Rewrites a node of an opset < 13 graph into its opset 13 form (the ONNX
@@ -587,7 +323,7 @@ static qf_status upgrade_to_13(ex *e, const qf_node *n, Onnx__NodeProto *np)
         if (qfi_attr_int(n, "spatial", 1) == 0)
             return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "BatchNormalization with spatial=0 has no opset 13 form",
                             QFI_NODE_ARGS(g, n));
-        take_attr(np, "spatial");
+        qfi_onnx_take_attr(np, "spatial");
         return QF_OK;
     case QF_OP_SOFTMAX: {
         /* before 13 the input was coerced to 2-D at axis; the same as opset 13
@@ -600,8 +336,8 @@ static qf_status upgrade_to_13(ex *e, const qf_node *n, Onnx__NodeProto *np)
                             QFI_NODE_FMT "Softmax over the flattened dims from axis %lld of a %d-D input (opset < 13) "
                                          "cannot be exported",
                             QFI_NODE_ARGS(g, n), (long long)axis, nd);
-        take_attr(np, "axis");
-        return attr_int(e, np, "axis", -1) ? QF_OK : QF_ERR_NOMEM;
+        qfi_onnx_take_attr(np, "axis");
+        return qfi_onnx_attr_int(&e->ob, np, "axis", -1) ? QF_OK : QF_ERR_NOMEM;
     }
     case QF_OP_UPSAMPLE:
     case QF_OP_RESIZE:
@@ -622,7 +358,8 @@ static qf_status emit_plain(ex *e, const qf_node *n)
     enum { MAX_IO = 64 };
     const qf_graph *g = e->g;
     if (n->n_in > MAX_IO || n->n_out > MAX_IO)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s has more than %d inputs or outputs", g->source, n->name, MAX_IO);
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s has more than %d inputs or outputs", g->source, n->name,
+                        MAX_IO);
     const bool int8 = n->precision == QF_PREC_INT8;
     const char *in[MAX_IO], *out[MAX_IO];
     int n_in = n->n_in, n_out = n->n_out;
@@ -644,11 +381,12 @@ static qf_status emit_plain(ex *e, const qf_node *n)
     for (int k = 0; k < n_out; k++) {
         int v = n->out[k];
         if (v < 0) out[k] = "";
-        else if (int8 && is_i8_activation(&g->values[v])) out[k] = tensor_name(e, eprintf(e, "%s/float", g->values[v].name));
+        else if (int8 && is_i8_activation(&g->values[v]))
+            out[k] = qfi_onnx_tensor_name(&e->ob, qfi_onnx_printf(&e->ob, "%s/float", g->values[v].name));
         else out[k] = out_name(e, v);
         if (!out[k]) return QF_ERR_NOMEM;
     }
-    Onnx__NodeProto *np = add_node(e, op_type, n->name, n_in, in, n_out, out);
+    Onnx__NodeProto *np = qfi_onnx_add_node(&e->ob, op_type, n->name, n_in, in, n_out, out);
     if (!np) return QF_ERR_NOMEM;
     if (strcmp(op_type, "Identity") != 0)
         for (int a = 0; a < n->n_attr; a++) QF_CHECK(copy_attr(e, np, &n->attrs[a]));
@@ -680,7 +418,7 @@ static qf_status emit_conversion(ex *e, const qf_node *n)
         QF_CHECK(own_name(e, x, &q));
         QF_CHECK(qparams(e, x, &s, &z));
         const char *in[3] = {q, s, z};
-        if (!o || !add_node(e, "DequantizeLinear", n->name, 3, in, 1, &o)) return QF_ERR_NOMEM;
+        if (!o || !qfi_onnx_add_node(&e->ob, "DequantizeLinear", n->name, 3, in, 1, &o)) return QF_ERR_NOMEM;
         if (!e->dq[x]) e->dq[x] = (char *)o; /* INT8 readers of x may share it */
         return QF_OK;
     }
@@ -691,7 +429,7 @@ static qf_status emit_conversion(ex *e, const qf_node *n)
         return QF_OK;
     }
     const char *o = out_name(e, y);
-    return o && add_node(e, "Identity", n->name, 1, &src, 1, &o) ? QF_OK : QF_ERR_NOMEM;
+    return o && qfi_onnx_add_node(&e->ob, "Identity", n->name, 1, &src, 1, &o) ? QF_OK : QF_ERR_NOMEM;
 }
 
 static bool is_conversion(const qf_graph *g, const qf_node *n)
@@ -704,62 +442,19 @@ static bool is_conversion(const qf_graph *g, const qf_node *n)
 
 /* ---- the model -------------------------------------------------------------------------- */
 
-/* A graph input or output: its type, dim 0 symbolic ("batch"). */
-static Onnx__ValueInfoProto *value_info(ex *e, const qf_value *v)
-{
-    Onnx__ValueInfoProto *vi = ealloc(e, sizeof *vi);
-    Onnx__TypeProto *tp = ealloc(e, sizeof *tp);
-    Onnx__TypeProto__Tensor *tt = ealloc(e, sizeof *tt);
-    Onnx__TensorShapeProto *sp = ealloc(e, sizeof *sp);
-    Onnx__TensorShapeProto__Dimension **dims = ealloc(e, (size_t)(v->ndim + 1) * sizeof *dims);
-    if (!vi || !tp || !tt || !sp || !dims) return NULL;
-    onnx__value_info_proto__init(vi);
-    onnx__type_proto__init(tp);
-    onnx__type_proto__tensor__init(tt);
-    onnx__tensor_shape_proto__init(sp);
-    for (int d = 0; d < v->ndim; d++) {
-        dims[d] = ealloc(e, sizeof *dims[d]);
-        if (!dims[d]) return NULL;
-        onnx__tensor_shape_proto__dimension__init(dims[d]);
-        if (d == 0) {
-            dims[d]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
-            dims[d]->dim_param = "batch";
-        } else {
-            dims[d]->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-            dims[d]->dim_value = v->dims[d];
-        }
-    }
-    sp->n_dim = (size_t)v->ndim;
-    sp->dim = dims;
-    tt->has_elem_type = 1;
-    tt->elem_type = qf_dtype_info(export_dtype(v->dtype))->onnx_type;
-    tt->shape = sp;
-    tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
-    tp->tensor_type = tt;
-    vi->name = v->name;
-    vi->type = tp;
-    return vi;
-}
-
-/* IR version of the ONNX release that introduced each opset (onnx/helper.py's table). */
-static int64_t ir_version_for(int64_t opset)
-{
-    return opset <= 14 ? 7 : opset <= 18 ? 8 : opset <= 20 ? 9 : 10;
-}
-
 static qf_status build(ex *e, Onnx__ModelProto *m, Onnx__GraphProto *gp)
 {
     const qf_graph *g = e->g;
     const size_t nv = (size_t)g->n_values + 1;
-    e->name = ealloc(e, nv * sizeof *e->name);
-    e->dq = ealloc(e, nv * sizeof *e->dq);
-    e->qscale = ealloc(e, nv * sizeof *e->qscale);
-    e->qzero = ealloc(e, nv * sizeof *e->qzero);
-    e->written = ealloc(e, nv * sizeof *e->written);
+    e->name = qfi_onnx_alloc(&e->ob, nv * sizeof *e->name);
+    e->dq = qfi_onnx_alloc(&e->ob, nv * sizeof *e->dq);
+    e->qscale = qfi_onnx_alloc(&e->ob, nv * sizeof *e->qscale);
+    e->qzero = qfi_onnx_alloc(&e->ob, nv * sizeof *e->qzero);
+    e->written = qfi_onnx_alloc(&e->ob, nv * sizeof *e->written);
     if (!e->name || !e->dq || !e->qscale || !e->qzero || !e->written) return QF_ERR_NOMEM;
     /* graph inputs and outputs keep their names: reserve them first */
-    Onnx__ValueInfoProto **ins = ealloc(e, (size_t)(g->n_inputs + 1) * sizeof *ins);
-    Onnx__ValueInfoProto **outs = ealloc(e, (size_t)(g->n_outputs + 1) * sizeof *outs);
+    Onnx__ValueInfoProto **ins = qfi_onnx_alloc(&e->ob, (size_t)(g->n_inputs + 1) * sizeof *ins);
+    Onnx__ValueInfoProto **outs = qfi_onnx_alloc(&e->ob, (size_t)(g->n_outputs + 1) * sizeof *outs);
     if (!ins || !outs) return QF_ERR_NOMEM;
     for (int pass = 0; pass < 2; pass++) {
         const int cnt = pass ? g->n_outputs : g->n_inputs, *list = pass ? g->outputs : g->inputs;
@@ -767,12 +462,12 @@ static qf_status build(ex *e, Onnx__ModelProto *m, Onnx__GraphProto *gp)
             const int v = list[i];
             const qf_value *x = &g->values[v];
             if (!e->name[v]) {
-                if (ns_has(&e->tensors, x->name))
+                if (qfi_onnx_tensor_name_used(&e->ob, x->name))
                     return qf_error(QF_ERR_INVALID, "%s: two graph inputs/outputs are named %s", g->source, x->name);
-                e->name[v] = tensor_name(e, x->name);
+                e->name[v] = qfi_onnx_tensor_name(&e->ob, x->name);
                 if (!e->name[v]) return QF_ERR_NOMEM;
             }
-            Onnx__ValueInfoProto *vi = value_info(e, x);
+            Onnx__ValueInfoProto *vi = qfi_onnx_value_info(&e->ob, x->name, export_dtype(x->dtype), x->ndim, x->dims);
             if (!vi) return QF_ERR_NOMEM;
             (pass ? outs : ins)[i] = vi;
         }
@@ -788,61 +483,16 @@ static qf_status build(ex *e, Onnx__ModelProto *m, Onnx__GraphProto *gp)
         const char *nm;
         if (g->values[g->outputs[i]].flags & QF_VALUE_CONST) QF_CHECK(own_name(e, g->outputs[i], &nm));
     }
-    gp->name = "qforge";
     gp->n_input = (size_t)g->n_inputs;
     gp->input = ins;
     gp->n_output = (size_t)g->n_outputs;
     gp->output = outs;
-    gp->n_node = e->n_nodes;
-    gp->node = e->nodes;
-    gp->n_initializer = e->n_inits;
-    gp->initializer = e->inits;
-
-    Onnx__OperatorSetIdProto *os = ealloc(e, sizeof *os);
-    Onnx__OperatorSetIdProto **osl = ealloc(e, sizeof *osl);
-    char *doc = eprintf(e,
+    char *doc =
+        qfi_onnx_printf(&e->ob,
                         "Quantized by qforge from %s: symmetric INT8 (zero point 0) as QuantizeLinear/DequantizeLinear "
                         "around FP32 ops, per-channel weights; nodes qforge runs in FP16 are written as FP32.",
                         g->source ? g->source : "(unknown)");
-    if (!os || !osl || !doc) return QF_ERR_NOMEM;
-    onnx__operator_set_id_proto__init(os);
-    os->domain = "";
-    os->has_version = 1;
-    os->version = e->opset;
-    osl[0] = os;
-    m->has_ir_version = 1;
-    m->ir_version = ir_version_for(e->opset);
-    m->n_opset_import = 1;
-    m->opset_import = osl;
-    m->producer_name = "qforge";
-    m->producer_version = PACKAGE_VERSION;
-    m->doc_string = doc;
-    m->graph = gp;
-    return QF_OK;
-}
-
-static qf_status write_model(const Onnx__ModelProto *m, const char *path)
-{
-    size_t size = onnx__model_proto__get_packed_size(m);
-    if (size >= EXPORT_MAX_BYTES)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: the model would take %zu bytes, more than one ONNX file can hold", path,
-                        size);
-    uint8_t *buf = qfi_calloc(size + 1, 1);
-    if (!buf) return QF_ERR_NOMEM;
-    size_t packed = onnx__model_proto__pack(m, buf);
-    QF_ASSERT(packed == size);
-    qfi_atomic_file af;
-    qf_status st = qfi_atomic_open(&af, path);
-    if (st == QF_OK) {
-        if (fwrite(buf, 1, size, af.f) != size) {
-            qfi_atomic_abort(&af);
-            st = qf_error(QF_ERR_IO, "%s: write failed", path);
-        } else {
-            st = qfi_atomic_commit(&af);
-        }
-    }
-    free(buf);
-    return st;
+    return qfi_onnx_model_finish(&e->ob, m, gp, e->opset, doc);
 }
 
 qf_status qf_export_onnx(const qf_graph *g, const char *path)
@@ -855,14 +505,9 @@ qf_status qf_export_onnx(const qf_graph *g, const char *path)
     onnx__model_proto__init(&m);
     onnx__graph_proto__init(&gp);
     qf_status st = build(&e, &m, &gp);
-    if (st == QF_OK) st = write_model(&m, path);
+    if (st == QF_OK) st = qfi_onnx_model_write(&m, path);
     else if (st == QF_ERR_NOMEM && !strstr(qf_error_message(), path)) qf_error_prefix(st, "%s", path);
-    for (size_t i = 0; i < e.n_allocs; i++) free(e.allocs[i]);
-    free(e.allocs);
-    free(e.nodes);
-    free(e.inits);
-    free(e.tensors.slot);
-    free(e.node_names.slot);
+    qfi_onnx_builder_free(&e.ob);
     if (st == QF_OK)
         qf_log(QF_LOG_INFO, "%s: wrote %zu nodes, %zu initializers (opset %lld)", path, gp.n_node, gp.n_initializer,
                (long long)e.opset);

@@ -179,6 +179,14 @@ bool cu_float_like(const qf_graph *g, const qf_node *n, const qf_value *v);
 #define CU_NODE_FMT "%s: node %s (%s): "
 #define CU_NODE_ARGS(c, n) (c)->g->source, (n)->name, qf_op_name((n)->op)
 
+/* ---- fusions planned at engine build (fusion.cu) ---------------------------------------- */
+/* Folds FP32/FP16 residual Adds, Relus and Clips into the layers that write
+ * their inputs; plan_values (a copy of the graph's values) gets the producers
+ * the memory plan must see. */
+void cu_fuse_layers(cu_engine *c, qf_value *plan_values);
+/* Folds a graph input's QuantizeLinear into the RGB INT8 Conv that alone reads it. */
+void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values);
+
 /* ---- strided copies (copy.cu) ----------------------------------------------------
  * Copies the nd-dim view `dims` of src (element strides ss, starting at
  * element so) into dst (strides ds, starting at element do_), converting

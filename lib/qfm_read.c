@@ -1,8 +1,7 @@
-/* The .qfm model file (qforge-model(5)): the writer, and a reader that treats
- * every file as hostile -- bounds, counts, overflow, CRC-32 per section --
- * before it rebuilds the graph, reparses every node and re-checks its shapes.
- * The man page is the specification; the constants below are its numbers. */
-#include "internal.h"
+/* Reads a .qfm model file (qforge-model(5)), treating every file as hostile
+ * -- bounds, counts, overflow, CRC-32 per section -- before it rebuilds the
+ * graph, reparses every node and re-checks its shapes. */
+#include "qfm_internal.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -10,463 +9,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
-/* ---- the layout (qforge-model(5)) ------------------------------------------------------ */
-static const uint8_t MAGIC[4] = {'Q', 'F', 'M', 0};
-#define HEADER_BYTES 32
-#define ENTRY_BYTES 32
-#define MAX_SECTIONS 64
-#define WEIGHT_ALIGN 64
-enum { SEC_META = 1, SEC_GRAPH = 2, SEC_WEIGHTS = 3, SEC_KNOWN_END };
 static const char *const sec_names[SEC_KNOWN_END] = {NULL, "META", "GRAPH", "WEIGHTS"};
-
-/* Hard bounds of format version 1 (beyond QF_MAX_NODES, QF_MAX_VALUES,
- * QF_MAX_DIMS and QF_MAX_TENSOR_BYTES of graph.h). */
-#define MAX_NAME 4096          /* value and node names, bytes */
-#define MAX_ATTR_NAME 256
-#define MAX_STRING 65536       /* string attributes and META values */
-#define MAX_META_KEYS 256
-#define MAX_META_KEY 64
-#define MAX_NODE_IO 4096       /* inputs or outputs of one node */
-#define MAX_ATTRS 1024         /* attributes of one node */
-#define MAX_ATTR_ELEMS (1 << 24)
-#define MAX_BATCH (1 << 20)
-#define MAX_OPSET 1000
-#define VALUE_FLAGS (QF_VALUE_INPUT | QF_VALUE_OUTPUT | QF_VALUE_CONST)
-/* Fewest bytes a record can take: counts are checked against them before anything is allocated. */
-#define MIN_VALUE_BYTES 13     /* name length + 1-byte name + dtype, ndim, flags, scale */
-#define MIN_NODE_BYTES 32      /* name length, op, precision/act, act_lo/hi, three counts, one output */
-#define MIN_ATTR_BYTES 9       /* name length + 1-byte name + type and padding */
-#define MIN_META_BYTES 9       /* two lengths + 1-byte key */
-
-void qf_qfm_meta_init(qf_qfm_meta *m)
-{
-    memset(m, 0, sizeof *m);
-    m->precision = QF_PREC_INT8;
-}
-
-/* ---- little-endian encoding ---------------------------------------------------------- */
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
-
-/* zlib's crc32 takes a 32-bit length: large sections go in pieces. */
-static uint32_t crc_update(uint32_t crc, const uint8_t *p, uint64_t n)
-{
-    while (n > 0) {
-        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        crc = (uint32_t)crc32(crc, p, chunk);
-        p += chunk;
-        n -= chunk;
-    }
-    return crc;
-}
-static uint32_t crc_of(const uint8_t *p, uint64_t n) { return crc_update((uint32_t)crc32(0, NULL, 0), p, n); }
-
-static uint64_t align_up(uint64_t x) { return (x + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN; }
-
-/* Bytes of a tensor of this dtype and shape; false if a dim is negative or
- * the total exceeds QF_MAX_TENSOR_BYTES (checked without overflow). */
-static bool tensor_bytes(qf_dtype dt, int ndim, const int64_t *dims, uint64_t *out)
-{
-    uint64_t b = qf_dtype_info(dt)->size;
-    for (int d = 0; d < ndim; d++)
-        if (dims[d] < 0 || dims[d] > QF_MAX_TENSOR_BYTES || __builtin_mul_overflow(b, (uint64_t)dims[d], &b))
-            return false;
-    *out = b;
-    return b <= (uint64_t)QF_MAX_TENSOR_BYTES;
-}
-
-/* ---- writing ------------------------------------------------------------------------ */
-
-typedef struct wbuf {
-    uint8_t *p;
-    size_t n, cap;
-    bool oom;
-} wbuf;
-
-static void wb_put(wbuf *b, const void *src, size_t n)
-{
-    if (b->oom || n == 0) return;
-    if (b->cap - b->n < n) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->n < n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-static void wb_u8(wbuf *b, uint8_t v) { wb_put(b, &v, 1); }
-static void wb_u16(wbuf *b, uint16_t v) { wb_put(b, (uint8_t[2]){(uint8_t)v, (uint8_t)(v >> 8)}, 2); }
-static void wb_u32(wbuf *b, uint32_t v)
-{
-    uint8_t t[4];
-    put32(t, v);
-    wb_put(b, t, 4);
-}
-static void wb_u64(wbuf *b, uint64_t v)
-{
-    uint8_t t[8];
-    put64(t, v);
-    wb_put(b, t, 8);
-}
-static void wb_f32(wbuf *b, float f) { wb_u32(b, qfi_f32_bits(f)); }
-static void wb_str(wbuf *b, const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    wb_u32(b, (uint32_t)n);
-    wb_put(b, s, n);
-}
-
-/* Strings in a .qfm are one line of text: no NUL, no control characters
- * (they end up in one-line error messages). */
-static bool has_control(const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i] < 0x20 || p[i] == 0x7f) return true;
-    return false;
-}
-
-/* What the writer checks so that it never writes a file the reader refuses. */
-static qf_status check_name(const char *path, const char *what, const char *s, size_t lo, size_t hi)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n < lo || n > hi)
-        return qf_error(QF_ERR_INVALID, "%s: %s '%.64s' has %zu bytes; the format allows %zu to %zu", path, what,
-                        s ? s : "", n, lo, hi);
-    if (has_control((const uint8_t *)s, n))
-        return qf_error(QF_ERR_INVALID, "%s: %s has a control character, which the format does not allow", path, what);
-    return QF_OK;
-}
-
-static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* The first name that appears twice, or NULL. Sorts `names`. */
-static const char *duplicate_name(char **names, size_t n)
-{
-    qsort(names, n, sizeof *names, cmp_str_ptr);
-    for (size_t i = 1; i < n; i++)
-        if (strcmp(names[i - 1], names[i]) == 0) return names[i];
-    return NULL;
-}
-
-static bool is_method_name(const char *s)
-{
-    for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
-        if (strcmp(s, qf_calib_method_name((qf_calib_method)m)) == 0) return true;
-    return false;
-}
-
-static void write_meta(wbuf *b, const qf_qfm_meta *m)
-{
-    char images[32];
-    snprintf(images, sizeof images, "%lld", (long long)m->calib_images);
-    const char *kv[][2] = {
-        {"tool_version", qf_version()},
-        {"precision", qf_precision_name(m->precision)},
-        {"calib_method", m->calib_method},
-        {"calib_images", images},
-        {"source_sha256", m->source_sha256},
-        {"preprocess", m->preprocess},
-    };
-    wb_u32(b, (uint32_t)QF_ARRAY_LEN(kv));
-    for (size_t i = 0; i < QF_ARRAY_LEN(kv); i++) {
-        wb_str(b, kv[i][0]);
-        wb_str(b, kv[i][1]);
-    }
-}
-
-static qf_status check_meta(const char *path, const qf_qfm_meta *m)
-{
-    if (memchr(m->preprocess, 0, sizeof m->preprocess) == NULL || memchr(m->calib_method, 0, sizeof m->calib_method) == NULL ||
-        memchr(m->source_sha256, 0, sizeof m->source_sha256) == NULL)
-        return qf_error(QF_ERR_USAGE, "%s: a metadata string is not NUL-terminated", path);
-    if ((unsigned)m->precision >= QF_PRECISION_COUNT)
-        return qf_error(QF_ERR_USAGE, "%s: precision %d is not one of fp32, fp16, int8", path, (int)m->precision);
-    if (m->calib_method[0] && !is_method_name(m->calib_method))
-        return qf_error(QF_ERR_USAGE, "%s: unknown calibration method '%s'", path, m->calib_method);
-    if (m->source_sha256[0] && !qfi_is_sha256_hex(m->source_sha256))
-        return qf_error(QF_ERR_USAGE, "%s: source SHA-256 '%s' is not 64 lowercase hex digits", path, m->source_sha256);
-    qf_preprocess pp;
-    qf_preprocess_init(&pp);
-    if (has_control((const uint8_t *)m->preprocess, strlen(m->preprocess)))
-        return qf_error(QF_ERR_USAGE, "%s: the preprocessing text has a control character", path);
-    if (qf_preprocess_parse(&pp, m->preprocess) != QF_OK)
-        return qf_error_prefix(QF_ERR_USAGE, "%s: the preprocessing text is not qforge options", path);
-    if (m->calib_images < 0)
-        return qf_error(QF_ERR_USAGE, "%s: calibration image count %lld is negative", path, (long long)m->calib_images);
-    return QF_OK;
-}
-
-static void write_dims(wbuf *b, int ndim, const int64_t *dims)
-{
-    for (int d = 0; d < ndim; d++) wb_u64(b, (uint64_t)dims[d]);
-}
-
-static qf_status write_attr(wbuf *b, const char *path, const qf_node *n, const qf_attr *a)
-{
-    QF_CHECK(check_name(path, "attribute name", a->name, 1, MAX_ATTR_NAME));
-    if ((unsigned)a->type >= QF_ATTR_TYPE_COUNT)
-        return qf_error(QF_ERR_INVALID, "%s: node %s: attribute %s has type %d", path, n->name, a->name, (int)a->type);
-    wb_str(b, a->name);
-    wb_u8(b, (uint8_t)a->type);
-    wb_put(b, (uint8_t[3]){0, 0, 0}, 3);
-    switch (a->type) {
-    case QF_ATTR_INT: wb_u64(b, (uint64_t)a->i); break;
-    case QF_ATTR_FLOAT: wb_f32(b, a->f); break;
-    case QF_ATTR_STRING:
-        QF_CHECK(check_name(path, "string attribute", a->s, 0, MAX_STRING));
-        wb_str(b, a->s);
-        break;
-    case QF_ATTR_INTS:
-    case QF_ATTR_FLOATS:
-        if (a->n < 0 || a->n > MAX_ATTR_ELEMS)
-            return qf_error(QF_ERR_INVALID, "%s: node %s: attribute %s has %d elements", path, n->name, a->name, a->n);
-        wb_u32(b, (uint32_t)a->n);
-        for (int i = 0; i < a->n; i++) {
-            if (a->type == QF_ATTR_INTS) wb_u64(b, (uint64_t)a->ints[i]);
-            else wb_f32(b, a->floats[i]);
-        }
-        break;
-    case QF_ATTR_TENSOR: {
-        const qf_value *t = a->t;
-        uint64_t bytes;
-        if (!t || !t->data || (unsigned)t->dtype >= QF_DTYPE_COUNT || t->ndim < 0 || t->ndim > QF_MAX_DIMS ||
-            !tensor_bytes(t->dtype, t->ndim, t->dims, &bytes))
-            return qf_error(QF_ERR_INVALID, "%s: node %s: tensor attribute %s is malformed", path, n->name, a->name);
-        QF_CHECK(check_name(path, "tensor attribute name", t->name, 0, MAX_NAME));
-        wb_str(b, t->name);
-        wb_u8(b, (uint8_t)t->dtype);
-        wb_u8(b, (uint8_t)t->ndim);
-        wb_u16(b, 0);
-        write_dims(b, t->ndim, t->dims);
-        wb_u64(b, bytes);
-        wb_put(b, t->data, (size_t)bytes);
-        break;
-    }
-    default: break;
-    }
-    return QF_OK;
-}
-
-/* Serializes the graph; `map` numbers the values that are written (-1: left
- * out), `woff` gives each constant's offset in WEIGHTS. */
-static qf_status write_graph(wbuf *b, const char *path, const qf_graph *g, const int *map, int nv,
-                             const uint64_t *woff)
-{
-    wb_u32(b, (uint32_t)nv);
-    wb_u32(b, (uint32_t)g->n_nodes);
-    wb_u32(b, (uint32_t)g->n_inputs);
-    wb_u32(b, (uint32_t)g->n_outputs);
-    wb_u64(b, (uint64_t)g->opset);
-    wb_u32(b, (uint32_t)g->batch);
-    wb_u32(b, 0);
-    for (int v = 0; v < g->n_values; v++) {
-        if (map[v] < 0) continue;
-        const qf_value *x = &g->values[v];
-        uint64_t bytes;
-        QF_CHECK(check_name(path, "tensor name", x->name, 1, MAX_NAME));
-        if ((unsigned)x->dtype >= QF_DTYPE_COUNT || x->ndim < 0 || x->ndim > QF_MAX_DIMS ||
-            !tensor_bytes(x->dtype, x->ndim, x->dims, &bytes))
-            return qf_error(QF_ERR_INVALID, "%s: tensor %s has no valid dtype and shape (is the graph prepared?)", path,
-                            x->name);
-        if ((x->flags & ~(unsigned)VALUE_FLAGS) || ((x->flags & QF_VALUE_CONST) && !x->data))
-            return qf_error(QF_ERR_INVALID, "%s: tensor %s: flags 0x%x", path, x->name, x->flags);
-        if (!isfinite(x->scale) || x->scale < 0 || (x->dtype == QF_I8 && !(x->flags & QF_VALUE_CONST) && !(x->scale > 0)))
-            return qf_error(QF_ERR_INVALID, "%s: tensor %s has scale %g", path, x->name, (double)x->scale);
-        wb_str(b, x->name);
-        wb_u8(b, (uint8_t)x->dtype);
-        wb_u8(b, (uint8_t)x->ndim);
-        wb_u16(b, (uint16_t)x->flags);
-        wb_f32(b, x->scale);
-        write_dims(b, x->ndim, x->dims);
-        if (x->flags & QF_VALUE_CONST) {
-            wb_u64(b, woff[v]);
-            wb_u64(b, bytes);
-        }
-    }
-    for (int i = 0; i < g->n_inputs; i++) wb_u32(b, (uint32_t)map[g->inputs[i]]);
-    for (int i = 0; i < g->n_outputs; i++) wb_u32(b, (uint32_t)map[g->outputs[i]]);
-    for (int i = 0; i < g->n_nodes; i++) {
-        const qf_node *n = &g->nodes[i];
-        QF_CHECK(check_name(path, "node name", n->name, 0, MAX_NAME));
-        if ((unsigned)n->op >= QF_OP_COUNT || (unsigned)n->precision >= QF_PRECISION_COUNT ||
-            (unsigned)n->act >= QF_ACT_COUNT || !isfinite(n->act_lo) || !isfinite(n->act_hi) || n->n_in < 0 ||
-            n->n_in > MAX_NODE_IO || n->n_out < 1 || n->n_out > MAX_NODE_IO || n->n_attr < 0 || n->n_attr > MAX_ATTRS)
-            return qf_error(QF_ERR_INVALID, "%s: node %s cannot be stored (op, precision, activation or counts out of range)",
-                            path, n->name);
-        wb_str(b, n->name);
-        wb_u32(b, (uint32_t)n->op);
-        wb_u8(b, (uint8_t)n->precision);
-        wb_u8(b, (uint8_t)n->act);
-        wb_u16(b, 0);
-        wb_f32(b, n->act_lo);
-        wb_f32(b, n->act_hi);
-        wb_u32(b, (uint32_t)n->n_in);
-        wb_u32(b, (uint32_t)n->n_out);
-        wb_u32(b, (uint32_t)n->n_attr);
-        for (int k = 0; k < n->n_in; k++) wb_u32(b, (uint32_t)(n->in[k] >= 0 ? map[n->in[k]] : -1));
-        for (int k = 0; k < n->n_out; k++) wb_u32(b, (uint32_t)(n->out[k] >= 0 ? map[n->out[k]] : -1));
-        for (int a = 0; a < n->n_attr; a++) QF_CHECK(write_attr(b, path, n, &n->attrs[a]));
-    }
-    return b->oom ? qf_error(QF_ERR_NOMEM, "%s: out of memory serializing the graph", path) : QF_OK;
-}
-
-static bool wr(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
-
-static bool wr_zeros(FILE *f, uint64_t n)
-{
-    static const uint8_t zero[WEIGHT_ALIGN];
-    for (; n > 0; n -= n > WEIGHT_ALIGN ? WEIGHT_ALIGN : n)
-        if (!wr(f, zero, n > WEIGHT_ALIGN ? WEIGHT_ALIGN : (size_t)n)) return false;
-    return true;
-}
-
-qf_status qf_qfm_write(const qf_graph *g, const qf_qfm_meta *meta, const char *path)
-{
-    if (!g || !path) return qf_error(QF_ERR_USAGE, "qf_qfm_write: no graph or no path");
-    if (g->batch < 1 || g->batch > MAX_BATCH)
-        return qf_error(QF_ERR_USAGE, "%s: the graph must be prepared (batch %d) before it is written", path, g->batch);
-    if (g->opset < 1 || g->opset > MAX_OPSET)
-        return qf_error(QF_ERR_INVALID, "%s: opset %lld cannot be stored", path, (long long)g->opset);
-    qf_qfm_meta m;
-    if (meta) m = *meta;
-    else qf_qfm_meta_init(&m);
-    QF_CHECK(check_meta(path, &m));
-
-    /* values no node, input or output refers to (dropped weights) are left out */
-    int *map = qfi_calloc((size_t)g->n_values + 1, sizeof *map);
-    uint64_t *woff = qfi_calloc((size_t)g->n_values + 1, sizeof *woff);
-    char **names = qfi_calloc((size_t)g->n_values + 1, sizeof *names);
-    wbuf mb = {0}, gb = {0};
-    qf_status st = QF_OK;
-    qfi_atomic_file af = {0};
-    if (!map || !woff || !names) {
-        st = QF_ERR_NOMEM;
-        goto out;
-    }
-    for (int v = 0; v < g->n_values; v++) map[v] = -1;
-    for (int i = 0; i < g->n_inputs; i++) map[g->inputs[i]] = 0;
-    for (int i = 0; i < g->n_outputs; i++) map[g->outputs[i]] = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const qf_node *n = &g->nodes[i];
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0) map[n->in[k]] = 0;
-        for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] >= 0) map[n->out[k]] = 0;
-    }
-    int nv = 0;
-    uint64_t wsize = 0;
-    for (int v = 0; v < g->n_values; v++) {
-        if (map[v] < 0) continue;
-        names[nv] = g->values[v].name;
-        map[v] = nv++;
-        const qf_value *x = &g->values[v];
-        uint64_t bytes;
-        if ((x->flags & QF_VALUE_CONST) && x->data && (unsigned)x->dtype < QF_DTYPE_COUNT &&
-            tensor_bytes(x->dtype, x->ndim, x->dims, &bytes)) {
-            woff[v] = align_up(wsize);
-            wsize = woff[v] + bytes;
-        }
-    }
-    const char *dup = duplicate_name(names, (size_t)nv);
-    if (dup) {
-        st = qf_error(QF_ERR_INVALID, "%s: two tensors are named %s", path, dup);
-        goto out;
-    }
-    write_meta(&mb, &m);
-    if (mb.oom) {
-        st = qf_error(QF_ERR_NOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    st = write_graph(&gb, path, g, map, nv, woff);
-    if (st != QF_OK) goto out;
-
-    /* header, table, META, GRAPH, zeros up to a multiple of 64, WEIGHTS */
-    const uint64_t table_end = HEADER_BYTES + 3 * ENTRY_BYTES;
-    const uint64_t meta_off = table_end, graph_off = meta_off + mb.n, wts_off = align_up(graph_off + gb.n);
-    const uint64_t file_size = wts_off + wsize;
-    uint32_t wcrc = (uint32_t)crc32(0, NULL, 0);
-    {
-        static const uint8_t zero[WEIGHT_ALIGN];
-        uint64_t at = 0;
-        for (int v = 0; v < g->n_values; v++) {
-            if (map[v] < 0 || !(g->values[v].flags & QF_VALUE_CONST)) continue;
-            wcrc = crc_update(wcrc, zero, woff[v] - at);
-            uint64_t bytes = qf_value_bytes(&g->values[v]);
-            wcrc = crc_update(wcrc, g->values[v].data, bytes);
-            at = woff[v] + bytes;
-        }
-    }
-    uint8_t head[HEADER_BYTES + 3 * ENTRY_BYTES] = {0};
-    memcpy(head, MAGIC, 4);
-    put32(head + 4, (uint32_t)QF_QFM_VERSION_MAJOR << 16 | QF_QFM_VERSION_MINOR);
-    put64(head + 8, file_size);
-    put32(head + 16, 3);
-    const struct {
-        uint32_t type;
-        uint64_t off, size;
-        uint32_t crc;
-    } sec[3] = {
-        {SEC_META, meta_off, mb.n, crc_of(mb.p, mb.n)},
-        {SEC_GRAPH, graph_off, gb.n, crc_of(gb.p, gb.n)},
-        {SEC_WEIGHTS, wts_off, wsize, wcrc},
-    };
-    for (int i = 0; i < 3; i++) {
-        uint8_t *e = head + HEADER_BYTES + i * ENTRY_BYTES;
-        put32(e, sec[i].type);
-        put64(e + 8, sec[i].off);
-        put64(e + 16, sec[i].size);
-        put32(e + 24, sec[i].crc);
-    }
-    put32(head + 24, crc_of(head + HEADER_BYTES, 3 * ENTRY_BYTES));
-    put32(head + 28, crc_of(head, 28));
-
-    st = qfi_atomic_open(&af, path);
-    if (st != QF_OK) goto out;
-    bool ok = wr(af.f, head, sizeof head) && wr(af.f, mb.p, mb.n) && wr(af.f, gb.p, gb.n) &&
-              wr_zeros(af.f, wts_off - (graph_off + gb.n));
-    uint64_t at = 0;
-    for (int v = 0; v < g->n_values && ok; v++) {
-        if (map[v] < 0 || !(g->values[v].flags & QF_VALUE_CONST)) continue;
-        uint64_t bytes = qf_value_bytes(&g->values[v]);
-        ok = wr_zeros(af.f, woff[v] - at) && wr(af.f, g->values[v].data, (size_t)bytes);
-        at = woff[v] + bytes;
-    }
-    if (!ok) {
-        int err = errno;
-        qfi_atomic_abort(&af);
-        st = qf_error(QF_ERR_IO, "%s: write failed: %s", path, strerror(err ? err : EIO));
-        goto out;
-    }
-    st = qfi_atomic_commit(&af);
-out:
-    free(map);
-    free(woff);
-    free(names);
-    free(mb.p);
-    free(gb.p);
-    return st;
-}
-
-/* ---- reading ------------------------------------------------------------------------ */
 
 /* A cursor over one section. The first failure is recorded (message set, `bad`
  * true); every later read returns zeros, so a parser checks `bad` before it
@@ -552,7 +96,7 @@ static bool rd_str(rd *r, const char *what, uint32_t lo, uint32_t hi, char *buf)
     if (n < lo || n > hi) return rd_fail(r, "%s of %u bytes (the format allows %u to %u)", what, n, lo, hi);
     const uint8_t *p = rd_take(r, n);
     if (!p) return false;
-    if (has_control(p, n)) return rd_fail(r, "%s contains a control character", what);
+    if (qfi_qfm_has_control(p, n)) return rd_fail(r, "%s contains a control character", what);
     memcpy(buf, p, n);
     buf[n] = '\0';
     return true;
@@ -569,7 +113,7 @@ static char *rd_str_dup(rd *r, const char *what, uint32_t lo, uint32_t hi)
     }
     const uint8_t *p = rd_take(r, n);
     if (!p) return NULL;
-    if (has_control(p, n)) {
+    if (qfi_qfm_has_control(p, n)) {
         rd_fail(r, "%s contains a control character", what);
         return NULL;
     }
@@ -600,7 +144,7 @@ static bool rd_dims(rd *r, qf_dtype dt, int ndim, int64_t *dims, uint64_t *bytes
 {
     for (int d = 0; d < ndim; d++) dims[d] = (int64_t)rd_u64(r);
     if (r->bad) return false;
-    if (!tensor_bytes(dt, ndim, dims, bytes))
+    if (!qfi_qfm_tensor_bytes(dt, ndim, dims, bytes))
         return rd_fail(r, "shape [%lld%s] is negative or larger than %lld bytes", (long long)dims[0],
                        ndim > 1 ? ",..." : "", (long long)QF_MAX_TENSOR_BYTES);
     return true;
@@ -658,7 +202,7 @@ static qf_status read_meta(rd *r, qf_qfm_meta *m)
             break;
         }
         case META_METHOD:
-            if (n && !is_method_name(val)) rd_fail(r, "'%.32s' is not a calibration method", val);
+            if (n && !qfi_qfm_is_method_name(val)) rd_fail(r, "'%.32s' is not a calibration method", val);
             else memcpy(m->calib_method, val, n + 1);
             break;
         case META_IMAGES: {
@@ -1025,7 +569,7 @@ static qf_status unique_names(const qf_graph *g, const char *path)
     char **names = qfi_calloc((size_t)g->n_values + 1, sizeof *names);
     if (!names) return QF_ERR_NOMEM;
     for (int v = 0; v < g->n_values; v++) names[v] = g->values[v].name;
-    const char *dup = duplicate_name(names, (size_t)g->n_values);
+    const char *dup = qfi_qfm_duplicate_name(names, (size_t)g->n_values);
     qf_status st = dup ? qf_error(QF_ERR_FORMAT, "%s: section GRAPH: two tensors are named %s", path, dup) : QF_OK;
     free(names);
     return st;
@@ -1062,7 +606,7 @@ static bool all_zero(const uint8_t *p, uint64_t n)
 static qf_status check_layout(const char *path, const uint8_t *f, uint64_t size, section known[SEC_KNOWN_END])
 {
     if (size == 0) return qf_error(QF_ERR_FORMAT, "%s: empty file, not a qforge model", path);
-    if (memcmp(f, MAGIC, size < 4 ? (size_t)size : 4) != 0)
+    if (memcmp(f, QFM_MAGIC, size < 4 ? (size_t)size : 4) != 0)
         return qf_error(QF_ERR_FORMAT, "%s: not a qforge model file (bad magic; a .qfm starts with \"QFM\\0\")", path);
     if (size < 8) return qf_error(QF_ERR_FORMAT, "%s: truncated: %llu bytes", path, (unsigned long long)size);
     uint32_t version = get32(f + 4), major = version >> 16, minor = version & 0xffff;
@@ -1075,7 +619,7 @@ static qf_status check_layout(const char *path, const uint8_t *f, uint64_t size,
     if (size < HEADER_BYTES)
         return qf_error(QF_ERR_FORMAT, "%s: truncated: %llu bytes, shorter than the %d-byte header", path,
                         (unsigned long long)size, HEADER_BYTES);
-    if (crc_of(f, 28) != get32(f + 28)) return qf_error(QF_ERR_FORMAT, "%s: header CRC mismatch: the file is corrupt", path);
+    if (qfi_qfm_crc(f, 28) != get32(f + 28)) return qf_error(QF_ERR_FORMAT, "%s: header CRC mismatch: the file is corrupt", path);
     uint64_t recorded = get64(f + 8);
     if (recorded != size)
         return qf_error(QF_ERR_FORMAT, "%s: %s: the header records %llu bytes, the file has %llu", path,
@@ -1088,7 +632,7 @@ static qf_status check_layout(const char *path, const uint8_t *f, uint64_t size,
     const uint64_t table_end = HEADER_BYTES + (uint64_t)count * ENTRY_BYTES;
     if (table_end > size)
         return qf_error(QF_ERR_FORMAT, "%s: the section table (%u entries) runs past the end of the file", path, count);
-    if (crc_of(f + HEADER_BYTES, table_end - HEADER_BYTES) != get32(f + 24))
+    if (qfi_qfm_crc(f + HEADER_BYTES, table_end - HEADER_BYTES) != get32(f + 24))
         return qf_error(QF_ERR_FORMAT, "%s: section table CRC mismatch: the file is corrupt", path);
     section sec[MAX_SECTIONS];
     char nb[32];
@@ -1134,7 +678,7 @@ static qf_status check_layout(const char *path, const uint8_t *f, uint64_t size,
         if (i < count) at = sec[i].off + sec[i].size;
     }
     for (uint32_t i = 0; i < count; i++) {
-        uint32_t c = crc_of(f + sec[i].off, sec[i].size);
+        uint32_t c = qfi_qfm_crc(f + sec[i].off, sec[i].size);
         if (c != sec[i].crc)
             return qf_error(QF_ERR_FORMAT, "%s: section %s: CRC mismatch (stored %08x, computed %08x): the file is corrupt",
                             path, sec_name(sec[i].type, nb, sizeof nb), sec[i].crc, c);
@@ -1219,7 +763,7 @@ bool qf_qfm_probe(const char *path)
     FILE *f = fopen(path, "rb");
     if (!f) return false;
     uint8_t head[4];
-    bool yes = fread(head, 1, 4, f) == 4 && memcmp(head, MAGIC, 4) == 0;
+    bool yes = fread(head, 1, 4, f) == 4 && memcmp(head, QFM_MAGIC, 4) == 0;
     fclose(f);
     return yes;
 }
