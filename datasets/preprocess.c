@@ -226,6 +226,31 @@ qf_status qf_preprocess_shape(const qf_preprocess *pp, int *c, int *h, int *w)
     return QF_OK;
 }
 
+qf_status qf_preprocess_fit(qf_preprocess *pp, int ndim, const int64_t *dims)
+{
+    if (ndim != 4) return qf_error(QF_ERR_UNSUPPORTED, "an image input has 4 dimensions (N,C,H,W or N,H,W,C), not %d", ndim);
+    int64_t c = dims[1], h = dims[2], w = dims[3];
+    if (c == 1 || c == 3) {
+        pp->layout = QF_LAYOUT_NCHW;
+    } else if (w == 1 || w == 3) { /* (N,H,W,C) */
+        pp->layout = QF_LAYOUT_NHWC;
+        int64_t t = c;
+        c = w;
+        w = h;
+        h = t;
+    } else {
+        return qf_error(QF_ERR_UNSUPPORTED, "%lld channels; images have 1 or 3", (long long)c);
+    }
+    if (h <= 0 || w <= 0 || h > QF_IMAGE_MAX_SIDE || w > QF_IMAGE_MAX_SIDE)
+        return qf_error(QF_ERR_UNSUPPORTED, "the input's image size %lldx%lld is not a fixed image size", (long long)w,
+                        (long long)h);
+    pp->channels = (int)c;
+    pp->height = (int)h;
+    pp->width = (int)w;
+    int pc, ph, pw;
+    return qf_preprocess_shape(pp, &pc, &ph, &pw);
+}
+
 // Offset of a centered crop of `crop` pixels on an axis of `size` pixels, as
 // torchvision's center_crop: int(round((size - crop) / 2)) with Python's
 // round-half-to-even (117 -> 58, not 59), and a crop larger than the image

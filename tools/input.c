@@ -83,24 +83,7 @@ qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp)
     const qf_value *in = &g->values[g->inputs[0]];
     if (in->ndim != 4 || in->dtype != QF_F32)
         return qf_error(QF_ERR_UNSUPPORTED, "%s: input %s must be a float (N,C,H,W) image tensor", g->source, in->name);
-    int64_t c = in->dims[1], h = in->dims[2], w = in->dims[3];
-    if ((c == 1 || c == 3)) {
-        pp->layout = QF_LAYOUT_NCHW;
-    } else if (w == 1 || w == 3) { /* (N,H,W,C) */
-        pp->layout = QF_LAYOUT_NHWC;
-        int64_t t = c;
-        c = w;
-        w = h;
-        h = t;
-    } else {
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: input %s has %lld channels (images have 1 or 3)", g->source, in->name,
-                        (long long)c);
-    }
-    pp->channels = (int)c;
-    pp->height = (int)h;
-    pp->width = (int)w;
-    int pc, ph, pw;
-    qf_status st = qf_preprocess_shape(pp, &pc, &ph, &pw);
+    qf_status st = qf_preprocess_fit(pp, in->ndim, in->dims);
     if (st != QF_OK) return qf_error_prefix(st, "%s: input %s", g->source, in->name);
     return QF_OK;
 }

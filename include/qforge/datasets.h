@@ -90,6 +90,10 @@ int qf_preprocess_format(const qf_preprocess *pp, char *buf, size_t size);
  * the options contradict each other or the model's size, or if nothing fixes
  * the size (no crop, no --size, no model width/height). */
 qf_status qf_preprocess_shape(const qf_preprocess *pp, int *c, int *h, int *w);
+/* Sets channels, width, height and layout from a model input of shape
+ * (N,C,H,W) or (N,H,W,C) (NCHW when C and W are both 1 or 3) and checks the
+ * options against it, as qf_preprocess_shape. */
+qf_status qf_preprocess_fit(qf_preprocess *pp, int ndim, const int64_t *dims);
 /* Preprocesses one decoded image into dst (c*h*w floats in pp->layout).
  * `name` is used in messages (an image whose size does not come out as the
  * model's is an error naming it). */
