@@ -4,23 +4,11 @@
  * is stored in and the scale of every INT8 value (shared through the ops that
  * only move values). Reads the graph and the table, writes only the plan. */
 #include <math.h>
-#include <float.h>
 #include "quant_internal.h"
+#include "fusion.h"
 #include "ops/nn.h"
-#include "ops/tensor_ops.h"
 
 static bool is_output(const qf_graph *g, int v) { return v >= 0 && (g->values[v].flags & QF_VALUE_OUTPUT); }
-
-static int n_uses(const qfi_qplan *p, int v) { return p->use_start[v + 1] - p->use_start[v]; }
-
-/* The one node reading v, if v has exactly one reader and is not a graph
- * output (a value an epilogue swallows must not be needed anywhere else). */
-static int sole_consumer(const qfi_qplan *p, int v)
-{
-    if (v < 0 || is_output(p->g, v) || n_uses(p, v) != 1) return -1;
-    int j = p->use_node[p->use_start[v]];
-    return p->nodes[j].absorbed_by < 0 && p->nodes[j].role == QFI_QROLE_FLOAT ? j : -1;
-}
 
 static bool same_shape(const qf_value *a, const qf_value *b)
 {
@@ -94,78 +82,57 @@ static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
     }
 }
 
-/* Reads Clip's bounds: attributes before opset 11, constant inputs after. */
-static bool clip_bounds(const qfi_qplan *p, const qf_node *n, float *lo, float *hi)
+/* The INT8 epilogue's rules for lib/fusion.c's chains: Conv/Gemm/MatMul ->
+ * [Add constant bias (Gemm/MatMul)] -> [Add residual] -> [Relu | Clip]. The
+ * fused node takes the place of its chain's last node, where every input exists. */
+static bool int8_anchor(void *user, const qf_graph *g, int i) { return anchor_candidate(user, &g->nodes[i]); }
+
+static bool int8_accept(void *user, const qf_graph *g, const qfi_fusion *f, const qfi_fuse_candidate *c)
 {
-    const qfi_unary_params *up = n->params;
-    *lo = up ? up->lo : -FLT_MAX;
-    *hi = up ? up->hi : FLT_MAX;
-    for (int k = 1; k < n->n_in && k < 3; k++) {
-        int v = n->in[k];
-        if (v < 0) continue;
-        float b;
-        if (!qfi_qconst(p, v) || p->values[v].dtype != QF_F32 || qfi_value_scalar_f32(&p->g->values[v], &b) != QF_OK)
-            return false;
-        if (k == 1) *lo = b;
-        else *hi = b;
+    const qfi_qplan *p = user;
+    const qf_node *a = &g->nodes[f->anchor];
+    const qf_value *cur = &g->values[f->out], *y = &g->values[c->node->out[0]];
+    switch (c->link) {
+    case QFI_FUSE_BIAS:
+        return (a->op == QF_OP_GEMM || a->op == QF_OP_MATMUL) && qfi_qfloat(p, c->other) &&
+               channel_vector(&g->values[c->other], gemm_channels(g, a)) && same_shape(y, cur);
+    case QFI_FUSE_RESIDUAL:
+        return qfi_qfloat(p, c->other) && same_shape(&g->values[c->other], cur) && same_shape(y, cur);
+    case QFI_FUSE_RELU: return true;
+    case QFI_FUSE_CLIP: return f->node[QFI_FUSE_RELU] < 0; /* one activation */
+    default: return false;
     }
-    return true;
 }
 
-static void absorb(qfi_qplan *p, int anchor, int j)
+/* Marks the anchors and what their epilogues absorb in the plan. */
+static qf_status plan_fusions(qfi_qplan *p)
 {
-    p->nodes[j].absorbed_by = anchor;
-    p->nodes[anchor].emit_at = j;
-    p->sum.fused++;
-}
-
-/* Conv/Gemm/MatMul -> [Add constant bias] -> [Add residual] -> [Relu | Clip]. */
-static void fuse_chain(qfi_qplan *p, int i)
-{
-    const qf_graph *g = p->g;
-    const qf_node *n = &g->nodes[i];
-    qfi_qnode *qa = &p->nodes[i];
-    int cur = n->out[0], j;
-    if ((n->op == QF_OP_GEMM || n->op == QF_OP_MATMUL) && (j = sole_consumer(p, cur)) >= 0) {
-        const qf_node *add = &g->nodes[j];
-        if (add->op == QF_OP_ADD && add->n_in == 2) {
-            int other = add->in[0] == cur ? add->in[1] : add->in[0];
-            if (qfi_qconst(p, other) && qfi_qfloat(p, other) && channel_vector(&g->values[other], gemm_channels(g, n)) &&
-                same_shape(&g->values[add->out[0]], &g->values[cur])) {
-                qa->bias_add = other;
-                absorb(p, i, j);
-                cur = add->out[0];
+    const qfi_fusion_rules rules = {int8_anchor, int8_accept, p};
+    qfi_fusion *fs;
+    int n;
+    QF_CHECK(qfi_fusion_plan(p->g, &rules, &fs, &n));
+    for (int k = 0; k < n; k++) {
+        const qfi_fusion *f = &fs[k];
+        qfi_qnode *qa = &p->nodes[f->anchor];
+        qa->role = QFI_QROLE_ANCHOR;
+        for (int l = 0; l < QFI_FUSE_LINK_COUNT; l++)
+            if (f->node[l] >= 0) {
+                p->nodes[f->node[l]].absorbed_by = f->anchor;
+                p->sum.fused++;
             }
-        }
-    }
-    if ((j = sole_consumer(p, cur)) >= 0) {
-        const qf_node *add = &g->nodes[j];
-        if (add->op == QF_OP_ADD && add->n_in == 2 && add->in[0] != add->in[1]) {
-            int other = add->in[0] == cur ? add->in[1] : add->in[0];
-            if (qfi_qfloat(p, other) && !qfi_qconst(p, other) && same_shape(&g->values[other], &g->values[cur]) &&
-                same_shape(&g->values[add->out[0]], &g->values[cur])) {
-                qa->residual = other;
-                absorb(p, i, j);
-                cur = add->out[0];
-            }
-        }
-    }
-    if ((j = sole_consumer(p, cur)) >= 0) {
-        const qf_node *act = &g->nodes[j];
-        float lo, hi;
-        if (act->op == QF_OP_RELU) {
-            qa->act = QF_ACT_RELU;
-            absorb(p, i, j);
-            cur = act->out[0];
-        } else if (act->op == QF_OP_CLIP && clip_bounds(p, act, &lo, &hi)) {
+        qa->emit_at = f->last;
+        qa->out = f->out;
+        qa->bias_add = f->bias;
+        qa->residual = f->residual;
+        if (f->node[QFI_FUSE_RELU] >= 0) qa->act = QF_ACT_RELU;
+        if (f->node[QFI_FUSE_CLIP] >= 0) {
             qa->act = QF_ACT_CLIP;
-            qa->act_lo = lo;
-            qa->act_hi = hi;
-            absorb(p, i, j);
-            cur = act->out[0];
+            qa->act_lo = f->clip_lo;
+            qa->act_hi = f->clip_hi;
         }
     }
-    qa->out = cur;
+    free(fs);
+    return QF_OK;
 }
 
 /* ---- precision ------------------------------------------------------------------- */
@@ -332,12 +299,7 @@ qf_status qfi_quant_assign(qfi_qplan *p)
     }
 
     /* anchors and their epilogues */
-    if (int8)
-        for (int i = 0; i < g->n_nodes; i++) {
-            if (p->nodes[i].absorbed_by >= 0 || !anchor_candidate(p, &g->nodes[i])) continue;
-            p->nodes[i].role = QFI_QROLE_ANCHOR;
-            fuse_chain(p, i);
-        }
+    if (int8) QF_CHECK(plan_fusions(p));
     for (int i = 0; i < g->n_nodes; i++) {
         if (p->nodes[i].absorbed_by >= 0) continue;
         for (int k = 0; k < plan_out_count(p, i); k++)

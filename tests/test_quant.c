@@ -13,6 +13,7 @@
 #include "ops/nn.h"
 #include "../runtime/cpu/kernels.h"
 #include "../quant/quant_internal.h"
+#include "fusion.h"
 
 /* ---- the requantize epilogue ------------------------------------------------------- */
 
@@ -676,6 +677,95 @@ START_TEST(residual_and_bias_fusion)
 }
 END_TEST
 
+/* ---- the fusion planner (lib/fusion.c) with rules of the test's own ------------------ */
+
+typedef struct test_rules {
+    int no_residual_for; /* an anchor whose rules refuse residuals, or -1 */
+    int offers[QFI_FUSE_LINK_COUNT];
+} test_rules;
+
+static bool any_anchor(void *user, const qf_graph *g, int i) { return true; }
+
+static bool test_accept(void *user, const qf_graph *g, const qfi_fusion *f, const qfi_fuse_candidate *c)
+{
+    test_rules *r = user;
+    r->offers[c->link]++;
+    return !(c->link == QFI_FUSE_RESIDUAL && f->anchor == r->no_residual_for);
+}
+
+/* x -> A (3x3) and B (1x1); Add(B, A) -> Relu -> r; r -> C -> Clip [0, 6] -> out;
+ * r -> D -> d (a graph output) -> Relu -> out2; r -> E -> Add(e, e) -> out3 */
+static qf_graph *planner_net(void)
+{
+    rng = 5;
+    qf_graph *g = qf_graph_new("planner");
+    int x = input(g, "x", 4, (int64_t[]){1, 4, 5, 5});
+    int w3[3], w1[2];
+    for (int k = 0; k < 3; k++) w3[k] = weight(g, k == 0 ? "wa" : k == 1 ? "wc" : "we", 4, (int64_t[]){4, 4, 3, 3}, -1, 1);
+    for (int k = 0; k < 2; k++) w1[k] = weight(g, k == 0 ? "wb" : "wd", 4, (int64_t[]){4, 4, 1, 1}, -1, 1);
+    int a = value(g, "a"), b = value(g, "b"), s = value(g, "s"), r = value(g, "r"), c = value(g, "c");
+    int out = value(g, "out"), d = value(g, "d"), out2 = value(g, "out2"), e = value(g, "e"), out3 = value(g, "out3");
+    int lo = weight(g, "lo", 0, NULL, 0, 0), hi = weight(g, "hi", 0, NULL, 6, 6);
+    conv(g, "A", x, w3[0], -1, a, 1, 1);
+    conv(g, "B", x, w1[0], -1, b, 0, 1);
+    op(g, "add", QF_OP_ADD, 2, (int[]){b, a}, s);
+    op(g, "relu", QF_OP_RELU, 1, (int[]){s}, r);
+    conv(g, "C", r, w3[1], -1, c, 1, 1);
+    op(g, "clip", QF_OP_CLIP, 3, (int[]){c, lo, hi}, out);
+    conv(g, "D", r, w1[1], -1, d, 0, 1);
+    op(g, "relu2", QF_OP_RELU, 1, (int[]){d}, out2);
+    conv(g, "E", r, w3[2], -1, e, 1, 1);
+    op(g, "twice", QF_OP_ADD, 2, (int[]){e, e}, out3);
+    output(g, out);
+    output(g, d);
+    output(g, out2);
+    output(g, out3);
+    g->opset = 13;
+    prepare(g, 1);
+    return g;
+}
+
+static int node_named(const qf_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+START_TEST(fusion_planner_links_and_rules)
+{
+    qf_graph *g = planner_net();
+    for (int refuse = 0; refuse < 2; refuse++) {
+        test_rules tr = {.no_residual_for = refuse ? node_named(g, "A") : -1};
+        const qfi_fusion_rules rules = {any_anchor, test_accept, &tr};
+        qfi_fusion *fs;
+        int n;
+        ck_assert_int_eq(qfi_fusion_plan(g, &rules, &fs, &n), QF_OK);
+        ck_assert_int_eq(n, 5);
+        /* the Add goes to the earlier anchor A unless its rules refuse it; B then takes it */
+        const qfi_fusion *takes = &fs[refuse ? 1 : 0], *other = &fs[refuse ? 0 : 1];
+        ck_assert_int_eq(takes->anchor, node_named(g, refuse ? "B" : "A"));
+        ck_assert_int_eq(takes->node[QFI_FUSE_RESIDUAL], node_named(g, "add"));
+        ck_assert_str_eq(g->values[takes->residual].name, refuse ? "a" : "b");
+        ck_assert_int_eq(takes->node[QFI_FUSE_RELU], node_named(g, "relu"));
+        ck_assert_str_eq(g->values[takes->out].name, "r");
+        ck_assert_int_eq(takes->last, node_named(g, "relu"));
+        ck_assert_int_eq(other->last, other->anchor);
+        ck_assert_int_eq(tr.offers[QFI_FUSE_RESIDUAL], 1 + refuse);
+        /* C: the Clip with its constant bounds */
+        const qfi_fusion *fc = &fs[2];
+        ck_assert_int_eq(fc->node[QFI_FUSE_CLIP], node_named(g, "clip"));
+        ck_assert(fc->clip_lo == 0.0f && fc->clip_hi == 6.0f);
+        ck_assert_str_eq(g->values[fc->out].name, "out");
+        /* D's output is a graph output, E's is read twice: nothing joins them */
+        for (int k = 3; k < 5; k++) ck_assert_int_eq(fs[k].last, fs[k].anchor);
+        ck_assert_int_eq(tr.offers[QFI_FUSE_BIAS], 0);
+        free(fs);
+    }
+    qf_graph_free(g);
+}
+END_TEST
+
 /* x -> Conv1 -> Sigmoid -> Conv2 -> MaxPool -> out: an FP16 island between INT8
  * ops, and an int8 graph output */
 START_TEST(int8_fp16_boundaries)
@@ -827,6 +917,7 @@ int main(void)
     tcase_add_test(tg, scales_shared_through_concat_pool_flatten);
     tcase_add_test(tg, missing_table_entry_is_an_error);
     tcase_add_test(tg, residual_and_bias_fusion);
+    tcase_add_test(tg, fusion_planner_links_and_rules);
     tcase_add_test(tg, int8_fp16_boundaries);
     tcase_add_test(tg, fp16_overflow_stays_fp32);
     tcase_add_test(tg, qdq_nodes_roundtrip);

@@ -12,6 +12,13 @@ typedef struct qfi_unary_params {
     float lo, hi;      /* Clip bounds from attributes (opset < 11); inputs override them */
 } qfi_unary_params;
 
+/* Clip's bound input k (1: min, 2: max), or NULL when absent (an empty tensor counts as absent). */
+const qf_value *qfi_clip_bound(const qf_graph *g, const qf_node *n, int k);
+/* Clip's bounds where they are known before a run: the attributes (opset < 11)
+ * or -FLT_MAX/FLT_MAX, overridden by constant bound inputs; an error naming
+ * the bound when one is computed at run time. */
+qf_status qfi_clip_bounds(const qf_graph *g, const qf_node *n, float *lo, float *hi);
+
 /* Concat, Split, Gather: the axis they work along */
 typedef struct qfi_axis_params {
     int64_t axis; /* as written */

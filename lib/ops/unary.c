@@ -57,3 +57,23 @@ qf_status qfi_unary_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, x->ndim, x->dims);
     return QF_OK;
 }
+
+const qf_value *qfi_clip_bound(const qf_graph *g, const qf_node *n, int k)
+{
+    const qf_value *b = k < 3 ? qfi_in(g, n, k) : NULL;
+    return b && qf_value_numel(b) == 1 ? b : NULL;
+}
+
+qf_status qfi_clip_bounds(const qf_graph *g, const qf_node *n, float *lo, float *hi)
+{
+    const qfi_unary_params *up = n->params;
+    *lo = up->lo, *hi = up->hi;
+    for (int k = 1; k < 3; k++) {
+        const qf_value *b = qfi_clip_bound(g, n, k);
+        if (!b) continue;
+        if (!(b->flags & QF_VALUE_CONST))
+            return qf_error(QF_ERR_UNSUPPORTED, "Clip bound %s is computed at run time; a constant is needed", b->name);
+        QF_CHECK(qfi_value_scalar_f32(b, k == 1 ? lo : hi));
+    }
+    return QF_OK;
+}

@@ -101,13 +101,9 @@ qf_status qfi_cpu_unary(const qfi_kernel_args *a)
     const qf_node *n = a->n;
     const qf_value *x = qfi_in(a->g, n, 0);
     unary_job j = {.n = n, .p = n->params, .dt = x->dtype, .x = a->in[0], .y = a->out[0]};
-    if (n->op == QF_OP_CLIP) {
-        /* an empty bound tensor counts as absent */
-        for (int k = 1; k < n->n_in && k < 3; k++) {
-            const qf_value *b = qfi_in(a->g, n, k);
-            if (b && qf_value_numel(b) == 1) *(k == 1 ? &j.lo : &j.hi) = a->in[k];
-        }
-    }
+    if (n->op == QF_OP_CLIP)
+        for (int k = 1; k < 3; k++)
+            if (qfi_clip_bound(a->g, n, k)) *(k == 1 ? &j.lo : &j.hi) = a->in[k];
     j.total = qf_value_numel(x);
     j.chunk = 1 << 15;
     int64_t tasks = (j.total + j.chunk - 1) / j.chunk;

@@ -574,11 +574,9 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     assign_layouts(c);
     memcpy(plan_values, g->values, (size_t)g->n_values * sizeof(qf_value));
     c->fuse = !e->opts.observer && !getenv("QFORGE_CUDA_NOFUSE");
-    if (c->fuse) {
-        cu_fuse_layers(c, plan_values);
-        cu_fuse_input_quantize(c, plan_values);
-    }
-    qf_status st = plan_arena(c, plan_values);
+    qf_status st = c->fuse ? cu_fuse_layers(c, plan_values) : QF_OK;
+    if (st == QF_OK && c->fuse) cu_fuse_input_quantize(c, plan_values);
+    if (st == QF_OK) st = plan_arena(c, plan_values);
     free(plan_values);
     QF_CHECK(st);
     e->arena_bytes = c->arena_bytes;

@@ -181,9 +181,9 @@ bool cu_float_like(const qf_graph *g, const qf_node *n, const qf_value *v);
 
 /* ---- fusions planned at engine build (fusion.cu) ---------------------------------------- */
 /* Folds FP32/FP16 residual Adds, Relus and Clips into the layers that write
- * their inputs; plan_values (a copy of the graph's values) gets the producers
- * the memory plan must see. */
-void cu_fuse_layers(cu_engine *c, qf_value *plan_values);
+ * their inputs (lib/fusion.c plans the chains); plan_values (a copy of the
+ * graph's values) gets the producers the memory plan must see. */
+qf_status cu_fuse_layers(cu_engine *c, qf_value *plan_values);
 /* Folds a graph input's QuantizeLinear into the RGB INT8 Conv that alone reads it. */
 void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values);
 
@@ -290,8 +290,6 @@ qf_status cu_histogram(cudaStream_t s, const float *x, int64_t n, cu_hist *dev, 
 qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
                              const void *bias, bool relu, float lo, float hi, const cu_requant *rq, const int8_t *res,
                              void *y);
-/* A Clip node's bounds: attributes, overridden by constant inputs (elementwise.cu). */
-qf_status cu_clip_bounds(const qf_graph *g, const qf_node *n, float *lo, float *hi);
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
                        void *scratch);
 /* The same from an f32 input (N,C,H,W) with element strides xs[4], quantized

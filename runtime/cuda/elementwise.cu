@@ -76,25 +76,6 @@ static unsigned grid_for(int64_t n)
     return b > 32768 ? 32768 : b;
 }
 
-qf_status cu_clip_bounds(const qf_graph *g, const qf_node *n, float *lo, float *hi)
-{
-    const qfi_unary_params *up = (const qfi_unary_params *)n->params;
-    *lo = up->lo, *hi = up->hi;
-    /* bounds given as inputs (opset >= 11) must be constants here; an empty one counts as absent */
-    for (int k = 1; k < n->n_in && k < 3; k++) {
-        const qf_value *b = qfi_in(g, n, k);
-        if (!b || qf_value_numel(b) != 1) continue;
-        if (!(b->flags & QF_VALUE_CONST))
-            return qf_error(QF_ERR_UNSUPPORTED, "Clip bound %s is computed at run time; the CUDA engine needs a constant",
-                            b->name);
-        float f;
-        if (b->dtype == QF_F16) f = qf_f16_to_f32(*(const uint16_t *)b->data);
-        else QF_CHECK(qfi_value_scalar_f32(b, &f));
-        *(k == 1 ? lo : hi) = f;
-    }
-    return QF_OK;
-}
-
 static qf_status unary_prepare(cu_engine *c, cu_layer *L)
 {
     const qf_graph *g = c->g;
@@ -112,7 +93,7 @@ static qf_status unary_prepare(cu_engine *c, cu_layer *L)
     p->beta = up->beta;
     p->lo = up->lo;
     p->hi = up->hi;
-    if (n->op == QF_OP_CLIP) QF_CHECK(cu_clip_bounds(g, n, &p->lo, &p->hi));
+    if (n->op == QF_OP_CLIP) QF_CHECK(qfi_clip_bounds(g, n, &p->lo, &p->hi));
     void *ptr;
     return cu_value_ptr(c, n->in[0], &ptr);
 }
