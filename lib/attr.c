@@ -50,3 +50,14 @@ qf_status qfi_node_set_params(qf_node *n, void *p, qf_status st)
     n->params = p;
     return QF_OK;
 }
+
+void qfi_attr_drop(qf_node *n, const char *name)
+{
+    for (int i = 0; i < n->n_attr; i++) {
+        if (strcmp(n->attrs[i].name, name) != 0) continue;
+        qfi_attr_free(&n->attrs[i]);
+        memmove(&n->attrs[i], &n->attrs[i + 1], (size_t)(n->n_attr - i - 1) * sizeof *n->attrs);
+        n->n_attr--;
+        return;
+    }
+}

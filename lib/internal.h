@@ -78,6 +78,8 @@ const char *qfi_attr_string(const qf_node *n, const char *name, const char *dflt
 /* Returns the ints of an INTS attribute and their count, or NULL/0 if absent. */
 const int64_t *qfi_attr_ints(const qf_node *n, const char *name, int *count);
 void qfi_attr_free(qf_attr *a);
+/* Removes attribute `name` from a node, if present (opset upgrades). */
+void qfi_attr_drop(qf_node *n, const char *name);
 /* Ends an op parser: on success installs p as n->params (freeing the old
  * params), on failure frees p; returns st. */
 qf_status qfi_node_set_params(qf_node *n, void *p, qf_status st);
@@ -107,45 +109,96 @@ qf_status qfi_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b
 /* Element strides of a shape of `n` dims right-aligned into `nout` dims, 0 where broadcast. */
 void qfi_broadcast_strides(int n, const int64_t *dims, int nout, const int64_t *out_dims, int64_t *strides);
 int64_t qfi_numel(int ndim, const int64_t *dims);
+/* A tensor that broadcasts over the channels of a (rows, channels) result as
+ * one value per channel: a scalar, (channels) or (1, channels). */
+bool qfi_is_channel_vector(const qf_value *c, int64_t channels);
 /* Element strides of a dense row-major tensor of this shape. */
 void qfi_contiguous_strides(int ndim, const int64_t *dims, int64_t *strides);
 
-/* ---- the op table ---------------------------------------------------------------- */
-typedef struct qfi_kernel_args {
-    const qf_graph *g;
-    const qf_node *n;
-    const void *const *in;   /* n->n_in pointers; NULL for an omitted input */
-    void *const *out;        /* n->n_out pointers */
-    void *scratch;           /* cpu_scratch(g, n) bytes, or NULL */
-    int threads;
-} qfi_kernel_args;
+/* ---- op descriptors (lib/op_table.c, lib/ops/) --------------------------------------
+ * Everything the library knows about an op, in one struct that the op's file
+ * in lib/ops/ defines and include/qforge/ops.def lists: parsing, shape
+ * inference, FLOPs and the traits graph passes, the quantizer and the file
+ * formats read. Kernels belong to the engines (runtime/cpu/, runtime/cuda/).
+ * ARCHITECTURE.md walks through adding an op. */
 
-typedef struct qfi_op_def {
+/* What an op does in an INT8 graph (quant/assign.c). */
+typedef enum qfi_int8_role {
+    QFI_INT8_NONE,     /* never INT8: FP16 or FP32 between the INT8 regions */
+    QFI_INT8_COMPUTE,  /* int8 x int8 -> int32 with the requantizing epilogue: input 0 is data,
+                        * input 1 a constant weight quantized per output channel, input 2 an
+                        * optional constant bias folded into the int32 bias */
+    QFI_INT8_PASS,     /* moves or selects values: int8 in and out, the output at the input's scale */
+    QFI_INT8_REQUANT,  /* FP32 arithmetic on the dequantized input, quantized at its own output scale */
+} qfi_int8_role;
+
+/* qfi_op_desc.traits */
+enum {
+    QFI_OP_EPILOGUE = 1u << 0,   /* an INT8 node carries a fused activation and residual (qf_op_has_epilogue) */
+    QFI_OP_CONVERSION = 1u << 1, /* only changes dtypes (qf_op_is_conversion) */
+    QFI_OP_KEEP_FP32 = 1u << 2,  /* stays FP32 in an FP16 graph (conversions, Constant, Shape) */
+};
+
+#define QFI_PREC_BIT(p) (1u << (p))
+
+typedef struct qfi_op_desc {
     /* Validates arity and attributes, fills n->params. */
     qf_status (*parse)(qf_graph *g, qf_node *n);
     /* Sets output dtypes and shapes from the inputs (and constant inputs' data). */
     qf_status (*infer)(qf_graph *g, qf_node *n);
-    /* Reference CPU kernel, FP32 activations. */
-    qf_status (*cpu)(const qfi_kernel_args *a);
-    /* Bytes of scratch the CPU kernel needs (im2col), or NULL for none. */
-    size_t (*cpu_scratch)(const qf_graph *g, const qf_node *n);
     /* Multiply-adds x2 per image (for `qforge info`), or NULL if negligible. */
     int64_t (*flops)(const qf_graph *g, const qf_node *n);
-    /* Bit mask of (1u << qf_precision) other than FP32 that the CPU kernel
-     * handles itself (INT8 Conv, the conversions). Nodes of any other FP16 or
-     * INT8 precision run the FP32 kernel through runtime/cpu/lowp.c, which
-     * converts their inputs to f32 and rounds their outputs back. */
-    unsigned cpu_native;
-} qfi_op_def;
+    unsigned traits;                 /* QFI_OP_* */
+    qfi_int8_role int8;
+    /* Optional: whether this node can take its INT8 role (an INT8 compute op's
+     * weight shapes, a MaxPool without Indices); NULL: every node can. */
+    bool (*int8_ok)(const qf_graph *g, const qf_node *n);
+    /* QFI_INT8_COMPUTE: the weight (input 1) viewed as (outer, channels,
+     * inner), channels being the output channels it is quantized along. */
+    void (*weight_layout)(const qf_graph *g, const qf_node *n, int64_t *outer, int64_t *channels, int64_t *inner);
+    /* Bit k: input k is a parameter, not data (Resize's roi, scales and
+     * sizes): it stays f32 in FP16 and INT8 nodes. */
+    unsigned params;
+    /* Precisions besides FP32 (QFI_PREC_BIT) at which the op's nodes keep
+     * their stored dtypes: infer checks them and every engine's kernel
+     * computes in them (INT8 for compute ops, FP16 and INT8 for conversions).
+     * At any other FP16 or INT8 precision the node sees the f32 view
+     * (qfi_node_f32_view). */
+    unsigned typed;
+    /* Optional: rewrites an opset 6 node into its opset 7 form, or refuses it
+     * (lib/onnx_import.c). */
+    qf_status (*from_opset6)(qf_graph *g, qf_node *n);
+} qfi_op_desc;
 
-extern const qfi_op_def qfi_ops[QF_OP_COUNT];
+/* The descriptor of every op of ops.def, indexed by qf_op. */
+extern const qfi_op_desc *const qfi_ops[QF_OP_COUNT];
+
+/* The precisions (QFI_PREC_BIT) a node of op can have: FP32; FP16 unless the
+ * op keeps FP32; INT8 where it has an INT8 role; and its typed ones. */
+unsigned qfi_op_precisions(qf_op op);
+
+/* ---- the f32 view ----------------------------------------------------------------
+ * An FP16 or INT8 node whose op does not keep its dtypes at that precision
+ * (qfi_op_desc.typed) is computed in FP32 arithmetic: its infer and its
+ * kernels see the f32 view, in which every f16 value and every non-constant
+ * int8 value (an activation with its scale) is labelled f32; the engines
+ * widen such inputs (f16 exactly, int8 as q * scale) and round or quantize
+ * the outputs back. One rule for shape inference (lib/passes.c) and every
+ * engine. */
+bool qfi_node_f32_view(const qf_node *n);
+/* The dtype value v has in the f32 view. */
+static inline qf_dtype qfi_f32_view_dtype(const qf_value *v)
+{
+    return v->dtype == QF_F16 || (v->dtype == QF_I8 && !(v->flags & QF_VALUE_CONST)) ? QF_F32 : v->dtype;
+}
+/* Fills values[] (g->n_values entries) with g's values relabelled as the f32
+ * view shows them (shallow copies: data pointers are g's) and *view with g
+ * pointing at them. */
+void qfi_f32_view_init(const qf_graph *g, qf_graph *view, qf_value *values);
 
 /* Frees the data of constants that no node or output reads any more
  * (lib/passes.c; the quantizer calls it after replacing weights). */
 void qfi_drop_unused_constants(qf_graph *g);
-
-/* Runs a node's CPU kernel once with freshly allocated scratch (constant folding). */
-qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out);
 
 /* ---- INT8 arithmetic (lib/quant_math.c) -------------------------------------------
  * The numerics every engine must reproduce: the CUDA engine computes the same
@@ -215,9 +268,8 @@ bool qfi_is_sha256_hex(const char *s);
 /* ---- graph passes for stored graphs (lib/passes.c) ----------------------------------- */
 /* Re-infers every shape of a prepared (possibly quantized) graph at `batch`:
  * sets the inputs' dim 0, lets Reshapes whose constant target hard-codes the
- * old batch copy dim 0 instead, and runs each node's infer in order. FP16 and
- * INT8 nodes whose infer only knows f32 see their f16/i8 data as f32 (as
- * runtime/cpu/lowp.c shows it to their kernels); every output keeps its stored
+ * old batch copy dim 0 instead, and runs each node's infer in order (on the
+ * f32 view where qfi_node_f32_view says so); every output keeps its stored
  * dtype and scale, and an infer that disagrees with the stored dtype is an
  * error. On failure the graph is unusable. */
 qf_status qfi_graph_rebatch(qf_graph *g, int batch);

@@ -747,58 +747,19 @@ static qf_status load_outputs(loader *L)
     return QF_OK;
 }
 
-/* Removes attribute `name` from a node, if present. */
-static void drop_attr(qf_node *n, const char *name)
-{
-    for (int i = 0; i < n->n_attr; i++) {
-        if (strcmp(n->attrs[i].name, name) != 0) continue;
-        qfi_attr_free(&n->attrs[i]);
-        memmove(&n->attrs[i], &n->attrs[i + 1], (size_t)(n->n_attr - i - 1) * sizeof *n->attrs);
-        n->n_attr--;
-        return;
-    }
-}
-
 /* Opset 7 changed, among qforge's ops, only Add/Sub/Mul/Div, Gemm, PRelu,
  * BatchNormalization, Dropout, AveragePool and Upsample. An opset 6 graph
- * becomes an opset 7 graph here when its nodes mean the same under both;
- * where they do not, the node is refused. Legacy broadcast/axis attributes
- * of Add..Div are left for their parser, which refuses them. AveragePool-7
- * only added count_include_pad, whose default is the old behaviour. */
+ * becomes an opset 7 graph here when its nodes mean the same under both:
+ * each op that changed says how in its descriptor (from_opset6), refusing
+ * the nodes whose meaning differs. Legacy broadcast/axis attributes of
+ * Add..Div are left for their parser, which refuses them. AveragePool-7 only
+ * added count_include_pad, whose default is the old behaviour. */
 static qf_status upgrade_opset6(loader *L)
 {
     qf_graph *g = L->g;
     for (int i = 0; i < g->n_nodes; i++) {
         qf_node *n = &g->nodes[i];
-        switch (n->op) {
-        case QF_OP_GEMM:
-            /* broadcast=1 is opset 7's unidirectional broadcast of C; broadcast=0
-             * asked for C of the full shape, which opset 7 also accepts */
-            drop_attr(n, "broadcast");
-            break;
-        case QF_OP_BATCH_NORM:
-        case QF_OP_DROPOUT:
-            /* is_test=0 (the default) is training mode: batch statistics, random drops */
-            if (qfi_attr_int(n, "is_test", 0) == 0)
-                return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): training mode (opset 6 is_test=0) is not supported",
-                                L->path, n->name, qf_op_name(n->op));
-            drop_attr(n, "is_test");
-            break;
-        case QF_OP_PRELU: {
-            /* opset 6 applied a slope of C values per channel, opset 7 broadcasts
-             * numpy-style: they agree only for a single slope */
-            const qf_value *slope = qfi_in(g, n, 1);
-            if (!slope || !(slope->flags & QF_VALUE_CONST) || qf_value_numel(slope) != 1)
-                return qf_error(QF_ERR_UNSUPPORTED,
-                                "%s: node %s (PRelu): opset 6's per-channel slope broadcast is not supported", L->path,
-                                n->name);
-            break;
-        }
-        case QF_OP_UPSAMPLE:
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Upsample): the experimental opset 6 Upsample is not supported",
-                            L->path, n->name);
-        default: break;
-        }
+        if (qfi_ops[n->op]->from_opset6) QF_CHECK(qfi_ops[n->op]->from_opset6(g, n));
     }
     g->opset = 7;
     return QF_OK;
@@ -810,7 +771,7 @@ static qf_status parse_nodes(loader *L)
     qf_graph *g = L->g;
     for (int i = 0; i < g->n_nodes; i++) {
         qf_node *n = &g->nodes[i];
-        qf_status st = qfi_ops[n->op].parse(g, n);
+        qf_status st = qfi_ops[n->op]->parse(g, n);
         if (st == QF_OK) continue;
         /* op parsers usually name the file and node; add what is missing */
         const char *msg = qf_error_message();

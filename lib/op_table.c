@@ -1,67 +1,17 @@
-/* The op table: for every op of include/qforge/ops.def, its attribute parser,
- * shape inference, CPU kernel, scratch size and FLOP count. Adding an op
- * touches ops.def, this table and the op's own files. */
+/* The op table: every op of include/qforge/ops.def with its ONNX name and its
+ * descriptor (defined in the op's file in lib/ops/), plus the questions asked
+ * of ops as a whole: names, traits, precisions, the f32 view. */
 #include "internal.h"
 #include "ops/ops.h"
-#include "../runtime/cpu/kernels.h"
 
-#define OP(stem, cpu_fn) .parse = qfi_##stem##_parse, .infer = qfi_##stem##_infer, .cpu = qfi_cpu_##cpu_fn
-/* cpu_native bits */
-#define NATIVE_INT8 (1u << QF_PREC_INT8)
-#define NATIVE_FP16 (1u << QF_PREC_FP16)
-
-const qfi_op_def qfi_ops[QF_OP_COUNT] = {
-    [QF_OP_CONV]                = {OP(conv, conv), .cpu_scratch = qfi_cpu_conv_scratch, .flops = qfi_conv_flops,
-                                   .cpu_native = NATIVE_INT8},
-    [QF_OP_CONV_TRANSPOSE]      = {OP(conv_transpose, conv_transpose),
-                                   .cpu_scratch = qfi_cpu_conv_transpose_scratch, .flops = qfi_conv_transpose_flops},
-    [QF_OP_GEMM]                = {OP(gemm, gemm), .cpu_scratch = qfi_cpu_gemm_scratch, .flops = qfi_gemm_flops,
-                                   .cpu_native = NATIVE_INT8},
-    [QF_OP_MATMUL]              = {OP(matmul, matmul), .cpu_scratch = qfi_cpu_gemm_scratch,
-                                   .flops = qfi_matmul_flops, .cpu_native = NATIVE_INT8},
-    [QF_OP_ADD]                 = {OP(binary, binary)},
-    [QF_OP_SUB]                 = {OP(binary, binary)},
-    [QF_OP_MUL]                 = {OP(binary, binary)},
-    [QF_OP_DIV]                 = {OP(binary, binary)},
-    [QF_OP_RELU]                = {OP(unary, unary)},
-    [QF_OP_LEAKY_RELU]          = {OP(unary, unary)},
-    [QF_OP_PRELU]               = {OP(binary, binary)},
-    [QF_OP_CLIP]                = {OP(unary, unary)},
-    [QF_OP_SIGMOID]             = {OP(unary, unary)},
-    [QF_OP_HARD_SIGMOID]        = {OP(unary, unary)},
-    [QF_OP_HARD_SWISH]          = {OP(unary, unary)},
-    [QF_OP_TANH]                = {OP(unary, unary)},
-    [QF_OP_SOFTMAX]             = {OP(softmax, softmax)},
-    [QF_OP_MAX_POOL]            = {OP(pool, pool)},
-    [QF_OP_AVERAGE_POOL]        = {OP(pool, pool)},
-    [QF_OP_GLOBAL_AVERAGE_POOL] = {OP(global_pool, global_pool)},
-    [QF_OP_GLOBAL_MAX_POOL]     = {OP(global_pool, global_pool)},
-    [QF_OP_BATCH_NORM]          = {OP(batchnorm, batchnorm)},
-    [QF_OP_CONCAT]              = {OP(concat, concat)},
-    [QF_OP_RESHAPE]             = {OP(reshape, copy)},
-    [QF_OP_FLATTEN]             = {OP(flatten, copy)},
-    [QF_OP_TRANSPOSE]           = {OP(transpose, transpose)},
-    [QF_OP_SQUEEZE]             = {OP(squeeze, copy)},
-    [QF_OP_UNSQUEEZE]           = {OP(squeeze, copy)},
-    [QF_OP_PAD]                 = {OP(pad, pad)},
-    [QF_OP_RESIZE]              = {OP(resize, resize)},
-    [QF_OP_UPSAMPLE]            = {OP(resize, resize)},
-    [QF_OP_SLICE]               = {OP(slice, slice)},
-    [QF_OP_SPLIT]               = {OP(split, split)},
-    [QF_OP_REDUCE_MEAN]         = {OP(reduce_mean, reduce_mean)},
-    [QF_OP_SHAPE]               = {OP(shape, shape)},
-    [QF_OP_GATHER]              = {OP(gather, gather)},
-    [QF_OP_CAST]                = {OP(cast, cast), .cpu_native = NATIVE_INT8 | NATIVE_FP16},
-    [QF_OP_IDENTITY]            = {OP(identity, copy)},
-    [QF_OP_DROPOUT]             = {OP(identity, copy)},
-    [QF_OP_CONSTANT]            = {OP(constant, constant)},
-    /* conversions handle their dtypes themselves, whatever region they sit in */
-    [QF_OP_QUANTIZE_LINEAR]     = {OP(qdq, qdq), .cpu_native = NATIVE_INT8 | NATIVE_FP16},
-    [QF_OP_DEQUANTIZE_LINEAR]   = {OP(qdq, qdq), .cpu_native = NATIVE_INT8 | NATIVE_FP16},
+const qfi_op_desc *const qfi_ops[QF_OP_COUNT] = {
+#define QF_OP(id, onnx_name, desc, kernels) [QF_OP_##id] = &qfi_op_##desc,
+#include "qforge/ops.def"
+#undef QF_OP
 };
 
 static const char *const op_names[] = {
-#define QF_OP(id, onnx_name) [QF_OP_##id] = onnx_name,
+#define QF_OP(id, onnx_name, desc, kernels) [QF_OP_##id] = onnx_name,
 #include "qforge/ops.def"
 #undef QF_OP
 };
@@ -83,3 +33,35 @@ bool qf_op_lookup(const char *onnx_name, qf_op *out)
     return false;
 }
 
+bool qf_op_is_conversion(qf_op op)
+{
+    return (unsigned)op < QF_OP_COUNT && (qfi_ops[op]->traits & QFI_OP_CONVERSION);
+}
+
+bool qf_op_has_epilogue(qf_op op)
+{
+    return (unsigned)op < QF_OP_COUNT && (qfi_ops[op]->traits & QFI_OP_EPILOGUE);
+}
+
+unsigned qfi_op_precisions(qf_op op)
+{
+    const qfi_op_desc *d = qfi_ops[op];
+    unsigned p = QFI_PREC_BIT(QF_PREC_FP32) | d->typed;
+    if (!(d->traits & QFI_OP_KEEP_FP32)) p |= QFI_PREC_BIT(QF_PREC_FP16);
+    if (d->int8 != QFI_INT8_NONE) p |= QFI_PREC_BIT(QF_PREC_INT8);
+    return p;
+}
+
+bool qfi_node_f32_view(const qf_node *n)
+{
+    if (n->precision == QF_PREC_FP32 || (unsigned)n->precision >= QF_PRECISION_COUNT) return false;
+    return !(qfi_ops[n->op]->typed & QFI_PREC_BIT(n->precision));
+}
+
+void qfi_f32_view_init(const qf_graph *g, qf_graph *view, qf_value *values)
+{
+    *view = *g;
+    memcpy(values, g->values, (size_t)g->n_values * sizeof *values);
+    for (int v = 0; v < g->n_values; v++) values[v].dtype = qfi_f32_view_dtype(&g->values[v]);
+    view->values = values;
+}

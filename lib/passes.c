@@ -215,33 +215,75 @@ static bool node_foldable(const qf_graph *g, const qf_node *n)
     return true;
 }
 
+/* Computes node n, whose inputs are known, and makes its outputs constants.
+ * The node runs on the CPU engine through the public engine interface, as a
+ * one-node graph borrowing n and its inputs' data: lib/ depends on the
+ * engines only through include/qforge/engine.h. */
 static qf_status fold_node(qf_graph *g, qf_node *n)
 {
-    const void *in[64];
-    void *out[64];
-    if (n->n_in > 64 || n->n_out > 64) return QF_OK;
-    for (int k = 0; k < n->n_in; k++) in[k] = n->in[k] >= 0 ? g->values[n->in[k]].data : NULL;
+    enum { MAX_IO = 64 };
+    if (n->n_in > MAX_IO || n->n_out > MAX_IO) return QF_OK;
     for (int k = 0; k < n->n_out; k++) {
-        out[k] = NULL;
+        const qf_value *v = n->out[k] >= 0 ? &g->values[n->out[k]] : NULL;
+        if (v && qf_value_bytes(v) > (size_t)QF_MAX_TENSOR_BYTES)
+            return qf_error(QF_ERR_NOMEM, "%s: node %s: folded tensor %s too large", g->source, n->name, v->name);
+    }
+    qf_value vals[2 * MAX_IO];
+    int in[MAX_IO], out[MAX_IO], ins[MAX_IO], outs[MAX_IO], nv = 0, n_ins = 0, n_outs = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        in[k] = -1;
+        if (n->in[k] < 0) continue;
+        vals[nv] = g->values[n->in[k]];
+        vals[nv].producer = -1;
+        vals[nv].flags &= QF_VALUE_CONST;
+        if (!(vals[nv].flags & QF_VALUE_CONST)) { /* Shape's input: only its dims are read */
+            vals[nv].flags |= QF_VALUE_INPUT;
+            ins[n_ins++] = nv;
+        }
+        in[k] = nv++;
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        out[k] = -1;
+        if (n->out[k] < 0) continue;
+        vals[nv] = g->values[n->out[k]];
+        vals[nv].producer = 0;
+        vals[nv].flags = QF_VALUE_OUTPUT;
+        outs[n_outs++] = nv;
+        out[k] = nv++;
+    }
+    qf_node node = *n;
+    node.in = in;
+    node.out = out;
+    qf_graph one = {.source = g->source, .opset = g->opset, .batch = g->batch, .n_values = nv, .values = vals,
+                    .n_nodes = 1, .nodes = &node, .n_inputs = n_ins, .inputs = ins, .n_outputs = n_outs,
+                    .outputs = outs};
+    qf_engine_opts eo = {.device = QF_DEVICE_CPU, .threads = 1};
+    qf_engine *e;
+    QF_CHECK(qf_engine_create(&one, &eo, &e));
+    qf_status st = qf_engine_run(e);
+    for (int k = 0, o = 0; k < n->n_out && st == QF_OK; k++) {
         if (n->out[k] < 0) continue;
         qf_value *v = &g->values[n->out[k]];
-        if (qf_value_bytes(v) > (size_t)QF_MAX_TENSOR_BYTES)
-            return qf_error(QF_ERR_NOMEM, "%s: node %s: folded tensor %s too large", g->source, n->name, v->name);
-        out[k] = qfi_calloc(qf_value_bytes(v) ? qf_value_bytes(v) : 1, 1);
-        if (!out[k]) return QF_ERR_NOMEM;
-        v->data = out[k];
+        size_t bytes = qf_value_bytes(v);
+        void *data = qfi_calloc(bytes ? bytes : 1, 1);
+        if (!data) {
+            st = QF_ERR_NOMEM;
+            break;
+        }
+        if (bytes) memcpy(data, qf_engine_output(e, o), bytes);
+        o++;
+        v->data = data;
         v->flags |= QF_VALUE_CONST;
     }
-    qf_status st = qfi_cpu_run_node(g, n, in, out);
-    if (st != QF_OK) return qf_error_prefix(st, "%s: constant folding node %s", g->source, n->name);
-    return QF_OK;
+    qf_engine_free(e);
+    return st;
 }
 
 /* Runs node n's shape inference; ops name the node themselves, the file is
  * added when they did not. */
 static qf_status infer_node(qf_graph *g, qf_node *n)
 {
-    qf_status st = qfi_ops[n->op].infer(g, n);
+    qf_status st = qfi_ops[n->op]->infer(g, n);
     if (st != QF_OK) {
         const char *msg = qf_error_message();
         if (strncmp(msg, g->source, strlen(g->source)) != 0) qf_error_prefix(st, "%s", g->source);
@@ -292,20 +334,6 @@ static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
 
 /* ---- shapes of stored graphs at another batch ------------------------------------------- */
 
-/* Whether node n's infer must see its f16/i8 data as f32: exactly the nodes the
- * CPU engine runs through an FP32 kernel (runtime/cpu/lowp.c), i.e. FP16/INT8
- * nodes whose op does not handle that precision natively. */
-static bool infers_as_f32(const qf_node *n)
-{
-    return n->precision != QF_PREC_FP32 && !(qfi_ops[n->op].cpu_native & (1u << n->precision));
-}
-
-/* Values such a node sees relabelled f32 (lowp.c's view): f16/i8 activations and f16 constants. */
-static bool shown_as_f32(const qf_value *v)
-{
-    return v->dtype == QF_F16 || (v->dtype == QF_I8 && !(v->flags & QF_VALUE_CONST));
-}
-
 /* Infers node n of a stored graph; its outputs keep the dtypes and scales they
  * were stored with, which must agree with what the op infers. */
 static qf_status infer_stored(qf_graph *g, qf_node *n)
@@ -322,7 +350,7 @@ static qf_status infer_stored(qf_graph *g, qf_node *n)
         return QF_ERR_NOMEM;
     }
     qf_dtype *out_dt = in_dt + (small ? SMALL : n->n_in);
-    const bool f32_view = infers_as_f32(n);
+    const bool f32_view = qfi_node_f32_view(n);
     for (int k = 0; k < n->n_out; k++) {
         if (n->out[k] < 0) continue;
         out_dt[k] = g->values[n->out[k]].dtype;
@@ -333,7 +361,7 @@ static qf_status infer_stored(qf_graph *g, qf_node *n)
             if (n->in[k] < 0) continue;
             qf_value *v = &g->values[n->in[k]];
             in_dt[k] = v->dtype;
-            if (shown_as_f32(v)) v->dtype = QF_F32;
+            v->dtype = qfi_f32_view_dtype(v);
         }
     qf_status st = infer_node(g, n);
     if (f32_view) /* backwards, so an input read twice gets its own dtype back last */
@@ -343,7 +371,7 @@ static qf_status infer_stored(qf_graph *g, qf_node *n)
         if (n->out[k] < 0) continue;
         qf_value *v = &g->values[n->out[k]];
         qf_value stored = {.dtype = out_dt[k], .flags = v->flags};
-        qf_dtype expect = f32_view && shown_as_f32(&stored) ? QF_F32 : out_dt[k];
+        qf_dtype expect = f32_view ? qfi_f32_view_dtype(&stored) : out_dt[k];
         if (v->dtype != expect)
             st = qf_error(QF_ERR_INVALID, "%s: node %s (%s): output %s is stored as %s but the op gives %s",
                           g->source, n->name, qf_op_name(n->op), v->name, qf_dtype_info(out_dt[k])->name,

@@ -406,7 +406,7 @@ static bool read_node(gread *R, uint32_t i, int *io)
     if (reserved) return rd_fail(r, "reserved bytes are not zero");
     if (!isfinite(lo) || !isfinite(hi) || (act == QF_ACT_CLIP && lo > hi))
         return rd_fail(r, "activation bounds [%g, %g]", (double)lo, (double)hi);
-    if (act != QF_ACT_NONE && op != QF_OP_CONV && op != QF_OP_GEMM && op != QF_OP_MATMUL)
+    if (act != QF_ACT_NONE && !qf_op_has_epilogue((qf_op)op))
         return rd_fail(r, "a fused activation on %s, which has no epilogue", qf_op_name((qf_op)op));
     if (n_in > MAX_NODE_IO || n_out < 1 || n_out > MAX_NODE_IO || n_attr > MAX_ATTRS)
         return rd_fail(r, "%u inputs, %u outputs, %u attributes (at most %d, 1 to %d, %d)", n_in, n_out, n_attr,
@@ -523,8 +523,7 @@ static qf_status check_int8_biases(const qf_graph *g, const char *path)
     const int32_t lim = QFI_INT8_BIAS_LIMIT;
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
-        if (n->precision != QF_PREC_INT8 || (n->op != QF_OP_CONV && n->op != QF_OP_GEMM && n->op != QF_OP_MATMUL) ||
-            n->n_in < 3 || n->in[2] < 0)
+        if (n->precision != QF_PREC_INT8 || qfi_ops[n->op]->int8 != QFI_INT8_COMPUTE || n->n_in < 3 || n->in[2] < 0)
             continue;
         const qf_value *b = &g->values[n->in[2]];
         if (b->dtype != QF_I32 || !b->data) continue; /* the op's own checks refuse it */
@@ -542,7 +541,7 @@ static qf_status verify_graph(qf_graph *g, const char *path)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         qf_node *n = &g->nodes[i];
-        qf_status st = qfi_ops[n->op].parse(g, n);
+        qf_status st = qfi_ops[n->op]->parse(g, n);
         if (st != QF_OK) return with_path(path, st);
     }
     qf_value *stored = qfi_calloc((size_t)g->n_values + 1, sizeof *stored);

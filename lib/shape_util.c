@@ -40,3 +40,10 @@ void qfi_contiguous_strides(int ndim, const int64_t *dims, int64_t *strides)
         s *= dims[d];
     }
 }
+
+bool qfi_is_channel_vector(const qf_value *c, int64_t channels)
+{
+    int64_t cnt = qf_value_numel(c);
+    if (cnt == 1 && c->ndim <= 2) return true;
+    return cnt == channels && c->ndim >= 1 && c->ndim <= 2 && c->dims[c->ndim - 1] == channels;
+}

@@ -7,7 +7,7 @@ void qf_graph_stats_compute(const qf_graph *g, qf_graph_stats *st)
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
         st->op_count[n->op]++;
-        if (qfi_ops[n->op].flops) st->flops += qfi_ops[n->op].flops(g, n);
+        if (qfi_ops[n->op]->flops) st->flops += qfi_ops[n->op]->flops(g, n);
         /* parameters: constant inputs of compute nodes (weights, biases) */
         for (int k = 1; k < n->n_in; k++) {
             int v = n->in[k];

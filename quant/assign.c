@@ -6,7 +6,6 @@
 #include <math.h>
 #include "quant_internal.h"
 #include "fusion.h"
-#include "ops/nn.h"
 
 static bool is_output(const qf_graph *g, int v) { return v >= 0 && (g->values[v].flags & QF_VALUE_OUTPUT); }
 
@@ -45,41 +44,25 @@ static qf_status build_uses(qfi_qplan *p)
 
 /* ---- INT8 anchors and their fused epilogues ---------------------------------------- */
 
-/* Output channels of a Gemm/MatMul weight. */
-static int64_t gemm_channels(const qf_graph *g, const qf_node *n)
+/* Output channels of an INT8 compute op's weight. */
+static int64_t weight_channels(const qf_graph *g, const qf_node *n)
 {
-    const qf_value *w = qfi_in(g, n, 1);
-    if (n->op == QF_OP_GEMM) return ((const qfi_gemm_params *)n->params)->trans_b ? w->dims[0] : w->dims[1];
-    return w->dims[w->ndim - 1];
+    int64_t outer, channels, inner;
+    qfi_ops[n->op]->weight_layout(g, n, &outer, &channels, &inner);
+    return channels;
 }
 
-/* A constant that broadcasts over the channels of a (rows, N) result as a
- * per-channel vector: a scalar, (N) or (1,N). */
-static bool channel_vector(const qf_value *c, int64_t N)
-{
-    int64_t cnt = qf_value_numel(c);
-    if (cnt == 1 && c->ndim <= 2) return true;
-    return cnt == N && c->ndim >= 1 && c->ndim <= 2 && c->dims[c->ndim - 1] == N;
-}
-
+/* An op of the INT8 compute role (Conv, Gemm, MatMul) reading a float
+ * activation, a constant weight and an optional constant bias, in shapes its
+ * descriptor accepts. */
 static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
 {
-    const qf_graph *g = p->g;
-    if (n->n_in < 2 || n->n_out != 1 || n->out[0] < 0) return false;
+    const qfi_op_desc *d = qfi_ops[n->op];
+    if (d->int8 != QFI_INT8_COMPUTE || n->n_in < 2 || n->n_out != 1 || n->out[0] < 0) return false;
     int x = n->in[0], w = n->in[1], b = n->n_in > 2 ? n->in[2] : -1;
     if (!qfi_qfloat(p, x) || qfi_qconst(p, x) || !qfi_qfloat(p, w) || !qfi_qconst(p, w)) return false;
     if (b >= 0 && (!qfi_qfloat(p, b) || !qfi_qconst(p, b))) return false;
-    const qf_value *wv = &g->values[w];
-    switch (n->op) {
-    case QF_OP_CONV: return wv->ndim >= 3 && wv->dims[0] > 0;
-    case QF_OP_GEMM: {
-        const qfi_gemm_params *gp = n->params;
-        if (gp->trans_a || wv->ndim != 2) return false;
-        return b < 0 || channel_vector(&g->values[b], gemm_channels(g, n));
-    }
-    case QF_OP_MATMUL: return wv->ndim == 2 && g->values[x].ndim >= 2;
-    default: return false;
-    }
+    return !d->int8_ok || d->int8_ok(p->g, n);
 }
 
 /* The INT8 epilogue's rules for lib/fusion.c's chains: Conv/Gemm/MatMul ->
@@ -95,7 +78,7 @@ static bool int8_accept(void *user, const qf_graph *g, const qfi_fusion *f, cons
     switch (c->link) {
     case QFI_FUSE_BIAS:
         return (a->op == QF_OP_GEMM || a->op == QF_OP_MATMUL) && qfi_qfloat(p, c->other) &&
-               channel_vector(&g->values[c->other], gemm_channels(g, a)) && same_shape(y, cur);
+               qfi_is_channel_vector(&g->values[c->other], weight_channels(g, a)) && same_shape(y, cur);
     case QFI_FUSE_RESIDUAL:
         return qfi_qfloat(p, c->other) && same_shape(&g->values[c->other], cur) && same_shape(y, cur);
     case QFI_FUSE_RELU: return true;
@@ -137,27 +120,11 @@ static qf_status plan_fusions(qfi_qplan *p)
 
 /* ---- precision ------------------------------------------------------------------- */
 
-/* INT8 ops with their own output scale, run through the FP32 kernel. */
-static bool requant_op(qf_op op) { return op == QF_OP_GLOBAL_AVERAGE_POOL || op == QF_OP_AVERAGE_POOL; }
-
-/* INT8 ops that only move or select values: the output shares the input's scale. */
-static bool pass_op(const qf_graph *g, const qf_node *n)
+/* Whether node n can take its op's INT8 role (of the roles other than compute). */
+static bool int8_role(const qf_graph *g, const qf_node *n, qfi_int8_role role)
 {
-    switch (n->op) {
-    case QF_OP_MAX_POOL: return n->n_out == 1 || n->out[1] < 0; /* not with the Indices output */
-    case QF_OP_GLOBAL_MAX_POOL:
-    case QF_OP_RELU:
-    case QF_OP_RESHAPE:
-    case QF_OP_FLATTEN:
-    case QF_OP_TRANSPOSE:
-    case QF_OP_SQUEEZE:
-    case QF_OP_UNSQUEEZE:
-    case QF_OP_PAD:
-    case QF_OP_CONCAT:
-    case QF_OP_SLICE:
-    case QF_OP_SPLIT: return true;
-    default: return false;
-    }
+    const qfi_op_desc *d = qfi_ops[n->op];
+    return d->int8 == role && (!d->int8_ok || d->int8_ok(g, n));
 }
 
 /* Every non-constant float input is written by an INT8 node (and there is one),
@@ -207,9 +174,7 @@ static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
 {
     if (p->o.precision == QF_PREC_FP32) return QF_PREC_FP32;
     /* conversions say their dtypes explicitly; shape ops were folded */
-    if (n->op == QF_OP_CAST || n->op == QF_OP_QUANTIZE_LINEAR || n->op == QF_OP_DEQUANTIZE_LINEAR ||
-        n->op == QF_OP_CONSTANT || n->op == QF_OP_SHAPE)
-        return QF_PREC_FP32;
+    if (qfi_ops[n->op]->traits & QFI_OP_KEEP_FP32) return QF_PREC_FP32;
     bool any = false;
     for (int k = 0; k < n->n_out; k++) {
         if (n->out[k] < 0) continue;
@@ -314,10 +279,10 @@ qf_status qfi_quant_assign(qfi_qplan *p)
             qn->prec = QF_PREC_INT8;
             continue;
         }
-        if (int8 && requant_op(n->op) && int8_inputs(p, n)) {
+        if (int8 && int8_role(g, n, QFI_INT8_REQUANT) && int8_inputs(p, n)) {
             qn->role = QFI_QROLE_REQUANT;
             qn->prec = QF_PREC_INT8;
-        } else if (int8 && pass_op(g, n) && int8_inputs(p, n)) {
+        } else if (int8 && int8_role(g, n, QFI_INT8_PASS) && int8_inputs(p, n)) {
             qn->role = QFI_QROLE_PASS;
             qn->prec = QF_PREC_INT8;
         } else {

@@ -165,8 +165,7 @@ static qf_status quantize_to(ex *e, const char *src, int v)
 
 static bool is_int8_anchor(const qf_graph *g, const qf_node *n)
 {
-    if (n->precision != QF_PREC_INT8 || (n->op != QF_OP_CONV && n->op != QF_OP_GEMM && n->op != QF_OP_MATMUL))
-        return false;
+    if (n->precision != QF_PREC_INT8 || qfi_ops[n->op]->int8 != QFI_INT8_COMPUTE) return false;
     const qf_value *w = qfi_in(g, n, 1);
     return n->n_in >= 4 && w && w->dtype == QF_I8;
 }
@@ -184,16 +183,15 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
     const qf_graph *g = e->g;
     const qf_value *X = qfi_in(g, n, 0), *W = qfi_in(g, n, 1), *B = qfi_in(g, n, 2), *S = qfi_in(g, n, 3);
     const int y = n->out[0];
-    /* the weight's output-channel axis: Conv (M, C/group, k...), Gemm (N,K) with
-     * transB else (K,N), MatMul (K,N) */
-    const bool trans_b = n->op == QF_OP_GEMM && qfi_attr_int(n, "transB", 0) != 0;
-    const int axis = n->op == QF_OP_CONV || trans_b ? 0 : 1;
-    if ((n->op == QF_OP_CONV && W->ndim < 3) || (n->op != QF_OP_CONV && W->ndim != 2))
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "INT8 weight %s has %d dims", QFI_NODE_ARGS(g, n), W->name,
-                        W->ndim);
-    if (n->op == QF_OP_GEMM && qfi_attr_int(n, "transA", 0) != 0)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "INT8 Gemm with transA", QFI_NODE_ARGS(g, n));
-    const int64_t ch = W->dims[axis];
+    /* the weight's output-channel axis: 0 when the channels lead (Conv (M, C/group, k...),
+     * Gemm (N,K) with transB), else 1 (Gemm and MatMul (K,N)) */
+    const qfi_op_desc *d = qfi_ops[n->op];
+    if (d->int8_ok && !d->int8_ok(g, n))
+        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "weight %s (%d dims) and attributes are not a form INT8 %s takes",
+                        QFI_NODE_ARGS(g, n), W->name, W->ndim, qf_op_name(n->op));
+    int64_t outer, ch, inner;
+    d->weight_layout(g, n, &outer, &ch, &inner);
+    const int axis = outer == 1 ? 0 : 1;
     QF_CHECK(qfi_int8_operands(g, n, ch));
 
     const char *x, *wq;
@@ -434,8 +432,9 @@ static qf_status emit_conversion(ex *e, const qf_node *n)
 
 static bool is_conversion(const qf_graph *g, const qf_node *n)
 {
-    if (n->op == QF_OP_QUANTIZE_LINEAR || n->op == QF_OP_DEQUANTIZE_LINEAR) return n->n_in == 1;
-    if (n->op != QF_OP_CAST || n->n_in < 1 || n->in[0] < 0) return false;
+    if (!qf_op_is_conversion(n->op)) return false;
+    if (n->op != QF_OP_CAST) return n->n_in == 1; /* QuantizeLinear, DequantizeLinear */
+    if (n->n_in < 1 || n->in[0] < 0) return false;
     qf_dtype a = g->values[n->in[0]].dtype, b = g->values[n->out[0]].dtype;
     return (a == QF_F32 || a == QF_F16) && (b == QF_F32 || b == QF_F16);
 }

@@ -85,8 +85,8 @@ static qf_status convert(rw *r, int src, qf_dtype sdt, int dst, qf_dtype ddt)
     if (i < 0) return QF_ERR_NOMEM;
     r->p->sum.conversions++;
     qf_node *n = &g->nodes[i];
-    QF_CHECK(qfi_ops[n->op].parse(g, n));
-    return qfi_ops[n->op].infer(g, n);
+    QF_CHECK(qfi_ops[n->op]->parse(g, n));
+    return qfi_ops[n->op]->infer(g, n);
 }
 
 /* The version of planned value v in dtype dt, converting on first use. */
@@ -121,8 +121,8 @@ static qf_status get_as(rw *r, int v, qf_dtype dt, int *out)
 }
 
 /* FP16 nodes read float constants as half, except inputs that are parameters
- * rather than data (Resize's roi and scales decide the output size). */
-static bool const_is_data(qf_op op, int k) { return !((op == QF_OP_RESIZE || op == QF_OP_UPSAMPLE) && k >= 1); }
+ * rather than data (the descriptor's params: Resize's roi and scales). */
+static bool const_is_data(qf_op op, int k) { return k >= 32 || !(qfi_ops[op]->params & (1u << k)); }
 
 /* Moves old node n into the graph with new inputs/outputs; returns its index. */
 static int move_node(rw *r, qf_node *n, int n_in, const int *in, int n_out, const int *out, qf_precision prec,
@@ -163,27 +163,13 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
     const float s_in = g->values[x].scale;
     const int wv = n->in[1];
     const qf_value *W = &g->values[wv];
-    int64_t outer = 1, ch, inner;
+    int64_t outer, ch, inner;
+    qfi_ops[n->op]->weight_layout(g, n, &outer, &ch, &inner);
     float alpha = 1.0f, beta = 1.0f;
-    if (n->op == QF_OP_CONV) {
-        ch = W->dims[0];
-        inner = qf_value_numel(W) / ch;
-    } else if (n->op == QF_OP_GEMM) {
-        qfi_gemm_params *gp = n->params;
+    if (n->op == QF_OP_GEMM) {
+        const qfi_gemm_params *gp = n->params;
         alpha = gp->alpha;
         beta = gp->beta;
-        if (gp->trans_b) {
-            ch = W->dims[0];
-            inner = W->dims[1];
-        } else {
-            outer = W->dims[0];
-            ch = W->dims[1];
-            inner = 1;
-        }
-    } else {
-        outer = W->dims[0];
-        ch = W->dims[1];
-        inner = 1;
     }
     const int64_t cnt = qf_value_numel(W);
     const float *wf = W->data;
@@ -249,7 +235,7 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
         set_attr_float(nn, "beta", 1.0f);
     }
     /* checks the INT8 operands and the output shape */
-    return qfi_ops[nn->op].infer(g, nn);
+    return qfi_ops[nn->op]->infer(g, nn);
 }
 
 /* Emits node i of the old graph (not an anchor) at its precision. */

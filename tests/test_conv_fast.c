@@ -253,7 +253,7 @@ START_TEST(engine_conv_matches_naive)
     qf_node *n = op(g, "conv", QF_OP_CONV, 3, (int[]){x, w, b}, y);
     set_ints(n, "pads", 4, (int64_t[]){f.pt, f.pl, f.pb, f.pr});
     output(g, y);
-    for (int i = 0; i < g->n_nodes; i++) ck_assert_int_eq(qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]), QF_OK);
+    for (int i = 0; i < g->n_nodes; i++) ck_assert_int_eq(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]), QF_OK);
     OK(qf_graph_prepare(g, (int)f.N));
     float *xin = random_input(g, 99, -1.0f, 1.0f);
     float *out = run(g, xin, NULL, NULL);

@@ -79,7 +79,7 @@ static qf_graph *new_graph(const char *name)
 static void prepare(qf_graph *g, int batch)
 {
     for (int i = 0; i < g->n_nodes; i++) {
-        qf_status st = qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]);
+        qf_status st = qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]);
         ck_assert_msg(st == QF_OK, "%s", qf_error_message());
     }
     qf_status st = qf_graph_prepare(g, batch);

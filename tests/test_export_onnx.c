@@ -75,7 +75,7 @@ static qf_graph *net(int batch)
     set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, (int[]){logits}, prob), "axis", 1);
     output(g, logits);
     output(g, prob);
-    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]));
+    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
     OK(qf_graph_prepare(g, batch));
     return g;
 }
@@ -458,7 +458,7 @@ START_TEST(dequantize_per_axis)
     set_int(op(g, "dqx", QF_OP_DEQUANTIZE_LINEAR, 2, (int[]){xi, s}, y), "axis", -2);
     op(g, "add", QF_OP_ADD, 2, (int[]){w, y}, sum);
     output(g, sum);
-    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]));
+    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
     OK(qf_graph_prepare(g, 2));
     /* the constant one folded into float weights */
     ck_assert(g->values[qf_graph_find_value(g, "w")].flags & QF_VALUE_CONST);
@@ -479,15 +479,15 @@ START_TEST(dequantize_per_axis)
     qf_node *n = &g->nodes[0];
     for (int a = 0; a < n->n_attr; a++)
         if (!strcmp(n->attrs[a].name, "axis")) n->attrs[a].i = 2;
-    ck_assert_int_eq(qfi_ops[n->op].infer(g, n), QF_ERR_INVALID);
+    ck_assert_int_eq(qfi_ops[n->op]->infer(g, n), QF_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(qf_error_message(), "scale s has 3 elements"));
     n->attrs[0].i = 3;
-    ck_assert_int_eq(qfi_ops[n->op].infer(g, n), QF_ERR_INVALID);
+    ck_assert_int_eq(qfi_ops[n->op]->infer(g, n), QF_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(qf_error_message(), "axis 3 is out of range"));
     /* and a zero or negative per-channel scale */
     n->attrs[0].i = 1;
     ((float *)g->values[s].data)[1] = 0.0f;
-    ck_assert_int_eq(qfi_ops[n->op].infer(g, n), QF_ERR_INVALID);
+    ck_assert_int_eq(qfi_ops[n->op]->infer(g, n), QF_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(qf_error_message(), "scale 1 of s"));
     qf_graph_free(g);
 }

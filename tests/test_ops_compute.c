@@ -9,6 +9,7 @@
 #include <math.h>
 #include "internal.h"
 #include "ops/ops.h"
+#include "../runtime/cpu/kernels.h"
 #include "testutil.h"
 
 /* ---- a one-node graph under test -------------------------------------------------- */
@@ -81,8 +82,8 @@ static qf_status one_run(one *t, int threads)
 {
     qf_graph *g = t->g;
     qf_node *n = &g->nodes[0];
-    QF_CHECK(qfi_ops[n->op].parse(g, n));
-    QF_CHECK(qfi_ops[n->op].infer(g, n));
+    QF_CHECK(qfi_ops[n->op]->parse(g, n));
+    QF_CHECK(qfi_ops[n->op]->infer(g, n));
     const void *in[MAX_IO];
     void *out[MAX_IO];
     for (int k = 0; k < t->n_in; k++) in[k] = t->in[k] >= 0 ? (t->x[k] ? (void *)t->x[k] : g->values[t->in[k]].data) : NULL;
@@ -94,10 +95,10 @@ static qf_status one_run(one *t, int threads)
         out[k] = t->y[k];
     }
     if (threads == 1) return qfi_cpu_run_node(g, n, in, out);
-    size_t sb = qfi_ops[n->op].cpu_scratch ? qfi_ops[n->op].cpu_scratch(g, n) : 0;
+    size_t sb = qfi_cpu_kernel_of(n->op)->scratch ? qfi_cpu_kernel_of(n->op)->scratch(g, n) : 0;
     void *scratch = sb ? malloc(sb) : NULL;
     qfi_kernel_args a = {.g = g, .n = n, .in = in, .out = out, .scratch = scratch, .threads = threads};
-    qf_status st = qfi_ops[n->op].cpu(&a);
+    qf_status st = qfi_cpu_kernel_of(n->op)->run(&a);
     free(scratch);
     return st;
 }
@@ -854,7 +855,7 @@ START_TEST(flop_counts)
     set_ints(n, "pads", 4, pads);
     t->g->batch = 2;
     ck_assert_int_eq(one_run(t, 1), QF_OK);
-    ck_assert_int_eq(qfi_conv_flops(t->g, &t->g->nodes[0]), 2 * 6 * 64 * 2 * 9);
+    ck_assert_int_eq(qfi_ops[QF_OP_CONV]->flops(t->g, &t->g->nodes[0]), 2 * 6 * 64 * 2 * 9);
     one_free(t);
 
     /* ConvTranspose: per image 2 * C * IN * (M/group) * K */
@@ -865,7 +866,7 @@ START_TEST(flop_counts)
     one_node(t, QF_OP_CONV_TRANSPOSE, 1);
     t->g->batch = 3;
     ck_assert_int_eq(one_run(t, 1), QF_OK);
-    ck_assert_int_eq(qfi_conv_transpose_flops(t->g, &t->g->nodes[0]), 2 * 1 * 9 * 2 * 9);
+    ck_assert_int_eq(qfi_ops[QF_OP_CONV_TRANSPOSE]->flops(t->g, &t->g->nodes[0]), 2 * 1 * 9 * 2 * 9);
     one_free(t);
 
     /* Gemm over a batch of 4 rows: per image 2 * N * K */
@@ -876,7 +877,7 @@ START_TEST(flop_counts)
     one_node(t, QF_OP_GEMM, 1);
     t->g->batch = 4;
     ck_assert_int_eq(one_run(t, 1), QF_OK);
-    ck_assert_int_eq(qfi_gemm_flops(t->g, &t->g->nodes[0]), 2 * 3 * 10);
+    ck_assert_int_eq(qfi_ops[QF_OP_GEMM]->flops(t->g, &t->g->nodes[0]), 2 * 3 * 10);
     one_free(t);
 
     /* MatMul (4,5,6) x (6,7) with batch 4: per image 2 * 5 * 7 * 6 */
@@ -887,7 +888,7 @@ START_TEST(flop_counts)
     one_node(t, QF_OP_MATMUL, 1);
     t->g->batch = 4;
     ck_assert_int_eq(one_run(t, 1), QF_OK);
-    ck_assert_int_eq(qfi_matmul_flops(t->g, &t->g->nodes[0]), 2 * 5 * 7 * 6);
+    ck_assert_int_eq(qfi_ops[QF_OP_MATMUL]->flops(t->g, &t->g->nodes[0]), 2 * 5 * 7 * 6);
     one_free(t);
 }
 END_TEST
@@ -1050,7 +1051,7 @@ START_TEST(engine_runs_a_small_network)
     set_ints(&g->nodes[1], "strides", 2, k2);
     set_ints(&g->nodes[2], "axes", 2, axes);
     set_int(&g->nodes[2], "keepdims", 0);
-    for (int i = 0; i < g->n_nodes; i++) ck_assert_int_eq(qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]), QF_OK);
+    for (int i = 0; i < g->n_nodes; i++) ck_assert_int_eq(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]), QF_OK);
     ck_assert_msg(qf_graph_prepare(g, 2) == QF_OK, "%s", qf_error_message());
     qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = 2};
     qf_engine *e = NULL;

@@ -6,6 +6,7 @@
 #include <float.h>
 #include <math.h>
 #include "internal.h"
+#include "../runtime/cpu/kernels.h"
 #include "testutil.h"
 
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
@@ -66,8 +67,8 @@ static void set_floats(qf_graph *g, int ni, const char *name, int cnt, const flo
 static qf_status prep(qf_graph *g, int ni)
 {
     qf_node *n = &g->nodes[ni];
-    qf_status st = qfi_ops[n->op].parse(g, n);
-    return st != QF_OK ? st : qfi_ops[n->op].infer(g, n);
+    qf_status st = qfi_ops[n->op]->parse(g, n);
+    return st != QF_OK ? st : qfi_ops[n->op]->infer(g, n);
 }
 
 /* Runs the node's CPU kernel; feeds[k] is the data of a non-constant input k.
@@ -85,7 +86,7 @@ static qf_status exec(qf_graph *g, int ni, const void *const *feeds, void **out,
         out[k] = n->out[k] >= 0 ? calloc(bytes + 1, 1) : NULL;
     }
     qfi_kernel_args a = {.g = g, .n = n, .in = in, .out = out, .threads = threads};
-    return qfi_ops[n->op].cpu(&a);
+    return qfi_cpu_kernel_of(n->op)->run(&a);
 }
 
 static void free_outs(void **out, int n)

@@ -69,7 +69,7 @@ static qf_graph *net(int batch)
     set_float(n, "alpha", 0.5f);
     set_int(n, "transB", 1);
     output(g, y);
-    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]));
+    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
     OK(qf_graph_prepare(g, batch));
     return g;
 }
@@ -249,7 +249,7 @@ START_TEST(wide_node)
     for (int k = 0; k < 70; k++) in[k] = x;
     set_int(op(g, "cat", QF_OP_CONCAT, 70, in, y), "axis", 1);
     output(g, y);
-    OK(qfi_ops[QF_OP_CONCAT].parse(g, &g->nodes[0]));
+    OK(qfi_ops[QF_OP_CONCAT]->parse(g, &g->nodes[0]));
     OK(qf_graph_prepare(g, 2));
     char path[1100];
     snprintf(path, sizeof path, "%s/wide.qfm", tmp_dir);

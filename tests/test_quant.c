@@ -230,7 +230,7 @@ static qf_node *conv(qf_graph *g, const char *name, int x, int w, int b, int out
 
 static void prepare(qf_graph *g, int batch)
 {
-    for (int i = 0; i < g->n_nodes; i++) ck_assert_int_eq(qfi_ops[g->nodes[i].op].parse(g, &g->nodes[i]), QF_OK);
+    for (int i = 0; i < g->n_nodes; i++) ck_assert_int_eq(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]), QF_OK);
     qf_status st = qf_graph_prepare(g, batch);
     ck_assert_msg(st == QF_OK, "%s", qf_error_message());
 }
@@ -891,7 +891,7 @@ START_TEST(qdq_nodes_roundtrip)
     free(yo);
     /* a nonzero zero point is refused, naming it */
     *(int8_t *)g->values[z].data = 3;
-    ck_assert_int_eq(qfi_ops[QF_OP_QUANTIZE_LINEAR].infer(g, &g->nodes[0]), QF_ERR_UNSUPPORTED);
+    ck_assert_int_eq(qfi_ops[QF_OP_QUANTIZE_LINEAR]->infer(g, &g->nodes[0]), QF_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(qf_error_message(), "zero point z"));
     qf_graph_free(g);
 }

@@ -77,7 +77,7 @@ static const char *model_precision(const qf_graph *g)
     qf_precision last = QF_PREC_FP32;
     for (int i = 0; i < g->n_nodes; i++) {
         qf_op op = g->nodes[i].op;
-        if (op == QF_OP_QUANTIZE_LINEAR || op == QF_OP_DEQUANTIZE_LINEAR || op == QF_OP_CAST) continue;
+        if (qf_op_is_conversion(op)) continue;
         qf_precision p = g->nodes[i].precision;
         if (!seen[p]++) kinds++;
         last = p;

@@ -40,16 +40,11 @@ static void print_meta(const qf_qfm_meta *m)
     printf("preprocess %s\n", m->preprocess[0] ? m->preprocess : "(none recorded)");
 }
 
-static bool is_conversion(qf_op op)
-{
-    return op == QF_OP_QUANTIZE_LINEAR || op == QF_OP_DEQUANTIZE_LINEAR || op == QF_OP_CAST;
-}
-
 static void print_precisions(const qf_graph *g)
 {
     int count[QF_PRECISION_COUNT] = {0}, conversions = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        if (is_conversion(g->nodes[i].op)) conversions++;
+        if (qf_op_is_conversion(g->nodes[i].op)) conversions++;
         else if ((unsigned)g->nodes[i].precision < QF_PRECISION_COUNT) count[g->nodes[i].precision]++;
     }
     printf("precision");
@@ -76,8 +71,7 @@ static void print_quant_columns(const qf_graph *g, const qf_node *n)
     default: break;
     }
     /* INT8 Conv/Gemm/MatMul: inputs x, w, bias, per-channel weight scales (, residual) */
-    bool anchor = n->op == QF_OP_CONV || n->op == QF_OP_GEMM || n->op == QF_OP_MATMUL;
-    if (anchor && n->precision == QF_PREC_INT8 && n->n_in > 3 && n->in[3] >= 0) {
+    if (qf_op_has_epilogue(n->op) && n->precision == QF_PREC_INT8 && n->n_in > 3 && n->in[3] >= 0) {
         const qf_value *s = &g->values[n->in[3]];
         const float *sd = s->data;
         int64_t cnt = qf_value_numel(s);

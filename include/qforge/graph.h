@@ -21,9 +21,10 @@ extern "C" {
 #define QF_MAX_VALUES  400000
 #define QF_MAX_TENSOR_BYTES ((int64_t)4 << 30)
 
-/* Operators: one list, lib/ops.def; the op table (lib/op_table.c) is built from it. */
+/* Operators: one list, include/qforge/ops.def; the op descriptors
+ * (lib/op_table.c) and every engine's kernel table are built from it. */
 typedef enum qf_op {
-#define QF_OP(id, onnx_name) QF_OP_##id,
+#define QF_OP(id, ...) QF_OP_##id,
 #include "qforge/ops.def"
 #undef QF_OP
     QF_OP_COUNT
@@ -32,6 +33,13 @@ typedef enum qf_op {
 const char *qf_op_name(qf_op op);
 /* Looks an op up by its ONNX op_type; false if qforge does not implement it. */
 bool qf_op_lookup(const char *onnx_name, qf_op *out);
+/* QuantizeLinear, DequantizeLinear and Cast: nodes that only change dtypes,
+ * not counted as computation. */
+bool qf_op_is_conversion(qf_op op);
+/* Conv, Gemm, MatMul: an INT8 node of this op carries a fused epilogue
+ * (activation qf_node.act, residual input) and operands x, W, bias, weight
+ * scales (lib/ops/qdq.c's qfi_int8_operands). */
+bool qf_op_has_epilogue(qf_op op);
 
 typedef enum qf_value_flags {
     QF_VALUE_INPUT  = 1 << 0, /* a graph input, fed by the caller */

@@ -4,7 +4,7 @@
 #include "ops/nn.h"
 #include "ops/ops.h"
 
-qf_status qfi_batchnorm_parse(qf_graph *g, qf_node *n)
+static qf_status batchnorm_parse(qf_graph *g, qf_node *n)
 {
     bool extra_out = false;
     for (int k = 1; k < n->n_out; k++) extra_out |= n->out[k] >= 0;
@@ -23,7 +23,7 @@ qf_status qfi_batchnorm_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_batchnorm_infer(qf_graph *g, qf_node *n)
+static qf_status batchnorm_infer(qf_graph *g, qf_node *n)
 {
     const qfi_batchnorm_params *p = n->params;
     QF_ASSERT(p);
@@ -45,3 +45,9 @@ qf_status qfi_batchnorm_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, x->ndim, x->dims);
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_batch_norm = {
+    .parse = batchnorm_parse,
+    .infer = batchnorm_infer,
+    .from_opset6 = qfi_opset6_inference_only,
+};

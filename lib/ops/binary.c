@@ -1,9 +1,10 @@
 /* Elementwise binary ops: Add, Sub, Mul, Div with numpy (multidirectional)
  * broadcasting, and PRelu, whose slope broadcasts one way onto X. The CPU
  * kernel is runtime/cpu/binary.c. */
+#include "ops/nn.h"
 #include "ops/ops.h"
 
-qf_status qfi_binary_parse(qf_graph *g, qf_node *n)
+static qf_status binary_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 2 || n->n_out != 1)
         return qf_error(QF_ERR_INVALID, "%s: node %s (%s): needs 2 inputs and 1 output, has %d and %d", g->source,
@@ -15,7 +16,7 @@ qf_status qfi_binary_parse(qf_graph *g, qf_node *n)
     return QF_OK;
 }
 
-qf_status qfi_binary_infer(qf_graph *g, qf_node *n)
+static qf_status binary_infer(qf_graph *g, qf_node *n)
 {
     const char *op = qf_op_name(n->op);
     const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1);
@@ -46,3 +47,20 @@ qf_status qfi_binary_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), a->dtype, nd, dims);
     return QF_OK;
 }
+
+/* Opset 6 applied a slope of C values per channel, opset 7 broadcasts
+ * numpy-style: they agree only for a single slope. */
+static qf_status prelu_from_opset6(qf_graph *g, qf_node *n)
+{
+    const qf_value *slope = qfi_in(g, n, 1);
+    if (!slope || !(slope->flags & QF_VALUE_CONST) || qf_value_numel(slope) != 1)
+        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "opset 6's per-channel slope broadcast is not supported",
+                        QFI_NODE_ARGS(g, n));
+    return QF_OK;
+}
+
+const qfi_op_desc qfi_op_add = {.parse = binary_parse, .infer = binary_infer};
+const qfi_op_desc qfi_op_sub = {.parse = binary_parse, .infer = binary_infer};
+const qfi_op_desc qfi_op_mul = {.parse = binary_parse, .infer = binary_infer};
+const qfi_op_desc qfi_op_div = {.parse = binary_parse, .infer = binary_infer};
+const qfi_op_desc qfi_op_prelu = {.parse = binary_parse, .infer = binary_infer, .from_opset6 = prelu_from_opset6};

@@ -7,7 +7,7 @@ typedef struct cast_params {
     qf_dtype to;
 } cast_params;
 
-qf_status qfi_cast_parse(qf_graph *g, qf_node *n)
+static qf_status cast_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 1 || n->n_out != 1)
         return qf_error(QF_ERR_INVALID, "%s: node %s (Cast): needs 1 input and 1 output", g->source, n->name);
@@ -28,7 +28,7 @@ qf_status qfi_cast_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_cast_infer(qf_graph *g, qf_node *n)
+static qf_status cast_infer(qf_graph *g, qf_node *n)
 {
     const cast_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
@@ -36,3 +36,10 @@ qf_status qfi_cast_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), p->to, x->ndim, x->dims);
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_cast = {
+    .parse = cast_parse,
+    .infer = cast_infer,
+    .traits = QFI_OP_CONVERSION | QFI_OP_KEEP_FP32,
+    .typed = QFI_PREC_BIT(QF_PREC_FP16) | QFI_PREC_BIT(QF_PREC_INT8),
+};

@@ -3,7 +3,7 @@
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_concat_parse(qf_graph *g, qf_node *n)
+static qf_status concat_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in < 1 || n->n_out != 1)
         return qf_error(QF_ERR_INVALID, "%s: node %s (Concat): needs inputs and 1 output", g->source, n->name);
@@ -16,7 +16,7 @@ qf_status qfi_concat_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_concat_infer(qf_graph *g, qf_node *n)
+static qf_status concat_infer(qf_graph *g, qf_node *n)
 {
     qfi_axis_params *p = n->params;
     const qf_value *x0 = qfi_in(g, n, 0);
@@ -40,3 +40,5 @@ qf_status qfi_concat_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), x0->dtype, x0->ndim, dims);
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_concat = {.parse = concat_parse, .infer = concat_infer, .int8 = QFI_INT8_PASS};

@@ -4,7 +4,7 @@
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_constant_parse(qf_graph *g, qf_node *n)
+static qf_status constant_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 0 || n->n_out != 1)
         return qf_error(QF_ERR_INVALID, "%s: node %s (Constant): needs no inputs and 1 output", g->source, n->name);
@@ -43,7 +43,7 @@ qf_status qfi_constant_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_constant_infer(qf_graph *g, qf_node *n)
+static qf_status constant_infer(qf_graph *g, qf_node *n)
 {
     const qfi_constant_params *p = n->params;
     const qf_attr *at = &n->attrs[p->attr];
@@ -58,3 +58,5 @@ qf_status qfi_constant_infer(qf_graph *g, qf_node *n)
     }
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_constant = {.parse = constant_parse, .infer = constant_infer, .traits = QFI_OP_KEEP_FP32};

@@ -146,7 +146,7 @@ qf_status qfi_window_resolve(const qf_graph *g, const qf_node *n, const qfi_wind
 
 /* ---- Conv ------------------------------------------------------------------------- */
 
-qf_status qfi_conv_parse(qf_graph *g, qf_node *n)
+static qf_status conv_parse(qf_graph *g, qf_node *n)
 {
     /* INT8: x, W, bias, weight scales, residual (lib/ops/qdq.c) */
     QF_CHECK(qfi_check_arity(g, n, 2, n->precision == QF_PREC_INT8 ? 5 : 3));
@@ -194,7 +194,7 @@ qf_status qfi_conv_geometry(const qf_graph *g, const qf_node *n, qfi_conv_geom *
     return qfi_window_resolve(g, n, &p->win, x->ndim - 2, x->dims + 2, w->dims + 2, false, &geo->w);
 }
 
-qf_status qfi_conv_infer(qf_graph *g, qf_node *n)
+static qf_status conv_infer(qf_graph *g, qf_node *n)
 {
     qfi_conv_geom geo;
     QF_CHECK(qfi_conv_geometry(g, n, &geo));
@@ -206,10 +206,36 @@ qf_status qfi_conv_infer(qf_graph *g, qf_node *n)
     return QF_OK;
 }
 
-int64_t qfi_conv_flops(const qf_graph *g, const qf_node *n)
+static int64_t conv_flops(const qf_graph *g, const qf_node *n)
 {
     qfi_conv_geom geo;
     if (!n->params || qfi_conv_geometry(g, n, &geo) != QF_OK) return 0;
     /* per image: every output element is a dot product of (C/group)*K terms */
     return 2 * geo.M * qfi_window_out_size(&geo.w) * (geo.C / geo.group) * qfi_window_k_size(&geo.w);
 }
+
+/* INT8: the weight (M, C/group, k...) is quantized along M. */
+static bool conv_int8_ok(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *w = qfi_in(g, n, 1);
+    return w->ndim >= 3 && w->dims[0] > 0;
+}
+
+static void conv_weight_layout(const qf_graph *g, const qf_node *n, int64_t *outer, int64_t *channels, int64_t *inner)
+{
+    const qf_value *w = qfi_in(g, n, 1);
+    *outer = 1;
+    *channels = w->dims[0];
+    *inner = qf_value_numel(w) / w->dims[0];
+}
+
+const qfi_op_desc qfi_op_conv = {
+    .parse = conv_parse,
+    .infer = conv_infer,
+    .flops = conv_flops,
+    .traits = QFI_OP_EPILOGUE,
+    .int8 = QFI_INT8_COMPUTE,
+    .int8_ok = conv_int8_ok,
+    .weight_layout = conv_weight_layout,
+    .typed = QFI_PREC_BIT(QF_PREC_INT8),
+};

@@ -4,7 +4,7 @@
 #include "ops/nn.h"
 #include "ops/ops.h"
 
-qf_status qfi_conv_transpose_parse(qf_graph *g, qf_node *n)
+static qf_status conv_transpose_parse(qf_graph *g, qf_node *n)
 {
     QF_CHECK(qfi_check_arity(g, n, 2, 3));
     qfi_conv_params *p = qfi_calloc(1, sizeof *p);
@@ -101,7 +101,7 @@ qf_status qfi_conv_transpose_geometry(const qf_graph *g, const qf_node *n, qfi_c
     return QF_OK;
 }
 
-qf_status qfi_conv_transpose_infer(qf_graph *g, qf_node *n)
+static qf_status conv_transpose_infer(qf_graph *g, qf_node *n)
 {
     qfi_conv_geom geo;
     QF_CHECK(qfi_conv_transpose_geometry(g, n, &geo));
@@ -111,10 +111,16 @@ qf_status qfi_conv_transpose_infer(qf_graph *g, qf_node *n)
     return QF_OK;
 }
 
-int64_t qfi_conv_transpose_flops(const qf_graph *g, const qf_node *n)
+static int64_t conv_transpose_flops(const qf_graph *g, const qf_node *n)
 {
     qfi_conv_geom geo;
     if (!n->params || qfi_conv_transpose_geometry(g, n, &geo) != QF_OK) return 0;
     /* per image: every input element is scattered through (M/group)*K weights */
     return 2 * geo.C * qfi_window_in_size(&geo.w) * (geo.M / geo.group) * qfi_window_k_size(&geo.w);
 }
+
+const qfi_op_desc qfi_op_conv_transpose = {
+    .parse = conv_transpose_parse,
+    .infer = conv_transpose_infer,
+    .flops = conv_transpose_flops,
+};

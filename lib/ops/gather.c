@@ -4,7 +4,7 @@
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_gather_parse(qf_graph *g, qf_node *n)
+static qf_status gather_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 2 || n->n_out != 1)
         return qf_error(QF_ERR_INVALID, "%s: node %s (Gather): needs 2 inputs and 1 output", g->source, n->name);
@@ -14,7 +14,7 @@ qf_status qfi_gather_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_gather_infer(qf_graph *g, qf_node *n)
+static qf_status gather_infer(qf_graph *g, qf_node *n)
 {
     qfi_axis_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0), *idx = qfi_in(g, n, 1);
@@ -36,3 +36,5 @@ qf_status qfi_gather_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, nd, dims);
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_gather = {.parse = gather_parse, .infer = gather_infer};

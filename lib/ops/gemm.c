@@ -3,7 +3,7 @@
 #include "ops/nn.h"
 #include "ops/ops.h"
 
-qf_status qfi_gemm_parse(qf_graph *g, qf_node *n)
+static qf_status gemm_parse(qf_graph *g, qf_node *n)
 {
     /* INT8: A, B, bias, weight scales, residual (lib/ops/qdq.c) */
     QF_CHECK(qfi_check_arity(g, n, 2, n->precision == QF_PREC_INT8 ? 5 : 3));
@@ -56,7 +56,7 @@ qf_status qfi_gemm_geometry(const qf_graph *g, const qf_node *n, qfi_gemm_geom *
     return QF_OK;
 }
 
-qf_status qfi_gemm_infer(qf_graph *g, qf_node *n)
+static qf_status gemm_infer(qf_graph *g, qf_node *n)
 {
     qfi_gemm_geom geo;
     QF_CHECK(qfi_gemm_geometry(g, n, &geo));
@@ -66,7 +66,7 @@ qf_status qfi_gemm_infer(qf_graph *g, qf_node *n)
     return QF_OK;
 }
 
-int64_t qfi_gemm_flops(const qf_graph *g, const qf_node *n)
+static int64_t gemm_flops(const qf_graph *g, const qf_node *n)
 {
     qfi_gemm_geom geo;
     if (!n->params || qfi_gemm_geometry(g, n, &geo) != QF_OK) return 0;
@@ -77,3 +77,44 @@ int64_t qfi_gemm_flops(const qf_graph *g, const qf_node *n)
     if (g->batch > 0 && geo.M == g->batch && !(a->flags & QF_VALUE_CONST) && !p->trans_a) flops /= g->batch;
     return flops;
 }
+
+/* INT8: B is (K,N), or (N,K) with transB, and is quantized along N; C must
+ * broadcast over the rows as a per-channel vector (it becomes the bias). */
+static void gemm_weight_layout(const qf_graph *g, const qf_node *n, int64_t *outer, int64_t *channels, int64_t *inner)
+{
+    const qf_value *w = qfi_in(g, n, 1);
+    const bool trans_b = ((const qfi_gemm_params *)n->params)->trans_b;
+    *outer = trans_b ? 1 : w->dims[0];
+    *channels = trans_b ? w->dims[0] : w->dims[1];
+    *inner = trans_b ? w->dims[1] : 1;
+}
+
+static bool gemm_int8_ok(const qf_graph *g, const qf_node *n)
+{
+    const qfi_gemm_params *p = n->params;
+    const qf_value *w = qfi_in(g, n, 1), *c = qfi_in(g, n, 2);
+    if (p->trans_a || w->ndim != 2) return false;
+    int64_t outer, channels, inner;
+    gemm_weight_layout(g, n, &outer, &channels, &inner);
+    return !c || qfi_is_channel_vector(c, channels);
+}
+
+/* Opset 6's broadcast=1 is opset 7's unidirectional broadcast of C;
+ * broadcast=0 asked for C of the full shape, which opset 7 also accepts. */
+static qf_status gemm_from_opset6(qf_graph *g, qf_node *n)
+{
+    qfi_attr_drop(n, "broadcast");
+    return QF_OK;
+}
+
+const qfi_op_desc qfi_op_gemm = {
+    .parse = gemm_parse,
+    .infer = gemm_infer,
+    .flops = gemm_flops,
+    .traits = QFI_OP_EPILOGUE,
+    .int8 = QFI_INT8_COMPUTE,
+    .int8_ok = gemm_int8_ok,
+    .weight_layout = gemm_weight_layout,
+    .typed = QFI_PREC_BIT(QF_PREC_INT8),
+    .from_opset6 = gemm_from_opset6,
+};

@@ -3,12 +3,12 @@
 #include "ops/nn.h"
 #include "ops/ops.h"
 
-qf_status qfi_global_pool_parse(qf_graph *g, qf_node *n)
+static qf_status global_pool_parse(qf_graph *g, qf_node *n)
 {
     return qfi_check_arity(g, n, 1, 1);
 }
 
-qf_status qfi_global_pool_infer(qf_graph *g, qf_node *n)
+static qf_status global_pool_infer(qf_graph *g, qf_node *n)
 {
     const qf_value *x = qfi_in(g, n, 0);
     QF_CHECK(qfi_require_f32(g, n, x, "input"));
@@ -20,3 +20,15 @@ qf_status qfi_global_pool_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, x->ndim, dims);
     return QF_OK;
 }
+
+/* The mean needs its own output scale; the maximum is one of its inputs. */
+const qfi_op_desc qfi_op_global_average_pool = {
+    .parse = global_pool_parse,
+    .infer = global_pool_infer,
+    .int8 = QFI_INT8_REQUANT,
+};
+const qfi_op_desc qfi_op_global_max_pool = {
+    .parse = global_pool_parse,
+    .infer = global_pool_infer,
+    .int8 = QFI_INT8_PASS,
+};

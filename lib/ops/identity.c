@@ -1,9 +1,10 @@
 /* Identity and Dropout (inference-mode: also the identity). The graph passes
  * remove both; these definitions serve graphs that keep them. The CPU kernel
  * is runtime/cpu/copy.c. */
+#include "ops/nn.h"
 #include "ops/ops.h"
 
-qf_status qfi_identity_parse(qf_graph *g, qf_node *n)
+static qf_status identity_parse(qf_graph *g, qf_node *n)
 {
     if (n->op == QF_OP_IDENTITY) {
         if (n->n_in != 1 || n->n_out != 1)
@@ -39,7 +40,7 @@ static qf_status check_inference_mode(qf_graph *g, qf_node *n)
     return QF_OK;
 }
 
-qf_status qfi_identity_infer(qf_graph *g, qf_node *n)
+static qf_status identity_infer(qf_graph *g, qf_node *n)
 {
     const qf_value *x = qfi_in(g, n, 0);
     if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (%s): missing input", g->source, n->name, qf_op_name(n->op));
@@ -57,3 +58,20 @@ qf_status qfi_identity_infer(qf_graph *g, qf_node *n)
     }
     return QF_OK;
 }
+
+qf_status qfi_opset6_inference_only(qf_graph *g, qf_node *n)
+{
+    /* is_test=0 (the default) is training mode: batch statistics, random drops */
+    if (qfi_attr_int(n, "is_test", 0) == 0)
+        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "training mode (opset 6 is_test=0) is not supported",
+                        QFI_NODE_ARGS(g, n));
+    qfi_attr_drop(n, "is_test");
+    return QF_OK;
+}
+
+const qfi_op_desc qfi_op_identity = {.parse = identity_parse, .infer = identity_infer};
+const qfi_op_desc qfi_op_dropout = {
+    .parse = identity_parse,
+    .infer = identity_infer,
+    .from_opset6 = qfi_opset6_inference_only,
+};

@@ -3,7 +3,7 @@
 #include "ops/nn.h"
 #include "ops/ops.h"
 
-qf_status qfi_matmul_parse(qf_graph *g, qf_node *n)
+static qf_status matmul_parse(qf_graph *g, qf_node *n)
 {
     /* no attributes: nothing to store */
     /* INT8: A, B, bias, weight scales, residual (lib/ops/qdq.c) */
@@ -44,7 +44,7 @@ qf_status qfi_matmul_geometry(const qf_graph *g, const qf_node *n, qfi_matmul_ge
     return QF_OK;
 }
 
-qf_status qfi_matmul_infer(qf_graph *g, qf_node *n)
+static qf_status matmul_infer(qf_graph *g, qf_node *n)
 {
     qfi_matmul_geom geo;
     QF_CHECK(qfi_matmul_geometry(g, n, &geo));
@@ -53,7 +53,7 @@ qf_status qfi_matmul_infer(qf_graph *g, qf_node *n)
     return QF_OK;
 }
 
-int64_t qfi_matmul_flops(const qf_graph *g, const qf_node *n)
+static int64_t matmul_flops(const qf_graph *g, const qf_node *n)
 {
     qfi_matmul_geom geo;
     if (qfi_matmul_geometry(g, n, &geo) != QF_OK) return 0;
@@ -64,3 +64,28 @@ int64_t qfi_matmul_flops(const qf_graph *g, const qf_node *n)
         flops /= g->batch;
     return flops;
 }
+
+/* INT8: a constant 2-D B (K,N), quantized along N, under an input of 2 or more dims. */
+static bool matmul_int8_ok(const qf_graph *g, const qf_node *n)
+{
+    return qfi_in(g, n, 1)->ndim == 2 && qfi_in(g, n, 0)->ndim >= 2;
+}
+
+static void matmul_weight_layout(const qf_graph *g, const qf_node *n, int64_t *outer, int64_t *channels, int64_t *inner)
+{
+    const qf_value *w = qfi_in(g, n, 1);
+    *outer = w->dims[0];
+    *channels = w->dims[1];
+    *inner = 1;
+}
+
+const qfi_op_desc qfi_op_matmul = {
+    .parse = matmul_parse,
+    .infer = matmul_infer,
+    .flops = matmul_flops,
+    .traits = QFI_OP_EPILOGUE,
+    .int8 = QFI_INT8_COMPUTE,
+    .int8_ok = matmul_int8_ok,
+    .weight_layout = matmul_weight_layout,
+    .typed = QFI_PREC_BIT(QF_PREC_INT8),
+};

@@ -4,7 +4,7 @@
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_pad_parse(qf_graph *g, qf_node *n)
+static qf_status pad_parse(qf_graph *g, qf_node *n)
 {
     bool legacy = g->opset < 11;
     if ((legacy ? n->n_in != 1 : n->n_in < 2 || n->n_in > 4) || n->n_out != 1)
@@ -36,7 +36,7 @@ qf_status qfi_pad_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_pad_infer(qf_graph *g, qf_node *n)
+static qf_status pad_infer(qf_graph *g, qf_node *n)
 {
     qfi_pad_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
@@ -85,3 +85,5 @@ qf_status qfi_pad_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, x->ndim, dims);
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_pad = {.parse = pad_parse, .infer = pad_infer, .int8 = QFI_INT8_PASS};

@@ -4,7 +4,7 @@
 #include "ops/nn.h"
 #include "ops/ops.h"
 
-qf_status qfi_pool_parse(qf_graph *g, qf_node *n)
+static qf_status pool_parse(qf_graph *g, qf_node *n)
 {
     bool is_max = n->op == QF_OP_MAX_POOL;
     if (is_max && n->n_out > 1 && n->out[1] >= 0)
@@ -41,7 +41,7 @@ qf_status qfi_pool_geometry(const qf_graph *g, const qf_node *n, int64_t *nc, qf
     return qfi_window_resolve(g, n, &p->win, nsp, x->dims + 2, p->win.kernel, p->ceil_mode, w);
 }
 
-qf_status qfi_pool_infer(qf_graph *g, qf_node *n)
+static qf_status pool_infer(qf_graph *g, qf_node *n)
 {
     int64_t nc;
     qfi_window w;
@@ -52,3 +52,18 @@ qf_status qfi_pool_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, x->ndim, dims);
     return QF_OK;
 }
+
+/* INT8 only without the Indices output (which the parser refuses anyway). */
+static bool max_pool_int8_ok(const qf_graph *g, const qf_node *n)
+{
+    return n->n_out == 1 || n->out[1] < 0;
+}
+
+const qfi_op_desc qfi_op_max_pool = {
+    .parse = pool_parse,
+    .infer = pool_infer,
+    .int8 = QFI_INT8_PASS,
+    .int8_ok = max_pool_int8_ok,
+};
+/* the mean needs its own output scale */
+const qfi_op_desc qfi_op_average_pool = {.parse = pool_parse, .infer = pool_infer, .int8 = QFI_INT8_REQUANT};

@@ -7,7 +7,7 @@
 #include "ops/ops.h"
 #include "ops/nn.h"
 
-qf_status qfi_qdq_parse(qf_graph *g, qf_node *n)
+static qf_status qdq_parse(qf_graph *g, qf_node *n)
 {
     /* quantize.c's own graphs give only x (the scale is the I8 value's); imported
      * models give x, scale and an optional zero point */
@@ -107,7 +107,7 @@ static qf_status check_zero_point(const qf_graph *g, const qf_node *n)
     return QF_OK;
 }
 
-qf_status qfi_qdq_infer(qf_graph *g, qf_node *n)
+static qf_status qdq_infer(qf_graph *g, qf_node *n)
 {
     const qf_value *x = qfi_in(g, n, 0);
     QF_CHECK(check_zero_point(g, n));
@@ -183,3 +183,17 @@ qf_status qfi_int8_operands(const qf_graph *g, const qf_node *n, int64_t channel
                         qf_dtype_info(y->dtype)->name);
     return QF_OK;
 }
+
+/* The conversions handle their dtypes themselves, whatever region they sit in. */
+const qfi_op_desc qfi_op_quantize_linear = {
+    .parse = qdq_parse,
+    .infer = qdq_infer,
+    .traits = QFI_OP_CONVERSION | QFI_OP_KEEP_FP32,
+    .typed = QFI_PREC_BIT(QF_PREC_FP16) | QFI_PREC_BIT(QF_PREC_INT8),
+};
+const qfi_op_desc qfi_op_dequantize_linear = {
+    .parse = qdq_parse,
+    .infer = qdq_infer,
+    .traits = QFI_OP_CONVERSION | QFI_OP_KEEP_FP32,
+    .typed = QFI_PREC_BIT(QF_PREC_FP16) | QFI_PREC_BIT(QF_PREC_INT8),
+};

@@ -4,7 +4,7 @@
 #include "ops/nn.h"
 #include "ops/ops.h"
 
-qf_status qfi_reduce_mean_parse(qf_graph *g, qf_node *n)
+static qf_status reduce_mean_parse(qf_graph *g, qf_node *n)
 {
     QF_CHECK(qfi_check_arity(g, n, 1, 2));
     qfi_reduce_params *p = qfi_calloc(1, sizeof *p);
@@ -62,7 +62,7 @@ qf_status qfi_reduce_mean_axes(const qf_graph *g, const qf_node *n, const void *
     return QF_OK;
 }
 
-qf_status qfi_reduce_mean_infer(qf_graph *g, qf_node *n)
+static qf_status reduce_mean_infer(qf_graph *g, qf_node *n)
 {
     const qfi_reduce_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
@@ -78,3 +78,5 @@ qf_status qfi_reduce_mean_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, nd, dims);
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_reduce_mean = {.parse = reduce_mean_parse, .infer = reduce_mean_infer};

@@ -30,7 +30,7 @@ typedef struct reshape_params {
     int allowzero; /* opset 14: a 0 in `shape` means a zero dim, not "copy the input's" */
 } reshape_params;
 
-qf_status qfi_reshape_parse(qf_graph *g, qf_node *n)
+static qf_status reshape_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 2 || n->n_out != 1)
         return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): needs 2 inputs and 1 output, has %d and %d", g->source,
@@ -41,7 +41,7 @@ qf_status qfi_reshape_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_reshape_infer(qf_graph *g, qf_node *n)
+static qf_status reshape_infer(qf_graph *g, qf_node *n)
 {
     const reshape_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
@@ -93,7 +93,7 @@ typedef struct flatten_params {
     int64_t axis; /* as written; normalized against the rank at inference */
 } flatten_params;
 
-qf_status qfi_flatten_parse(qf_graph *g, qf_node *n)
+static qf_status flatten_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 1 || n->n_out != 1)
         return qf_error(QF_ERR_INVALID, "%s: node %s (Flatten): needs 1 input and 1 output", g->source, n->name);
@@ -103,7 +103,7 @@ qf_status qfi_flatten_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_flatten_infer(qf_graph *g, qf_node *n)
+static qf_status flatten_infer(qf_graph *g, qf_node *n)
 {
     const flatten_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
@@ -124,7 +124,7 @@ typedef struct squeeze_params {
     int64_t axes[QF_MAX_DIMS];
 } squeeze_params;
 
-qf_status qfi_squeeze_parse(qf_graph *g, qf_node *n)
+static qf_status squeeze_parse(qf_graph *g, qf_node *n)
 {
     const char *op = qf_op_name(n->op);
     if (n->n_in < 1 || n->n_in > 2 || n->n_out != 1)
@@ -146,7 +146,7 @@ qf_status qfi_squeeze_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_squeeze_infer(qf_graph *g, qf_node *n)
+static qf_status squeeze_infer(qf_graph *g, qf_node *n)
 {
     const squeeze_params *p = n->params;
     const char *op = qf_op_name(n->op);
@@ -198,3 +198,8 @@ qf_status qfi_squeeze_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, nd, dims);
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_reshape = {.parse = reshape_parse, .infer = reshape_infer, .int8 = QFI_INT8_PASS};
+const qfi_op_desc qfi_op_flatten = {.parse = flatten_parse, .infer = flatten_infer, .int8 = QFI_INT8_PASS};
+const qfi_op_desc qfi_op_squeeze = {.parse = squeeze_parse, .infer = squeeze_infer, .int8 = QFI_INT8_PASS};
+const qfi_op_desc qfi_op_unsqueeze = {.parse = squeeze_parse, .infer = squeeze_infer, .int8 = QFI_INT8_PASS};

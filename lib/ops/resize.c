@@ -3,6 +3,7 @@
  * antialiasing. infer() turns the constant scales/sizes/roi into per-dim tap
  * tables; the CPU kernel (runtime/cpu/resize.c) only reads them. */
 #include <math.h>
+#include "ops/nn.h"
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
 
@@ -58,7 +59,7 @@ static qf_status parse_resize_attrs(qf_graph *g, qf_node *n, qfi_resize_params *
     return QF_OK;
 }
 
-qf_status qfi_resize_parse(qf_graph *g, qf_node *n)
+static qf_status resize_parse(qf_graph *g, qf_node *n)
 {
     const char *op = qf_op_name(n->op);
     int lo, hi; /* allowed input counts */
@@ -196,7 +197,7 @@ static void dim_taps(const qfi_resize_params *p, int64_t in, int64_t out, double
     }
 }
 
-qf_status qfi_resize_infer(qf_graph *g, qf_node *n)
+static qf_status resize_infer(qf_graph *g, qf_node *n)
 {
     qfi_resize_params *p = n->params;
     const char *op = qf_op_name(n->op);
@@ -307,3 +308,19 @@ qf_status qfi_resize_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, r, dims);
     return QF_OK;
 }
+
+/* Upsample-7 and Resize-10 read the experimental opset 6 Upsample's attributes differently. */
+static qf_status upsample_from_opset6(qf_graph *g, qf_node *n)
+{
+    return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "the experimental opset 6 Upsample is not supported",
+                    QFI_NODE_ARGS(g, n));
+}
+
+/* roi, scales and sizes decide the output size: parameters, not data */
+const qfi_op_desc qfi_op_resize = {.parse = resize_parse, .infer = resize_infer, .params = ~1u};
+const qfi_op_desc qfi_op_upsample = {
+    .parse = resize_parse,
+    .infer = resize_infer,
+    .params = ~1u,
+    .from_opset6 = upsample_from_opset6,
+};

@@ -3,7 +3,7 @@
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_shape_parse(qf_graph *g, qf_node *n)
+static qf_status shape_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 1 || n->n_out != 1)
         return qf_error(QF_ERR_INVALID, "%s: node %s (Shape): needs 1 input and 1 output", g->source, n->name);
@@ -21,7 +21,7 @@ static int64_t clamp_dim(int64_t i, int rank)
     return i < 0 ? 0 : i > rank ? rank : i;
 }
 
-qf_status qfi_shape_infer(qf_graph *g, qf_node *n)
+static qf_status shape_infer(qf_graph *g, qf_node *n)
 {
     qfi_shape_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
@@ -32,3 +32,6 @@ qf_status qfi_shape_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), QF_I64, 1, &len);
     return QF_OK;
 }
+
+/* Shape reads only its input's dims: graph passes fold it to a constant. */
+const qfi_op_desc qfi_op_shape = {.parse = shape_parse, .infer = shape_infer, .traits = QFI_OP_KEEP_FP32};

@@ -19,7 +19,7 @@ static qf_status copy_attr(qf_graph *g, qf_node *n, const char *name, int64_t *d
     return QF_OK;
 }
 
-qf_status qfi_slice_parse(qf_graph *g, qf_node *n)
+static qf_status slice_parse(qf_graph *g, qf_node *n)
 {
     bool legacy = g->opset < 10; /* starts/ends/axes were attributes */
     if ((legacy ? n->n_in != 1 : n->n_in < 3 || n->n_in > 5) || n->n_out != 1)
@@ -45,7 +45,7 @@ qf_status qfi_slice_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_slice_infer(qf_graph *g, qf_node *n)
+static qf_status slice_infer(qf_graph *g, qf_node *n)
 {
     qfi_slice_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
@@ -113,3 +113,5 @@ qf_status qfi_slice_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, x->ndim, dims);
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_slice = {.parse = slice_parse, .infer = slice_infer, .int8 = QFI_INT8_PASS};

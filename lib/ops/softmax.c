@@ -4,7 +4,7 @@
 #include "ops/nn.h"
 #include "ops/ops.h"
 
-qf_status qfi_softmax_parse(qf_graph *g, qf_node *n)
+static qf_status softmax_parse(qf_graph *g, qf_node *n)
 {
     QF_CHECK(qfi_check_arity(g, n, 1, 1));
     qfi_softmax_params *p = qfi_calloc(1, sizeof *p);
@@ -37,7 +37,7 @@ qf_status qfi_softmax_geometry(const qf_graph *g, const qf_node *n, int64_t *out
     return QF_OK;
 }
 
-qf_status qfi_softmax_infer(qf_graph *g, qf_node *n)
+static qf_status softmax_infer(qf_graph *g, qf_node *n)
 {
     int64_t outer, len, inner;
     QF_CHECK(qfi_softmax_geometry(g, n, &outer, &len, &inner));
@@ -45,3 +45,5 @@ qf_status qfi_softmax_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, x->ndim, x->dims);
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_softmax = {.parse = softmax_parse, .infer = softmax_infer};

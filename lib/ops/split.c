@@ -4,7 +4,7 @@
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_split_parse(qf_graph *g, qf_node *n)
+static qf_status split_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in < 1 || n->n_in > 2 || n->n_out < 1)
         return qf_error(QF_ERR_INVALID, "%s: node %s (Split): needs 1-2 inputs and outputs, has %d and %d", g->source,
@@ -31,7 +31,7 @@ qf_status qfi_split_parse(qf_graph *g, qf_node *n)
     return QF_OK;
 }
 
-qf_status qfi_split_infer(qf_graph *g, qf_node *n)
+static qf_status split_infer(qf_graph *g, qf_node *n)
 {
     qfi_split_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
@@ -76,3 +76,5 @@ qf_status qfi_split_infer(qf_graph *g, qf_node *n)
     free(sizes);
     return st;
 }
+
+const qfi_op_desc qfi_op_split = {.parse = split_parse, .infer = split_infer, .int8 = QFI_INT8_PASS};

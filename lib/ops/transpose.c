@@ -3,7 +3,7 @@
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_transpose_parse(qf_graph *g, qf_node *n)
+static qf_status transpose_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 1 || n->n_out != 1)
         return qf_error(QF_ERR_INVALID, "%s: node %s (Transpose): needs 1 input and 1 output", g->source, n->name);
@@ -26,7 +26,7 @@ qf_status qfi_transpose_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_transpose_infer(qf_graph *g, qf_node *n)
+static qf_status transpose_infer(qf_graph *g, qf_node *n)
 {
     qfi_transpose_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
@@ -52,3 +52,5 @@ qf_status qfi_transpose_infer(qf_graph *g, qf_node *n)
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, x->ndim, dims);
     return QF_OK;
 }
+
+const qfi_op_desc qfi_op_transpose = {.parse = transpose_parse, .infer = transpose_infer, .int8 = QFI_INT8_PASS};

@@ -5,7 +5,7 @@
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_unary_parse(qf_graph *g, qf_node *n)
+static qf_status unary_parse(qf_graph *g, qf_node *n)
 {
     const char *op = qf_op_name(n->op);
     /* Clip's bounds became optional inputs in opset 11 */
@@ -34,7 +34,7 @@ qf_status qfi_unary_parse(qf_graph *g, qf_node *n)
     return qfi_node_set_params(n, p, QF_OK);
 }
 
-qf_status qfi_unary_infer(qf_graph *g, qf_node *n)
+static qf_status unary_infer(qf_graph *g, qf_node *n)
 {
     const char *op = qf_op_name(n->op);
     const qf_value *x = qfi_in(g, n, 0);
@@ -77,3 +77,12 @@ qf_status qfi_clip_bounds(const qf_graph *g, const qf_node *n, float *lo, float 
     }
     return QF_OK;
 }
+
+/* Relu of an int8 value is exact at the input's scale (zero point 0). */
+const qfi_op_desc qfi_op_relu = {.parse = unary_parse, .infer = unary_infer, .int8 = QFI_INT8_PASS};
+const qfi_op_desc qfi_op_leaky_relu = {.parse = unary_parse, .infer = unary_infer};
+const qfi_op_desc qfi_op_clip = {.parse = unary_parse, .infer = unary_infer};
+const qfi_op_desc qfi_op_sigmoid = {.parse = unary_parse, .infer = unary_infer};
+const qfi_op_desc qfi_op_hard_sigmoid = {.parse = unary_parse, .infer = unary_infer};
+const qfi_op_desc qfi_op_hard_swish = {.parse = unary_parse, .infer = unary_infer};
+const qfi_op_desc qfi_op_tanh = {.parse = unary_parse, .infer = unary_infer};

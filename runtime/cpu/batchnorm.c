@@ -5,7 +5,7 @@
 #include "ops/nn.h"
 #include <math.h>
 
-qf_status qfi_cpu_batchnorm(const qfi_kernel_args *a)
+static qf_status batchnorm_run(const qfi_kernel_args *a)
 {
     const qfi_batchnorm_params *p = a->n->params;
     const qf_value *xv = qfi_in(a->g, a->n, 0);
@@ -33,3 +33,5 @@ qf_status qfi_cpu_batchnorm(const qfi_kernel_args *a)
         }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_batchnorm = {.run = batchnorm_run};

@@ -108,7 +108,7 @@ static void walk_chunk(void *arg, int64_t task)
     }
 }
 
-qf_status qfi_cpu_binary(const qfi_kernel_args *a)
+static qf_status binary_run(const qfi_kernel_args *a)
 {
     const qf_node *n = a->n;
     const qf_value *x = qfi_in(a->g, n, 0), *y = qfi_in(a->g, n, 1), *z = qfi_out(a->g, n, 0);
@@ -161,3 +161,5 @@ qf_status qfi_cpu_binary(const qfi_kernel_args *a)
         qfi_parallel_for(a->threads, tasks, walk_chunk, &w);
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_binary = {.run = binary_run};

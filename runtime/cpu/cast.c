@@ -67,7 +67,7 @@ static void write_int(void *p, qf_dtype t, int64_t i, int64_t v)
     }
 }
 
-qf_status qfi_cpu_cast(const qfi_kernel_args *a)
+static qf_status cast_run(const qfi_kernel_args *a)
 {
     const qf_value *x = qfi_in(a->g, a->n, 0), *y = qfi_out(a->g, a->n, 0);
     int64_t cnt = qf_value_numel(x);
@@ -82,3 +82,5 @@ qf_status qfi_cpu_cast(const qfi_kernel_args *a)
     }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_cast = {.run = cast_run};

@@ -3,7 +3,7 @@
 #include "kernels.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_cpu_concat(const qfi_kernel_args *a)
+static qf_status concat_run(const qfi_kernel_args *a)
 {
     const qf_node *n = a->n;
     const qfi_axis_params *p = n->params;
@@ -25,3 +25,5 @@ qf_status qfi_cpu_concat(const qfi_kernel_args *a)
     }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_concat = {.run = concat_run};

@@ -2,7 +2,7 @@
 #include "kernels.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_cpu_constant(const qfi_kernel_args *a)
+static qf_status constant_run(const qfi_kernel_args *a)
 {
     const qfi_constant_params *p = a->n->params;
     const qf_attr *at = &a->n->attrs[p->attr];
@@ -18,3 +18,5 @@ qf_status qfi_cpu_constant(const qfi_kernel_args *a)
     if (bytes) memcpy(a->out[0], src, bytes);
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_constant = {.run = constant_run};

@@ -215,7 +215,7 @@ static void depthwise_plane(void *arg, int64_t plane)
             }
 }
 
-qf_status qfi_cpu_conv(const qfi_kernel_args *a)
+static qf_status conv_run(const qfi_kernel_args *a)
 {
     if (a->n->precision == QF_PREC_INT8) return qfi_cpu_conv_int8(a);
     qfi_conv_geom geo;
@@ -256,3 +256,5 @@ qf_status qfi_cpu_conv(const qfi_kernel_args *a)
     qfi_parallel_for((int)j.slots, j.slots, conv_slot, &j);
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_conv = {.run = conv_run, .scratch = qfi_cpu_conv_scratch};

@@ -88,7 +88,7 @@ static void convt_slot(void *arg, int64_t t)
     for (int64_t item = t; item < j->items; item += j->slots) convt_item(j, item, col);
 }
 
-qf_status qfi_cpu_conv_transpose(const qfi_kernel_args *a)
+static qf_status conv_transpose_run(const qfi_kernel_args *a)
 {
     qfi_conv_geom geo;
     QF_CHECK(qfi_conv_transpose_geometry(a->g, a->n, &geo));
@@ -108,3 +108,5 @@ qf_status qfi_cpu_conv_transpose(const qfi_kernel_args *a)
     qfi_parallel_for((int)j.slots, j.slots, convt_slot, &j);
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_conv_transpose = {.run = conv_transpose_run, .scratch = qfi_cpu_conv_transpose_scratch};

@@ -1,9 +1,17 @@
 /* The CPU reference engine: one arena planned at build time, nodes run in
- * topological order through the op table's CPU kernels, the observer called
- * after each node. */
+ * topological order through the kernel table (each op's kernel family, as
+ * include/qforge/ops.def names it), the observer called after each node. */
 #include "../engine_impl.h"
 #include <cblas.h>
 #include "kernels.h"
+
+static const qfi_cpu_kernel *const kernels[QF_OP_COUNT] = {
+#define QF_OP(id, onnx_name, desc, family) [QF_OP_##id] = &qfi_cpu_##family,
+#include "qforge/ops.def"
+#undef QF_OP
+};
+
+const qfi_cpu_kernel *qfi_cpu_kernel_of(qf_op op) { return kernels[op]; }
 
 typedef struct cpu_engine {
     char *arena;
@@ -65,8 +73,8 @@ static qf_status cpu_create(qf_engine *e)
     int width = 1;
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
-        if (qfi_ops[n->op].cpu_scratch) {
-            size_t s = qfi_ops[n->op].cpu_scratch(qfi_cpu_lowp_graph(c->lowp, g, n), n);
+        if (kernels[n->op]->scratch) {
+            size_t s = kernels[n->op]->scratch(qfi_cpu_lowp_graph(c->lowp, g, n), n);
             if (s > scratch) scratch = s;
         }
         if (n->n_in > width) width = n->n_in;
@@ -97,7 +105,7 @@ static qf_status cpu_run(qf_engine *e)
         for (int k = 0; k < n->n_in; k++) c->in[k] = n->in[k] >= 0 ? c->data[n->in[k]] : NULL;
         for (int k = 0; k < n->n_out; k++) c->out[k] = n->out[k] >= 0 ? c->data[n->out[k]] : NULL;
         qfi_kernel_args a = {.g = g, .n = n, .in = c->in, .out = c->out, .scratch = c->scratch, .threads = threads};
-        qf_status st = c->lowp && qfi_cpu_lowp_wraps(g, n) ? qfi_cpu_lowp_run(c->lowp, &a) : qfi_ops[n->op].cpu(&a);
+        qf_status st = c->lowp && qfi_node_f32_view(n) ? qfi_cpu_lowp_run(c->lowp, &a) : kernels[n->op]->run(&a);
         if (st != QF_OK) return qf_error_prefix(st, "%s: node %s (%s)", g->source, n->name, qf_op_name(n->op));
         if (e->opts.observer)
             for (int k = 0; k < n->n_out; k++)
@@ -115,11 +123,11 @@ const qfi_backend qfi_cpu_backend = {
 
 qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out)
 {
-    size_t scratch = qfi_ops[n->op].cpu_scratch ? qfi_ops[n->op].cpu_scratch(g, n) : 0;
+    size_t scratch = kernels[n->op]->scratch ? kernels[n->op]->scratch(g, n) : 0;
     void *buf = scratch ? malloc(scratch) : NULL;
     if (scratch && !buf) return qf_error(QF_ERR_NOMEM, "%s: node %s: out of memory for scratch", g->source, n->name);
     qfi_kernel_args a = {.g = g, .n = n, .in = in, .out = out, .scratch = buf, .threads = 1};
-    qf_status st = qfi_ops[n->op].cpu(&a);
+    qf_status st = kernels[n->op]->run(&a);
     free(buf);
     return st;
 }

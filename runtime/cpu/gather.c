@@ -8,7 +8,7 @@ static int64_t index_at(const void *idx, qf_dtype dt, int64_t j)
     return dt == QF_I64 ? ((const int64_t *)idx)[j] : ((const int32_t *)idx)[j];
 }
 
-qf_status qfi_cpu_gather(const qfi_kernel_args *a)
+static qf_status gather_run(const qfi_kernel_args *a)
 {
     const qf_node *n = a->n;
     const qfi_axis_params *p = n->params;
@@ -36,3 +36,5 @@ qf_status qfi_cpu_gather(const qfi_kernel_args *a)
     }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_gather = {.run = gather_run};

@@ -5,7 +5,7 @@
 #include <cblas.h>
 #include <limits.h>
 
-qf_status qfi_cpu_gemm(const qfi_kernel_args *a)
+static qf_status gemm_run(const qfi_kernel_args *a)
 {
     if (a->n->precision == QF_PREC_INT8) return qfi_cpu_gemm_int8(a);
     const qf_graph *g = a->g;
@@ -40,3 +40,5 @@ qf_status qfi_cpu_gemm(const qfi_kernel_args *a)
                 (int)N, (int)K, p->alpha, A, lda, B, ldb, beta, Y, (int)N);
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_gemm = {.run = gemm_run, .scratch = qfi_cpu_gemm_scratch};

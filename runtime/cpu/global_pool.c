@@ -3,7 +3,7 @@
 #include "kernels.h"
 #include "ops/nn.h"
 
-qf_status qfi_cpu_global_pool(const qfi_kernel_args *a)
+static qf_status global_pool_run(const qfi_kernel_args *a)
 {
     const qf_value *xv = qfi_in(a->g, a->n, 0);
     QF_CHECK(qfi_require_f32(a->g, a->n, xv, "input"));
@@ -27,3 +27,5 @@ qf_status qfi_cpu_global_pool(const qfi_kernel_args *a)
     }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_global_pool = {.run = global_pool_run};

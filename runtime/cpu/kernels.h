@@ -1,35 +1,39 @@
-/* Reference CPU kernels, one file per op family in runtime/cpu/. Referenced by
- * lib/op_table.c. Activations are FP32 NCHW. */
+/* The CPU engine's kernels, one file per kernel family in runtime/cpu/; each
+ * file registers its family as qfi_cpu_<family> (the kernels column of
+ * include/qforge/ops.def). Activations are NCHW. */
 #ifndef QFORGE_CPU_KERNELS_H
 #define QFORGE_CPU_KERNELS_H
 
 #include "internal.h"
 
-#define QFI_DECLARE_CPU(stem) qf_status qfi_cpu_##stem(const qfi_kernel_args *a);
+typedef struct qfi_kernel_args {
+    const qf_graph *g;       /* the f32 view for nodes qfi_node_f32_view names (lowp.c) */
+    const qf_node *n;
+    const void *const *in;   /* n->n_in pointers; NULL for an omitted input */
+    void *const *out;        /* n->n_out pointers */
+    void *scratch;           /* scratch(g, n) bytes, or NULL */
+    int threads;
+} qfi_kernel_args;
 
-QFI_DECLARE_CPU(conv)
-QFI_DECLARE_CPU(conv_transpose)
-QFI_DECLARE_CPU(gemm)
-QFI_DECLARE_CPU(matmul)
-QFI_DECLARE_CPU(binary)
-QFI_DECLARE_CPU(unary)
-QFI_DECLARE_CPU(softmax)
-QFI_DECLARE_CPU(pool)
-QFI_DECLARE_CPU(global_pool)
-QFI_DECLARE_CPU(batchnorm)
-QFI_DECLARE_CPU(concat)
-QFI_DECLARE_CPU(copy)         /* Reshape Flatten Squeeze Unsqueeze Identity Dropout */
-QFI_DECLARE_CPU(transpose)
-QFI_DECLARE_CPU(pad)
-QFI_DECLARE_CPU(resize)
-QFI_DECLARE_CPU(slice)
-QFI_DECLARE_CPU(split)
-QFI_DECLARE_CPU(reduce_mean)
-QFI_DECLARE_CPU(shape)
-QFI_DECLARE_CPU(gather)
-QFI_DECLARE_CPU(cast)
-QFI_DECLARE_CPU(constant)
-QFI_DECLARE_CPU(qdq)          /* QuantizeLinear DequantizeLinear */
+/* A kernel family. run() computes FP32 nodes and nodes of the op's typed
+ * precisions (qfi_op_desc.typed: INT8 Conv, the conversions) in their own
+ * dtypes; every other FP16 or INT8 node runs it on the f32 view through
+ * lowp.c. */
+typedef struct qfi_cpu_kernel {
+    qf_status (*run)(const qfi_kernel_args *a);
+    /* Bytes of scratch run() needs (im2col), or NULL for none. */
+    size_t (*scratch)(const qf_graph *g, const qf_node *n);
+} qfi_cpu_kernel;
+
+#define QF_OP(id, onnx_name, desc, kernels) extern const qfi_cpu_kernel qfi_cpu_##kernels;
+#include "qforge/ops.def"
+#undef QF_OP
+
+/* The kernel of op (runtime/cpu/cpu_engine.c's table, built from ops.def). */
+const qfi_cpu_kernel *qfi_cpu_kernel_of(qf_op op);
+/* Runs node n of g (FP32, or a typed precision) once on one thread with
+ * freshly allocated scratch (tests). */
+qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out);
 
 /* Copies the view of `src` with these dims and element strides (negative
  * strides walk backwards) into contiguous `dst`; `es` bytes per element.
@@ -102,12 +106,12 @@ void qfi_cpu_igemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                    bool trans_b, float *tmp, int32_t *C);
 
 /* ---- FP16 and INT8 through FP32 kernels (runtime/cpu/lowp.c) ----------------------
- * Nodes whose precision the op's kernel does not handle natively (qfi_op_def's
- * cpu_native) run the FP32 kernel on an f32 view of the graph: f16 and int8
- * inputs are widened into staging buffers (f16 exactly, int8 as q*scale) and
- * outputs rounded back to half, or quantized with the output's scale. That is
- * FP16 storage with FP32 arithmetic, and exact for the INT8 ops that only move
- * or select values (max-pool, concat, reshape, ...). */
+ * Nodes of FP32 arithmetic at FP16 or INT8 precision (qfi_node_f32_view) run
+ * the FP32 kernel on the f32 view of the graph: f16 and int8 inputs are
+ * widened into staging buffers (f16 exactly, int8 as q*scale) and outputs
+ * rounded back to half, or quantized with the output's scale. That is FP16
+ * storage with FP32 arithmetic, and exact for the INT8 ops that only move or
+ * select values (max-pool, concat, reshape, ...). */
 typedef struct qfi_cpu_lowp qfi_cpu_lowp;
 /* *out stays NULL when no node needs the wrapper. FP16 constants are widened
  * once, here. */
@@ -115,7 +119,6 @@ qf_status qfi_cpu_lowp_create(const qf_graph *g, qfi_cpu_lowp **out);
 void qfi_cpu_lowp_free(qfi_cpu_lowp *lp);
 /* The graph node n's kernel must be given: the f32 view if n is wrapped, else g. */
 const qf_graph *qfi_cpu_lowp_graph(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n);
-bool qfi_cpu_lowp_wraps(const qf_graph *g, const qf_node *n);
 /* Runs a wrapped node; `a` carries the real graph and the engine's pointers. */
 qf_status qfi_cpu_lowp_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a);
 

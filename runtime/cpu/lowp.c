@@ -1,13 +1,13 @@
-/* FP16 and INT8 nodes on the CPU through the FP32 kernels: an f32 view of the
- * graph (f16 values and int8 activations relabelled f32), inputs widened into
- * staging buffers, outputs rounded back to half or quantized with the output's
- * scale. One wrapper instead of an f16 and an int8 variant of every kernel;
- * the INT8 compute ops (Conv, Gemm, MatMul) have native kernels instead. */
+/* FP16 and INT8 nodes on the CPU through the FP32 kernels: the f32 view of the
+ * graph (lib/op_table.c's qfi_f32_view_init), inputs widened into staging
+ * buffers, outputs rounded back to half or quantized with the output's scale.
+ * One wrapper instead of an f16 and an int8 variant of every kernel; the INT8
+ * compute ops (Conv, Gemm, MatMul) and the conversions keep their dtypes. */
 #include "kernels.h"
 
 struct qfi_cpu_lowp {
-    qf_graph view;        /* shallow copy of the graph; only `values` is its own */
-    qf_value *values;     /* the view's values: same names, shapes and data, f32 labels */
+    qf_graph view;        /* the f32 view; only `values` is its own */
+    qf_value *values;     /* the view's values: g's, relabelled, f16 constants widened */
     float **wide;         /* per value: f32 copy of an f16 constant, else NULL */
     char *staging;
     const void **in;      /* argument staging for the widest node */
@@ -15,13 +15,6 @@ struct qfi_cpu_lowp {
 };
 
 static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
-
-bool qfi_cpu_lowp_wraps(const qf_graph *g, const qf_node *n)
-{
-    (void)g;
-    if (n->precision == QF_PREC_FP32 || n->precision >= QF_PRECISION_COUNT) return false;
-    return !(qfi_ops[n->op].cpu_native & (1u << n->precision));
-}
 
 /* Activations the wrapper widens into staging. */
 static bool staged(const qf_value *v)
@@ -52,7 +45,7 @@ qf_status qfi_cpu_lowp_create(const qf_graph *g, qfi_cpu_lowp **out)
     bool any = false;
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
-        if (!qfi_cpu_lowp_wraps(g, n)) continue;
+        if (!qfi_node_f32_view(n)) continue;
         any = true;
         size_t need = 0;
         for (int k = 0; k < n->n_in; k++)
@@ -66,21 +59,17 @@ qf_status qfi_cpu_lowp_create(const qf_graph *g, qfi_cpu_lowp **out)
     if (!any) return QF_OK;
     qfi_cpu_lowp *lp = qfi_calloc(1, sizeof *lp);
     if (!lp) return QF_ERR_NOMEM;
-    lp->view = *g;
     lp->values = qfi_calloc((size_t)g->n_values + 1, sizeof *lp->values);
     lp->wide = qfi_calloc((size_t)g->n_values + 1, sizeof *lp->wide);
     lp->staging = stage ? aligned_alloc(64, stage) : NULL;
     lp->in = qfi_calloc((size_t)width + 1, sizeof *lp->in);
     lp->out = qfi_calloc((size_t)width + 1, sizeof *lp->out);
     if (!lp->values || !lp->wide || (stage && !lp->staging) || !lp->in || !lp->out) goto nomem;
-    memcpy(lp->values, g->values, (size_t)g->n_values * sizeof *lp->values);
-    lp->view.values = lp->values;
+    qfi_f32_view_init(g, &lp->view, lp->values);
     for (int v = 0; v < g->n_values; v++) {
         qf_value *vv = &lp->values[v];
-        if (staged(vv)) {
-            QF_ASSERT(vv->dtype != QF_I8 || vv->scale > 0.0f);
-            vv->dtype = QF_F32;
-        } else if (vv->dtype == QF_F16 && (vv->flags & QF_VALUE_CONST) && vv->data) {
+        QF_ASSERT(!staged(&g->values[v]) || g->values[v].dtype != QF_I8 || g->values[v].scale > 0.0f);
+        if (g->values[v].dtype == QF_F16 && (vv->flags & QF_VALUE_CONST) && vv->data) {
             /* FP16 weights: widened once here, exactly */
             int64_t cnt = qf_value_numel(vv);
             float *w = malloc((size_t)(cnt ? cnt : 1) * sizeof *w);
@@ -89,7 +78,6 @@ qf_status qfi_cpu_lowp_create(const qf_graph *g, qfi_cpu_lowp **out)
             for (int64_t i = 0; i < cnt; i++) w[i] = qf_f16_to_f32(h[i]);
             lp->wide[v] = w;
             vv->data = w;
-            vv->dtype = QF_F32;
         }
     }
     *out = lp;
@@ -101,7 +89,7 @@ nomem:
 
 const qf_graph *qfi_cpu_lowp_graph(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n)
 {
-    return lp && qfi_cpu_lowp_wraps(g, n) ? &lp->view : g;
+    return lp && qfi_node_f32_view(n) ? &lp->view : g;
 }
 
 /* Conversions run in chunks over the engine's threads: single-threaded they
@@ -175,7 +163,7 @@ qf_status qfi_cpu_lowp_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a)
     wa.g = &lp->view;
     wa.in = lp->in;
     wa.out = lp->out;
-    QF_CHECK(qfi_ops[n->op].cpu(&wa));
+    QF_CHECK(qfi_cpu_kernel_of(n->op)->run(&wa));
     for (int k = 0; k < n->n_out; k++) {
         int v = n->out[k];
         if (v >= 0 && staged(&g->values[v])) convert(&g->values[v], lp->out[k], a->out[k], false, a->threads);

@@ -28,7 +28,7 @@ static void matmul_item(void *arg, int64_t i)
                 j->B + ib * K * N, (int)N, 0.0f, j->Y + i * M * N, (int)N);
 }
 
-qf_status qfi_cpu_matmul(const qfi_kernel_args *a)
+static qf_status matmul_run(const qfi_kernel_args *a)
 {
     if (a->n->precision == QF_PREC_INT8) return qfi_cpu_gemm_int8(a);
     qfi_matmul_geom geo;
@@ -55,3 +55,5 @@ qf_status qfi_cpu_matmul(const qfi_kernel_args *a)
     qfi_parallel_for(a->threads, nb, matmul_item, &j);
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_matmul = {.run = matmul_run, .scratch = qfi_cpu_gemm_scratch};

@@ -30,7 +30,7 @@ static void fill(char *dst, const unsigned char *val, int64_t cnt, size_t es)
     for (int64_t i = 0; i < cnt; i++) memcpy(dst + (size_t)i * es, val, es);
 }
 
-qf_status qfi_cpu_pad(const qfi_kernel_args *a)
+static qf_status pad_run(const qfi_kernel_args *a)
 {
     const qfi_pad_params *p = a->n->params;
     const qf_value *x = qfi_in(a->g, a->n, 0), *y = qfi_out(a->g, a->n, 0);
@@ -91,3 +91,5 @@ qf_status qfi_cpu_pad(const qfi_kernel_args *a)
     }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_pad = {.run = pad_run};

@@ -50,7 +50,7 @@ static void pool_plane(void *arg, int64_t plane)
             }
 }
 
-qf_status qfi_cpu_pool(const qfi_kernel_args *a)
+static qf_status pool_run(const qfi_kernel_args *a)
 {
     int64_t nc;
     qfi_window w;
@@ -59,3 +59,5 @@ qf_status qfi_cpu_pool(const qfi_kernel_args *a)
     qfi_parallel_for(a->threads, nc, pool_plane, &j);
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_pool = {.run = pool_run};

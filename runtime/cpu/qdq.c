@@ -5,7 +5,7 @@
 #include "kernels.h"
 #include "ops/nn.h"
 
-qf_status qfi_cpu_qdq(const qfi_kernel_args *a)
+static qf_status qdq_run(const qfi_kernel_args *a)
 {
     const qf_graph *g = a->g;
     const qf_node *n = a->n;
@@ -43,3 +43,5 @@ qf_status qfi_cpu_qdq(const qfi_kernel_args *a)
         }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_qdq = {.run = qdq_run};

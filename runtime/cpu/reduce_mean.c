@@ -4,7 +4,7 @@
 #include "ops/nn.h"
 #include <math.h>
 
-qf_status qfi_cpu_reduce_mean(const qfi_kernel_args *a)
+static qf_status reduce_mean_run(const qfi_kernel_args *a)
 {
     const qf_value *xv = qfi_in(a->g, a->n, 0);
     QF_CHECK(qfi_require_f32(a->g, a->n, xv, "input"));
@@ -56,3 +56,5 @@ qf_status qfi_cpu_reduce_mean(const qfi_kernel_args *a)
     }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_reduce_mean = {.run = reduce_mean_run};

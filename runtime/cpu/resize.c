@@ -8,7 +8,7 @@
 /* At most two taps for each of the up to QF_MAX_DIMS-1 outer dims. */
 #define MAX_TERMS (1 << (QF_MAX_DIMS - 1))
 
-qf_status qfi_cpu_resize(const qfi_kernel_args *a)
+static qf_status resize_run(const qfi_kernel_args *a)
 {
     const qfi_resize_params *p = a->n->params;
     const qf_value *x = qfi_in(a->g, a->n, 0), *y = qfi_out(a->g, a->n, 0);
@@ -81,3 +81,5 @@ qf_status qfi_cpu_resize(const qfi_kernel_args *a)
     }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_resize = {.run = resize_run};

@@ -3,7 +3,7 @@
 #include "kernels.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_cpu_slice(const qfi_kernel_args *a)
+static qf_status slice_run(const qfi_kernel_args *a)
 {
     const qf_value *x = qfi_in(a->g, a->n, 0), *y = qfi_out(a->g, a->n, 0);
     const qfi_slice_params *p = a->n->params;
@@ -18,3 +18,5 @@ qf_status qfi_cpu_slice(const qfi_kernel_args *a)
     qfi_cpu_strided_copy(a->out[0], (const char *)a->in[0] + first * (int64_t)es, y->ndim, y->dims, strides, es);
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_slice = {.run = slice_run};

@@ -4,7 +4,7 @@
 #include "ops/nn.h"
 #include <math.h>
 
-qf_status qfi_cpu_softmax(const qfi_kernel_args *a)
+static qf_status softmax_run(const qfi_kernel_args *a)
 {
     int64_t outer, len, inner;
     QF_CHECK(qfi_softmax_geometry(a->g, a->n, &outer, &len, &inner));
@@ -28,3 +28,5 @@ qf_status qfi_cpu_softmax(const qfi_kernel_args *a)
         }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_softmax = {.run = softmax_run};

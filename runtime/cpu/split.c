@@ -3,7 +3,7 @@
 #include "kernels.h"
 #include "ops/tensor_ops.h"
 
-qf_status qfi_cpu_split(const qfi_kernel_args *a)
+static qf_status split_run(const qfi_kernel_args *a)
 {
     const qf_node *n = a->n;
     const qfi_split_params *p = n->params;
@@ -24,3 +24,5 @@ qf_status qfi_cpu_split(const qfi_kernel_args *a)
     }
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_split = {.run = split_run};

@@ -60,7 +60,7 @@ void qfi_cpu_strided_copy(void *dst, const void *src, int nd, const int64_t *dim
     }
 }
 
-qf_status qfi_cpu_transpose(const qfi_kernel_args *a)
+static qf_status transpose_run(const qfi_kernel_args *a)
 {
     const qf_value *x = qfi_in(a->g, a->n, 0), *y = qfi_out(a->g, a->n, 0);
     const qfi_transpose_params *p = a->n->params;
@@ -71,3 +71,5 @@ qf_status qfi_cpu_transpose(const qfi_kernel_args *a)
     qfi_cpu_strided_copy(a->out[0], a->in[0], y->ndim, y->dims, strides, qf_dtype_info(y->dtype)->size);
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_transpose = {.run = transpose_run};

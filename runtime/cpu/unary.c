@@ -96,7 +96,7 @@ static void unary_chunk(void *arg, int64_t task)
     }
 }
 
-qf_status qfi_cpu_unary(const qfi_kernel_args *a)
+static qf_status unary_run(const qfi_kernel_args *a)
 {
     const qf_node *n = a->n;
     const qf_value *x = qfi_in(a->g, n, 0);
@@ -113,3 +113,5 @@ qf_status qfi_cpu_unary(const qfi_kernel_args *a)
         qfi_parallel_for(a->threads, tasks, unary_chunk, &j);
     return QF_OK;
 }
+
+const qfi_cpu_kernel qfi_cpu_unary = {.run = unary_run};

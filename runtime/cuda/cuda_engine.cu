@@ -124,7 +124,7 @@ qf_status cu_value_ptr(cu_engine *c, int v, void **out)
 
 const qf_graph *cu_geo_graph(const cu_engine *c, const qf_node *n)
 {
-    return qfi_cpu_lowp_wraps(c->g, n) ? &c->view : c->g;
+    return qfi_node_f32_view(n) ? &c->view : c->g;
 }
 
 void cu_need_scratch(cu_engine *c, int slot, size_t bytes)
@@ -286,18 +286,12 @@ static qf_status select_device(cu_engine *c, int index)
     return QF_OK;
 }
 
-/* The f32-labelled copy of the values the CPU engine's lowp.c would hand the
- * geometry helpers. */
+/* The f32 view the geometry helpers read for nodes of FP32 arithmetic. */
 static qf_status build_view(cu_engine *c)
 {
-    const qf_graph *g = c->g;
-    c->view = *g;
-    c->view_values = (qf_value *)qfi_calloc((size_t)g->n_values + 1, sizeof(qf_value));
+    c->view_values = (qf_value *)qfi_calloc((size_t)c->g->n_values + 1, sizeof(qf_value));
     if (!c->view_values) return QF_ERR_NOMEM;
-    memcpy(c->view_values, g->values, (size_t)g->n_values * sizeof(qf_value));
-    for (int v = 0; v < g->n_values; v++)
-        if (c->view_values[v].dtype == QF_F16 || c->view_values[v].dtype == QF_I8) c->view_values[v].dtype = QF_F32;
-    c->view.values = c->view_values;
+    qfi_f32_view_init(c->g, &c->view, c->view_values);
     return QF_OK;
 }
 

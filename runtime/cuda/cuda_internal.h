@@ -1,8 +1,8 @@
 /* Shared state of the CUDA engine (runtime/cuda/): the engine object, the
  * per-node layer interface every op family implements, device value views
  * (NHWC or logical layout), scratch slots, error macros, and the element
- * load/store helpers that give every kernel the CPU engine's FP16/INT8 rules
- * (runtime/cpu/lowp.c: f16 widened exactly, int8 as q*scale, results rounded
+ * load/store helpers that give every kernel the FP16/INT8 rules of the f32
+ * view (lib/internal.h: f16 widened exactly, int8 as q*scale, results rounded
  * back to half or quantized half-to-even and saturated). */
 #ifndef QFORGE_CUDA_INTERNAL_H
 #define QFORGE_CUDA_INTERNAL_H
@@ -15,7 +15,6 @@
 extern "C" {
 #include "../engine_impl.h"
 #include "../tactic_cache.h"
-#include "../cpu/kernels.h"
 #include "ops/nn.h"
 #include "ops/tensor_ops.h"
 }
@@ -109,7 +108,7 @@ extern const cu_op cu_op_reshape, cu_op_identity, cu_op_transpose, cu_op_concat,
 struct cu_engine {
     qf_engine *e;
     const qf_graph *g;
-    qf_graph view;            /* g with FP16/INT8 values relabelled f32, for the geometry helpers (lowp.c's rule) */
+    qf_graph view;            /* the f32 view of g (qfi_f32_view_init), for the geometry helpers */
     qf_value *view_values;
     int device;
     cudaDeviceProp prop;
@@ -152,7 +151,7 @@ qf_status cu_upload(cu_engine *c, const void *host, size_t bytes, void **out);
 /* Device address of value v: arena slot, or the constant's uploaded copy. */
 qf_status cu_value_ptr(cu_engine *c, int v, void **out);
 /* The graph to hand lib/ops geometry helpers for node n (the f32 view for
- * nodes the CPU engine runs through lowp.c). */
+ * the nodes qfi_node_f32_view names). */
 const qf_graph *cu_geo_graph(const cu_engine *c, const qf_node *n);
 /* Reserves `bytes` of scratch slot `slot`. */
 void cu_need_scratch(cu_engine *c, int slot, size_t bytes);
@@ -174,7 +173,7 @@ static inline unsigned cu_blocks(int64_t n, int threads)
     return (unsigned)(b < 1 ? 1 : b > 0x7fffffff ? 0x7fffffff : b);
 }
 /* A value of a node's dtype the device kernels handle as data: f32, f16, or
- * i8 with a scale (quantized; only at FP16/INT8 precision, as lowp.c). */
+ * i8 with a scale (quantized; only at FP16/INT8 precision, as the f32 view). */
 bool cu_float_like(const qf_graph *g, const qf_node *n, const qf_value *v);
 #define CU_NODE_FMT "%s: node %s (%s): "
 #define CU_NODE_ARGS(c, n) (c)->g->source, (n)->name, qf_op_name((n)->op)
