@@ -107,6 +107,12 @@ void qf_loader_free(qf_loader *l)
     free(l);
 }
 
+int qf_loader_default_threads(bool engine_on_cpu)
+{
+    int cpus = qfi_cpu_count();
+    return engine_on_cpu || cpus < 2 ? 2 : cpus;
+}
+
 qf_status qf_loader_create(const qf_dataset *ds, const qf_preprocess *pp, const qf_loader_options *opt,
                            qf_loader **out)
 {

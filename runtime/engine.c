@@ -59,6 +59,15 @@ qf_status qf_engine_create(const qf_graph *g, const qf_engine_opts *opts, qf_eng
     return QF_OK;
 }
 
+qf_status qf_engine_create_or_cpu(const qf_graph *g, qf_engine_opts *opts, qf_engine **out)
+{
+    qf_status st = qf_engine_create(g, opts, out);
+    if (st == QF_OK || opts->device == QF_DEVICE_CPU || (st != QF_ERR_DEVICE && st != QF_ERR_UNSUPPORTED)) return st;
+    qf_log(QF_LOG_INFO, "running on the CPU: %s", qf_error_message());
+    opts->device = QF_DEVICE_CPU;
+    return qf_engine_create(g, opts, out);
+}
+
 void qf_engine_free(qf_engine *e)
 {
     if (!e) return;

@@ -2,8 +2,8 @@
  * CUDA engine implements, in small graphs on random inputs, at FP32 (1e-4
  * relative, no TF32), FP16 (half-precision tolerance) and INT8 (within one
  * unit of the output's scale); the observer hook; graph replay with fresh
- * inputs; the errors of unsupported ops and absent devices; and ResNet-20 and
- * MobileNetV2 from the shared data (QFORGE_DATA, default ../shared/data) at
+ * inputs; qf_calibrate on the device; the errors of unsupported ops and
+ * absent devices; and ResNet-20 and MobileNetV2 from the shared data (QFORGE_DATA, default ../shared/data) at
  * all three precisions, with top-1 agreement between GPU and CPU >= 0.999.
  * Exits 77 (skipped) where no CUDA device is usable, as on CI. */
 #include <check.h>
@@ -613,6 +613,69 @@ START_TEST(device_histograms_match_host)
 }
 END_TEST
 
+/* qf_calibrate, the loop `qforge calib` runs, on the device (its histograms
+ * built there) against the CPU: 7 PPM images at batch 4, so the last batch is
+ * padded; the minmax thresholds of every tensor agree and count 7 images. */
+START_TEST(calibrate_on_device)
+{
+    char dir[] = "/tmp/qf_calibrate_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (int k = 0; k < 7; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s/%d.ppm", dir, k);
+        FILE *f = fopen(name, "wb");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "P6\n8 8\n255\n");
+        for (int i = 0; i < 8 * 8 * 3; i++) fputc((int)frand(0.0f, 256.0f), f);
+        fclose(f);
+    }
+    qf_graph *g = new_graph("calibrated");
+    int x = input(g, "x", 4, DIMS(4, 3, 8, 8));
+    int m = value(g, "pool");
+    qf_node *n = op(g, "pool", QF_OP_MAX_POOL, 1, IN(x), m);
+    set_ints(n, "kernel_shape", 2, DIMS(3, 3));
+    set_ints(n, "pads", 4, DIMS(1, 1, 1, 1));
+    int c = conv(g, "conv", unary(g, "relu_pool", QF_OP_RELU, m), 3, 3, 3, 1, P1, 1, 1, true);
+    output(g, binary(g, "sum", QF_OP_ADD, unary(g, "relu_conv", QF_OP_RELU, c), unary(g, "sig", QF_OP_SIGMOID, x)));
+    prepare(g, 4);
+    qf_preprocess pp;
+    qf_preprocess_init(&pp);
+    pp.width = pp.height = 8;
+    OK(qf_preprocess_option(&pp, "--mean", "0.5,0.4,0.3", &(int){0}));
+    qf_calib_table *t[2];
+    for (int k = 0; k < 2; k++) {
+        qf_dataset *ds;
+        OK(qf_dataset_open(dir, &ds));
+        qf_calibrate_opts o;
+        qf_calibrate_opts_init(&o);
+        o.device = k ? dut : QF_DEVICE_CPU;
+        o.methods = QF_CALIB_ALL;
+        qf_calibrate_info info;
+        OK(qf_calibrate(g, ds, &pp, &o, &t[k], NULL, &info));
+        ck_assert_int_eq(info.device, o.device);
+        ck_assert_int_eq(info.images, 7);
+        ck_assert_int_eq(t[k]->images, 7);
+        qf_dataset_free(ds);
+    }
+    ck_assert_int_eq(t[0]->n, t[1]->n);
+    ck_assert_int_eq(t[0]->n, 7); /* x, pool, relu_pool, conv, relu_conv, sig, sum */
+    for (int i = 0; i < t[0]->n; i++) {
+        ck_assert_str_eq(t[0]->entries[i].name, t[1]->entries[i].name);
+        double a = t[0]->entries[i].amax[QF_CALIB_MINMAX], b = t[1]->entries[i].amax[QF_CALIB_MINMAX];
+        ck_assert_msg(a > 0 && fabs(a - b) <= 1e-5 * a, "%s: minmax %g on the CPU, %g on the device",
+                      t[0]->entries[i].name, a, b);
+    }
+    for (int k = 0; k < 2; k++) qf_calib_table_free(t[k]);
+    qf_graph_free(g);
+    for (int k = 0; k < 7; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s/%d.ppm", dir, k);
+        remove(name);
+    }
+    remove(dir);
+}
+END_TEST
+
 /* An op without a CUDA kernel fails at build time, naming node and op. */
 START_TEST(unsupported_op_is_named)
 {
@@ -834,6 +897,7 @@ int main(void)
     tcase_add_test(ops, t_concat_copy);
     tcase_add_test(ops, observer_matches_cpu);
     tcase_add_test(ops, device_histograms_match_host);
+    tcase_add_test(ops, calibrate_on_device);
     if (dut == QF_DEVICE_CUDA) tcase_add_test(ops, unsupported_op_is_named);
     suite_add_tcase(s, ops);
     TCase *models = tcase_create("models");

@@ -149,34 +149,16 @@ qf_calib_table *calibrate_folder(qf_graph *g, const char *dir, int64_t n, const 
     qf_dataset *ds;
     OK(qf_dataset_open(dir, &ds));
     qf_dataset_subset(ds, n);
-    qf_calib *c;
-    OK(qf_calib_create(g, NULL, &c));
-    qf_engine_opts eo = {.device = dev, .observer = qf_calib_observe, .observer_user = c};
-    qf_engine *e;
-    OK(qf_engine_create(g, &eo, &e));
-    qf_loader_options lo = {.batch = g->batch, .threads = threads};
-    qf_loader *l;
-    OK(qf_loader_create(ds, pp, &lo, &l));
-    int cnt;
-    int64_t seen = 0;
-    for (;;) {
-        OK(qf_loader_next(l, qf_engine_input(e, 0), NULL, &cnt));
-        if (!cnt) break;
-        qf_calib_set_batch_valid(c, cnt); /* the last batch may be partial */
-        OK(qf_engine_run(e));
-        seen += cnt;
-    }
-    qf_loader_free(l);
-    qf_engine_free(e);
-    unsigned methods;
-    double pct;
-    OK(qf_calib_method_parse("all", &methods, &pct));
-    char sha[65];
-    zero_sha(sha);
-    qf_calib_meta meta = {.images = seen, .model_sha256 = sha};
+    qf_calibrate_opts o;
+    qf_calibrate_opts_init(&o);
+    o.device = dev;
+    o.decode_threads = threads;
+    OK(qf_calib_method_parse("all", &o.methods, &o.percentile));
     qf_calib_table *t;
-    OK(qf_calib_finalize(c, methods, pct, &meta, &t));
-    qf_calib_free(c);
+    qf_calibrate_info info;
+    OK(qf_calibrate(g, ds, pp, &o, &t, NULL, &info));
+    ck_assert_int_eq(info.device, dev);
+    ck_assert_int_eq(t->images, qf_dataset_count(ds));
     qf_dataset_free(ds);
     return t;
 }

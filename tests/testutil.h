@@ -57,8 +57,9 @@ float *random_input(const qf_graph *g, uint64_t seed, float lo, float hi);
 float *run(const qf_graph *g, const float *x, qf_observer_fn obs, void *user);
 /* A minmax calibration table of g's tensors observed on one run of x. */
 qf_calib_table *calibrate_minmax(const qf_graph *g, const float *x);
-/* A table of every method (--method all) calibrated on the first n images of the
- * folder dir, run on device dev with a loader of `threads` decode threads. */
+/* A table of every method (--method all) calibrated by qf_calibrate() on n evenly
+ * spaced images of the folder dir (all for n <= 0), on device dev with `threads`
+ * decode threads. */
 qf_calib_table *calibrate_folder(qf_graph *g, const char *dir, int64_t n, const qf_preprocess *pp,
                                  qf_device_kind dev, int threads);
 

@@ -47,7 +47,7 @@ qf_status cli_load_model(const char *path, int batch, qf_graph **out, qf_qfm_met
  * CUDA build, else cpu); *given tells which. */
 qf_status cli_device_opts(const char *device, qf_engine_opts *eo, bool *given);
 /* Builds the engine. When the user named no device and the GPU is unusable or
- * lacks a kernel for an op, falls back to the CPU and says so once (CLI.md);
+ * lacks a kernel for an op, falls back to the CPU and says so (CLI.md, qf_engine_create_or_cpu);
  * eo->device then tells where the engine runs. */
 qf_status cli_engine_create(const qf_graph *g, qf_engine_opts *eo, bool device_given, qf_engine **out);
 /* "cpu", "cuda" or "cuda:N" for eo (buf holds the cuda:N text). */

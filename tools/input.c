@@ -3,7 +3,6 @@
  * labels and preprocessing that fits the model. */
 #include "config.h"
 #include "cli.h"
-#include <unistd.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +19,7 @@ qf_status cli_load_model(const char *path, int batch, qf_graph **out, qf_qfm_met
 
 int image_opts_decode_threads(const image_opts *o, qf_device_kind engine)
 {
-    if (o->threads > 0) return o->threads;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return engine == QF_DEVICE_CPU || cpus < 2 ? 2 : (int)cpus;
+    return o->threads > 0 ? o->threads : qf_loader_default_threads(engine == QF_DEVICE_CPU);
 }
 
 qf_status image_opts_use_stored(image_opts *o, const qf_qfm_meta *meta)
@@ -48,14 +45,7 @@ qf_status cli_device_opts(const char *device, qf_engine_opts *eo, bool *given)
 
 qf_status cli_engine_create(const qf_graph *g, qf_engine_opts *eo, bool device_given, qf_engine **out)
 {
-    static bool told;
-    qf_status st = qf_engine_create(g, eo, out);
-    if (st == QF_OK || device_given || eo->device == QF_DEVICE_CPU) return st;
-    if (st != QF_ERR_DEVICE && st != QF_ERR_UNSUPPORTED) return st;
-    if (!told) qf_log(QF_LOG_INFO, "running on the CPU: %s", qf_error_message());
-    told = true;
-    eo->device = QF_DEVICE_CPU;
-    return qf_engine_create(g, eo, out);
+    return device_given ? qf_engine_create(g, eo, out) : qf_engine_create_or_cpu(g, eo, out);
 }
 
 const char *cli_device_name(const qf_engine_opts *eo, char *buf, size_t size)

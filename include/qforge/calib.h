@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include "qforge/status.h"
 #include "qforge/graph.h"
+#include "qforge/engine.h"
+#include "qforge/datasets.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -136,6 +138,7 @@ qf_status qf_calib_table_write_trt(const qf_calib_table *t, qf_calib_method m, c
  *     for each batch: fill inputs; qf_calib_set_batch_valid(c, real_images); qf_engine_run(e);
  *     qf_calib_finalize(c, methods, percentile, &meta, &table);
  *     qf_calib_table_write(table, "table.calib"); qf_calib_report_write("r.html", c, table);
+ * (qf_calibrate() below is that loop over a folder of images.)
  * Counts are integers and maxima are exact, so the table is bit-identical whatever
  * the batch size, the thread count or the number of devices (one qf_calib per
  * device, merged with qf_calib_merge()). */
@@ -182,6 +185,51 @@ const qf_histogram *qf_calib_tensor_hist(const qf_calib *c, int i);
  * a warning through qf_log (their finite values still count). */
 qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percentile,
                             const qf_calib_meta *meta, qf_calib_table **out);
+
+/* ---- calibrating on a folder of images -------------------------------------------------
+ * qf_calibrate() is the whole of `qforge calib` but the files: it decodes the
+ * dataset's images (qf_loader), runs them through an engine for the graph with
+ * the observer above and returns the table. On the CPU it runs data-parallel,
+ * one single-threaded engine and qf_calib per core taking whole batches, merged
+ * at the end; on a CUDA device the engine builds each activation's histogram
+ * where it is (hist_observer) instead of copying it to the host. Either way the
+ * table is bit-identical for any batch, thread count or device. */
+typedef void (*qf_progress_fn)(void *user, int64_t done, int64_t total);
+
+typedef struct qf_calibrate_opts {
+    qf_device_kind device;
+    int device_index;          /* cuda:N */
+    bool cpu_fallback;         /* a device engine that cannot be built (no usable GPU, an op
+                                  without a kernel) gives way to the CPU, said through qf_log */
+    int threads;               /* CPU threads for the engines and histograms; 0 = all cores */
+    int decode_threads;        /* 0: qf_loader_default_threads() for where the engine runs */
+    bool strict;               /* an image that cannot be decoded fails instead of being skipped */
+    unsigned methods;          /* qf_calib_method_parse() mask */
+    double percentile;         /* P of the percentile method */
+    const char *model_sha256;  /* the table's model hash (qf_sha256_file()); NULL: 64 zeros */
+    qf_progress_fn progress;   /* optional: called with 0 when the first batch is asked for,
+                                  then after every batch (from worker threads, one at a time) */
+    void *progress_user;
+} qf_calibrate_opts;
+
+/* CPU, no fallback, all cores, entropy. */
+void qf_calibrate_opts_init(qf_calibrate_opts *o);
+
+/* What a qf_calibrate() run did. */
+typedef struct qf_calibrate_info {
+    qf_device_kind device;     /* where it ran (the CPU after a fallback) */
+    int64_t images;            /* images calibrated on */
+    int64_t skipped;           /* files that could not be decoded */
+    double seconds;            /* from the first batch to the last, engines built */
+} qf_calibrate_info;
+
+/* Calibrates the prepared FP32 graph g (its batch is the batch size) on the
+ * images of ds, preprocessed by pp (its model fields set for g's input), into a
+ * new *table recording pp's qf_preprocess_format() text. `hists` (may be NULL)
+ * receives the merged histograms, for qf_calib_report_write(); `info` may be NULL. */
+qf_status qf_calibrate(const qf_graph *g, const qf_dataset *ds, const qf_preprocess *pp,
+                       const qf_calibrate_opts *o, qf_calib_table **table, qf_calib **hists,
+                       qf_calibrate_info *info);
 
 /* ---- report ---------------------------------------------------------------------------
  * One self-contained HTML file (inline SVG and a small inline sorting script, no

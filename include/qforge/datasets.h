@@ -172,6 +172,11 @@ typedef struct qf_loader_options {
     bool strict;     /* a file that cannot be decoded is an error, not a warning */
 } qf_loader_options;
 
+/* Decode threads that keep an engine fed: 2 beside an engine computing on the
+ * CPU cores (it wants them), every core beside one on a device (decoding is
+ * then the host's work, and the device waits on it). */
+int qf_loader_default_threads(bool engine_on_cpu);
+
 /* The dataset and preprocessing must outlive the loader (pp is copied). */
 qf_status qf_loader_create(const qf_dataset *ds, const qf_preprocess *pp,
                            const qf_loader_options *opt, qf_loader **out);

@@ -44,6 +44,11 @@ qf_status qf_device_parse(const char *s, qf_device_kind *kind, int *index);
 
 /* Builds an engine for a prepared graph. The graph must outlive the engine. */
 qf_status qf_engine_create(const qf_graph *g, const qf_engine_opts *opts, qf_engine **out);
+/* The same, but where a device engine cannot be built (QF_ERR_DEVICE: no
+ * usable GPU; QF_ERR_UNSUPPORTED: an op without a kernel there, or a build
+ * without CUDA) the CPU engine is built instead: the reason goes to qf_log
+ * (QF_LOG_INFO) and opts->device becomes QF_DEVICE_CPU. */
+qf_status qf_engine_create_or_cpu(const qf_graph *g, qf_engine_opts *opts, qf_engine **out);
 void qf_engine_free(qf_engine *e);
 
 /* Host buffer of graph input i (shape and dtype of g->values[g->inputs[i]]),
