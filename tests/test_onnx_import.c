@@ -102,13 +102,6 @@ END_TEST
 
 /* ---- the good model ------------------------------------------------------------------ */
 
-static const qf_node *node_named(const qf_graph *g, const char *name)
-{
-    for (int i = 0; i < g->n_nodes; i++)
-        if (strcmp(g->nodes[i].name, name) == 0) return &g->nodes[i];
-    return NULL;
-}
-
 static double sum_f32(const qf_value *v)
 {
     double s = 0;

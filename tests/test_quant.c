@@ -218,23 +218,6 @@ END_TEST
 
 /* ---- graphs ----------------------------------------------------------------------- */
 
-static qf_node *conv(qf_graph *g, const char *name, int x, int w, int b, int out, int pad, int group)
-{
-    int in[3] = {x, w, b};
-    qf_node *n = op(g, name, QF_OP_CONV, b >= 0 ? 3 : 2, in, out);
-    int64_t pads[4] = {pad, pad, pad, pad};
-    set_ints(n, "pads", 4, pads);
-    if (group > 1) set_int(n, "group", group);
-    return n;
-}
-
-static void prepare(qf_graph *g, int batch)
-{
-    for (int i = 0; i < g->n_nodes; i++) ck_assert_int_eq(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]), QF_OK);
-    qf_status st = qf_graph_prepare(g, batch);
-    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
-}
-
 /* x (2,3,8,8) -> Conv 3x3 (8 ch, one all zero) -> Relu -> MaxPool 2x2 -> Conv 3x3 (4 ch) -> y */
 static qf_graph *chain_net(uint64_t seed)
 {
@@ -248,14 +231,14 @@ static qf_graph *chain_net(uint64_t seed)
     int w2 = weight(g, "w2", 4, (int64_t[]){4, 8, 3, 3}, -0.3f, 0.3f);
     int b2 = weight(g, "b2", 1, (int64_t[]){4}, -0.2f, 0.2f);
     int c1 = value(g, "c1"), r1 = value(g, "r1"), p1 = value(g, "p1"), y = value(g, "y");
-    conv(g, "conv1", x, w1, b1, c1, 1, 1);
+    conv_node(g, "conv1", x, w1, b1, c1, 1, 1);
     op(g, "relu1", QF_OP_RELU, 1, (int[]){c1}, r1);
     qf_node *mp = op(g, "pool1", QF_OP_MAX_POOL, 1, (int[]){r1}, p1);
     set_ints(mp, "kernel_shape", 2, (int64_t[]){2, 2});
     set_ints(mp, "strides", 2, (int64_t[]){2, 2});
-    conv(g, "conv2", p1, w2, b2, y, 1, 1);
+    conv_node(g, "conv2", p1, w2, b2, y, 1, 1);
     output(g, y);
-    prepare(g, 2);
+    prepare_graph(g, 2);
     return g;
 }
 
@@ -271,16 +254,6 @@ static int find_node(const qf_graph *g, qf_op o, int nth)
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == o && nth-- == 0) return i;
     return -1;
-}
-
-static double sqnr_db(const float *ref, const float *y, int64_t n)
-{
-    double s = 0, e = 0;
-    for (int64_t i = 0; i < n; i++) {
-        s += (double)ref[i] * ref[i];
-        e += (double)(y[i] - ref[i]) * (y[i] - ref[i]);
-    }
-    return 10 * log10(s / (e > 0 ? e : 1e-30));
 }
 
 /* ---- an independent INT8 reference (plain loops, written from the spec) -------- */
@@ -439,9 +412,9 @@ START_TEST(fp16_matches_rounding)
     int w = weight(g, "w", 4, (int64_t[]){7, 5, 3, 3}, -1, 1);
     int b = weight(g, "b", 1, (int64_t[]){7}, -1, 1);
     int y = value(g, "y");
-    conv(g, "conv", x, w, b, y, 1, 1);
+    conv_node(g, "conv", x, w, b, y, 1, 1);
     output(g, y);
-    prepare(g, 2);
+    prepare_graph(g, 2);
     /* the reference graph holds the half-rounded weights in f32 */
     rng = 3;
     qf_graph *r = qf_graph_new("fp16ref");
@@ -453,9 +426,9 @@ START_TEST(fp16_matches_rounding)
         for (int64_t i = 0; i < qf_value_numel(&r->values[v]); i++) d[i] = qf_f16_to_f32(qf_f32_to_f16(d[i]));
     }
     y = value(r, "y");
-    conv(r, "conv", x, w, b, y, 1, 1);
+    conv_node(r, "conv", x, w, b, y, 1, 1);
     output(r, y);
-    prepare(r, 2);
+    prepare_graph(r, 2);
 
     float *xin = random_input(g, 5, -3, 3), *xh = malloc(2 * 5 * 36 * sizeof(float));
     for (int i = 0; i < 2 * 5 * 36; i++) xh[i] = qf_f16_to_f32(qf_f32_to_f16(xin[i]));
@@ -518,9 +491,9 @@ static qf_graph *concat_net(uint64_t seed)
     int bg = weight(g, "bg", 1, (int64_t[]){10}, -0.5f, 0.5f);
     int ca = value(g, "ca"), ra = value(g, "ra"), cb = value(g, "cb"), cc = value(g, "cc"), mp = value(g, "mp"),
         fl = value(g, "fl"), out = value(g, "out");
-    conv(g, "convA", x, wa, -1, ca, 1, 1);
+    conv_node(g, "convA", x, wa, -1, ca, 1, 1);
     op(g, "reluA", QF_OP_RELU, 1, (int[]){ca}, ra);
-    conv(g, "convB", x, wb, bb, cb, 0, 1);
+    conv_node(g, "convB", x, wb, bb, cb, 0, 1);
     qf_node *cat = op(g, "cat", QF_OP_CONCAT, 2, (int[]){ra, cb}, cc);
     set_int(cat, "axis", 1);
     qf_node *p = op(g, "pool", QF_OP_MAX_POOL, 1, (int[]){cc}, mp);
@@ -532,7 +505,7 @@ static qf_graph *concat_net(uint64_t seed)
     set_float(gm, "beta", 2.0f);
     set_int(gm, "transB", 1);
     output(g, out);
-    prepare(g, 3);
+    prepare_graph(g, 3);
     return g;
 }
 
@@ -619,9 +592,9 @@ static qf_graph *residual_net(uint64_t seed)
     int w2 = weight(g, "w2", 4, (int64_t[]){4, 1, 3, 3}, -0.6f, 0.6f);
     int b2 = weight(g, "b2", 1, (int64_t[]){4}, -0.3f, 0.3f);
     int c1 = value(g, "c1"), r = value(g, "r"), c2 = value(g, "c2"), s = value(g, "s"), out = value(g, "out");
-    conv(g, "conv1", x, w1, -1, c1, 1, 1);
+    conv_node(g, "conv1", x, w1, -1, c1, 1, 1);
     op(g, "relu1", QF_OP_RELU, 1, (int[]){c1}, r);
-    conv(g, "dw", r, w2, b2, c2, 1, 4);
+    conv_node(g, "dw", r, w2, b2, c2, 1, 4);
     op(g, "add", QF_OP_ADD, 2, (int[]){c2, r}, s);
     op(g, "relu2", QF_OP_RELU, 1, (int[]){s}, out);
     output(g, out);
@@ -632,7 +605,7 @@ static qf_graph *residual_net(uint64_t seed)
     op(g, "mm", QF_OP_MATMUL, 2, (int[]){fl, wm}, mm);
     op(g, "bias", QF_OP_ADD, 2, (int[]){mm, bm}, out2);
     output(g, out2);
-    prepare(g, 2);
+    prepare_graph(g, 2);
     return g;
 }
 
@@ -706,37 +679,30 @@ static qf_graph *planner_net(void)
     int a = value(g, "a"), b = value(g, "b"), s = value(g, "s"), r = value(g, "r"), c = value(g, "c");
     int out = value(g, "out"), d = value(g, "d"), out2 = value(g, "out2"), e = value(g, "e"), out3 = value(g, "out3");
     int lo = weight(g, "lo", 0, NULL, 0, 0), hi = weight(g, "hi", 0, NULL, 6, 6);
-    conv(g, "A", x, w3[0], -1, a, 1, 1);
-    conv(g, "B", x, w1[0], -1, b, 0, 1);
+    conv_node(g, "A", x, w3[0], -1, a, 1, 1);
+    conv_node(g, "B", x, w1[0], -1, b, 0, 1);
     op(g, "add", QF_OP_ADD, 2, (int[]){b, a}, s);
     op(g, "relu", QF_OP_RELU, 1, (int[]){s}, r);
-    conv(g, "C", r, w3[1], -1, c, 1, 1);
+    conv_node(g, "C", r, w3[1], -1, c, 1, 1);
     op(g, "clip", QF_OP_CLIP, 3, (int[]){c, lo, hi}, out);
-    conv(g, "D", r, w1[1], -1, d, 0, 1);
+    conv_node(g, "D", r, w1[1], -1, d, 0, 1);
     op(g, "relu2", QF_OP_RELU, 1, (int[]){d}, out2);
-    conv(g, "E", r, w3[2], -1, e, 1, 1);
+    conv_node(g, "E", r, w3[2], -1, e, 1, 1);
     op(g, "twice", QF_OP_ADD, 2, (int[]){e, e}, out3);
     output(g, out);
     output(g, d);
     output(g, out2);
     output(g, out3);
     g->opset = 13;
-    prepare(g, 1);
+    prepare_graph(g, 1);
     return g;
-}
-
-static int node_named(const qf_graph *g, const char *name)
-{
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!strcmp(g->nodes[i].name, name)) return i;
-    return -1;
 }
 
 START_TEST(fusion_planner_links_and_rules)
 {
     qf_graph *g = planner_net();
     for (int refuse = 0; refuse < 2; refuse++) {
-        test_rules tr = {.no_residual_for = refuse ? node_named(g, "A") : -1};
+        test_rules tr = {.no_residual_for = refuse ? node_index(g, "A") : -1};
         const qfi_fusion_rules rules = {any_anchor, test_accept, &tr};
         qfi_fusion *fs;
         int n;
@@ -744,17 +710,17 @@ START_TEST(fusion_planner_links_and_rules)
         ck_assert_int_eq(n, 5);
         /* the Add goes to the earlier anchor A unless its rules refuse it; B then takes it */
         const qfi_fusion *takes = &fs[refuse ? 1 : 0], *other = &fs[refuse ? 0 : 1];
-        ck_assert_int_eq(takes->anchor, node_named(g, refuse ? "B" : "A"));
-        ck_assert_int_eq(takes->node[QFI_FUSE_RESIDUAL], node_named(g, "add"));
+        ck_assert_int_eq(takes->anchor, node_index(g, refuse ? "B" : "A"));
+        ck_assert_int_eq(takes->node[QFI_FUSE_RESIDUAL], node_index(g, "add"));
         ck_assert_str_eq(g->values[takes->residual].name, refuse ? "a" : "b");
-        ck_assert_int_eq(takes->node[QFI_FUSE_RELU], node_named(g, "relu"));
+        ck_assert_int_eq(takes->node[QFI_FUSE_RELU], node_index(g, "relu"));
         ck_assert_str_eq(g->values[takes->out].name, "r");
-        ck_assert_int_eq(takes->last, node_named(g, "relu"));
+        ck_assert_int_eq(takes->last, node_index(g, "relu"));
         ck_assert_int_eq(other->last, other->anchor);
         ck_assert_int_eq(tr.offers[QFI_FUSE_RESIDUAL], 1 + refuse);
         /* C: the Clip with its constant bounds */
         const qfi_fusion *fc = &fs[2];
-        ck_assert_int_eq(fc->node[QFI_FUSE_CLIP], node_named(g, "clip"));
+        ck_assert_int_eq(fc->node[QFI_FUSE_CLIP], node_index(g, "clip"));
         ck_assert(fc->clip_lo == 0.0f && fc->clip_hi == 6.0f);
         ck_assert_str_eq(g->values[fc->out].name, "out");
         /* D's output is a graph output, E's is read twice: nothing joins them */
@@ -778,14 +744,14 @@ START_TEST(int8_fp16_boundaries)
         int w1 = weight(g, "w1", 4, (int64_t[]){6, 3, 3, 3}, -0.5f, 0.5f);
         int w2 = weight(g, "w2", 4, (int64_t[]){4, 6, 3, 3}, -0.5f, 0.5f);
         int c1 = value(g, "c1"), sg = value(g, "sg"), c2 = value(g, "c2"), out = value(g, "out");
-        conv(g, "conv1", x, w1, -1, c1, 1, 1);
+        conv_node(g, "conv1", x, w1, -1, c1, 1, 1);
         op(g, "sigmoid", QF_OP_SIGMOID, 1, (int[]){c1}, sg);
-        conv(g, "conv2", sg, w2, -1, c2, 1, 1);
+        conv_node(g, "conv2", sg, w2, -1, c2, 1, 1);
         qf_node *p = op(g, "pool", QF_OP_MAX_POOL, 1, (int[]){c2}, out);
         set_ints(p, "kernel_shape", 2, (int64_t[]){2, 2});
         set_ints(p, "strides", 2, (int64_t[]){2, 2});
         output(g, out);
-        prepare(g, 2);
+        prepare_graph(g, 2);
     }
     qf_graph *g = gs[1];
     float *x = random_input(g, 42, -1, 1);
@@ -824,12 +790,12 @@ START_TEST(fp16_overflow_stays_fp32)
         int w1 = weight(g, "w1", 4, (int64_t[]){3, 2, 3, 3}, 5000.0f, 20000.0f);
         int w2 = weight(g, "w2", 4, (int64_t[]){2, 3, 3, 3}, 1e-5f, 1e-4f);
         int c1 = value(g, "c1"), r1 = value(g, "r1"), c2 = value(g, "c2"), out = value(g, "out");
-        conv(g, "conv1", x, w1, -1, c1, 1, 1);
+        conv_node(g, "conv1", x, w1, -1, c1, 1, 1);
         op(g, "relu1", QF_OP_RELU, 1, (int[]){c1}, r1);
-        conv(g, "conv2", r1, w2, -1, c2, 1, 1);
+        conv_node(g, "conv2", r1, w2, -1, c2, 1, 1);
         op(g, "relu2", QF_OP_RELU, 1, (int[]){c2}, out);
         output(g, out);
-        prepare(g, 1);
+        prepare_graph(g, 1);
     }
     qf_graph *g = gs[1];
     float *x = random_input(g, 52, 0.5f, 1);
@@ -881,7 +847,7 @@ START_TEST(qdq_nodes_roundtrip)
     op(g, "q", QF_OP_QUANTIZE_LINEAR, 3, (int[]){x, s, z}, q);
     op(g, "dq", QF_OP_DEQUANTIZE_LINEAR, 2, (int[]){q, s}, y);
     output(g, y);
-    prepare(g, 0);
+    prepare_graph(g, 0);
     ck_assert_int_eq(g->values[q].dtype, QF_I8);
     ck_assert(g->values[q].scale == 0.5f);
     float xin[6] = {0.25f, 0.75f, -0.25f, 100.0f, -100.0f, 1.2f};

@@ -2,6 +2,7 @@
  * generator, graph building, CPU runs and calibration, and running a suite.
  * They assert (ck_assert_*) instead of returning errors: test code only. */
 #include "testutil.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -96,7 +97,46 @@ void set_ints(qf_node *n, const char *name, int cnt, const int64_t *v)
     memcpy(a->ints, v, (size_t)cnt * sizeof *v);
 }
 
+qf_node *conv_node(qf_graph *g, const char *name, int x, int w, int b, int out, int pad, int group)
+{
+    int in[3] = {x, w, b};
+    qf_node *n = op(g, name, QF_OP_CONV, b >= 0 ? 3 : 2, in, out);
+    int64_t pads[4] = {pad, pad, pad, pad};
+    set_ints(n, "pads", 4, pads);
+    if (group > 1) set_int(n, "group", group);
+    return n;
+}
+
+void prepare_graph(qf_graph *g, int batch)
+{
+    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
+    OK(qf_graph_prepare(g, batch));
+}
+
+int node_index(const qf_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (strcmp(g->nodes[i].name, name) == 0) return i;
+    return -1;
+}
+
+const qf_node *node_named(const qf_graph *g, const char *name)
+{
+    int i = node_index(g, name);
+    return i >= 0 ? &g->nodes[i] : NULL;
+}
+
 /* ---- running and calibrating ----------------------------------------------------------------- */
+
+double sqnr_db(const float *ref, const float *y, int64_t n)
+{
+    double s = 0, e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += (double)ref[i] * ref[i];
+        e += ((double)y[i] - ref[i]) * ((double)y[i] - ref[i]);
+    }
+    return e > 0 ? 10 * log10(s / e) : INFINITY;
+}
 
 float *random_input(const qf_graph *g, uint64_t seed, float lo, float hi)
 {

@@ -42,6 +42,14 @@ int weight(qf_graph *g, const char *name, int nd, const int64_t *d, float lo, fl
 int value(qf_graph *g, const char *name);
 /* A node with one output; asserts that it was added. */
 qf_node *op(qf_graph *g, const char *name, qf_op o, int n_in, const int *in, int out);
+/* A Conv node with pads `pad` on every side and `group` groups (b < 0: no bias). */
+qf_node *conv_node(qf_graph *g, const char *name, int x, int w, int b, int out, int pad, int group);
+/* Parses every node's attributes, then qf_graph_prepare at `batch`. */
+void prepare_graph(qf_graph *g, int batch);
+/* The index of the node called name, or -1. */
+int node_index(const qf_graph *g, const char *name);
+/* The node called name, or NULL. */
+const qf_node *node_named(const qf_graph *g, const char *name);
 /* Appends a zeroed attribute of type t to n and returns it for the caller to fill. */
 qf_attr *attr(qf_node *n, const char *name, qf_attr_type t);
 void set_int(qf_node *n, const char *name, int64_t v);
@@ -55,6 +63,8 @@ float *random_input(const qf_graph *g, uint64_t seed, float lo, float hi);
 /* Runs g (batch g->batch) on x with an optional observer on the CPU engine (2 threads);
  * returns a copy of output 0, asserted to be F32 (caller frees). */
 float *run(const qf_graph *g, const float *x, qf_observer_fn obs, void *user);
+/* 10 log10(sum ref^2 / sum (y - ref)^2) in dB; +inf when y equals ref. */
+double sqnr_db(const float *ref, const float *y, int64_t n);
 /* A minmax calibration table of g's tensors observed on one run of x. */
 qf_calib_table *calibrate_minmax(const qf_graph *g, const float *x);
 /* A table of every method (--method all) calibrated by qf_calibrate() on n evenly
