@@ -144,7 +144,7 @@ static bool int8_inputs(const qfi_qplan *p, const qf_node *n)
     return seen > 0;
 }
 
-/* |x| bound of a value for the FP16 overflow rule: the table's minmax amax
+/* |x| bound of a value for the FP16 range rule: the table's minmax amax
  * when recorded, else its largest threshold; -1 when unknown. */
 static float abs_bound(const qfi_qplan *p, int v)
 {
@@ -170,6 +170,17 @@ static float abs_bound(const qfi_qplan *p, int v)
     return best;
 }
 
+/* FP16 holds a value with this |x| bound (-1: unknown) as well as FP32 would
+ * for INT8's purposes: no overflow past 65504, and a top of the range that is
+ * a normal half, so that no value's absolute error (at worst 2^-25 among the
+ * subnormals) exceeds the relative error at the top. Below 2^-14 FP16 would
+ * flush the tensor's levels together: random-init MobileNetV3's activations
+ * reach 1e-9, where every half is 0. */
+static bool fp16_holds(float b)
+{
+    return b == -1.0f || b == 0.0f || (b >= QFI_FP16_MIN_NORMAL && b <= QFI_FP16_MAX);
+}
+
 static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
 {
     if (p->o.precision == QF_PREC_FP32) return QF_PREC_FP32;
@@ -180,14 +191,10 @@ static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
         if (n->out[k] < 0) continue;
         if (!qfi_qfloat(p, n->out[k])) return QF_PREC_FP32;
         any = true;
-        float b = abs_bound(p, n->out[k]);
-        if (!(b <= QFI_FP16_MAX) && b != -1.0f) return QF_PREC_FP32;
+        if (!fp16_holds(abs_bound(p, n->out[k]))) return QF_PREC_FP32;
     }
-    for (int k = 0; k < n->n_in; k++) {
-        if (!qfi_qfloat(p, n->in[k])) continue;
-        float b = abs_bound(p, n->in[k]);
-        if (!(b <= QFI_FP16_MAX) && b != -1.0f) return QF_PREC_FP32;
-    }
+    for (int k = 0; k < n->n_in; k++)
+        if (qfi_qfloat(p, n->in[k]) && !fp16_holds(abs_bound(p, n->in[k]))) return QF_PREC_FP32;
     return any ? QF_PREC_FP16 : QF_PREC_FP32;
 }
 

@@ -1,0 +1,207 @@
+/* INT8 at any scale. Quantization is scale-invariant in exact arithmetic, and
+ * random-init MobileNetV3, EfficientNet and GoogLeNet shrink their activations
+ * to 1e-9..1e-14: pattern graphs of those models (SE block with HardSwish,
+ * HardSigmoid and SiLU) calibrated, quantized and run on the CPU engine at
+ * tiny scales, each against FP32. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <unistd.h>
+#include "internal.h"
+#include "testutil.h"
+#include "qforge/quant.h"
+
+/* Multiplies the constant called name by s. */
+static void scale_const(qf_graph *g, const char *name, float s)
+{
+    qf_value *v = &g->values[qf_graph_find_value(g, name)];
+    float *d = v->data;
+    for (int64_t i = 0; i < qf_value_numel(v); i++) d[i] *= s;
+}
+
+/* ---- scale invariance, bit for bit --------------------------------------------------- */
+
+/* x (2,4,8,8) -> Conv 3x3 +b -> Relu -> Conv 3x3 +b, + the Relu's output -> Relu
+ * -> MaxPool 2x2 -> GlobalAveragePool -> Flatten -> Gemm +b -> y: every op INT8
+ * and positively homogeneous once the biases scale with the input. */
+static qf_graph *homogeneous_net(float s)
+{
+    rng = 5;
+    qf_graph *g = qf_graph_new("homogeneous");
+    int x = input(g, "x", 4, (int64_t[]){2, 4, 8, 8});
+    int w1 = weight(g, "w1", 4, (int64_t[]){8, 4, 3, 3}, -0.5f, 0.5f);
+    int b1 = weight(g, "b1", 1, (int64_t[]){8}, -0.3f, 0.3f);
+    int w2 = weight(g, "w2", 4, (int64_t[]){8, 8, 3, 3}, -0.3f, 0.3f);
+    int b2 = weight(g, "b2", 1, (int64_t[]){8}, -0.3f, 0.3f);
+    int wf = weight(g, "wf", 2, (int64_t[]){5, 8}, -0.5f, 0.5f);
+    int bf = weight(g, "bf", 1, (int64_t[]){5}, -0.1f, 0.1f);
+    int c1 = value(g, "c1"), r1 = value(g, "r1"), c2 = value(g, "c2"), a2 = value(g, "a2"), r2 = value(g, "r2");
+    int p2 = value(g, "p2"), gp = value(g, "gp"), fl = value(g, "fl"), y = value(g, "y");
+    conv_node(g, "conv1", x, w1, b1, c1, 1, 1);
+    op(g, "relu1", QF_OP_RELU, 1, (int[]){c1}, r1);
+    conv_node(g, "conv2", r1, w2, b2, c2, 1, 1);
+    op(g, "add", QF_OP_ADD, 2, (int[]){c2, r1}, a2);
+    op(g, "relu2", QF_OP_RELU, 1, (int[]){a2}, r2);
+    qf_node *mp = op(g, "pool", QF_OP_MAX_POOL, 1, (int[]){r2}, p2);
+    set_ints(mp, "kernel_shape", 2, (int64_t[]){2, 2});
+    set_ints(mp, "strides", 2, (int64_t[]){2, 2});
+    op(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, 1, (int[]){p2}, gp);
+    op(g, "flatten", QF_OP_FLATTEN, 1, (int[]){gp}, fl);
+    qf_node *fc = op(g, "fc", QF_OP_GEMM, 3, (int[]){fl, wf, bf}, y);
+    set_int(fc, "transB", 1);
+    output(g, y);
+    prepare_graph(g, 2);
+    scale_const(g, "b1", s);
+    scale_const(g, "b2", s);
+    scale_const(g, "bf", s);
+    return g;
+}
+
+/* Calibrates g on x with the engine's observer (every method), through the table
+ * file and back, as `qforge calib` and `qforge quant` do. */
+static qf_calib_table *calibrate_through_file(const qf_graph *g, const float *x)
+{
+    qf_calib *c;
+    OK(qf_calib_create(g, NULL, &c));
+    float *y = run(g, x, qf_calib_observe, c);
+    free(y);
+    qf_calib_table *t;
+    qf_calib_meta meta = {.images = g->batch, .model_sha256 = "0000000000000000000000000000000000000000000000000000000000000000"};
+    OK(qf_calib_finalize(c, QF_CALIB_ALL, QF_CALIB_PERCENTILE_DEFAULT, &meta, &t));
+    qf_calib_free(c);
+    char path[] = "/tmp/qforge-scale-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    OK(qf_calib_table_write(t, path));
+    qf_calib_table_free(t);
+    OK(qf_calib_table_read(path, &t));
+    unlink(path);
+    return t;
+}
+
+/* Scaling the input and the biases by 2^-k scales every tensor by exactly 2^-k
+ * (down to 2^-100, where products of scales are still normal floats): the
+ * histograms, thresholds, scales, INT32 biases and multipliers of every method
+ * scale with it, so the INT8 output is the scale-1 output times 2^-k, bit for bit. */
+START_TEST(int8_is_scale_invariant)
+{
+    float *y0[QF_CALIB_METHOD_COUNT] = {0}, *x = NULL;
+    for (int k = 0; k <= 100; k += 20) {
+        const float s = ldexpf(1.0f, -k);
+        qf_graph *ref = homogeneous_net(s);
+        if (!x) x = random_input(ref, 6, -1, 1);
+        float *xs = malloc(2 * 4 * 64 * sizeof *xs);
+        for (int i = 0; i < 2 * 4 * 64; i++) xs[i] = x[i] * s;
+        qf_calib_table *t = calibrate_through_file(ref, xs);
+        float *y32 = run(ref, xs, NULL, NULL);
+        for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++) {
+            qf_graph *g = homogeneous_net(s);
+            qf_quant_opts o;
+            qf_quant_opts_init(&o);
+            o.method = (qf_calib_method)m;
+            OK(qf_quantize(g, t, &o, NULL));
+            ck_assert_int_eq(node_named(g, "fc")->precision, QF_PREC_INT8);
+            float *y8 = run(g, xs, NULL, NULL);
+            if (k == 0) {
+                double db = sqnr_db(y32, y8, 10);
+                /* (entropy is left out: its KL search on the 16 pooled values clips them) */
+                if (m != QF_CALIB_ENTROPY)
+                    ck_assert_msg(db > 40.0, "%s: SQNR %.1f dB at scale 1", qf_calib_method_name(m), db);
+                y0[m] = y8;
+            } else {
+                for (int i = 0; i < 10; i++)
+                    ck_assert_msg(ldexpf(y8[i], k) == y0[m][i], "%s, scale 2^-%d: y[%d] = %a * 2^-%d, at scale 1 %a",
+                                  qf_calib_method_name(m), k, i, ldexpf(y8[i], k), k, y0[m][i]);
+                free(y8);
+            }
+            qf_graph_free(g);
+        }
+        free(y32), free(xs);
+        qf_calib_table_free(t);
+        qf_graph_free(ref);
+    }
+    for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++) free(y0[m]);
+    free(x);
+}
+END_TEST
+
+/* ---- float ops between INT8 ops at tiny scales ------------------------------------------ */
+
+/* An SE block as MobileNetV3 and EfficientNet build it, with zero biases as
+ * torchvision initialises them:
+ *   x (2,8,8,8) -> Conv 1x1 (16) -> SiLU (x * Sigmoid x) -> Conv 3x3 depthwise
+ *   -> HardSwish = h -> GlobalAveragePool -> Conv 1x1 (4) -> Relu -> Conv 1x1 (16)
+ *   -> HardSigmoid -> Mul with h -> Conv 1x1 (8) -> y
+ * The input scale s sets every activation's range (HardSwish and SiLU halve
+ * small values; the SE gate tends to 0.5). */
+static qf_graph *se_net(void)
+{
+    rng = 13;
+    qf_graph *g = qf_graph_new("se");
+    int x = input(g, "x", 4, (int64_t[]){2, 8, 8, 8});
+    int w1 = weight(g, "w1", 4, (int64_t[]){16, 8, 1, 1}, -0.6f, 0.6f);
+    int wd = weight(g, "wd", 4, (int64_t[]){16, 1, 3, 3}, -0.6f, 0.6f);
+    int wa = weight(g, "wa", 4, (int64_t[]){4, 16, 1, 1}, -0.8f, 0.8f);
+    int wb = weight(g, "wb", 4, (int64_t[]){16, 4, 1, 1}, -0.8f, 0.8f);
+    int wp = weight(g, "wp", 4, (int64_t[]){8, 16, 1, 1}, -0.5f, 0.5f);
+    int c1 = value(g, "c1"), sg = value(g, "sg"), si = value(g, "si"), cd = value(g, "cd"), h = value(g, "h");
+    int gp = value(g, "gp"), fa = value(g, "fa"), ra = value(g, "ra"), fb = value(g, "fb"), gate = value(g, "gate");
+    int sc = value(g, "sc"), y = value(g, "y");
+    conv_node(g, "expand", x, w1, -1, c1, 0, 1);
+    op(g, "sigmoid", QF_OP_SIGMOID, 1, (int[]){c1}, sg);
+    op(g, "silu", QF_OP_MUL, 2, (int[]){c1, sg}, si);
+    conv_node(g, "depthwise", si, wd, -1, cd, 1, 16);
+    op(g, "hardswish", QF_OP_HARD_SWISH, 1, (int[]){cd}, h);
+    op(g, "squeeze", QF_OP_GLOBAL_AVERAGE_POOL, 1, (int[]){h}, gp);
+    conv_node(g, "fc1", gp, wa, -1, fa, 0, 1);
+    op(g, "fc1_relu", QF_OP_RELU, 1, (int[]){fa}, ra);
+    conv_node(g, "fc2", ra, wb, -1, fb, 0, 1);
+    op(g, "gate", QF_OP_HARD_SIGMOID, 1, (int[]){fb}, gate);
+    op(g, "excite", QF_OP_MUL, 2, (int[]){h, gate}, sc);
+    conv_node(g, "project", sc, wp, -1, y, 0, 1);
+    output(g, y);
+    prepare_graph(g, 2);
+    return g;
+}
+
+/* FP16 holds only 2^-24 and above, and its normals start at 2^-14: float ops
+ * on activations near 1e-9 (random-init MobileNetV3's last blocks) stored as
+ * FP16 flushed them to zero and INT8 MobileNetV3 / EfficientNet gave 0 dB.
+ * Below FP16's normal range they stay FP32. */
+START_TEST(tiny_activations_stay_out_of_fp16)
+{
+    const int ks[] = {0, 20, 30, 60};
+    for (size_t j = 0; j < QF_ARRAY_LEN(ks); j++) {
+        const float s = ldexpf(1.0f, -ks[j]);
+        qf_graph *ref = se_net(), *g = se_net();
+        float *x = random_input(g, 14, -1, 1);
+        for (int i = 0; i < 2 * 8 * 64; i++) x[i] *= s;
+        qf_calib_table *t = calibrate_minmax(g, x);
+        OK(qf_quantize(g, t, NULL, NULL));
+        float *y32 = run(ref, x, NULL, NULL), *y8 = run(g, x, NULL, NULL);
+        double db = sqnr_db(y32, y8, 2 * 8 * 64);
+        ck_assert_msg(db > 30.0, "scale 2^-%d: SQNR %.1f dB", ks[j], db);
+        /* the float ops: FP16 at scale 1 (|h| near 1), FP32 once h is below 2^-14 */
+        qf_precision want = ks[j] == 0 ? QF_PREC_FP16 : QF_PREC_FP32;
+        const char *floats[] = {"sigmoid", "silu", "hardswish", "excite"};
+        for (size_t f = 0; f < QF_ARRAY_LEN(floats); f++)
+            ck_assert_msg(node_named(g, floats[f])->precision == want, "scale 2^-%d: %s is %s", ks[j], floats[f],
+                          qf_precision_name(node_named(g, floats[f])->precision));
+        free(x), free(y32), free(y8);
+        qf_calib_table_free(t);
+        qf_graph_free(ref);
+        qf_graph_free(g);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("quant_scale");
+    TCase *tc = tcase_create("scale");
+    tcase_add_test(tc, int8_is_scale_invariant);
+    tcase_add_test(tc, tiny_activations_stay_out_of_fp16);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
