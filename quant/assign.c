@@ -68,7 +68,11 @@ static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
 /* The INT8 epilogue's rules for lib/fusion.c's chains: Conv/Gemm/MatMul ->
  * [Add constant bias (Gemm/MatMul)] -> [Add residual] -> [Relu | Clip]. The
  * fused node takes the place of its chain's last node, where every input exists. */
-static bool int8_anchor(void *user, const qf_graph *g, int i) { return anchor_candidate(user, &g->nodes[i]); }
+static bool int8_anchor(void *user, const qf_graph *g, int i)
+{
+    const qfi_qplan *p = user;
+    return !(p->float_anchor && p->float_anchor[i]) && anchor_candidate(p, &g->nodes[i]);
+}
 
 static bool int8_accept(void *user, const qf_graph *g, const qfi_fusion *f, const qfi_fuse_candidate *c)
 {
@@ -373,6 +377,43 @@ qf_status qfi_quant_assign(qfi_qplan *p)
             if (p->values[v].store == QF_I8 && qfi_qfloat(p, v)) p->values[v].scale = qf_calib_scale(class_amax[find(p, v)]);
     free(class_amax);
     return st;
+}
+
+/* INT8 holds an anchor's bias as a count of accumulator steps s_in * s_w[c],
+ * at most QFI_INT8_BIAS_LIMIT of them. Where the activations are far below the
+ * bias (random-init GoogLeNet's classifier reads values near 1e-11 and adds
+ * biases near 0.03: 2^50 steps) the clamp would replace the bias, so such an
+ * anchor computes in float. */
+qf_status qfi_quant_check_biases(const qfi_qplan *p, unsigned char *float_anchor, int *marked)
+{
+    const qf_graph *g = p->g;
+    *marked = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (p->nodes[i].role != QFI_QROLE_ANCHOR) continue;
+        const qf_node *n = &g->nodes[i];
+        const float s_in = p->values[n->in[0]].scale;
+        qfi_anchor_f af;
+        QF_CHECK(qfi_anchor_f_make(g, n, p->nodes[i].bias_add, &af));
+        float *s_w = qfi_calloc((size_t)af.ch + 1, sizeof *s_w);
+        if (!s_w) {
+            qfi_anchor_f_free(&af);
+            return QF_ERR_NOMEM;
+        }
+        qfi_quant_weight_scales(af.w, af.outer, af.ch, af.inner, !p->o.per_tensor_weights, s_w);
+        for (int64_t c = 0; c < af.ch; c++) {
+            if (qfi_quant_bias_fits(af.bias[c], s_in, s_w[c])) continue;
+            qf_log(QF_LOG_WARN,
+                   "%s: node %s computes in float: its bias %g (channel %lld) is more than 2^30 steps of its INT8 "
+                   "accumulator (input scale %g, weight scale %g)",
+                   g->source, n->name, (double)af.bias[c], (long long)c, (double)s_in, (double)s_w[c]);
+            float_anchor[i] = 1;
+            (*marked)++;
+            break;
+        }
+        free(s_w);
+        qfi_anchor_f_free(&af);
+    }
+    return QF_OK;
 }
 
 void qfi_quant_plan_free(qfi_qplan *p)

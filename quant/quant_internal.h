@@ -47,6 +47,7 @@ typedef struct qfi_qplan {
     qf_graph *g;
     const qf_calib_table *t;
     qf_quant_opts o;
+    const unsigned char *float_anchor; /* per node, or NULL: a Conv/Gemm/MatMul kept in float (caller's) */
     qf_calib_method method;
     int n_nodes, n_values; /* of the graph before the rewrite */
     qfi_qnode *nodes;
@@ -58,6 +59,11 @@ typedef struct qfi_qplan {
 
 /* quant/assign.c: fills p->nodes and p->values; touches nothing in the graph. */
 qf_status qfi_quant_assign(qfi_qplan *p);
+/* quant/assign.c, after qfi_quant_assign: marks in float_anchor (one byte per
+ * node) each INT8 anchor whose bias the int32 accumulator cannot hold at the
+ * plan's scales, naming it in a warning; *marked counts them. The plan must
+ * then be made again with float_anchor. */
+qf_status qfi_quant_check_biases(const qfi_qplan *p, unsigned char *float_anchor, int *marked);
 /* quant/rewrite.c: applies the plan to p->g. */
 qf_status qfi_quant_rewrite(qfi_qplan *p);
 void qfi_quant_plan_free(qfi_qplan *p);
@@ -70,15 +76,32 @@ static inline bool qfi_qconst(const qfi_qplan *p, int v)
 }
 
 /* ---- quant/weights.c ------------------------------------------------------------- */
+/* An anchor (Conv/Gemm/MatMul) in float as quantization reads it: the weights
+ * viewed as (outer, ch, inner) with Gemm's alpha folded in, and one bias per
+ * output channel (Conv's B, Gemm's beta*C and the fused bias Add, summed). */
+typedef struct qfi_anchor_f {
+    int64_t outer, ch, inner;
+    float *w;     /* outer * ch * inner */
+    float *bias;  /* ch; zeros without a bias */
+} qfi_anchor_f;
+/* Fills *a for node n (bias_add: the fused bias Add's constant, or -1); a
+ * weight that holds NaN or Inf is an error naming it. */
+qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, qfi_anchor_f *a);
+void qfi_anchor_f_free(qfi_anchor_f *a);
 /* Symmetric INT8 weights. w is viewed as (outer, channels, inner); channel c is
  * every w[o][c][i]. Per channel: s[c] = qf_calib_scale(absmax of channel c)
  * (a zero channel gets 1); per tensor: one scale from the absmax of all of w,
  * repeated in every s[c]. q = qfi_quantize_f32(w, s[c]). */
 void qfi_quant_weights(const float *w, int64_t outer, int64_t channels, int64_t inner, bool per_channel, int8_t *q,
                        float *s);
+/* The scales alone. */
+void qfi_quant_weight_scales(const float *w, int64_t outer, int64_t channels, int64_t inner, bool per_channel,
+                             float *s);
 /* bias_q = round(bias / (s_in * s_w)) half to even, with the product in FP32
  * as the epilogue computes it; clamped to +-2^30 so accumulator + bias cannot
  * overflow int32 (lib/internal.h bounds the reduction length). */
 int32_t qfi_quant_bias(float bias, float s_in, float s_w);
+/* True when qfi_quant_bias needs no clamp (a bias of 0 always fits). */
+bool qfi_quant_bias_fits(float bias, float s_in, float s_w);
 
 #endif

@@ -40,13 +40,27 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
     if (g->batch <= 0) return qf_error(QF_ERR_USAGE, "%s: the graph must be prepared before it is quantized", g->source);
     if (o->precision == QF_PREC_INT8 && !t)
         return qf_error(QF_ERR_USAGE, "%s: INT8 quantization needs a calibration table", g->source);
-    qfi_qplan p = {.g = g, .t = t, .o = *o};
-    p.method = t && o->method == QF_CALIB_METHOD_COUNT ? qf_calib_table_default_method(t) : o->method;
-    if (t && ((unsigned)p.method >= QF_CALIB_METHOD_COUNT || !(t->methods & (1u << p.method))))
+    qf_calib_method method = t && o->method == QF_CALIB_METHOD_COUNT ? qf_calib_table_default_method(t) : o->method;
+    if (t && ((unsigned)method >= QF_CALIB_METHOD_COUNT || !(t->methods & (1u << method))))
         return qf_error(QF_ERR_USAGE, "%s: the calibration table has no %s thresholds (calibrate with --method %s or all)",
-                        g->source, (unsigned)p.method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(p.method) : "?",
-                        (unsigned)p.method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(p.method) : "?");
-    qf_status st = qfi_quant_assign(&p);
+                        g->source, (unsigned)method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(method) : "?",
+                        (unsigned)method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(method) : "?");
+    unsigned char *float_anchor = qfi_calloc((size_t)g->n_nodes + 1, 1);
+    if (!float_anchor) return QF_ERR_NOMEM;
+    /* planned again while anchors turn out to need float: each round marks at
+     * least one more, so this ends */
+    qfi_qplan p;
+    qf_status st;
+    for (;;) {
+        p = (qfi_qplan){.g = g, .t = t, .o = *o, .method = method, .float_anchor = float_anchor};
+        st = qfi_quant_assign(&p);
+        int marked = 0;
+        if (st == QF_OK && o->precision == QF_PREC_INT8) st = qfi_quant_check_biases(&p, float_anchor, &marked);
+        if (st != QF_OK || !marked) break;
+        qfi_quant_plan_free(&p);
+    }
+    free(float_anchor);
+    p.float_anchor = NULL;
     if (st == QF_OK && o->precision != QF_PREC_FP32) st = qfi_quant_rewrite(&p);
     /* (qf_graph_prepare already made every Reshape target batch-free) */
     if (st == QF_OK) {

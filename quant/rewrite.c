@@ -163,50 +163,20 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
     const float s_in = g->values[x].scale;
     const int wv = n->in[1];
     const qf_value *W = &g->values[wv];
-    int64_t outer, ch, inner;
-    qfi_ops[n->op]->weight_layout(g, n, &outer, &ch, &inner);
-    float alpha = 1.0f, beta = 1.0f;
-    if (n->op == QF_OP_GEMM) {
-        const qfi_gemm_params *gp = n->params;
-        alpha = gp->alpha;
-        beta = gp->beta;
-    }
-    const int64_t cnt = qf_value_numel(W);
-    const float *wf = W->data;
-    float *wtmp = qfi_calloc((size_t)cnt + 1, sizeof *wtmp);
-    int8_t *wq = qfi_calloc((size_t)cnt + 1, 1);
-    float *sc = qfi_calloc((size_t)ch, sizeof *sc), *bf = qfi_calloc((size_t)ch, sizeof *bf);
+    qfi_anchor_f af;
+    QF_CHECK(qfi_anchor_f_make(g, n, qn->bias_add, &af));
+    const int64_t ch = af.ch;
+    int8_t *wq = qfi_calloc((size_t)qf_value_numel(W) + 1, 1);
+    float *sc = qfi_calloc((size_t)ch, sizeof *sc);
     int32_t *bq = qfi_calloc((size_t)ch, sizeof *bq);
-    if (!wtmp || !wq || !sc || !bf || !bq) {
-        free(wtmp), free(wq), free(sc), free(bf), free(bq);
+    if (!wq || !sc || !bq) {
+        qfi_anchor_f_free(&af);
+        free(wq), free(sc), free(bq);
         return QF_ERR_NOMEM;
     }
-    qf_status st = QF_OK;
-    for (int64_t i = 0; i < cnt && st == QF_OK; i++) {
-        wtmp[i] = alpha * wf[i]; /* Gemm's alpha folds into the weights */
-        if (!isfinite(wtmp[i]))
-            st = qf_error(QF_ERR_INVALID, "%s: weight %s of node %s holds NaN or Inf", g->source, W->name, n->name);
-    }
-    /* the float bias per channel: Conv's B, Gemm's beta*C, a fused bias Add */
-    int bv = n->n_in > 2 ? n->in[2] : -1;
-    for (int k = 0; k < 2 && st == QF_OK; k++) {
-        int v = k == 0 ? bv : qn->bias_add;
-        if (v < 0) continue;
-        const float *b = g->values[v].data;
-        bool one = qf_value_numel(&g->values[v]) == 1;
-        float f = k == 0 && n->op == QF_OP_GEMM ? beta : 1.0f;
-        for (int64_t c = 0; c < ch; c++) bf[c] += f * b[one ? 0 : c];
-    }
-    if (st == QF_OK) {
-        qfi_quant_weights(wtmp, outer, ch, inner, !r->p->o.per_tensor_weights, wq, sc);
-        for (int64_t c = 0; c < ch; c++) bq[c] = qfi_quant_bias(bf[c], s_in, sc[c]);
-    }
-    free(wtmp);
-    free(bf);
-    if (st != QF_OK) {
-        free(wq), free(sc), free(bq);
-        return st;
-    }
+    qfi_quant_weights(af.w, af.outer, ch, af.inner, !r->p->o.per_tensor_weights, wq, sc);
+    for (int64_t c = 0; c < ch; c++) bq[c] = qfi_quant_bias(af.bias[c], s_in, sc[c]);
+    qfi_anchor_f_free(&af);
     char name[1024];
     snprintf(name, sizeof name, "%s/i8", W->name);
     int wqv = add_const(g, name, QF_I8, wv, 0, wq);
@@ -221,6 +191,7 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
     }
     int in[5] = {x, wqv, bqv, scv, res};
     int out = r->stored[qn->out];
+    qf_status st;
     int i = move_node(r, n, res >= 0 ? 5 : 4, in, 1, &out, QF_PREC_INT8, &st);
     if (i < 0) return st;
     qf_node *nn = &g->nodes[i];

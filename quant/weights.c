@@ -1,10 +1,56 @@
-/* Weight and bias quantization: symmetric INT8 weights per output channel (or
- * per tensor), INT32 biases in the accumulator's units. */
+/* Weight and bias quantization: an anchor's float weights and per-channel bias
+ * as quantization reads them, symmetric INT8 weights per output channel (or per
+ * tensor), INT32 biases in the accumulator's units. */
 #include <math.h>
 #include "quant_internal.h"
+#include "ops/nn.h"
 
-void qfi_quant_weights(const float *w, int64_t outer, int64_t channels, int64_t inner, bool per_channel, int8_t *q,
-                       float *s)
+void qfi_anchor_f_free(qfi_anchor_f *a)
+{
+    free(a->w);
+    free(a->bias);
+    memset(a, 0, sizeof *a);
+}
+
+qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, qfi_anchor_f *a)
+{
+    memset(a, 0, sizeof *a);
+    const qf_value *W = qfi_in(g, n, 1);
+    qfi_ops[n->op]->weight_layout(g, n, &a->outer, &a->ch, &a->inner);
+    float alpha = 1.0f, beta = 1.0f;
+    if (n->op == QF_OP_GEMM) {
+        alpha = ((const qfi_gemm_params *)n->params)->alpha;
+        beta = ((const qfi_gemm_params *)n->params)->beta;
+    }
+    const int64_t cnt = qf_value_numel(W);
+    a->w = qfi_calloc((size_t)cnt + 1, sizeof *a->w);
+    a->bias = qfi_calloc((size_t)a->ch + 1, sizeof *a->bias);
+    if (!a->w || !a->bias) {
+        qfi_anchor_f_free(a);
+        return QF_ERR_NOMEM;
+    }
+    const float *wf = W->data;
+    for (int64_t i = 0; i < cnt; i++) {
+        a->w[i] = alpha * wf[i]; /* Gemm's alpha folds into the weights */
+        if (!isfinite(a->w[i])) {
+            qfi_anchor_f_free(a);
+            return qf_error(QF_ERR_INVALID, "%s: weight %s of node %s holds NaN or Inf", g->source, W->name, n->name);
+        }
+    }
+    int bv = n->n_in > 2 ? n->in[2] : -1;
+    for (int k = 0; k < 2; k++) {
+        int v = k == 0 ? bv : bias_add;
+        if (v < 0) continue;
+        const float *b = g->values[v].data;
+        bool one = qf_value_numel(&g->values[v]) == 1;
+        float f = k == 0 && n->op == QF_OP_GEMM ? beta : 1.0f;
+        for (int64_t c = 0; c < a->ch; c++) a->bias[c] += f * b[one ? 0 : c];
+    }
+    return QF_OK;
+}
+
+void qfi_quant_weight_scales(const float *w, int64_t outer, int64_t channels, int64_t inner, bool per_channel,
+                             float *s)
 {
     /* w is (outer, channels, inner) */
     for (int64_t c = 0; c < channels; c++) s[c] = 0.0f;
@@ -21,6 +67,12 @@ void qfi_quant_weights(const float *w, int64_t outer, int64_t channels, int64_t 
         for (int64_t c = 0; c < channels; c++) s[c] = amax;
     }
     for (int64_t c = 0; c < channels; c++) s[c] = qf_calib_scale(s[c]);
+}
+
+void qfi_quant_weights(const float *w, int64_t outer, int64_t channels, int64_t inner, bool per_channel, int8_t *q,
+                       float *s)
+{
+    qfi_quant_weight_scales(w, outer, channels, inner, per_channel, s);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t c = 0; c < channels; c++) {
             int64_t at = (o * channels + c) * inner;
@@ -28,11 +80,22 @@ void qfi_quant_weights(const float *w, int64_t outer, int64_t channels, int64_t 
         }
 }
 
+/* bias / (s_in * s_w) rounded half to even; NaN for 0 / 0. */
+static double bias_steps(float bias, float s_in, float s_w)
+{
+    float s = s_in * s_w;
+    return rint((double)bias / (double)s);
+}
+
 int32_t qfi_quant_bias(float bias, float s_in, float s_w)
 {
     const double lim = QFI_INT8_BIAS_LIMIT;
-    float s = s_in * s_w;
-    double v = rint((double)bias / (double)s);
+    double v = bias_steps(bias, s_in, s_w);
     if (!(v == v)) return 0;
     return (int32_t)(v < -lim ? -lim : v > lim ? lim : v);
+}
+
+bool qfi_quant_bias_fits(float bias, float s_in, float s_w)
+{
+    return !(fabs(bias_steps(bias, s_in, s_w)) > QFI_INT8_BIAS_LIMIT);
 }

@@ -1,8 +1,8 @@
 /* INT8 at any scale. Quantization is scale-invariant in exact arithmetic, and
  * random-init MobileNetV3, EfficientNet and GoogLeNet shrink their activations
  * to 1e-9..1e-14: pattern graphs of those models (SE block with HardSwish,
- * HardSigmoid and SiLU) calibrated, quantized and run on the CPU engine at
- * tiny scales, each against FP32. */
+ * HardSigmoid and SiLU; a classifier whose bias dwarfs its input) calibrated,
+ * quantized and run on the CPU engine at tiny scales, each against FP32. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +17,14 @@ static void scale_const(qf_graph *g, const char *name, float s)
     qf_value *v = &g->values[qf_graph_find_value(g, name)];
     float *d = v->data;
     for (int64_t i = 0; i < qf_value_numel(v); i++) d[i] *= s;
+}
+
+/* Warnings captured while a test runs. */
+static char warned[4096];
+static void capture(void *user, qf_log_level level, const char *msg)
+{
+    size_t n = strlen(warned);
+    snprintf(warned + n, sizeof warned - n, "%s\n", msg);
 }
 
 /* ---- scale invariance, bit for bit --------------------------------------------------- */
@@ -196,12 +204,74 @@ START_TEST(tiny_activations_stay_out_of_fp16)
 }
 END_TEST
 
+/* ---- a bias beyond the accumulator's range ------------------------------------------ */
+
+/* GoogLeNet's head: x (2,8,4,4) -> Conv 1x1 -> Relu -> GlobalAveragePool ->
+ * Flatten -> Gemm (10, bias in +-0.03 as torchvision leaves it) -> y. */
+static qf_graph *head_net(void)
+{
+    rng = 21;
+    qf_graph *g = qf_graph_new("head");
+    int x = input(g, "x", 4, (int64_t[]){2, 8, 4, 4});
+    int w = weight(g, "w", 4, (int64_t[]){16, 8, 1, 1}, -0.5f, 0.5f);
+    int wf = weight(g, "wf", 2, (int64_t[]){10, 16}, -0.02f, 0.02f);
+    int bf = weight(g, "bf", 1, (int64_t[]){10}, -0.03f, 0.03f);
+    int c = value(g, "c"), r = value(g, "r"), gp = value(g, "gp"), fl = value(g, "fl"), y = value(g, "y");
+    conv_node(g, "conv", x, w, -1, c, 0, 1);
+    op(g, "relu", QF_OP_RELU, 1, (int[]){c}, r);
+    op(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, 1, (int[]){r}, gp);
+    op(g, "flatten", QF_OP_FLATTEN, 1, (int[]){gp}, fl);
+    qf_node *fc = op(g, "fc", QF_OP_GEMM, 3, (int[]){fl, wf, bf}, y);
+    set_int(fc, "transB", 1);
+    output(g, y);
+    prepare_graph(g, 2);
+    return g;
+}
+
+/* With inputs near 1e-11 the classifier's bias is 2^50 steps of its INT8
+ * accumulator; clamped to the 2^30 that int32 allows, it replaced the bias and
+ * random-init GoogLeNet gave 0 dB. Such an anchor computes in float, with a
+ * warning naming it; at scale 1 it stays INT8. */
+START_TEST(bias_beyond_accumulator_computes_in_float)
+{
+    const int ks[] = {0, 36};
+    for (size_t j = 0; j < QF_ARRAY_LEN(ks); j++) {
+        qf_graph *ref = head_net(), *g = head_net();
+        float *x = random_input(g, 22, -1, 1);
+        for (int i = 0; i < 2 * 8 * 16; i++) x[i] = ldexpf(x[i], -ks[j]);
+        qf_calib_table *t = calibrate_minmax(g, x);
+        warned[0] = '\0';
+        qf_log_set(capture, NULL, QF_LOG_WARN);
+        qf_status st = qf_quantize(g, t, NULL, NULL);
+        qf_log_set(NULL, NULL, QF_LOG_WARN);
+        OK(st);
+        float *y32 = run(ref, x, NULL, NULL), *y8 = run(g, x, NULL, NULL);
+        double db = sqnr_db(y32, y8, 20);
+        ck_assert_msg(db > 30.0, "scale 2^-%d: SQNR %.1f dB", ks[j], db);
+        const qf_node *fc = node_named(g, "fc");
+        if (ks[j] == 0) {
+            ck_assert_int_eq(fc->precision, QF_PREC_INT8);
+            ck_assert_str_eq(warned, "");
+        } else {
+            ck_assert_int_eq(fc->precision, QF_PREC_FP32);
+            ck_assert_msg(strstr(warned, "node fc computes in float"), "warnings: %s", warned);
+            ck_assert_int_eq(node_named(g, "conv")->precision, QF_PREC_INT8);
+        }
+        free(x), free(y32), free(y8);
+        qf_calib_table_free(t);
+        qf_graph_free(ref);
+        qf_graph_free(g);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant_scale");
     TCase *tc = tcase_create("scale");
     tcase_add_test(tc, int8_is_scale_invariant);
     tcase_add_test(tc, tiny_activations_stay_out_of_fp16);
+    tcase_add_test(tc, bias_beyond_accumulator_computes_in_float);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
