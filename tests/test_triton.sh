@@ -63,11 +63,7 @@ mkdir -p "$tmp/backends/qforge"
 ln -s "$backend" "$tmp/backends/qforge/libtriton_qforge.so"
 
 # ---- the server, on free loopback ports --------------------------------------------------------
-ports=$("$venv/bin/python" -c '
-import socket
-s = [socket.socket() for _ in range(3)]
-for x in s: x.bind(("127.0.0.1", 0))
-print(" ".join(str(x.getsockname()[1]) for x in s))')
+ports=$("$venv/bin/python" "$top_srcdir/tools/triton_util.py" ports 3)
 set -- $ports
 http=$1
 "$server" --model-repository="$repo" --backend-directory="$tmp/backends" --exit-on-error=false \
@@ -75,15 +71,7 @@ http=$1
   --metrics-address=127.0.0.1 --metrics-port="$3" > "$tmp/server.log" 2>&1 &
 pid=$!
 ready=no
-i=0
-while [ $i -lt 600 ] && kill -0 "$pid" 2>/dev/null; do
-  if "$venv/bin/python" -c "
-import sys, urllib.request
-try: sys.exit(0 if all(urllib.request.urlopen('http://127.0.0.1:$http/v2/models/%s/ready' % m, timeout=2).status == 200 for m in ('fmnist', 'fmnist_min', 'fmnist_u8')) else 1)
-except Exception: sys.exit(1)" 2>/dev/null; then ready=yes; break; fi
-  sleep 0.2
-  i=$((i + 1))
-done
+"$venv/bin/python" "$top_srcdir/tools/triton_util.py" wait "$http" 120 "$pid" fmnist fmnist_min fmnist_u8 && ready=yes
 echo "---- tritonserver log (the qforge backend's lines and model states)"
 grep -E "backend\.c|config\.c|libqforge|model_lifecycle|Started HTTP|qforge" "$tmp/server.log"
 [ $ready = yes ] || { echo "FAIL the models did not become ready"; tail -n 40 "$tmp/server.log"; exit 1; }

@@ -1,9 +1,10 @@
 #!/bin/sh
 # Prepares a GPU run on the lent device machine (which gets the checkout but
 # not ../shared, and may lack the Debian -dev libraries): packs the binaries of
-# the CUDA build in $B and the shared libraries they need into
-# .device/bundle.tar.xz, and copies a subset of ../shared/data (about 42 MB) to
-# .device/data once. .device/ must be ignored (`echo /.device/ >>
+# the CUDA build in $B (and its Triton backend, if built) and the shared
+# libraries they need into .device/bundle.tar.xz, copies a subset of
+# ../shared/data (about 42 MB) to .device/data once, and with TRITON_VENV=DIR
+# (build/triton-venv) packs tritonserver into .device/triton.tar.xz once. .device/ must be ignored (`echo /.device/ >>
 # .git/info/exclude`) and named in the run's `carry`; then, on the device,
 # `bash bench/device/run.sh tests|bench|all` from the repository root.
 set -e
@@ -18,6 +19,8 @@ cp -L $B/.libs/libqforge.so.0 $T/lib/
 for l in libprotobuf-c.so.1 libpng16.so.16 libjpeg.so.62 libopenblas.so.0 libsubunit.so.0 libgfortran.so.5 libquadmath.so.0 libz.so.1; do
   cp -L /lib/x86_64-linux-gnu/$l $T/lib/
 done
+# the Triton backend, where the build has one (configure --with-triton)
+[ -f $B/runtime/triton/.libs/libtriton_qforge.so ] && cp $B/runtime/triton/.libs/libtriton_qforge.so $T/lib/
 for f in "$@"; do cp "$f" $T/bin/; done
 tar -cJf $D/bundle.tar.xz -C $T .
 rm -rf $T
@@ -33,4 +36,8 @@ if [ ! -d $D/data ]; then
   cp $S/imagenet/mobilenetv2-fp32.onnx $S/imagenet/synsets.txt $D/data/imagenet/
   cp -r $S/imagenet/images/calib $S/imagenet/images/val $D/data/imagenet/images/
 fi
-du -sh $D/bundle.tar.xz $D/data
+# tritonserver and perf_analyzer for `run.sh triton`, once, from the test's virtual environment
+if [ -n "${TRITON_VENV:-}" ] && [ ! -f $D/triton.tar.xz ]; then
+  sh "$(dirname "$0")/pack_triton.sh" "$TRITON_VENV" $D/triton.tar.xz
+fi
+du -sh $D/bundle.tar.xz $D/data $D/triton.tar.xz 2>/dev/null

@@ -3,7 +3,9 @@
 # by bench/device/make_bundle.sh, reports the environment, runs the CUDA tests
 # and/or the ResNet-50/MobileNetV2 benchmark (logs packed into $OUT/logs.tgz:
 # the device tool brings back only a few files).
-# Usage: bash bench/device/run.sh [tests|bench|all]
+# `triton`: ResNet-50 INT8 through tritonserver (.device/triton.tar.xz) under
+# perf_analyzer against qforge bench b256 (bench/bench_triton.sh).
+# Usage: bash bench/device/run.sh [tests|bench|all|triton]
 set -o pipefail
 R=$PWD
 L=$OUT/logs
@@ -58,4 +60,15 @@ if [ "$1" = bench ] || [ "$1" = all ]; then
   done
   grep -v '"profile' $L/bench.log | cut -c1-600
   for a in ${ARCHS:-resnet50 mobilenet_v2}; do for p in int8 fp16; do head -${PROF_LINES:-25} $L/prof_${a}_$p.txt; done; done
+fi
+if [ "$1" = triton ]; then
+  mkdir -p /tmp/t && tar -xJf .device/triton.tar.xz -C /tmp/t
+  # the INT8 model as bench_cuda.sh makes it, unless a bench run already did
+  [ -f /tmp/b/resnet50_int8.qfm ] || PRECS=int8 BATCHES=256 timeout ${BENCH_TIMEOUT:-300} bash bench/bench_cuda.sh \
+    /tmp/q/bin/qforge $R/.device/data/imagenet/images /tmp/b resnet50 > $L/bench.log 2>&1
+  timeout ${TRITON_TIMEOUT:-480} bash bench/bench_triton.sh /tmp/q/bin/qforge /tmp/q/lib/libtriton_qforge.so \
+    /tmp/b/resnet50_int8.qfm /tmp/t/tritonserver $L/triton > $L/triton.log 2>&1
+  echo "bench_triton rc=$?"
+  grep -v "^|" $L/triton.log | tail -n 20
+  cat $L/triton/triton.md
 fi
