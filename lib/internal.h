@@ -9,6 +9,7 @@
 #include <string.h>
 #include <assert.h>
 #include "qforge/qforge.h"
+#include "quant_math.h" /* INT8 numerics and float bit patterns, shared with CUDA */
 
 /* Broken internal invariant (never bad input): abort loudly. */
 #define QF_ASSERT(cond)                                                        \
@@ -37,28 +38,6 @@
 #else
 #define QFI_SIMD_CLONES
 #endif
-
-/* ---- INT8 accumulator bounds -------------------------------------------------
- * An INT8 dot product of K terms is at most K*128*127 in magnitude; with K <=
- * 65536 that is below 2^30, and a bias clamped to +-2^30 keeps accumulator +
- * bias inside int32. The quantizer clamps, kernels refuse longer reductions,
- * and the .qfm reader refuses files that break either rule. */
-#define QFI_INT8_BIAS_LIMIT ((int32_t)1 << 30)
-#define QFI_INT8_MAX_REDUCTION 65536
-
-/* ---- float bit patterns (IEEE binary32) ---------------------------------------- */
-static inline uint32_t qfi_f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-}
-static inline float qfi_bits_f32(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
 
 /* ---- memory ---------------------------------------------------------------- */
 /* calloc that sets the error message on failure. */
@@ -199,51 +178,6 @@ void qfi_f32_view_init(const qf_graph *g, qf_graph *view, qf_value *values);
 /* Frees the data of constants that no node or output reads any more
  * (lib/passes.c; the quantizer calls it after replacing weights). */
 void qfi_drop_unused_constants(qf_graph *g);
-
-/* ---- INT8 arithmetic (lib/quant_math.c) -------------------------------------------
- * The numerics every engine must reproduce: the CUDA engine computes the same
- * FP32 expressions, so CPU and GPU INT8 results agree to within one unit. */
-
-/* Activation quantization (ONNX QuantizeLinear, zero point 0): x / s in FP32,
- * rounded half to even, saturated to [-128, 127]; NaN gives 0. */
-static inline int8_t qfi_quantize_f32(float x, float s)
-{
-    float v = x / s;
-    if (v != v) return 0;
-    v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
-    return (int8_t)__builtin_rintf(v); /* the default rounding mode: to nearest, ties to even */
-}
-static inline float qfi_dequantize_i8(int8_t q, float s) { return (float)q * s; }
-
-/* The epilogue of an INT8 compute op (Conv, Gemm, MatMul). For an int32
- * accumulator acc of output channel c and an optional residual r:
- *     v = (float)(acc + bias[c]) * m[c]            (one FP32 product, rounded)
- *     v = v + (float)r * m_r                       (residual: product, then sum)
- *     v = min(max(v, lo), hi)                      (activation and saturation)
- *     y = int8: rint(v) (ties to even); f32: v; f16: v rounded to half
- * with m[c] = s_in * s_w[c] / s_out and m_r = s_r / s_out in FP32 (s_out = 1
- * when the output is float). Each operation is one IEEE rounding: no fused
- * multiply-add, so a GPU epilogue computing __fmul_rn/__fadd_rn matches. */
-typedef struct qfi_requant {
-    const int32_t *bias;   /* [channels] or NULL */
-    const float *m;        /* [channels] */
-    float m_r;             /* 0 without a residual */
-    float lo, hi;          /* output units: integers in [-128, 127] for int8 */
-    qf_dtype out;          /* QF_I8, QF_F16 or QF_F32 */
-} qfi_requant;
-
-/* Fills rq and m[channels] for a node: input scale s_in, per-channel weight
- * scales s_w, residual scale s_r (0: none), output dtype and scale (s_out is
- * ignored for a float output), and the fused activation. The one place m,
- * m_r and the clamp bounds are computed. */
-void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, const float *s_w,
-                      const int32_t *bias, float s_r, qf_dtype out, float s_out, qf_act act, float act_lo,
-                      float act_hi);
-/* Applies the epilogue to n accumulators; element i belongs to output channel
- * ch + i * ch_step (0 along an NCHW plane, 1 along a Gemm row). `res` (int8,
- * n elements) may be NULL; y has rq->out's dtype. */
-void qfi_requantize(const qfi_requant *rq, const int32_t *acc, const int8_t *res, int64_t n, int64_t ch,
-                    int64_t ch_step, void *y);
 
 /* ---- files ------------------------------------------------------------------------ */
 /* Writing a file all or nothing (lib/atomic_file.c): the data goes to a

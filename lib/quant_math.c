@@ -1,6 +1,6 @@
-/* The INT8 requantization epilogue shared by every INT8 CPU kernel (and
- * specified for the CUDA engine): per-channel multipliers, residual term,
- * fused activation, saturation and rounding, exactly as lib/internal.h states. */
+/* The host side of the INT8 requantization epilogue (lib/quant_math.h): the
+ * per-node constants every engine uses, and the loop every INT8 CPU kernel
+ * runs over its accumulators. */
 #include "internal.h"
 #include <math.h>
 
@@ -32,37 +32,11 @@ void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, c
     }
 }
 
-/* One element; see the formula in lib/internal.h. */
-static inline float epilogue(const qfi_requant *rq, int32_t acc, int64_t c, const int8_t *res, int64_t i)
-{
-    int32_t a = rq->bias ? acc + rq->bias[c] : acc;
-    float v = (float)a * rq->m[c];
-    if (res) {
-        float r = (float)res[i] * rq->m_r;
-        v = v + r;
-    }
-    return fminf(fmaxf(v, rq->lo), rq->hi);
-}
-
 void qfi_requantize(const qfi_requant *rq, const int32_t *acc, const int8_t *res, int64_t n, int64_t ch,
                     int64_t ch_step, void *y)
 {
-    switch (rq->out) {
-    case QF_I8: {
-        int8_t *yq = y;
-        for (int64_t i = 0; i < n; i++) yq[i] = (int8_t)rintf(epilogue(rq, acc[i], ch + i * ch_step, res, i));
-        break;
-    }
-    case QF_F32: {
-        float *yf = y;
-        for (int64_t i = 0; i < n; i++) yf[i] = epilogue(rq, acc[i], ch + i * ch_step, res, i);
-        break;
-    }
-    case QF_F16: {
-        uint16_t *yh = y;
-        for (int64_t i = 0; i < n; i++) yh[i] = qf_f32_to_f16(epilogue(rq, acc[i], ch + i * ch_step, res, i));
-        break;
-    }
-    default: QF_ASSERT(!"requantize to a dtype other than i8, f16, f32");
-    }
+    const qfi_requant q = *rq; /* a local copy: the stores to y cannot alias it, so the loop is unswitched */
+    QF_ASSERT(q.out == QF_I8 || q.out == QF_F16 || q.out == QF_F32);
+    for (int64_t i = 0; i < n; i++)
+        qfi_requant_elem(&q, y, i, acc[i], ch + i * ch_step, res);
 }

@@ -144,6 +144,54 @@ START_TEST(activation_quantize)
 }
 END_TEST
 
+/* lib/quant_math.h's 1.5*2^23 conversions (conv_igemm.cu's fast epilogue)
+ * against the plain ones, on the host where the same inline functions compile. */
+START_TEST(magic_conversions_are_exact)
+{
+    for (int32_t a = -(int32_t)QFI_MAGIC_LIMIT + 1; a < (int32_t)QFI_MAGIC_LIMIT; a++)
+        if (qfi_magic_to_f32(QFI_MAGIC_BITS + a) != (float)a) ck_abort_msg("accumulator %d", a);
+    for (int r = -128; r <= 127; r++)
+        ck_assert(qfi_magic_u8_to_f32((uint32_t)QFI_MAGIC_BITS | ((uint8_t)r ^ 0x80u)) == (float)r);
+    /* rounding: a fine grid over the int8 range, every tie and its neighbours */
+    for (int32_t k = -128 * 4096; k <= 127 * 4096; k++) {
+        const float v = (float)k / 4096.0f;
+        ck_assert_int_eq((int8_t)qfi_magic_round(v), (int8_t)rintf(v));
+        ck_assert_int_eq(qfi_round_i8(v), (int8_t)rintf(v));
+    }
+    for (int k = -128; k < 127; k++) {
+        const float t = (float)k + 0.5f, v[3] = {nextafterf(t, -INFINITY), t, nextafterf(t, INFINITY)};
+        for (int j = 0; j < 3; j++) ck_assert_int_eq((int8_t)qfi_magic_round(v[j]), (int8_t)rintf(v[j]));
+    }
+    ck_assert_int_eq((int8_t)qfi_magic_round(-0.0f), 0);
+    ck_assert_int_eq((int8_t)qfi_magic_round(1e-30f), 0);
+}
+END_TEST
+
+/* conv_igemm.cu's epilogue as the GPU computes it -- accumulators started at
+ * QFI_MAGIC_BITS + bias, the residual byte through the magic, the result's
+ * low byte -- equals qfi_requantize bit for bit. */
+START_TEST(magic_epilogue_matches_requantize)
+{
+    uint32_t seed = 12345;
+    for (int t = 0; t < 20000; t++) {
+        seed = seed * 1664525u + 1013904223u;
+        const int32_t acc = (int32_t)(seed >> 11) - (1 << 20), bias = (int32_t)(seed % 4001) - 2000;
+        const int8_t r = (int8_t)(seed >> 3);
+        const float s_w = 1e-3f * (float)(1 + seed % 97), s_out = 0.05f + 1e-3f * (float)(seed % 13);
+        float m;
+        qfi_requant rq;
+        qfi_requant_init(&rq, &m, 1, 0.02f, &s_w, &bias, t % 2 ? 0.07f : 0.0f, QF_I8, s_out,
+                         t % 3 == 0 ? QF_ACT_RELU : t % 3 == 1 ? QF_ACT_CLIP : QF_ACT_NONE, 0.0f, 6.0f);
+        int8_t want;
+        const bool res = t % 2;
+        qfi_requantize(&rq, &acc, res ? &r : NULL, 1, 0, 0, &want);
+        const float rf = qfi_magic_u8_to_f32((uint32_t)QFI_MAGIC_BITS | ((uint8_t)r ^ 0x80u));
+        const float v = qfi_requant_value(&rq, qfi_magic_to_f32(QFI_MAGIC_BITS + bias + acc), m, res, rf);
+        ck_assert_int_eq((int8_t)qfi_magic_round(v), want);
+    }
+}
+END_TEST
+
 /* ---- weights -------------------------------------------------------------------- */
 
 START_TEST(weights_per_channel_and_per_tensor)
@@ -872,6 +920,8 @@ int main(void)
     tcase_add_test(tc, requant_activations);
     tcase_add_test(tc, requant_per_channel_and_residual);
     tcase_add_test(tc, activation_quantize);
+    tcase_add_test(tc, magic_conversions_are_exact);
+    tcase_add_test(tc, magic_epilogue_matches_requantize);
     tcase_add_test(tc, weights_per_channel_and_per_tensor);
     tcase_add_test(tc, bias_quantization);
     tcase_add_test(tc, igemm_is_exact);

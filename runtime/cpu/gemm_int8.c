@@ -1,7 +1,7 @@
 /* INT8 Gemm and MatMul on the CPU, and the exact int8 x int8 -> int32 matrix
  * product every INT8 kernel uses: int8 operands widened to float, OpenBLAS
  * sgemm on K-chunks short enough that float arithmetic is exact, chunks summed
- * in int32, then lib/quant_math.c's requantize epilogue per output row. */
+ * in int32, then lib/quant_math.h's requantize epilogue per output row. */
 #include "kernels.h"
 #include "ops/nn.h"
 #include <cblas.h>

@@ -88,7 +88,7 @@ size_t qfi_cpu_conv_direct_scratch(const struct qfi_conv_geom *geo, int64_t slot
 void qfi_cpu_conv_direct(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
                          void *scratch, int threads, qfi_direct_isa isa);
 
-/* ---- INT8 (exact integer arithmetic, lib/internal.h's requantize epilogue) ---- */
+/* ---- INT8 (exact integer arithmetic, lib/quant_math.h's requantize epilogue) ---- */
 /* Conv nodes of precision INT8; runtime/cpu/conv_int8.c. */
 qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a);
 size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n);

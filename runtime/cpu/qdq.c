@@ -1,6 +1,6 @@
 /* CPU kernels of QuantizeLinear (f32/f16 -> i8: x/s rounded half to even,
  * saturated; per tensor) and DequantizeLinear (i8 -> f32/f16: q*s; per tensor
- * or per axis), zero point 0. The arithmetic is lib/internal.h's
+ * or per axis), zero point 0. The arithmetic is lib/quant_math.h's
  * qfi_quantize_f32 and qfi_dequantize_i8. */
 #include "kernels.h"
 #include "ops/nn.h"

@@ -8,7 +8,7 @@
  * INT8 accumulates in int32 and requantizes in one fused kernel, except where
  * every output channel shares one multiplier (per-tensor weight scales): then
  * cuBLASLt writes int8 itself (alpha = m, float bias = bias * m, beta * C for
- * the residual, ReLU), which differs from lib/quant_math.c's
+ * the residual, ReLU), which differs from lib/quant_math.h's
  * (float)(acc + bias) * m + r * m_r only in float rounding, so by at most one
  * unit where the exact value sits at a rounding boundary. Where the
  * unfolded patches or the int32 accumulators of the whole batch would not fit

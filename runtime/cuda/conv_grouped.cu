@@ -3,7 +3,7 @@
  * [kh][kw][C/group][M] (conv.cu reorders them at build time). Float sums run
  * in the CPU kernel's order -- bias, then the taps in (kh, kw, c) order, one
  * multiply and one add each -- and INT8 sums are exact int32 with
- * lib/quant_math.c's epilogue, bit for bit with the CPU engine.
+ * lib/quant_math.h's epilogue, bit for bit with the CPU engine.
  *
  * Depthwise (group == C == M, C a multiple of the vector) gives each thread
  * a vector of consecutive channels of one output pixel: vector loads of
@@ -18,22 +18,6 @@ namespace {
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ int32_t to_i32(int8_t v) { return v; }
-
-/* lib/quant_math.c's epilogue for one INT8 accumulator of channel m, the
- * residual (when present) at output index i, stored as the node's output dtype */
-__device__ __forceinline__ void requantize_store(void *y, int64_t i, int32_t acc, int64_t m, const cu_requant &q,
-                                                 const int8_t *res)
-{
-    const int32_t a = q.bias ? acc + q.bias[m] : acc;
-    float v = __fmul_rn(__int2float_rn(a), q.m[m]);
-    if (res) v = __fadd_rn(v, __fmul_rn((float)res[i], q.m_r));
-    v = fminf(fmaxf(v, q.lo), q.hi);
-    switch (q.out) {
-    case QF_I8: ((int8_t *)y)[i] = (int8_t)__float2int_rn(v); break;
-    case QF_F16: ((__half *)y)[i] = __float2half_rn(v); break;
-    default: ((float *)y)[i] = v;
-    }
-}
 
 /* A float output's fused activations: Relu (NaN -> 0, as Relu computes it),
  * then Clip's max-then-min (NaN stays NaN; infinite bounds change nothing).
@@ -52,7 +36,7 @@ __device__ __forceinline__ float float_activation(float v, bool relu, float lo, 
  * (bias, then ReLU). */
 template <typename T, typename Acc>
 __global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, float lo,
-                                    float hi, cu_requant q, const int8_t *res, int64_t total)
+                                    float hi, qfi_requant q, const int8_t *res, int64_t total)
 {
     constexpr bool I8 = std::is_same<Acc, int32_t>::value;
     const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
@@ -78,29 +62,19 @@ __global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bi
                 }
             }
         }
-        if constexpr (I8) requantize_store(y, i, acc, m, q, res);
+        if constexpr (I8) qfi_requant_elem(&q, y, i, acc, m, res);
         else ((T *)y)[i] = (T)float_activation(acc, relu, lo, hi);
     }
 }
 
 /* ---- depthwise: V consecutive channels a thread ---------------------------------------------------- */
 
-/* V elements of T as one aligned load or store */
-template <typename T, int V> struct vec {
-    union {
-        T e[V];
-        typename std::conditional<sizeof(T) * V == 16, uint4, typename std::conditional<sizeof(T) * V == 8, uint2, uint32_t>::type>::type raw;
-    };
-    __device__ __forceinline__ void load(const T *p) { raw = *(const decltype(raw) *)p; }
-    __device__ __forceinline__ void store(T *p) const { *(decltype(raw) *)p = raw; }
-};
-
 /* Acc is int32_t for int8 (requantized by q), else float (bias, then ReLU).
  * Indices in 32 bits: the host checks that the tensors stay below 2^31
  * elements. */
 template <typename T, typename Acc, int V>
 __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, float lo, float hi,
-                                 cu_requant q, const int8_t *res, int total)
+                                 qfi_requant q, const int8_t *res, int total)
 {
     const int C = (int)p.C, G = C / V, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
@@ -110,7 +84,7 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
         for (int v = 0; v < V; v++) acc[v] = 0;
         if constexpr (!std::is_same<Acc, int32_t>::value) {
             if (bias) {
-                vec<T, V> b;
+                cu_vec<T, V> b;
                 b.load(bias + c0);
 #pragma unroll
                 for (int v = 0; v < V; v++) acc[v] = to_f32(b.e[v]);
@@ -122,7 +96,7 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
             for (int kw = 0; kw < p.kw; kw++) {
                 const int iw = ow * p.sw - p.pw + kw * p.dw;
                 if ((unsigned)iw >= (unsigned)W) continue;
-                vec<T, V> xv, wv;
+                cu_vec<T, V> xv, wv;
                 xv.load(x + ((size_t)(n * H + ih) * W + iw) * C + c0);
                 wv.load(w + (size_t)(kh * p.kw + kw) * C + c0);
 #pragma unroll
@@ -136,20 +110,16 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
         if constexpr (std::is_same<Acc, int32_t>::value) {
             if (q.out == QF_I8 && !res) {
                 /* the common case in one vector store */
-                vec<int8_t, V> out;
+                cu_vec<int8_t, V> out;
 #pragma unroll
-                for (int v = 0; v < V; v++) {
-                    const int32_t a = q.bias ? acc[v] + q.bias[c0 + v] : acc[v];
-                    const float f = fminf(fmaxf(__fmul_rn(__int2float_rn(a), q.m[c0 + v]), q.lo), q.hi);
-                    out.e[v] = (int8_t)__float2int_rn(f);
-                }
+                for (int v = 0; v < V; v++) out.e[v] = qfi_round_i8(qfi_requant_acc(&q, acc[v], c0 + v, false, 0.0f));
                 out.store((int8_t *)y + o);
             } else {
 #pragma unroll
-                for (int v = 0; v < V; v++) requantize_store(y, (int64_t)(o + v), acc[v], c0 + v, q, res);
+                for (int v = 0; v < V; v++) qfi_requant_elem(&q, y, (int64_t)(o + v), acc[v], c0 + v, res);
             }
         } else {
-            vec<T, V> out;
+            cu_vec<T, V> out;
 #pragma unroll
             for (int v = 0; v < V; v++) out.e[v] = (T)float_activation(acc[v], relu, lo, hi);
             out.store((T *)y + o);
@@ -163,7 +133,7 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
  * of input columns, so each input word is loaded and widened once per
  * thread instead of once per tap. */
 template <int SW, int TW>
-__global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t *w, cu_conv_geo p, cu_requant q,
+__global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q,
                                        const int8_t *res, int total)
 {
     const int C = (int)p.C, G = C / 4, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
@@ -222,11 +192,8 @@ __global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t 
                 for (int r = 0; r < 3; r++)
 #pragma unroll
                     for (int k = 0; k < 3; k++) acc += wr[r * 3 + k][v] * cols[k][r][v];
-                /* requantize_store's operations, for an int8 output */
-                float f = __fmul_rn(__int2float_rn(acc + bias[v]), m[v]);
-                if (res) f = __fadd_rn(f, __fmul_rn((float)(int8_t)(rw >> (8 * v)), q.m_r));
-                f = fminf(fmaxf(f, q.lo), q.hi);
-                packed |= (uint32_t)(uint8_t)(int8_t)__float2int_rn(f) << (8 * v);
+                const float f = qfi_requant_value(&q, qfi_i2f(acc + bias[v]), m[v], res, (float)(int8_t)(rw >> (8 * v)));
+                packed |= (uint32_t)(uint8_t)qfi_round_i8(f) << (8 * v);
             }
             *(uint32_t *)(y + o) = packed;
             /* slide: the next pixel's first column(s) are this one's last */
@@ -259,7 +226,8 @@ void launch_depthwise(cudaStream_t s, const cu_conv_geo &g, const void *x, const
     const int total = (int)(g.N * g.Ho * g.Wo * (g.C / V));
     unsigned b = cu_blocks(total, 256);
     if (b > 262144) b = 262144;
-    const cu_requant q = rq ? *rq : cu_requant{};
+    qfi_requant q = {};
+    if (rq) q = *rq;
     depthwise_kernel<T, Acc, V><<<b, 256, 0, s>>>(y, (const T *)x, (const T *)w, (const T *)bias, g, relu, lo, hi, q, res,
                                                   total);
 }
@@ -291,7 +259,8 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     } else {
         unsigned b = cu_blocks(total, 256);
         if (b > 262144) b = 262144;
-        const cu_requant q = rq ? *rq : cu_requant{};
+        qfi_requant q = {};
+        if (rq) q = *rq;
         if (rq)
             grouped_conv_kernel<int8_t, int32_t><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, NULL, *g, false,
                                                                   0.0f, 0.0f, q, res, total);

@@ -1,6 +1,6 @@
 /* INT8 convolution as an implicit GEMM on the Tensor Cores (s8 x s8 ->
  * s32): each block gathers its patches from the NHWC input straight into
- * shared memory (no im2col buffer) and applies lib/quant_math.c's
+ * shared memory (no im2col buffer) and applies lib/quant_math.h's
  * requantization -- int32 bias, per-channel multiplier, residual, ReLU/Clip
  * bounds, round half to even, saturation -- to the accumulators in
  * registers, so neither patches nor int32 sums travel through device
@@ -50,16 +50,14 @@ struct igemm_params {
     const int8_t *w;        /* [M][K] */
     int8_t *y;              /* [P][M] */
     const int8_t *res;      /* [P][M] or NULL */
-    const float *m;         /* per-channel multipliers */
-    const int32_t *bias;    /* or NULL */
+    qfi_requant rq;         /* the epilogue: multipliers, bias, residual scale, bounds (int8 output) */
     const int2 *taps;       /* per VEC bytes of K: (offset in the input from the window's corner, tap); tap 31 past K */
-    float m_r, lo, hi;
-    int small_acc;          /* every |acc + bias| < 2^22 (acc_bound): exact conversions without the conversion unit */
     int H, W, Cp, Ho, Wo, M, P, K;
     int sh, sw, ph, pw;
     int kh, kw, dh, dw;     /* taps and dilation: kh * kw <= MAX_TAPS */
     fast_div div_HoWo, div_Wo;
     int n_tiles, p_tiles;   /* ceil(M / BN), ceil(P / BM) */
+    int small_acc;          /* every |acc + bias| < 2^22 (acc_bound): exact conversions without the conversion unit */
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -226,39 +224,30 @@ template <int WTM, int WTN> struct warp_tile {
     }
 };
 
-/* Float <-> integer conversions run at an eighth of the FP32 rate on sm_90
- * (16 a clock per SM), and the epilogue needed two or three per output --
- * the bound of the 1x1 layers. Exact full-rate replacements:
- *  - an integer |a| < 2^22 is the float 1.5*2^23 + a minus 1.5*2^23 (both
- *    exact in the binade [2^23, 2^24), whose unit is 1). The accumulators
- *    start from MAGIC_BITS (the bits of 1.5*2^23) plus the bias, so after
- *    the MMAs their bits are already the float 1.5*2^23 + acc + bias;
- *  - an int8 residual byte r, xor 0x80, is u = r + 128, which put in the low
- *    byte of MAGIC_BITS gives the float 1.5*2^23 + 128 + r;
- *  - v in [-2^22, 2^22] plus 1.5*2^23 rounds, to nearest even as rintf does,
- *    into that binade, and the low byte of the sum's bits is rint(v) as an
- *    int8 (the output is clamped to int8 range first, as lib/quant_math.c
- *    clamps before rounding with integer bounds). */
-constexpr int32_t MAGIC_BITS = 0x4B400000;
-constexpr float MAGIC = 12582912.0f;
-__device__ __forceinline__ uint32_t round_to_low_byte(float v) { return (uint32_t)__float_as_int(__fadd_rn(v, MAGIC)); }
+/* The epilogue avoids the slow float <-> integer conversions with
+ * lib/quant_math.h's exact 1.5*2^23 tricks: when SMALL, the accumulators
+ * start from QFI_MAGIC_BITS plus the bias, so after the MMAs their bits are
+ * already the float 1.5*2^23 + acc + bias; an int8 residual byte r, xor 0x80,
+ * goes into the low byte of QFI_MAGIC_BITS; and the clamped result plus
+ * 1.5*2^23 holds rint(v) in its low byte (lib/quant_math.h clamps to integer
+ * bounds before rounding too). */
 /* byte `which` (0 or 1) of the xor-0x80 residual pair x, as a float */
 template <int WHICH> __device__ __forceinline__ float residual_to_float(uint32_t x)
 {
-    return __fsub_rn(__int_as_float(__byte_perm(x, (uint32_t)MAGIC_BITS, 0x7650 + WHICH)), MAGIC + 128.0f);
+    return qfi_magic_u8_to_f32(__byte_perm(x, (uint32_t)QFI_MAGIC_BITS, 0x7650 + WHICH));
 }
 
 /* The accumulators' starting values for the tile whose warp tile starts at
- * channel ch0: the bias (zero past M), on top of MAGIC_BITS when SMALL. */
+ * channel ch0: the bias (zero past M), on top of QFI_MAGIC_BITS when SMALL. */
 template <int MT, int NT>
 __device__ __forceinline__ void init_acc(const igemm_params &p, int32_t (&acc)[MT][NT][4], int ch0, int lane)
 {
-    const int32_t base = p.small_acc ? MAGIC_BITS : 0;
+    const int32_t base = p.small_acc ? QFI_MAGIC_BITS : 0;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         const int ch = ch0 + nt * 8 + (lane & 3) * 2;
-        const bool ok = p.bias && ch < p.M;
-        const int32_t b0 = base + (ok ? p.bias[ch] : 0), b1 = base + (ok ? p.bias[ch + 1] : 0);
+        const bool ok = p.rq.bias && ch < p.M;
+        const int32_t b0 = base + (ok ? p.rq.bias[ch] : 0), b1 = base + (ok ? p.rq.bias[ch + 1] : 0);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) acc[mt][nt][0] = acc[mt][nt][2] = b0, acc[mt][nt][1] = acc[mt][nt][3] = b1;
     }
@@ -267,7 +256,7 @@ __device__ __forceinline__ void init_acc(const igemm_params &p, int32_t (&acc)[M
 /* Requantizes a warp's accumulators (acc + bias, from init_acc; its residual
  * already in Ew) into Ew: c0,c1 are (row g, channels 2t, 2t+1), c2,c3 the
  * same channels of row g+8 of each 16x8 piece; the warp tile's first
- * channel is ch0. lib/quant_math.c's operations, in its order; SMALL: every
+ * channel is ch0. lib/quant_math.h's operations, in its order; SMALL: every
  * |acc + bias| < 2^22 (the host proves it from K and the bias); RES: p.res. */
 template <int MT, int NT, int EW, bool SMALL, bool RES>
 __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int32_t (&acc)[MT][NT][4], int8_t *Ew, int ch0,
@@ -278,23 +267,19 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
     for (int nt = 0; nt < NT; nt++) {
         const int cl = nt * 8 + t4 * 2, ch = ch0 + cl;
         const bool ch_ok = ch < p.M;
-        const float m0 = ch_ok ? p.m[ch] : 0.0f, m1 = ch_ok ? p.m[ch + 1] : 0.0f;
+        const float m0 = ch_ok ? p.rq.m[ch] : 0.0f, m1 = ch_ok ? p.rq.m[ch + 1] : 0.0f;
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 uint16_t *e = (uint16_t *)(Ew + (mt * 16 + g + h * 8) * EW + cl);
                 const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
-                float v0 = __fmul_rn(SMALL ? __fsub_rn(__int_as_float(a0), MAGIC) : __int2float_rn(a0), m0);
-                float v1 = __fmul_rn(SMALL ? __fsub_rn(__int_as_float(a1), MAGIC) : __int2float_rn(a1), m1);
-                if (RES) {
-                    const uint32_t r = (uint32_t)*e ^ 0x8080u;
-                    v0 = __fadd_rn(v0, __fmul_rn(residual_to_float<0>(r), p.m_r));
-                    v1 = __fadd_rn(v1, __fmul_rn(residual_to_float<1>(r), p.m_r));
-                }
-                v0 = fminf(fmaxf(v0, p.lo), p.hi);
-                v1 = fminf(fmaxf(v1, p.lo), p.hi);
-                *e = (uint16_t)__byte_perm(round_to_low_byte(v0), round_to_low_byte(v1), 0x0040);
+                const uint32_t r = RES ? (uint32_t)*e ^ 0x8080u : 0u;
+                const float v0 = qfi_requant_value(&p.rq, SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), m0, RES,
+                                                   residual_to_float<0>(r));
+                const float v1 = qfi_requant_value(&p.rq, SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1), m1, RES,
+                                                   residual_to_float<1>(r));
+                *e = (uint16_t)__byte_perm(qfi_magic_round(v0), qfi_magic_round(v1), 0x0040);
             }
     }
 }
@@ -545,15 +530,15 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
  * output pixel: F = 1 widens each pixel to 4 channels; F = 2 is
  * space-to-depth, pixel (i, j) of the output holding the 2x2 block at
  * (2i, 2j) as phases (bh*2 + bw) of 4 channels each, zeros past the edge.
- * 32-bit indices within an image (the caller checks H*W*C < 2^31). */
-template <int F>
-__global__ void prep_input_kernel(int8_t *y, const int8_t *x, int H, int W, int C, int H2, int W2, int64_t total)
+ * src(n, c, ih, iw) reads one input element as int8. 32-bit indices within
+ * an image (the caller checks H*W*C < 2^31). */
+template <int F, typename Src>
+__global__ void prep_input_kernel(int8_t *y, Src src, int H, int W, int C, int H2, int W2, int64_t total)
 {
     typedef typename std::conditional<F == 2, int4, int>::type out_t;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t n = i / ((int64_t)H2 * W2);
         const int rem = (int)(i - n * H2 * W2), i2 = rem / W2, j2 = rem - i2 * W2;
-        const int8_t *xn = x + n * H * W * C;
         union {
             out_t v;
             int8_t b[F * F * 4];
@@ -563,37 +548,32 @@ __global__ void prep_input_kernel(int8_t *y, const int8_t *x, int H, int W, int 
             const int ih = i2 * F + ph / F, iw = j2 * F + ph % F;
             const bool in = ih < H && iw < W;
 #pragma unroll
-            for (int c = 0; c < 4; c++) u.b[ph * 4 + c] = in && c < C ? xn[(ih * W + iw) * C + c] : 0;
+            for (int c = 0; c < 4; c++) u.b[ph * 4 + c] = in && c < C ? src(n, c, ih, iw) : 0;
         }
         ((out_t *)y)[i] = u.v;
     }
 }
 
-/* The same from an f32 input (N,C,H,W) with element strides, quantized on
- * the way (cu_quantize: QuantizeLinear's rounding and saturation). */
-template <int F>
-__global__ void prep_quantize_kernel(int8_t *y, const float *x, int64_t sn, int64_t sc, int64_t sh, int64_t sw, float scale,
-                                     int H, int W, int C, int H2, int W2, int64_t total)
-{
-    typedef typename std::conditional<F == 2, int4, int>::type out_t;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t n = i / ((int64_t)H2 * W2);
-        const int rem = (int)(i - n * H2 * W2), i2 = rem / W2, j2 = rem - i2 * W2;
-        const float *xn = x + n * sn;
-        union {
-            out_t v;
-            int8_t b[F * F * 4];
-        } u;
-#pragma unroll
-        for (int ph = 0; ph < F * F; ph++) {
-            const int ih = i2 * F + ph / F, iw = j2 * F + ph % F;
-            const bool in = ih < H && iw < W;
-#pragma unroll
-            for (int c = 0; c < 4; c++) u.b[ph * 4 + c] = in && c < C ? cu_quantize(xn[c * sc + ih * sh + iw * sw], scale) : 0;
-        }
-        ((out_t *)y)[i] = u.v;
+/* The graph's int8 NHWC input. */
+struct int8_nhwc {
+    const int8_t *x;
+    int H, W, C;
+    __device__ __forceinline__ int8_t operator()(int64_t n, int c, int ih, int iw) const
+    {
+        return x[n * H * W * C + (ih * W + iw) * C + c];
     }
-}
+};
+/* An f32 input (N,C,H,W) with element strides, quantized on the way
+ * (QuantizeLinear's rounding and saturation). */
+struct f32_quantized {
+    const float *x;
+    int64_t sn, sc, sh, sw;
+    float scale;
+    __device__ __forceinline__ int8_t operator()(int64_t n, int c, int ih, int iw) const
+    {
+        return qfi_quantize_f32(x[n * sn + c * sc + ih * sh + iw * sw], scale);
+    }
+};
 
 } // namespace
 
@@ -761,8 +741,8 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     igemm_params &p = ig->p;
     p.w = (const int8_t *)dw;
     p.taps = (const int2 *)dt;
-    p.m = rq->m, p.bias = rq->bias, p.m_r = rq->m_r, p.lo = rq->lo, p.hi = rq->hi;
-    p.small_acc = acc_bound(g, w, bias) < ((int64_t)1 << 22);
+    p.rq = *rq;
+    p.small_acc = acc_bound(g, w, bias) < QFI_MAGIC_LIMIT;
     p.H = q.H, p.W = q.W, p.Cp = q.Cp, p.Ho = (int)g->Ho, p.Wo = (int)g->Wo, p.M = (int)g->M;
     p.P = (int)(g->N * g->Ho * g->Wo);
     p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
@@ -850,40 +830,37 @@ static qf_status launch_gemm(const cu_igemm *ig, int variant, cudaStream_t s, co
     return QF_OK;
 }
 
+/* Rearranges the input read through src into scratch (prep != PREP_NONE),
+ * then runs the GEMM on it. */
+template <typename Src>
+static qf_status prep_and_launch(const cu_igemm *ig, int variant, cudaStream_t s, Src src, const int8_t *res, int8_t *y,
+                                 void *scratch)
+{
+    const cu_conv_geo &g = ig->geo;
+    const int64_t total = g.N * ig->H2 * ig->W2;
+    unsigned b = cu_blocks(total, 256);
+    if (b > 262144) b = 262144;
+    if (ig->prep == PREP_S2D)
+        prep_input_kernel<2><<<b, 256, 0, s>>>((int8_t *)scratch, src, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, total);
+    else
+        prep_input_kernel<1><<<b, 256, 0, s>>>((int8_t *)scratch, src, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, total);
+    CU_LAUNCHED();
+    return launch_gemm(ig, variant, s, (const int8_t *)scratch, res, y);
+}
+
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
                        void *scratch)
 {
-    if (ig->prep != PREP_NONE) {
-        const cu_conv_geo &g = ig->geo;
-        const int64_t total = g.N * ig->H2 * ig->W2;
-        unsigned b = cu_blocks(total, 256);
-        if (b > 262144) b = 262144;
-        if (ig->prep == PREP_S2D)
-            prep_input_kernel<2><<<b, 256, 0, s>>>((int8_t *)scratch, x, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, total);
-        else
-            prep_input_kernel<1><<<b, 256, 0, s>>>((int8_t *)scratch, x, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, total);
-        CU_LAUNCHED();
-        x = (const int8_t *)scratch;
-    }
-    return launch_gemm(ig, variant, s, x, res, y);
+    if (ig->prep == PREP_NONE) return launch_gemm(ig, variant, s, x, res, y);
+    const cu_conv_geo &g = ig->geo;
+    return prep_and_launch(ig, variant, s, int8_nhwc{x, (int)g.H, (int)g.W, (int)g.C}, res, y, scratch);
 }
 
 qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t s, const float *x, const int64_t *xs,
                                   float scale, const int8_t *res, int8_t *y, void *scratch)
 {
     if (ig->prep == PREP_NONE) return qf_error(QF_ERR_USAGE, "quantizing implicit-GEMM conv of %lld channels", (long long)ig->geo.C);
-    const cu_conv_geo &g = ig->geo;
-    const int64_t total = g.N * ig->H2 * ig->W2;
-    unsigned b = cu_blocks(total, 256);
-    if (b > 262144) b = 262144;
-    if (ig->prep == PREP_S2D)
-        prep_quantize_kernel<2><<<b, 256, 0, s>>>((int8_t *)scratch, x, xs[0], xs[1], xs[2], xs[3], scale, (int)g.H,
-                                                  (int)g.W, (int)g.C, ig->H2, ig->W2, total);
-    else
-        prep_quantize_kernel<1><<<b, 256, 0, s>>>((int8_t *)scratch, x, xs[0], xs[1], xs[2], xs[3], scale, (int)g.H,
-                                                  (int)g.W, (int)g.C, ig->H2, ig->W2, total);
-    CU_LAUNCHED();
-    return launch_gemm(ig, variant, s, (const int8_t *)scratch, res, y);
+    return prep_and_launch(ig, variant, s, f32_quantized{x, xs[0], xs[1], xs[2], xs[3], scale}, res, y, scratch);
 }
 
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)

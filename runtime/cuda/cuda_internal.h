@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 #include "cublaslt_dl.h"
 #include <stdint.h>
+#include "quant_math.h" /* the INT8 numerics, __host__ __device__ */
 
 extern "C" {
 #include "../engine_impl.h"
@@ -234,19 +235,16 @@ const char *cu_gemm_describe(const cu_gemm *gm);
 /* True when cuBLASLt runs it (false: the plain fallback kernel). */
 bool cu_gemm_uses_lt(const cu_gemm *gm);
 
-/* The INT8 epilogue of lib/quant_math.c on an int32 accumulator [rows][ld]
+/* The INT8 epilogue of lib/quant_math.h on an int32 accumulator [rows][ld]
  * (channel = column): y [rows][cols] in dtype out. m[cols], bias[cols] (or
  * NULL), lo/hi, m_r and the residual [rows][cols] int8 (or NULL). */
-typedef struct cu_requant {
-    const float *m;
-    const int32_t *bias;
-    float m_r, lo, hi;
-    qf_dtype out;
+/* lib/quant_math.h's epilogue constants with m and bias in device memory */
+struct cu_requant : qfi_requant {
     /* every channel's multiplier is m0 (per-tensor weight scale): cuBLASLt's
      * scalar-alpha INT8 epilogue can compute it (within one unit, conv.cu) */
     bool uniform;
     float m0;
-} cu_requant;
+};
 qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t *acc, int64_t rows, int64_t cols,
                             int64_t ld, const int8_t *res, void *y);
 /* Host side: m and the bounds for an INT8 node (qfi_requant_init), m uploaded. */
@@ -254,7 +252,7 @@ qf_status cu_requant_setup(cu_engine *c, const qf_node *n, int64_t channels, cu_
 
 /* ---- convolution geometry (conv.cu) and the implicit-GEMM INT8 kernel (conv_igemm.cu) ----
  * NHWC input (N,H,W,C), output (N,Ho,Wo,M). cu_igemm runs an ungrouped INT8
- * conv with an int8 output (M % 8 == 0) and lib/quant_math.c's epilogue bit
+ * conv with an int8 output (M % 8 == 0) and lib/quant_math.h's epilogue bit
  * for bit, the patches gathered in shared memory; an input of C < 4 is first
  * rearranged in `scratch` (cu_igemm_scratch bytes). It offers several launch
  * variants (tile shape, persistent grid) for the tuner. */
@@ -305,23 +303,36 @@ __device__ __forceinline__ float cu_load(const void *p, qf_dtype dt, float scale
 {
     switch (dt) {
     case QF_F16: return __half2float(((const __half *)p)[i]);
-    case QF_I8: return __fmul_rn((float)((const int8_t *)p)[i], scale);
+    case QF_I8: return qfi_dequantize_i8(((const int8_t *)p)[i], scale);
     default: return ((const float *)p)[i];
     }
 }
-/* lib/internal.h's qfi_quantize_f32: x/s, NaN -> 0, saturate, round half to even. */
-__device__ __forceinline__ int8_t cu_quantize(float x, float s)
-{
-    float v = __fdiv_rn(x, s);
-    if (v != v) return 0;
-    v = fminf(fmaxf(v, -128.0f), 127.0f);
-    return (int8_t)__float2int_rn(v);
-}
+/* V consecutive elements of T (1 to 16 bytes, aligned to their size) as one
+ * load or store. */
+template <int B> struct cu_bytes;
+template <> struct cu_bytes<1> { typedef uint8_t type; };
+template <> struct cu_bytes<2> { typedef uint16_t type; };
+template <> struct cu_bytes<4> { typedef uint32_t type; };
+template <> struct cu_bytes<8> { typedef uint2 type; };
+template <> struct cu_bytes<16> { typedef uint4 type; };
+template <typename T, int V> struct cu_vec {
+    typedef typename cu_bytes<sizeof(T) * V>::type raw_t;
+    union {
+        T e[V];
+        raw_t raw;
+    };
+    __device__ __forceinline__ void load(const T *p) { raw = *(const raw_t *)p; }
+    __device__ __forceinline__ void store(T *p) const { *(raw_t *)p = raw; }
+    /* vector i of an array of them */
+    __device__ __forceinline__ void load(const T *p, int i) { raw = ((const raw_t *)p)[i]; }
+    __device__ __forceinline__ void store(T *p, int i) const { ((raw_t *)p)[i] = raw; }
+};
+/* Writes v as element i: f32, f16 rounded to nearest even, int8 quantized with `scale`. */
 __device__ __forceinline__ void cu_store(void *p, qf_dtype dt, float scale, int64_t i, float v)
 {
     switch (dt) {
     case QF_F16: ((__half *)p)[i] = __float2half_rn(v); break;
-    case QF_I8: ((int8_t *)p)[i] = cu_quantize(v, scale); break;
+    case QF_I8: ((int8_t *)p)[i] = qfi_quantize_f32(v, scale); break;
     default: ((float *)p)[i] = v;
     }
 }

@@ -2,7 +2,7 @@
  * Y = op(A) op(B): descriptors and layouts built once per layer, several
  * heuristic candidates timed on the layer's real buffers and the fastest
  * kept; a plain tiled kernel where cuBLASLt offers nothing for the shape. The
- * INT8 epilogue of lib/quant_math.c (per-channel multiplier, bias, residual,
+ * INT8 epilogue of lib/quant_math.h (per-channel multiplier, bias, residual,
  * ReLU/Clip, round half to even, saturate) runs as one kernel over the int32
  * accumulators: cuBLASLt cannot apply a per-channel scale in this layout
  * (PLATFORM.md). Gemm and MatMul nodes are built on these. */
@@ -317,31 +317,18 @@ qf_status cu_gemm_tune(cu_engine *c, cu_gemm *gm, const void *A, const void *B, 
 
 /* ---- the INT8 epilogue ------------------------------------------------------------------------ */
 
-__device__ __forceinline__ float requant_one(const cu_requant &q, int32_t acc, int64_t ch, const int8_t *res, int64_t i)
-{
-    int32_t a = q.bias ? acc + q.bias[ch] : acc;
-    float v = __fmul_rn(__int2float_rn(a), q.m[ch]);
-    if (res) v = __fadd_rn(v, __fmul_rn((float)res[i], q.m_r));
-    return fminf(fmaxf(v, q.lo), q.hi);
-}
-
-__global__ void requant_kernel(cu_requant q, const int32_t *acc, int64_t rows, int64_t cols, int64_t ld,
+__global__ void requant_kernel(qfi_requant q, const int32_t *acc, int64_t rows, int64_t cols, int64_t ld,
                                const int8_t *res, void *y)
 {
     const int64_t n = rows * cols;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = i / cols, ch = i - r * cols;
-        float v = requant_one(q, acc[r * ld + ch], ch, res, i);
-        switch (q.out) {
-        case QF_I8: ((int8_t *)y)[i] = (int8_t)__float2int_rn(v); break;
-        case QF_F16: ((__half *)y)[i] = __float2half_rn(v); break;
-        default: ((float *)y)[i] = v;
-        }
+        qfi_requant_elem(&q, y, i, acc[r * ld + ch], ch, res);
     }
 }
 
 /* Four channels a thread: int4 accumulators in, char4 out (cols % 4 == 0, ld % 4 == 0). */
-__global__ void requant_i8x4_kernel(cu_requant q, const int4 *acc, int64_t rows, int64_t cols4, int64_t ld4,
+__global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, int64_t rows, int64_t cols4, int64_t ld4,
                                     const char4 *res, char4 *y)
 {
     const int64_t n = rows * cols4;
@@ -349,20 +336,10 @@ __global__ void requant_i8x4_kernel(cu_requant q, const int4 *acc, int64_t rows,
         int64_t r = i / cols4, c4 = i - r * cols4, ch = c4 * 4;
         int4 a = acc[r * ld4 + c4];
         char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
-        float v0 = __fmul_rn(__int2float_rn(q.bias ? a.x + q.bias[ch] : a.x), q.m[ch]);
-        float v1 = __fmul_rn(__int2float_rn(q.bias ? a.y + q.bias[ch + 1] : a.y), q.m[ch + 1]);
-        float v2 = __fmul_rn(__int2float_rn(q.bias ? a.z + q.bias[ch + 2] : a.z), q.m[ch + 2]);
-        float v3 = __fmul_rn(__int2float_rn(q.bias ? a.w + q.bias[ch + 3] : a.w), q.m[ch + 3]);
-        if (res) {
-            v0 = __fadd_rn(v0, __fmul_rn((float)rv.x, q.m_r));
-            v1 = __fadd_rn(v1, __fmul_rn((float)rv.y, q.m_r));
-            v2 = __fadd_rn(v2, __fmul_rn((float)rv.z, q.m_r));
-            v3 = __fadd_rn(v3, __fmul_rn((float)rv.w, q.m_r));
-        }
-        y[i] = make_char4((signed char)__float2int_rn(fminf(fmaxf(v0, q.lo), q.hi)),
-                          (signed char)__float2int_rn(fminf(fmaxf(v1, q.lo), q.hi)),
-                          (signed char)__float2int_rn(fminf(fmaxf(v2, q.lo), q.hi)),
-                          (signed char)__float2int_rn(fminf(fmaxf(v3, q.lo), q.hi)));
+        y[i] = make_char4(qfi_round_i8(qfi_requant_acc(&q, a.x, ch, res, rv.x)),
+                          qfi_round_i8(qfi_requant_acc(&q, a.y, ch + 1, res, rv.y)),
+                          qfi_round_i8(qfi_requant_acc(&q, a.z, ch + 2, res, rv.z)),
+                          qfi_round_i8(qfi_requant_acc(&q, a.w, ch + 3, res, rv.w)));
     }
 }
 
@@ -391,22 +368,17 @@ qf_status cu_requant_setup(cu_engine *c, const qf_node *n, int64_t channels, cu_
     const qf_value *yv = qfi_out(g, n, 0);
     float *m = (float *)qfi_calloc((size_t)channels + 1, sizeof *m);
     if (!m) return QF_ERR_NOMEM;
-    qfi_requant h;
     /* the one place m, m_r and the bounds are computed: the CPU engine's */
-    qfi_requant_init(&h, m, channels, xv->scale, (const float *)sv->data, bv ? (const int32_t *)bv->data : NULL,
+    qfi_requant_init(rq, m, channels, xv->scale, (const float *)sv->data, bv ? (const int32_t *)bv->data : NULL,
                      rv ? rv->scale : 0.0f, yv->dtype, yv->scale, n->act, n->act_lo, n->act_hi);
+    rq->m = NULL, rq->bias = NULL; /* the device copies, below */
     rq->m0 = m[0];
     rq->uniform = channels > 0;
     for (int64_t k = 1; k < channels; k++) rq->uniform &= m[k] == m[0];
     qf_status st = cu_upload(c, m, (size_t)channels * sizeof *m, (void **)&rq->m);
     free(m);
     QF_CHECK(st);
-    rq->bias = NULL;
     if (bv) QF_CHECK(cu_upload(c, bv->data, (size_t)channels * sizeof(int32_t), (void **)&rq->bias));
-    rq->m_r = h.m_r;
-    rq->lo = h.lo;
-    rq->hi = h.hi;
-    rq->out = yv->dtype;
     return QF_OK;
 }
 

@@ -51,76 +51,53 @@ __device__ __forceinline__ bool greater(float a, float b) { return a > b; }
 __device__ __forceinline__ bool greater(__half a, __half b) { return __half2float(a) > __half2float(b); }
 __device__ __forceinline__ bool greater(int8_t a, int8_t b) { return a > b; }
 
-template <typename T>
-__global__ void maxpool_kernel(T *y, const T *x, pool_geo p, int total, T lowest)
+/* Lane-wise max, comparisons as greater(). */
+template <typename T, int V> __device__ __forceinline__ void max_into(cu_vec<T, V> &m, const cu_vec<T, V> &v)
 {
-    const int C = (int)p.C, Wo = (int)p.Wo, Ho = (int)p.Ho, H = (int)p.H, W = (int)p.W;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-        int c = i % C, r = i / C;
-        int ow = r % Wo;
-        r /= Wo;
-        int oh = r % Ho, n = r / Ho;
-        T mx = lowest;
-        for (int kh = 0; kh < p.kh; kh++) {
-            int ih = oh * p.sh - p.ph + kh * p.dh;
-            if (ih < 0 || ih >= H) continue;
-            for (int kw = 0; kw < p.kw; kw++) {
-                int iw = ow * p.sw - p.pw + kw * p.dw;
-                if (iw < 0 || iw >= W) continue;
-                T v = x[((n * H + ih) * W + iw) * C + c];
-                if (greater(v, mx)) mx = v;
-            }
-        }
-        y[i] = mx;
-    }
-}
-
-/* Lane-wise max of two 16-byte vectors of T, comparisons as greater(). */
-template <typename T> union lanes16 {
-    int4 v;
-    T e[16 / sizeof(T)];
-};
-template <typename T> __device__ __forceinline__ void max_into(lanes16<T> &m, const lanes16<T> &v)
-{
-    for (int j = 0; j < (int)(16 / sizeof(T)); j++)
+#pragma unroll
+    for (int j = 0; j < V; j++)
         if (greater(v.e[j], m.e[j])) m.e[j] = v.e[j];
 }
-/* int8: four signed byte maxima per instruction */
-template <> __device__ __forceinline__ void max_into<int8_t>(lanes16<int8_t> &m, const lanes16<int8_t> &v)
+/* one lane: as a select (the branch above stays a branch here) */
+template <typename T> __device__ __forceinline__ void max_into(cu_vec<T, 1> &m, const cu_vec<T, 1> &v)
 {
-    m.v.x = (int)__vmaxs4((unsigned)m.v.x, (unsigned)v.v.x);
-    m.v.y = (int)__vmaxs4((unsigned)m.v.y, (unsigned)v.v.y);
-    m.v.z = (int)__vmaxs4((unsigned)m.v.z, (unsigned)v.v.z);
-    m.v.w = (int)__vmaxs4((unsigned)m.v.w, (unsigned)v.v.w);
+    m.e[0] = greater(v.e[0], m.e[0]) ? v.e[0] : m.e[0];
+}
+/* int8, 16 bytes: four signed byte maxima per instruction */
+__device__ __forceinline__ void max_into(cu_vec<int8_t, 16> &m, const cu_vec<int8_t, 16> &v)
+{
+    m.raw.x = __vmaxs4(m.raw.x, v.raw.x);
+    m.raw.y = __vmaxs4(m.raw.y, v.raw.y);
+    m.raw.z = __vmaxs4(m.raw.z, v.raw.z);
+    m.raw.w = __vmaxs4(m.raw.w, v.raw.w);
 }
 
-/* The same over 16-byte vectors of channels (C * sizeof(T) % 16 == 0): one
- * load per tap instead of 16/sizeof(T), the same comparisons per lane. */
-template <typename T>
-__global__ void maxpool_v16_kernel(int4 *y, const int4 *x, pool_geo p, int total, T lowest)
+/* V consecutive channels a thread: 1, or 16 bytes (one load per tap instead
+ * of 16/sizeof(T), the same comparisons per lane) where C allows. */
+template <typename T, int V>
+__global__ void maxpool_kernel(T *y, const T *x, pool_geo p, int total, T lowest)
 {
-    constexpr int VW = 16 / sizeof(T);
-    const int Cv = (int)p.C / VW, Wo = (int)p.Wo, Ho = (int)p.Ho, H = (int)p.H, W = (int)p.W;
-    typedef lanes16<T> lanes;
+    const int Cv = (int)p.C / V, Wo = (int)p.Wo, Ho = (int)p.Ho, H = (int)p.H, W = (int)p.W;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         int cv = i % Cv, r = i / Cv;
         int ow = r % Wo;
         r /= Wo;
         int oh = r % Ho, n = r / Ho;
-        lanes mx;
-        for (int j = 0; j < VW; j++) mx.e[j] = lowest;
+        cu_vec<T, V> mx;
+#pragma unroll
+        for (int j = 0; j < V; j++) mx.e[j] = lowest;
         for (int kh = 0; kh < p.kh; kh++) {
             int ih = oh * p.sh - p.ph + kh * p.dh;
             if (ih < 0 || ih >= H) continue;
             for (int kw = 0; kw < p.kw; kw++) {
                 int iw = ow * p.sw - p.pw + kw * p.dw;
                 if (iw < 0 || iw >= W) continue;
-                lanes v;
-                v.v = x[((n * H + ih) * W + iw) * Cv + cv];
+                cu_vec<T, V> v;
+                v.load(x, ((n * H + ih) * W + iw) * Cv + cv);
                 max_into(mx, v);
             }
         }
-        y[i] = mx.v;
+        mx.store(y, i);
     }
 }
 
@@ -128,6 +105,17 @@ static unsigned grid_for(int64_t n)
 {
     unsigned b = cu_blocks(n, 256);
     return b > 65536 ? 65536 : b;
+}
+
+/* The dtype-keeping MaxPool, 16 bytes of channels a thread where C allows. */
+template <typename T>
+static void launch_maxpool(cudaStream_t s, void *y, const void *x, const pool_geo &p, int64_t total, T lowest)
+{
+    constexpr int V16 = 16 / sizeof(T);
+    if (p.C % V16 == 0)
+        maxpool_kernel<T, V16><<<grid_for(total / V16), 256, 0, s>>>((T *)y, (const T *)x, p, (int)(total / V16), lowest);
+    else
+        maxpool_kernel<T, 1><<<grid_for(total), 256, 0, s>>>((T *)y, (const T *)x, p, (int)total, lowest);
 }
 
 static qf_status pool_prepare(cu_engine *c, cu_layer *L)
@@ -170,31 +158,11 @@ static qf_status pool_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const cu_elem xe = cu_elem_of(c, L->n, L->n->in[0]), ye = cu_elem_of(c, L->n, yv);
     const bool direct = p->is_max && xe.dt == ye.dt && (xe.dt != QF_I8 || xe.scale == ye.scale) &&
                         p->N * p->H * p->W * p->C < INT32_MAX && total < INT32_MAX;
-    const int64_t ces = p->C * (int64_t)qf_dtype_info(xe.dt)->size;
-    if (direct && ces % 16 == 0) {
-        const int64_t t16 = total / (16 / qf_dtype_info(xe.dt)->size);
-        switch (xe.dt) {
-        case QF_F16:
-            maxpool_v16_kernel<__half><<<grid_for(t16), 256, 0, s>>>((int4 *)y, (const int4 *)x, *p, (int)t16,
-                                                                     __ushort_as_half((unsigned short)0xfc00u));
-            break;
-        case QF_I8: maxpool_v16_kernel<int8_t><<<grid_for(t16), 256, 0, s>>>((int4 *)y, (const int4 *)x, *p, (int)t16, (int8_t)-128); break;
-        default: maxpool_v16_kernel<float><<<grid_for(t16), 256, 0, s>>>((int4 *)y, (const int4 *)x, *p, (int)t16, -FLT_MAX);
-        }
-        CU_LAUNCHED();
-        return QF_OK;
-    }
     if (direct) {
         switch (xe.dt) {
-        case QF_F16:
-            maxpool_kernel<__half><<<grid_for(total), 256, 0, s>>>((__half *)y, (const __half *)x, *p, (int)total,
-                                                                   __ushort_as_half((unsigned short)0xfc00u));
-            break;
-        case QF_I8:
-            maxpool_kernel<int8_t><<<grid_for(total), 256, 0, s>>>((int8_t *)y, (const int8_t *)x, *p, (int)total, (int8_t)-128);
-            break;
-        default:
-            maxpool_kernel<float><<<grid_for(total), 256, 0, s>>>((float *)y, (const float *)x, *p, (int)total, -FLT_MAX);
+        case QF_F16: launch_maxpool(s, y, x, *p, total, __ushort_as_half((unsigned short)0xfc00u)); break;
+        case QF_I8: launch_maxpool(s, y, x, *p, total, (int8_t)-128); break;
+        default: launch_maxpool(s, y, x, *p, total, -FLT_MAX);
         }
         CU_LAUNCHED();
         return QF_OK;

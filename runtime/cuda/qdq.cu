@@ -1,5 +1,5 @@
 /* Precision conversions on the device: QuantizeLinear (f32/f16 -> int8, x/s
- * rounded half to even and saturated, lib/internal.h's qfi_quantize_f32),
+ * rounded half to even and saturated, lib/quant_math.h's qfi_quantize_f32),
  * DequantizeLinear (int8 -> f32/f16, q*s; per tensor, or per axis with a
  * constant scale vector as exported Q/DQ weights carry) and Cast between f32
  * and f16. Outputs keep their input's layout. */
@@ -14,7 +14,7 @@ typedef struct qdq_state {
 __global__ void quantize_kernel(int8_t *y, const void *x, qf_dtype xt, float s, int64_t n)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = cu_quantize(cu_load(x, xt, 1.0f, i), s);
+        y[i] = qfi_quantize_f32(cu_load(x, xt, 1.0f, i), s);
 }
 
 /* Four int8 at a time from f32: the common graph-input case. */
@@ -22,14 +22,15 @@ __global__ void quantize_f32x4_kernel(char4 *y, const float4 *x, float s, int64_
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
         float4 v = x[i];
-        y[i] = make_char4(cu_quantize(v.x, s), cu_quantize(v.y, s), cu_quantize(v.z, s), cu_quantize(v.w, s));
+        y[i] = make_char4(qfi_quantize_f32(v.x, s), qfi_quantize_f32(v.y, s), qfi_quantize_f32(v.z, s),
+                          qfi_quantize_f32(v.w, s));
     }
 }
 
 __global__ void dequantize_kernel(void *y, qf_dtype yt, const int8_t *q, float s, int64_t n)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(y, yt, 1.0f, i, __fmul_rn((float)q[i], s));
+        cu_store(y, yt, 1.0f, i, qfi_dequantize_i8(q[i], s));
 }
 
 /* Per axis: element i of x viewed as (outer, channels, inner) uses s[(i / inner) % channels]. */
@@ -37,7 +38,7 @@ __global__ void dequantize_axis_kernel(void *y, qf_dtype yt, const int8_t *q, co
                                        int64_t inner, int64_t n)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(y, yt, 1.0f, i, __fmul_rn((float)q[i], s[(i / inner) % channels]));
+        cu_store(y, yt, 1.0f, i, qfi_dequantize_i8(q[i], s[(i / inner) % channels]));
 }
 
 static unsigned grid_for(int64_t n)
