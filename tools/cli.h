@@ -85,6 +85,65 @@ qf_status image_opts_dataset(const image_opts *o, qf_dataset **out);
  * the host does, and the GPU waits on it). */
 int image_opts_decode_threads(const image_opts *o, qf_device_kind engine);
 
+/* ---- scoring a model on images, shared by eval and quant (evaluate.c) ----------------- */
+/* A model opened for evaluation: its graph, engine, and scores per image. */
+typedef struct eval_model {
+    qf_graph *g;
+    qf_engine *e;
+    int classes;
+} eval_model;
+/* Loads a model at `batch` for evaluation at `precision` (NULL: as stored): an
+ * ONNX model is FP32 or, with fp16, rewritten to FP16 here (INT8 needs
+ * calibration); a .qfm runs at the precisions stored in it. Output 0 must be
+ * float scores (N, classes). eval_model_close() is safe after a failure. */
+qf_status eval_model_open(eval_model *m, const char *path, int batch, const char *precision, qf_engine_opts *eo,
+                          bool device_given, qf_qfm_meta *meta);
+/* The same for a prepared graph in memory, which m then owns. */
+qf_status eval_model_adopt(eval_model *m, qf_graph *g, qf_engine_opts *eo, bool device_given);
+void eval_model_close(eval_model *m);
+
+/* What the model scored reads against: a reference model run on the same
+ * inputs, or that model's outputs kept from an earlier pass over the same
+ * images (`saved`, images x classes floats, when not NULL: filled by the first
+ * pass, which sets have_saved, and read by later passes instead of running it). */
+typedef struct eval_ref {
+    eval_model *model;
+    float *saved;
+    bool have_saved;
+} eval_ref;
+
+/* Tallies of one pass. */
+typedef struct eval_scores {
+    int64_t images, skipped;
+    int64_t top1, top5;         /* the model's, against labels */
+    int64_t ref_top1, ref_top5; /* the reference's */
+    int64_t agree;              /* images whose top-1 class is the reference's */
+    double sig, noise;          /* sum of ref^2 and of (out - ref)^2 over every score */
+    bool labeled, referenced;
+    double seconds;
+} eval_scores;
+/* Runs the images of ds, preprocessed by pp, through m (at its batch) and ref
+ * (may be NULL), with a progress bar labelled `label`. */
+qf_status eval_run(eval_model *m, eval_ref *ref, const qf_dataset *ds, const qf_preprocess *pp, int decode_threads,
+                   bool strict, const char *label, eval_scores *s);
+/* Output SQNR against the reference in dB (300 for identical outputs). */
+double eval_sqnr(const eval_scores *s);
+/* Fraction of images whose top-1 class is the reference's. */
+double eval_agreement(const eval_scores *s);
+
+/* ---- timing an engine, shared by bench and quant (speed.c) ------------------------------ */
+typedef struct speed_result {
+    int batch;
+    int iterations;
+    double ips, p50, p90, p99, mean, e2e_p50; /* images/s; latencies in ms */
+    double build_s;                           /* the caller's: loading and building */
+} speed_result;
+/* Times e (built for g on `device`): end-to-end runs, a warm-up, then
+ * `iterations` runs back to back, or as many as fill `duration` seconds
+ * (at least min_iterations, at most 20000). */
+qf_status speed_measure(qf_engine *e, const qf_graph *g, qf_device_kind device, int iterations, double duration,
+                        int min_iterations, speed_result *r);
+
 /* ---- output helpers (qforge.c) ------------------------------------------------- */
 /* Writes s as a JSON string literal (quoted, escaped). */
 void json_string(FILE *f, const char *s);

@@ -4,7 +4,6 @@
  * images/s and latency percentiles; --profile adds the time of every node. */
 #include "config.h"
 #include "cli.h"
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,31 +23,11 @@ static const char bench_help[] =
         if (st_ != QF_OK) return st_;                                                                                 \
     } while (0)
 
-typedef struct bench_result {
-    int batch;
-    int iterations;
-    double ips, p50, p90, p99, mean, e2e_p50;
-    double build_s;
-} bench_result;
-
 static double now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of sorted v[n]. */
-static double percentile(const double *v, int n, double p)
-{
-    int k = (int)ceil(p / 100.0 * n) - 1;
-    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
 }
 
 static bool parse_batches(const char *s, int *out, int *n)
@@ -88,20 +67,6 @@ static qf_status load(const char *path, int batch, const char *precision, const 
     qf_quant_opts_init(&qo);
     qo.precision = p;
     return qf_quantize(*g, t, &qo, NULL);
-}
-
-static void fill_inputs(qf_engine *e, const qf_graph *g)
-{
-    uint64_t s = 0x9e3779b97f4a7c15ull;
-    for (int i = 0; i < g->n_inputs; i++) {
-        const qf_value *v = &g->values[g->inputs[i]];
-        if (v->dtype != QF_F32) continue;
-        float *x = qf_engine_input(e, i);
-        for (int64_t k = 0; k < qf_value_numel(v); k++) {
-            s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
-            x[k] = (float)((s * 0x2545f4914f6cdd1dull) >> 40) / (float)(1 << 24) * 4.0f - 2.0f;
-        }
-    }
 }
 
 typedef struct prof_row {
@@ -160,11 +125,10 @@ static qf_status profile(qf_engine *e, const qf_graph *g, bool json)
 /* One batch size: build, warm up, time. */
 static qf_status bench_one(const char *model, int batch, const char *precision, const qf_calib_table *t,
                            qf_engine_opts *eo, bool device_given, int iterations, double duration, bool prof, bool json,
-                           bench_result *r, const char **label)
+                           speed_result *r, const char **label)
 {
     qf_graph *g = NULL;
     qf_engine *e = NULL;
-    double *ms = NULL;
     memset(r, 0, sizeof *r);
     r->batch = batch;
     double t0 = now_s();
@@ -177,52 +141,15 @@ static qf_status bench_one(const char *model, int batch, const char *precision, 
             st = qf_engine_create(g, eo, &e);
         }
     }
-    r->build_s = now_s() - t0;
+    double build_s = now_s() - t0;
     if (st != QF_OK) goto out;
-    fill_inputs(e, g);
-    /* end to end (upload, run, download), as one synchronous call sees it */
-    double e2e[20];
-    int n_e2e = eo->device == QF_DEVICE_CPU ? 3 : 20;
-    for (int i = 0; i < n_e2e && st == QF_OK; i++) {
-        double a = now_s();
-        st = qf_engine_run(e);
-        e2e[i] = (now_s() - a) * 1e3;
-    }
+    st = speed_measure(e, g, eo->device, iterations, duration, 20, r);
+    r->build_s = build_s;
     if (st != QF_OK) goto out;
-    qsort(e2e, (size_t)n_e2e, sizeof *e2e, cmp_double);
-    r->e2e_p50 = percentile(e2e, n_e2e, 50);
-    /* warm-up, which also sizes the timed run */
-    double warm[10];
-    int n_warm = eo->device == QF_DEVICE_CPU ? 2 : 10;
-    st = qf_engine_bench(e, n_warm, warm);
-    if (st != QF_OK) goto out;
-    double per = 0.0;
-    for (int i = 0; i < n_warm; i++) per += warm[i] / n_warm;
-    int n = iterations;
-    if (n <= 0) {
-        n = per > 0.0 ? (int)(duration * 1e3 / per) : 100;
-        n = n < 20 ? 20 : n > 20000 ? 20000 : n;
-    }
-    ms = malloc((size_t)n * sizeof *ms);
-    if (!ms) {
-        st = qf_error(QF_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    st = qf_engine_bench(e, n, ms);
-    if (st != QF_OK) goto out;
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) sum += ms[i];
-    qsort(ms, (size_t)n, sizeof *ms, cmp_double);
-    r->iterations = n;
-    r->mean = sum / n;
-    r->ips = sum > 0.0 ? batch * n / (sum * 1e-3) : 0.0;
-    r->p50 = percentile(ms, n, 50);
-    r->p90 = percentile(ms, n, 90);
-    r->p99 = percentile(ms, n, 99);
     if (!json)
         printf("batch %5d  %10.1f images/s  latency p50 %.3f ms  p90 %.3f  p99 %.3f  (end to end %.3f ms; %d runs; built "
                "in %.1f s)\n",
-               batch, r->ips, r->p50, r->p90, r->p99, r->e2e_p50, n, r->build_s);
+               batch, r->ips, r->p50, r->p90, r->p99, r->e2e_p50, r->iterations, r->build_s);
     if (prof) {
         if (json) printf("{\"batch\": %d", batch);
         st = profile(e, g, json);
@@ -233,7 +160,6 @@ static qf_status bench_one(const char *model, int batch, const char *precision, 
         }
     }
 out:
-    free(ms);
     qf_engine_free(e);
     qf_graph_free(g);
     return st;
@@ -298,7 +224,7 @@ int cmd_bench(int argc, char **argv)
 #endif
     qf_calib_table *t = NULL;
     if (calib) QF_CHECK_CLI(qf_calib_table_read(calib, &t));
-    bench_result res[MAX_BATCHES];
+    speed_result res[MAX_BATCHES];
     const char *label = "fp32";
     if (json) {
         printf("{\"model\": ");
