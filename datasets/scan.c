@@ -148,21 +148,34 @@ const char *qf_dataset_full_path(const qf_dataset *ds, int64_t i)
     return ds->full[i];
 }
 
-void qf_dataset_subset(qf_dataset *ds, int64_t count)
+// Keeps (chosen = true) or drops the files at i*n/count for i = 0..count-1:
+// strictly increasing because n > count, so the files stay in order and are distinct.
+static void keep_evenly_spaced(qf_dataset *ds, int64_t count, bool chosen)
 {
-    if (count <= 0 || count >= ds->n) return;
-    // Keeps i*n/count for i = 0..count-1: strictly increasing because
-    // n > count, so the kept files stay in order and are distinct.
-    int64_t n = ds->n, next_keep = 0, k = 0;
+    int64_t n = ds->n, next_pick = 0, picked = 0, kept = 0;
     for (int64_t j = 0; j < n; j++) {
-        if (k < count && j == next_keep) {
-            ds->full[k] = ds->full[j];
-            if (ds->labels) ds->labels[k] = ds->labels[j];
-            k++;
-            next_keep = k * n / count;
+        bool pick = picked < count && j == next_pick;
+        if (pick) next_pick = ++picked * n / count;
+        if (pick == chosen) {
+            ds->full[kept] = ds->full[j];
+            if (ds->labels) ds->labels[kept] = ds->labels[j];
+            kept++;
         } else {
             free(ds->full[j]);
         }
     }
-    ds->n = count;
+    ds->n = kept;
+}
+
+void qf_dataset_subset(qf_dataset *ds, int64_t count)
+{
+    if (count <= 0 || count >= ds->n) return;
+    keep_evenly_spaced(ds, count, true);
+}
+
+void qf_dataset_subset_rest(qf_dataset *ds, int64_t count)
+{
+    if (count <= 0) return;
+    if (count >= ds->n) count = ds->n;
+    keep_evenly_spaced(ds, count, false);
 }

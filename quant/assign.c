@@ -52,13 +52,21 @@ static int64_t weight_channels(const qf_graph *g, const qf_node *n)
     return channels;
 }
 
-/* An op of the INT8 compute role (Conv, Gemm, MatMul) reading a float
- * activation, a constant weight and an optional constant bias, in shapes its
- * descriptor accepts. */
+/* Named in the options' float_nodes: kept out of INT8. */
+static bool kept_float(const qfi_qplan *p, const qf_node *n)
+{
+    for (int k = 0; k < p->o.n_float_nodes; k++)
+        if (p->o.float_nodes[k] && !strcmp(p->o.float_nodes[k], n->name)) return true;
+    return false;
+}
+
+/* An op of the INT8 compute role (Conv, Gemm, MatMul) not kept float, reading
+ * a float activation, a constant weight and an optional constant bias, in
+ * shapes its descriptor accepts. */
 static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
 {
     const qfi_op_desc *d = qfi_ops[n->op];
-    if (d->int8 != QFI_INT8_COMPUTE || n->n_in < 2 || n->n_out != 1 || n->out[0] < 0) return false;
+    if (d->int8 != QFI_INT8_COMPUTE || kept_float(p, n) || n->n_in < 2 || n->n_out != 1 || n->out[0] < 0) return false;
     int x = n->in[0], w = n->in[1], b = n->n_in > 2 ? n->in[2] : -1;
     if (!qfi_qfloat(p, x) || qfi_qconst(p, x) || !qfi_qfloat(p, w) || !qfi_qconst(p, w)) return false;
     if (b >= 0 && (!qfi_qfloat(p, b) || !qfi_qconst(p, b))) return false;

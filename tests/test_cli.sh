@@ -7,23 +7,8 @@ set -u
 idx=/usr/share/datasets/fashion-mnist
 [ -r "$idx/t10k-images-idx3-ubyte.gz" ] || { echo "no $idx: skipped"; exit 77; }
 model=$top_srcdir/examples/fashion-mnist/model.onnx
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass() { echo "ok   $1"; }
-fail() { echo "FAIL $1"; fails=$((fails + 1)); }
+. "$top_srcdir/tests/cli_helpers.sh"
 pp="--gray --mean 0.286 --std 0.353"
-
-# expect STATUS PATTERN DESCRIPTION -- CMD...: exit status and a stderr line matching PATTERN
-expect() {
-  want=$1 pat=$2 what=$3
-  shift 4
-  "$@" > "$tmp/out" 2> "$tmp/err"
-  got=$?
-  lines=$(wc -l < "$tmp/err")
-  if [ "$got" = "$want" ] && grep -q -- "$pat" "$tmp/err" && [ "$lines" -le 2 ]; then pass "$what"
-  else fail "$what (exit $got, want $want; stderr: $(head -c 300 "$tmp/err"))"; fi
-}
 
 "$top_builddir/examples/fashion-mnist/idx2png" "$idx/t10k-images-idx3-ubyte.gz" "$idx/t10k-labels-idx1-ubyte.gz" \
   "$tmp/test" > /dev/null || { echo "idx2png failed"; exit 1; }

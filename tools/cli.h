@@ -19,6 +19,9 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 bool cli_parse_int(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
 
 extern bool cli_quiet;
+/* Library messages below min_level are not shown (QF_LOG_INFO by default;
+ * QFORGE_DEBUG in the environment shows every message). */
+void cli_log_level(qf_log_level min_level);
 
 #define QF_CHECK_CLI(expr)                                                     \
     do {                                                                       \

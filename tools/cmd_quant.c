@@ -1,105 +1,534 @@
-/* qforge quant MODEL.onnx --calib TABLE.calib: rewrite an FP32 model to
- * INT8/FP16 with the table's thresholds and write the deployable .qfm
- * (optionally also standard ONNX with QuantizeLinear/DequantizeLinear). */
+/* qforge quant MODEL.onnx: rewrite an FP32 model to INT8/FP16 and write the
+ * deployable .qfm (optionally also standard ONNX with QuantizeLinear/
+ * DequantizeLinear). With --images DIR it is the whole job in one command:
+ * calibrate on part of DIR, quantize, check the result against FP32 on the
+ * rest of DIR (held out from calibration) and time it; --calib TABLE
+ * quantizes with a table from qforge calib. */
 #include "config.h"
 #include "cli.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char quant_help[] =
-    "usage: qforge quant MODEL.onnx [--calib TABLE.calib] [--precision P] [--method M]\n"
-    "                    [--per-tensor-weights] [-o MODEL.qfm] [--export-onnx FILE.onnx]\n"
-    "                    [--force] [--quiet]\n"
-    "  --precision fp32 | fp16 | int8 (default; needs --calib)\n"
-    "  --method    which threshold of a `calib --method all` table to use\n"
+    "usage: qforge quant MODEL.onnx --images DIR [-o MODEL.qfm] [--precision int8|fp16|best] [PREPROCESS]\n"
+    "                    [-n COUNT] [--held-out COUNT] [--max-drop POINTS] [LABELS] [--method M]\n"
+    "                    [--calib-out TABLE.calib] [--report FILE.html] [--device D] [--batch B]\n"
+    "                    [--threads T] [--json] [--strict]\n"
+    "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
+    "  both: [--per-tensor-weights] [--export-onnx FILE.onnx] [--force] [--quiet]\n"
+    "  --images:   calibrate on up to COUNT images of DIR (default 500), quantize, and check\n"
+    "              the model against FP32 on up to --held-out others (default 500)\n"
+    "  --precision int8 (default) | fp16 | fp32 | best (INT8, the layers that cost the most\n"
+    "              agreement returned to FP16 until its loss is within --max-drop, default 0.5)\n"
+    "  --method    with --images, how to calibrate (as qforge calib); with --calib, which\n"
+    "              threshold of a `calib --method all` table to use\n"
     "  See qforge-quant(1) and qforge-model(5).\n";
 
-int cmd_quant(int argc, char **argv)
+/* Images each part of DIR takes at most, unless -n / --held-out say otherwise. */
+#define DEFAULT_PART 500
+/* The fewest held-out images a check is made on. */
+#define MIN_HELD_OUT 10
+/* --precision best ranks layers on at most this many calibration images. */
+#define SENSITIVITY_IMAGES 100
+
+typedef struct quant_args {
+    const char *model, *calib, *precision, *method, *out_path, *onnx_out, *calib_out, *report, *device;
+    bool per_tensor, force, json, best;
+    bool device_given;   /* --device: no fallback to the CPU */
+    double max_drop;     /* agreement points */
+    int held_out;        /* --held-out */
+    int batch;           /* --batch, 0 = the commands' defaults */
+    image_opts io;
+} quant_args;
+
+/* Parses argv into *a; returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, quant_args *a, char *default_out, size_t out_size)
 {
-    const char *model = NULL, *calib = NULL, *precision = "int8", *method = NULL, *out_path = NULL, *onnx_out = NULL;
-    bool per_tensor = false, force = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+    memset(a, 0, sizeof *a);
+    image_opts_init(&a->io);
+    a->io.want_folder_labels = true;
+    a->precision = "int8";
+    a->max_drop = -1;
+    a->held_out = DEFAULT_PART;
+    for (int i = 1; i < argc;) {
+        const char *arg = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = image_opts_parse(&a->io, "quant", argc, argv, &i);
+        if (r < 0) return EXIT_USAGE;
+        if (r > 0) continue;
         const char **target = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
             fputs(quant_help, stdout);
             return EXIT_OK;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) cli_quiet = true;
-        else if (!strcmp(a, "--per-tensor-weights")) per_tensor = true;
-        else if (!strcmp(a, "--force")) force = true;
-        else if (!strcmp(a, "--calib")) target = &calib;
-        else if (!strcmp(a, "--precision")) target = &precision;
-        else if (!strcmp(a, "--method")) target = &method;
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) target = &out_path;
-        else if (!strcmp(a, "--export-onnx")) target = &onnx_out;
-        else if (!strcmp(a, "--max-drop") || !strcmp(a, "--images"))
-            return cli_usage_error("quant", "%s (precision best) is not implemented yet", a);
-        else if (a[0] == '-' && a[1]) return cli_usage_error("quant", "unknown option %s", a);
-        else if (!model) model = a;
-        else return cli_usage_error("quant", "unexpected argument %s", a);
+        } else if (!strcmp(arg, "--quiet") || !strcmp(arg, "-q")) cli_quiet = true;
+        else if (!strcmp(arg, "--per-tensor-weights")) a->per_tensor = true;
+        else if (!strcmp(arg, "--force")) a->force = true;
+        else if (!strcmp(arg, "--json")) a->json = true;
+        else if (!strcmp(arg, "--held-out") || !strcmp(arg, "--batch")) {
+            bool held = arg[2] == 'h';
+            if (!cli_parse_int("quant", arg, next, held ? MIN_HELD_OUT : 1, held ? 1 << 30 : 4096,
+                               held ? &a->held_out : &a->batch))
+                return EXIT_USAGE;
+            i++;
+        } else if (!strcmp(arg, "--max-drop")) {
+            char *end;
+            a->max_drop = next ? strtod(next, &end) : -1;
+            if (!next || end == next || *end || !(a->max_drop >= 0 && a->max_drop <= 100))
+                return cli_usage_error("quant", "--max-drop expects agreement points in [0, 100], got '%s'",
+                                       next ? next : "");
+            i++;
+        } else if (!strcmp(arg, "--calib")) target = &a->calib;
+        else if (!strcmp(arg, "--precision")) target = &a->precision;
+        else if (!strcmp(arg, "--method")) target = &a->method;
+        else if (!strcmp(arg, "-o") || !strcmp(arg, "--output")) target = &a->out_path;
+        else if (!strcmp(arg, "--export-onnx")) target = &a->onnx_out;
+        else if (!strcmp(arg, "--calib-out")) target = &a->calib_out;
+        else if (!strcmp(arg, "--report")) target = &a->report;
+        else if (!strcmp(arg, "--device")) target = &a->device;
+        else if (arg[0] == '-' && arg[1]) return cli_usage_error("quant", "unknown option %s", arg);
+        else if (!a->model) a->model = arg;
+        else return cli_usage_error("quant", "unexpected argument %s", arg);
         if (target) {
-            if (!next) return cli_usage_error("quant", "%s needs a value", a);
+            if (!next) return cli_usage_error("quant", "%s needs a value", arg);
             *target = next;
             i++;
         }
+        i++;
     }
-    if (!model) return cli_usage_error("quant", "missing MODEL.onnx");
-    qf_quant_opts qo;
-    qf_quant_opts_init(&qo);
-    qo.per_tensor_weights = per_tensor;
-    if (qf_precision_parse(precision, &qo.precision) != QF_OK) return cli_fail(QF_ERR_USAGE);
-    if (qo.precision == QF_PREC_INT8 && !calib)
-        return cli_usage_error("quant", "--precision int8 needs --calib TABLE.calib (made by qforge calib)");
-    if (method) {
-        unsigned mask;
-        double pct;
-        if (qf_calib_method_parse(method, &mask, &pct) != QF_OK) return cli_fail(QF_ERR_USAGE);
-        if (mask == QF_CALIB_ALL || (mask & (mask - 1)))
-            return cli_usage_error("quant", "--method picks one method, not '%s'", method);
-        for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
-            if (mask == 1u << m) qo.method = (qf_calib_method)m;
+    if (!a->model) return cli_usage_error("quant", "missing MODEL.onnx");
+    a->best = !strcmp(a->precision, "best");
+    qf_precision p;
+    if (!a->best && qf_precision_parse(a->precision, &p) != QF_OK)
+        return cli_usage_error("quant", "unknown precision '%s' (expected int8, fp16, fp32 or best)", a->precision);
+    unsigned mask;
+    double pct;
+    if (a->method && qf_calib_method_parse(a->method, &mask, &pct) != QF_OK) return cli_fail(QF_ERR_USAGE);
+    bool images = a->io.images != NULL;
+    if (!images && !a->calib && strcmp(a->precision, "fp16") && strcmp(a->precision, "fp32"))
+        return cli_usage_error("quant", "--precision %s needs --images DIR (or --calib TABLE.calib from qforge calib)",
+                               a->precision);
+    if (a->best && !images) return cli_usage_error("quant", "--precision best needs --images DIR to measure on");
+    if (a->max_drop >= 0 && !a->best) return cli_usage_error("quant", "--max-drop goes with --precision best");
+    if (a->max_drop < 0) a->max_drop = 0.5;
+    if (!images && (a->calib_out || a->report || a->json))
+        return cli_usage_error("quant", "%s goes with --images DIR",
+                               a->calib_out ? "--calib-out" : a->report ? "--report" : "--json");
+    if (a->calib && (a->calib_out || a->report))
+        return cli_usage_error("quant", "%s comes from calibrating: not with --calib",
+                               a->calib_out ? "--calib-out" : "--report");
+    if (!a->out_path) {
+        cli_default_output(a->model, ".qfm", default_out, out_size);
+        a->out_path = default_out;
     }
-    char default_out[4096];
-    if (!out_path) {
-        cli_default_output(model, ".qfm", default_out, sizeof default_out);
-        out_path = default_out;
-    }
+    return -1;
+}
 
-    qf_graph *g = NULL;
-    qf_calib_table *table = NULL;
+/* The quantizer's options: the precision (best quantizes to INT8 and keeps
+ * `floats` out of it), the threshold method and the weight scales. */
+static qf_status quant_options(const quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
+                               qf_quant_opts *qo)
+{
+    qf_quant_opts_init(qo);
+    qo->per_tensor_weights = a->per_tensor;
+    qo->float_nodes = floats;
+    qo->n_float_nodes = n_floats;
+    if (!a->best) QF_CHECK_CLI(qf_precision_parse(a->precision, &qo->precision));
+    /* with --images, --method said how to calibrate; the table's default is then that method */
+    if (!a->method || !a->calib) return QF_OK;
+    unsigned mask;
+    double pct;
+    QF_CHECK_CLI(qf_calib_method_parse(a->method, &mask, &pct));
+    if (mask == QF_CALIB_ALL || (mask & (mask - 1)))
+        return qf_error(QF_ERR_USAGE, "--method picks one method of the table, not '%s'", a->method);
+    for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
+        if (mask == 1u << m) qo->method = (qf_calib_method)m;
+    if (t && !(t->methods & (1u << qo->method)))
+        return qf_error(QF_ERR_INVALID, "%s: the table has no %s thresholds (calibrate with --method %s or all)",
+                        a->calib, a->method, a->method);
+    return QF_OK;
+}
+
+/* Loads MODEL at `batch` and quantizes it as asked. */
+static qf_status quantized_graph(const quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
+                                 int batch, qf_graph **g, qf_quant_summary *sum)
+{
+    qf_quant_opts qo;
+    QF_CHECK_CLI(quant_options(a, t, floats, n_floats, &qo));
+    QF_CHECK_CLI(cli_load_model(a->model, batch, g, NULL));
+    qf_status st = qf_quantize(*g, t, &qo, sum);
+    if (st != QF_OK) {
+        qf_graph_free(*g);
+        *g = NULL;
+    }
+    return st;
+}
+
+/* Quantizes and writes the .qfm (and the Q/DQ ONNX file when asked), with the
+ * table's method, image count and preprocessing as provenance. */
+static qf_status write_model(const quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
+                             const char *sha, qf_quant_summary *sum)
+{
     qf_qfm_meta meta;
     qf_qfm_meta_init(&meta);
+    snprintf(meta.source_sha256, sizeof meta.source_sha256, "%s", sha);
+    qf_quant_opts qo;
+    QF_CHECK_CLI(quant_options(a, t, floats, n_floats, &qo));
     meta.precision = qo.precision;
-    int rc = EXIT_FAIL;
-    qf_status st = qf_sha256_file(model, meta.source_sha256);
-    if (st == QF_OK && calib) st = qf_calib_table_read(calib, &table);
-    if (st == QF_OK && table) st = qf_calib_table_check_model(table, calib, meta.source_sha256, force);
-    if (st == QF_OK && table && method && !(table->methods & (1u << qo.method)))
-        st = qf_error(QF_ERR_INVALID, "%s: the table has no %s thresholds (calibrate with --method %s or all)", calib,
-                      method, method);
-    if (st == QF_OK) st = cli_load_model(model, 1, &g, NULL);
-    qf_quant_summary sum;
-    if (st == QF_OK) st = qf_quantize(g, table, &qo, &sum);
-    if (st == QF_OK && table) {
-        qf_calib_method used = qo.method == QF_CALIB_METHOD_COUNT ? qf_calib_table_default_method(table) : qo.method;
+    if (t) {
+        qf_calib_method used = qo.method == QF_CALIB_METHOD_COUNT ? qf_calib_table_default_method(t) : qo.method;
         snprintf(meta.calib_method, sizeof meta.calib_method, "%s", qf_calib_method_name(used));
-        meta.calib_images = table->images;
-        snprintf(meta.preprocess, sizeof meta.preprocess, "%s", table->preprocess ? table->preprocess : "");
+        meta.calib_images = t->images;
+        snprintf(meta.preprocess, sizeof meta.preprocess, "%s", t->preprocess ? t->preprocess : "");
     }
-    if (st == QF_OK) st = qf_qfm_write(g, &meta, out_path);
-    if (st == QF_OK && onnx_out) st = qf_export_onnx(g, onnx_out);
-    if (st != QF_OK) {
-        rc = cli_fail(st);
-        goto out;
-    }
-    if (!cli_quiet)
-        fprintf(stderr, "qforge: wrote %s%s%s: %d INT8, %d FP16, %d FP32 nodes, %d fused, %d conversions\n", out_path,
-                onnx_out ? " and " : "", onnx_out ? onnx_out : "", sum.nodes[QF_PREC_INT8], sum.nodes[QF_PREC_FP16],
-                sum.nodes[QF_PREC_FP32], sum.fused, sum.conversions);
-    rc = EXIT_OK;
-out:
-    qf_calib_table_free(table);
+    qf_graph *g;
+    QF_CHECK_CLI(quantized_graph(a, t, floats, n_floats, 1, &g, sum));
+    qf_status st = qf_qfm_write(g, &meta, a->out_path);
+    if (st == QF_OK && a->onnx_out) st = qf_export_onnx(g, a->onnx_out);
     qf_graph_free(g);
+    return st;
+}
+
+/* ---- the images: a calibration part and a held-out part ----------------------------- */
+
+/* How a folder of `found` images is shared: the held-out part takes --held-out
+ * images or half the folder, whichever is fewer; calibration takes -n (default
+ * 500) of the rest; the held-out images come from what calibration left. */
+static void split_counts(int64_t found, int64_t want_calib, int64_t want_held, int64_t *calib, int64_t *held)
+{
+    int64_t h = want_held < found / 2 ? want_held : found / 2;
+    *calib = want_calib < found - h ? want_calib : found - h;
+    *held = want_held < found - *calib ? want_held : found - *calib;
+}
+
+/* The two parts of DIR: calibration = the -n subset qforge calib would take
+ * (evenly spaced), held out = evenly spaced among the files it left. */
+static qf_status split_images(quant_args *a, qf_dataset **cal, qf_dataset **held, int64_t *found)
+{
+    int64_t want_calib = a->io.count > 0 ? a->io.count : DEFAULT_PART;
+    a->io.count = 0; /* image_opts_dataset then keeps the whole folder */
+    QF_CHECK_CLI(image_opts_dataset(&a->io, cal));
+    *found = qf_dataset_count(*cal);
+    int64_t c, h;
+    split_counts(*found, want_calib, a->held_out, &c, &h);
+    if (h < MIN_HELD_OUT)
+        return qf_error(QF_ERR_INVALID, "%s: found %lld images; quant needs at least %d, to calibrate on some and "
+                        "check the result on %d others", a->io.images, (long long)*found, 2 * MIN_HELD_OUT,
+                        MIN_HELD_OUT);
+    QF_CHECK_CLI(image_opts_dataset(&a->io, held));
+    qf_dataset_subset(*cal, c);
+    qf_dataset_subset_rest(*held, c);
+    qf_dataset_subset(*held, h);
+    return QF_OK;
+}
+
+/* progress_update from qf_calibrate's callback; the bar starts with the first batch */
+static void calib_progress(void *user, int64_t done, int64_t total)
+{
+    progress *pr = user;
+    if (done == 0) progress_start(pr, "calib", total);
+    else progress_update(pr, done);
+}
+
+/* Calibrates on the calibration part (as qforge calib -n COUNT would) and keeps
+ * the table and report when asked. */
+static qf_status calibrate(const quant_args *a, const qf_dataset *cal, const char *sha, qf_engine_opts *eo,
+                           qf_calib_table **t)
+{
+    qf_calibrate_opts co;
+    qf_calibrate_opts_init(&co);
+    if (a->method) QF_CHECK_CLI(qf_calib_method_parse(a->method, &co.methods, &co.percentile));
+    co.device = eo->device;
+    co.device_index = eo->device_index;
+    co.cpu_fallback = !a->device_given;
+    co.threads = co.decode_threads = a->io.threads;
+    co.strict = a->io.strict;
+    co.model_sha256 = sha;
+    progress pr = {0};
+    co.progress = calib_progress;
+    co.progress_user = &pr;
+    qf_graph *g;
+    QF_CHECK_CLI(cli_load_model(a->model, a->batch ? a->batch : 16, &g, NULL));
+    qf_calib *hists = NULL;
+    qf_calibrate_info info;
+    qf_status st = qf_calibrate(g, cal, &a->io.pp, &co, t, a->report ? &hists : NULL, &info);
+    if (pr.label) progress_end(&pr);
+    if (st == QF_OK) eo->device = info.device; /* after a fallback, every later engine runs there too */
+    if (st == QF_OK && a->calib_out) st = qf_calib_table_write(*t, a->calib_out);
+    if (st == QF_OK && a->report) st = qf_calib_report_write(a->report, hists, *t);
+    qf_calib_free(hists);
+    qf_graph_free(g);
+    return st;
+}
+
+/* ---- --precision best ----------------------------------------------------------------- */
+
+/* Agreement lost against FP32, in points. */
+static double loss_points(const eval_scores *s) { return 100.0 * (1.0 - eval_agreement(s)); }
+
+typedef struct ranked {
+    const char *name;
+    double sqnr;   /* output SQNR on the sensitivity images with this layer alone in FP16 */
+    int order;     /* graph order, to break ties */
+} ranked;
+
+static int cmp_ranked(const void *x, const void *y)
+{
+    const ranked *a = x, *b = y;
+    if (a->sqnr != b->sqnr) return a->sqnr > b->sqnr ? -1 : 1;
+    return a->order - b->order;
+}
+
+/* Scores the model quantized with `floats` kept out of INT8 on ds against the
+ * reference (whose outputs ref keeps after the first pass). */
+static qf_status score_variant(const quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
+                               const qf_dataset *ds, qf_engine_opts *eo, eval_ref *ref, const char *label,
+                               eval_scores *s)
+{
+    qf_graph *g;
+    QF_CHECK_CLI(quantized_graph(a, t, floats, n_floats, ref->model->g->batch, &g, NULL));
+    eval_model m;
+    qf_status st = eval_model_adopt(&m, g, eo, a->device_given);
+    if (st == QF_OK)
+        st = eval_run(&m, ref, ds, &a->io.pp, image_opts_decode_threads(&a->io, eo->device), a->io.strict, label, s);
+    eval_model_close(&m);
+    return st;
+}
+
+/* The INT8 Conv/Gemm/MatMul layers of the fully INT8 model, in graph order. */
+static qf_status int8_layers(const quant_args *a, const qf_calib_table *t, ranked **out, int *n)
+{
+    qf_graph *g;
+    QF_CHECK_CLI(quantized_graph(a, t, NULL, 0, 1, &g, NULL));
+    *n = 0;
+    *out = calloc((size_t)g->n_nodes + 1, sizeof **out);
+    for (int i = 0; *out && i < g->n_nodes; i++) {
+        const qf_node *nd = &g->nodes[i];
+        if (nd->precision == QF_PREC_INT8 && (nd->op == QF_OP_CONV || nd->op == QF_OP_GEMM || nd->op == QF_OP_MATMUL))
+            (*out)[(*n)++] = (ranked){.name = strdup(nd->name), .order = i};
+    }
+    qf_graph_free(g);
+    for (int i = 0; *out && i < *n; i++)
+        if (!(*out)[i].name) return qf_error(QF_ERR_NOMEM, "out of memory");
+    return *out ? QF_OK : qf_error(QF_ERR_NOMEM, "out of memory");
+}
+
+/* --precision best: the INT8 layers are ranked by how much the output SQNR
+ * against FP32 on (up to SENSITIVITY_IMAGES of) the calibration images rises
+ * when each alone computes in FP16; they return to FP16 in that order until
+ * the agreement lost on the held-out images is within --max-drop points.
+ * *layers (n_layers) come out in that order, the first n_floats returned;
+ * *s holds the held-out scores of the model chosen. */
+static qf_status best_search(const quant_args *a, const qf_calib_table *t, const qf_dataset *sens,
+                             const qf_dataset *held, qf_engine_opts *eo, eval_ref *ref_held, eval_model *ref,
+                             ranked **layers, int *n_layers, int *n_floats, eval_scores *s)
+{
+    *n_floats = 0;
+    QF_CHECK_CLI(int8_layers(a, t, layers, n_layers));
+    QF_CHECK_CLI(score_variant(a, t, NULL, 0, held, eo, ref_held, "best", s));
+    if (!cli_quiet)
+        fprintf(stderr, "qforge: best: all %d INT8 layers: agreement %.4f (%.2f points lost, at most %.2f)\n",
+                *n_layers, eval_agreement(s), loss_points(s), a->max_drop);
+    if (loss_points(s) <= a->max_drop || *n_layers == 0) return QF_OK;
+    float *saved = calloc((size_t)qf_dataset_count(sens) * ref->classes + 1, sizeof *saved);
+    const char **names = calloc((size_t)*n_layers + 1, sizeof *names);
+    qf_status st = saved && names ? QF_OK : qf_error(QF_ERR_NOMEM, "out of memory");
+    eval_ref ref_sens = {.model = ref, .saved = saved};
+    for (int k = 0; k < *n_layers && st == QF_OK; k++) {
+        eval_scores ss;
+        st = score_variant(a, t, &(*layers)[k].name, 1, sens, eo, &ref_sens, "rank", &ss);
+        (*layers)[k].sqnr = eval_sqnr(&ss);
+    }
+    if (st == QF_OK) qsort(*layers, (size_t)*n_layers, sizeof **layers, cmp_ranked);
+    for (int k = 0; k < *n_layers; k++) names[k] = (*layers)[k].name;
+    for (int m = 1; m <= *n_layers && st == QF_OK; m++) {
+        st = score_variant(a, t, names, m, held, eo, ref_held, "best", s);
+        *n_floats = m;
+        if (st == QF_OK && !cli_quiet)
+            fprintf(stderr, "qforge: best: %s to FP16: agreement %.4f (%.2f points lost)\n", names[m - 1],
+                    eval_agreement(s), loss_points(s));
+        if (st == QF_OK && loss_points(s) <= a->max_drop) break;
+    }
+    free(names);
+    free(saved);
+    return st;
+}
+
+/* ---- the summary ------------------------------------------------------------------------ */
+
+typedef struct quant_report {
+    qf_quant_summary sum;
+    int64_t found, calib_images;
+    eval_scores held;
+    speed_result speed[2];
+    int n_speed;
+    const ranked *layers;      /* best: the layers returned to FP16 first */
+    int n_floats, n_layers;
+    const char *device;
+} quant_report;
+
+static void print_text(const quant_args *a, const quant_report *r)
+{
+    const eval_scores *s = &r->held;
+    const char *p = a->best ? "best" : a->precision;
+    printf("model      %s -> %s (%s, %s)\n", a->model, a->out_path, p, r->device);
+    printf("nodes      %d INT8, %d FP16, %d FP32 (%d fused into INT8 epilogues, %d conversions)\n",
+           r->sum.nodes[QF_PREC_INT8], r->sum.nodes[QF_PREC_FP16], r->sum.nodes[QF_PREC_FP32], r->sum.fused,
+           r->sum.conversions);
+    if (a->calib)
+        printf("images     %lld in %s: %lld held out beside the -n %lld part (table %s)\n", (long long)r->found,
+               a->io.images, (long long)s->images, (long long)r->calib_images, a->calib);
+    else
+        printf("images     %lld in %s: %lld to calibrate on, %lld held out\n", (long long)r->found, a->io.images,
+               (long long)r->calib_images, (long long)s->images);
+    printf("held out   agreement with FP32 %.4f, SQNR %.2f dB\n", eval_agreement(s), eval_sqnr(s));
+    if (s->labeled)
+        printf("top1       %.4f (FP32 %.4f)\n", (double)s->top1 / s->images, (double)s->ref_top1 / s->images);
+    if (a->best) {
+        printf("fp16       %d of %d INT8 layers returned to FP16 (--max-drop %.2f)%s", r->n_floats, r->n_layers,
+               a->max_drop, r->n_floats ? ":" : "");
+        for (int k = 0; k < r->n_floats; k++) printf(" %s", r->layers[k].name);
+        printf("\n");
+    }
+    printf("speed     ");
+    for (int k = 0; k < r->n_speed; k++)
+        printf(" %.1f images/s at batch %d%s", r->speed[k].ips, r->speed[k].batch, k + 1 < r->n_speed ? "," : "");
+    printf(" (%s)\n", r->device);
+}
+
+static void print_json(const quant_args *a, const quant_report *r)
+{
+    const eval_scores *s = &r->held;
+    printf("{\"model\": ");
+    json_string(stdout, a->model);
+    printf(", \"output\": ");
+    json_string(stdout, a->out_path);
+    printf(", \"precision\": \"%s\", \"device\": \"%s\", \"nodes\": {\"int8\": %d, \"fp16\": %d, \"fp32\": %d}, "
+           "\"fused\": %d, \"conversions\": %d, \"images_found\": %lld, \"calibration_images\": %lld, ",
+           a->best ? "best" : a->precision, r->device, r->sum.nodes[QF_PREC_INT8], r->sum.nodes[QF_PREC_FP16],
+           r->sum.nodes[QF_PREC_FP32], r->sum.fused, r->sum.conversions, (long long)r->found,
+           (long long)r->calib_images);
+    printf("\"held_out\": {\"images\": %lld, \"agreement\": %.6f, \"sqnr_db\": %.3f, ", (long long)s->images,
+           eval_agreement(s), eval_sqnr(s));
+    if (s->labeled)
+        printf("\"top1\": %.6f, \"reference_top1\": %.6f}", (double)s->top1 / s->images,
+               (double)s->ref_top1 / s->images);
+    else
+        printf("\"top1\": null, \"reference_top1\": null}");
+    printf(", \"fp16_layers\": [");
+    for (int k = 0; k < r->n_floats; k++) {
+        if (k) printf(", ");
+        json_string(stdout, r->layers[k].name);
+    }
+    printf("], \"speed\": [");
+    for (int k = 0; k < r->n_speed; k++)
+        printf("%s{\"batch\": %d, \"images_per_second\": %.1f}", k ? ", " : "", r->speed[k].batch, r->speed[k].ips);
+    printf("]}\n");
+}
+
+/* images/s of the written model at batch 1 and a large batch (256 on a GPU,
+ * the check's batch on the CPU), short runs: a first figure, not a benchmark. */
+static qf_status measure_speed(const quant_args *a, int check_batch, qf_engine_opts *eo, quant_report *r)
+{
+    int batches[2] = {1, eo->device == QF_DEVICE_CPU ? check_batch : 256};
+    r->n_speed = 0;
+    for (int k = 0; k < 2; k++) {
+        qf_graph *g;
+        qf_engine *e = NULL;
+        QF_CHECK_CLI(cli_load_model(a->out_path, batches[k], &g, NULL));
+        qf_status st = qf_engine_create(g, eo, &e);
+        if (st == QF_OK) st = speed_measure(e, g, eo->device, 0, 0.5, 3, &r->speed[r->n_speed++]);
+        qf_engine_free(e);
+        qf_graph_free(g);
+        QF_CHECK_CLI(st);
+    }
+    return QF_OK;
+}
+
+/* The one-command form: split DIR, calibrate (unless --calib gave the table),
+ * quantize (best: search first), write, check on the held-out part, time. */
+static int quant_images(quant_args *a, qf_calib_table *t, const char *sha)
+{
+    qf_engine_opts eo = {0};
+    if (cli_device_opts(a->device, &eo, &a->device_given) != QF_OK) return cli_fail(QF_ERR_USAGE);
+    const int check_batch = a->batch ? a->batch : 32;
+    qf_dataset *cal = NULL, *held = NULL, *sens = NULL;
+    eval_model ref = {0}, qm = {0};
+    ranked *layers = NULL;
+    float *saved = NULL;
+    quant_report r;
+    memset(&r, 0, sizeof r);
+    const char **floats = NULL;
+    qf_graph *probe = NULL;
+    qf_status st = cli_load_model(a->model, 1, &probe, NULL);
+    if (st == QF_OK && t && !a->io.pp_given && t->preprocess) st = qf_preprocess_parse(&a->io.pp, t->preprocess);
+    if (st == QF_OK) st = cli_preprocess_for_model(probe, &a->io.pp);
+    qf_graph_free(probe);
+    if (st == QF_OK) st = split_images(a, &cal, &held, &r.found);
+    if (st == QF_OK) r.calib_images = qf_dataset_count(cal);
+    if (st == QF_OK && !t) st = calibrate(a, cal, sha, &eo, &t);
+    cli_log_level(QF_LOG_WARN); /* the summary tells what each quantization would say */
+    if (st == QF_OK) st = eval_model_open(&ref, a->model, check_batch, NULL, &eo, a->device_given, NULL);
+    eval_ref ref_held = {.model = &ref};
+    if (st == QF_OK && a->best) {
+        saved = calloc((size_t)qf_dataset_count(held) * ref.classes + 1, sizeof *saved);
+        ref_held.saved = saved;
+        st = saved ? image_opts_dataset(&a->io, &sens) : qf_error(QF_ERR_NOMEM, "out of memory");
+        if (st == QF_OK) {
+            qf_dataset_subset(sens, r.calib_images); /* the calibration part, */
+            qf_dataset_subset(sens, SENSITIVITY_IMAGES); /* then evenly spaced within it */
+            st = best_search(a, t, sens, held, &eo, &ref_held, &ref, &layers, &r.n_layers, &r.n_floats, &r.held);
+        }
+        floats = calloc((size_t)r.n_floats + 1, sizeof *floats);
+        for (int k = 0; floats && k < r.n_floats; k++) floats[k] = layers[k].name;
+        r.layers = layers;
+    }
+    if (st == QF_OK) st = write_model(a, t, floats, r.n_floats, sha, &r.sum);
+    /* the check reads back the file just written, as qforge eval does */
+    if (st == QF_OK) st = eval_model_open(&qm, a->out_path, check_batch, NULL, &eo, a->device_given, NULL);
+    if (st == QF_OK)
+        st = eval_run(&qm, &ref_held, held, &a->io.pp, image_opts_decode_threads(&a->io, eo.device), a->io.strict,
+                      "check", &r.held);
+    eval_model_close(&qm);
+    eval_model_close(&ref);
+    char devbuf[32];
+    r.device = cli_device_name(&eo, devbuf, sizeof devbuf);
+    if (st == QF_OK) st = measure_speed(a, check_batch, &eo, &r);
+    if (st == QF_OK && r.held.skipped)
+        qf_log(QF_LOG_WARN, "%lld held-out file(s) could not be decoded and were skipped", (long long)r.held.skipped);
+    if (st == QF_OK && a->json) print_json(a, &r);
+    else if (st == QF_OK) print_text(a, &r);
+    int rc = st == QF_OK ? EXIT_OK : cli_fail(st);
+    for (int k = 0; layers && k < r.n_layers; k++) free((char *)layers[k].name);
+    free(layers);
+    free(floats);
+    free(saved);
+    qf_dataset_free(sens);
+    qf_dataset_free(cal);
+    qf_dataset_free(held);
+    qf_calib_table_free(t);
     return rc;
+}
+
+int cmd_quant(int argc, char **argv)
+{
+    quant_args a;
+    char default_out[4096];
+    int rc = parse_args(argc, argv, &a, default_out, sizeof default_out);
+    if (rc >= 0) return rc;
+    char sha[65];
+    qf_calib_table *t = NULL;
+    qf_status st = qf_sha256_file(a.model, sha);
+    if (st == QF_OK && a.calib) st = qf_calib_table_read(a.calib, &t);
+    if (st == QF_OK && t) st = qf_calib_table_check_model(t, a.calib, sha, a.force);
+    if (st == QF_OK && a.io.images) return quant_images(&a, t, sha);
+    qf_quant_summary sum;
+    if (st == QF_OK) st = write_model(&a, t, NULL, 0, sha, &sum);
+    qf_calib_table_free(t);
+    if (st != QF_OK) return cli_fail(st);
+    if (!cli_quiet)
+        fprintf(stderr, "qforge: wrote %s%s%s: %d INT8, %d FP16, %d FP32 nodes, %d fused, %d conversions\n", a.out_path,
+                a.onnx_out ? " and " : "", a.onnx_out ? a.onnx_out : "", sum.nodes[QF_PREC_INT8],
+                sum.nodes[QF_PREC_FP16], sum.nodes[QF_PREC_FP32], sum.fused, sum.conversions);
+    return EXIT_OK;
 }

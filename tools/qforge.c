@@ -85,6 +85,11 @@ static void log_to_stderr(void *user, qf_log_level level, const char *msg)
     fprintf(stderr, "qforge: %s: %s\n", tag[level], msg);
 }
 
+void cli_log_level(qf_log_level min_level)
+{
+    qf_log_set(log_to_stderr, NULL, getenv("QFORGE_DEBUG") ? QF_LOG_DEBUG : min_level);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: qforge <command> [options]\n\ncommands:\n");
@@ -95,7 +100,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    qf_log_set(log_to_stderr, NULL, getenv("QFORGE_DEBUG") ? QF_LOG_DEBUG : QF_LOG_INFO);
+    cli_log_level(QF_LOG_INFO);
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

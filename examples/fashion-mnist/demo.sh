@@ -1,8 +1,9 @@
 #!/bin/sh
 # The bundled example end to end (`make demo`): Fashion-MNIST test and training
-# images as PNG class folders, calibration on 1000 training images, INT8 and
-# FP16 quantization, and accuracy of FP32, FP16 and INT8 side by side on the
-# 10,000 test images.  Usage: demo.sh BUILD_DIR SRC_DIR
+# images as PNG class folders; one command that calibrates on 1000 training
+# images, quantizes to INT8 and checks the result on 1000 others; the same
+# table at other choices (MSE thresholds, FP16); --precision best; then the
+# accuracy of each side by side on the 10,000 test images.  Usage: demo.sh BUILD_DIR SRC_DIR
 set -eu
 build=$1
 src=$2
@@ -20,13 +21,15 @@ for split in t10k:test train:train; do
       "$idx/$name-labels-idx1-ubyte.gz" "$dir"
 done
 
-echo "== calibrate on 1000 of the 60,000 training images (every method)"
-"$qforge" calib "$model" --images "$work/train" -n 1000 $pp --method all -o "$work/model.calib" \
-  --report "$work/calib-report.html"
-echo "== quantize"
-"$qforge" quant "$model" --calib "$work/model.calib" --precision int8 -o "$work/model-int8.qfm"
+echo "== one command: calibrate on 1000 of the 60,000 training images (every method), quantize to INT8,"
+echo "   check against FP32 on 1000 training images calibration did not see"
+"$qforge" quant "$model" --images "$work/train" -n 1000 --held-out 1000 $pp --method all \
+  --calib-out "$work/model.calib" --report "$work/calib-report.html" -o "$work/model-int8.qfm"
+echo "== the same table with the MSE thresholds, and at FP16 (the three-command form's quant step)"
 "$qforge" quant "$model" --calib "$work/model.calib" --precision int8 --method mse -o "$work/model-int8-mse.qfm"
 "$qforge" quant "$model" --calib "$work/model.calib" --precision fp16 -o "$work/model-fp16.qfm"
+echo "== --precision best: the INT8 layers that cost the most agreement return to FP16"
+"$qforge" quant "$model" --images "$work/train" -n 1000 --held-out 1000 $pp --precision best -o "$work/model-best.qfm"
 echo "== evaluate on the 10,000 test images"
 printf '%-10s %8s %10s %10s\n' precision top1 agreement sqnr_db
 # int8 uses the default threshold (entropy, as TensorRT); int8-mse the table's MSE-optimal one
@@ -39,4 +42,5 @@ row fp32 "$model"
 row fp16 "$work/model-fp16.qfm"
 row int8 "$work/model-int8.qfm"
 row int8-mse "$work/model-int8-mse.qfm"
+row best "$work/model-best.qfm"
 echo "calibration report: $work/calib-report.html"

@@ -140,6 +140,10 @@ const char *qf_dataset_full_path(const qf_dataset *ds, int64_t i);
 /* -n COUNT: keeps the files at indices i*total/COUNT, i = 0..COUNT-1
  * (evenly spaced, deterministic); COUNT <= 0 or >= total keeps all. */
 void qf_dataset_subset(qf_dataset *ds, int64_t count);
+/* The files qf_dataset_subset(ds, count) would drop, in order (none for
+ * COUNT >= total, all for COUNT <= 0): what is left of a folder once its
+ * -n COUNT part is taken, such as the images calibration never saw. */
+void qf_dataset_subset_rest(qf_dataset *ds, int64_t count);
 
 /* Labels. Each fails naming the first file whose label cannot be found.
  * Class folders: the label is the index of the file's first path component

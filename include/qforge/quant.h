@@ -33,6 +33,11 @@ typedef struct qf_quant_opts {
     qf_calib_method method;
     /* One weight scale per tensor instead of per output channel. */
     bool per_tensor_weights;
+    /* INT8: Conv, Gemm and MatMul nodes, by name, that stay out of INT8 and
+     * compute in FP16 (FP32 where FP16 would overflow), as the layers that cost
+     * the most accuracy under `qforge quant --precision best`. */
+    const char *const *float_nodes;
+    int n_float_nodes;
 } qf_quant_opts;
 
 /* INT8, the table's default method, per-channel weights. */

@@ -1,0 +1,77 @@
+#!/bin/sh
+# `qforge quant MODEL --images DIR`, the one-command form, against the three
+# commands it stands for, on ResNet-20 and CIFAR-10 images from the shared data
+# (exit 77 without): the same table as `calib -n`, the same .qfm as
+# `quant --calib`, and the held-out figures `eval --reference` gives on the
+# images calibration left; --precision best; a folder too small; usage errors.
+set -u
+: "${QFORGE:?}" "${top_srcdir:?}"
+data=${QFORGE_DATA:-$top_srcdir/../shared/data}/cifar10
+model=$data/resnet20.onnx
+[ -r "$model" ] && [ -d "$data/calib" ] || { echo "no $model: skipped"; exit 77; }
+. "$top_srcdir/tests/cli_helpers.sh"
+pp="--preset cifar10"
+json() { sed -n "s/.*\"$2\": \([-0-9.e]*\).*/\1/p" "$1" | head -1; } # FILE KEY: the number under KEY
+
+# held_out DIR C H OUT: links into OUT the images of DIR quant holds out when
+# it calibrates on C of them and checks on H: the files `-n C` leaves
+# (evenly spaced picks i*N/C in sorted order), then H evenly spaced among those
+held_out() {
+  (cd "$1" && find . -name '*.jpg' | sed 's|^\./||' | LC_ALL=C sort) |
+    awk -v c="$2" -v h="$3" '{ f[NR - 1] = $0 }
+      END { n = NR; p = 0; nx = 0; r = 0
+            for (j = 0; j < n; j++) if (p < c && j == nx) { p++; nx = int(p * n / c) } else rest[r++] = f[j]
+            k = 0; nx = 0
+            for (j = 0; j < r; j++) if (k < h && j == nx) { print rest[j]; k++; nx = int(k * r / h) } }' |
+    while read -r f; do mkdir -p "$4/${f%/*}" && ln -s "$1/$f" "$4/$f"; done
+}
+
+# ---- one command = calib -n + quant --calib + eval on the held-out part -------------------
+"$QFORGE" quant "$model" --images "$data/calib" -n 200 --held-out 200 $pp -o "$tmp/one.qfm" \
+  --calib-out "$tmp/one.calib" --json --quiet > "$tmp/one.json" || fail "quant --images exit $?"
+"$QFORGE" calib "$model" --images "$data/calib" -n 200 $pp -o "$tmp/three.calib" --quiet &&
+"$QFORGE" quant "$model" --calib "$tmp/three.calib" -o "$tmp/three.qfm" --quiet || fail "calib + quant"
+cmp -s "$tmp/one.calib" "$tmp/three.calib" && pass "the table is calib -n 200's" || fail "tables differ"
+cmp -s "$tmp/one.qfm" "$tmp/three.qfm" && pass "the .qfm is quant --calib's" || fail ".qfm files differ"
+held_out "$data/calib" 200 200 "$tmp/held"
+"$QFORGE" eval "$tmp/three.qfm" --images "$tmp/held" --reference "$model" --json --quiet > "$tmp/three.json"
+for key in images agreement sqnr_db; do
+  a=$(json "$tmp/one.json" "$key") b=$(json "$tmp/three.json" "$key")
+  [ -n "$a" ] && [ "$a" = "$b" ] && pass "held-out $key $a = eval's" || fail "held-out $key: quant $a, eval $b"
+done
+a=$(sed -n 's/.*"held_out": {[^}]*"top1": \([0-9.]*\).*/\1/p' "$tmp/one.json")
+b=$(sed -n 's/.*"images": [0-9]*, "top1": \([0-9.]*\).*/\1/p' "$tmp/three.json")
+[ -n "$a" ] && [ "$a" = "$b" ] && pass "held-out top1 $a = eval's" || fail "held-out top1: quant $a, eval $b"
+if awk -v a="$(json "$tmp/one.json" agreement)" 'BEGIN { exit !(a >= 0.95) }'; then pass "INT8 agrees with FP32"
+else fail "agreement: $(cat "$tmp/one.json")"; fi
+grep -q '"speed": \[{"batch": 1, "images_per_second": [0-9]' "$tmp/one.json" && pass "speed reported" ||
+  fail "no speed: $(cat "$tmp/one.json")"
+
+# ---- --precision best: layers return to FP16 until the held-out loss is within --max-drop ------
+# (50 calibration images leave INT8 a point or so of agreement to win back on 200)
+"$QFORGE" quant "$model" --images "$data/calib" -n 50 --held-out 200 $pp --precision best --max-drop 0.5 \
+  -o "$tmp/best.qfm" --json --quiet > "$tmp/best.json" || fail "quant --precision best exit $?"
+agree=$(json "$tmp/best.json" agreement)
+layers=$(sed -n 's/.*"fp16_layers": \[\([^]]*\)\].*/\1/p' "$tmp/best.json" | tr ',' '\n' | grep -c '"')
+fp16=$(sed -n 's/.*"fp16": \([0-9]*\).*/\1/p' "$tmp/best.json")
+if grep -q '"precision": "best"' "$tmp/best.json" && awk -v a="$agree" 'BEGIN { exit !(a >= 0.995) }' &&
+   [ "$layers" -ge 1 ] && [ "$fp16" -ge "$layers" ]
+then pass "best: agreement $agree with $layers layer(s) in FP16"; else fail "best: $(cat "$tmp/best.json")"; fi
+held_out "$data/calib" 50 200 "$tmp/held50"
+b=$("$QFORGE" eval "$tmp/best.qfm" --images "$tmp/held50" --reference "$model" --json --quiet |
+    sed -n 's/.*"agreement": \([0-9.]*\).*/\1/p')
+[ "$agree" = "$b" ] && pass "best's held-out agreement = eval's" || fail "best: quant $agree, eval $b"
+
+# ---- errors: one line naming the culprit, exit 1 (2 for usage), nothing written ---------------
+mkdir -p "$tmp/few"
+for f in $(cd "$data/calib/cat" && ls | head -12); do ln -s "$data/calib/cat/$f" "$tmp/few/$f"; done
+expect 1 "few: found 12 images; quant needs at least 20" "a folder too small for both parts" -- \
+  "$QFORGE" quant "$model" --images "$tmp/few" $pp -o "$tmp/few.qfm"
+[ ! -e "$tmp/few.qfm" ] && pass "nothing written for it" || fail "few.qfm written"
+expect 2 "needs --images" "--precision best without images" -- "$QFORGE" quant "$model" --precision best
+expect 2 "max-drop" "--max-drop without best" -- \
+  "$QFORGE" quant "$model" --images "$data/calib" --max-drop 1 $pp
+expect 2 "held-out" "--held-out below 10" -- "$QFORGE" quant "$model" --images "$data/calib" --held-out 3 $pp
+
+echo "test_quant_images: $fails failure(s)"
+[ "$fails" = 0 ]
