@@ -152,10 +152,6 @@ typedef struct qfi_op_desc {
 /* The descriptor of every op of ops.def, indexed by qf_op. */
 extern const qfi_op_desc *const qfi_ops[QF_OP_COUNT];
 
-/* The precisions (QFI_PREC_BIT) a node of op can have: FP32; FP16 unless the
- * op keeps FP32; INT8 where it has an INT8 role; and its typed ones. */
-unsigned qfi_op_precisions(qf_op op);
-
 /* ---- the f32 view ----------------------------------------------------------------
  * An FP16 or INT8 node whose op does not keep its dtypes at that precision
  * (qfi_op_desc.typed) is computed in FP32 arithmetic: its infer and its

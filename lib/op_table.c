@@ -43,8 +43,9 @@ bool qf_op_has_epilogue(qf_op op)
     return (unsigned)op < QF_OP_COUNT && (qfi_ops[op]->traits & QFI_OP_EPILOGUE);
 }
 
-unsigned qfi_op_precisions(qf_op op)
+unsigned qf_op_precisions(qf_op op)
 {
+    if ((unsigned)op >= QF_OP_COUNT) return 0;
     const qfi_op_desc *d = qfi_ops[op];
     unsigned p = QFI_PREC_BIT(QF_PREC_FP32) | d->typed;
     if (!(d->traits & QFI_OP_KEEP_FP32)) p |= QFI_PREC_BIT(QF_PREC_FP16);

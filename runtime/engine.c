@@ -22,30 +22,34 @@ qf_status qf_device_parse(const char *s, qf_device_kind *kind, int *index)
     return qf_error(QF_ERR_USAGE, "unknown device '%s' (expected cpu, cuda or cuda:N)", s);
 }
 
+/* The backend of an engine kind, or NULL with the reason as the error message. */
+static const qfi_backend *backend_of(qf_device_kind kind)
+{
+    switch (kind) {
+    case QF_DEVICE_CPU: return &qfi_cpu_backend;
+    case QF_DEVICE_CUDA:
+#ifdef QF_HAVE_CUDA
+        return &qfi_cuda_backend;
+#else
+        qf_error(QF_ERR_UNSUPPORTED, "this qforge was built without CUDA");
+        return NULL;
+#endif
+    default: qf_error(QF_ERR_USAGE, "unknown device kind %d", (int)kind); return NULL;
+    }
+}
+
 qf_status qf_engine_create(const qf_graph *g, const qf_engine_opts *opts, qf_engine **out)
 {
     *out = NULL;
     if (g->batch <= 0) return qf_error(QF_ERR_USAGE, "%s: graph must be prepared before building an engine", g->source);
+    qf_device_kind kind = opts ? opts->device : QF_DEVICE_CPU;
+    const qfi_backend *be = backend_of(kind);
+    if (!be) return kind == QF_DEVICE_CUDA ? QF_ERR_UNSUPPORTED : QF_ERR_USAGE;
     qf_engine *e = qfi_calloc(1, sizeof *e);
     if (!e) return QF_ERR_NOMEM;
     e->g = g;
     if (opts) e->opts = *opts;
-    switch (e->opts.device) {
-    case QF_DEVICE_CPU: e->be = &qfi_cpu_backend; break;
-    case QF_DEVICE_CUDA:
-#ifdef QF_HAVE_CUDA
-        e->be = &qfi_cuda_backend;
-        break;
-#else
-        free(e);
-        return qf_error(QF_ERR_UNSUPPORTED, "this qforge was built without CUDA");
-#endif
-    default: {
-        int kind = (int)e->opts.device;
-        free(e);
-        return qf_error(QF_ERR_USAGE, "unknown device kind %d", kind);
-    }
-    }
+    e->be = be;
     e->inputs = qfi_calloc((size_t)g->n_inputs + 1, sizeof *e->inputs);
     e->outputs = qfi_calloc((size_t)g->n_outputs + 1, sizeof *e->outputs);
     qf_status st = e->inputs && e->outputs ? e->be->create(e) : QF_ERR_NOMEM;
@@ -110,4 +114,20 @@ qf_status qf_engine_profile(qf_engine *e, double *node_ms)
     if (!e->be->profile)
         return qf_error(QF_ERR_UNSUPPORTED, "the %s engine does not time individual nodes", e->be->name);
     return e->be->profile(e, node_ms);
+}
+
+bool qf_engine_supports(qf_device_kind kind, const qf_graph *g, const qf_node *n)
+{
+    const qfi_backend *be = backend_of(kind);
+    return be && be->check(g, n) == QF_OK;
+}
+
+qf_status qf_engine_op_precisions(qf_device_kind kind, qf_op op, unsigned *precisions)
+{
+    *precisions = 0;
+    const qfi_backend *be = backend_of(kind);
+    if (!be) return kind == QF_DEVICE_CUDA ? QF_ERR_UNSUPPORTED : QF_ERR_USAGE;
+    if ((unsigned)op >= QF_OP_COUNT) return qf_error(QF_ERR_USAGE, "unknown op %d", (int)op);
+    *precisions = be->op_precisions(op);
+    return QF_OK;
 }

@@ -12,6 +12,12 @@ typedef struct qfi_backend {
     /* optional (NULL: qf_engine_bench times run() on the host; profile unsupported) */
     qf_status (*bench)(qf_engine *e, int iterations, double *ms);
     qf_status (*profile)(qf_engine *e, double *node_ms);
+    /* What the engine's kernel table covers, answered from the graph alone
+     * (no device): the precisions (QFI_PREC_BIT) at which it has a kernel for
+     * op, and whether it runs node n of g at n's precision (QF_OK, or
+     * QF_ERR_UNSUPPORTED with a message naming the node and saying why). */
+    unsigned (*op_precisions)(qf_op op);
+    qf_status (*check)(const qf_graph *g, const qf_node *n);
 } qfi_backend;
 
 struct qf_engine {

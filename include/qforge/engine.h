@@ -42,6 +42,15 @@ typedef struct qf_engine_opts {
 /* Parses "cpu", "cuda" or "cuda:N". */
 qf_status qf_device_parse(const char *s, qf_device_kind *kind, int *index);
 
+/* What an engine kind's kernels cover, answered without a device (per-node
+ * placement, `qforge info --ops`). qf_engine_supports: whether an engine of
+ * this kind runs node n of g at n's precision; when not,
+ * qf_error_message() says why. qf_engine_op_precisions: the precisions
+ * (bit 1u << qf_precision) at which it has a kernel for op; fails with
+ * QF_ERR_UNSUPPORTED for a kind this qforge was built without. */
+bool qf_engine_supports(qf_device_kind kind, const qf_graph *g, const qf_node *n);
+qf_status qf_engine_op_precisions(qf_device_kind kind, qf_op op, unsigned *precisions);
+
 /* Builds an engine for a prepared graph. The graph must outlive the engine. */
 qf_status qf_engine_create(const qf_graph *g, const qf_engine_opts *opts, qf_engine **out);
 /* The same, but where a device engine cannot be built (QF_ERR_DEVICE: no

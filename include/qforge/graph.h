@@ -40,6 +40,10 @@ bool qf_op_is_conversion(qf_op op);
  * (activation qf_node.act, residual input) and operands x, W, bias, weight
  * scales (lib/ops/qdq.c's qfi_int8_operands). */
 bool qf_op_has_epilogue(qf_op op);
+/* The precisions (bit 1u << qf_precision) a node of op can have in a
+ * quantized graph: FP32 always, FP16 unless the op stays FP32, INT8 where it
+ * has an INT8 form. */
+unsigned qf_op_precisions(qf_op op);
 
 typedef enum qf_value_flags {
     QF_VALUE_INPUT  = 1 << 0, /* a graph input, fed by the caller */

@@ -114,11 +114,19 @@ static qf_status cpu_run(qf_engine *e)
     return QF_OK;
 }
 
+/* Every op has a CPU kernel, and every precision runs (FP16 and INT8 through
+ * the FP32 kernels where the op computes in FP32: lowp.c). */
+static unsigned cpu_op_precisions(qf_op op) { return qf_op_precisions(op); }
+
+static qf_status cpu_check(const qf_graph *g, const qf_node *n) { return QF_OK; }
+
 const qfi_backend qfi_cpu_backend = {
     .name = "cpu",
     .create = cpu_create,
     .run = cpu_run,
     .destroy = cpu_destroy,
+    .op_precisions = cpu_op_precisions,
+    .check = cpu_check,
 };
 
 qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out)

@@ -299,18 +299,33 @@ static bool tactic_forced(const char *name)
     return t && strcmp(t, name) == 0;
 }
 
-static qf_status conv_prepare(cu_engine *c, cu_layer *L)
+/* 2-D, a constant weight, and float or INT8 operands (a fused consumer's output
+ * has the node's own dtype). */
+static qf_status conv_check(const qf_graph *g, const qf_node *n)
 {
-    const qf_graph *g = c->g;
-    const qf_node *n = L->n;
-    const qf_value *x = qfi_in(g, n, 0), *w = qfi_in(g, n, 1);
-    const int yv = cu_out_value(L, 0);
-    const qf_value *y = &g->values[yv];
+    const qf_value *x = qfi_in(g, n, 0), *w = qfi_in(g, n, 1), *y = qfi_out(g, n, 0);
     if (x->ndim != 4)
         return qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine runs 2-D convolutions only; input %s has %d dims", x->name,
                         x->ndim);
     if (!(w->flags & QF_VALUE_CONST) || !w->data)
         return qf_error(QF_ERR_UNSUPPORTED, "weight %s is computed at run time; the CUDA engine needs a constant", w->name);
+    const qf_dtype dt = x->dtype;
+    if (n->precision == QF_PREC_INT8) {
+        if (dt != QF_I8 || w->dtype != QF_I8)
+            return qf_error(QF_ERR_INVALID, "INT8 conv with %s input and %s weight", qf_dtype_info(dt)->name,
+                            qf_dtype_info(w->dtype)->name);
+    } else if ((dt != QF_F32 && dt != QF_F16) || w->dtype != dt || y->dtype != dt) {
+        return qf_error(QF_ERR_UNSUPPORTED, "conv of %s input, %s weight, %s output", qf_dtype_info(dt)->name,
+                        qf_dtype_info(w->dtype)->name, qf_dtype_info(y->dtype)->name);
+    }
+    return QF_OK;
+}
+
+static qf_status conv_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qf_value *x = qfi_in(g, n, 0), *w = qfi_in(g, n, 1);
     qfi_conv_geom geo;
     QF_CHECK(qfi_conv_geometry(cu_geo_graph(c, n), n, &geo));
     conv_state *st = (conv_state *)qfi_calloc(1, sizeof *st);
@@ -326,16 +341,8 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
     st->P = p.N * p.Ho * p.Wo;
     st->relu = L->relu;
     const bool i8 = n->precision == QF_PREC_INT8;
-    qf_dtype dt = x->dtype;
-    if (i8) {
-        if (x->dtype != QF_I8 || w->dtype != QF_I8)
-            return qf_error(QF_ERR_INVALID, "INT8 conv with %s input and %s weight", qf_dtype_info(x->dtype)->name,
-                            qf_dtype_info(w->dtype)->name);
-        QF_CHECK(cu_requant_setup(c, n, p.M, &st->rq));
-    } else if ((dt != QF_F32 && dt != QF_F16) || w->dtype != dt || y->dtype != dt) {
-        return qf_error(QF_ERR_UNSUPPORTED, "conv of %s input, %s weight, %s output", qf_dtype_info(dt)->name,
-                        qf_dtype_info(w->dtype)->name, qf_dtype_info(y->dtype)->name);
-    }
+    const qf_dtype dt = x->dtype;
+    if (i8) QF_CHECK(cu_requant_setup(c, n, p.M, &st->rq));
     const size_t es = qf_dtype_info(dt)->size;
     if (!i8 && geo.has_bias) {
         /* the bias in the output's dtype, as cuBLASLt's epilogue reads it */
@@ -581,4 +588,4 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_conv = {conv_prepare, conv_tune, conv_launch, CU_RULE_NHWC};
+const cu_op cu_op_conv = {conv_prepare, conv_tune, conv_launch, CU_RULE_NHWC, CU_ALL_PRECISIONS, conv_check};

@@ -151,7 +151,7 @@ static qf_status reshape_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return cu_strided_copy(s, dst, el, ds, 0, src, el, ss, 0, x->ndim, x->dims);
 }
 
-const cu_op cu_op_reshape = {reshape_prepare, NULL, reshape_launch, CU_RULE_LOGICAL};
+const cu_op cu_op_reshape = {reshape_prepare, NULL, reshape_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, NULL};
 
 /* ---- Identity, Dropout: the same bytes, the same layout ------------------------------------ */
 
@@ -160,14 +160,19 @@ __global__ void fill_f32_kernel(float *p, int64_t n, float v)
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) p[i] = v;
 }
 
-static qf_status identity_prepare(cu_engine *c, cu_layer *L)
+/* Dropout's mask: bool, or f32 (opset < 10). */
+static qf_status identity_check(const qf_graph *g, const qf_node *n)
 {
-    const qf_graph *g = c->g;
-    if (L->n->n_out > 1 && L->n->out[1] >= 0) {
-        const qf_value *m = qfi_out(g, L->n, 1);
+    if (n->n_out > 1 && n->out[1] >= 0) {
+        const qf_value *m = qfi_out(g, n, 1);
         if (m->dtype != QF_BOOL && m->dtype != QF_F32)
             return qf_error(QF_ERR_UNSUPPORTED, "Dropout mask of dtype %s", qf_dtype_info(m->dtype)->name);
     }
+    return QF_OK;
+}
+
+static qf_status identity_prepare(cu_engine *c, cu_layer *L)
+{
     void *p;
     return cu_value_ptr(c, L->n->in[0], &p);
 }
@@ -201,7 +206,8 @@ static qf_status identity_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_identity = {identity_prepare, NULL, identity_launch, CU_RULE_FOLLOW};
+const cu_op cu_op_identity = {identity_prepare, NULL, identity_launch, CU_RULE_FOLLOW,
+                              CU_ALL_PRECISIONS, identity_check};
 
 /* ---- Transpose ---------------------------------------------------------------------------- */
 
@@ -222,7 +228,7 @@ static qf_status transpose_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return cu_strided_copy(s, dst, el, ds, 0, src, el, ss, 0, y->ndim, y->dims);
 }
 
-const cu_op cu_op_transpose = {reshape_prepare, NULL, transpose_launch, CU_RULE_LOGICAL};
+const cu_op cu_op_transpose = {reshape_prepare, NULL, transpose_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, NULL};
 
 /* ---- Slice ---------------------------------------------------------------------------------- */
 
@@ -252,19 +258,26 @@ static qf_status slice_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return cu_strided_copy(s, dst, el, ds, 0, src, el, ss, first, y->ndim, y->dims);
 }
 
-const cu_op cu_op_slice = {slice_prepare, NULL, slice_launch, CU_RULE_LOGICAL};
+const cu_op cu_op_slice = {slice_prepare, NULL, slice_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, NULL};
 
 /* ---- Concat: every input at its offset along the axis of the output ------------------------ */
 
-static qf_status concat_prepare(cu_engine *c, cu_layer *L)
+/* Inputs of the output's dtype, or float-like ones converted on the way. */
+static qf_status concat_check(const qf_graph *g, const qf_node *n)
 {
-    const qf_graph *g = c->g;
-    const qf_value *y = qfi_out(g, L->n, 0);
-    for (int k = 0; k < L->n->n_in; k++) {
-        const qf_value *x = qfi_in(g, L->n, k);
-        if (x->dtype != y->dtype && !(cu_float_like(g, L->n, x) && cu_float_like(g, L->n, y)))
+    const qf_value *y = qfi_out(g, n, 0);
+    for (int k = 0; k < n->n_in; k++) {
+        const qf_value *x = qfi_in(g, n, k);
+        if (x->dtype != y->dtype && !(cu_float_like(g, n, x) && cu_float_like(g, n, y)))
             return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s into %s", x->name, qf_dtype_info(x->dtype)->name,
                             qf_dtype_info(y->dtype)->name);
+    }
+    return QF_OK;
+}
+
+static qf_status concat_prepare(cu_engine *c, cu_layer *L)
+{
+    for (int k = 0; k < L->n->n_in; k++) {
         void *p;
         QF_CHECK(cu_value_ptr(c, L->n->in[k], &p));
     }
@@ -294,7 +307,7 @@ static qf_status concat_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_concat = {concat_prepare, NULL, concat_launch, CU_RULE_ANY_NHWC};
+const cu_op cu_op_concat = {concat_prepare, NULL, concat_launch, CU_RULE_ANY_NHWC, CU_ALL_PRECISIONS, concat_check};
 
 /* ---- Split: every output from its offset along the axis of the input ----------------------- */
 
@@ -323,4 +336,4 @@ static qf_status split_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_split = {slice_prepare, NULL, split_launch, CU_RULE_LOGICAL};
+const cu_op cu_op_split = {slice_prepare, NULL, split_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, NULL};

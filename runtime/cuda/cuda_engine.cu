@@ -40,40 +40,41 @@ qf_status lt_fail(cublasStatus_t s, const char *expr, const char *file, int line
                     lt_status_name(s), (int)s, expr, base ? base + 1 : file, line);
 }
 
-/* ---- the op table ------------------------------------------------------------------- */
+/* ---- the kernel table ----------------------------------------------------------------- */
 
-namespace {
-struct op_table {
-    const cu_op *t[QF_OP_COUNT];
-    op_table()
-    {
-        for (int i = 0; i < QF_OP_COUNT; i++) t[i] = NULL;
-        t[QF_OP_CONV] = &cu_op_conv;
-        t[QF_OP_GEMM] = &cu_op_gemm;
-        t[QF_OP_MATMUL] = &cu_op_matmul;
-        t[QF_OP_ADD] = t[QF_OP_SUB] = t[QF_OP_MUL] = t[QF_OP_DIV] = t[QF_OP_PRELU] = &cu_op_binary;
-        t[QF_OP_RELU] = t[QF_OP_LEAKY_RELU] = t[QF_OP_CLIP] = t[QF_OP_SIGMOID] = t[QF_OP_HARD_SIGMOID] =
-            t[QF_OP_HARD_SWISH] = t[QF_OP_TANH] = &cu_op_unary;
-        t[QF_OP_BATCH_NORM] = &cu_op_batchnorm;
-        t[QF_OP_SOFTMAX] = &cu_op_softmax;
-        t[QF_OP_MAX_POOL] = t[QF_OP_AVERAGE_POOL] = &cu_op_pool;
-        t[QF_OP_GLOBAL_AVERAGE_POOL] = t[QF_OP_GLOBAL_MAX_POOL] = &cu_op_global_pool;
-        t[QF_OP_CONCAT] = &cu_op_concat;
-        t[QF_OP_RESHAPE] = t[QF_OP_FLATTEN] = t[QF_OP_SQUEEZE] = t[QF_OP_UNSQUEEZE] = &cu_op_reshape;
-        t[QF_OP_IDENTITY] = t[QF_OP_DROPOUT] = &cu_op_identity;
-        t[QF_OP_TRANSPOSE] = &cu_op_transpose;
-        t[QF_OP_SLICE] = &cu_op_slice;
-        t[QF_OP_SPLIT] = &cu_op_split;
-        t[QF_OP_QUANTIZE_LINEAR] = t[QF_OP_DEQUANTIZE_LINEAR] = &cu_op_qdq;
-        t[QF_OP_CAST] = &cu_op_cast;
-    }
+/* The kernel families that have no CUDA kernel: their nodes are refused (the
+ * CPU engine runs them). */
+const cu_op cu_op_conv_transpose = {}, cu_op_pad = {}, cu_op_resize = {}, cu_op_reduce_mean = {}, cu_op_shape = {},
+            cu_op_gather = {}, cu_op_constant = {};
+
+/* Every op's family, in ops.def order (the order of qf_op). */
+static const cu_op *const op_table[QF_OP_COUNT] = {
+#define QF_OP(id, onnx_name, desc, family) &cu_op_##family,
+#include "qforge/ops.def"
+#undef QF_OP
 };
-} // namespace
 
-static const cu_op *op_for(qf_op op)
+static const cu_op *op_for(qf_op op) { return op_table[op]; }
+
+/* Whether the engine runs node n of g: a kernel for its op at its precision
+ * that accepts the node; reads only the graph. */
+static qf_status check_node(const qf_graph *g, const qf_node *n)
 {
-    static const op_table table; /* built on first use, after every op file's static data */
-    return (unsigned)op < QF_OP_COUNT ? table.t[op] : NULL;
+    const cu_op *op = op_for(n->op);
+    qf_status st = QF_OK;
+    if (!op->prepare)
+        st = qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine has no kernel for %s", qf_op_name(n->op));
+    else if (!(op->precisions & QFI_PREC_BIT(n->precision)))
+        st = qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine has no %s kernel for %s", qf_precision_name(n->precision),
+                      qf_op_name(n->op));
+    else if (op->check)
+        st = op->check(g, n);
+    return st == QF_OK ? QF_OK : qf_error_prefix(st, CU_NODE_FMT, g->source, n->name, qf_op_name(n->op));
+}
+
+static unsigned cu_op_precisions(qf_op op)
+{
+    return op_for(op)->prepare ? op_for(op)->precisions & qf_op_precisions(op) : 0;
 }
 
 /* ---- services for the op files ---------------------------------------------------------- */
@@ -306,7 +307,7 @@ static void assign_layouts(cu_engine *c)
         if (g->values[v].ndim != 4) continue;
         for (int j = 0; j < g->n_nodes; j++) {
             const qf_node *n = &g->nodes[j];
-            if (n->n_in > 0 && n->in[0] == v && op_for(n->op) && op_for(n->op)->rule == CU_RULE_NHWC)
+            if (n->n_in > 0 && n->in[0] == v && op_for(n->op)->rule == CU_RULE_NHWC)
                 c->vals[v].layout = CU_NHWC;
         }
     }
@@ -329,9 +330,7 @@ static void assign_layouts(cu_engine *c)
                         lay = CU_NHWC;
                         break;
                     }
-                    if (n->op != QF_OP_ADD && n->op != QF_OP_SUB && n->op != QF_OP_MUL && n->op != QF_OP_DIV &&
-                        n->op != QF_OP_PRELU)
-                        break; /* unary ops walk input 0's bytes: only its layout will do */
+                    if (op != &cu_op_binary) break; /* unary ops walk input 0's bytes: only its layout will do */
                 }
             }
             c->vals[v].layout = lay;
@@ -532,14 +531,8 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     const qf_graph *g = e->g;
     QF_CHECK(select_device(c, e->opts.device_index));
     QF_CHECK(build_view(c));
-    /* every op needs a CUDA kernel: say which one lacks it before any work */
-    for (int i = 0; i < g->n_nodes; i++) {
-        const qf_node *n = &g->nodes[i];
-        const cu_op *op = op_for(n->op);
-        if (!op || !op->prepare)
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): the CUDA engine has no kernel for %s",
-                            g->source, n->name, qf_op_name(n->op), qf_op_name(n->op));
-    }
+    /* every node needs a CUDA kernel that takes it: say which one lacks it before any work */
+    for (int i = 0; i < g->n_nodes; i++) QF_CHECK(check_node(g, &g->nodes[i]));
     c->vals = (cu_value *)qfi_calloc((size_t)g->n_values + 1, sizeof(cu_value));
     c->layers = (cu_layer *)qfi_calloc((size_t)g->n_nodes + 1, sizeof(cu_layer));
     c->h_in = (void **)qfi_calloc((size_t)g->n_inputs + 1, sizeof(void *));
@@ -757,5 +750,5 @@ static qf_status cu_profile(qf_engine *e, double *node_ms)
 }
 
 extern "C" const qfi_backend qfi_cuda_backend = {
-    "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile,
+    "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile, cu_op_precisions, check_node,
 };

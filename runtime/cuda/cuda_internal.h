@@ -64,7 +64,10 @@ enum {
 typedef struct cu_engine cu_engine;
 typedef struct cu_layer cu_layer;
 
-/* What an op family implements. prepare() validates the node, builds its
+/* What an op family implements. check() (optional) says from the graph alone
+ * whether the family runs a node (dtypes, dims, constant operands): the
+ * engine asks it for every node before building anything, and
+ * qf_engine_supports() asks it without a device. prepare() builds the node's
  * state (weights reordered and uploaded, descriptors) and declares scratch;
  * tune() (optional) runs once the buffers exist (algorithm timing); launch()
  * enqueues the node's work on `s` and must be capturable in a CUDA graph. */
@@ -80,7 +83,11 @@ typedef struct cu_op {
     qf_status (*tune)(cu_engine *c, cu_layer *L);
     qf_status (*launch)(cu_engine *c, cu_layer *L, cudaStream_t s);
     cu_layout_rule rule;
+    unsigned precisions;      /* QFI_PREC_BIT of the node precisions it has kernels for */
+    qf_status (*check)(const qf_graph *g, const qf_node *n);
 } cu_op;
+#define CU_ALL_PRECISIONS \
+    (QFI_PREC_BIT(QF_PREC_FP32) | QFI_PREC_BIT(QF_PREC_FP16) | QFI_PREC_BIT(QF_PREC_INT8))
 
 struct cu_layer {
     const qf_node *n;
@@ -97,14 +104,12 @@ struct cu_layer {
     float quant_scale;  /* that QuantizeLinear's scale */
 };
 
-/* Op families: one file each. Entries with a NULL prepare have no CUDA kernel. */
-extern const cu_op cu_op_conv, cu_op_gemm, cu_op_matmul;                          /* conv.cu, gemm.cu */
-extern const cu_op cu_op_binary, cu_op_unary, cu_op_batchnorm;                     /* elementwise.cu */
-extern const cu_op cu_op_qdq, cu_op_cast;                                          /* qdq.cu */
-extern const cu_op cu_op_pool, cu_op_global_pool;                                  /* pool.cu */
-extern const cu_op cu_op_softmax;                                                  /* softmax.cu */
-extern const cu_op cu_op_reshape, cu_op_identity, cu_op_transpose, cu_op_concat,   /* copy.cu */
-    cu_op_slice, cu_op_split;
+/* The kernel families of include/qforge/ops.def: cu_op_<family>, defined in
+ * the family's file (conv.cu, gemm.cu, elementwise.cu, ...); the families
+ * without a CUDA kernel are defined empty in cuda_engine.cu. */
+#define QF_OP(id, onnx_name, desc, family) extern const cu_op cu_op_##family;
+#include "qforge/ops.def"
+#undef QF_OP
 
 struct cu_engine {
     qf_engine *e;

@@ -76,14 +76,21 @@ static unsigned grid_for(int64_t n)
     return b > 32768 ? 32768 : b;
 }
 
-static qf_status unary_prepare(cu_engine *c, cu_layer *L)
+/* Float-like operands (cu_float_like) and, for Clip, constant bounds. */
+static qf_status unary_check(const qf_graph *g, const qf_node *n)
 {
-    const qf_graph *g = c->g;
-    const qf_node *n = L->n;
     const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
     if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y))
         return qf_error(QF_ERR_UNSUPPORTED, "no CUDA kernel for dtype %s at precision %d", qf_dtype_info(x->dtype)->name,
                         (int)n->precision);
+    float lo, hi;
+    return n->op == QF_OP_CLIP ? qfi_clip_bounds(g, n, &lo, &hi) : QF_OK;
+}
+
+static qf_status unary_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
     const qfi_unary_params *up = (const qfi_unary_params *)n->params;
     unary_params *p = (unary_params *)qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
@@ -129,7 +136,7 @@ static qf_status unary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_unary = {unary_prepare, NULL, unary_launch, CU_RULE_FOLLOW};
+const cu_op cu_op_unary = {unary_prepare, NULL, unary_launch, CU_RULE_FOLLOW, CU_ALL_PRECISIONS, unary_check};
 
 /* ---- binary ops with numpy broadcasting ------------------------------------------------------ */
 
@@ -192,18 +199,25 @@ static void operand_strides(const cu_engine *c, int v, const qf_value *z, int64_
     }
 }
 
+/* Float-like operands (cu_float_like). */
+static qf_status binary_check(const qf_graph *g, const qf_node *n)
+{
+    for (int k = 0; k < 2; k++)
+        if (!cu_float_like(g, n, qfi_in(g, n, k)))
+            return qf_error(QF_ERR_UNSUPPORTED, "no CUDA kernel for dtype %s at precision %d",
+                            qf_dtype_info(qfi_in(g, n, k)->dtype)->name, (int)n->precision);
+    const qf_value *z = qfi_out(g, n, 0);
+    if (!cu_float_like(g, n, z))
+        return qf_error(QF_ERR_UNSUPPORTED, "no CUDA kernel for output dtype %s", qf_dtype_info(z->dtype)->name);
+    return QF_OK;
+}
+
 static qf_status binary_prepare(cu_engine *c, cu_layer *L)
 {
     const qf_graph *g = c->g;
     const qf_node *n = L->n;
     int av = n->in[0], bv = n->in[1], zv = cu_out_value(L, 0);
     const qf_value *z = &g->values[zv];
-    for (int k = 0; k < 2; k++)
-        if (!cu_float_like(g, n, qfi_in(g, n, k)))
-            return qf_error(QF_ERR_UNSUPPORTED, "no CUDA kernel for dtype %s at precision %d",
-                            qf_dtype_info(qfi_in(g, n, k)->dtype)->name, (int)n->precision);
-    if (!cu_float_like(g, n, z))
-        return qf_error(QF_ERR_UNSUPPORTED, "no CUDA kernel for output dtype %s", qf_dtype_info(z->dtype)->name);
     bin_state *st = (bin_state *)qfi_calloc(1, sizeof *st);
     if (!st) return QF_ERR_NOMEM;
     L->state = st;
@@ -264,7 +278,7 @@ static qf_status binary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_binary = {binary_prepare, NULL, binary_launch, CU_RULE_FOLLOW};
+const cu_op cu_op_binary = {binary_prepare, NULL, binary_launch, CU_RULE_FOLLOW, CU_ALL_PRECISIONS, binary_check};
 
 /* ---- BatchNormalization (inference, per channel) ----------------------------------------------- */
 
@@ -287,24 +301,33 @@ static float const_f(const qf_value *v, int64_t i)
     return v->dtype == QF_F16 ? qf_f16_to_f32(((const uint16_t *)v->data)[i]) : ((const float *)v->data)[i];
 }
 
-static qf_status batchnorm_prepare(cu_engine *c, cu_layer *L)
+/* Per-channel (spatial) statistics given as float constants, float-like data. */
+static qf_status batchnorm_check(const qf_graph *g, const qf_node *n)
 {
-    const qf_graph *g = c->g;
-    const qf_node *n = L->n;
     const qfi_batchnorm_params *p = (const qfi_batchnorm_params *)n->params;
     const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
     if (!p->spatial) return qf_error(QF_ERR_UNSUPPORTED, "per-activation BatchNormalization (spatial=0)");
     if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y) || x->ndim < 2)
         return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s", x->name, qf_dtype_info(x->dtype)->name);
     const int64_t C = x->dims[1];
-    const qf_value *pv[4];
-    for (int k = 0; k < 4; k++) {
-        pv[k] = qfi_in(g, n, k + 1);
-        if (!pv[k] || !(pv[k]->flags & QF_VALUE_CONST) || qf_value_numel(pv[k]) != C ||
-            (pv[k]->dtype != QF_F32 && pv[k]->dtype != QF_F16))
+    for (int k = 1; k < 5; k++) {
+        const qf_value *pv = qfi_in(g, n, k);
+        if (!pv || !(pv->flags & QF_VALUE_CONST) || qf_value_numel(pv) != C || (pv->dtype != QF_F32 && pv->dtype != QF_F16))
             return qf_error(QF_ERR_UNSUPPORTED, "BatchNormalization parameters must be float constants of %lld elements",
                             (long long)C);
     }
+    return QF_OK;
+}
+
+static qf_status batchnorm_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qfi_batchnorm_params *p = (const qfi_batchnorm_params *)n->params;
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    const int64_t C = x->dims[1];
+    const qf_value *pv[4];
+    for (int k = 0; k < 4; k++) pv[k] = qfi_in(g, n, k + 1);
     bn_state *st = (bn_state *)qfi_calloc(1, sizeof *st);
     float *ab = (float *)qfi_calloc((size_t)(2 * C + 1), sizeof(float));
     if (!st || !ab) {
@@ -352,4 +375,5 @@ static qf_status batchnorm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_batchnorm = {batchnorm_prepare, NULL, batchnorm_launch, CU_RULE_NHWC};
+const cu_op cu_op_batchnorm = {batchnorm_prepare, NULL, batchnorm_launch, CU_RULE_NHWC, CU_ALL_PRECISIONS,
+                                batchnorm_check};

@@ -462,6 +462,17 @@ static qf_status mm_prepare_int8(cu_engine *c, cu_layer *L, mm_state *st)
     return QF_OK;
 }
 
+/* Float operands of one dtype (INT8 ones are checked by the INT8 path). */
+static qf_status mm_check(const qf_graph *g, const qf_node *n)
+{
+    if (n->precision == QF_PREC_INT8) return QF_OK;
+    const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1), *y = qfi_out(g, n, 0);
+    if ((a->dtype != QF_F32 && a->dtype != QF_F16) || b->dtype != a->dtype || y->dtype != a->dtype)
+        return qf_error(QF_ERR_UNSUPPORTED, "operands of dtypes %s x %s -> %s", qf_dtype_info(a->dtype)->name,
+                        qf_dtype_info(b->dtype)->name, qf_dtype_info(y->dtype)->name);
+    return QF_OK;
+}
+
 static qf_status mm_prepare(cu_engine *c, cu_layer *L)
 {
     const qf_graph *g = c->g;
@@ -473,11 +484,7 @@ static qf_status mm_prepare(cu_engine *c, cu_layer *L)
     if (n->precision == QF_PREC_INT8) return mm_prepare_int8(c, L, st);
     const qf_graph *gg = cu_geo_graph(c, n);
     const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1);
-    const int yv = cu_out_value(L, 0);
-    const qf_value *y = &g->values[yv];
-    if ((a->dtype != QF_F32 && a->dtype != QF_F16) || b->dtype != a->dtype || y->dtype != a->dtype)
-        return qf_error(QF_ERR_UNSUPPORTED, "operands of dtypes %s x %s -> %s", qf_dtype_info(a->dtype)->name,
-                        qf_dtype_info(b->dtype)->name, qf_dtype_info(y->dtype)->name);
+    const qf_value *y = &g->values[cu_out_value(L, 0)];
     const size_t es = qf_dtype_info(a->dtype)->size;
     cu_gemm_shape sh;
     memset(&sh, 0, sizeof sh);
@@ -652,5 +659,5 @@ static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_gemm = {mm_prepare, mm_tune, mm_launch, CU_RULE_LOGICAL};
-const cu_op cu_op_matmul = {mm_prepare, mm_tune, mm_launch, CU_RULE_LOGICAL};
+const cu_op cu_op_gemm = {mm_prepare, mm_tune, mm_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, mm_check};
+const cu_op cu_op_matmul = {mm_prepare, mm_tune, mm_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, mm_check};

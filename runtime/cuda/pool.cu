@@ -118,15 +118,22 @@ static void launch_maxpool(cudaStream_t s, void *y, const void *x, const pool_ge
         maxpool_kernel<T, 1><<<grid_for(total), 256, 0, s>>>((T *)y, (const T *)x, p, (int)total, lowest);
 }
 
-static qf_status pool_prepare(cu_engine *c, cu_layer *L)
+/* 2-D images of float-like dtypes. */
+static qf_status pool_check(const qf_graph *g, const qf_node *n)
 {
-    const qf_graph *g = c->g;
-    const qf_node *n = L->n;
     const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
     if (x->ndim != 4)
         return qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine pools 2-D images only; input %s has %d dims", x->name, x->ndim);
     if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y))
         return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s", x->name, qf_dtype_info(x->dtype)->name);
+    return QF_OK;
+}
+
+static qf_status pool_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qf_value *x = qfi_in(g, n, 0);
     int64_t nc;
     qfi_window w;
     QF_CHECK(qfi_pool_geometry(cu_geo_graph(c, n), n, &nc, &w));
@@ -172,7 +179,7 @@ static qf_status pool_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_pool = {pool_prepare, NULL, pool_launch, CU_RULE_NHWC};
+const cu_op cu_op_pool = {pool_prepare, NULL, pool_launch, CU_RULE_NHWC, CU_ALL_PRECISIONS, pool_check};
 
 /* ---- global pools --------------------------------------------------------------------------- */
 
@@ -206,13 +213,20 @@ __global__ void global_pool_kernel(void *y, cu_elem ye, const void *x, cu_elem x
     }
 }
 
+/* Float-like (N, C, ...) tensors. */
+static qf_status global_pool_check(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y) || x->ndim < 2)
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s", x->name, qf_dtype_info(x->dtype)->name);
+    return QF_OK;
+}
+
 static qf_status global_pool_prepare(cu_engine *c, cu_layer *L)
 {
     const qf_graph *g = c->g;
     const qf_node *n = L->n;
-    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
-    if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y) || x->ndim < 2)
-        return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s", x->name, qf_dtype_info(x->dtype)->name);
+    const qf_value *x = qfi_in(g, n, 0);
     gpool_state *p = (gpool_state *)qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     L->state = p;
@@ -244,4 +258,5 @@ static qf_status global_pool_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_global_pool = {global_pool_prepare, NULL, global_pool_launch, CU_RULE_NHWC};
+const cu_op cu_op_global_pool = {global_pool_prepare, NULL, global_pool_launch, CU_RULE_NHWC, CU_ALL_PRECISIONS,
+                                  global_pool_check};

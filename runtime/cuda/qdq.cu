@@ -47,11 +47,25 @@ static unsigned grid_for(int64_t n)
     return b > 32768 ? 32768 : b;
 }
 
+/* Float to int8 or int8 to float. */
+static qf_status qdq_check(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    if (n->op == QF_OP_QUANTIZE_LINEAR) {
+        if ((x->dtype != QF_F32 && x->dtype != QF_F16) || y->dtype != QF_I8)
+            return qf_error(QF_ERR_UNSUPPORTED, "quantizing %s to %s", qf_dtype_info(x->dtype)->name,
+                            qf_dtype_info(y->dtype)->name);
+    } else if (x->dtype != QF_I8 || (y->dtype != QF_F32 && y->dtype != QF_F16)) {
+        return qf_error(QF_ERR_UNSUPPORTED, "dequantizing %s to %s", qf_dtype_info(x->dtype)->name,
+                        qf_dtype_info(y->dtype)->name);
+    }
+    return QF_OK;
+}
+
 static qf_status qdq_prepare(cu_engine *c, cu_layer *L)
 {
     const qf_graph *g = c->g;
     const qf_node *n = L->n;
-    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
     qdq_state *st = (qdq_state *)qfi_calloc(1, sizeof *st);
     if (!st) return QF_ERR_NOMEM;
     L->state = st;
@@ -68,14 +82,6 @@ static qf_status qdq_prepare(cu_engine *c, cu_layer *L)
         }
     } else {
         QF_CHECK(qfi_qdq_scale(g, n, &st->scale));
-    }
-    if (n->op == QF_OP_QUANTIZE_LINEAR) {
-        if ((x->dtype != QF_F32 && x->dtype != QF_F16) || y->dtype != QF_I8)
-            return qf_error(QF_ERR_UNSUPPORTED, "quantizing %s to %s", qf_dtype_info(x->dtype)->name,
-                            qf_dtype_info(y->dtype)->name);
-    } else if (x->dtype != QF_I8 || (y->dtype != QF_F32 && y->dtype != QF_F16)) {
-        return qf_error(QF_ERR_UNSUPPORTED, "dequantizing %s to %s", qf_dtype_info(x->dtype)->name,
-                        qf_dtype_info(y->dtype)->name);
     }
     void *p;
     return cu_value_ptr(c, n->in[0], &p);
@@ -107,7 +113,7 @@ static qf_status qdq_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_qdq = {qdq_prepare, NULL, qdq_launch, CU_RULE_FOLLOW};
+const cu_op cu_op_qdq = {qdq_prepare, NULL, qdq_launch, CU_RULE_FOLLOW, CU_ALL_PRECISIONS, qdq_check};
 
 /* ---- Cast (f32 <-> f16; same-type copies) ------------------------------------------------------ */
 
@@ -117,14 +123,19 @@ __global__ void cast_kernel(void *y, qf_dtype yt, const void *x, qf_dtype xt, in
         cu_store(y, yt, 1.0f, i, cu_load(x, xt, 1.0f, i));
 }
 
-static qf_status cast_prepare(cu_engine *c, cu_layer *L)
+/* Between f32 and f16, or to the same dtype. */
+static qf_status cast_check(const qf_graph *g, const qf_node *n)
 {
-    const qf_graph *g = c->g;
-    const qf_value *x = qfi_in(g, L->n, 0), *y = qfi_out(g, L->n, 0);
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
     bool ok = x->dtype == y->dtype || ((x->dtype == QF_F32 || x->dtype == QF_F16) && (y->dtype == QF_F32 || y->dtype == QF_F16));
     if (!ok)
         return qf_error(QF_ERR_UNSUPPORTED, "Cast from %s to %s has no CUDA kernel", qf_dtype_info(x->dtype)->name,
                         qf_dtype_info(y->dtype)->name);
+    return QF_OK;
+}
+
+static qf_status cast_prepare(cu_engine *c, cu_layer *L)
+{
     void *p;
     return cu_value_ptr(c, L->n->in[0], &p);
 }
@@ -147,4 +158,4 @@ static qf_status cast_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_cast = {cast_prepare, NULL, cast_launch, CU_RULE_FOLLOW};
+const cu_op cu_op_cast = {cast_prepare, NULL, cast_launch, CU_RULE_FOLLOW, CU_ALL_PRECISIONS, cast_check};

@@ -28,13 +28,18 @@ __global__ void softmax_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, s
     }
 }
 
-static qf_status softmax_prepare(cu_engine *c, cu_layer *L)
+/* Float-like tensors. */
+static qf_status softmax_check(const qf_graph *g, const qf_node *n)
 {
-    const qf_graph *g = c->g;
-    const qf_node *n = L->n;
     const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
     if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y))
         return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s", x->name, qf_dtype_info(x->dtype)->name);
+    return QF_OK;
+}
+
+static qf_status softmax_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_node *n = L->n;
     softmax_geo *p = (softmax_geo *)qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     L->state = p;
@@ -61,4 +66,4 @@ static qf_status softmax_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_softmax = {softmax_prepare, NULL, softmax_launch, CU_RULE_LOGICAL};
+const cu_op cu_op_softmax = {softmax_prepare, NULL, softmax_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, softmax_check};
