@@ -19,6 +19,12 @@ expect 1 "$tmp/empty" "empty folder" -- "$QFORGE" eval "$model" --images "$tmp/e
 expect 1 "no-such.onnx" "missing model" -- "$QFORGE" info "$tmp/no-such.onnx"
 expect 2 "--bogus" "unknown option" -- "$QFORGE" eval "$model" --images "$tmp/test" --bogus
 expect 2 "unknown command" "unknown command" -- "$QFORGE" frobnicate
+expect 2 "--ops" "info --ops with a model" -- "$QFORGE" info --ops "$model"
+# info --ops: one line per op; the CPU engine has every precision an op can have
+"$QFORGE" info --ops > "$tmp/ops.txt" 2>&1
+if grep -q '^Conv  *yes  *yes  *yes ' "$tmp/ops.txt" && grep -q '^Shape  *yes  *\.  *\. ' "$tmp/ops.txt" &&
+   [ "$(grep -c '^[A-Z][A-Za-z]*  *yes' "$tmp/ops.txt")" -ge 40 ]
+then pass "info --ops prints the support matrix"; else fail "info --ops ($(head -c 300 "$tmp/ops.txt"))"; fi
 expect 2 "batch" "bad --batch value" -- "$QFORGE" eval "$model" --images "$tmp/test" --batch 0
 head -c 700 "$model" > "$tmp/truncated.onnx"
 expect 1 "truncated.onnx" "truncated ONNX" -- "$QFORGE" info "$tmp/truncated.onnx"

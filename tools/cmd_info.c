@@ -1,6 +1,7 @@
 /* qforge info MODEL: what a model is -- inputs and outputs with shapes, op
  * counts, parameter count and FLOPs per image; for a quantized .qfm also its
- * provenance, preprocessing, precision per node and quantization parameters. */
+ * provenance, preprocessing, precision per node and quantization parameters.
+ * qforge info --ops: which op each engine runs at which precision. */
 #include "config.h"
 #include "cli.h"
 #include <getopt.h>
@@ -9,11 +10,14 @@
 
 static const char info_help[] =
     "usage: qforge info MODEL [--nodes]\n"
+    "       qforge info --ops\n"
     "  Prints the model's inputs and outputs with shapes (at batch 1), op counts,\n"
     "  parameter count and FLOPs per image. MODEL is ONNX or a quantized .qfm; for\n"
     "  a .qfm also where it came from, its preprocessing and nodes per precision.\n"
     "  --nodes   also list every node with its op and output shape (.qfm: its\n"
-    "            precision, fused activation, output scale and weight scale range)\n";
+    "            precision, fused activation, output scale and weight scale range)\n"
+    "  --ops     print the operators qforge implements and, per engine this qforge\n"
+    "            was built with, the precisions it has kernels for\n";
 
 static void print_shape(const qf_value *v)
 {
@@ -87,6 +91,38 @@ static void print_quant_columns(const qf_graph *g, const qf_node *n)
     }
 }
 
+/* The support matrix: op x engine x precision (tests/test_backend_ops prints
+ * the same layout with what it ran). */
+static int print_ops(void)
+{
+    static const qf_device_kind kinds[] = {QF_DEVICE_CPU, QF_DEVICE_CUDA};
+    static const char *const names[] = {"cpu", "cuda"};
+    bool built[2];
+    unsigned prec;
+    for (int e = 0; e < 2; e++) built[e] = qf_engine_op_precisions(kinds[e], QF_OP_CONV, &prec) == QF_OK;
+    printf("%-20s", "op");
+    for (int e = 0; e < 2; e++)
+        if (built[e]) printf(" %-15s", names[e]);
+    printf("\n%-20s", "");
+    for (int e = 0; e < 2; e++)
+        if (built[e]) printf(" fp32 fp16 int8 ");
+    printf("\n");
+    for (int op = 0; op < QF_OP_COUNT; op++) {
+        printf("%-20s", qf_op_name((qf_op)op));
+        const unsigned can = qf_op_precisions((qf_op)op);
+        for (int e = 0; e < 2; e++) {
+            if (!built[e] || qf_engine_op_precisions(kinds[e], (qf_op)op, &prec) != QF_OK) continue;
+            printf(" ");
+            for (int p = 0; p < QF_PRECISION_COUNT; p++)
+                printf("%-5s", !(can & (1u << p)) ? "." : prec & (1u << p) ? "yes" : "-");
+        }
+        printf("\n");
+    }
+    printf("yes: the engine has a kernel; -: it has none (without --device, a model that uses the op runs on the\n"
+           "CPU); .: the op has no node at that precision\n");
+    return EXIT_OK;
+}
+
 static void print_count(const char *label, double x)
 {
     const char *unit = "";
@@ -99,17 +135,20 @@ static void print_count(const char *label, double x)
 
 int cmd_info(int argc, char **argv)
 {
-    static const struct option opts[] = {{"nodes", no_argument, 0, 'n'}, {"help", no_argument, 0, 'h'}, {0}};
-    bool nodes = false;
+    static const struct option opts[] = {
+        {"nodes", no_argument, 0, 'n'}, {"ops", no_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0}};
+    bool nodes = false, ops = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'n': nodes = true; break;
+        case 'o': ops = true; break;
         case 'h': fputs(info_help, stdout); return EXIT_OK;
         default: return cli_usage_error("info", "bad option");
         }
     }
+    if (ops) return optind == argc && !nodes ? print_ops() : cli_usage_error("info", "--ops takes no MODEL");
     if (optind != argc - 1) return cli_usage_error("info", "expects exactly one MODEL");
     const char *path = argv[optind];
     qf_graph *g;
