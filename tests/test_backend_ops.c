@@ -92,6 +92,21 @@ static void b_binary(qf_graph *g, qf_op o, qf_precision p)
     node(g, o, 2, IN(x, weight(g, "c", 3, DIMS(3, 1, 1), 0.5f, 1.5f)));
 }
 
+/* Pow by the exponents ConvNeXt and Swin exports use (2 and 0.5) and by a broadcast array */
+static void b_pow2(qf_graph *g, qf_op o, qf_precision p)
+{
+    node(g, o, 2, IN(input(g, "x", 4, DIMS(2, 3, 4, 5)), float_const(g, "two", 2.0f)));
+}
+static void b_pow_half(qf_graph *g, qf_op o, qf_precision p)
+{
+    node(g, o, 2, IN(input(g, "x", 3, DIMS(2, 6, 5)), float_const(g, "half", 0.5f)));
+}
+static void b_pow_array(qf_graph *g, qf_op o, qf_precision p)
+{
+    node(g, o, 2, IN(input(g, "x", 3, DIMS(2, 4, 5)), weight(g, "e", 1, DIMS(5), -1.5f, 2.5f)));
+}
+
+
 static void b_unary(qf_graph *g, qf_op o, qf_precision p)
 {
     qf_node *n = node(g, o, 1, IN(input(g, "x", 4, DIMS(2, 3, 4, 5))));
@@ -266,6 +281,9 @@ static const op_case cases[] = {
     {QF_OP_MUL, "per-channel", b_binary, -1.0f, 1.0f},
     {QF_OP_DIV, "per-channel", b_binary, -1.0f, 1.0f},
     {QF_OP_PRELU, "per-channel", b_binary, -1.0f, 1.0f},
+    {QF_OP_POW, "x^2", b_pow2, -2.0f, 2.0f},
+    {QF_OP_POW, "x^0.5", b_pow_half, 0.0f, 3.0f},
+    {QF_OP_POW, "broadcast", b_pow_array, 0.1f, 2.0f},
     {QF_OP_RELU, "", b_unary, -1.0f, 1.0f},
     {QF_OP_LEAKY_RELU, "alpha 0.1", b_unary, -1.0f, 1.0f},
     {QF_OP_CLIP, "[-0.5, 0.75]", b_clip, -1.0f, 1.0f},

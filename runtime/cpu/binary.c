@@ -1,6 +1,7 @@
-/* CPU kernel of Add, Sub, Mul, Div (f32, i32, i64, i8, u8) and PRelu (f32)
- * with numpy broadcasting. Dims are coalesced first so the common cases (equal
+/* CPU kernel of Add, Sub, Mul, Div (f32, i32, i64, i8, u8), PRelu and Pow
+ * (f32) with numpy broadcasting. Dims are coalesced first so the common cases (equal
  * shapes, a per-channel (1,C,1,1) operand, a scalar) run as long inner rows. */
+#include <math.h>
 #include "kernels.h"
 
 /* One output row: o[i] = a[i*sa] op b[i*sb], strides in elements (0 = broadcast). */
@@ -39,6 +40,7 @@ ROW(sub_f32, float, x - y)
 ROW(mul_f32, float, x * y)
 ROW(div_f32, float, x / y)
 ROW(prelu_f32, float, x < 0.0f ? x * y : x)
+ROW(pow_f32, float, powf(x, y))
 ROW(add_i32, int32_t, WRAP(int32_t, uint32_t, (uint32_t)x + (uint32_t)y))
 ROW(sub_i32, int32_t, WRAP(int32_t, uint32_t, (uint32_t)x - (uint32_t)y))
 ROW(mul_i32, int32_t, WRAP(int32_t, uint32_t, (uint32_t)x * (uint32_t)y))
@@ -57,7 +59,7 @@ ROW(sub_u8, uint8_t, (uint8_t)(x - y))
 ROW(mul_u8, uint8_t, (uint8_t)(x * y))
 ROW(div_u8, uint8_t, (uint8_t)(y ? x / y : 0))
 
-enum { ADD, SUB, MUL, DIV, PRELU, N_BIN };
+enum { ADD, SUB, MUL, DIV, PRELU, POW, N_BIN };
 
 static const row_fn rows[N_BIN][QF_DTYPE_COUNT] = {
     [ADD] = {[QF_F32] = add_f32, [QF_I32] = add_i32, [QF_I64] = add_i64, [QF_I8] = add_i8, [QF_U8] = add_u8},
@@ -65,6 +67,7 @@ static const row_fn rows[N_BIN][QF_DTYPE_COUNT] = {
     [MUL] = {[QF_F32] = mul_f32, [QF_I32] = mul_i32, [QF_I64] = mul_i64, [QF_I8] = mul_i8, [QF_U8] = mul_u8},
     [DIV] = {[QF_F32] = div_f32, [QF_I32] = div_i32r, [QF_I64] = div_i64r, [QF_I8] = div_i8, [QF_U8] = div_u8},
     [PRELU] = {[QF_F32] = prelu_f32},
+    [POW] = {[QF_F32] = pow_f32},
 };
 
 /* A broadcast walk over the output, split into chunks of flat indices. */
@@ -119,6 +122,7 @@ static qf_status binary_run(const qfi_kernel_args *a)
     case QF_OP_MUL: op = MUL; break;
     case QF_OP_DIV: op = DIV; break;
     case QF_OP_PRELU: op = PRELU; break;
+    case QF_OP_POW: op = POW; break;
     default: QF_ASSERT(!"binary kernel called for another op"); return QF_ERR_INVALID;
     }
     walk w = {.fn = rows[op][z->dtype], .a = a->in[0], .b = a->in[1], .o = a->out[0]};

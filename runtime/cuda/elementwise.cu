@@ -1,10 +1,11 @@
 /* Elementwise ops on the device: the activations (Relu, LeakyRelu, Clip,
  * Sigmoid, HardSigmoid, HardSwish, Tanh), the broadcasting binary ops (Add,
- * Sub, Mul, Div, PRelu) and inference BatchNormalization. Every element is
- * read as float (f16 exactly, int8 as q*scale) and written back rounded to
+ * Sub, Mul, Div, PRelu, Pow) and inference BatchNormalization. Every element
+ * is read as float (f16 exactly, int8 as q*scale) and written back rounded to
  * half or quantized, as the CPU engine's lowp.c does; the arithmetic is the
  * CPU kernels' (runtime/cpu/unary.c, binary.c, batchnorm.c), one IEEE
- * rounding per operation (no contraction into FMA where the CPU has none). */
+ * rounding per operation (no contraction into FMA where the CPU has none),
+ * except that CUDA's powf may differ from the C library's in the last bits. */
 #include "cuda_internal.h"
 #include <float.h>
 
@@ -161,6 +162,7 @@ __device__ __forceinline__ float binary_apply(int op, float x, float y)
     case QF_OP_SUB: return __fsub_rn(x, y);
     case QF_OP_MUL: return __fmul_rn(x, y);
     case QF_OP_DIV: return __fdiv_rn(x, y);
+    case QF_OP_POW: return powf(x, y);
     default: return x < 0.0f ? __fmul_rn(x, y) : x; /* PRelu */
     }
 }
