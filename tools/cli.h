@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <qforge/qforge.h>
 
-/* Exit codes (CLI.md): 0 success, 1 failure, 2 bad usage. */
+/* Exit codes (qforge(1)): 0 success, 1 failure, 2 bad usage. */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 /* Prints "qforge: <message>" for the last library failure and returns 1 (or 2 for usage). */
@@ -50,7 +50,7 @@ qf_status cli_load_model(const char *path, int batch, qf_graph **out, qf_qfm_met
  * CUDA build, else cpu); *given tells which. */
 qf_status cli_device_opts(const char *device, qf_engine_opts *eo, bool *given);
 /* Builds the engine. When the user named no device and the GPU is unusable or
- * lacks a kernel for an op, falls back to the CPU and says so (CLI.md, qf_engine_create_or_cpu);
+ * lacks a kernel for an op, falls back to the CPU and says so (qforge-eval(1), qf_engine_create_or_cpu);
  * eo->device then tells where the engine runs. */
 qf_status cli_engine_create(const qf_graph *g, qf_engine_opts *eo, bool device_given, qf_engine **out);
 /* "cpu", "cuda" or "cuda:N" for eo (buf holds the cuda:N text). */

@@ -35,7 +35,7 @@ qf_status cli_device_opts(const char *device, qf_engine_opts *eo, bool *given)
     *given = device != NULL;
     if (device) return qf_device_parse(device, &eo->device, &eo->device_index);
 #ifdef QF_HAVE_CUDA
-    eo->device = QF_DEVICE_CUDA; /* CLI.md: cuda when a GPU is usable, else cpu */
+    eo->device = QF_DEVICE_CUDA; /* qforge-eval(1), qforge-calib(1): cuda when a GPU is usable, else cpu */
 #else
     eo->device = QF_DEVICE_CPU;
 #endif

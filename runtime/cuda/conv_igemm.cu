@@ -5,7 +5,7 @@
  * bounds, round half to even, saturation -- to the accumulators in
  * registers, so neither patches nor int32 sums travel through device
  * memory. cuBLASLt cannot apply a per-channel scale to an int8 output on
- * sm_90 (PLATFORM.md); conv.cu picks this kernel per layer where it times
+ * sm_90 (ARCHITECTURE.md); conv.cu picks this kernel per layer where it times
  * faster than cuBLASLt + the requantize kernel.
  *
  * GEMM view: Y [P][M] = X_patches [P][K] x W^T, P = N*Ho*Wo output

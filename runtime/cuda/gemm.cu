@@ -5,7 +5,7 @@
  * INT8 epilogue of lib/quant_math.h (per-channel multiplier, bias, residual,
  * ReLU/Clip, round half to even, saturate) runs as one kernel over the int32
  * accumulators: cuBLASLt cannot apply a per-channel scale in this layout
- * (PLATFORM.md). Gemm and MatMul nodes are built on these. */
+ * (ARCHITECTURE.md). Gemm and MatMul nodes are built on these. */
 #include "cuda_internal.h"
 
 /* heuristic candidates timed per layer: 16 rather than 8 lets the int8-output
@@ -29,7 +29,7 @@ static cudaDataType y_type(cu_gemm_kind k)
 {
     return k == CU_GEMM_F32 ? CUDA_R_32F : k == CU_GEMM_F16 ? CUDA_R_16F : k == CU_GEMM_I8Q ? CUDA_R_8I : CUDA_R_32I;
 }
-/* I8Q scales and biases in float (the only int8-output epilogue cuBLASLt takes, PLATFORM.md) */
+/* I8Q scales and biases in float (the only int8-output epilogue cuBLASLt takes, ARCHITECTURE.md) */
 static cudaDataType bias_type(cu_gemm_kind k) { return k == CU_GEMM_I8Q ? CUDA_R_32F : y_type(k); }
 static bool int_mma(cu_gemm_kind k) { return k == CU_GEMM_I8 || k == CU_GEMM_I8Q; }
 
