@@ -11,12 +11,7 @@ R=$PWD
 L=$OUT/logs
 mkdir -p $L
 trap 'tar -czf $OUT/logs.tgz -C $OUT logs && rm -rf $L' EXIT
-mkdir -p /tmp/q && tar -xJf .device/bundle.tar.xz -C /tmp/q
-export LD_LIBRARY_PATH=/tmp/q/lib
-if ! ldd /tmp/q/bin/test_cuda | grep -q "libcublasLt.so.13 => /"; then
-  d=$(dirname "$(find / -xdev -name 'libcublasLt.so.13*' 2>/dev/null | head -1)")
-  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
-fi
+. bench/device/env.sh
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   nproc; ldd /tmp/q/bin/test_cuda | grep -E "not found|cuda|cublas|blas"; } 2>&1 | tee $L/env.txt
 export QFORGE_DATA=$R/.device/data

