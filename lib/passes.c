@@ -2,6 +2,7 @@
  * removal, shape inference at a chosen batch size with constant folding,
  * BatchNorm folding into Conv, and dead-node removal. */
 #include "internal.h"
+#include "ops/tensor_ops.h"
 #include <math.h>
 
 /* ---- topological sort -------------------------------------------------------- */
@@ -207,6 +208,120 @@ static qf_status fix_reshape_batch(qf_graph *g, qf_node *n, int64_t fixed)
     return QF_OK;
 }
 
+/* ---- values folded from the batch size ------------------------------------------------ */
+
+/* Folding runs at one batch size, so a constant computed from a Shape that
+ * reads an activation's dim 0 holds that batch (dynamic-batch flattens: Shape
+ * -> Gather -> Concat -> Reshape; the dynamo exporter's view as a Gather of
+ * Range * stride). infer_shapes marks such values in `dep` (one byte per value
+ * index; values added later are never marked) and, once everything foldable
+ * is folded, makes the live nodes that read one batch-free or names them. */
+typedef struct batch_deps {
+    unsigned char *v;
+    int n;
+} batch_deps;
+
+static bool is_dep(const batch_deps *d, int v) { return v >= 0 && v < d->n && d->v[v]; }
+
+/* Whether folded node n (already inferred) gives values that depend on the batch. */
+static bool folds_batch(const qf_graph *g, const qf_node *n, const batch_deps *d)
+{
+    if (n->op == QF_OP_SHAPE) {
+        const qf_value *x = &g->values[n->in[0]];
+        const qfi_shape_params *p = n->params;
+        return !(x->flags & QF_VALUE_CONST) && p->first == 0 && g->values[n->out[0]].dims[0] > 0;
+    }
+    for (int k = 0; k < n->n_in; k++)
+        if (is_dep(d, n->in[k])) return true;
+    return false;
+}
+
+/* A new int64 constant [cnt] holding s; its index, or -1 (out of memory). */
+static int add_shape_const(qf_graph *g, const qf_node *n, const char *what, const int64_t *s, int cnt)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s/%s", n->name, what);
+    int64_t dims[1] = {cnt};
+    int v = qf_graph_add_value(g, name, QF_I64, 1, dims);
+    int64_t *data = v < 0 ? NULL : qfi_calloc((size_t)cnt + 1, sizeof *data);
+    if (!data) return -1;
+    memcpy(data, s, (size_t)cnt * sizeof *data);
+    g->values[v].data = data;
+    g->values[v].flags |= QF_VALUE_CONST;
+    return v;
+}
+
+/* A Reshape whose target was folded from the batch, of an input whose dim 0
+ * is not the batch (fix_reshape_batch handles those): a leading batch becomes
+ * -1 when the target has no other -1. */
+static qf_status free_reshape_target(qf_graph *g, qf_node *n)
+{
+    const qf_value *x = &g->values[n->in[0]], *sv = &g->values[n->in[1]];
+    if (x->ndim >= 1 && x->dims[0] == g->batch) return QF_OK; /* fix_reshape_batch's case */
+    if (sv->dtype != QF_I64 || sv->ndim != 1 || sv->dims[0] < 1 || sv->dims[0] > QF_MAX_DIMS) return QF_ERR_UNSUPPORTED;
+    int64_t s[QF_MAX_DIMS];
+    int cnt = (int)sv->dims[0];
+    memcpy(s, sv->data, (size_t)cnt * sizeof *s);
+    if (s[0] != g->batch) return QF_ERR_UNSUPPORTED;
+    for (int i = 1; i < cnt; i++)
+        if (s[i] == -1 || (s[i] == 0 && qfi_attr_int(n, "allowzero", 0) == 0)) return QF_ERR_UNSUPPORTED;
+    s[0] = -1;
+    int v = add_shape_const(g, n, "batch_free_shape", s, cnt);
+    if (v < 0) return QF_ERR_NOMEM;
+    n->in[1] = v;
+    return QF_OK;
+}
+
+/* A Gather whose folded indices are 0, 1, ..., n-1 over the whole of its axis
+ * (how the dynamo exporter writes a view) is a Reshape to its output's shape,
+ * with a leading batch as -1. */
+static qf_status gather_iota_to_reshape(qf_graph *g, qf_node *n)
+{
+    const qf_value *x = &g->values[n->in[0]], *iv = &g->values[n->in[1]], *y = &g->values[n->out[0]];
+    const qfi_axis_params *p = n->params;
+    int64_t cnt = qf_value_numel(iv);
+    if (cnt != x->dims[p->norm] || y->ndim > QF_MAX_DIMS || y->ndim < 1) return QF_ERR_UNSUPPORTED;
+    for (int64_t j = 0; j < cnt; j++) {
+        int64_t i = iv->dtype == QF_I64 ? ((const int64_t *)iv->data)[j] : ((const int32_t *)iv->data)[j];
+        if (i != j) return QF_ERR_UNSUPPORTED;
+    }
+    int64_t s[QF_MAX_DIMS];
+    memcpy(s, y->dims, (size_t)y->ndim * sizeof *s);
+    if (s[0] == g->batch) s[0] = -1;
+    int v = add_shape_const(g, n, "view_shape", s, y->ndim);
+    if (v < 0) return QF_ERR_NOMEM;
+    free(n->params);
+    n->params = NULL;
+    n->op = QF_OP_RESHAPE;
+    n->in[1] = v;
+    QF_CHECK(qfi_ops[QF_OP_RESHAPE]->parse(g, n));
+    qf_log(QF_LOG_DEBUG, "%s: gather %s of an iota is a reshape", g->source, n->name);
+    return QF_OK;
+}
+
+/* Each live node that reads a value folded from the batch is made batch-free
+ * or named in a warning: the graph is right only at this batch. */
+static qf_status free_batch_deps(qf_graph *g, const batch_deps *d)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *n = &g->nodes[i];
+        if (n->op == QF_OP_COUNT) continue;
+        int k = 0;
+        while (k < n->n_in && !is_dep(d, n->in[k])) k++;
+        if (k == n->n_in) continue;
+        qf_status st = QF_ERR_UNSUPPORTED;
+        if (n->op == QF_OP_RESHAPE && k == 1) st = free_reshape_target(g, n);
+        else if (n->op == QF_OP_GATHER && k == 1) st = gather_iota_to_reshape(g, n);
+        if (st == QF_ERR_UNSUPPORTED)
+            qf_log(QF_LOG_WARN, "%s: node %s (%s) reads %s, computed from the batch size %d at load time: "
+                   "results at other batch sizes are not to be trusted", g->source, n->name, qf_op_name(n->op),
+                   g->values[n->in[k]].name, g->batch);
+        else if (st != QF_OK)
+            return st;
+    }
+    return QF_OK;
+}
+
 static bool node_foldable(const qf_graph *g, const qf_node *n)
 {
     if (n->op == QF_OP_SHAPE) return true; /* needs only the (now known) input shape */
@@ -310,26 +425,34 @@ static qf_status check_outputs(const qf_graph *g, const qf_node *n)
 
 static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
 {
-    for (int i = 0; i < g->n_nodes; i++) {
+    batch_deps dep = {qfi_calloc((size_t)g->n_values + 1, 1), g->n_values};
+    if (!dep.v) return QF_ERR_NOMEM;
+    qf_status st = QF_OK;
+    for (int i = 0; i < g->n_nodes && st == QF_OK; i++) {
         qf_node *n = &g->nodes[i];
         for (int k = 0; k < n->n_in; k++) {
             if (n->in[k] < 0) continue;
             const qf_value *v = &g->values[n->in[k]];
-            for (int d = 0; d < v->ndim; d++)
+            for (int d = 0; d < v->ndim && st == QF_OK; d++)
                 if (v->dims[d] < 0)
-                    return qf_error(QF_ERR_INVALID, "%s: node %s: input %s has unknown dim %d", g->source, n->name,
-                                    v->name, d);
+                    st = qf_error(QF_ERR_INVALID, "%s: node %s: input %s has unknown dim %d", g->source, n->name,
+                                  v->name, d);
         }
-        if (declared_batch != g->batch) QF_CHECK(fix_reshape_batch(g, n, declared_batch));
-        QF_CHECK(infer_node(g, n));
-        QF_CHECK(check_outputs(g, n));
-        if (node_foldable(g, n)) {
-            QF_CHECK(fold_node(g, n));
+        if (st == QF_OK && declared_batch != g->batch) st = fix_reshape_batch(g, n, declared_batch);
+        if (st == QF_OK) st = infer_node(g, n);
+        if (st == QF_OK) st = check_outputs(g, n);
+        if (st == QF_OK && node_foldable(g, n)) {
+            bool from_batch = folds_batch(g, n, &dep);
+            st = fold_node(g, n);
+            for (int k = 0; k < n->n_out; k++)
+                if (n->out[k] >= 0 && n->out[k] < dep.n) dep.v[n->out[k]] = from_batch;
             kill_node(n);
         }
     }
+    if (st == QF_OK) st = free_batch_deps(g, &dep);
+    free(dep.v);
     compact(g);
-    return QF_OK;
+    return st;
 }
 
 /* ---- shapes of stored graphs at another batch ------------------------------------------- */
