@@ -200,6 +200,8 @@ def cmd_export(a):
             r["ort_version"] = ort.__version__
         except Exception as e:
             r["ort_error"] = ("%s: %s" % (type(e).__name__, e))[:400]
+        with open(os.path.join(a.work, "onnx", key + ".export.json"), "w") as f:
+            json.dump(r, f)
         print(json.dumps(r), flush=True)
 
 
@@ -286,6 +288,15 @@ class Run:
             return
         a = self.a
         t0 = time.time()
+        kept = [self.path("onnx", key_of(model, variant, s) + ".export.json") for s in settings]
+        if a.reuse_exports and all(os.path.exists(k) for k in kept):
+            for setting, k in zip(settings, kept):
+                r = {"key": key_of(model, variant, setting), "model": model, "variant": variant, "setting": setting,
+                     "run": self.stamp, "export": json.load(open(k))}
+                r["export"].pop("key", None)
+                self.save(r)
+                self.check(r)
+            return
         argv = [sys.executable, os.path.abspath(__file__), "export", "--model", model, "--variant", variant,
                 "--settings", ",".join(settings), "--work", a.work, "--data", a.data, "--threads", str(a.threads),
                 "--bn-n", str(a.bn_n)]
@@ -600,6 +611,8 @@ def main():
     r.add_argument("--threads", type=int, default=2, help="CPU threads per worker")
     r.add_argument("--decode-threads", type=int, default=4)
     r.add_argument("--skip-speed", action="store_true")
+    r.add_argument("--reuse-exports", action="store_true",
+                   help="check the exports an earlier run left in --work instead of exporting again")
     r.add_argument("--import-only", action="store_true",
                    help="export, qforge info and FP32 against onnxruntime only (a CPU survey)")
     r.add_argument("--bench-seconds", type=float, default=0.5)
