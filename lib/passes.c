@@ -2,6 +2,7 @@
  * removal, shape inference at a chosen batch size with constant folding,
  * BatchNorm folding into Conv, and dead-node removal. */
 #include "internal.h"
+#include "ops/nn.h"
 #include "ops/tensor_ops.h"
 #include <math.h>
 
@@ -605,6 +606,133 @@ static qf_status fold_batchnorm(qf_graph *g)
     return QF_OK;
 }
 
+/* ---- Pad into Conv, ReduceMean as a pool ------------------------------------------------- */
+
+/* The node reading value v, when exactly one does and v is no graph output; else NULL. */
+static qf_node *sole_reader(qf_graph *g, int v)
+{
+    if (is_graph_output(g, v) || count_uses(g, v) != 1) return NULL;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] == v) return &g->nodes[i];
+    return NULL;
+}
+
+/* Whether Pad n adds zeros (constant mode, value 0) on its spatial dims only. */
+static bool pads_spatial_zeros(const qf_graph *g, const qf_node *n, const qf_value *x, const qf_value *y)
+{
+    const qfi_pad_params *p = n->params;
+    if (p->mode != QFI_PADMODE_CONSTANT || x->dtype != QF_F32 || x->ndim < 3) return false;
+    if (p->n_attr_pads >= 0 ? p->value != 0.0f
+                            : n->n_in > 2 && n->in[2] >= 0 &&
+                                  !(is_const(g, n->in[2]) && qf_value_numel(&g->values[n->in[2]]) <= 1 &&
+                                    (qf_value_numel(&g->values[n->in[2]]) == 0 ||
+                                     *(const float *)g->values[n->in[2]].data == 0.0f)))
+        return false;
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t after = y->dims[d] - x->dims[d] - p->begin[d];
+        if (p->begin[d] < 0 || after < 0 || (d < 2 && (p->begin[d] || after))) return false;
+    }
+    return true;
+}
+
+/* A zero Pad of the spatial dims read only by a Conv (TF "same" padding,
+ * EfficientNet-Lite's 22 of them) becomes part of the Conv's own pads: one
+ * pass over the data fewer, and one op fewer that an engine must have. */
+static qf_status fuse_pad_into_conv(qf_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *pad = &g->nodes[i];
+        if (pad->op != QF_OP_PAD || pad->n_out != 1) continue;
+        qf_node *conv = sole_reader(g, pad->out[0]);
+        if (!conv || conv->op != QF_OP_CONV || conv->in[0] != pad->out[0]) continue;
+        const qf_value *x = &g->values[pad->in[0]], *y = &g->values[pad->out[0]];
+        if (!pads_spatial_zeros(g, pad, x, y) || strcmp(qfi_attr_string(conv, "auto_pad", "NOTSET"), "NOTSET") != 0)
+            continue;
+        const qfi_pad_params *pp = pad->params;
+        const int nsp = x->ndim - 2;
+        int cnt = 0;
+        const int64_t *old = qfi_attr_ints(conv, "pads", &cnt);
+        int64_t pads[2 * QF_MAX_DIMS];
+        for (int s2 = 0; s2 < nsp; s2++) {
+            int d = s2 + 2;
+            pads[s2] = (cnt ? old[s2] : 0) + pp->begin[d];
+            pads[nsp + s2] = (cnt ? old[nsp + s2] : 0) + y->dims[d] - x->dims[d] - pp->begin[d];
+        }
+        qf_attr *a = (qf_attr *)qfi_attr_find(conv, "pads");
+        if (!a) {
+            qf_attr *attrs = realloc(conv->attrs, (size_t)(conv->n_attr + 1) * sizeof *attrs);
+            if (!attrs) return qf_error(QF_ERR_NOMEM, "out of memory");
+            conv->attrs = attrs;
+            a = &attrs[conv->n_attr++];
+            memset(a, 0, sizeof *a);
+            a->name = qfi_strdup("pads");
+            a->type = QF_ATTR_INTS;
+            if (!a->name) return QF_ERR_NOMEM;
+        }
+        int64_t *ints = realloc(a->ints, (size_t)(2 * nsp) * sizeof *ints);
+        if (!ints) return qf_error(QF_ERR_NOMEM, "out of memory");
+        memcpy(ints, pads, (size_t)(2 * nsp) * sizeof *ints);
+        a->ints = ints;
+        a->n = 2 * nsp;
+        conv->in[0] = pad->in[0];
+        QF_CHECK(qfi_ops[QF_OP_CONV]->parse(g, conv));
+        QF_CHECK(qfi_ops[QF_OP_CONV]->infer(g, conv));
+        kill_node(pad);
+        qf_log(QF_LOG_DEBUG, "%s: pad %s folded into conv %s", g->source, pad->name, conv->name);
+    }
+    compact(g);
+    return QF_OK;
+}
+
+/* A ReduceMean over all spatial dims of an (N, C, spatial...) tensor is a
+ * GlobalAveragePool (PyTorch's x.mean([2, 3]) and the dynamo exporter's
+ * adaptive pooling); without keepdims a Flatten follows it. Pools have
+ * kernels on every engine and a faster one on the GPU. */
+static qf_status reduce_mean_as_pool(qf_graph *g)
+{
+    bool added = false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *n = &g->nodes[i];
+        if (n->op != QF_OP_REDUCE_MEAN) continue;
+        const qf_value *x = &g->values[n->in[0]];
+        bool reduced[QF_MAX_DIMS], noop, spatial = x->ndim >= 3;
+        if (!spatial || qfi_reduce_mean_axes(g, n, NULL, reduced, &noop) != QF_OK || noop) continue;
+        for (int d = 0; d < x->ndim; d++) spatial &= reduced[d] == (d >= 2);
+        if (!spatial) continue;
+        const bool keep = ((const qfi_reduce_params *)n->params)->keepdims;
+        int y = n->out[0], pooled = y;
+        if (!keep) {
+            char name[512];
+            snprintf(name, sizeof name, "%s/pooled", n->name);
+            int64_t dims[QF_MAX_DIMS] = {x->dims[0], x->dims[1]};
+            for (int d = 2; d < x->ndim; d++) dims[d] = 1;
+            pooled = qf_graph_add_value(g, name, QF_F32, x->ndim, dims);
+            if (pooled < 0) return QF_ERR_NOMEM;
+            snprintf(name, sizeof name, "%s/flatten", g->nodes[i].name);
+            int fi = qf_graph_add_node(g, name, QF_OP_FLATTEN, 1, &pooled, 1, &y);
+            if (fi < 0) return QF_ERR_NOMEM;
+            qf_node *f = &g->nodes[fi];
+            QF_CHECK(qfi_ops[QF_OP_FLATTEN]->parse(g, f)); /* axis 1 by default */
+            added = true;
+        }
+        n = &g->nodes[i]; /* g->nodes may have moved */
+        n->op = QF_OP_GLOBAL_AVERAGE_POOL;
+        n->n_in = 1;
+        n->out[0] = pooled;
+        g->values[pooled].producer = i;
+        free(n->params);
+        n->params = NULL;
+        QF_CHECK(qfi_ops[QF_OP_GLOBAL_AVERAGE_POOL]->parse(g, n));
+        qf_log(QF_LOG_DEBUG, "%s: reduce-mean %s is a global average pool", g->source, n->name);
+    }
+    if (!added) return QF_OK;
+    QF_CHECK(toposort(g));
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == QF_OP_FLATTEN) QF_CHECK(qfi_ops[QF_OP_FLATTEN]->infer(g, &g->nodes[i]));
+    return QF_OK;
+}
+
 /* Frees data of constants no node or output reads any more (unfolded BN
  * parameters, the inputs of folded shape arithmetic). */
 void qfi_drop_unused_constants(qf_graph *g)
@@ -651,6 +779,8 @@ qf_status qf_graph_prepare(qf_graph *g, int batch)
     }
     QF_CHECK(infer_shapes(g, declared));
     QF_CHECK(fold_batchnorm(g));
+    QF_CHECK(fuse_pad_into_conv(g));
+    QF_CHECK(reduce_mean_as_pool(g));
     /* every prepared graph is batch-free: engines, .qfm files and ONNX exports
      * built from it run at any batch */
     return qfi_graph_free_batch(g);

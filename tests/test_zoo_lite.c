@@ -336,6 +336,25 @@ static zt inception(zb *b, zt x)
     return act(b, concat(b, 4, (zt[]){b1, b2, b3, b4}), RELU);
 }
 
+/* ReduceMean over H and W (PyTorch's x.mean([2, 3]), keepdims 0, as MnasNet and
+ * ShuffleNet export it; keepdims 1 as the dynamo exporter writes adaptive pooling). */
+static zt mean_hw(zb *b, zt x, bool keepdims)
+{
+    zt y = zt_new(b, x.c, 1, 1);
+    qf_node *n = node(b, QF_OP_REDUCE_MEAN, 1, (int[]){x.v}, y.v);
+    set_ints(n, "axes", 2, (int64_t[]){2, 3});
+    set_int(n, "keepdims", keepdims);
+    for (int i = 0; i < x.n; i++)
+        for (int c = 0; c < x.c; c++) {
+            double s = 0;
+            for (int p = 0; p < x.h * x.w; p++) s += at(x, i, c, 0, 0)[p];
+            *at(y, i, c, 0, 0) = (float)(s / (x.h * x.w));
+        }
+    return y;
+}
+
+static zt mean_head(zb *b, zt x) { return gemm(b, mean_hw(b, act(b, conv(b, x, 8, 3, 1, P1, 1), RELU), false), 10); }
+
 /* Classifier heads through both dynamic-batch flattens. */
 static zt head(zb *b, zt x) { return gemm(b, flatten(b, global_avg(b, conv(b, x, 8, 1, 1, P0, 1)), false), 10); }
 static zt head_1d(zb *b, zt x) { return gemm(b, flatten(b, conv(b, x, 4, 3, 2, P1, 1), true), 10); }
@@ -345,12 +364,19 @@ typedef struct zcase {
     zt (*block)(zb *b, zt x);
     int c, h, w;
     double int8_sqnr_min; /* dB */
+    qf_op gone;           /* an op the passes must have removed (QF_OP_COUNT: none) */
 } zcase;
 
 static const zcase cases[] = {
-    {"se_block", se_block, 8, 10, 10, 35},    {"silu", silu, 3, 9, 9, 35},       {"same_pad", same_pad, 3, 11, 11, 35},
-    {"grouped", grouped, 4, 10, 10, 35},      {"dense", dense, 4, 8, 8, 35},     {"inception", inception, 6, 12, 12, 35},
-    {"flatten", head, 5, 6, 6, 35},           {"flatten_1d", head_1d, 3, 7, 7, 35},
+    {"se_block", se_block, 8, 10, 10, 35, QF_OP_COUNT},
+    {"silu", silu, 3, 9, 9, 35, QF_OP_COUNT},
+    {"same_pad", same_pad, 3, 11, 11, 35, QF_OP_PAD},
+    {"grouped", grouped, 4, 10, 10, 35, QF_OP_COUNT},
+    {"dense", dense, 4, 8, 8, 35, QF_OP_COUNT},
+    {"inception", inception, 6, 12, 12, 35, QF_OP_COUNT},
+    {"flatten", head, 5, 6, 6, 35, QF_OP_COUNT},
+    {"flatten_1d", head_1d, 3, 7, 7, 35, QF_OP_COUNT},
+    {"mean_head", mean_head, 3, 6, 6, 35, QF_OP_REDUCE_MEAN},
 };
 
 /* The case's graph with input dims (batch, c, h, w) and its reference output on x (BATCH images). */
@@ -417,6 +443,9 @@ START_TEST(zoo_block)
     OK(qf_graph_prepare(g, BATCH));
     const int64_t n_out = zt_numel(y);
     ck_assert_int_eq(qf_value_numel(&g->values[g->outputs[0]]), n_out);
+    for (int i = 0; i < g->n_nodes; i++)
+        ck_assert_msg(g->nodes[i].op != k->gone, "%s: node %s (%s) is still there", k->name, g->nodes[i].name,
+                      qf_op_name(k->gone));
     float *out = run(g, x, NULL, NULL);
     double rel = max_rel(out, y.d, n_out);
     ck_assert_msg(rel <= 1e-5, "%s: FP32 max rel err %.3g against the reference", k->name, rel);
