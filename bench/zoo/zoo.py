@@ -26,7 +26,7 @@ import datetime
 import glob
 import json
 import os
-import shutil
+import re
 import subprocess
 import sys
 import threading
@@ -518,11 +518,13 @@ def cell(r, field, spec, prev):
 
 
 def first_failure(r):
+    """The first failed step and its message, without the tool's name and the work folder."""
     for step in ("export", "info", "fp32_cpu", "calib", "quant_int8", "eval_int8", "quant_fp16", "eval_fp16",
                  "int8_gpu", "int8_cpu", "bench_int8", "bench_fp16"):
         s = r.get(step)
         if s and not s.get("ok"):
-            return "%s: %s" % (step, s.get("error", "failed"))
+            msg = re.sub(r"^(qforge|qf_logits): ", "", s.get("error", "failed"))
+            return "%s: %s" % (step, re.sub(r"\S*/([^/\s]+\.(onnx|qfm|calib|f32))", r"\1", msg))
     return ""
 
 
@@ -531,14 +533,16 @@ def cmd_report(a):
     order = {m: i for i, m in enumerate(MODELS)}
     vorder = {"real": 0, "bn": 1, "raw": 2}
     rs.sort(key=lambda r: (order.get(r["model"], 99), vorder.get(r["variant"], 9), SETTINGS.index(r["setting"])))
-    runs = sorted({(r["run"]["date"], r["run"]["commit"], r["run"].get("device") or "") for r in rs})
+    runs = sorted({(r["run"]["date"], r["run"]["commit"], r["run"].get("device") or "", r["run"].get("calib_images"),
+                    r["run"].get("eval_images"), r["run"].get("bn_images", 100)) for r in rs})
     prev_runs = sorted({(r["previous"]["run"]["date"], r["previous"]["run"]["commit"]) for r in rs
                         if r.get("previous") and r["previous"].get("run")})
     L = ["# The zoo: issue 12's CNNs through qforge", "",
          "Made by `bench/zoo/zoo.py report` from bench/zoo/results/*.json (one file per model, weights and "
          "exporter; `bench/zoo/zoo.py` wrote them). Do not edit by hand.", ""]
-    for d, c, dev in runs:
-        L.append("- run of %s, qforge commit %s, %s" % (d, c, dev or "CPU only"))
+    for d, c, dev, nc, ne, nb in runs:
+        L.append("- run of %s, qforge commit %s, %s: calibration on %s images, eval on %s, BatchNorm re-estimated "
+                 "on %s" % (d, c, dev or "CPU only", nc, ne, nb))
     for d, c in prev_runs:
         L.append("- figures \"(was X)\" are from the run of %s, commit %s" % (d, c))
     L += ["",
