@@ -1188,6 +1188,129 @@ START_TEST(shape_ranges)
 }
 END_TEST
 
+/* Range: lengths from ceil((limit - start) / delta), empty when it is negative;
+ * each dtype; a non-constant input is "dynamic" (unsupported), delta 0 invalid. */
+START_TEST(range_lengths_and_dtypes)
+{
+    const struct {
+        int64_t start, limit, delta;
+        int len;
+        int64_t want[4];
+    } cs[] = {{0, 4, 1, 4, {0, 1, 2, 3}}, {1, 5, 2, 2, {1, 3}}, {10, 6, -3, 2, {10, 7}}, {3, 3, 1, 0, {0}},
+              {5, 1, 2, 0, {0}},          {-2, 1, 1, 3, {-2, -1, 0}}};
+    for (size_t k = 0; k < QF_ARRAY_LEN(cs); k++) {
+        for (int dt = 0; dt < 3; dt++) {
+            qf_dtype t = dt == 0 ? QF_I64 : dt == 1 ? QF_I32 : QF_F32;
+            qf_graph *g = new_graph(13);
+            int in[3], out[1];
+            const int64_t v[3] = {cs[k].start, cs[k].limit, cs[k].delta};
+            for (int j = 0; j < 3; j++) {
+                int32_t i32 = (int32_t)v[j];
+                float f = (float)v[j];
+                in[j] = add_const(g, t, 0, NULL, t == QF_I64 ? (const void *)&v[j] : t == QF_I32 ? (const void *)&i32
+                                                                                                  : (const void *)&f);
+            }
+            int ni = add_node(g, QF_OP_RANGE, 3, in, 1, out);
+            CK_OK(prep(g, ni));
+            ck_assert_int_eq(g->values[out[0]].dtype, t);
+            check_shape(&g->values[out[0]], 1, DIMS(cs[k].len));
+            void *o[1];
+            CK_OK(exec(g, ni, (const void *[]){NULL, NULL, NULL}, o, 1));
+            for (int i = 0; i < cs[k].len; i++) {
+                double got = t == QF_I64 ? (double)((int64_t *)o[0])[i] : t == QF_I32 ? ((int32_t *)o[0])[i]
+                                                                                        : ((float *)o[0])[i];
+                ck_assert_msg(got == (double)cs[k].want[i], "case %zu dtype %d element %d: %g", k, dt, i, got);
+            }
+            free_outs(o, 1);
+            qf_graph_free(g);
+        }
+    }
+    /* a fractional float step: ceil(2.5 / 1) = 3 elements */
+    qf_graph *g = new_graph(13);
+    const float fs[3] = {0.5f, 3.0f, 1.0f};
+    int in[3] = {add_const(g, QF_F32, 0, NULL, &fs[0]), add_const(g, QF_F32, 0, NULL, &fs[1]),
+                 add_const(g, QF_F32, 0, NULL, &fs[2])}, out[1];
+    int ni = add_node(g, QF_OP_RANGE, 3, in, 1, out);
+    CK_OK(prep(g, ni));
+    check_shape(&g->values[out[0]], 1, DIMS(3));
+    void *o[1];
+    CK_OK(exec(g, ni, (const void *[]){NULL, NULL, NULL}, o, 1));
+    check_f32(o[0], (const float[]){0.5f, 1.5f, 2.5f}, 3, 0);
+    free_outs(o, 1);
+    qf_graph_free(g);
+    /* a graph input as the limit; a zero delta */
+    const int64_t zero = 0, one = 1;
+    g = new_graph(13);
+    in[0] = add_const(g, QF_I64, 0, NULL, &zero);
+    in[1] = add_value(g, QF_I64, 0, NULL);
+    in[2] = add_const(g, QF_I64, 0, NULL, &one);
+    ni = add_node(g, QF_OP_RANGE, 3, in, 1, out);
+    CK_STATUS(prep(g, ni), QF_ERR_UNSUPPORTED);
+    qf_graph_free(g);
+    g = new_graph(13);
+    in[0] = add_const(g, QF_I64, 0, NULL, &one);
+    in[1] = add_const(g, QF_I64, 0, NULL, &one);
+    in[2] = add_const(g, QF_I64, 0, NULL, &zero);
+    ni = add_node(g, QF_OP_RANGE, 3, in, 1, out);
+    CK_STATUS(prep(g, ni), QF_ERR_INVALID);
+    qf_graph_free(g);
+}
+END_TEST
+
+/* ConstantOfShape: float zeros by default, the value attribute's dtype and
+ * bytes otherwise, a scalar for an empty shape, zero-sized dims allowed. */
+START_TEST(constant_of_shape_values)
+{
+    for (int k = 0; k < 4; k++) {
+        qf_graph *g = new_graph(13);
+        const int64_t shapes[4][3] = {{2, 3, 0}, {4, 0, 0}, {0, 0, 0}, {2, 0, 5}};
+        const int nd[4] = {2, 1, 0, 3};
+        int in[1] = {const_i64(g, nd[k], shapes[k])}, out[1];
+        int ni = add_node(g, QF_OP_CONSTANT_OF_SHAPE, 1, in, 1, out);
+        qf_value *t = NULL;
+        if (k > 0) {
+            t = calloc(1, sizeof *t);
+            t->dtype = k == 1 ? QF_I64 : QF_F32;
+            t->ndim = 1;
+            t->dims[0] = 1;
+            t->data = malloc(8);
+            if (k == 1) *(int64_t *)t->data = -7;
+            else *(float *)t->data = 2.5f;
+            attr(&g->nodes[ni], "value", QF_ATTR_TENSOR)->t = t;
+        }
+        CK_OK(prep(g, ni));
+        const qf_value *y = &g->values[out[0]];
+        ck_assert_int_eq(y->dtype, k == 1 ? QF_I64 : QF_F32);
+        check_shape(y, nd[k], shapes[k]);
+        void *o[1];
+        CK_OK(exec(g, ni, (const void *[]){NULL}, o, 1));
+        for (int64_t i = 0; i < qf_value_numel(y); i++) {
+            double got = k == 1 ? (double)((int64_t *)o[0])[i] : ((float *)o[0])[i];
+            ck_assert_msg(got == (k == 0 ? 0.0 : k == 1 ? -7.0 : 2.5), "case %d element %lld: %g", k, (long long)i, got);
+        }
+        free_outs(o, 1);
+        qf_graph_free(g);
+    }
+    /* a negative dim; a two-element value */
+    qf_graph *g = new_graph(13);
+    int in[1] = {const_i64(g, 2, DIMS(2, -1))}, out[1];
+    int ni = add_node(g, QF_OP_CONSTANT_OF_SHAPE, 1, in, 1, out);
+    CK_STATUS(prep(g, ni), QF_ERR_INVALID);
+    qf_graph_free(g);
+    g = new_graph(13);
+    in[0] = const_i64(g, 1, DIMS(3));
+    ni = add_node(g, QF_OP_CONSTANT_OF_SHAPE, 1, in, 1, out);
+    qf_value *t = calloc(1, sizeof *t);
+    t->dtype = QF_F32;
+    t->ndim = 1;
+    t->dims[0] = 2;
+    t->data = calloc(2, sizeof(float));
+    attr(&g->nodes[ni], "value", QF_ATTR_TENSOR)->t = t;
+    CK_STATUS(prep(g, ni), QF_ERR_INVALID);
+    qf_graph_free(g);
+}
+END_TEST
+
 START_TEST(gather_axes_and_indices)
 {
     /* data (3,4,5) random, axis 1, indices (2,3) with negatives, as int32 and int64 */
@@ -1405,6 +1528,8 @@ int main(void)
     tcase_add_test(tc, slice_clamping_and_steps);
     tcase_add_test(tc, split_parts);
     tcase_add_test(tc, shape_ranges);
+    tcase_add_test(tc, range_lengths_and_dtypes);
+    tcase_add_test(tc, constant_of_shape_values);
     tcase_add_test(tc, gather_axes_and_indices);
     tcase_add_test(tc, cast_round_trips);
     tcase_add_test(tc, constant_attributes);

@@ -225,16 +225,86 @@ static zt concat(zb *b, int n_in, const zt *xs)
     return y;
 }
 
+/* y = x with zeros around it, pads (top, left, bottom, right); y is zeroed. */
+static void pad_ref(zt x, zt y, const int p[4])
+{
+    for (int i = 0; i < x.n; i++)
+        for (int c = 0; c < x.c; c++)
+            for (int q = 0; q < x.h; q++)
+                memcpy(at(y, i, c, q + p[0], p[1]), at(x, i, c, q, 0), (size_t)x.w * sizeof(float));
+}
+
 /* Pad with zeros, pads (top, left, bottom, right) as constants (TF "same" padding once folded). */
 static zt pad(zb *b, zt x, const int p[4])
 {
     zt y = zt_new(b, x.c, x.h + p[0] + p[2], x.w + p[1] + p[3]);
     int pv = int64_const(b, 8, (int64_t[]){0, 0, p[0], p[1], 0, 0, p[2], p[3]});
     node(b, QF_OP_PAD, 2, (int[]){x.v, pv}, y.v);
-    for (int i = 0; i < x.n; i++)
-        for (int c = 0; c < x.c; c++)
-            for (int q = 0; q < x.h; q++)
-                memcpy(at(y, i, c, q + p[0], p[1]), at(x, i, c, q, 0), (size_t)x.w * sizeof(float));
+    pad_ref(x, y, p);
+    return y;
+}
+
+/* The same padding as the TorchScript exporter writes F.pad / ZeroPad2d with
+ * PyTorch's (left, right, top, bottom) list: ConstantOfShape zeros for the
+ * leading dims -> Concat -> Reshape [-1, 2] -> Slice(step -1) -> Transpose ->
+ * Reshape [-1] -> Cast -> Pad: all constant, folded at load time. */
+static zt pad_chain(zb *b, zt x, const int p[4])
+{
+    qf_graph *g = b->g;
+    int zeros = value(g, "zeros"), cat = value(g, "cat"), pairs = value(g, "pairs"), rev = value(g, "rev"),
+        tr = value(g, "tr"), flat = value(g, "flat"), pads = value(g, "pads");
+    qf_node *n = node(b, QF_OP_CONSTANT_OF_SHAPE, 1, (int[]){int64_const(b, 1, (int64_t[]){4})}, zeros);
+    qf_attr *va = attr(n, "value", QF_ATTR_TENSOR);
+    va->t = calloc(1, sizeof *va->t);
+    va->t->dtype = QF_I64;
+    va->t->ndim = 1;
+    va->t->dims[0] = 1;
+    va->t->data = calloc(1, sizeof(int64_t));
+    va->t->flags = QF_VALUE_CONST;
+    int torch_pads = int64_const(b, 4, (int64_t[]){p[1], p[3], p[0], p[2]});
+    set_int(node(b, QF_OP_CONCAT, 2, (int[]){torch_pads, zeros}, cat), "axis", 0);
+    node(b, QF_OP_RESHAPE, 2, (int[]){cat, int64_const(b, 2, (int64_t[]){-1, 2})}, pairs);
+    node(b, QF_OP_SLICE, 5,
+         (int[]){pairs, int64_const(b, 1, (int64_t[]){-1}), int64_const(b, 1, (int64_t[]){-INT64_MAX}),
+                 int64_const(b, 1, (int64_t[]){0}), int64_const(b, 1, (int64_t[]){-1})},
+         rev);
+    set_ints(node(b, QF_OP_TRANSPOSE, 1, (int[]){rev}, tr), "perm", 2, (int64_t[]){1, 0});
+    node(b, QF_OP_RESHAPE, 2, (int[]){tr, int64_const(b, 1, (int64_t[]){-1})}, flat);
+    set_int(node(b, QF_OP_CAST, 1, (int[]){flat}, pads), "to", 7);
+    zt y = zt_new(b, x.c, x.h + p[0] + p[2], x.w + p[1] + p[3]);
+    node(b, QF_OP_PAD, 2, (int[]){x.v, pads}, y.v);
+    pad_ref(x, y, p);
+    return y;
+}
+
+/* The dynamo exporter's x.view(B, C) of a (B, C, 1, 1) tensor: a 1-D reshape,
+ * then a Gather of Range(0, B, 1) * C + arange(C), then a Reshape [-1, C]. */
+static zt dynamo_view(zb *b, zt x)
+{
+    qf_graph *g = b->g;
+    int sh = value(g, "bshape"), bs = value(g, "bs"), r = value(g, "r"), rm = value(g, "rm"), ru = value(g, "ru"),
+        idx = value(g, "idx"), flat = value(g, "flat"), strided = value(g, "strided");
+    set_int(node(b, QF_OP_SHAPE, 1, (int[]){x.v}, sh), "end", 1);
+    node(b, QF_OP_SQUEEZE, 1, (int[]){sh}, bs);
+    int zero = int64_const(b, 1, (int64_t[]){0}), one = int64_const(b, 1, (int64_t[]){1});
+    g->values[zero].ndim = g->values[one].ndim = 0;
+    node(b, QF_OP_RANGE, 3, (int[]){zero, bs, one}, r);
+    int stride = int64_const(b, 1, (int64_t[]){x.c});
+    g->values[stride].ndim = 0;
+    node(b, QF_OP_MUL, 2, (int[]){r, stride}, rm);
+    node(b, QF_OP_UNSQUEEZE, 2, (int[]){rm, int64_const(b, 3, (int64_t[]){1, 2, 3})}, ru);
+    int64_t iota[64];
+    for (int c = 0; c < x.c; c++) iota[c] = c;
+    int ch = int64_const(b, x.c, iota);
+    g->values[ch].ndim = 4;
+    memcpy(g->values[ch].dims, (int64_t[]){1, x.c, 1, 1}, 4 * sizeof(int64_t));
+    node(b, QF_OP_ADD, 2, (int[]){ru, ch}, idx);
+    node(b, QF_OP_RESHAPE, 2, (int[]){x.v, int64_const(b, 1, (int64_t[]){-1})}, flat);
+    set_int(node(b, QF_OP_GATHER, 2, (int[]){flat, idx}, strided), "axis", 0);
+    zt y = zt_new(b, x.c, 1, 1);
+    qf_node *n = node(b, QF_OP_RESHAPE, 2, (int[]){strided, int64_const(b, 2, (int64_t[]){-1, x.c})}, y.v);
+    set_int(n, "allowzero", 1);
+    memcpy(y.d, x.d, (size_t)zt_numel(x) * sizeof *y.d);
     return y;
 }
 
@@ -302,11 +372,13 @@ static zt silu(zb *b, zt x)
     return mul(b, a, s);
 }
 
-/* EfficientNet-Lite's TF "same" padding of a stride-2 conv: pad 0 before, 1 after. */
+/* EfficientNet-Lite's TF "same" padding of a stride-2 conv (0 before, 1 after)
+ * as a plain Pad, then a 3x3 stride-1 one (1 each side) as the exporter's chain. */
 static zt same_pad(zb *b, zt x)
 {
     static const int tf_same[4] = {0, 0, 1, 1};
-    return act(b, conv(b, pad(b, x, tf_same), 8, 3, 2, P0, 1), RELU);
+    zt c = act(b, conv(b, pad(b, x, tf_same), 8, 3, 2, P0, 1), RELU);
+    return conv(b, pad_chain(b, c, P1), 8, 3, 1, P0, 8);
 }
 
 static zt grouped(zb *b, zt x)
@@ -358,6 +430,7 @@ static zt mean_head(zb *b, zt x) { return gemm(b, mean_hw(b, act(b, conv(b, x, 8
 /* Classifier heads through both dynamic-batch flattens. */
 static zt head(zb *b, zt x) { return gemm(b, flatten(b, global_avg(b, conv(b, x, 8, 1, 1, P0, 1)), false), 10); }
 static zt head_1d(zb *b, zt x) { return gemm(b, flatten(b, conv(b, x, 4, 3, 2, P1, 1), true), 10); }
+static zt head_dynamo(zb *b, zt x) { return gemm(b, dynamo_view(b, mean_hw(b, conv(b, x, 8, 1, 1, P0, 1), true)), 10); }
 
 typedef struct zcase {
     const char *name;
@@ -376,6 +449,7 @@ static const zcase cases[] = {
     {"inception", inception, 6, 12, 12, 35, QF_OP_COUNT},
     {"flatten", head, 5, 6, 6, 35, QF_OP_COUNT},
     {"flatten_1d", head_1d, 3, 7, 7, 35, QF_OP_COUNT},
+    {"dynamo_view", head_dynamo, 4, 5, 5, 35, QF_OP_REDUCE_MEAN},
     {"mean_head", mean_head, 3, 6, 6, 35, QF_OP_REDUCE_MEAN},
 };
 

@@ -45,7 +45,7 @@ qf_status lt_fail(cublasStatus_t s, const char *expr, const char *file, int line
 /* The kernel families that have no CUDA kernel: their nodes are refused (the
  * CPU engine runs them). */
 const cu_op cu_op_conv_transpose = {}, cu_op_pad = {}, cu_op_resize = {}, cu_op_reduce_mean = {}, cu_op_shape = {},
-            cu_op_gather = {}, cu_op_constant = {};
+            cu_op_gather = {}, cu_op_constant = {}, cu_op_range = {}, cu_op_constant_of_shape = {};
 
 /* Every op's family, in ops.def order (the order of qf_op). */
 static const cu_op *const op_table[QF_OP_COUNT] = {
