@@ -66,7 +66,11 @@ int main(int argc, char **argv)
     const size_t per_out = (size_t)(qf_value_numel(out) / out->dims[0]);
     long bytes = 0;
     float *x = read_all(pos[1], &bytes);
-    if (!x || bytes % (long)(per_in * sizeof(float))) {
+    if (!x) {
+        fprintf(stderr, "qf_logits: cannot read %s\n", pos[1]);
+        return 1;
+    }
+    if (bytes % (long)(per_in * sizeof(float))) {
         fprintf(stderr, "qf_logits: %s: not a whole number of %zu-float samples\n", pos[1], per_in);
         return 1;
     }
