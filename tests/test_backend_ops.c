@@ -232,6 +232,24 @@ static void b_constant(qf_graph *g, qf_op o, qf_precision p)
     for (int i = 0; i < 5; i++) a->floats[i] = 0.25f * (float)i - 0.5f;
 }
 
+static void b_range(qf_graph *g, qf_op o, qf_precision p)
+{
+    node(g, o, 3, IN(float_const(g, "start", -1.5f), float_const(g, "limit", 2.0f), float_const(g, "delta", 0.5f)));
+}
+
+static void b_constant_of_shape(qf_graph *g, qf_op o, qf_precision p)
+{
+    qf_node *n = node(g, o, 1, IN(ints_const(g, "shape", 2, DIMS(3, 4))));
+    qf_attr *a = attr(n, "value", QF_ATTR_TENSOR);
+    a->t = calloc(1, sizeof *a->t);
+    a->t->dtype = QF_F32;
+    a->t->ndim = 1;
+    a->t->dims[0] = 1;
+    a->t->data = malloc(sizeof(float));
+    *(float *)a->t->data = 0.75f;
+    a->t->flags = QF_VALUE_CONST;
+}
+
 /* Conversions: the ONNX form at FP32 (scale and zero point as inputs), qforge's
  * own at FP16 and INT8 (one input, the int8 value carries its scale). */
 static const float qdq_scale = 0.02f;
@@ -317,6 +335,8 @@ static const op_case cases[] = {
     {QF_OP_CONSTANT, "floats", b_constant, -1.0f, 1.0f},
     {QF_OP_QUANTIZE_LINEAR, "", b_quantize, -3.0f, 3.0f},
     {QF_OP_DEQUANTIZE_LINEAR, "", b_dequantize, -1.0f, 1.0f},
+    {QF_OP_RANGE, "float", b_range, -1.0f, 1.0f},
+    {QF_OP_CONSTANT_OF_SHAPE, "value 0.75", b_constant_of_shape, -1.0f, 1.0f},
 };
 
 /* ---- building a case at a precision ------------------------------------------------------ */
