@@ -47,7 +47,7 @@ qf_status qf_calib_method_parse(const char *s, unsigned *methods, double *percen
 
 float qf_calib_scale(float amax)
 {
-    return amax > 0.0f ? amax / 127.0f : 1.0f;
+    return amax >= QF_CALIB_AMAX_MIN ? amax / 127.0f : 1.0f;
 }
 
 /* One past the last nonzero bin; 0 for a histogram without nonzero values. */

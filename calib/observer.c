@@ -250,6 +250,29 @@ const qf_histogram *qf_calib_tensor_hist(const qf_calib *c, int i)
     return s >= 0 ? &c->hist[s] : NULL;
 }
 
+/* One warning line for a tensor whose calibration range is degenerate: NaN or
+ * Inf among its values (ignored), or no range an INT8 scale can hold (every
+ * value 0, or below QF_CALIB_AMAX_MIN), which INT8 then holds as zeros. */
+static void warn_range(const char *name, const qf_histogram *h)
+{
+    unsigned long long finite = qf_histogram_count(h), bad = h->nonfinite;
+    const char *degenerate = "a degenerate range, INT8 holds it as 0";
+    if (finite + bad == 0) return;
+    if (h->absmax >= QF_CALIB_AMAX_MIN) {
+        if (bad)
+            qf_log(QF_LOG_WARN, "calibration: tensor %s: %llu of %llu values were NaN or Inf and were ignored", name, bad,
+                   bad + finite);
+    } else if (bad) {
+        qf_log(QF_LOG_WARN, "calibration: tensor %s: %llu of %llu values were NaN or Inf, the rest |x| <= %g: %s", name,
+               bad, bad + finite, (double)h->absmax, degenerate);
+    } else if (h->absmax == 0.0f) {
+        qf_log(QF_LOG_WARN, "calibration: tensor %s: all %llu values were 0: %s", name, finite, degenerate);
+    } else {
+        qf_log(QF_LOG_WARN, "calibration: tensor %s: its largest |x| is %g, below %g, the smallest range an INT8 scale "
+               "holds: %s", name, (double)h->absmax, (double)QF_CALIB_AMAX_MIN, degenerate);
+    }
+}
+
 qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percentile,
                             const qf_calib_meta *meta, qf_calib_table **out)
 {
@@ -284,10 +307,7 @@ qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percenti
         t->n++;
         for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
             if (methods & (1u << m)) e->amax[m] = qf_calib_threshold(h, (qf_calib_method)m, percentile);
-        if (h->nonfinite)
-            qf_log(QF_LOG_WARN, "calibration: tensor %s: %llu of %llu values were NaN or Inf and were ignored",
-                   e->name, (unsigned long long)h->nonfinite,
-                   (unsigned long long)(h->nonfinite + qf_histogram_count(h)));
+        warn_range(e->name, h);
     }
     free(slots);
     *out = t;

@@ -374,17 +374,36 @@ qf_status qfi_quant_assign(qfi_qplan *p)
         const qf_node *wn = &g->nodes[who >= 0 ? who : 0];
         st = table_amax(p, v, wn, &qv->amax);
         if (st != QF_OK) break;
-        if (quantized) qv->scale = qf_calib_scale(qv->amax);
+        if (quantized) {
+            qv->scale = qf_calib_scale(qv->amax);
+            qv->no_range = qv->amax < QF_CALIB_AMAX_MIN;
+        }
         if (root) {
             int r = find(p, v);
             if (qv->amax > class_amax[r]) class_amax[r] = qv->amax;
         }
     }
     if (st == QF_OK)
-        for (int v = 0; v < g->n_values; v++)
-            if (p->values[v].store == QF_I8 && qfi_qfloat(p, v)) p->values[v].scale = qf_calib_scale(class_amax[find(p, v)]);
+        for (int v = 0; v < g->n_values; v++) {
+            qfi_qvalue *qv = &p->values[v];
+            if (qv->store != QF_I8 || !qfi_qfloat(p, v)) continue;
+            float a = class_amax[find(p, v)];
+            qv->scale = qf_calib_scale(a);
+            qv->no_range = qv->amax >= 0.0f && a < QF_CALIB_AMAX_MIN; /* said of the class's writers */
+        }
     free(class_amax);
     return st;
+}
+
+void qfi_quant_warn_ranges(const qfi_qplan *p)
+{
+    for (int v = 0; v < p->n_values; v++)
+        if (p->values[v].no_range)
+            qf_log(QF_LOG_WARN,
+                   "%s: tensor %s: its calibrated range is degenerate (%s threshold %g: every calibration value 0, "
+                   "NaN or Inf, or below %g); INT8 holds it as 0",
+                   p->g->source, p->g->values[v].name, qf_calib_method_name(p->method), (double)p->values[v].amax,
+                   (double)QF_CALIB_AMAX_MIN);
 }
 
 /* INT8 holds an anchor's bias as a count of accumulator steps s_in * s_w[c],

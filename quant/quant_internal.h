@@ -41,6 +41,7 @@ typedef struct qfi_qvalue {
     float amax;            /* the table's threshold (INT8) or |x| bound (FP16 overflow); < 0: unknown */
     float scale;           /* I8 storage: the scale of its class; else the scale a QuantizeLinear of it uses */
     bool read_i8;          /* some INT8 node reads it as int8 */
+    bool no_range;         /* its threshold (its class's) is below QF_CALIB_AMAX_MIN: INT8 holds it as 0 */
 } qfi_qvalue;
 
 typedef struct qfi_qplan {
@@ -64,6 +65,9 @@ qf_status qfi_quant_assign(qfi_qplan *p);
  * plan's scales, naming it in a warning; *marked counts them. The plan must
  * then be made again with float_anchor. */
 qf_status qfi_quant_check_biases(const qfi_qplan *p, unsigned char *float_anchor, int *marked);
+/* quant/assign.c: one warning per value of the plan whose INT8 range is
+ * degenerate (no_range), naming it and its threshold. */
+void qfi_quant_warn_ranges(const qfi_qplan *p);
 /* quant/rewrite.c: applies the plan to p->g. */
 qf_status qfi_quant_rewrite(qfi_qplan *p);
 void qfi_quant_plan_free(qfi_qplan *p);

@@ -61,6 +61,7 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
     }
     free(float_anchor);
     p.float_anchor = NULL;
+    if (st == QF_OK) qfi_quant_warn_ranges(&p);
     if (st == QF_OK && o->precision != QF_PREC_FP32) st = qfi_quant_rewrite(&p);
     /* (qf_graph_prepare already made every Reshape target batch-free) */
     if (st == QF_OK) {

@@ -539,6 +539,10 @@ START_TEST(calib_zero_and_nonfinite)
     ck_assert_float_eq(qf_calib_percentile(&h, 99.0), 0.0f);
     ck_assert_float_eq(qf_calib_scale(127.0f), 1.0f);
     ck_assert_float_eq(qf_calib_scale(254.0f), 2.0f);
+    // The smallest range with a normal-float scale, and below it none (was a subnormal or 0 scale).
+    ck_assert_float_eq(qf_calib_scale(QF_CALIB_AMAX_MIN), 0x1p-126f);
+    ck_assert_float_eq(qf_calib_scale(nextafterf(QF_CALIB_AMAX_MIN, 0.0f)), 1.0f);
+    ck_assert_float_eq(qf_calib_scale(1e-44f), 1.0f);
 }
 END_TEST
 
@@ -694,6 +698,53 @@ START_TEST(observer_independent_of_batch_and_threads)
     qf_graph_free(g2);
     free(ref);
     remove_tmpdir();
+}
+END_TEST
+
+/* Every tensor whose range is degenerate is named in one warning line at
+ * finalize: all zeros, NaN or Inf among its values, only NaN/Inf and zeros,
+ * a largest |x| no INT8 scale can hold; a tensor with a usable range is not. */
+START_TEST(finalize_warns_degenerate_ranges)
+{
+    const char *names[] = {"zeros", "some nan", "nan and zeros", "tiny", "fine", "small but fine"};
+    const float fill[][4] = {{0, 0, 0, 0}, {1, NAN, -2, 0.5f}, {NAN, 0, INFINITY, 0}, {1e-37f, -2e-37f, 0, 0},
+                             {1, -2, 3, 0}, {1e-30f, 0, -3e-30f, 0}};
+    const char *want[] = {"all 4 values were 0: a degenerate range", "1 of 4 values were NaN or Inf and were ignored",
+                          "2 of 4 values were NaN or Inf, the rest |x| <= 0: a degenerate range",
+                          "its largest |x| is 2e-37, below", NULL, NULL};
+    qf_graph *g = qf_graph_new("degenerate.onnx");
+    for (int k = 0; k < 6; k++) {
+        int v = qf_graph_add_value(g, names[k], QF_F32, 1, (int64_t[]){4});
+        g->values[v].flags |= QF_VALUE_INPUT;
+    }
+    g->batch = 1;
+    qf_calib *c;
+    ck_assert_int_eq(qf_calib_create(g, NULL, &c), QF_OK);
+    for (int k = 0; k < 6; k++) qf_calib_observe(c, g, k, fill[k]);
+    log_text[0] = '\0';
+    qf_log_set(capture_log, NULL, QF_LOG_WARN);
+    qf_calib_table *t;
+    qf_calib_meta meta = {.images = 1, .model_sha256 = SHA};
+    qf_status st = qf_calib_finalize(c, QF_CALIB_ALL, 99.99, &meta, &t);
+    qf_log_set(NULL, NULL, QF_LOG_WARN);
+    ck_assert_int_eq(st, QF_OK);
+    int lines = 0;
+    for (const char *p = log_text; (p = strchr(p, '\n')); p++) lines++;
+    ck_assert_msg(lines == 4, "%d warnings:\n%s", lines, log_text);
+    for (int k = 0; k < 6; k++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "tensor %s:", names[k]);
+        const char *line = strstr(log_text, tag);
+        if (!want[k]) {
+            ck_assert_msg(!line, "%s warned:\n%s", names[k], log_text);
+            continue;
+        }
+        ck_assert_msg(line && strstr(line, want[k]) && strstr(line, want[k]) < strchr(line, '\n'), "%s:\n%s",
+                      names[k], log_text);
+    }
+    qf_calib_table_free(t);
+    qf_calib_free(c);
+    qf_graph_free(g);
 }
 END_TEST
 
@@ -1087,6 +1138,7 @@ static Suite *calib_suite(void)
     tcase_add_test(tc, calib_zero_and_nonfinite);
     tcase_add_test(tc, method_parse);
     tcase_add_test(tc, observer_independent_of_batch_and_threads);
+    tcase_add_test(tc, finalize_warns_degenerate_ranges);
     tcase_add_test(tc, finalize_rejects_bad_meta);
     tcase_add_test(tc, table_round_trip);
     tcase_add_test(tc, table_rejects_garbage);

@@ -265,6 +265,39 @@ START_TEST(bias_beyond_accumulator_computes_in_float)
 }
 END_TEST
 
+/* ---- degenerate ranges -------------------------------------------------------------- */
+
+/* A table whose thresholds leave a tensor no INT8 range (0, or so small that
+ * amax/127 is no normal float: that one was an error, "no valid scale (0)")
+ * quantizes with that tensor held as zeros and one warning line naming it;
+ * tensors with a usable range, however small, are not named. */
+START_TEST(degenerate_ranges_warn_in_quant)
+{
+    qf_graph *g = homogeneous_net(1.0f);
+    float *x = random_input(g, 6, -1, 1);
+    qf_calib_table *t = calibrate_minmax(g, x);
+    const char *set[] = {"r1", "gp", "r2"};
+    const float to[] = {0.0f, 1e-44f, 1e-30f};
+    for (int k = 0; k < 3; k++) t->entries[qf_calib_table_find(t, set[k])].amax[QF_CALIB_MINMAX] = to[k];
+    warned[0] = '\0';
+    qf_log_set(capture, NULL, QF_LOG_WARN);
+    qf_status st = qf_quantize(g, t, NULL, NULL);
+    qf_log_set(NULL, NULL, QF_LOG_WARN);
+    OK(st);
+    ck_assert_msg(strstr(warned, "tensor r1: its calibrated range is degenerate (minmax threshold 0:"), "%s", warned);
+    ck_assert_msg(strstr(warned, "tensor gp: its calibrated range is degenerate"), "%s", warned);
+    ck_assert_msg(!strstr(warned, "tensor r2"), "%s", warned);
+    int lines = 0;
+    for (const char *p = warned; (p = strchr(p, '\n')); p++) lines++;
+    ck_assert_msg(lines == 2, "%s", warned);
+    float *y = run(g, x, NULL, NULL);
+    for (int i = 0; i < 10; i++) ck_assert(isfinite(y[i]));
+    free(x), free(y);
+    qf_calib_table_free(t);
+    qf_graph_free(g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant_scale");
@@ -272,6 +305,7 @@ int main(void)
     tcase_add_test(tc, int8_is_scale_invariant);
     tcase_add_test(tc, tiny_activations_stay_out_of_fp16);
     tcase_add_test(tc, bias_beyond_accumulator_computes_in_float);
+    tcase_add_test(tc, degenerate_ranges_warn_in_quant);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

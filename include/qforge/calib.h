@@ -78,9 +78,13 @@ float qf_calib_mse(const qf_histogram *h);
 /* One of the above by enum; `percent` is used by QF_CALIB_PERCENTILE only. */
 float qf_calib_threshold(const qf_histogram *h, qf_calib_method m, double percent);
 
-/* The INT8 scale of an amax: amax/127, and 1 for amax 0 (an all-zero tensor
- * quantizes to zeros at any scale; 1 keeps every later division finite).
- * The one place this rule lives; weights use it for their channel absmax too. */
+/* The smallest amax an INT8 scale can hold: amax/127 must be a normal float
+ * (127 * 2^-126, about 1.49e-36). */
+#define QF_CALIB_AMAX_MIN (127.0f * 0x1p-126f)
+/* The INT8 scale of an amax: amax/127, and 1 for an amax below QF_CALIB_AMAX_MIN,
+ * 0 included (such a tensor quantizes to zeros; 1 keeps every later division
+ * finite). The one place this rule lives; weights use it for their channel
+ * absmax too. */
 float qf_calib_scale(float amax);
 
 /* ---- tables (table.calib, qforge-calib(5)) ------------------------------------------ */
