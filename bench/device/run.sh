@@ -5,17 +5,25 @@
 # the device tool brings back only a few files).
 # `triton`: ResNet-50 INT8 through tritonserver (.device/triton.tar.xz) under
 # perf_analyzer against qforge bench b256 (bench/bench_triton.sh).
-# Usage: bash bench/device/run.sh [tests|bench|all|triton]
+# `compare`: this build against the one in .device/before.tar.xz (bin/, lib/
+# of an earlier make_bundle.sh) on ResNet-50 and MobileNetV2 b256
+# (bench/device/compare.sh), with PyTorch eager FP16 timed beside them.
+# Usage: bash bench/device/run.sh [MODE...], MODE one of tests (the default),
+# bench, all (tests and bench), triton, compare; several run in that order.
 set -o pipefail
 R=$PWD
 L=$OUT/logs
 mkdir -p $L
 trap 'tar -czf $OUT/logs.tgz -C $OUT logs && rm -rf $L' EXIT
 . bench/device/env.sh
+modes=" ${*:-tests} "
+want() { # MODE: asked for by name, or tests/bench by `all`
+  case $modes in *" $1 "*) true;; *" all "*) [ $1 = tests ] || [ $1 = bench ];; *) false;; esac
+}
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   nproc; ldd /tmp/q/bin/test_cuda | grep -E "not found|cuda|cublas|blas"; } 2>&1 | tee $L/env.txt
 export QFORGE_DATA=$R/.device/data
-if [ "${1:-tests}" = tests ] || [ "$1" = all ]; then
+if want tests; then
   # the op graphs once more with every GEMM conv cut into chunks of 96 positions (plus a tail)
   CK_RUN_CASE=ops QFORGE_CUDA_CHUNK_ROWS=96 timeout 120 /tmp/q/bin/test_cuda > $L/test_chunked.log 2>&1
   echo "chunked ops rc=$?"; grep -E "Checks|F:" $L/test_chunked.log
@@ -31,12 +39,17 @@ if [ "${1:-tests}" = tests ] || [ "$1" = all ]; then
   rc=$?
   grep -v "^qforge\[" $L/test_cuda.log | tail -120
   echo "test_cuda rc=$rc"
+  # every op of the op table on this engine against the CPU engine, where the bundle has the test
+  if [ -x /tmp/q/bin/test_backend_ops ]; then
+    timeout 300 /tmp/q/bin/test_backend_ops > $L/test_backend_ops.log 2>&1
+    echo "test_backend_ops rc=$?"; grep -E "Checks|F:|cuda" $L/test_backend_ops.log | grep -v "^qforge\[" | head -40
+  fi
   if [ $rc -ne 0 ] && [ -n "$SANITIZE" ]; then
     CK_RUN_CASE=ops timeout 200 compute-sanitizer --tool memcheck /tmp/q/bin/test_cuda > $L/sanitizer.log 2>&1
     grep -E "ERROR SUMMARY|Invalid|Error|F:" $L/sanitizer.log | head -40
   fi
 fi
-if [ "$1" = bench ] || [ "$1" = all ]; then
+if want bench; then
   export PYTHONUNBUFFERED=1
   timeout ${BENCH_TIMEOUT:-400} bash bench/bench_cuda.sh /tmp/q/bin/qforge $R/.device/data/imagenet/images /tmp/b ${ARCHS:-resnet50 mobilenet_v2} > $L/bench.log 2>&1
   echo "bench rc=$?"
@@ -56,11 +69,22 @@ if [ "$1" = bench ] || [ "$1" = all ]; then
   grep -v '"profile' $L/bench.log | cut -c1-600
   for a in ${ARCHS:-resnet50 mobilenet_v2}; do for p in int8 fp16; do head -${PROF_LINES:-25} $L/prof_${a}_$p.txt; done; done
 fi
-if [ "$1" = triton ]; then
+if want compare; then
+  mkdir -p /tmp/old /tmp/b && tar -xJf .device/before.tar.xz -C /tmp/old
+  # the old build brings only its own library; the others are the bundle's
+  for l in /tmp/q/lib/*.so*; do [ -e /tmp/old/lib/$(basename $l) ] || ln -s $l /tmp/old/lib/; done
+  for a in ${ARCHS:-resnet50 mobilenet_v2}; do
+    python3 bench/peers/torch_cnn.py $a /tmp/b/$a.onnx --batches 256 > $L/torch_$a.json 2> $L/torch_$a.err
+    echo "torch eager FP16 $a: $(cat $L/torch_$a.json | cut -c1-300)"
+  done
+  REPS=${REPS:-3} timeout ${COMPARE_TIMEOUT:-400} bash bench/device/compare.sh /tmp/old /tmp/q /tmp/b \
+    $R/.device/data/imagenet/images/calib ${ARCHS:-resnet50 mobilenet_v2} 2>&1 | tee $L/compare.txt
+fi
+if want triton; then
   mkdir -p /tmp/t && tar -xJf .device/triton.tar.xz -C /tmp/t
   # the INT8 model as bench_cuda.sh makes it, unless a bench run already did
   [ -f /tmp/b/resnet50_int8.qfm ] || PRECS=int8 BATCHES=256 timeout ${BENCH_TIMEOUT:-300} bash bench/bench_cuda.sh \
-    /tmp/q/bin/qforge $R/.device/data/imagenet/images /tmp/b resnet50 > $L/bench.log 2>&1
+    /tmp/q/bin/qforge ${TRITON_IMAGES:-$R/.device/data/imagenet/images} /tmp/b resnet50 > $L/bench.log 2>&1
   timeout ${TRITON_TIMEOUT:-480} bash bench/bench_triton.sh /tmp/q/bin/qforge /tmp/q/lib/libtriton_qforge.so \
     /tmp/b/resnet50_int8.qfm /tmp/t/tritonserver $L/triton > $L/triton.log 2>&1
   echo "bench_triton rc=$?"

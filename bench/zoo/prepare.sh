@@ -10,7 +10,7 @@ B=${B:-/tmp/build-cuda}
 WHEELS=${WHEELS:-/tmp/effl}
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
-make -C "$B" bench/zoo/qf_logits tests/test_cuda >/dev/null
+make -C "$B" bench/zoo/qf_logits tests/test_cuda tests/test_backend_ops >/dev/null
 # make_bundle.sh also copies its own data subset once; the zoo needs only the bundle
 sh bench/device/make_bundle.sh "$B/bench/zoo/.libs/qf_logits" >/dev/null
 Z=.device/zoo
