@@ -77,11 +77,12 @@ static bool grow(void **arr, int *cap, int need, size_t size)
 int qf_graph_add_value(qf_graph *g, const char *name, qf_dtype dtype, int ndim, const int64_t *dims)
 {
     if (g->n_values >= QF_MAX_VALUES) {
-        qf_error(QF_ERR_NOMEM, "%s: more than %d tensors", g->source, QF_MAX_VALUES);
+        qfi_error_file(qf_error(QF_ERR_NOMEM, "more than %d tensors", QF_MAX_VALUES), g->source);
         return -1;
     }
     if (ndim < 0 || ndim > QF_MAX_DIMS) {
-        qf_error(QF_ERR_UNSUPPORTED, "%s: tensor %s has %d dims (at most %d)", g->source, name, ndim, QF_MAX_DIMS);
+        qfi_error_file(qf_error(QF_ERR_UNSUPPORTED, "tensor %s has %d dims (at most %d)", name, ndim, QF_MAX_DIMS),
+                       g->source);
         return -1;
     }
     if (!grow((void **)&g->values, &g->cap_values, g->n_values + 1, sizeof *g->values)) return -1;
@@ -106,7 +107,7 @@ int qf_graph_find_value(const qf_graph *g, const char *name)
 int qf_graph_add_node(qf_graph *g, const char *name, qf_op op, int n_in, const int *in, int n_out, const int *out)
 {
     if (g->n_nodes >= QF_MAX_NODES) {
-        qf_error(QF_ERR_NOMEM, "%s: more than %d nodes", g->source, QF_MAX_NODES);
+        qfi_error_file(qf_error(QF_ERR_NOMEM, "more than %d nodes", QF_MAX_NODES), g->source);
         return -1;
     }
     if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes)) return -1;
@@ -151,19 +152,19 @@ void qfi_value_set_shape(qf_value *v, qf_dtype dt, int ndim, const int64_t *dims
     for (int i = 0; i < ndim; i++) v->dims[i] = dims[i];
 }
 
-qf_status qfi_value_ints(const qf_graph *g, const qf_value *v, int64_t *out, int max, int *count)
+qf_status qfi_value_ints(const qf_value *v, int64_t *out, int max, int *count)
 {
     if (!(v->flags & QF_VALUE_CONST) || !v->data)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: tensor %s must be constant (dynamic shape input)", g->source, v->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "tensor %s must be constant (dynamic shape input)", v->name);
     int64_t n = qf_value_numel(v);
-    if (n > max) return qf_error(QF_ERR_INVALID, "%s: tensor %s has %lld elements (at most %d)", g->source, v->name,
-                                 (long long)n, max);
+    if (n > max)
+        return qf_error(QF_ERR_INVALID, "tensor %s has %lld elements (at most %d)", v->name, (long long)n, max);
     for (int64_t i = 0; i < n; i++) {
         switch (v->dtype) {
         case QF_I64: out[i] = ((const int64_t *)v->data)[i]; break;
         case QF_I32: out[i] = ((const int32_t *)v->data)[i]; break;
         default:
-            return qf_error(QF_ERR_INVALID, "%s: tensor %s must be int32 or int64, not %s", g->source, v->name,
+            return qf_error(QF_ERR_INVALID, "tensor %s must be int32 or int64, not %s", v->name,
                             qf_dtype_info(v->dtype)->name);
         }
     }

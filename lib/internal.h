@@ -39,6 +39,18 @@
 #define QFI_SIMD_CLONES
 #endif
 
+/* ---- error context ------------------------------------------------------------
+ * One rule: whoever dispatches work on a node -- the ONNX importer, the graph
+ * passes, the engines -- puts "FILE: node NAME (Op): " in front of a failure's
+ * message; ops, kernels and parsers write only the detail. These add only
+ * the parts the message lacks, so a dispatcher nested in another (constant
+ * folding runs an engine) does not repeat them, and the node goes after a
+ * file named already. Both return s. */
+qf_status qfi_error_node(qf_status s, const qf_graph *g, const qf_node *n);
+/* "PATH: " unless the message names its file already (qfi_error_node or
+ * qfi_error_file put it there). */
+qf_status qfi_error_file(qf_status s, const char *path);
+
 /* ---- memory ---------------------------------------------------------------- */
 /* calloc that sets the error message on failure. */
 void *qfi_calloc(size_t n, size_t size);
@@ -78,7 +90,7 @@ static inline qf_value *qfi_out(const qf_graph *g, const qf_node *n, int k)
 void qfi_value_set_shape(qf_value *v, qf_dtype dt, int ndim, const int64_t *dims);
 /* Reads a constant integer tensor (i64 or i32) as int64 values; *count set.
  * Fails if the value is not constant. */
-qf_status qfi_value_ints(const qf_graph *g, const qf_value *v, int64_t *out, int max, int *count);
+qf_status qfi_value_ints(const qf_value *v, int64_t *out, int max, int *count);
 /* Reads a constant float/int scalar-or-1-element tensor as float. */
 qf_status qfi_value_scalar_f32(const qf_value *v, float *out);
 

@@ -526,7 +526,7 @@ static qf_status load_initializers(loader *L)
             return qf_error(QF_ERR_INVALID, "%s: initializer %s is defined twice", L->path, t->name);
         qf_value tmp;
         qf_status st = qfi_onnx_tensor_decode(t, L->dir, &tmp);
-        if (st != QF_OK) return qf_error_prefix(st, "%s", L->path);
+        if (st != QF_OK) return qfi_error_file(st, L->path);
         int v = add_named_value(L, t->name, tmp.dtype, tmp.ndim, tmp.dims);
         free(tmp.name);
         if (v < 0) {
@@ -759,7 +759,8 @@ static qf_status upgrade_opset6(loader *L)
     qf_graph *g = L->g;
     for (int i = 0; i < g->n_nodes; i++) {
         qf_node *n = &g->nodes[i];
-        if (qfi_ops[n->op]->from_opset6) QF_CHECK(qfi_ops[n->op]->from_opset6(g, n));
+        qf_status st = qfi_ops[n->op]->from_opset6 ? qfi_ops[n->op]->from_opset6(g, n) : QF_OK;
+        if (st != QF_OK) return qfi_error_node(st, g, n);
     }
     g->opset = 7;
     return QF_OK;
@@ -772,12 +773,7 @@ static qf_status parse_nodes(loader *L)
     for (int i = 0; i < g->n_nodes; i++) {
         qf_node *n = &g->nodes[i];
         qf_status st = qfi_ops[n->op]->parse(g, n);
-        if (st == QF_OK) continue;
-        /* op parsers usually name the file and node; add what is missing */
-        const char *msg = qf_error_message();
-        if (strncmp(msg, L->path, strlen(L->path)) == 0) return st;
-        if (strstr(msg, n->name)) return qf_error_prefix(st, "%s", L->path);
-        return qf_error_prefix(st, "%s: node %s", L->path, n->name);
+        if (st != QF_OK) return qfi_error_node(st, g, n);
     }
     return QF_OK;
 }

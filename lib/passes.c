@@ -68,7 +68,7 @@ static qf_status toposort(qf_graph *g)
     if (tail < nn) {
         for (int i = 0; i < nn; i++) {
             if (indeg[i] > 0) {
-                st = qf_error(QF_ERR_INVALID, "%s: node %s is part of a cycle", g->source, g->nodes[i].name);
+                st = qfi_error_node(qf_error(QF_ERR_INVALID, "part of a cycle"), g, &g->nodes[i]);
                 goto out;
             }
         }
@@ -342,7 +342,7 @@ static qf_status fold_node(qf_graph *g, qf_node *n)
     for (int k = 0; k < n->n_out; k++) {
         const qf_value *v = n->out[k] >= 0 ? &g->values[n->out[k]] : NULL;
         if (v && qf_value_bytes(v) > (size_t)QF_MAX_TENSOR_BYTES)
-            return qf_error(QF_ERR_NOMEM, "%s: node %s: folded tensor %s too large", g->source, n->name, v->name);
+            return qf_error(QF_ERR_NOMEM, "folded tensor %s too large", v->name);
     }
     qf_value vals[2 * MAX_IO];
     int in[MAX_IO], out[MAX_IO], ins[MAX_IO], outs[MAX_IO], nv = 0, n_ins = 0, n_outs = 0;
@@ -395,16 +395,11 @@ static qf_status fold_node(qf_graph *g, qf_node *n)
     return st;
 }
 
-/* Runs node n's shape inference; ops name the node themselves, the file is
- * added when they did not. */
+/* Runs node n's shape inference; the op's message gets the file and node. */
 static qf_status infer_node(qf_graph *g, qf_node *n)
 {
     qf_status st = qfi_ops[n->op]->infer(g, n);
-    if (st != QF_OK) {
-        const char *msg = qf_error_message();
-        if (strncmp(msg, g->source, strlen(g->source)) != 0) qf_error_prefix(st, "%s", g->source);
-    }
-    return st;
+    return st == QF_OK ? st : qfi_error_node(st, g, n);
 }
 
 /* After inference: every output has a concrete shape of a sane size. */
@@ -415,11 +410,10 @@ static qf_status check_outputs(const qf_graph *g, const qf_node *n)
         const qf_value *v = &g->values[n->out[k]];
         for (int d = 0; d < v->ndim; d++)
             if (v->dims[d] < 0)
-                return qf_error(QF_ERR_INVALID, "%s: node %s: could not infer dim %d of %s", g->source, n->name, d,
-                                v->name);
+                return qfi_error_node(qf_error(QF_ERR_INVALID, "could not infer dim %d of %s", d, v->name), g, n);
         if (qf_value_bytes(v) > (size_t)QF_MAX_TENSOR_BYTES)
-            return qf_error(QF_ERR_NOMEM, "%s: node %s: tensor %s would need %zu bytes", g->source, n->name, v->name,
-                            qf_value_bytes(v));
+            return qfi_error_node(qf_error(QF_ERR_NOMEM, "tensor %s would need %zu bytes", v->name, qf_value_bytes(v)),
+                                  g, n);
     }
     return QF_OK;
 }
@@ -436,8 +430,7 @@ static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
             const qf_value *v = &g->values[n->in[k]];
             for (int d = 0; d < v->ndim && st == QF_OK; d++)
                 if (v->dims[d] < 0)
-                    st = qf_error(QF_ERR_INVALID, "%s: node %s: input %s has unknown dim %d", g->source, n->name,
-                                  v->name, d);
+                    st = qfi_error_node(qf_error(QF_ERR_INVALID, "input %s has unknown dim %d", v->name, d), g, n);
         }
         if (st == QF_OK && declared_batch != g->batch) st = fix_reshape_batch(g, n, declared_batch);
         if (st == QF_OK) st = infer_node(g, n);
@@ -445,6 +438,7 @@ static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
         if (st == QF_OK && node_foldable(g, n)) {
             bool from_batch = folds_batch(g, n, &dep);
             st = fold_node(g, n);
+            if (st != QF_OK) qfi_error_node(st, g, n);
             for (int k = 0; k < n->n_out; k++)
                 if (n->out[k] >= 0 && n->out[k] < dep.n) dep.v[n->out[k]] = from_batch;
             kill_node(n);
@@ -497,9 +491,9 @@ static qf_status infer_stored(qf_graph *g, qf_node *n)
         qf_value stored = {.dtype = out_dt[k], .flags = v->flags};
         qf_dtype expect = f32_view ? qfi_f32_view_dtype(&stored) : out_dt[k];
         if (v->dtype != expect)
-            st = qf_error(QF_ERR_INVALID, "%s: node %s (%s): output %s is stored as %s but the op gives %s",
-                          g->source, n->name, qf_op_name(n->op), v->name, qf_dtype_info(out_dt[k])->name,
-                          qf_dtype_info(v->dtype)->name);
+            st = qfi_error_node(qf_error(QF_ERR_INVALID, "output %s is stored as %s but the op gives %s", v->name,
+                                         qf_dtype_info(out_dt[k])->name, qf_dtype_info(v->dtype)->name),
+                                g, n);
         v->dtype = out_dt[k];
         v->scale = out_scale[k];
     }

@@ -501,13 +501,6 @@ out:
     return ok ? QF_OK : r->st;
 }
 
-/* Messages of op parsers and shape inference name the node; this makes sure they name the file too. */
-static qf_status with_path(const char *path, qf_status st)
-{
-    if (st != QF_OK && strncmp(qf_error_message(), path, strlen(path)) != 0) qf_error_prefix(st, "%s", path);
-    return st;
-}
-
 static void format_shape(char *buf, size_t n, int ndim, const int64_t *dims)
 {
     size_t at = (size_t)snprintf(buf, n, "[");
@@ -542,12 +535,13 @@ static qf_status verify_graph(qf_graph *g, const char *path)
     for (int i = 0; i < g->n_nodes; i++) {
         qf_node *n = &g->nodes[i];
         qf_status st = qfi_ops[n->op]->parse(g, n);
-        if (st != QF_OK) return with_path(path, st);
+        if (st != QF_OK) return qfi_error_file(qfi_error_node(st, g, n), path);
     }
     qf_value *stored = qfi_calloc((size_t)g->n_values + 1, sizeof *stored);
     if (!stored) return QF_ERR_NOMEM;
     memcpy(stored, g->values, (size_t)g->n_values * sizeof *stored);
-    qf_status st = with_path(path, qfi_graph_rebatch(g, g->batch));
+    qf_status st = qfi_graph_rebatch(g, g->batch);
+    if (st != QF_OK) qfi_error_file(st, path);
     for (int v = 0; v < g->n_values && st == QF_OK; v++) {
         const qf_value *a = &stored[v], *b = &g->values[v];
         if (a->ndim != b->ndim || memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof *a->dims) != 0) {
@@ -707,7 +701,7 @@ static qf_status parse_file(const char *path, const uint8_t *f, uint64_t size, i
     if (st == QF_OK) st = check_int8_biases(g, path);
     if (st == QF_OK && batch > 0 && batch != g->batch) {
         st = qfi_graph_rebatch(g, batch);
-        if (st != QF_OK) st = qf_error_prefix(with_path(path, st), "at batch %d", batch);
+        if (st != QF_OK) st = qf_error_prefix(qfi_error_file(st, path), "at batch %d", batch);
     }
     if (st != QF_OK) {
         qf_graph_free(g);

@@ -20,6 +20,11 @@ const char *qf_status_name(qf_status s)
 }
 
 static _Thread_local char last_error[1024];
+/* The context the message carries already: "FILE: " ends at file_end (0:
+ * none, so node context goes first); node: it names its node. Reset by
+ * qf_error, so a new message starts without context. */
+static _Thread_local size_t file_end;
+static _Thread_local bool has_node;
 
 const char *qf_error_message(void) { return last_error; }
 
@@ -29,18 +34,49 @@ qf_status qf_error(qf_status s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    file_end = 0;
+    has_node = false;
     return s;
+}
+
+/* Inserts "text: " at byte `at` of the message; returns the bytes added. */
+static size_t insert_context(size_t at, const char *text)
+{
+    char old[sizeof last_error];
+    memcpy(old, last_error, sizeof old);
+    const size_t len = strlen(old);
+    if (at > len) at = len;
+    int n = snprintf(last_error, sizeof last_error, "%.*s%.500s: %s", (int)at, old, text, old + at);
+    return n > 0 ? strlen(last_error) - len : 0;
 }
 
 qf_status qf_error_prefix(qf_status s, const char *fmt, ...)
 {
-    char prefix[512], old[sizeof last_error];
+    char prefix[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
-    memcpy(old, last_error, sizeof old);
-    snprintf(last_error, sizeof last_error, "%.500s: %.500s", prefix, old);
+    const size_t added = insert_context(0, prefix);
+    if (file_end) file_end += added; /* outside the file's context, which stays where it was */
+    return s;
+}
+
+qf_status qfi_error_node(qf_status s, const qf_graph *g, const qf_node *n)
+{
+    if (!has_node) {
+        char ctx[320];
+        snprintf(ctx, sizeof ctx, "node %.200s (%s)", n->name ? n->name : "?", qf_op_name(n->op));
+        insert_context(file_end, ctx);
+        has_node = true;
+    }
+    return qfi_error_file(s, g->source);
+}
+
+qf_status qfi_error_file(qf_status s, const char *path)
+{
+    if (file_end || !path || !*path) return s;
+    file_end = insert_context(0, path);
     return s;
 }
 

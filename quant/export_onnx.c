@@ -93,8 +93,7 @@ static qf_status own_name(ex *e, int v, const char **out)
         e->written[v] = true;
     }
     if (!e->name[v])
-        return qf_error(QF_ERR_INVALID, "%s: tensor %s is read before any node writes it (graph not prepared?)",
-                        e->g->source, x->name);
+        return qf_error(QF_ERR_INVALID, "tensor %s is read before any node writes it (graph not prepared?)", x->name);
     *out = e->name[v];
     return QF_OK;
 }
@@ -113,8 +112,7 @@ static qf_status qparams(ex *e, int v, const char **scale, const char **zero)
     const qf_value *x = &e->g->values[v];
     if (!e->qscale[v]) {
         if (!(x->scale > 0.0f) || !isfinite(x->scale))
-            return qf_error(QF_ERR_INVALID, "%s: int8 tensor %s has no valid scale (%g)", e->g->source, x->name,
-                            (double)x->scale);
+            return qf_error(QF_ERR_INVALID, "int8 tensor %s has no valid scale (%g)", x->name, (double)x->scale);
         const char *base = out_name(e, v);
         char *sb = base ? qfi_onnx_printf(&e->ob, "%s/scale", base) : NULL,
              *zb = base ? qfi_onnx_printf(&e->ob, "%s/zero_point", base) : NULL;
@@ -187,8 +185,8 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
      * Gemm (N,K) with transB), else 1 (Gemm and MatMul (K,N)) */
     const qfi_op_desc *d = qfi_ops[n->op];
     if (d->int8_ok && !d->int8_ok(g, n))
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "weight %s (%d dims) and attributes are not a form INT8 %s takes",
-                        QFI_NODE_ARGS(g, n), W->name, W->ndim, qf_op_name(n->op));
+        return qf_error(QF_ERR_UNSUPPORTED, "weight %s (%d dims) and attributes are not a form INT8 %s takes", W->name,
+                        W->ndim, qf_op_name(n->op));
     int64_t outer, ch, inner;
     d->weight_layout(g, n, &outer, &ch, &inner);
     const int axis = outer == 1 ? 0 : 1;
@@ -319,8 +317,7 @@ static qf_status upgrade_to_13(ex *e, const qf_node *n, Onnx__NodeProto *np)
     case QF_OP_BATCH_NORM:
         /* spatial (opset < 9) is gone; spatial=0 has no opset 13 form */
         if (qfi_attr_int(n, "spatial", 1) == 0)
-            return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "BatchNormalization with spatial=0 has no opset 13 form",
-                            QFI_NODE_ARGS(g, n));
+            return qf_error(QF_ERR_UNSUPPORTED, "BatchNormalization with spatial=0 has no opset 13 form");
         qfi_onnx_take_attr(np, "spatial");
         return QF_OK;
     case QF_OP_SOFTMAX: {
@@ -331,17 +328,17 @@ static qf_status upgrade_to_13(ex *e, const qf_node *n, Onnx__NodeProto *np)
         if (axis < 0) axis += nd;
         if (axis != nd - 1)
             return qf_error(QF_ERR_UNSUPPORTED,
-                            QFI_NODE_FMT "Softmax over the flattened dims from axis %lld of a %d-D input (opset < 13) "
-                                         "cannot be exported",
-                            QFI_NODE_ARGS(g, n), (long long)axis, nd);
+                            "Softmax over the flattened dims from axis %lld of a %d-D input (opset < 13) "
+                            "cannot be exported",
+                            (long long)axis, nd);
         qfi_onnx_take_attr(np, "axis");
         return qfi_onnx_attr_int(&e->ob, np, "axis", -1) ? QF_OK : QF_ERR_NOMEM;
     }
     case QF_OP_UPSAMPLE:
     case QF_OP_RESIZE:
         /* ONNX Runtime's legacy nearest rounding has no exact Resize-13 equivalent */
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "%s of opset %lld cannot be exported at opset 13",
-                        QFI_NODE_ARGS(g, n), qf_op_name(n->op), (long long)g->opset);
+        return qf_error(QF_ERR_UNSUPPORTED, "%s of opset %lld cannot be exported at opset 13", qf_op_name(n->op),
+                        (long long)g->opset);
     default: return QF_OK;
     }
 }
@@ -356,8 +353,7 @@ static qf_status emit_plain(ex *e, const qf_node *n)
     enum { MAX_IO = 64 };
     const qf_graph *g = e->g;
     if (n->n_in > MAX_IO || n->n_out > MAX_IO)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s has more than %d inputs or outputs", g->source, n->name,
-                        MAX_IO);
+        return qf_error(QF_ERR_UNSUPPORTED, "more than %d inputs or outputs", MAX_IO);
     const bool int8 = n->precision == QF_PREC_INT8;
     const char *in[MAX_IO], *out[MAX_IO];
     int n_in = n->n_in, n_out = n->n_out;
@@ -475,12 +471,14 @@ static qf_status build(ex *e, Onnx__ModelProto *m, Onnx__GraphProto *gp)
         const qf_node *n = &g->nodes[i];
         qf_status st = is_int8_anchor(g, n) ? emit_anchor(e, n) : is_conversion(g, n) ? emit_conversion(e, n)
                                                                                       : emit_plain(e, n);
-        if (st != QF_OK) return st;
+        if (st != QF_OK) return qfi_error_node(st, g, n);
     }
     /* a constant output is an initializer under its own name */
     for (int i = 0; i < g->n_outputs; i++) {
         const char *nm;
-        if (g->values[g->outputs[i]].flags & QF_VALUE_CONST) QF_CHECK(own_name(e, g->outputs[i], &nm));
+        if (!(g->values[g->outputs[i]].flags & QF_VALUE_CONST)) continue;
+        qf_status st = own_name(e, g->outputs[i], &nm);
+        if (st != QF_OK) return qfi_error_file(st, g->source);
     }
     gp->n_input = (size_t)g->n_inputs;
     gp->input = ins;
@@ -505,7 +503,7 @@ qf_status qf_export_onnx(const qf_graph *g, const char *path)
     onnx__graph_proto__init(&gp);
     qf_status st = build(&e, &m, &gp);
     if (st == QF_OK) st = qfi_onnx_model_write(&m, path);
-    else if (st == QF_ERR_NOMEM && !strstr(qf_error_message(), path)) qf_error_prefix(st, "%s", path);
+    else qf_error_prefix(st, "exporting %s", path);
     qfi_onnx_builder_free(&e.ob);
     if (st == QF_OK)
         qf_log(QF_LOG_INFO, "%s: wrote %zu nodes, %zu initializers (opset %lld)", path, gp.n_node, gp.n_initializer,

@@ -85,8 +85,9 @@ static qf_status convert(rw *r, int src, qf_dtype sdt, int dst, qf_dtype ddt)
     if (i < 0) return QF_ERR_NOMEM;
     r->p->sum.conversions++;
     qf_node *n = &g->nodes[i];
-    QF_CHECK(qfi_ops[n->op]->parse(g, n));
-    return qfi_ops[n->op]->infer(g, n);
+    qf_status st = qfi_ops[n->op]->parse(g, n);
+    if (st == QF_OK) st = qfi_ops[n->op]->infer(g, n);
+    return st == QF_OK ? st : qfi_error_node(st, g, n);
 }
 
 /* The version of planned value v in dtype dt, converting on first use. */
@@ -206,7 +207,8 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
         set_attr_float(nn, "beta", 1.0f);
     }
     /* checks the INT8 operands and the output shape */
-    return qfi_ops[nn->op]->infer(g, nn);
+    st = qfi_ops[nn->op]->infer(g, nn);
+    return st == QF_OK ? st : qfi_error_node(st, g, nn);
 }
 
 /* Emits node i of the old graph (not an anchor) at its precision. */
@@ -215,8 +217,7 @@ static qf_status emit_plain(rw *r, qf_node *n, int i)
     const qfi_qnode *qn = &r->p->nodes[i];
     int in[64], out[64];
     if (n->n_in > 64 || n->n_out > 64)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s has too many inputs or outputs to quantize", r->g->source,
-                        n->name);
+        return qfi_error_node(qf_error(QF_ERR_UNSUPPORTED, "too many inputs or outputs to quantize"), r->g, n);
     qf_dtype want = qn->role != QFI_QROLE_FLOAT ? QF_I8 : qn->prec == QF_PREC_FP16 ? QF_F16 : QF_F32;
     for (int k = 0; k < n->n_in; k++) {
         int v = n->in[k];

@@ -41,7 +41,8 @@ static const qfi_backend *backend_of(qf_device_kind kind)
 qf_status qf_engine_create(const qf_graph *g, const qf_engine_opts *opts, qf_engine **out)
 {
     *out = NULL;
-    if (g->batch <= 0) return qf_error(QF_ERR_USAGE, "%s: graph must be prepared before building an engine", g->source);
+    if (g->batch <= 0)
+        return qfi_error_file(qf_error(QF_ERR_USAGE, "graph must be prepared before building an engine"), g->source);
     qf_device_kind kind = opts ? opts->device : QF_DEVICE_CPU;
     const qfi_backend *be = backend_of(kind);
     if (!be) return kind == QF_DEVICE_CUDA ? QF_ERR_UNSUPPORTED : QF_ERR_USAGE;

@@ -16,6 +16,38 @@ START_TEST(status_messages)
 }
 END_TEST
 
+/* The context rule: a dispatcher adds "file: node NAME (Op): " once, however
+ * many dispatchers a failure passes through, and the node after a file named
+ * already. */
+START_TEST(error_context_added_once)
+{
+    qf_graph g = {.source = "m.onnx"};
+    qf_node n = {.name = "conv1", .op = QF_OP_CONV};
+    ck_assert_int_eq(qfi_error_node(qf_error(QF_ERR_INVALID, "group is 0"), &g, &n), QF_ERR_INVALID);
+    ck_assert_str_eq(qf_error_message(), "m.onnx: node conv1 (Conv): group is 0");
+    qfi_error_node(QF_ERR_INVALID, &g, &n);
+    qfi_error_file(QF_ERR_INVALID, "m.onnx");
+    ck_assert_str_eq(qf_error_message(), "m.onnx: node conv1 (Conv): group is 0");
+    /* detail-level context stays inside; outer context outside the file */
+    qf_error(QF_ERR_INVALID, "index 7 out of range");
+    qf_error_prefix(QF_ERR_INVALID, "constant folding");
+    qfi_error_node(QF_ERR_INVALID, &g, &n);
+    qf_error_prefix(QF_ERR_INVALID, "at batch %d", 8);
+    qfi_error_file(QF_ERR_INVALID, "other.qfm");
+    ck_assert_str_eq(qf_error_message(),
+                     "at batch 8: m.onnx: node conv1 (Conv): constant folding: index 7 out of range");
+    /* a file first: the node goes after it */
+    qf_error(QF_ERR_IO, "short read");
+    qfi_error_file(QF_ERR_IO, "m.qfm");
+    qfi_error_node(QF_ERR_IO, &g, &n);
+    ck_assert_str_eq(qf_error_message(), "m.qfm: node conv1 (Conv): short read");
+    /* a new message starts without context */
+    qf_error(QF_ERR_IO, "again");
+    qfi_error_file(QF_ERR_IO, "m.qfm");
+    ck_assert_str_eq(qf_error_message(), "m.qfm: again");
+}
+END_TEST
+
 START_TEST(dtype_traits)
 {
     ck_assert_uint_eq(qf_dtype_info(QF_F32)->size, 4);
@@ -160,6 +192,7 @@ int main(void)
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, status_messages);
+    tcase_add_test(tc, error_context_added_once);
     tcase_add_test(tc, dtype_traits);
     tcase_add_test(tc, half_conversion);
     tcase_add_test(tc, graph_find_and_sort);

@@ -81,6 +81,10 @@ START_TEST(bad_corpus)
                   qf_status_name(c->status), msg);
     ck_assert_ptr_null(g);
     ck_assert_msg(strncmp(msg, path, strlen(path)) == 0, "%s: message does not start with the path: %s", c->file, msg);
+    /* the context once: no second path, node or empty context */
+    const char *node = strstr(msg, ": node ");
+    ck_assert_msg(!strstr(msg + 1, path) && !(node && strstr(node + 1, ": node ")) && !strstr(msg, ": :"),
+                  "%s: context repeated: %s", c->file, msg);
     for (int k = 0; k < 3 && c->names[k]; k++)
         ck_assert_msg(strstr(msg, c->names[k]), "%s: message lacks '%s': %s", c->file, c->names[k], msg);
 }

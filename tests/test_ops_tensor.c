@@ -1358,6 +1358,22 @@ START_TEST(gather_axes_and_indices)
     float x10[10] = {0};
     CK_STATUS(exec(g, ni, (const void *[]){x10, (int64_t[]){0, -11}}, o, 1), QF_ERR_INVALID);
     free_outs(o, 1);
+    /* through the engine: the kernel's detail behind the file and node, once each */
+    g->values[in[0]].flags |= QF_VALUE_INPUT;
+    g->values[in[1]].flags |= QF_VALUE_INPUT;
+    g->values[out[0]].flags |= QF_VALUE_OUTPUT;
+    g->inputs = malloc(2 * sizeof(int));
+    g->outputs = malloc(sizeof(int));
+    g->inputs[0] = in[0], g->inputs[1] = in[1], g->outputs[0] = out[0];
+    g->n_inputs = 2, g->n_outputs = 1;
+    CK_OK(qf_graph_prepare(g, 0));
+    qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = 1};
+    qf_engine *e;
+    CK_OK(qf_engine_create(g, &opts, &e));
+    memcpy(qf_engine_input(e, 1), (int64_t[]){0, -11}, 2 * sizeof(int64_t));
+    ck_assert_int_eq(qf_engine_run(e), QF_ERR_INVALID);
+    ck_assert_str_eq(qf_error_message(), "test: node n (Gather): index -11 out of range for dim 10");
+    qf_engine_free(e);
     qf_graph_free(g);
 }
 END_TEST

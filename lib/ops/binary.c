@@ -7,42 +7,35 @@
 static qf_status binary_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 2 || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): needs 2 inputs and 1 output, has %d and %d", g->source,
-                        n->name, qf_op_name(n->op), n->n_in, n->n_out);
+        return qf_error(QF_ERR_INVALID, "needs 2 inputs and 1 output, has %d and %d", n->n_in, n->n_out);
     /* opset < 7 spelled broadcasting with attributes; since 7 it is implicit */
     if (qfi_attr_find(n, "broadcast") || qfi_attr_find(n, "axis"))
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): legacy broadcast/axis attributes (opset < 7)",
-                        g->source, n->name, qf_op_name(n->op));
+        return qf_error(QF_ERR_UNSUPPORTED, "legacy broadcast/axis attributes (opset < 7)");
     return QF_OK;
 }
 
 static qf_status binary_infer(qf_graph *g, qf_node *n)
 {
-    const char *op = qf_op_name(n->op);
     const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1);
-    if (!a || !b) return qf_error(QF_ERR_INVALID, "%s: node %s (%s): missing input", g->source, n->name, op);
+    if (!a || !b) return qf_error(QF_ERR_INVALID, "missing input");
     if (a->dtype != b->dtype)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): inputs %s and %s have dtypes %s and %s", g->source, n->name,
-                        op, a->name, b->name, qf_dtype_info(a->dtype)->name, qf_dtype_info(b->dtype)->name);
+        return qf_error(QF_ERR_INVALID, "inputs %s and %s have dtypes %s and %s", a->name, b->name,
+                        qf_dtype_info(a->dtype)->name, qf_dtype_info(b->dtype)->name);
     bool ok = a->dtype == QF_F32;
     if (n->op != QF_OP_PRELU)
         ok = ok || a->dtype == QF_I32 || a->dtype == QF_I64 || a->dtype == QF_I8 || a->dtype == QF_U8;
-    if (!ok)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): dtype %s", g->source, n->name, op,
-                        qf_dtype_info(a->dtype)->name);
+    if (!ok) return qf_error(QF_ERR_UNSUPPORTED, "dtype %s", qf_dtype_info(a->dtype)->name);
     int nd;
     int64_t dims[QF_MAX_DIMS];
     if (a->ndim > QF_MAX_DIMS || b->ndim > QF_MAX_DIMS)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): rank above %d", g->source, n->name, op, QF_MAX_DIMS);
+        return qf_error(QF_ERR_UNSUPPORTED, "rank above %d", QF_MAX_DIMS);
     qf_status st = qfi_broadcast_shape(a->ndim, a->dims, b->ndim, b->dims, &nd, dims);
-    if (st != QF_OK) return qf_error_prefix(st, "%s: node %s (%s): %s and %s: ", g->source, n->name, op, a->name, b->name);
+    if (st != QF_OK) return qf_error_prefix(st, "%s and %s", a->name, b->name);
     if (n->op == QF_OP_PRELU) {
         /* unidirectional: the slope must broadcast to X without changing X's shape */
         bool same = nd == a->ndim;
         for (int i = 0; same && i < nd; i++) same = dims[i] == a->dims[i];
-        if (!same)
-            return qf_error(QF_ERR_INVALID, "%s: node %s (PRelu): slope %s does not broadcast onto %s", g->source,
-                            n->name, b->name, a->name);
+        if (!same) return qf_error(QF_ERR_INVALID, "slope %s does not broadcast onto %s", b->name, a->name);
     }
     qfi_value_set_shape(qfi_out(g, n, 0), a->dtype, nd, dims);
     return QF_OK;
@@ -54,8 +47,7 @@ static qf_status prelu_from_opset6(qf_graph *g, qf_node *n)
 {
     const qf_value *slope = qfi_in(g, n, 1);
     if (!slope || !(slope->flags & QF_VALUE_CONST) || qf_value_numel(slope) != 1)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "opset 6's per-channel slope broadcast is not supported",
-                        QFI_NODE_ARGS(g, n));
+        return qf_error(QF_ERR_UNSUPPORTED, "opset 6's per-channel slope broadcast is not supported");
     return QF_OK;
 }
 

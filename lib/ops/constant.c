@@ -6,8 +6,7 @@
 
 static qf_status constant_parse(qf_graph *g, qf_node *n)
 {
-    if (n->n_in != 0 || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Constant): needs no inputs and 1 output", g->source, n->name);
+    if (n->n_in != 0 || n->n_out != 1) return qf_error(QF_ERR_INVALID, "needs no inputs and 1 output");
     static const struct {
         const char *name;
         qf_attr_type type;
@@ -22,20 +21,17 @@ static qf_status constant_parse(qf_graph *g, qf_node *n)
     for (int i = 0; i < n->n_attr; i++) {
         const qf_attr *at = &n->attrs[i];
         if (strcmp(at->name, "sparse_value") == 0 || strncmp(at->name, "value_string", 12) == 0)
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Constant): attribute %s", g->source, n->name, at->name);
+            return qf_error(QF_ERR_UNSUPPORTED, "attribute %s", at->name);
         for (size_t k = 0; k < QF_ARRAY_LEN(kinds); k++) {
             if (strcmp(at->name, kinds[k].name) != 0) continue;
             if (at->type != kinds[k].type || (at->type == QF_ATTR_TENSOR && !at->t))
-                return qf_error(QF_ERR_INVALID, "%s: node %s (Constant): attribute %s has the wrong type", g->source,
-                                n->name, at->name);
-            if (found >= 0)
-                return qf_error(QF_ERR_INVALID, "%s: node %s (Constant): more than one value attribute", g->source,
-                                n->name);
+                return qf_error(QF_ERR_INVALID, "attribute %s has the wrong type", at->name);
+            if (found >= 0) return qf_error(QF_ERR_INVALID, "more than one value attribute");
             found = i;
             kind = kinds[k].kind;
         }
     }
-    if (found < 0) return qf_error(QF_ERR_INVALID, "%s: node %s (Constant): no value attribute", g->source, n->name);
+    if (found < 0) return qf_error(QF_ERR_INVALID, "no value attribute");
     qfi_constant_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->kind = kind;

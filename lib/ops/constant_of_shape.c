@@ -8,13 +8,12 @@
 static qf_status constant_of_shape_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 1 || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (ConstantOfShape): needs 1 input and 1 output", g->source, n->name);
+        return qf_error(QF_ERR_INVALID, "needs 1 input and 1 output");
     const qf_attr *at = qfi_attr_find(n, "value");
     if (at && (at->type != QF_ATTR_TENSOR || !at->t || qf_value_numel(at->t) != 1 || !at->t->data))
-        return qf_error(QF_ERR_INVALID, "%s: node %s (ConstantOfShape): value must be a one-element tensor", g->source,
-                        n->name);
+        return qf_error(QF_ERR_INVALID, "value must be a one-element tensor");
     if (at && qf_dtype_info(at->t->dtype)->size == 0)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (ConstantOfShape): value of dtype %s", g->source, n->name,
+        return qf_error(QF_ERR_UNSUPPORTED, "value of dtype %s",
                         qf_dtype_info(at->t->dtype)->name);
     return QF_OK;
 }
@@ -22,13 +21,13 @@ static qf_status constant_of_shape_parse(qf_graph *g, qf_node *n)
 static qf_status constant_of_shape_infer(qf_graph *g, qf_node *n)
 {
     if (!qfi_in(g, n, 0))
-        return qf_error(QF_ERR_INVALID, "%s: node %s (ConstantOfShape): missing input", g->source, n->name);
+        return qf_error(QF_ERR_INVALID, "missing input");
     int64_t dims[QF_MAX_DIMS];
     int nd;
     QF_CHECK(qfi_const_ints(g, n, 0, dims, QF_MAX_DIMS, &nd));
     for (int i = 0; i < nd; i++)
         if (dims[i] < 0)
-            return qf_error(QF_ERR_INVALID, "%s: node %s (ConstantOfShape): dim %d is %lld", g->source, n->name, i,
+            return qf_error(QF_ERR_INVALID, "dim %d is %lld", i,
                             (long long)dims[i]);
     const qf_attr *at = qfi_attr_find(n, "value");
     qfi_value_set_shape(qfi_out(g, n, 0), at ? at->t->dtype : QF_F32, nd, dims);

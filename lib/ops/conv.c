@@ -12,8 +12,8 @@
 qf_status qfi_require_f32(const qf_graph *g, const qf_node *n, const qf_value *v, const char *role)
 {
     if (v->dtype == QF_F32) return QF_OK;
-    return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "%s %s has dtype %s; only f32 is supported", QFI_NODE_ARGS(g, n),
-                    role, v->name, qf_dtype_info(v->dtype)->name);
+    return qf_error(QF_ERR_UNSUPPORTED, "%s %s has dtype %s; only f32 is supported", role, v->name,
+                    qf_dtype_info(v->dtype)->name);
 }
 
 qf_status qfi_check_arity(const qf_graph *g, const qf_node *n, int min_in, int max_in)
@@ -22,16 +22,12 @@ qf_status qfi_check_arity(const qf_graph *g, const qf_node *n, int min_in, int m
     /* trailing omitted optional inputs do not count */
     while (given > 0 && n->in[given - 1] < 0) given--;
     if (given < min_in || given > max_in)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "has %d inputs; expected %d to %d", QFI_NODE_ARGS(g, n), given,
-                        min_in, max_in);
+        return qf_error(QF_ERR_INVALID, "has %d inputs; expected %d to %d", given, min_in, max_in);
     for (int k = 0; k < min_in; k++)
-        if (n->in[k] < 0)
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "required input %d is missing", QFI_NODE_ARGS(g, n), k);
-    if (n->n_out < 1 || n->out[0] < 0)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "has no output", QFI_NODE_ARGS(g, n));
+        if (n->in[k] < 0) return qf_error(QF_ERR_INVALID, "required input %d is missing", k);
+    if (n->n_out < 1 || n->out[0] < 0) return qf_error(QF_ERR_INVALID, "has no output");
     for (int k = 1; k < n->n_out; k++)
-        if (n->out[k] >= 0)
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "has %d outputs; expected 1", QFI_NODE_ARGS(g, n), n->n_out);
+        if (n->out[k] >= 0) return qf_error(QF_ERR_INVALID, "has %d outputs; expected 1", n->n_out);
     return QF_OK;
 }
 
@@ -44,12 +40,11 @@ static qf_status read_ints(const qf_graph *g, const qf_node *n, const char *name
     *count = 0;
     if (!v || cnt == 0) return QF_OK;
     if (cnt > max)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "%s has %d values; at most %d spatial dims are supported",
-                        QFI_NODE_ARGS(g, n), name, cnt, QFI_MAX_SPATIAL);
+        return qf_error(QF_ERR_UNSUPPORTED, "%s has %d values; at most %d spatial dims are supported", name, cnt,
+                        QFI_MAX_SPATIAL);
     for (int i = 0; i < cnt; i++) {
         if (v[i] < lo || v[i] > WINDOW_ATTR_MAX)
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "%s[%d] = %lld is out of range", QFI_NODE_ARGS(g, n), name,
-                            i, (long long)v[i]);
+            return qf_error(QF_ERR_INVALID, "%s[%d] = %lld is out of range", name, i, (long long)v[i]);
         out[i] = v[i];
     }
     *count = cnt;
@@ -64,29 +59,27 @@ qf_status qfi_window_parse(const qf_graph *g, const qf_node *n, qfi_window_attrs
     else if (strcmp(ap, "SAME_UPPER") == 0) a->auto_pad = QFI_PAD_SAME_UPPER;
     else if (strcmp(ap, "SAME_LOWER") == 0) a->auto_pad = QFI_PAD_SAME_LOWER;
     else if (strcmp(ap, "VALID") == 0) a->auto_pad = QFI_PAD_VALID;
-    else return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "unknown auto_pad \"%s\"", QFI_NODE_ARGS(g, n), ap);
+    else return qf_error(QF_ERR_INVALID, "unknown auto_pad \"%s\"", ap);
     QF_CHECK(read_ints(g, n, "kernel_shape", QFI_MAX_SPATIAL, 1, a->kernel, &a->n_kernel));
     QF_CHECK(read_ints(g, n, "strides", QFI_MAX_SPATIAL, 1, a->strides, &a->n_strides));
     QF_CHECK(read_ints(g, n, "dilations", QFI_MAX_SPATIAL, 1, a->dilations, &a->n_dilations));
     QF_CHECK(read_ints(g, n, "pads", 2 * QFI_MAX_SPATIAL, 0, a->pads, &a->n_pads));
-    if (a->n_pads % 2)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "pads has an odd count %d", QFI_NODE_ARGS(g, n), a->n_pads);
+    if (a->n_pads % 2) return qf_error(QF_ERR_INVALID, "pads has an odd count %d", a->n_pads);
     return QF_OK;
 }
 
 static qf_status check_count(const qf_graph *g, const qf_node *n, const char *name, int count, int want)
 {
     if (count == 0 || count == want) return QF_OK;
-    return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "%s has %d values for %d spatial dims", QFI_NODE_ARGS(g, n), name,
-                    count, want / (strcmp(name, "pads") == 0 ? 2 : 1));
+    return qf_error(QF_ERR_INVALID, "%s has %d values for %d spatial dims", name, count,
+                    want / (strcmp(name, "pads") == 0 ? 2 : 1));
 }
 
 qf_status qfi_window_setup(const qf_graph *g, const qf_node *n, const qfi_window_attrs *a, int nsp,
                            const int64_t *in, const int64_t *k, qfi_window *w)
 {
     if (nsp < 1 || nsp > QFI_MAX_SPATIAL)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "%d spatial dims; 1 to %d are supported", QFI_NODE_ARGS(g, n),
-                        nsp, QFI_MAX_SPATIAL);
+        return qf_error(QF_ERR_UNSUPPORTED, "%d spatial dims; 1 to %d are supported", nsp, QFI_MAX_SPATIAL);
     QF_CHECK(check_count(g, n, "kernel_shape", a->n_kernel, nsp));
     QF_CHECK(check_count(g, n, "strides", a->n_strides, nsp));
     QF_CHECK(check_count(g, n, "dilations", a->n_dilations, nsp));
@@ -102,11 +95,10 @@ qf_status qfi_window_setup(const qf_graph *g, const qf_node *n, const qfi_window
         w->in[s] = in[i];
         w->k[s] = k[i];
         if (k[i] < 1 || k[i] > WINDOW_ATTR_MAX)
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "kernel dim %d is %lld", QFI_NODE_ARGS(g, n), i,
-                            (long long)k[i]);
+            return qf_error(QF_ERR_INVALID, "kernel dim %d is %lld", i, (long long)k[i]);
         if (a->n_kernel && a->kernel[i] != k[i])
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "kernel_shape[%d] = %lld but the weights say %lld",
-                            QFI_NODE_ARGS(g, n), i, (long long)a->kernel[i], (long long)k[i]);
+            return qf_error(QF_ERR_INVALID, "kernel_shape[%d] = %lld but the weights say %lld", i,
+                            (long long)a->kernel[i], (long long)k[i]);
         if (a->n_strides) w->stride[s] = a->strides[i];
         if (a->n_dilations) w->dil[s] = a->dilations[i];
         if (a->n_pads) {
@@ -135,8 +127,8 @@ qf_status qfi_window_resolve(const qf_graph *g, const qf_node *n, const qfi_wind
         if (a->auto_pad == QFI_PAD_VALID) w->pad[s] = w->pad_end[s] = 0;
         int64_t span = w->in[s] + w->pad[s] + w->pad_end[s] - ek;
         if (span < 0)
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "window of %lld does not fit the padded input dim of %lld",
-                            QFI_NODE_ARGS(g, n), (long long)ek, (long long)(w->in[s] + w->pad[s] + w->pad_end[s]));
+            return qf_error(QF_ERR_INVALID, "window of %lld does not fit the padded input dim of %lld", (long long)ek,
+                            (long long)(w->in[s] + w->pad[s] + w->pad_end[s]));
         w->out[s] = (ceil_mode ? (span + w->stride[s] - 1) / w->stride[s] : span / w->stride[s]) + 1;
         /* a window that would start in the end padding is dropped (as ORT and PyTorch do) */
         if (ceil_mode && w->out[s] > 1 && (w->out[s] - 1) * w->stride[s] >= w->in[s] + w->pad[s]) w->out[s]--;
@@ -154,8 +146,7 @@ static qf_status conv_parse(qf_graph *g, qf_node *n)
     if (!p) return QF_ERR_NOMEM;
     qf_status st = qfi_window_parse(g, n, &p->win);
     p->group = qfi_attr_int(n, "group", 1);
-    if (st == QF_OK && p->group < 1)
-        st = qf_error(QF_ERR_INVALID, QFI_NODE_FMT "group is %lld", QFI_NODE_ARGS(g, n), (long long)p->group);
+    if (st == QF_OK && p->group < 1) st = qf_error(QF_ERR_INVALID, "group is %lld", (long long)p->group);
     return qfi_node_set_params(n, p, st);
 }
 
@@ -173,24 +164,21 @@ qf_status qfi_conv_geometry(const qf_graph *g, const qf_node *n, qfi_conv_geom *
         if (b) QF_CHECK(qfi_require_f32(g, n, b, "bias"));
     }
     if (x->ndim < 3 || x->ndim > 2 + QFI_MAX_SPATIAL)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "input %s has %d dims; 3 to %d are supported",
-                        QFI_NODE_ARGS(g, n), x->name, x->ndim, 2 + QFI_MAX_SPATIAL);
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s has %d dims; 3 to %d are supported", x->name, x->ndim,
+                        2 + QFI_MAX_SPATIAL);
     if (w->ndim != x->ndim)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "weight %s has %d dims but the input has %d",
-                        QFI_NODE_ARGS(g, n), w->name, w->ndim, x->ndim);
+        return qf_error(QF_ERR_INVALID, "weight %s has %d dims but the input has %d", w->name, w->ndim, x->ndim);
     geo->N = x->dims[0];
     geo->C = x->dims[1];
     geo->M = w->dims[0];
     geo->group = p->group;
     if (geo->C % geo->group || geo->M % geo->group || w->dims[1] != geo->C / geo->group)
-        return qf_error(QF_ERR_INVALID,
-                        QFI_NODE_FMT "input has %lld channels, weight %s is (%lld,%lld,...) and group is %lld",
-                        QFI_NODE_ARGS(g, n), (long long)geo->C, w->name, (long long)w->dims[0],
-                        (long long)w->dims[1], (long long)geo->group);
+        return qf_error(QF_ERR_INVALID, "input has %lld channels, weight %s is (%lld,%lld,...) and group is %lld",
+                        (long long)geo->C, w->name, (long long)w->dims[0], (long long)w->dims[1],
+                        (long long)geo->group);
     geo->has_bias = b != NULL;
     if (b && (b->ndim != 1 || b->dims[0] != geo->M))
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "bias %s must have %lld elements", QFI_NODE_ARGS(g, n), b->name,
-                        (long long)geo->M);
+        return qf_error(QF_ERR_INVALID, "bias %s must have %lld elements", b->name, (long long)geo->M);
     return qfi_window_resolve(g, n, &p->win, x->ndim - 2, x->dims + 2, w->dims + 2, false, &geo->w);
 }
 

@@ -11,26 +11,21 @@ static qf_status conv_transpose_parse(qf_graph *g, qf_node *n)
     if (!p) return QF_ERR_NOMEM;
     qf_status st = qfi_window_parse(g, n, &p->win);
     p->group = qfi_attr_int(n, "group", 1);
-    if (st == QF_OK && p->group < 1)
-        st = qf_error(QF_ERR_INVALID, QFI_NODE_FMT "group is %lld", QFI_NODE_ARGS(g, n), (long long)p->group);
+    if (st == QF_OK && p->group < 1) st = qf_error(QF_ERR_INVALID, "group is %lld", (long long)p->group);
     int cnt = 0;
     const int64_t *v = qfi_attr_ints(n, "output_padding", &cnt);
-    if (st == QF_OK && cnt > QFI_MAX_SPATIAL)
-        st = qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "output_padding has %d values", QFI_NODE_ARGS(g, n), cnt);
+    if (st == QF_OK && cnt > QFI_MAX_SPATIAL) st = qf_error(QF_ERR_UNSUPPORTED, "output_padding has %d values", cnt);
     for (int i = 0; st == QF_OK && i < cnt; i++) {
         if (v[i] < 0 || v[i] > ((int64_t)1 << 24))
-            st = qf_error(QF_ERR_INVALID, QFI_NODE_FMT "output_padding[%d] = %lld", QFI_NODE_ARGS(g, n), i,
-                          (long long)v[i]);
+            st = qf_error(QF_ERR_INVALID, "output_padding[%d] = %lld", i, (long long)v[i]);
         else p->output_padding[i] = v[i];
     }
     p->n_output_padding = cnt;
     v = qfi_attr_ints(n, "output_shape", &cnt);
-    if (st == QF_OK && cnt > QFI_MAX_SPATIAL + 2)
-        st = qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "output_shape has %d values", QFI_NODE_ARGS(g, n), cnt);
+    if (st == QF_OK && cnt > QFI_MAX_SPATIAL + 2) st = qf_error(QF_ERR_UNSUPPORTED, "output_shape has %d values", cnt);
     for (int i = 0; st == QF_OK && i < cnt; i++) {
         if (v[i] < 1 || v[i] > ((int64_t)1 << 30))
-            st = qf_error(QF_ERR_INVALID, QFI_NODE_FMT "output_shape[%d] = %lld", QFI_NODE_ARGS(g, n), i,
-                          (long long)v[i]);
+            st = qf_error(QF_ERR_INVALID, "output_shape[%d] = %lld", i, (long long)v[i]);
         else p->output_shape[i] = v[i];
     }
     p->n_output_shape = cnt;
@@ -47,31 +42,26 @@ qf_status qfi_conv_transpose_geometry(const qf_graph *g, const qf_node *n, qfi_c
     QF_CHECK(qfi_require_f32(g, n, w, "weight"));
     if (b) QF_CHECK(qfi_require_f32(g, n, b, "bias"));
     if (x->ndim < 3 || x->ndim > 2 + QFI_MAX_SPATIAL)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "input %s has %d dims; 3 to %d are supported",
-                        QFI_NODE_ARGS(g, n), x->name, x->ndim, 2 + QFI_MAX_SPATIAL);
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s has %d dims; 3 to %d are supported", x->name, x->ndim,
+                        2 + QFI_MAX_SPATIAL);
     if (w->ndim != x->ndim)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "weight %s has %d dims but the input has %d",
-                        QFI_NODE_ARGS(g, n), w->name, w->ndim, x->ndim);
+        return qf_error(QF_ERR_INVALID, "weight %s has %d dims but the input has %d", w->name, w->ndim, x->ndim);
     int nsp = x->ndim - 2;
     geo->N = x->dims[0];
     geo->C = x->dims[1];
     geo->group = p->group;
     geo->M = w->dims[1] * p->group;
     if (geo->C % geo->group || w->dims[0] != geo->C)
-        return qf_error(QF_ERR_INVALID,
-                        QFI_NODE_FMT "input has %lld channels, weight %s is (%lld,%lld,...) and group is %lld",
-                        QFI_NODE_ARGS(g, n), (long long)geo->C, w->name, (long long)w->dims[0],
-                        (long long)w->dims[1], (long long)geo->group);
+        return qf_error(QF_ERR_INVALID, "input has %lld channels, weight %s is (%lld,%lld,...) and group is %lld",
+                        (long long)geo->C, w->name, (long long)w->dims[0], (long long)w->dims[1],
+                        (long long)geo->group);
     geo->has_bias = b != NULL;
     if (b && (b->ndim != 1 || b->dims[0] != geo->M))
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "bias %s must have %lld elements", QFI_NODE_ARGS(g, n), b->name,
-                        (long long)geo->M);
+        return qf_error(QF_ERR_INVALID, "bias %s must have %lld elements", b->name, (long long)geo->M);
     if (p->n_output_padding && p->n_output_padding != nsp)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "output_padding has %d values for %d spatial dims",
-                        QFI_NODE_ARGS(g, n), p->n_output_padding, nsp);
+        return qf_error(QF_ERR_INVALID, "output_padding has %d values for %d spatial dims", p->n_output_padding, nsp);
     if (p->n_output_shape && p->n_output_shape != nsp && p->n_output_shape != nsp + 2)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "output_shape has %d values for %d spatial dims",
-                        QFI_NODE_ARGS(g, n), p->n_output_shape, nsp);
+        return qf_error(QF_ERR_INVALID, "output_shape has %d values for %d spatial dims", p->n_output_shape, nsp);
     qfi_window *win = &geo->w;
     QF_CHECK(qfi_window_setup(g, n, &p->win, nsp, x->dims + 2, w->dims + 2, win));
     const int64_t *oshape = p->n_output_shape ? p->output_shape + (p->n_output_shape - nsp) : NULL;
@@ -94,8 +84,7 @@ qf_status qfi_conv_transpose_geometry(const qf_graph *g, const qf_node *n, qfi_c
             if (p->win.auto_pad == QFI_PAD_VALID) win->pad[s] = win->pad_end[s] = 0;
             win->out[s] = full - win->pad[s] - win->pad_end[s];
             if (win->out[s] < 1)
-                return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "pads leave an output dim of %lld", QFI_NODE_ARGS(g, n),
-                                (long long)win->out[s]);
+                return qf_error(QF_ERR_INVALID, "pads leave an output dim of %lld", (long long)win->out[s]);
         }
     }
     return QF_OK;

@@ -6,8 +6,7 @@
 
 static qf_status gather_parse(qf_graph *g, qf_node *n)
 {
-    if (n->n_in != 2 || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Gather): needs 2 inputs and 1 output", g->source, n->name);
+    if (n->n_in != 2 || n->n_out != 1) return qf_error(QF_ERR_INVALID, "needs 2 inputs and 1 output");
     qfi_axis_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->axis = qfi_attr_int(n, "axis", 0);
@@ -18,15 +17,13 @@ static qf_status gather_infer(qf_graph *g, qf_node *n)
 {
     qfi_axis_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0), *idx = qfi_in(g, n, 1);
-    if (!x || !idx) return qf_error(QF_ERR_INVALID, "%s: node %s (Gather): missing input", g->source, n->name);
+    if (!x || !idx) return qf_error(QF_ERR_INVALID, "missing input");
     if (idx->dtype != QF_I32 && idx->dtype != QF_I64)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Gather): indices %s are %s, not int32/int64", g->source, n->name,
-                        idx->name, qf_dtype_info(idx->dtype)->name);
+        return qf_error(QF_ERR_INVALID, "indices %s are %s, not int32/int64", idx->name,
+                        qf_dtype_info(idx->dtype)->name);
     QF_CHECK(qfi_axis_norm(g, n, p->axis, x->ndim, &p->norm));
     int rank = x->ndim - 1 + idx->ndim;
-    if (rank > QF_MAX_DIMS)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Gather): output rank %d (at most %d)", g->source, n->name,
-                        rank, QF_MAX_DIMS);
+    if (rank > QF_MAX_DIMS) return qf_error(QF_ERR_UNSUPPORTED, "output rank %d (at most %d)", rank, QF_MAX_DIMS);
     /* y is data.dims[:axis] + indices.dims + data.dims[axis+1:] */
     int64_t dims[QF_MAX_DIMS];
     int nd = 0;

@@ -30,16 +30,15 @@ qf_status qfi_gemm_geometry(const qf_graph *g, const qf_node *n, qfi_gemm_geom *
         if (c) QF_CHECK(qfi_require_f32(g, n, c, "input C"));
     }
     if (a->ndim != 2 || b->ndim != 2)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "A %s and B %s must be 2-D (they have %d and %d dims)",
-                        QFI_NODE_ARGS(g, n), a->name, b->name, a->ndim, b->ndim);
+        return qf_error(QF_ERR_INVALID, "A %s and B %s must be 2-D (they have %d and %d dims)", a->name, b->name,
+                        a->ndim, b->ndim);
     geo->M = p->trans_a ? a->dims[1] : a->dims[0];
     geo->K = p->trans_a ? a->dims[0] : a->dims[1];
     int64_t kb = p->trans_b ? b->dims[1] : b->dims[0];
     geo->N = p->trans_b ? b->dims[0] : b->dims[1];
     if (kb != geo->K)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "inner dims disagree: op(A) is (%lld,%lld), op(B) is (%lld,%lld)",
-                        QFI_NODE_ARGS(g, n), (long long)geo->M, (long long)geo->K, (long long)kb,
-                        (long long)geo->N);
+        return qf_error(QF_ERR_INVALID, "inner dims disagree: op(A) is (%lld,%lld), op(B) is (%lld,%lld)",
+                        (long long)geo->M, (long long)geo->K, (long long)kb, (long long)geo->N);
     geo->has_c = c != NULL;
     if (c) {
         /* unidirectional: C may only stretch to (M,N), never the other way */
@@ -50,8 +49,8 @@ qf_status qfi_gemm_geometry(const qf_graph *g, const qf_node *n, qfi_gemm_geom *
             ok = c->dims[i] == want || c->dims[i] == 1;
         }
         if (!ok)
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "C %s (%d dims) does not broadcast to (%lld,%lld)",
-                            QFI_NODE_ARGS(g, n), c->name, c->ndim, (long long)geo->M, (long long)geo->N);
+            return qf_error(QF_ERR_INVALID, "C %s (%d dims) does not broadcast to (%lld,%lld)", c->name, c->ndim,
+                            (long long)geo->M, (long long)geo->N);
     }
     return QF_OK;
 }

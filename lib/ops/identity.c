@@ -7,13 +7,11 @@
 static qf_status identity_parse(qf_graph *g, qf_node *n)
 {
     if (n->op == QF_OP_IDENTITY) {
-        if (n->n_in != 1 || n->n_out != 1)
-            return qf_error(QF_ERR_INVALID, "%s: node %s (Identity): needs 1 input and 1 output", g->source, n->name);
+        if (n->n_in != 1 || n->n_out != 1) return qf_error(QF_ERR_INVALID, "needs 1 input and 1 output");
         return QF_OK;
     }
     if (n->n_in < 1 || n->n_in > 3 || n->n_out < 1 || n->n_out > 2)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Dropout): needs 1-3 inputs and 1-2 outputs, has %d and %d",
-                        g->source, n->name, n->n_in, n->n_out);
+        return qf_error(QF_ERR_INVALID, "needs 1-3 inputs and 1-2 outputs, has %d and %d", n->n_in, n->n_out);
     return QF_OK;
 }
 
@@ -24,26 +22,21 @@ static qf_status check_inference_mode(qf_graph *g, qf_node *n)
     const qf_value *t = qfi_in(g, n, 2);
     if (!t) return QF_OK;
     if (!(t->flags & QF_VALUE_CONST) || qf_value_numel(t) != 1)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Dropout): training_mode %s is not a constant scalar",
-                        g->source, n->name, t->name);
-    if (t->dtype != QF_BOOL)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Dropout): training_mode must be bool", g->source, n->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "training_mode %s is not a constant scalar", t->name);
+    if (t->dtype != QF_BOOL) return qf_error(QF_ERR_INVALID, "training_mode must be bool");
     if (*(const uint8_t *)t->data == 0) return QF_OK;
     float ratio = 0.5f; /* the spec's default */
     const qf_value *r = qfi_in(g, n, 1);
     if (r && qfi_value_scalar_f32(r, &ratio) != QF_OK)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Dropout): training mode with a non-constant ratio",
-                        g->source, n->name);
-    if (ratio != 0.0f)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Dropout): training mode (random drop, ratio %g)", g->source,
-                        n->name, (double)ratio);
+        return qf_error(QF_ERR_UNSUPPORTED, "training mode with a non-constant ratio");
+    if (ratio != 0.0f) return qf_error(QF_ERR_UNSUPPORTED, "training mode (random drop, ratio %g)", (double)ratio);
     return QF_OK;
 }
 
 static qf_status identity_infer(qf_graph *g, qf_node *n)
 {
     const qf_value *x = qfi_in(g, n, 0);
-    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (%s): missing input", g->source, n->name, qf_op_name(n->op));
+    if (!x) return qf_error(QF_ERR_INVALID, "missing input");
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, x->ndim, x->dims);
     if (n->op == QF_OP_DROPOUT) {
         QF_CHECK(check_inference_mode(g, n));
@@ -51,8 +44,7 @@ static qf_status identity_infer(qf_graph *g, qf_node *n)
             /* the mask became bool in opset 10; before, it had the input's type */
             qf_dtype mt = g->opset >= 10 ? QF_BOOL : x->dtype;
             if (mt != QF_BOOL && mt != QF_F32)
-                return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Dropout): mask of dtype %s", g->source, n->name,
-                                qf_dtype_info(mt)->name);
+                return qf_error(QF_ERR_UNSUPPORTED, "mask of dtype %s", qf_dtype_info(mt)->name);
             qfi_value_set_shape(qfi_out(g, n, 1), mt, x->ndim, x->dims);
         }
     }
@@ -63,8 +55,7 @@ qf_status qfi_opset6_inference_only(qf_graph *g, qf_node *n)
 {
     /* is_test=0 (the default) is training mode: batch statistics, random drops */
     if (qfi_attr_int(n, "is_test", 0) == 0)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "training mode (opset 6 is_test=0) is not supported",
-                        QFI_NODE_ARGS(g, n));
+        return qf_error(QF_ERR_UNSUPPORTED, "training mode (opset 6 is_test=0) is not supported");
     qfi_attr_drop(n, "is_test");
     return QF_OK;
 }

@@ -21,8 +21,8 @@ qf_status qfi_matmul_geometry(const qf_graph *g, const qf_node *n, qfi_matmul_ge
         QF_CHECK(qfi_require_f32(g, n, b, "input B"));
     }
     if (a->ndim < 1 || b->ndim < 1)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "operands must have at least 1 dim (A %s has %d, B %s has %d)",
-                        QFI_NODE_ARGS(g, n), a->name, a->ndim, b->name, b->ndim);
+        return qf_error(QF_ERR_INVALID, "operands must have at least 1 dim (A %s has %d, B %s has %d)", a->name,
+                        a->ndim, b->name, b->ndim);
     memset(geo, 0, sizeof *geo);
     bool a_vec = a->ndim == 1, b_vec = b->ndim == 1;
     geo->M = a_vec ? 1 : a->dims[a->ndim - 2];
@@ -30,11 +30,11 @@ qf_status qfi_matmul_geometry(const qf_graph *g, const qf_node *n, qfi_matmul_ge
     int64_t kb = b_vec ? b->dims[0] : b->dims[b->ndim - 2];
     geo->N = b_vec ? 1 : b->dims[b->ndim - 1];
     if (kb != geo->K)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "inner dims disagree: A %s has K=%lld, B %s has K=%lld",
-                        QFI_NODE_ARGS(g, n), a->name, (long long)geo->K, b->name, (long long)kb);
+        return qf_error(QF_ERR_INVALID, "inner dims disagree: A %s has K=%lld, B %s has K=%lld", a->name,
+                        (long long)geo->K, b->name, (long long)kb);
     int na = a_vec ? 0 : a->ndim - 2, nb = b_vec ? 0 : b->ndim - 2;
     qf_status st = qfi_broadcast_shape(na, a->dims, nb, b->dims, &geo->nbatch, geo->batch);
-    if (st != QF_OK) return qf_error_prefix(st, QFI_NODE_FMT "batch dims", QFI_NODE_ARGS(g, n));
+    if (st != QF_OK) return qf_error_prefix(st, "batch dims");
     qfi_broadcast_strides(na, a->dims, geo->nbatch, geo->batch, geo->a_stride);
     qfi_broadcast_strides(nb, b->dims, geo->nbatch, geo->batch, geo->b_stride);
     geo->y_ndim = geo->nbatch;

@@ -179,9 +179,9 @@ qf_status qfi_qdq_geometry(const qf_graph *g, const qf_node *n, qfi_qdq_geom *ge
 qf_status qfi_int8_operands(const qf_graph *g, const qf_node *n, int64_t channels);
 
 /* ---- shared helpers ------------------------------------------------------------------ */
-/* Messages name the file, the node and its op: "model.onnx: node conv1 (Conv): ...". */
-#define QFI_NODE_FMT "%s: node %s (%s): "
-#define QFI_NODE_ARGS(g, n) (g)->source, (n)->name, qf_op_name((n)->op)
+/* Messages of parsers, shape inference and kernels give only the detail:
+ * whoever dispatches the node adds "model.onnx: node conv1 (Conv): " in front
+ * (qfi_error_node, lib/internal.h). */
 
 /* Fails with QF_ERR_UNSUPPORTED naming the node and tensor unless v is f32. */
 qf_status qfi_require_f32(const qf_graph *g, const qf_node *n, const qf_value *v, const char *role);

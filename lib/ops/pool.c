@@ -8,8 +8,7 @@ static qf_status pool_parse(qf_graph *g, qf_node *n)
 {
     bool is_max = n->op == QF_OP_MAX_POOL;
     if (is_max && n->n_out > 1 && n->out[1] >= 0)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "the Indices output of MaxPool is not supported",
-                        QFI_NODE_ARGS(g, n));
+        return qf_error(QF_ERR_UNSUPPORTED, "the Indices output of MaxPool is not supported");
     QF_CHECK(qfi_check_arity(g, n, 1, 1));
     qfi_pool_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
@@ -17,8 +16,7 @@ static qf_status pool_parse(qf_graph *g, qf_node *n)
     p->is_max = is_max;
     p->ceil_mode = qfi_attr_int(n, "ceil_mode", 0) != 0;
     p->count_include_pad = !is_max && qfi_attr_int(n, "count_include_pad", 0) != 0;
-    if (st == QF_OK && p->win.n_kernel == 0)
-        st = qf_error(QF_ERR_INVALID, QFI_NODE_FMT "kernel_shape is required", QFI_NODE_ARGS(g, n));
+    if (st == QF_OK && p->win.n_kernel == 0) st = qf_error(QF_ERR_INVALID, "kernel_shape is required");
     /* storage_order only changes how Indices are numbered, which is refused above */
     return qfi_node_set_params(n, p, st);
 }
@@ -31,12 +29,11 @@ qf_status qfi_pool_geometry(const qf_graph *g, const qf_node *n, int64_t *nc, qf
     QF_ASSERT(x);
     QF_CHECK(qfi_require_f32(g, n, x, "input"));
     if (x->ndim < 3 || x->ndim > 2 + QFI_MAX_SPATIAL)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "input %s has %d dims; 3 to %d are supported",
-                        QFI_NODE_ARGS(g, n), x->name, x->ndim, 2 + QFI_MAX_SPATIAL);
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s has %d dims; 3 to %d are supported", x->name, x->ndim,
+                        2 + QFI_MAX_SPATIAL);
     int nsp = x->ndim - 2;
     if (p->win.n_kernel != nsp)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "kernel_shape has %d values for %d spatial dims",
-                        QFI_NODE_ARGS(g, n), p->win.n_kernel, nsp);
+        return qf_error(QF_ERR_INVALID, "kernel_shape has %d values for %d spatial dims", p->win.n_kernel, nsp);
     *nc = x->dims[0] * x->dims[1];
     return qfi_window_resolve(g, n, &p->win, nsp, x->dims + 2, p->win.kernel, p->ceil_mode, w);
 }

@@ -11,15 +11,15 @@ static qf_status pow_parse(qf_graph *g, qf_node *n) { return qfi_check_arity(g, 
 static qf_status pow_infer(qf_graph *g, qf_node *n)
 {
     const qf_value *x = qfi_in(g, n, 0), *e = qfi_in(g, n, 1);
-    if (!x || !e) return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "missing input", QFI_NODE_ARGS(g, n));
+    if (!x || !e) return qf_error(QF_ERR_INVALID, "missing input");
     QF_CHECK(qfi_require_f32(g, n, x, "base"));
     QF_CHECK(qfi_require_f32(g, n, e, "exponent"));
     int nd;
     int64_t dims[QF_MAX_DIMS];
     if (x->ndim > QF_MAX_DIMS || e->ndim > QF_MAX_DIMS)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "rank above %d", QFI_NODE_ARGS(g, n), QF_MAX_DIMS);
+        return qf_error(QF_ERR_UNSUPPORTED, "rank above %d", QF_MAX_DIMS);
     qf_status st = qfi_broadcast_shape(x->ndim, x->dims, e->ndim, e->dims, &nd, dims);
-    if (st != QF_OK) return qf_error_prefix(st, QFI_NODE_FMT "%s and %s: ", QFI_NODE_ARGS(g, n), x->name, e->name);
+    if (st != QF_OK) return qf_error_prefix(st, "%s and %s", x->name, e->name);
     qfi_value_set_shape(qfi_out(g, n, 0), QF_F32, nd, dims);
     return QF_OK;
 }

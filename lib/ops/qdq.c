@@ -26,22 +26,19 @@ qf_status qfi_qdq_scale(const qf_graph *g, const qf_node *n, float *scale)
     float s;
     if (sv) {
         if (!(sv->flags & QF_VALUE_CONST) || !sv->data)
-            return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "scale %s must be a constant", QFI_NODE_ARGS(g, n),
-                            sv->name);
+            return qf_error(QF_ERR_UNSUPPORTED, "scale %s must be a constant", sv->name);
         if (qf_value_numel(sv) != 1)
-            return qf_error(QF_ERR_UNSUPPORTED,
-                            QFI_NODE_FMT "scale %s has %lld elements; only per-tensor quantization is supported",
-                            QFI_NODE_ARGS(g, n), sv->name, (long long)qf_value_numel(sv));
+            return qf_error(QF_ERR_UNSUPPORTED, "scale %s has %lld elements; only per-tensor quantization is supported",
+                            sv->name, (long long)qf_value_numel(sv));
         if (!qf_dtype_info(sv->dtype)->is_float)
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "scale %s has dtype %s", QFI_NODE_ARGS(g, n), sv->name,
-                            qf_dtype_info(sv->dtype)->name);
+            return qf_error(QF_ERR_INVALID, "scale %s has dtype %s", sv->name, qf_dtype_info(sv->dtype)->name);
         QF_CHECK(qfi_value_scalar_f32(sv, &s));
     } else {
         s = i8_side(g, n)->scale;
     }
     if (!(s > 0.0f) || !isfinite(s))
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "scale of %s is %g; it must be positive and finite",
-                        QFI_NODE_ARGS(g, n), i8_side(g, n)->name, (double)s);
+        return qf_error(QF_ERR_INVALID, "scale of %s is %g; it must be positive and finite", i8_side(g, n)->name,
+                        (double)s);
     *scale = s;
     return QF_OK;
 }
@@ -62,25 +59,23 @@ qf_status qfi_qdq_geometry(const qf_graph *g, const qf_node *n, qfi_qdq_geom *ge
     if (!per_axis(g, n)) return qfi_qdq_scale(g, n, &geo->s1);
     const qf_value *x = qfi_in(g, n, 0), *sv = qfi_in(g, n, 1);
     if (!(sv->flags & QF_VALUE_CONST) || !sv->data)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "per-axis scale %s must be a constant", QFI_NODE_ARGS(g, n),
-                        sv->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "per-axis scale %s must be a constant", sv->name);
     if (sv->dtype != QF_F32)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "per-axis scale %s has dtype %s; f32 expected",
-                        QFI_NODE_ARGS(g, n), sv->name, qf_dtype_info(sv->dtype)->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "per-axis scale %s has dtype %s; f32 expected", sv->name,
+                        qf_dtype_info(sv->dtype)->name);
     int64_t axis = qfi_attr_int(n, "axis", 1);
     if (axis < -x->ndim || axis >= x->ndim)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "axis %lld is out of range for the %d-D input %s",
-                        QFI_NODE_ARGS(g, n), (long long)axis, x->ndim, x->name);
+        return qf_error(QF_ERR_INVALID, "axis %lld is out of range for the %d-D input %s", (long long)axis, x->ndim,
+                        x->name);
     if (axis < 0) axis += x->ndim;
     if (sv->dims[0] != x->dims[axis])
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "scale %s has %lld elements for dim %lld (%lld) of %s",
-                        QFI_NODE_ARGS(g, n), sv->name, (long long)sv->dims[0], (long long)axis,
-                        (long long)x->dims[axis], x->name);
+        return qf_error(QF_ERR_INVALID, "scale %s has %lld elements for dim %lld (%lld) of %s", sv->name,
+                        (long long)sv->dims[0], (long long)axis, (long long)x->dims[axis], x->name);
     const float *s = sv->data;
     for (int64_t c = 0; c < sv->dims[0]; c++)
         if (!(s[c] > 0.0f) || !isfinite(s[c]))
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "scale %lld of %s is %g; it must be positive and finite",
-                            QFI_NODE_ARGS(g, n), (long long)c, sv->name, (double)s[c]);
+            return qf_error(QF_ERR_INVALID, "scale %lld of %s is %g; it must be positive and finite", (long long)c,
+                            sv->name, (double)s[c]);
     geo->s = s;
     geo->channels = sv->dims[0];
     for (int d = (int)axis + 1; d < x->ndim; d++) geo->inner *= x->dims[d];
@@ -93,17 +88,16 @@ static qf_status check_zero_point(const qf_graph *g, const qf_node *n)
     const qf_value *zp = qfi_in(g, n, 2);
     if (!zp) return QF_OK;
     if (zp->dtype != QF_I8)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "zero point %s has dtype %s; only int8 is supported",
-                        QFI_NODE_ARGS(g, n), zp->name, qf_dtype_info(zp->dtype)->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "zero point %s has dtype %s; only int8 is supported", zp->name,
+                        qf_dtype_info(zp->dtype)->name);
     if (!(zp->flags & QF_VALUE_CONST) || !zp->data)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "zero point %s must be a constant", QFI_NODE_ARGS(g, n),
-                        zp->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "zero point %s must be a constant", zp->name);
     const int8_t *z = zp->data;
     for (int64_t i = 0; i < qf_value_numel(zp); i++)
         if (z[i] != 0)
             return qf_error(QF_ERR_UNSUPPORTED,
-                            QFI_NODE_FMT "zero point %s is %d; only symmetric quantization (zero point 0) is supported",
-                            QFI_NODE_ARGS(g, n), zp->name, z[i]);
+                            "zero point %s is %d; only symmetric quantization (zero point 0) is supported", zp->name,
+                            z[i]);
     return QF_OK;
 }
 
@@ -114,8 +108,8 @@ static qf_status qdq_infer(qf_graph *g, qf_node *n)
     float s;
     if (n->op == QF_OP_QUANTIZE_LINEAR) {
         if (x->dtype != QF_F32 && x->dtype != QF_F16)
-            return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "input %s has dtype %s; f32 or f16 expected",
-                            QFI_NODE_ARGS(g, n), x->name, qf_dtype_info(x->dtype)->name);
+            return qf_error(QF_ERR_UNSUPPORTED, "input %s has dtype %s; f32 or f16 expected", x->name,
+                            qf_dtype_info(x->dtype)->name);
         /* an imported model names its scale as an input: it becomes the value's */
         if (qfi_in(g, n, 1)) {
             QF_CHECK(qfi_qdq_scale(g, n, &s));
@@ -126,8 +120,8 @@ static qf_status qdq_infer(qf_graph *g, qf_node *n)
         return QF_OK;
     }
     if (x->dtype != QF_I8)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "input %s has dtype %s; int8 expected", QFI_NODE_ARGS(g, n),
-                        x->name, qf_dtype_info(x->dtype)->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s has dtype %s; int8 expected", x->name,
+                        qf_dtype_info(x->dtype)->name);
     qfi_qdq_geom geo;
     QF_CHECK(qfi_qdq_geometry(g, n, &geo));
     /* ONNX: the output has the scale's type; qforge's FP16 regions dequantize to half */
@@ -143,14 +137,12 @@ static qf_status want(const qf_graph *g, const qf_node *n, const qf_value *v, co
                       bool constant)
 {
     if (v->dtype != dt)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 %s %s has dtype %s; %s expected", QFI_NODE_ARGS(g, n),
-                        role, v->name, qf_dtype_info(v->dtype)->name, qf_dtype_info(dt)->name);
+        return qf_error(QF_ERR_INVALID, "INT8 %s %s has dtype %s; %s expected", role, v->name,
+                        qf_dtype_info(v->dtype)->name, qf_dtype_info(dt)->name);
     if (constant && (!(v->flags & QF_VALUE_CONST) || !v->data))
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 %s %s must be a constant", QFI_NODE_ARGS(g, n), role,
-                        v->name);
+        return qf_error(QF_ERR_INVALID, "INT8 %s %s must be a constant", role, v->name);
     if (!constant && dt == QF_I8 && (!(v->scale > 0.0f) || !isfinite(v->scale)))
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 %s %s has no valid scale (%g)", QFI_NODE_ARGS(g, n), role,
-                        v->name, (double)v->scale);
+        return qf_error(QF_ERR_INVALID, "INT8 %s %s has no valid scale (%g)", role, v->name, (double)v->scale);
     return QF_OK;
 }
 
@@ -158,29 +150,27 @@ qf_status qfi_int8_operands(const qf_graph *g, const qf_node *n, int64_t channel
 {
     const qf_value *x = qfi_in(g, n, 0), *w = qfi_in(g, n, 1), *b = qfi_in(g, n, 2), *s = qfi_in(g, n, 3),
                    *r = qfi_in(g, n, 4), *y = qfi_out(g, n, 0);
-    if (!s) return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 node has no weight scales", QFI_NODE_ARGS(g, n));
+    if (!s) return qf_error(QF_ERR_INVALID, "INT8 node has no weight scales");
     QF_CHECK(want(g, n, x, "input", QF_I8, false));
     QF_CHECK(want(g, n, w, "weight", QF_I8, true));
     QF_CHECK(want(g, n, s, "weight scales", QF_F32, true));
     if (qf_value_numel(s) != channels)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "weight scales %s have %lld elements for %lld channels",
-                        QFI_NODE_ARGS(g, n), s->name, (long long)qf_value_numel(s), (long long)channels);
+        return qf_error(QF_ERR_INVALID, "weight scales %s have %lld elements for %lld channels", s->name,
+                        (long long)qf_value_numel(s), (long long)channels);
     const float *sd = s->data;
     for (int64_t c = 0; c < channels; c++)
         if (!(sd[c] > 0.0f) || !isfinite(sd[c]))
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "weight scale %lld of %s is %g", QFI_NODE_ARGS(g, n),
-                            (long long)c, s->name, (double)sd[c]);
+            return qf_error(QF_ERR_INVALID, "weight scale %lld of %s is %g", (long long)c, s->name, (double)sd[c]);
     if (b) {
         QF_CHECK(want(g, n, b, "bias", QF_I32, true));
         if (qf_value_numel(b) != channels)
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 bias %s has %lld elements for %lld channels",
-                            QFI_NODE_ARGS(g, n), b->name, (long long)qf_value_numel(b), (long long)channels);
+            return qf_error(QF_ERR_INVALID, "INT8 bias %s has %lld elements for %lld channels", b->name,
+                            (long long)qf_value_numel(b), (long long)channels);
     }
     if (r) QF_CHECK(want(g, n, r, "residual", QF_I8, false));
     if (y->dtype == QF_I8) QF_CHECK(want(g, n, y, "output", QF_I8, false));
     else if (y->dtype != QF_F32 && y->dtype != QF_F16)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "INT8 output %s has dtype %s", QFI_NODE_ARGS(g, n), y->name,
-                        qf_dtype_info(y->dtype)->name);
+        return qf_error(QF_ERR_INVALID, "INT8 output %s has dtype %s", y->name, qf_dtype_info(y->dtype)->name);
     return QF_OK;
 }
 

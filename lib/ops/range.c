@@ -10,7 +10,7 @@
 static qf_status range_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 3 || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Range): needs 3 inputs and 1 output", g->source, n->name);
+        return qf_error(QF_ERR_INVALID, "needs 3 inputs and 1 output");
     return QF_OK;
 }
 
@@ -29,24 +29,22 @@ static qf_status range_infer(qf_graph *g, qf_node *n)
     const qf_value *v[3];
     for (int k = 0; k < 3; k++) {
         v[k] = qfi_in(g, n, k);
-        if (!v[k]) return qf_error(QF_ERR_INVALID, "%s: node %s (Range): missing input %d", g->source, n->name, k);
+        if (!v[k]) return qf_error(QF_ERR_INVALID, "missing input %d", k);
         if (v[k]->dtype != v[0]->dtype || qf_value_numel(v[k]) != 1)
-            return qf_error(QF_ERR_INVALID, "%s: node %s (Range): inputs must be scalars of one dtype", g->source,
-                            n->name);
+            return qf_error(QF_ERR_INVALID, "inputs must be scalars of one dtype");
         if (!(v[k]->flags & QF_VALUE_CONST))
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Range): input %s is not constant (dynamic shape input)",
-                            g->source, n->name, v[k]->name);
+            return qf_error(QF_ERR_UNSUPPORTED, "input %s is not constant (dynamic shape input)", v[k]->name);
     }
     if (v[0]->dtype != QF_F32 && v[0]->dtype != QF_I32 && v[0]->dtype != QF_I64)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Range): dtype %s", g->source, n->name,
+        return qf_error(QF_ERR_UNSUPPORTED, "dtype %s",
                         qf_dtype_info(v[0]->dtype)->name);
     double start = scalar_at(v[0]), limit = scalar_at(v[1]), delta = scalar_at(v[2]);
     if (delta == 0 || !isfinite(start) || !isfinite(limit) || !isfinite(delta))
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Range): start %g, limit %g, delta %g", g->source, n->name, start,
+        return qf_error(QF_ERR_INVALID, "start %g, limit %g, delta %g", start,
                         limit, delta);
     double count = ceil((limit - start) / delta);
     if (count > (double)(QF_MAX_TENSOR_BYTES / 4))
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Range): %g elements", g->source, n->name, count);
+        return qf_error(QF_ERR_INVALID, "%g elements", count);
     int64_t len = count > 0 ? (int64_t)count : 0;
     qfi_value_set_shape(qfi_out(g, n, 0), v[0]->dtype, 1, &len);
     return QF_OK;

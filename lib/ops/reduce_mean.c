@@ -15,7 +15,7 @@ static qf_status reduce_mean_parse(qf_graph *g, qf_node *n)
     const int64_t *axes = qfi_attr_ints(n, "axes", &cnt);
     if (cnt > QF_MAX_DIMS) {
         free(p);
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "axes has %d values", QFI_NODE_ARGS(g, n), cnt);
+        return qf_error(QF_ERR_INVALID, "axes has %d values", cnt);
     }
     for (int i = 0; i < cnt; i++) p->axes[i] = axes[i];
     p->n_axes = cnt;
@@ -37,14 +37,13 @@ qf_status qfi_reduce_mean_axes(const qf_graph *g, const qf_node *n, const void *
             /* at run time the engine hands us the data, constant or not */
             int64_t m = qf_value_numel(av);
             if (m > QF_MAX_DIMS || (av->dtype != QF_I64 && av->dtype != QF_I32))
-                return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "axes %s must be int64 with at most %d values",
-                                QFI_NODE_ARGS(g, n), av->name, QF_MAX_DIMS);
+                return qf_error(QF_ERR_INVALID, "axes %s must be int64 with at most %d values", av->name, QF_MAX_DIMS);
             for (int64_t i = 0; i < m; i++)
                 axes[i] = av->dtype == QF_I64 ? ((const int64_t *)axes_data)[i] : ((const int32_t *)axes_data)[i];
             cnt = (int)m;
         } else {
-            qf_status st = qfi_value_ints(g, av, axes, QF_MAX_DIMS, &cnt);
-            if (st != QF_OK) return qf_error_prefix(st, QFI_NODE_FMT "axes", QFI_NODE_ARGS(g, n));
+            qf_status st = qfi_value_ints(av, axes, QF_MAX_DIMS, &cnt);
+            if (st != QF_OK) return qf_error_prefix(st, "axes");
         }
     }
     *noop = cnt == 0 && p->noop_with_empty_axes;
@@ -52,11 +51,9 @@ qf_status qfi_reduce_mean_axes(const qf_graph *g, const qf_node *n, const void *
     for (int i = 0; i < cnt; i++) {
         int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
         if (a < 0 || a >= r)
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "axis %lld is out of range for input %s of %d dims",
-                            QFI_NODE_ARGS(g, n), (long long)axes[i], x->name, r);
-        if (reduced[a])
-            return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "axis %lld is repeated", QFI_NODE_ARGS(g, n),
-                            (long long)axes[i]);
+            return qf_error(QF_ERR_INVALID, "axis %lld is out of range for input %s of %d dims", (long long)axes[i],
+                            x->name, r);
+        if (reduced[a]) return qf_error(QF_ERR_INVALID, "axis %lld is repeated", (long long)axes[i]);
         reduced[a] = true;
     }
     return QF_OK;

@@ -6,8 +6,7 @@
 qf_status qfi_axis_norm(const qf_graph *g, const qf_node *n, int64_t axis, int rank, int *out)
 {
     if (axis < -(int64_t)rank || axis >= rank)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): axis %lld out of range for rank %d", g->source, n->name,
-                        qf_op_name(n->op), (long long)axis, rank);
+        return qf_error(QF_ERR_INVALID, "axis %lld out of range for rank %d", (long long)axis, rank);
     *out = (int)(axis < 0 ? axis + rank : axis);
     return QF_OK;
 }
@@ -18,11 +17,8 @@ qf_status qfi_const_ints(const qf_graph *g, const qf_node *n, int k, int64_t *ou
     *count = 0;
     if (!v || qf_value_numel(v) == 0) return QF_OK; /* an empty tensor stands for "absent" */
     if (!(v->flags & QF_VALUE_CONST))
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): input %s is not constant (dynamic shape input)", g->source,
-                        n->name, qf_op_name(n->op), v->name);
-    qf_status st = qfi_value_ints(g, v, out, max, count);
-    if (st != QF_OK) return qf_error_prefix(st, "node %s (%s): ", n->name, qf_op_name(n->op));
-    return QF_OK;
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s is not constant (dynamic shape input)", v->name);
+    return qfi_value_ints(v, out, max, count);
 }
 
 /* ---- Reshape --------------------------------------------------------------- */
@@ -33,8 +29,7 @@ typedef struct reshape_params {
 static qf_status reshape_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in != 2 || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): needs 2 inputs and 1 output, has %d and %d", g->source,
-                        n->name, n->n_in, n->n_out);
+        return qf_error(QF_ERR_INVALID, "needs 2 inputs and 1 output, has %d and %d", n->n_in, n->n_out);
     reshape_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->allowzero = qfi_attr_int(n, "allowzero", 0) != 0;
@@ -45,8 +40,7 @@ static qf_status reshape_infer(qf_graph *g, qf_node *n)
 {
     const reshape_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
-    if (!x || !qfi_in(g, n, 1))
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): missing input", g->source, n->name);
+    if (!x || !qfi_in(g, n, 1)) return qf_error(QF_ERR_INVALID, "missing input");
     int64_t shape[QF_MAX_DIMS];
     int cnt;
     QF_CHECK(qfi_const_ints(g, n, 1, shape, QF_MAX_DIMS, &cnt));
@@ -56,33 +50,26 @@ static qf_status reshape_infer(qf_graph *g, qf_node *n)
     for (int i = 0; i < cnt; i++) {
         int64_t d = shape[i];
         if (d == 0 && !p->allowzero) {
-            if (i >= x->ndim)
-                return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): shape[%d] = 0 but the input has rank %d",
-                                g->source, n->name, i, x->ndim);
+            if (i >= x->ndim) return qf_error(QF_ERR_INVALID, "shape[%d] = 0 but the input has rank %d", i, x->ndim);
             d = x->dims[i];
         }
         if (d == -1) {
-            if (infer_at >= 0)
-                return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): more than one -1 in shape", g->source, n->name);
+            if (infer_at >= 0) return qf_error(QF_ERR_INVALID, "more than one -1 in shape");
             infer_at = i;
             continue;
         }
-        if (d < 0)
-            return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): shape[%d] = %lld", g->source, n->name, i,
-                            (long long)d);
+        if (d < 0) return qf_error(QF_ERR_INVALID, "shape[%d] = %lld", i, (long long)d);
         dims[i] = d;
-        if (__builtin_mul_overflow(known, d, &known))
-            return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): shape too large", g->source, n->name);
+        if (__builtin_mul_overflow(known, d, &known)) return qf_error(QF_ERR_INVALID, "shape too large");
     }
     int64_t total = qf_value_numel(x);
     if (infer_at >= 0) {
         if (known == 0 || total % known != 0)
-            return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): cannot infer -1 reshaping %lld elements",
-                            g->source, n->name, (long long)total);
+            return qf_error(QF_ERR_INVALID, "cannot infer -1 reshaping %lld elements", (long long)total);
         dims[infer_at] = total / known;
     } else if (known != total) {
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Reshape): %lld elements cannot take a shape of %lld",
-                        g->source, n->name, (long long)total, (long long)known);
+        return qf_error(QF_ERR_INVALID, "%lld elements cannot take a shape of %lld", (long long)total,
+                        (long long)known);
     }
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, cnt, dims);
     return QF_OK;
@@ -95,8 +82,7 @@ typedef struct flatten_params {
 
 static qf_status flatten_parse(qf_graph *g, qf_node *n)
 {
-    if (n->n_in != 1 || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Flatten): needs 1 input and 1 output", g->source, n->name);
+    if (n->n_in != 1 || n->n_out != 1) return qf_error(QF_ERR_INVALID, "needs 1 input and 1 output");
     flatten_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->axis = qfi_attr_int(n, "axis", 1);
@@ -107,12 +93,11 @@ static qf_status flatten_infer(qf_graph *g, qf_node *n)
 {
     const flatten_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
-    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (Flatten): missing input", g->source, n->name);
+    if (!x) return qf_error(QF_ERR_INVALID, "missing input");
     /* axis is in [-rank, rank]; rank itself gives (numel, 1) */
     int64_t axis = p->axis < 0 ? p->axis + x->ndim : p->axis;
     if (axis < 0 || axis > x->ndim)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Flatten): axis %lld out of range for rank %d", g->source,
-                        n->name, (long long)p->axis, x->ndim);
+        return qf_error(QF_ERR_INVALID, "axis %lld out of range for rank %d", (long long)p->axis, x->ndim);
     int64_t dims[2] = {qfi_numel((int)axis, x->dims), qfi_numel(x->ndim - (int)axis, x->dims + axis)};
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, 2, dims);
     return QF_OK;
@@ -126,9 +111,8 @@ typedef struct squeeze_params {
 
 static qf_status squeeze_parse(qf_graph *g, qf_node *n)
 {
-    const char *op = qf_op_name(n->op);
     if (n->n_in < 1 || n->n_in > 2 || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): needs 1 or 2 inputs and 1 output", g->source, n->name, op);
+        return qf_error(QF_ERR_INVALID, "needs 1 or 2 inputs and 1 output");
     squeeze_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     int cnt;
@@ -137,8 +121,7 @@ static qf_status squeeze_parse(qf_graph *g, qf_node *n)
     if (axes) {
         if (cnt > QF_MAX_DIMS) {
             free(p);
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): %d axes (at most %d)", g->source, n->name, op, cnt,
-                            QF_MAX_DIMS);
+            return qf_error(QF_ERR_UNSUPPORTED, "%d axes (at most %d)", cnt, QF_MAX_DIMS);
         }
         p->n_axes = cnt;
         memcpy(p->axes, axes, (size_t)cnt * sizeof *axes);
@@ -149,9 +132,8 @@ static qf_status squeeze_parse(qf_graph *g, qf_node *n)
 static qf_status squeeze_infer(qf_graph *g, qf_node *n)
 {
     const squeeze_params *p = n->params;
-    const char *op = qf_op_name(n->op);
     const qf_value *x = qfi_in(g, n, 0);
-    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (%s): missing input", g->source, n->name, op);
+    if (!x) return qf_error(QF_ERR_INVALID, "missing input");
     int64_t axes[QF_MAX_DIMS];
     int cnt = 0;
     bool have_axes = false;
@@ -171,8 +153,7 @@ static qf_status squeeze_infer(qf_graph *g, qf_node *n)
             int a;
             QF_CHECK(qfi_axis_norm(g, n, axes[i], x->ndim, &a));
             if (x->dims[a] != 1)
-                return qf_error(QF_ERR_INVALID, "%s: node %s (Squeeze): dim %d of %s is %lld, not 1", g->source,
-                                n->name, a, x->name, (long long)x->dims[a]);
+                return qf_error(QF_ERR_INVALID, "dim %d of %s is %lld, not 1", a, x->name, (long long)x->dims[a]);
             mark[a] = true;
         }
         for (int i = 0; i < x->ndim; i++) {
@@ -180,17 +161,13 @@ static qf_status squeeze_infer(qf_graph *g, qf_node *n)
             if (!drop) dims[nd++] = x->dims[i];
         }
     } else {
-        if (!have_axes || cnt == 0)
-            return qf_error(QF_ERR_INVALID, "%s: node %s (Unsqueeze): no axes", g->source, n->name);
+        if (!have_axes || cnt == 0) return qf_error(QF_ERR_INVALID, "no axes");
         int rank = x->ndim + cnt;
-        if (rank > QF_MAX_DIMS)
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Unsqueeze): output rank %d (at most %d)", g->source,
-                            n->name, rank, QF_MAX_DIMS);
+        if (rank > QF_MAX_DIMS) return qf_error(QF_ERR_UNSUPPORTED, "output rank %d (at most %d)", rank, QF_MAX_DIMS);
         for (int i = 0; i < cnt; i++) {
             int a;
             QF_CHECK(qfi_axis_norm(g, n, axes[i], rank, &a));
-            if (mark[a])
-                return qf_error(QF_ERR_INVALID, "%s: node %s (Unsqueeze): axis %d repeated", g->source, n->name, a);
+            if (mark[a]) return qf_error(QF_ERR_INVALID, "axis %d repeated", a);
             mark[a] = true;
         }
         for (int i = 0, k = 0; i < rank; i++) dims[nd++] = mark[i] ? 1 : x->dims[k++];

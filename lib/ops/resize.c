@@ -39,20 +39,16 @@ static qf_status parse_resize_attrs(qf_graph *g, qf_node *n, qfi_resize_params *
     int ci = lookup(c, coords, QF_ARRAY_LEN(coords));
     int ni = lookup(nm, nearests, QF_ARRAY_LEN(nearests));
     int ai = lookup(as, aspects, QF_ARRAY_LEN(aspects));
-    if (ci < 0 || ni < 0 || ai < 0)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Resize): unknown mode '%s'", g->source, n->name,
-                        ci < 0 ? c : ni < 0 ? nm : as);
+    if (ci < 0 || ni < 0 || ai < 0) return qf_error(QF_ERR_INVALID, "unknown mode '%s'", ci < 0 ? c : ni < 0 ? nm : as);
     p->coord = (qfi_resize_coord)ci;
     p->nearest = (qfi_resize_nearest)ni;
     p->aspect = (qfi_resize_aspect)ai;
     p->extrapolation = qfi_attr_float(n, "extrapolation_value", 0.0f);
-    if (qfi_attr_int(n, "antialias", 0) != 0)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Resize): antialias", g->source, n->name);
+    if (qfi_attr_int(n, "antialias", 0) != 0) return qf_error(QF_ERR_UNSUPPORTED, "antialias");
     int cnt;
     const int64_t *axes = qfi_attr_ints(n, "axes", &cnt);
     if (axes) {
-        if (cnt > QF_MAX_DIMS)
-            return qf_error(QF_ERR_INVALID, "%s: node %s (Resize): %d axes", g->source, n->name, cnt);
+        if (cnt > QF_MAX_DIMS) return qf_error(QF_ERR_INVALID, "%d axes", cnt);
         p->n_axes = cnt;
         memcpy(p->axes, axes, (size_t)cnt * sizeof *axes);
     }
@@ -61,7 +57,6 @@ static qf_status parse_resize_attrs(qf_graph *g, qf_node *n, qfi_resize_params *
 
 static qf_status resize_parse(qf_graph *g, qf_node *n)
 {
-    const char *op = qf_op_name(n->op);
     int lo, hi; /* allowed input counts */
     if (n->op == QF_OP_UPSAMPLE)
         lo = hi = g->opset < 9 ? 1 : 2; /* scales: an attribute, then an input */
@@ -70,18 +65,16 @@ static qf_status resize_parse(qf_graph *g, qf_node *n)
     else
         lo = 1, hi = 4; /* X, roi, scales, sizes */
     if (n->n_in < lo || n->n_in > hi || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): %d inputs and %d outputs at opset %lld", g->source, n->name,
-                        op, n->n_in, n->n_out, (long long)g->opset);
+        return qf_error(QF_ERR_INVALID, "%d inputs and %d outputs at opset %lld", n->n_in, n->n_out,
+                        (long long)g->opset);
     const char *mode = qfi_attr_string(n, "mode", "nearest");
     qfi_resize_mode m;
     if (strcmp(mode, "nearest") == 0)
         m = QFI_RESIZE_NEAREST;
     else if (strcmp(mode, "linear") == 0 || (n->op == QF_OP_UPSAMPLE && strcmp(mode, "bilinear") == 0))
         m = QFI_RESIZE_LINEAR;
-    else if (strcmp(mode, "cubic") == 0)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): cubic interpolation", g->source, n->name, op);
-    else
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): unknown mode '%s'", g->source, n->name, op, mode);
+    else if (strcmp(mode, "cubic") == 0) return qf_error(QF_ERR_UNSUPPORTED, "cubic interpolation");
+    else return qf_error(QF_ERR_INVALID, "unknown mode '%s'", mode);
 
     qfi_resize_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
@@ -98,8 +91,7 @@ static qf_status resize_parse(qf_graph *g, qf_node *n)
         if (n->op == QF_OP_UPSAMPLE && g->opset < 9) {
             const qf_attr *sc = qfi_attr_find(n, "scales");
             if (!sc || sc->type != QF_ATTR_FLOATS || sc->n > QF_MAX_DIMS)
-                st = qf_error(QF_ERR_INVALID, "%s: node %s (Upsample): missing or oversized scales attribute",
-                              g->source, n->name);
+                st = qf_error(QF_ERR_INVALID, "missing or oversized scales attribute");
             else {
                 p->n_attr_scales = sc->n;
                 memcpy(p->attr_scales, sc->floats, (size_t)sc->n * sizeof(float));
@@ -115,17 +107,12 @@ static qf_status const_floats(const qf_graph *g, const qf_node *n, int k, float 
     const qf_value *v = qfi_in(g, n, k);
     *count = 0;
     if (!v || qf_value_numel(v) == 0) return QF_OK;
-    const char *op = qf_op_name(n->op);
     if (!(v->flags & QF_VALUE_CONST))
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): input %s is not constant (dynamic shape input)", g->source,
-                        n->name, op, v->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s is not constant (dynamic shape input)", v->name);
     if (v->dtype != QF_F32)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): %s is %s, not float", g->source, n->name, op, v->name,
-                        qf_dtype_info(v->dtype)->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "%s is %s, not float", v->name, qf_dtype_info(v->dtype)->name);
     int64_t cnt = qf_value_numel(v);
-    if (cnt > max)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): %s has %lld elements (at most %d)", g->source, n->name, op,
-                        v->name, (long long)cnt, max);
+    if (cnt > max) return qf_error(QF_ERR_INVALID, "%s has %lld elements (at most %d)", v->name, (long long)cnt, max);
     memcpy(out, v->data, (size_t)cnt * sizeof *out);
     *count = (int)cnt;
     return QF_OK;
@@ -200,16 +187,13 @@ static void dim_taps(const qfi_resize_params *p, int64_t in, int64_t out, double
 static qf_status resize_infer(qf_graph *g, qf_node *n)
 {
     qfi_resize_params *p = n->params;
-    const char *op = qf_op_name(n->op);
     const qf_value *x = qfi_in(g, n, 0);
-    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (%s): missing input", g->source, n->name, op);
+    if (!x) return qf_error(QF_ERR_INVALID, "missing input");
     int r = x->ndim;
     if (p->mode == QFI_RESIZE_LINEAR && x->dtype != QF_F32)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): linear mode on %s", g->source, n->name, op,
-                        qf_dtype_info(x->dtype)->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "linear mode on %s", qf_dtype_info(x->dtype)->name);
     if (p->coord == QFI_COORD_TF_CROP_AND_RESIZE && x->dtype != QF_F32)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): tf_crop_and_resize on %s", g->source, n->name, op,
-                        qf_dtype_info(x->dtype)->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "tf_crop_and_resize on %s", qf_dtype_info(x->dtype)->name);
 
     int axes[QF_MAX_DIMS], na = r;
     for (int i = 0; i < r; i++) axes[i] = i;
@@ -218,8 +202,7 @@ static qf_status resize_infer(qf_graph *g, qf_node *n)
         bool seen[QF_MAX_DIMS] = {false};
         for (int i = 0; i < na; i++) {
             QF_CHECK(qfi_axis_norm(g, n, p->axes[i], r, &axes[i]));
-            if (seen[axes[i]])
-                return qf_error(QF_ERR_INVALID, "%s: node %s (%s): axis %d repeated", g->source, n->name, op, axes[i]);
+            if (seen[axes[i]]) return qf_error(QF_ERR_INVALID, "axis %d repeated", axes[i]);
             seen[axes[i]] = true;
         }
     }
@@ -237,12 +220,9 @@ static qf_status resize_infer(qf_graph *g, qf_node *n)
         QF_CHECK(qfi_const_ints(g, n, 3, sizes, QF_MAX_DIMS, &nz));
         if (p->coord == QFI_COORD_TF_CROP_AND_RESIZE) QF_CHECK(const_floats(g, n, 1, roi, 2 * QF_MAX_DIMS, &nr));
     }
-    if ((ns > 0) == (nz > 0))
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): needs exactly one of scales and sizes", g->source, n->name,
-                        op);
+    if ((ns > 0) == (nz > 0)) return qf_error(QF_ERR_INVALID, "needs exactly one of scales and sizes");
     if ((ns ? ns : nz) != na || (nr && nr != 2 * na))
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): %d scales/sizes and %d roi values for %d axes", g->source,
-                        n->name, op, ns ? ns : nz, nr, na);
+        return qf_error(QF_ERR_INVALID, "%d scales/sizes and %d roi values for %d axes", ns ? ns : nz, nr, na);
 
     int64_t dims[QF_MAX_DIMS];
     double scale[QF_MAX_DIMS], roi0[QF_MAX_DIMS], roi1[QF_MAX_DIMS];
@@ -258,8 +238,8 @@ static qf_status resize_infer(qf_graph *g, qf_node *n)
         for (int i = 0; i < na; i++) {
             int d = axes[i];
             if (sizes[i] < 0 || (x->dims[d] == 0 && sizes[i] != 0) || (double)sizes[i] > limit)
-                return qf_error(QF_ERR_INVALID, "%s: node %s (%s): size %lld for dim %d of %lld", g->source, n->name,
-                                op, (long long)sizes[i], d, (long long)x->dims[d]);
+                return qf_error(QF_ERR_INVALID, "size %lld for dim %d of %lld", (long long)sizes[i], d,
+                                (long long)x->dims[d]);
             dims[d] = sizes[i];
             scale[d] = x->dims[d] ? (double)sizes[i] / (double)x->dims[d] : 1.0;
             if (p->aspect == QFI_ASPECT_NOT_LARGER && scale[d] < keep) keep = scale[d];
@@ -278,8 +258,8 @@ static qf_status resize_infer(qf_graph *g, qf_node *n)
             int d = axes[i];
             double o = floor((double)scales[i] * (double)x->dims[d]);
             if (!(scales[i] > 0.0f) || !(o <= limit))
-                return qf_error(QF_ERR_INVALID, "%s: node %s (%s): scale %g for dim %d of %lld", g->source, n->name, op,
-                                (double)scales[i], d, (long long)x->dims[d]);
+                return qf_error(QF_ERR_INVALID, "scale %g for dim %d of %lld", (double)scales[i], d,
+                                (long long)x->dims[d]);
             scale[d] = scales[i];
             dims[d] = (int64_t)o;
         }
@@ -295,10 +275,9 @@ static qf_status resize_infer(qf_graph *g, qf_node *n)
         bytes *= (double)dims[d];
     }
     if (bytes > limit)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): output of more than %lld bytes", g->source, n->name, op,
-                        (long long)QF_MAX_TENSOR_BYTES);
+        return qf_error(QF_ERR_INVALID, "output of more than %lld bytes", (long long)QF_MAX_TENSOR_BYTES);
     qfi_resize_params *np = realloc(p, sizeof *p + (size_t)n_taps * sizeof(qfi_resize_tap));
-    if (!np) return qf_error(QF_ERR_NOMEM, "%s: node %s (%s): out of memory", g->source, n->name, op);
+    if (!np) return qf_error(QF_ERR_NOMEM, "out of memory");
     n->params = p = np;
     p->n_taps = n_taps;
     for (int64_t d = 0, at = 0; d < r; at += dims[d], d++) {
@@ -312,8 +291,7 @@ static qf_status resize_infer(qf_graph *g, qf_node *n)
 /* Upsample-7 and Resize-10 read the experimental opset 6 Upsample's attributes differently. */
 static qf_status upsample_from_opset6(qf_graph *g, qf_node *n)
 {
-    return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "the experimental opset 6 Upsample is not supported",
-                    QFI_NODE_ARGS(g, n));
+    return qf_error(QF_ERR_UNSUPPORTED, "the experimental opset 6 Upsample is not supported");
 }
 
 /* roi, scales and sizes decide the output size: parameters, not data */

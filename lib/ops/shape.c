@@ -5,8 +5,7 @@
 
 static qf_status shape_parse(qf_graph *g, qf_node *n)
 {
-    if (n->n_in != 1 || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Shape): needs 1 input and 1 output", g->source, n->name);
+    if (n->n_in != 1 || n->n_out != 1) return qf_error(QF_ERR_INVALID, "needs 1 input and 1 output");
     qfi_shape_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->start = qfi_attr_int(n, "start", 0);
@@ -25,7 +24,7 @@ static qf_status shape_infer(qf_graph *g, qf_node *n)
 {
     qfi_shape_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
-    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (Shape): missing input", g->source, n->name);
+    if (!x) return qf_error(QF_ERR_INVALID, "missing input");
     int64_t s = clamp_dim(p->start, x->ndim), e = clamp_dim(p->end, x->ndim);
     int64_t len = e > s ? e - s : 0;
     p->first = (int)s;

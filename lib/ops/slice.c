@@ -9,12 +9,9 @@ static qf_status copy_attr(qf_graph *g, qf_node *n, const char *name, int64_t *d
     const int64_t *v = qfi_attr_ints(n, name, cnt);
     if (!v) {
         *cnt = -1;
-        return required ? qf_error(QF_ERR_INVALID, "%s: node %s (Slice): no %s attribute", g->source, n->name, name)
-                        : QF_OK;
+        return required ? qf_error(QF_ERR_INVALID, "no %s attribute", name) : QF_OK;
     }
-    if (*cnt > QF_MAX_DIMS)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Slice): %d %s (at most %d)", g->source, n->name, *cnt, name,
-                        QF_MAX_DIMS);
+    if (*cnt > QF_MAX_DIMS) return qf_error(QF_ERR_UNSUPPORTED, "%d %s (at most %d)", *cnt, name, QF_MAX_DIMS);
     memcpy(dst, v, (size_t)*cnt * sizeof *v);
     return QF_OK;
 }
@@ -23,8 +20,8 @@ static qf_status slice_parse(qf_graph *g, qf_node *n)
 {
     bool legacy = g->opset < 10; /* starts/ends/axes were attributes */
     if ((legacy ? n->n_in != 1 : n->n_in < 3 || n->n_in > 5) || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Slice): %d inputs and %d outputs at opset %lld", g->source,
-                        n->name, n->n_in, n->n_out, (long long)g->opset);
+        return qf_error(QF_ERR_INVALID, "%d inputs and %d outputs at opset %lld", n->n_in, n->n_out,
+                        (long long)g->opset);
     qfi_slice_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     p->n_attr = -1;
@@ -35,8 +32,7 @@ static qf_status slice_parse(qf_graph *g, qf_node *n)
         if (st == QF_OK) st = copy_attr(g, n, "ends", p->attr_ends, &ne, true);
         if (st == QF_OK) st = copy_attr(g, n, "axes", p->attr_axes, &p->n_attr_axes, false);
         if (st == QF_OK && (ne != p->n_attr || (p->n_attr_axes >= 0 && p->n_attr_axes != p->n_attr)))
-            st = qf_error(QF_ERR_INVALID, "%s: node %s (Slice): starts, ends and axes differ in length", g->source,
-                          n->name);
+            st = qf_error(QF_ERR_INVALID, "starts, ends and axes differ in length");
         if (st != QF_OK) {
             free(p);
             return st;
@@ -49,7 +45,7 @@ static qf_status slice_infer(qf_graph *g, qf_node *n)
 {
     qfi_slice_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
-    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (Slice): missing input", g->source, n->name);
+    if (!x) return qf_error(QF_ERR_INVALID, "missing input");
     int64_t starts[QF_MAX_DIMS], ends[QF_MAX_DIMS], axes[QF_MAX_DIMS], steps[QF_MAX_DIMS];
     int ns, ne, na = -1, nst = -1;
     if (p->n_attr >= 0) {
@@ -75,8 +71,7 @@ static qf_status slice_infer(qf_graph *g, qf_node *n)
         for (int i = 0; i < nst; i++) steps[i] = 1;
     }
     if (ne != ns || na != ns || nst != ns)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Slice): starts, ends, axes, steps have %d, %d, %d, %d entries",
-                        g->source, n->name, ns, ne, na, nst);
+        return qf_error(QF_ERR_INVALID, "starts, ends, axes, steps have %d, %d, %d, %d entries", ns, ne, na, nst);
     int64_t dims[QF_MAX_DIMS];
     bool seen[QF_MAX_DIMS] = {false};
     for (int d = 0; d < x->ndim; d++) {
@@ -87,10 +82,10 @@ static qf_status slice_infer(qf_graph *g, qf_node *n)
     for (int i = 0; i < ns; i++) {
         int d;
         QF_CHECK(qfi_axis_norm(g, n, axes[i], x->ndim, &d));
-        if (seen[d]) return qf_error(QF_ERR_INVALID, "%s: node %s (Slice): axis %d repeated", g->source, n->name, d);
+        if (seen[d]) return qf_error(QF_ERR_INVALID, "axis %d repeated", d);
         seen[d] = true;
         int64_t dim = x->dims[d], step = steps[i], s = starts[i], e = ends[i];
-        if (step == 0) return qf_error(QF_ERR_INVALID, "%s: node %s (Slice): step 0", g->source, n->name);
+        if (step == 0) return qf_error(QF_ERR_INVALID, "step 0");
         if (s < 0) s += dim;
         if (e < 0) e += dim;
         int64_t cnt;

@@ -24,8 +24,8 @@ qf_status qfi_softmax_geometry(const qf_graph *g, const qf_node *n, int64_t *out
     int64_t axis = p->axis < 0 ? p->axis + r : p->axis;
     /* the 2-D coercion also accepts axis == rank (a single column) */
     if (r < 1 || axis < 0 || axis > r || (!p->coerce_2d && axis == r))
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "axis %lld is out of range for input %s of %d dims",
-                        QFI_NODE_ARGS(g, n), (long long)p->axis, x->name, r);
+        return qf_error(QF_ERR_INVALID, "axis %lld is out of range for input %s of %d dims", (long long)p->axis,
+                        x->name, r);
     *outer = qfi_numel((int)axis, x->dims);
     if (p->coerce_2d) {
         *len = qfi_numel(r - (int)axis, x->dims + axis);

@@ -7,16 +7,12 @@
 static qf_status split_parse(qf_graph *g, qf_node *n)
 {
     if (n->n_in < 1 || n->n_in > 2 || n->n_out < 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Split): needs 1-2 inputs and outputs, has %d and %d", g->source,
-                        n->name, n->n_in, n->n_out);
+        return qf_error(QF_ERR_INVALID, "needs 1-2 inputs and outputs, has %d and %d", n->n_in, n->n_out);
     for (int k = 0; k < n->n_out; k++)
-        if (n->out[k] < 0)
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (Split): output %d is unnamed", g->source, n->name, k);
+        if (n->out[k] < 0) return qf_error(QF_ERR_UNSUPPORTED, "output %d is unnamed", k);
     int cnt;
     const int64_t *split = qfi_attr_ints(n, "split", &cnt);
-    if (split && cnt != n->n_out)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Split): split has %d entries for %d outputs", g->source, n->name,
-                        cnt, n->n_out);
+    if (split && cnt != n->n_out) return qf_error(QF_ERR_INVALID, "split has %d entries for %d outputs", cnt, n->n_out);
     qfi_split_params *p = qfi_calloc(1, sizeof *p + (size_t)(split ? cnt : 0) * sizeof(int64_t));
     if (!p) return QF_ERR_NOMEM;
     p->axis = qfi_attr_int(n, "axis", 0);
@@ -26,8 +22,7 @@ static qf_status split_parse(qf_graph *g, qf_node *n)
     free(n->params);
     n->params = p;
     if (p->num_outputs && p->num_outputs != n->n_out)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (Split): num_outputs %lld but %d outputs", g->source, n->name,
-                        (long long)p->num_outputs, n->n_out);
+        return qf_error(QF_ERR_INVALID, "num_outputs %lld but %d outputs", (long long)p->num_outputs, n->n_out);
     return QF_OK;
 }
 
@@ -35,7 +30,7 @@ static qf_status split_infer(qf_graph *g, qf_node *n)
 {
     qfi_split_params *p = n->params;
     const qf_value *x = qfi_in(g, n, 0);
-    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (Split): missing input", g->source, n->name);
+    if (!x) return qf_error(QF_ERR_INVALID, "missing input");
     QF_CHECK(qfi_axis_norm(g, n, p->axis, x->ndim, &p->norm));
     int64_t dim = x->dims[p->norm];
     int64_t *sizes = qfi_calloc((size_t)n->n_out, sizeof *sizes);
@@ -52,19 +47,20 @@ static qf_status split_infer(qf_graph *g, qf_node *n)
     if (st == QF_OK && cnt >= 0) {
         int64_t sum = 0;
         for (int k = 0; k < cnt; k++) {
-            if (sizes[k] < 0) st = qf_error(QF_ERR_INVALID, "%s: node %s (Split): negative split", g->source, n->name);
+            if (sizes[k] < 0) st = qf_error(QF_ERR_INVALID, "negative split");
             sum += sizes[k];
         }
         if (st == QF_OK && (cnt != n->n_out || sum != dim))
-            st = qf_error(QF_ERR_INVALID, "%s: node %s (Split): split of %d parts summing to %lld for %d outputs and "
-                          "dim %lld", g->source, n->name, cnt, (long long)sum, n->n_out, (long long)dim);
+            st = qf_error(QF_ERR_INVALID,
+                          "split of %d parts summing to %lld for %d outputs and "
+                          "dim %lld",
+                          cnt, (long long)sum, n->n_out, (long long)dim);
     } else if (st == QF_OK) {
         /* num_outputs (opset 18) lets the last part be smaller; before, parts must be equal */
         int64_t part = p->num_outputs ? (dim + n->n_out - 1) / n->n_out : dim / n->n_out;
         int64_t last = dim - part * (n->n_out - 1);
         if (last < 0 || (!p->num_outputs && last != part) || last > part)
-            st = qf_error(QF_ERR_INVALID, "%s: node %s (Split): dim %lld does not split into %d parts", g->source,
-                          n->name, (long long)dim, n->n_out);
+            st = qf_error(QF_ERR_INVALID, "dim %lld does not split into %d parts", (long long)dim, n->n_out);
         for (int k = 0; k < n->n_out; k++) sizes[k] = k == n->n_out - 1 ? last : part;
     }
     for (int k = 0; st == QF_OK && k < n->n_out; k++) {

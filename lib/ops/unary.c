@@ -7,12 +7,10 @@
 
 static qf_status unary_parse(qf_graph *g, qf_node *n)
 {
-    const char *op = qf_op_name(n->op);
     /* Clip's bounds became optional inputs in opset 11 */
     int max_in = n->op == QF_OP_CLIP && g->opset >= 11 ? 3 : 1;
     if (n->n_in < 1 || n->n_in > max_in || n->n_out != 1)
-        return qf_error(QF_ERR_INVALID, "%s: node %s (%s): needs 1..%d inputs and 1 output, has %d and %d", g->source,
-                        n->name, op, max_in, n->n_in, n->n_out);
+        return qf_error(QF_ERR_INVALID, "needs 1..%d inputs and 1 output, has %d and %d", max_in, n->n_in, n->n_out);
     qfi_unary_params *p = qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     switch (n->op) {
@@ -36,23 +34,20 @@ static qf_status unary_parse(qf_graph *g, qf_node *n)
 
 static qf_status unary_infer(qf_graph *g, qf_node *n)
 {
-    const char *op = qf_op_name(n->op);
     const qf_value *x = qfi_in(g, n, 0);
-    if (!x) return qf_error(QF_ERR_INVALID, "%s: node %s (%s): missing input", g->source, n->name, op);
+    if (!x) return qf_error(QF_ERR_INVALID, "missing input");
     bool ok = x->dtype == QF_F32;
     if (n->op == QF_OP_RELU) ok = ok || x->dtype == QF_I8 || x->dtype == QF_I32 || x->dtype == QF_I64;
     if (n->op == QF_OP_CLIP && g->opset >= 11)
         ok = ok || x->dtype == QF_I8 || x->dtype == QF_U8 || x->dtype == QF_I32 || x->dtype == QF_I64;
-    if (!ok)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): dtype %s", g->source, n->name, op,
-                        qf_dtype_info(x->dtype)->name);
+    if (!ok) return qf_error(QF_ERR_UNSUPPORTED, "dtype %s", qf_dtype_info(x->dtype)->name);
     for (int k = 1; k < n->n_in; k++) {
         /* Clip's min/max: scalars of X's type, read by the kernel at run time */
         const qf_value *b = qfi_in(g, n, k);
         if (!b) continue;
         if (b->dtype != x->dtype || qf_value_numel(b) > 1)
-            return qf_error(QF_ERR_INVALID, "%s: node %s (Clip): bound %s must be a scalar of dtype %s", g->source,
-                            n->name, b->name, qf_dtype_info(x->dtype)->name);
+            return qf_error(QF_ERR_INVALID, "bound %s must be a scalar of dtype %s", b->name,
+                            qf_dtype_info(x->dtype)->name);
     }
     qfi_value_set_shape(qfi_out(g, n, 0), x->dtype, x->ndim, x->dims);
     return QF_OK;

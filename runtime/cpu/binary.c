@@ -126,9 +126,7 @@ static qf_status binary_run(const qfi_kernel_args *a)
     default: QF_ASSERT(!"binary kernel called for another op"); return QF_ERR_INVALID;
     }
     walk w = {.fn = rows[op][z->dtype], .a = a->in[0], .b = a->in[1], .o = a->out[0]};
-    if (!w.fn)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s (%s): no CPU kernel for dtype %s", a->g->source, n->name,
-                        qf_op_name(n->op), qf_dtype_info(z->dtype)->name);
+    if (!w.fn) return qf_error(QF_ERR_UNSUPPORTED, "no CPU kernel for dtype %s", qf_dtype_info(z->dtype)->name);
     w.es = qf_dtype_info(z->dtype)->size;
     w.total = qf_value_numel(z);
     if (w.total == 0) return QF_OK;

@@ -236,20 +236,16 @@ static qf_status conv_run(const qfi_kernel_args *a)
         return QF_OK;
     }
     if (path == PATH_DIRECT) {
-        if (!a->scratch)
-            return qf_error(QF_ERR_USAGE, QFI_NODE_FMT "no padded-image scratch was provided",
-                            QFI_NODE_ARGS(a->g, a->n));
+        if (!a->scratch) return qf_error(QF_ERR_USAGE, "no padded-image scratch was provided");
         qfi_cpu_conv_direct(&geo, j.x, j.w, j.b, j.y, a->scratch, threads, qfi_cpu_direct_isa());
         return QF_OK;
     }
     if (kdim > INT_MAX || qfi_window_out_size(&geo.w) > INT_MAX || geo.M > INT_MAX)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range",
-                        QFI_NODE_ARGS(a->g, a->n));
+        return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
     j.items = geo.N * geo.group;
     j.slots = conv_slots(j.items);
     if (path == PATH_IM2COL) {
-        if (!a->scratch)
-            return qf_error(QF_ERR_USAGE, QFI_NODE_FMT "no im2col scratch was provided", QFI_NODE_ARGS(a->g, a->n));
+        if (!a->scratch) return qf_error(QF_ERR_USAGE, "no im2col scratch was provided");
         j.scratch = a->scratch;
     }
     if (j.slots > threads) j.slots = threads;

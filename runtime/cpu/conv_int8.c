@@ -146,16 +146,14 @@ qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a)
     const qf_value *xv = qfi_in(g, n, 0), *rv = qfi_in(g, n, 4), *yv = qfi_out(g, n, 0);
     const int64_t out = qfi_window_out_size(&geo.w), kdim = geo.C / geo.group * qfi_window_k_size(&geo.w);
     if (rv && qf_value_numel(rv) != geo.N * geo.M * out)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "residual %s does not match the output", QFI_NODE_ARGS(g, n),
-                        rv->name);
+        return qf_error(QF_ERR_INVALID, "residual %s does not match the output", rv->name);
     /* |sum| <= Kdim * 128 * 127 plus a bias within QFI_INT8_BIAS_LIMIT must stay inside int32 */
     if (kdim > QFI_INT8_MAX_REDUCTION)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "INT8 reduction of %lld terms could overflow int32",
-                        QFI_NODE_ARGS(g, n), (long long)kdim);
+        return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)kdim);
     if (kdim > INT_MAX || out > INT_MAX || geo.M > INT_MAX)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range", QFI_NODE_ARGS(g, n));
+        return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
     if (geo.N == 0 || geo.M == 0 || out == 0) return QF_OK;
-    if (!a->scratch) return qf_error(QF_ERR_USAGE, QFI_NODE_FMT "no INT8 scratch was provided", QFI_NODE_ARGS(g, n));
+    if (!a->scratch) return qf_error(QF_ERR_USAGE, "no INT8 scratch was provided");
     conv8_layout L;
     layout(&geo, &L);
     char *base = a->scratch;

@@ -96,10 +96,8 @@ static qf_status conv_transpose_run(const qfi_kernel_args *a)
     if (geo.N == 0 || geo.M == 0 || qfi_window_out_size(&geo.w) == 0) return QF_OK;
     int64_t rows = geo.M / geo.group * qfi_window_k_size(&geo.w), in_sz = qfi_window_in_size(&geo.w);
     if (rows > INT_MAX || in_sz > INT_MAX || geo.C > INT_MAX)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range",
-                        QFI_NODE_ARGS(a->g, a->n));
-    if (!a->scratch && col_elems(&geo) > 0)
-        return qf_error(QF_ERR_USAGE, QFI_NODE_FMT "no col2im scratch was provided", QFI_NODE_ARGS(a->g, a->n));
+        return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
+    if (!a->scratch && col_elems(&geo) > 0) return qf_error(QF_ERR_USAGE, "no col2im scratch was provided");
     int threads = a->threads > 0 ? a->threads : qfi_cpu_count();
     j.items = geo.N * geo.group;
     j.slots = convt_slots(j.items);

@@ -90,7 +90,7 @@ static qf_status cpu_create(qf_engine *e)
 nomem:
     free(off);
     cpu_destroy(e);
-    return qf_error(QF_ERR_NOMEM, "%s: out of memory planning the CPU engine", g->source);
+    return qfi_error_file(qf_error(QF_ERR_NOMEM, "out of memory planning the CPU engine"), g->source);
 }
 
 static qf_status cpu_run(qf_engine *e)
@@ -106,7 +106,7 @@ static qf_status cpu_run(qf_engine *e)
         for (int k = 0; k < n->n_out; k++) c->out[k] = n->out[k] >= 0 ? c->data[n->out[k]] : NULL;
         qfi_kernel_args a = {.g = g, .n = n, .in = c->in, .out = c->out, .scratch = c->scratch, .threads = threads};
         qf_status st = c->lowp && qfi_node_f32_view(n) ? qfi_cpu_lowp_run(c->lowp, &a) : kernels[n->op]->run(&a);
-        if (st != QF_OK) return qf_error_prefix(st, "%s: node %s (%s)", g->source, n->name, qf_op_name(n->op));
+        if (st != QF_OK) return qfi_error_node(st, g, n);
         if (e->opts.observer)
             for (int k = 0; k < n->n_out; k++)
                 if (n->out[k] >= 0) e->opts.observer(e->opts.observer_user, g, n->out[k], c->out[k]);
@@ -133,9 +133,9 @@ qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *cons
 {
     size_t scratch = kernels[n->op]->scratch ? kernels[n->op]->scratch(g, n) : 0;
     void *buf = scratch ? malloc(scratch) : NULL;
-    if (scratch && !buf) return qf_error(QF_ERR_NOMEM, "%s: node %s: out of memory for scratch", g->source, n->name);
+    if (scratch && !buf) return qfi_error_node(qf_error(QF_ERR_NOMEM, "out of memory for scratch"), g, n);
     qfi_kernel_args a = {.g = g, .n = n, .in = in, .out = out, .scratch = buf, .threads = 1};
     qf_status st = kernels[n->op]->run(&a);
     free(buf);
-    return st;
+    return st == QF_OK ? st : qfi_error_node(st, g, n);
 }

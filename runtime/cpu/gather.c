@@ -20,8 +20,7 @@ static qf_status gather_run(const qfi_kernel_args *a)
     for (int64_t j = 0; j < nidx; j++) {
         int64_t i = index_at(a->in[1], iv->dtype, j);
         if (i < -dim || i >= dim)
-            return qf_error(QF_ERR_INVALID, "%s: node %s (Gather): index %lld out of range for dim %lld", a->g->source,
-                            n->name, (long long)i, (long long)dim);
+            return qf_error(QF_ERR_INVALID, "index %lld out of range for dim %lld", (long long)i, (long long)dim);
     }
     if (inner == 0) return QF_OK;
     /* x is (outer, dim, inner), y is (outer, nidx, inner) */

@@ -18,8 +18,7 @@ static qf_status gemm_run(const qfi_kernel_args *a)
     const int64_t M = geo.M, N = geo.N, K = geo.K;
     if (M == 0 || N == 0) return QF_OK;
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range",
-                        QFI_NODE_ARGS(g, n));
+        return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
     float beta = 0.0f;
     /* beta == 0 ignores C entirely (as ONNX Runtime does), even if C holds inf/NaN */
     if (C && p->beta != 0.0f) {

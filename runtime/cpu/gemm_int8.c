@@ -43,15 +43,13 @@ static qf_status int8_shape(const qf_graph *g, const qf_node *n, igemm_shape *s)
         const qfi_gemm_params *p = n->params;
         qfi_gemm_geom geo;
         QF_CHECK(qfi_gemm_geometry(g, n, &geo));
-        if (p->trans_a)
-            return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "INT8 Gemm with transA", QFI_NODE_ARGS(g, n));
+        if (p->trans_a) return qf_error(QF_ERR_UNSUPPORTED, "INT8 Gemm with transA");
         *s = (igemm_shape){.rows = geo.M, .N = geo.N, .K = geo.K, .ldb = w->dims[1], .trans_b = p->trans_b};
     } else {
         qfi_matmul_geom geo;
         QF_CHECK(qfi_matmul_geometry(g, n, &geo));
         if (w->ndim != 2 || x->ndim < 2)
-            return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "INT8 MatMul needs a 2-D weight and an input of 2 or more dims",
-                            QFI_NODE_ARGS(g, n));
+            return qf_error(QF_ERR_UNSUPPORTED, "INT8 MatMul needs a 2-D weight and an input of 2 or more dims");
         *s = (igemm_shape){.rows = geo.K ? qf_value_numel(x) / geo.K : 0, .N = geo.N, .K = geo.K, .ldb = geo.N};
     }
     QF_CHECK(qfi_int8_operands(g, n, s->N));
@@ -76,16 +74,14 @@ qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a)
     igemm_shape s = {0};
     QF_CHECK(int8_shape(g, n, &s));
     if (s.rows > INT_MAX || s.N > INT_MAX || s.K > INT_MAX)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range", QFI_NODE_ARGS(g, n));
+        return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
     /* |sum| <= K * 128 * 127 plus a bias within QFI_INT8_BIAS_LIMIT must stay inside int32 */
     if (s.K > QFI_INT8_MAX_REDUCTION)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "INT8 reduction of %lld terms could overflow int32",
-                        QFI_NODE_ARGS(g, n), (long long)s.K);
-    if (!a->scratch) return qf_error(QF_ERR_USAGE, QFI_NODE_FMT "no INT8 scratch was provided", QFI_NODE_ARGS(g, n));
+        return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)s.K);
+    if (!a->scratch) return qf_error(QF_ERR_USAGE, "no INT8 scratch was provided");
     const qf_value *xv = qfi_in(g, n, 0), *rv = qfi_in(g, n, 4), *yv = qfi_out(g, n, 0);
     if (rv && qf_value_numel(rv) != s.rows * s.N)
-        return qf_error(QF_ERR_INVALID, QFI_NODE_FMT "residual %s does not match the output", QFI_NODE_ARGS(g, n),
-                        rv->name);
+        return qf_error(QF_ERR_INVALID, "residual %s does not match the output", rv->name);
     char *p = a->scratch;
     float *m = (float *)p;
     p += align64((size_t)s.N * 4);

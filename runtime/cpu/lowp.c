@@ -84,7 +84,7 @@ qf_status qfi_cpu_lowp_create(const qf_graph *g, qfi_cpu_lowp **out)
     return QF_OK;
 nomem:
     qfi_cpu_lowp_free(lp);
-    return qf_error(QF_ERR_NOMEM, "%s: out of memory planning the FP16/INT8 staging buffers", g->source);
+    return qfi_error_file(qf_error(QF_ERR_NOMEM, "out of memory planning the FP16/INT8 staging buffers"), g->source);
 }
 
 const qf_graph *qfi_cpu_lowp_graph(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n)

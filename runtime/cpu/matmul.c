@@ -44,8 +44,7 @@ static qf_status matmul_run(const qfi_kernel_args *a)
     bool b_shared = bv->ndim <= 2, a_full = qf_value_numel(av) == nb * geo.M * geo.K;
     int64_t rows = b_shared && a_full ? nb * geo.M : geo.M;
     if (rows > INT_MAX || geo.N > INT_MAX || geo.K > INT_MAX)
-        return qf_error(QF_ERR_UNSUPPORTED, QFI_NODE_FMT "GEMM dimensions exceed the BLAS int range",
-                        QFI_NODE_ARGS(a->g, a->n));
+        return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
     if (b_shared && a_full) {
         /* A's batch is contiguous and B is one matrix: Y (nb*M, N) = A (nb*M, K) x B (K, N) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)geo.N, (int)geo.K, 1.0f, j.A,

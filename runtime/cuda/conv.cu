@@ -397,8 +397,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         QF_CHECK(conv_plan_gemm(c, L, st, w, dt));
     }
     if (L->quant_in >= 0 && !cu_igemm_fits(&p, st->rq.out))
-        return qf_error(QF_ERR_UNSUPPORTED, CU_NODE_FMT "a fused input quantization needs the implicit-GEMM kernel",
-                        CU_NODE_ARGS(c, n));
+        return qf_error(QF_ERR_UNSUPPORTED, "a fused input quantization needs the implicit-GEMM kernel");
     if (i8 && cu_igemm_fits(&p, st->rq.out) && (!tactic_forced("lt") || L->quant_in >= 0)) {
         /* a second tactic, timed against the GEMM path at tune time */
         const int32_t *bias = geo.has_bias ? (const int32_t *)qfi_in(g, n, 2)->data : NULL;

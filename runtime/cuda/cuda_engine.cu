@@ -69,7 +69,7 @@ static qf_status check_node(const qf_graph *g, const qf_node *n)
                       qf_op_name(n->op));
     else if (op->check)
         st = op->check(g, n);
-    return st == QF_OK ? QF_OK : qf_error_prefix(st, CU_NODE_FMT, g->source, n->name, qf_op_name(n->op));
+    return st == QF_OK ? QF_OK : qfi_error_node(st, g, n);
 }
 
 static unsigned cu_op_precisions(qf_op op)
@@ -115,10 +115,12 @@ qf_status cu_value_ptr(cu_engine *c, int v, void **out)
 {
     const qf_value *val = &c->g->values[v];
     if (!c->vals[v].ptr && (val->flags & QF_VALUE_CONST)) {
-        if (!val->data) return qf_error(QF_ERR_INVALID, "%s: constant %s has no data", c->g->source, val->name);
+        if (!val->data)
+            return qfi_error_file(qf_error(QF_ERR_INVALID, "constant %s has no data", val->name), c->g->source);
         QF_CHECK(cu_upload(c, val->data, qf_value_bytes(val), &c->vals[v].ptr));
     }
-    if (!c->vals[v].ptr) return qf_error(QF_ERR_INVALID, "%s: value %s has no device buffer", c->g->source, val->name);
+    if (!c->vals[v].ptr)
+        return qfi_error_file(qf_error(QF_ERR_INVALID, "value %s has no device buffer", val->name), c->g->source);
     *out = c->vals[v].ptr;
     return QF_OK;
 }
@@ -456,8 +458,7 @@ static qf_status observe(cu_engine *c, int v)
 static qf_status run_layer(cu_engine *c, cu_layer *L, cudaStream_t s)
 {
     qf_status st = op_for(L->n->op)->launch(c, L, s);
-    if (st != QF_OK) return qf_error_prefix(st, CU_NODE_FMT, CU_NODE_ARGS(c, L->n));
-    return QF_OK;
+    return st == QF_OK ? st : qfi_error_node(st, c->g, L->n);
 }
 
 /* Enqueues the whole pass on the compute stream: input layout conversions,
@@ -591,7 +592,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         cu_layer *L = &c->layers[i];
         if (L->skip) continue;
         st = op_for(L->n->op)->prepare(c, L);
-        if (st != QF_OK) return qf_error_prefix(st, CU_NODE_FMT, CU_NODE_ARGS(c, L->n));
+        if (st != QF_OK) return qfi_error_node(st, c->g, L->n);
     }
     for (int s = 0; s < CU_SCR_COUNT; s++)
         if (c->scratch_bytes[s]) QF_CHECK(cu_alloc(c, c->scratch_bytes[s], &c->scratch[s]));
@@ -621,7 +622,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         const cu_op *op = op_for(L->n->op);
         if (L->skip || !op->tune) continue;
         st = op->tune(c, L);
-        if (st != QF_OK) return qf_error_prefix(st, CU_NODE_FMT, CU_NODE_ARGS(c, L->n));
+        if (st != QF_OK) return qfi_error_node(st, c->g, L->n);
     }
     qfi_tactic_cache_save(c->tactics);
     /* one eager pass loads every kernel and surfaces errors before capture */

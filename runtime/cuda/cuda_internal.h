@@ -181,8 +181,6 @@ static inline unsigned cu_blocks(int64_t n, int threads)
 /* A value of a node's dtype the device kernels handle as data: f32, f16, or
  * i8 with a scale (quantized; only at FP16/INT8 precision, as the f32 view). */
 bool cu_float_like(const qf_graph *g, const qf_node *n, const qf_value *v);
-#define CU_NODE_FMT "%s: node %s (%s): "
-#define CU_NODE_ARGS(c, n) (c)->g->source, (n)->name, qf_op_name((n)->op)
 
 /* ---- fusions planned at engine build (fusion.cu) ---------------------------------------- */
 /* Folds FP32/FP16 residual Adds, Relus and Clips into the layers that write
