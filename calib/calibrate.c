@@ -21,7 +21,7 @@ typedef struct calib_shared {
     const qf_calibrate_opts *o;
     int64_t images, total;
     qf_status st;            /* the first failure stops every worker */
-    char msg[1024];          /* its message (error messages are per thread) */
+    qfi_error_saved err;     /* its message (error messages are per thread) */
 } calib_shared;
 
 typedef struct calib_worker {
@@ -54,7 +54,7 @@ static void record_failure(calib_shared *sh, qf_status st)
     pthread_mutex_lock(&sh->mu);
     if (sh->st == QF_OK) {
         sh->st = st;
-        snprintf(sh->msg, sizeof sh->msg, "%s", qf_error_message());
+        qfi_error_save(&sh->err);
     }
     pthread_mutex_unlock(&sh->mu);
 }
@@ -195,7 +195,7 @@ qf_status qf_calibrate(const qf_graph *g, const qf_dataset *ds, const qf_preproc
         worker_run(&wk[0]);
         for (int k = 1; k < nw; k++)
             if (wk[k].started) pthread_join(wk[k].tid, NULL);
-        st = sh.st != QF_OK ? qf_error(sh.st, "%s", sh.msg) : QF_OK;
+        st = sh.st != QF_OK ? qfi_error_restore(sh.st, &sh.err) : QF_OK;
     }
     double secs = seconds_now() - t0;
     for (int k = 1; k < nw && st == QF_OK; k++) st = qf_calib_merge(wk[0].cal, wk[k].cal);

@@ -50,6 +50,20 @@ qf_status qfi_error_node(qf_status s, const qf_graph *g, const qf_node *n);
 /* "PATH: " unless the message names its file already (qfi_error_node or
  * qfi_error_file put it there). */
 qf_status qfi_error_file(qf_status s, const char *path);
+/* Both of the above in one: "PATH: node NODE (OP): ", each part only where
+ * the message lacks it; NULL leaves a part out (OP for a node whose op is not
+ * known, as the importer's unknown op). For callers that have no qf_node yet. */
+qf_status qfi_error_context(qf_status s, const char *path, const char *node, const char *op);
+/* A message with the context it carries, kept across calls that may write
+ * another (teardown) or handed to another thread (messages are per thread). */
+typedef struct qfi_error_saved {
+    char msg[1024];
+    size_t file_end;
+    bool has_node;
+} qfi_error_saved;
+void qfi_error_save(qfi_error_saved *e);
+/* Makes the saved message the current one again; returns s. */
+qf_status qfi_error_restore(qf_status s, const qfi_error_saved *e);
 
 /* ---- memory ---------------------------------------------------------------- */
 /* calloc that sets the error message on failure. */

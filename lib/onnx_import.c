@@ -411,20 +411,19 @@ static qf_status read_value_info(const loader *L, const Onnx__ValueInfoProto *vi
     const Onnx__TypeProto *tp = vi->type;
     if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET) return QF_OK;
     if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: %s %s is not a tensor (sequence, map, optional or sparse)", L->path,
-                        what, vi->name);
+        return qf_error(QF_ERR_UNSUPPORTED, "%s %s is not a tensor (sequence, map, optional or sparse)", what,
+                        vi->name);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
     int et = tt->has_elem_type ? tt->elem_type : 0;
     if (et != ONNX__TENSOR_PROTO__DATA_TYPE__UNDEFINED) {
         if (!qf_dtype_from_onnx(et, &d->dtype))
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: %s %s: dtype %s is not supported", L->path, what, vi->name,
-                            onnx_type_name(et));
+            return qf_error(QF_ERR_UNSUPPORTED, "%s %s: dtype %s is not supported", what, vi->name, onnx_type_name(et));
         d->has_type = true;
     }
     if (!tt->shape) return QF_OK;
     if (tt->shape->n_dim > QF_MAX_DIMS)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: %s %s has %zu dims (at most %d)", L->path, what, vi->name,
-                        tt->shape->n_dim, QF_MAX_DIMS);
+        return qf_error(QF_ERR_UNSUPPORTED, "%s %s has %zu dims (at most %d)", what, vi->name, tt->shape->n_dim,
+                        QF_MAX_DIMS);
     d->has_shape = true;
     d->ndim = (int)tt->shape->n_dim;
     for (int i = 0; i < d->ndim; i++) {
@@ -432,7 +431,7 @@ static qf_status read_value_info(const loader *L, const Onnx__ValueInfoProto *vi
         d->dims[i] = -1;
         if (dim->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) continue;
         if (dim->dim_value < 0)
-            return qf_error(QF_ERR_FORMAT, "%s: %s %s: dim %d is negative (%lld)", L->path, what, vi->name, i,
+            return qf_error(QF_ERR_FORMAT, "%s %s: dim %d is negative (%lld)", what, vi->name, i,
                             (long long)dim->dim_value);
         d->dims[i] = dim->dim_value;
     }
@@ -456,9 +455,9 @@ static qf_status check_model(loader *L, const Onnx__ModelProto *m)
 {
     const Onnx__GraphProto *gp = L->gp;
     if (gp->n_node > QF_MAX_NODES)
-        return qf_error(QF_ERR_NOMEM, "%s: %zu nodes (at most %d)", L->path, gp->n_node, QF_MAX_NODES);
+        return qf_error(QF_ERR_NOMEM, "%zu nodes (at most %d)", gp->n_node, QF_MAX_NODES);
     if (gp->n_sparse_initializer > 0)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: sparse initializer %s is not supported", L->path,
+        return qf_error(QF_ERR_UNSUPPORTED, "sparse initializer %s is not supported",
                         gp->sparse_initializer[0]->values && gp->sparse_initializer[0]->values->name
                             ? gp->sparse_initializer[0]->values->name
                             : "(unnamed)");
@@ -469,12 +468,12 @@ static qf_status check_model(loader *L, const Onnx__ModelProto *m)
         if (nvals > QF_MAX_VALUES) break;
     }
     if (nvals > QF_MAX_VALUES)
-        return qf_error(QF_ERR_NOMEM, "%s: more than %d tensors", L->path, QF_MAX_VALUES);
+        return qf_error(QF_ERR_NOMEM, "more than %d tensors", QF_MAX_VALUES);
     L->nslots = 16;
     while (L->nslots < 2 * nvals) L->nslots *= 2;
     L->slots = malloc(L->nslots * sizeof *L->slots);
     L->node_names = qfi_calloc(gp->n_node + 1, sizeof *L->node_names);
-    if (!L->slots || !L->node_names) return qf_error(QF_ERR_NOMEM, "%s: out of memory", L->path);
+    if (!L->slots || !L->node_names) return qf_error(QF_ERR_NOMEM, "out of memory");
     L->n_node_names = gp->n_node;
     memset(L->slots, 0xff, L->nslots * sizeof *L->slots);
 
@@ -489,16 +488,16 @@ static qf_status check_model(loader *L, const Onnx__ModelProto *m)
             L->node_names[i] = qfi_calloc(len, 1);
             if (L->node_names[i]) snprintf(L->node_names[i], len, "%s_%zu", type[0] ? type : "node", i);
         }
-        if (!L->node_names[i]) return qf_error(QF_ERR_NOMEM, "%s: out of memory", L->path);
+        if (!L->node_names[i]) return qf_error(QF_ERR_NOMEM, "out of memory");
         const char *name = L->node_names[i];
-        if (!type[0]) return qf_error(QF_ERR_FORMAT, "%s: node %s has no op_type", L->path, name);
+        if (!type[0]) return qfi_error_context(qf_error(QF_ERR_FORMAT, "no op_type"), NULL, name, NULL);
         const char *dom = np->domain ? np->domain : "";
         if (strcmp(dom, "") != 0 && strcmp(dom, "ai.onnx") != 0)
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s: op %s of domain %s is not supported", L->path, name,
-                            type, dom);
+            return qfi_error_context(
+                qf_error(QF_ERR_UNSUPPORTED, "op %s of domain %s is not supported", type, dom), NULL, name, NULL);
         qf_op op;
         if (!qf_op_lookup(type, &op))
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s: unsupported op %s", L->path, name, type);
+            return qfi_error_context(qf_error(QF_ERR_UNSUPPORTED, "unsupported op %s", type), NULL, name, NULL);
     }
 
     int64_t opset = -1;
@@ -508,10 +507,10 @@ static qf_status check_model(loader *L, const Onnx__ModelProto *m)
         if ((strcmp(dom, "") == 0 || strcmp(dom, "ai.onnx") == 0) && o->version > opset) opset = o->version;
     }
     if (opset < 0)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: the model imports no ai.onnx opset (qforge reads opsets %d to %d)",
-                        L->path, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
+        return qf_error(QF_ERR_UNSUPPORTED, "the model imports no ai.onnx opset (qforge reads opsets %d to %d)",
+                        ONNX_MIN_OPSET, ONNX_MAX_OPSET);
     if (opset < ONNX_MIN_OPSET || opset > ONNX_MAX_OPSET)
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: opset %lld is not supported (qforge reads opsets %d to %d)", L->path,
+        return qf_error(QF_ERR_UNSUPPORTED, "opset %lld is not supported (qforge reads opsets %d to %d)",
                         (long long)opset, ONNX_MIN_OPSET, ONNX_MAX_OPSET);
     L->g->opset = opset;
     return QF_OK;
@@ -521,12 +520,12 @@ static qf_status load_initializers(loader *L)
 {
     for (size_t i = 0; i < L->gp->n_initializer; i++) {
         const Onnx__TensorProto *t = L->gp->initializer[i];
-        if (!t->name || !t->name[0]) return qf_error(QF_ERR_FORMAT, "%s: initializer %zu has no name", L->path, i);
+        if (!t->name || !t->name[0]) return qf_error(QF_ERR_FORMAT, "initializer %zu has no name", i);
         if (name_find(L, t->name) >= 0)
-            return qf_error(QF_ERR_INVALID, "%s: initializer %s is defined twice", L->path, t->name);
+            return qf_error(QF_ERR_INVALID, "initializer %s is defined twice", t->name);
         qf_value tmp;
         qf_status st = qfi_onnx_tensor_decode(t, L->dir, &tmp);
-        if (st != QF_OK) return qfi_error_file(st, L->path);
+        if (st != QF_OK) return st;
         int v = add_named_value(L, t->name, tmp.dtype, tmp.ndim, tmp.dims);
         free(tmp.name);
         if (v < 0) {
@@ -548,18 +547,18 @@ static qf_status load_inputs(loader *L)
     if (!g->inputs) return QF_ERR_NOMEM;
     for (size_t i = 0; i < L->gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = L->gp->input[i];
-        if (!vi->name || !vi->name[0]) return qf_error(QF_ERR_FORMAT, "%s: graph input %zu has no name", L->path, i);
+        if (!vi->name || !vi->name[0]) return qf_error(QF_ERR_FORMAT, "graph input %zu has no name", i);
         int v = name_find(L, vi->name);
         if (v >= 0) {
             if (g->values[v].flags & QF_VALUE_INPUT)
-                return qf_error(QF_ERR_INVALID, "%s: graph input %s is listed twice", L->path, vi->name);
+                return qf_error(QF_ERR_INVALID, "graph input %s is listed twice", vi->name);
             continue; /* an initializer */
         }
         declared_type d;
         QF_CHECK(read_value_info(L, vi, "input", &d));
-        if (!d.has_type) return qf_error(QF_ERR_FORMAT, "%s: input %s declares no element type", L->path, vi->name);
+        if (!d.has_type) return qf_error(QF_ERR_FORMAT, "input %s declares no element type", vi->name);
         if (!d.has_shape)
-            return qf_error(QF_ERR_UNSUPPORTED, "%s: input %s declares no shape (unknown rank)", L->path, vi->name);
+            return qf_error(QF_ERR_UNSUPPORTED, "input %s declares no shape (unknown rank)", vi->name);
         v = add_named_value(L, vi->name, d.dtype, d.ndim, d.dims);
         if (v < 0) return QF_ERR_NOMEM;
         g->values[v].flags |= QF_VALUE_INPUT;
@@ -579,8 +578,8 @@ static qf_status create_node_outputs(loader *L)
             const char *o = np->output[k];
             if (!o || !o[0]) continue; /* an omitted optional output */
             if (name_find(L, o) >= 0)
-                return qf_error(QF_ERR_INVALID, "%s: node %s: output %s is already defined elsewhere", L->path,
-                                L->node_names[i], o);
+                return qfi_error_context(qf_error(QF_ERR_INVALID, "output %s is already defined elsewhere", o), NULL,
+                                         L->node_names[i], np->op_type);
             if (add_named_value(L, o, QF_F32, 0, NULL) < 0) return QF_ERR_NOMEM;
         }
     }
@@ -596,13 +595,12 @@ static qf_status create_node_outputs(loader *L)
     return QF_OK;
 }
 
-static qf_status convert_attr(loader *L, const char *node, const Onnx__AttributeProto *ap, qf_attr *a)
+static qf_status convert_attr(loader *L, const Onnx__AttributeProto *ap, qf_attr *a)
 {
     const char *an = ap->name ? ap->name : "";
-    if (!an[0]) return qf_error(QF_ERR_FORMAT, "%s: node %s: attribute without a name", L->path, node);
+    if (!an[0]) return qf_error(QF_ERR_FORMAT, "attribute without a name");
     if (ap->ref_attr_name && ap->ref_attr_name[0])
-        return qf_error(QF_ERR_INVALID, "%s: node %s: attribute %s refers to a function attribute outside a function",
-                        L->path, node, an);
+        return qf_error(QF_ERR_INVALID, "attribute %s refers to a function attribute outside a function", an);
     a->name = qfi_strdup(an);
     if (!a->name) return QF_ERR_NOMEM;
     int type = ap->has_type ? (int)ap->type : 0;
@@ -631,8 +629,7 @@ static qf_status convert_attr(loader *L, const char *node, const Onnx__Attribute
         if (ap->s.len) memcpy(a->s, ap->s.data, ap->s.len);
         return QF_OK;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS:
-        if (ap->n_ints > INT_MAX)
-            return qf_error(QF_ERR_FORMAT, "%s: node %s: attribute %s has too many ints", L->path, node, an);
+        if (ap->n_ints > INT_MAX) return qf_error(QF_ERR_FORMAT, "attribute %s has too many ints", an);
         a->type = QF_ATTR_INTS;
         /* non-NULL even when empty: a present empty list differs from an absent one */
         a->ints = qfi_calloc(ap->n_ints + 1, sizeof *a->ints);
@@ -641,8 +638,7 @@ static qf_status convert_attr(loader *L, const char *node, const Onnx__Attribute
         a->n = (int)ap->n_ints;
         return QF_OK;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
-        if (ap->n_floats > INT_MAX)
-            return qf_error(QF_ERR_FORMAT, "%s: node %s: attribute %s has too many floats", L->path, node, an);
+        if (ap->n_floats > INT_MAX) return qf_error(QF_ERR_FORMAT, "attribute %s has too many floats", an);
         a->type = QF_ATTR_FLOATS;
         a->floats = qfi_calloc(ap->n_floats + 1, sizeof *a->floats);
         if (!a->floats) return QF_ERR_NOMEM;
@@ -650,76 +646,78 @@ static qf_status convert_attr(loader *L, const char *node, const Onnx__Attribute
         a->n = (int)ap->n_floats;
         return QF_OK;
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
-        if (!ap->t) return qf_error(QF_ERR_FORMAT, "%s: node %s: tensor attribute %s holds no tensor", L->path, node, an);
+        if (!ap->t) return qf_error(QF_ERR_FORMAT, "tensor attribute %s holds no tensor", an);
         a->type = QF_ATTR_TENSOR;
         a->t = qfi_calloc(1, sizeof *a->t);
         if (!a->t) return QF_ERR_NOMEM;
         qf_status st = qfi_onnx_tensor_decode(ap->t, L->dir, a->t);
-        if (st != QF_OK) return qf_error_prefix(st, "%s: node %s: attribute %s", L->path, node, an);
+        if (st != QF_OK) return qf_error_prefix(st, "attribute %s", an);
         return QF_OK;
     }
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH:
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s: attribute %s holds a subgraph (control flow is not supported)",
-                        L->path, node, an);
+        return qf_error(QF_ERR_UNSUPPORTED, "attribute %s holds a subgraph (control flow is not supported)", an);
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR:
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS:
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s: attribute %s holds a sparse tensor (not supported)", L->path,
-                        node, an);
+        return qf_error(QF_ERR_UNSUPPORTED, "attribute %s holds a sparse tensor (not supported)", an);
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS:
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS:
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO:
     case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS:
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s: attribute %s has a list/type kind qforge does not read",
-                        L->path, node, an);
+        return qf_error(QF_ERR_UNSUPPORTED, "attribute %s has a list/type kind qforge does not read", an);
     default:
-        return qf_error(QF_ERR_FORMAT, "%s: node %s: attribute %s has unknown type %d", L->path, node, an, type);
+        return qf_error(QF_ERR_FORMAT, "attribute %s has unknown type %d", an, type);
     }
+}
+
+/* Adds node i with its inputs, outputs and attributes; messages give only the
+ * detail (load_nodes names the node). */
+static qf_status load_node(loader *L, size_t i, qf_op op)
+{
+    qf_graph *g = L->g;
+    const Onnx__NodeProto *np = L->gp->node[i];
+    /* trailing omitted outputs are dropped; inner ones become -1 */
+    size_t n_out = np->n_output;
+    while (n_out > 0 && (!np->output[n_out - 1] || !np->output[n_out - 1][0])) n_out--;
+    if (np->n_input > INT_MAX / 2 || n_out > INT_MAX / 2)
+        return qf_error(QF_ERR_FORMAT, "too many inputs or outputs");
+    int *io = qfi_calloc(np->n_input + n_out + 1, sizeof *io);
+    if (!io) return QF_ERR_NOMEM;
+    int *in = io, *out = io + np->n_input;
+    for (size_t k = 0; k < np->n_input; k++) {
+        const char *x = np->input[k];
+        in[k] = -1;
+        if (!x || !x[0]) continue;
+        in[k] = name_find(L, x);
+        if (in[k] < 0) {
+            free(io);
+            return qf_error(QF_ERR_INVALID, "input %s is not produced by any node (missing initializer?)", x);
+        }
+    }
+    for (size_t k = 0; k < n_out; k++) out[k] = np->output[k] && np->output[k][0] ? name_find(L, np->output[k]) : -1;
+    int ni = qf_graph_add_node(g, L->node_names[i], op, (int)np->n_input, in, (int)n_out, out);
+    free(io);
+    if (ni < 0) return QF_ERR_NOMEM;
+    QF_ASSERT((size_t)ni == i);
+    if (np->n_attribute == 0) return QF_OK;
+    if (np->n_attribute > INT_MAX) return qf_error(QF_ERR_FORMAT, "too many attributes");
+    g->nodes[ni].attrs = qfi_calloc(np->n_attribute, sizeof(qf_attr));
+    if (!g->nodes[ni].attrs) return QF_ERR_NOMEM;
+    for (size_t k = 0; k < np->n_attribute; k++) {
+        /* counted before converting so a half-built attribute is freed with the graph */
+        qf_attr *a = &g->nodes[ni].attrs[g->nodes[ni].n_attr++];
+        QF_CHECK(convert_attr(L, np->attribute[k], a));
+    }
+    return QF_OK;
 }
 
 static qf_status load_nodes(loader *L)
 {
-    qf_graph *g = L->g;
     for (size_t i = 0; i < L->gp->n_node; i++) {
-        const Onnx__NodeProto *np = L->gp->node[i];
-        const char *name = L->node_names[i];
         qf_op op;
-        QF_ASSERT(qf_op_lookup(np->op_type, &op)); /* checked by check_model */
-        /* trailing omitted outputs are dropped; inner ones become -1 */
-        size_t n_out = np->n_output;
-        while (n_out > 0 && (!np->output[n_out - 1] || !np->output[n_out - 1][0])) n_out--;
-        if (np->n_input > INT_MAX / 2 || n_out > INT_MAX / 2)
-            return qf_error(QF_ERR_FORMAT, "%s: node %s has too many inputs or outputs", L->path, name);
-        int *io = qfi_calloc(np->n_input + n_out + 1, sizeof *io);
-        if (!io) return QF_ERR_NOMEM;
-        int *in = io, *out = io + np->n_input;
-        for (size_t k = 0; k < np->n_input; k++) {
-            const char *x = np->input[k];
-            in[k] = -1;
-            if (!x || !x[0]) continue;
-            in[k] = name_find(L, x);
-            if (in[k] < 0) {
-                free(io);
-                return qf_error(QF_ERR_INVALID, "%s: node %s: input %s is not produced by any node (missing initializer?)",
-                                L->path, name, x);
-            }
-        }
-        for (size_t k = 0; k < n_out; k++) out[k] = np->output[k] && np->output[k][0] ? name_find(L, np->output[k]) : -1;
-        int ni = qf_graph_add_node(g, name, op, (int)np->n_input, in, (int)n_out, out);
-        free(io);
-        if (ni < 0) return QF_ERR_NOMEM;
-        QF_ASSERT((size_t)ni == i);
-        if (np->n_attribute > 0) {
-            if (np->n_attribute > INT_MAX)
-                return qf_error(QF_ERR_FORMAT, "%s: node %s has too many attributes", L->path, name);
-            g->nodes[ni].attrs = qfi_calloc(np->n_attribute, sizeof(qf_attr));
-            if (!g->nodes[ni].attrs) return QF_ERR_NOMEM;
-            for (size_t k = 0; k < np->n_attribute; k++) {
-                /* counted before converting so a half-built attribute is freed with the graph */
-                qf_attr *a = &g->nodes[ni].attrs[g->nodes[ni].n_attr++];
-                QF_CHECK(convert_attr(L, name, np->attribute[k], a));
-            }
-        }
+        QF_ASSERT(qf_op_lookup(L->gp->node[i]->op_type, &op)); /* checked by check_model */
+        qf_status st = load_node(L, i, op);
+        if (st != QF_OK) return qfi_error_context(st, NULL, L->node_names[i], qf_op_name(op));
     }
     return QF_OK;
 }
@@ -729,13 +727,13 @@ static qf_status load_outputs(loader *L)
     qf_graph *g = L->g;
     g->outputs = qfi_calloc(L->gp->n_output + 1, sizeof *g->outputs);
     if (!g->outputs) return QF_ERR_NOMEM;
-    if (L->gp->n_output == 0) return qf_error(QF_ERR_INVALID, "%s: the graph has no outputs", L->path);
+    if (L->gp->n_output == 0) return qf_error(QF_ERR_INVALID, "the graph has no outputs");
     for (size_t i = 0; i < L->gp->n_output; i++) {
         const Onnx__ValueInfoProto *vi = L->gp->output[i];
         const char *name = vi->name ? vi->name : "";
         int v = name[0] ? name_find(L, name) : -1;
         if (v < 0)
-            return qf_error(QF_ERR_INVALID, "%s: graph output %s is not produced by any node", L->path,
+            return qf_error(QF_ERR_INVALID, "graph output %s is not produced by any node",
                             name[0] ? name : "(unnamed)");
         declared_type d;
         QF_CHECK(read_value_info(L, vi, "output", &d));
@@ -781,7 +779,7 @@ static qf_status parse_nodes(loader *L)
 static qf_status load_graph(loader *L, const Onnx__ModelProto *m)
 {
     L->gp = m->graph;
-    if (!L->gp) return qf_error(QF_ERR_FORMAT, "%s: not an ONNX model (no graph)", L->path);
+    if (!L->gp) return qf_error(QF_ERR_FORMAT, "not an ONNX model (no graph)");
     L->g = qf_graph_new(L->path);
     if (!L->g) return QF_ERR_NOMEM;
     QF_CHECK(check_model(L, m));
@@ -804,17 +802,19 @@ qf_status qf_onnx_load(const char *path, qf_graph **out)
     QF_CHECK(qfi_read_file(path, ONNX_MAX_MODEL_BYTES, &buf, &len));
     if (len == 0) {
         free(buf);
-        return qf_error(QF_ERR_FORMAT, "%s: empty file", path);
+        return qfi_error_file(qf_error(QF_ERR_FORMAT, "empty file"), path);
     }
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
     free(buf);
-    if (!m) return qf_error(QF_ERR_FORMAT, "%s: not an ONNX model (protobuf parse failed: truncated or corrupt)", path);
+    if (!m)
+        return qfi_error_file(
+            qf_error(QF_ERR_FORMAT, "not an ONNX model (protobuf parse failed: truncated or corrupt)"), path);
 
     loader L = {.path = path};
     qf_status st = QF_OK;
     const char *slash = strrchr(path, '/');
     L.dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
-    if (!L.dir) st = qf_error(QF_ERR_NOMEM, "%s: out of memory", path);
+    if (!L.dir) st = qf_error(QF_ERR_NOMEM, "out of memory");
     if (st == QF_OK) st = load_graph(&L, m);
     onnx__model_proto__free_unpacked(m, NULL);
     for (size_t i = 0; i < L.n_node_names; i++) free(L.node_names[i]);
@@ -823,7 +823,7 @@ qf_status qf_onnx_load(const char *path, qf_graph **out)
     free(L.dir);
     if (st != QF_OK) {
         qf_graph_free(L.g);
-        return st;
+        return qfi_error_file(st, path); /* the one place the importer names its file */
     }
     *out = L.g;
     return QF_OK;

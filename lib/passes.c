@@ -503,7 +503,7 @@ static qf_status infer_stored(qf_graph *g, qf_node *n)
 
 qf_status qfi_graph_rebatch(qf_graph *g, int batch)
 {
-    if (batch < 1) return qf_error(QF_ERR_USAGE, "%s: batch size %d must be positive", g->source, batch);
+    if (batch < 1) return qfi_error_file(qf_error(QF_ERR_USAGE, "batch size %d must be positive", batch), g->source);
     const int64_t old = g->batch;
     g->batch = batch;
     for (int i = 0; i < g->n_inputs; i++) {
@@ -768,8 +768,10 @@ qf_status qf_graph_prepare(qf_graph *g, int batch)
         if (v->ndim > 0 && (batch > 0 || v->dims[0] < 0)) v->dims[0] = g->batch;
         for (int d = 1; d < v->ndim; d++)
             if (v->dims[d] < 0)
-                return qf_error(QF_ERR_UNSUPPORTED, "%s: input %s has a symbolic dim %d; only the batch may be symbolic",
-                                g->source, v->name, d);
+                return qfi_error_file(qf_error(QF_ERR_UNSUPPORTED,
+                                               "input %s has a symbolic dim %d; only the batch may be symbolic",
+                                               v->name, d),
+                                      g->source);
     }
     QF_CHECK(infer_shapes(g, declared));
     QF_CHECK(fold_batchnorm(g));

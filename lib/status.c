@@ -19,7 +19,7 @@ const char *qf_status_name(qf_status s)
     return (unsigned)s < QF_STATUS_COUNT ? status_names[s] : "?";
 }
 
-static _Thread_local char last_error[1024];
+static _Thread_local char last_error[sizeof ((qfi_error_saved *)0)->msg];
 /* The context the message carries already: "FILE: " ends at file_end (0:
  * none, so node context goes first); node: it names its node. Reset by
  * qf_error, so a new message starts without context. */
@@ -62,21 +62,38 @@ qf_status qf_error_prefix(qf_status s, const char *fmt, ...)
     return s;
 }
 
-qf_status qfi_error_node(qf_status s, const qf_graph *g, const qf_node *n)
+qf_status qfi_error_context(qf_status s, const char *path, const char *node, const char *op)
 {
-    if (!has_node) {
+    if (node && !has_node) {
         char ctx[320];
-        snprintf(ctx, sizeof ctx, "node %.200s (%s)", n->name ? n->name : "?", qf_op_name(n->op));
+        if (op) snprintf(ctx, sizeof ctx, "node %.200s (%.64s)", node, op);
+        else snprintf(ctx, sizeof ctx, "node %.200s", node);
         insert_context(file_end, ctx);
         has_node = true;
     }
-    return qfi_error_file(s, g->source);
+    if (path && *path && !file_end) file_end = insert_context(0, path);
+    return s;
 }
 
-qf_status qfi_error_file(qf_status s, const char *path)
+qf_status qfi_error_node(qf_status s, const qf_graph *g, const qf_node *n)
 {
-    if (file_end || !path || !*path) return s;
-    file_end = insert_context(0, path);
+    return qfi_error_context(s, g->source, n->name ? n->name : "?", qf_op_name(n->op));
+}
+
+qf_status qfi_error_file(qf_status s, const char *path) { return qfi_error_context(s, path, NULL, NULL); }
+
+void qfi_error_save(qfi_error_saved *e)
+{
+    memcpy(e->msg, last_error, sizeof e->msg);
+    e->file_end = file_end;
+    e->has_node = has_node;
+}
+
+qf_status qfi_error_restore(qf_status s, const qfi_error_saved *e)
+{
+    memcpy(last_error, e->msg, sizeof last_error);
+    file_end = e->file_end;
+    has_node = e->has_node;
     return s;
 }
 

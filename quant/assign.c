@@ -279,7 +279,7 @@ qf_status qfi_quant_assign(qfi_qplan *p)
         qn->emit_at = i;
         qn->role = QFI_QROLE_FLOAT;
         if (g->nodes[i].precision != QF_PREC_FP32 || g->nodes[i].act != QF_ACT_NONE)
-            return qf_error(QF_ERR_USAGE, "%s: node %s is already quantized", g->source, g->nodes[i].name);
+            return qfi_error_node(qf_error(QF_ERR_USAGE, "already quantized"), g, &g->nodes[i]);
     }
 
     /* anchors and their epilogues */

@@ -34,7 +34,7 @@ qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, q
         a->w[i] = alpha * wf[i]; /* Gemm's alpha folds into the weights */
         if (!isfinite(a->w[i])) {
             qfi_anchor_f_free(a);
-            return qf_error(QF_ERR_INVALID, "%s: weight %s of node %s holds NaN or Inf", g->source, W->name, n->name);
+            return qfi_error_node(qf_error(QF_ERR_INVALID, "weight %s holds NaN or Inf", W->name), g, n);
         }
     }
     int bv = n->n_in > 2 ? n->in[2] : -1;

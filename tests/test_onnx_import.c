@@ -69,6 +69,16 @@ static const bad_case bad_cases[] = {
     {"graph_attr.onnx", QF_ERR_UNSUPPORTED, {"node flatten", "attribute body"}},
 };
 
+/* A failure's message starts with the model's path and names it, and a node,
+ * once; no part of the context is empty. */
+static void assert_context_once(const char *what, const char *msg, const char *path)
+{
+    ck_assert_msg(strncmp(msg, path, strlen(path)) == 0, "%s: message does not start with the path: %s", what, msg);
+    const char *node = strstr(msg, ": node ");
+    ck_assert_msg(!strstr(msg + 1, path) && !(node && strstr(node + 1, ": node ")) && !strstr(msg, ": :"),
+                  "%s: context repeated: %s", what, msg);
+}
+
 START_TEST(bad_corpus)
 {
     const bad_case *c = &bad_cases[_i];
@@ -80,11 +90,7 @@ START_TEST(bad_corpus)
     ck_assert_msg(st == c->status, "%s: status %s, expected %s (%s)", c->file, qf_status_name(st),
                   qf_status_name(c->status), msg);
     ck_assert_ptr_null(g);
-    ck_assert_msg(strncmp(msg, path, strlen(path)) == 0, "%s: message does not start with the path: %s", c->file, msg);
-    /* the context once: no second path, node or empty context */
-    const char *node = strstr(msg, ": node ");
-    ck_assert_msg(!strstr(msg + 1, path) && !(node && strstr(node + 1, ": node ")) && !strstr(msg, ": :"),
-                  "%s: context repeated: %s", c->file, msg);
+    assert_context_once(c->file, msg, path);
     for (int k = 0; k < 3 && c->names[k]; k++)
         ck_assert_msg(strstr(msg, c->names[k]), "%s: message lacks '%s': %s", c->file, c->names[k], msg);
 }
@@ -216,6 +222,87 @@ START_TEST(opset6_read_as_7)
     ck_assert_int_eq(qfi_attr_int(fc, "transB", 0), 1);
     check_seed_output(g);
     qf_graph_free(g);
+}
+END_TEST
+
+/* ---- the shape of an error line ------------------------------------------------------ */
+
+/* Writes the seed with one node's attribute edited (its first value) to
+ * tmpdir/name, whose path goes to `path`. */
+static void write_seed_edited(const char *name, const char *node, const char *attr, int64_t value, char *path,
+                              size_t pathlen)
+{
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(qfi_read_file(BAD_DIR "/seed.onnx", 1 << 20, &buf, &len), QF_OK);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
+    ck_assert_ptr_nonnull(m);
+    free(buf);
+    Onnx__AttributeProto *found = NULL;
+    for (size_t i = 0; i < m->graph->n_node; i++) {
+        const Onnx__NodeProto *np = m->graph->node[i];
+        if (!np->name || strcmp(np->name, node) != 0) continue;
+        for (size_t k = 0; k < np->n_attribute; k++)
+            if (strcmp(np->attribute[k]->name, attr) == 0) found = np->attribute[k];
+    }
+    ck_assert_msg(found, "seed has no attribute %s on node %s", attr, node);
+    if (found->n_ints) {
+        found->ints[0] = value;
+    } else {
+        found->has_i = 1;
+        found->i = value;
+    }
+    len = onnx__model_proto__get_packed_size(m);
+    buf = malloc(len);
+    ck_assert_uint_eq(onnx__model_proto__pack(m, buf), len);
+    onnx__model_proto__free_unpacked(m, NULL);
+    snprintf(path, pathlen, "%s/%s", tmpdir, name);
+    write_file(path, buf, len);
+    free(buf);
+}
+
+/* Loads (and prepares) the seed with one attribute edited: the load, or
+ * else the prepare, fails with status `want` and the message "PATH: line". */
+static void expect_edit_fails(const char *node, const char *attr, int64_t value, bool at_load, qf_status want,
+                              const char *line)
+{
+    char path[512], msg[768];
+    write_seed_edited("edited.onnx", node, attr, value, path, sizeof path);
+    qf_graph *g = NULL;
+    qf_status st = qf_onnx_load(path, &g);
+    if (!at_load) {
+        ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+        st = qf_graph_prepare(g, 0);
+    }
+    ck_assert_msg(st == want, "status %s: %s", qf_status_name(st), qf_error_message());
+    snprintf(msg, sizeof msg, "%s: %s", path, line);
+    ck_assert_str_eq(qf_error_message(), msg);
+    qf_graph_free(g);
+    remove_tmp("edited.onnx");
+}
+
+/* One rule for the context: "FILE: node NAME (Op): detail", each part once,
+ * whichever stage finds the fault (the importer, an op's parser at load, shape
+ * inference at prepare). */
+START_TEST(error_line_shape)
+{
+    make_tmpdir();
+    expect_edit_fails("flatten", "axis", 9, false, QF_ERR_INVALID,
+                      "node flatten (Flatten): axis 9 out of range for rank 4");
+    expect_edit_fails("conv1", "kernel_shape", 5, false, QF_ERR_INVALID,
+                      "node conv1 (Conv): kernel_shape[0] = 5 but the weights say 3");
+    expect_edit_fails("conv1", "pads", -2, true, QF_ERR_INVALID, "node conv1 (Conv): pads[0] = -2 is out of range");
+    rmdir(tmpdir);
+
+    qf_graph *g = NULL;
+    char want[768];
+
+    /* the importer's own checks, before any op parser runs */
+    const char *missing = BAD_DIR "/missing_init.onnx";
+    ck_assert_int_eq(qf_onnx_load(missing, &g), QF_ERR_INVALID);
+    snprintf(want, sizeof want,
+             "%s: node conv1 (Conv): input conv1.weight is not produced by any node (missing initializer?)", missing);
+    ck_assert_str_eq(qf_error_message(), want);
 }
 END_TEST
 
@@ -440,18 +527,19 @@ static uint8_t *read_seed(size_t *len)
 }
 
 /* Loads the fuzz file and, when that works, prepares it too: any result is
- * fine, a crash (or a sanitizer report) is not. Returns the status. */
+ * fine, a crash (or a sanitizer report) is not, nor a message that does not
+ * name the file, or names it or a node twice. Returns the status. */
 static qf_status try_load(const char *path)
 {
     qf_graph *g = NULL;
     qf_status st = qf_onnx_load(path, &g);
     if (st == QF_OK) {
         ck_assert_ptr_nonnull(g);
-        qf_graph_prepare(g, 0);
+        if (qf_graph_prepare(g, 0) != QF_OK) assert_context_once("fuzz (prepare)", qf_error_message(), path);
         qf_graph_free(g);
     } else {
         ck_assert_ptr_null(g);
-        ck_assert_msg(strstr(qf_error_message(), "fuzz.onnx"), "message without the file: %s", qf_error_message());
+        assert_context_once("fuzz", qf_error_message(), path);
     }
     return st;
 }
@@ -528,6 +616,7 @@ int main(void)
     tcase_add_test(tc, seed_loads);
     tcase_add_test(tc, seed_runs);
     tcase_add_test(tc, opset6_read_as_7);
+    tcase_add_test(tc, error_line_shape);
     tcase_add_test(tc, decode_typed_fields);
     tcase_add_test(tc, decode_rejects);
     tcase_add_test(tc, decode_external);

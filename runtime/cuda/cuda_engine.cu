@@ -642,10 +642,10 @@ static qf_status cu_create(qf_engine *e)
     qf_status st = create_impl(e, c);
     if (st != QF_OK) {
         /* keep the message: teardown calls may overwrite it */
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", qf_error_message());
+        qfi_error_saved err;
+        qfi_error_save(&err);
         cu_destroy(e);
-        return qf_error(st, "%s", msg);
+        return qfi_error_restore(st, &err);
     }
     return QF_OK;
 }
