@@ -214,27 +214,72 @@ static qf_status fix_reshape_batch(qf_graph *g, qf_node *n, int64_t fixed)
 /* Folding runs at one batch size, so a constant computed from a Shape that
  * reads an activation's dim 0 holds that batch (dynamic-batch flattens: Shape
  * -> Gather -> Concat -> Reshape; the dynamo exporter's view as a Gather of
- * Range * stride). infer_shapes marks such values in `dep` (one byte per value
- * index; values added later are never marked) and, once everything foldable
- * is folded, makes the live nodes that read one batch-free or names them. */
+ * Range * stride). infer_shapes marks such values in `dep` (values added later
+ * are never marked) and, once everything foldable is folded, makes the live
+ * nodes that read one batch-free or names them. A mark is a mask of the
+ * elements that hold the batch, kept exact through the shape vector's Gather,
+ * Concat and rank changes, so that ShuffleNet's channel split (Shape -> Gather
+ * of dim 1 -> Div -> Slice) is not taken for batch arithmetic; any other op
+ * marks all of its output. */
 typedef struct batch_deps {
-    unsigned char *v;
+    uint64_t *mask; /* per value index: bit i set where element i holds the batch */
     int n;
 } batch_deps;
 
-static bool is_dep(const batch_deps *d, int v) { return v >= 0 && v < d->n && d->v[v]; }
+#define ALL_ELEMENTS (~(uint64_t)0)
 
-/* Whether folded node n (already inferred) gives values that depend on the batch. */
-static bool folds_batch(const qf_graph *g, const qf_node *n, const batch_deps *d)
+static uint64_t dep_mask(const batch_deps *d, int v) { return v >= 0 && v < d->n ? d->mask[v] : 0; }
+static bool is_dep(const batch_deps *d, int v) { return dep_mask(d, v) != 0; }
+
+/* Element j of a Gather of a shape vector by constant indices. */
+static uint64_t gather_mask(const qf_graph *g, const qf_node *n, uint64_t in)
+{
+    const qf_value *x = &g->values[n->in[0]], *iv = &g->values[n->in[1]];
+    int64_t cnt = qf_value_numel(iv);
+    if (x->ndim != 1 || iv->ndim > 1 || cnt > 64 || !iv->data || (iv->dtype != QF_I64 && iv->dtype != QF_I32))
+        return ALL_ELEMENTS;
+    uint64_t m = 0;
+    for (int64_t j = 0; j < cnt; j++) {
+        int64_t i = iv->dtype == QF_I64 ? ((const int64_t *)iv->data)[j] : ((const int32_t *)iv->data)[j];
+        if (i < 0) i += x->dims[0];
+        if (i < 0 || i >= 64) return ALL_ELEMENTS;
+        if (in >> i & 1) m |= (uint64_t)1 << j;
+    }
+    return m;
+}
+
+/* Which elements of folded node n's outputs (already inferred) hold the batch. */
+static uint64_t folds_batch(const qf_graph *g, const qf_node *n, const batch_deps *d)
 {
     if (n->op == QF_OP_SHAPE) {
         const qf_value *x = &g->values[n->in[0]];
         const qfi_shape_params *p = n->params;
-        return !(x->flags & QF_VALUE_CONST) && p->first == 0 && g->values[n->out[0]].dims[0] > 0;
+        return !(x->flags & QF_VALUE_CONST) && p->first == 0 && g->values[n->out[0]].dims[0] > 0 ? 1 : 0;
     }
-    for (int k = 0; k < n->n_in; k++)
-        if (is_dep(d, n->in[k])) return true;
-    return false;
+    uint64_t m0 = dep_mask(d, n->in[0]);
+    bool others = false;
+    for (int k = 1; k < n->n_in; k++) others |= is_dep(d, n->in[k]);
+    const qf_value *y = &g->values[n->out[0]];
+    if (y->ndim > 1 || qf_value_numel(y) > 64) return m0 || others ? ALL_ELEMENTS : 0;
+    switch (n->op) {
+    case QF_OP_GATHER:
+        return others ? ALL_ELEMENTS : m0 ? gather_mask(g, n, m0) : 0;
+    case QF_OP_SQUEEZE: case QF_OP_UNSQUEEZE: case QF_OP_CAST: case QF_OP_IDENTITY:
+        return others ? ALL_ELEMENTS : m0; /* the same elements, in order */
+    case QF_OP_CONCAT: {
+        uint64_t m = 0;
+        int at = 0;
+        for (int k = 0; k < n->n_in; k++) {
+            if (n->in[k] < 0) continue;
+            if (at >= 64) return ALL_ELEMENTS;
+            m |= dep_mask(d, n->in[k]) << at;
+            at += (int)qf_value_numel(&g->values[n->in[k]]);
+        }
+        return m;
+    }
+    default:
+        return m0 || others ? ALL_ELEMENTS : 0;
+    }
 }
 
 /* A new int64 constant [cnt] holding s; its index, or -1 (out of memory). */
@@ -420,8 +465,8 @@ static qf_status check_outputs(const qf_graph *g, const qf_node *n)
 
 static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
 {
-    batch_deps dep = {qfi_calloc((size_t)g->n_values + 1, 1), g->n_values};
-    if (!dep.v) return QF_ERR_NOMEM;
+    batch_deps dep = {qfi_calloc((size_t)g->n_values + 1, sizeof *dep.mask), g->n_values};
+    if (!dep.mask) return QF_ERR_NOMEM;
     qf_status st = QF_OK;
     for (int i = 0; i < g->n_nodes && st == QF_OK; i++) {
         qf_node *n = &g->nodes[i];
@@ -436,16 +481,16 @@ static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
         if (st == QF_OK) st = infer_node(g, n);
         if (st == QF_OK) st = check_outputs(g, n);
         if (st == QF_OK && node_foldable(g, n)) {
-            bool from_batch = folds_batch(g, n, &dep);
+            uint64_t from_batch = folds_batch(g, n, &dep);
             st = fold_node(g, n);
             if (st != QF_OK) qfi_error_node(st, g, n);
             for (int k = 0; k < n->n_out; k++)
-                if (n->out[k] >= 0 && n->out[k] < dep.n) dep.v[n->out[k]] = from_batch;
+                if (n->out[k] >= 0 && n->out[k] < dep.n) dep.mask[n->out[k]] = from_batch;
             kill_node(n);
         }
     }
     if (st == QF_OK) st = free_batch_deps(g, &dep);
-    free(dep.v);
+    free(dep.mask);
     compact(g);
     return st;
 }
