@@ -8,8 +8,10 @@
 # `compare`: this build against the one in .device/before.tar.xz (bin/, lib/
 # of an earlier make_bundle.sh) on ResNet-50 and MobileNetV2 b256
 # (bench/device/compare.sh), with PyTorch eager FP16 timed beside them.
+# `profile`: per-layer GPU times (qforge bench --profile, INT8 and FP16 b256) of
+# PROFILE_ARCHS (default the zoo's slowest against PyTorch), for issue 14.
 # Usage: bash bench/device/run.sh [MODE...], MODE one of tests (the default),
-# bench, all (tests and bench), triton, compare; several run in that order.
+# bench, all (tests and bench), compare, profile, triton; several run in that order.
 set -o pipefail
 R=$PWD
 L=$OUT/logs
@@ -79,6 +81,20 @@ if want compare; then
   done
   REPS=${REPS:-3} timeout ${COMPARE_TIMEOUT:-400} bash bench/device/compare.sh /tmp/old /tmp/q /tmp/b \
     $R/.device/data/imagenet/images/calib ${ARCHS:-resnet50 mobilenet_v2} 2>&1 | tee $L/compare.txt
+fi
+if want profile; then
+  mkdir -p /tmp/p
+  for a in ${PROFILE_ARCHS:-efficientnet_b0 resnext50_32x4d regnet_y_800mf densenet121}; do
+    python3 bench/peers/torch_cnn.py $a /tmp/p/$a.onnx --batches 256 --seconds 1 > $L/torch_$a.json 2> $L/torch_$a.err
+    /tmp/q/bin/qforge calib /tmp/p/$a.onnx --images $R/.device/data/imagenet/images/calib --preset imagenet -n 50 \
+      --device cuda --batch 50 --quiet -o /tmp/p/$a.calib
+    for p in int8 fp16; do
+      /tmp/q/bin/qforge quant /tmp/p/$a.onnx --calib /tmp/p/$a.calib --precision $p -o /tmp/p/${a}_$p.qfm --quiet
+      /tmp/q/bin/qforge bench /tmp/p/${a}_$p.qfm --batch 256 --duration 1 --profile > $L/prof_${a}_$p.txt 2>&1
+      echo "== $a $p (PyTorch eager FP16 b256: $(grep -o '"images_per_second": [0-9.]*' $L/torch_$a.json | head -1))"
+      head -${PROF_LINES:-16} $L/prof_${a}_$p.txt
+    done
+  done
 fi
 if want triton; then
   mkdir -p /tmp/t && tar -xJf .device/triton.tar.xz -C /tmp/t
