@@ -92,7 +92,10 @@ if want profile; then
       /tmp/q/bin/qforge quant /tmp/p/$a.onnx --calib /tmp/p/$a.calib --precision $p -o /tmp/p/${a}_$p.qfm --quiet
       /tmp/q/bin/qforge bench /tmp/p/${a}_$p.qfm --batch 256 --duration 1 --profile > $L/prof_${a}_$p.txt 2>&1
       echo "== $a $p (PyTorch eager FP16 b256: $(grep -o '"images_per_second": [0-9.]*' $L/torch_$a.json | head -1))"
-      head -${PROF_LINES:-16} $L/prof_${a}_$p.txt
+      head -${PROF_LINES:-12} $L/prof_${a}_$p.txt
+      # the same by op and precision
+      awk '$2 == "ms" && $3 ~ /%$/ {t[$4 " " $5] += $1; c[$4 " " $5]++} END {for (k in t) printf "    by op: %8.4f ms %4d nodes  %s\n", t[k], c[k], k}' \
+        $L/prof_${a}_$p.txt | sort -k3 -rn | head -8
     done
   done
 fi
