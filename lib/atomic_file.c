@@ -12,7 +12,7 @@ qf_status qfi_atomic_open(qfi_atomic_file *af, const char *path)
     af->path = path;
     size_t len = strlen(path) + 48;
     af->tmp = malloc(len);
-    if (!af->tmp) return qf_error(QF_ERR_NOMEM, "%s: out of memory", path);
+    if (!af->tmp) return qfi_error_file(qf_error(QF_ERR_NOMEM, "out of memory"), path);
     // open(O_EXCL) on a fresh name rather than mkstemp(): the file gets the
     // permissions umask gives a normal new file, not mkstemp's 0600.
     static _Atomic unsigned counter;
@@ -23,14 +23,15 @@ qf_status qfi_atomic_open(qfi_atomic_file *af, const char *path)
         if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
-        qf_status st = qf_error(QF_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+        qf_status st = qfi_error_file(
+            qf_error(QF_ERR_IO, "cannot create a temporary file beside it: %s", strerror(errno)), path);
         free(af->tmp);
         af->tmp = NULL;
         return st;
     }
     af->f = fdopen(fd, "w");
     if (!af->f) {
-        qf_status st = qf_error(QF_ERR_IO, "%s: %s", path, strerror(errno));
+        qf_status st = qfi_error_file(qf_error(QF_ERR_IO, "%s", strerror(errno)), path);
         close(fd);
         unlink(af->tmp);
         free(af->tmp);
@@ -62,7 +63,7 @@ qf_status qfi_atomic_commit(qfi_atomic_file *af)
     if (!err && rename(af->tmp, af->path) != 0) err = errno;
     if (err) {
         qfi_atomic_abort(af);
-        return qf_error(QF_ERR_IO, "%s: write failed: %s", af->path, strerror(err));
+        return qfi_error_file(qf_error(QF_ERR_IO, "write failed: %s", strerror(err)), af->path);
     }
     free(af->tmp);
     af->tmp = NULL;

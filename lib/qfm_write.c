@@ -52,14 +52,14 @@ static void wb_str(wbuf *b, const char *s)
 }
 
 /* What the writer checks so that it never writes a file the reader refuses. */
-static qf_status check_name(const char *path, const char *what, const char *s, size_t lo, size_t hi)
+static qf_status check_name(const char *what, const char *s, size_t lo, size_t hi)
 {
     size_t n = s ? strlen(s) : 0;
     if (n < lo || n > hi)
-        return qf_error(QF_ERR_INVALID, "%s: %s '%.64s' has %zu bytes; the format allows %zu to %zu", path, what,
-                        s ? s : "", n, lo, hi);
+        return qf_error(QF_ERR_INVALID, "%s '%.64s' has %zu bytes; the format allows %zu to %zu", what, s ? s : "", n,
+                        lo, hi);
     if (qfi_qfm_has_control((const uint8_t *)s, n))
-        return qf_error(QF_ERR_INVALID, "%s: %s has a control character, which the format does not allow", path, what);
+        return qf_error(QF_ERR_INVALID, "%s has a control character, which the format does not allow", what);
     return QF_OK;
 }
 
@@ -82,25 +82,25 @@ static void write_meta(wbuf *b, const qf_qfm_meta *m)
     }
 }
 
-static qf_status check_meta(const char *path, const qf_qfm_meta *m)
+static qf_status check_meta(const qf_qfm_meta *m)
 {
     if (memchr(m->preprocess, 0, sizeof m->preprocess) == NULL || memchr(m->calib_method, 0, sizeof m->calib_method) == NULL ||
         memchr(m->source_sha256, 0, sizeof m->source_sha256) == NULL)
-        return qf_error(QF_ERR_USAGE, "%s: a metadata string is not NUL-terminated", path);
+        return qf_error(QF_ERR_USAGE, "a metadata string is not NUL-terminated");
     if ((unsigned)m->precision >= QF_PRECISION_COUNT)
-        return qf_error(QF_ERR_USAGE, "%s: precision %d is not one of fp32, fp16, int8", path, (int)m->precision);
+        return qf_error(QF_ERR_USAGE, "precision %d is not one of fp32, fp16, int8", (int)m->precision);
     if (m->calib_method[0] && !qfi_qfm_is_method_name(m->calib_method))
-        return qf_error(QF_ERR_USAGE, "%s: unknown calibration method '%s'", path, m->calib_method);
+        return qf_error(QF_ERR_USAGE, "unknown calibration method '%s'", m->calib_method);
     if (m->source_sha256[0] && !qfi_is_sha256_hex(m->source_sha256))
-        return qf_error(QF_ERR_USAGE, "%s: source SHA-256 '%s' is not 64 lowercase hex digits", path, m->source_sha256);
+        return qf_error(QF_ERR_USAGE, "source SHA-256 '%s' is not 64 lowercase hex digits", m->source_sha256);
     qf_preprocess pp;
     qf_preprocess_init(&pp);
     if (qfi_qfm_has_control((const uint8_t *)m->preprocess, strlen(m->preprocess)))
-        return qf_error(QF_ERR_USAGE, "%s: the preprocessing text has a control character", path);
+        return qf_error(QF_ERR_USAGE, "the preprocessing text has a control character");
     if (qf_preprocess_parse(&pp, m->preprocess) != QF_OK)
-        return qf_error_prefix(QF_ERR_USAGE, "%s: the preprocessing text is not qforge options", path);
+        return qf_error_prefix(QF_ERR_USAGE, "the preprocessing text is not qforge options");
     if (m->calib_images < 0)
-        return qf_error(QF_ERR_USAGE, "%s: calibration image count %lld is negative", path, (long long)m->calib_images);
+        return qf_error(QF_ERR_USAGE, "calibration image count %lld is negative", (long long)m->calib_images);
     return QF_OK;
 }
 
@@ -109,11 +109,11 @@ static void write_dims(wbuf *b, int ndim, const int64_t *dims)
     for (int d = 0; d < ndim; d++) wb_u64(b, (uint64_t)dims[d]);
 }
 
-static qf_status write_attr(wbuf *b, const char *path, const qf_node *n, const qf_attr *a)
+static qf_status write_attr(wbuf *b, const qf_attr *a)
 {
-    QF_CHECK(check_name(path, "attribute name", a->name, 1, MAX_ATTR_NAME));
+    QF_CHECK(check_name("attribute name", a->name, 1, MAX_ATTR_NAME));
     if ((unsigned)a->type >= QF_ATTR_TYPE_COUNT)
-        return qf_error(QF_ERR_INVALID, "%s: node %s: attribute %s has type %d", path, n->name, a->name, (int)a->type);
+        return qf_error(QF_ERR_INVALID, "attribute %s has type %d", a->name, (int)a->type);
     wb_str(b, a->name);
     wb_u8(b, (uint8_t)a->type);
     wb_put(b, (uint8_t[3]){0, 0, 0}, 3);
@@ -121,13 +121,13 @@ static qf_status write_attr(wbuf *b, const char *path, const qf_node *n, const q
     case QF_ATTR_INT: wb_u64(b, (uint64_t)a->i); break;
     case QF_ATTR_FLOAT: wb_f32(b, a->f); break;
     case QF_ATTR_STRING:
-        QF_CHECK(check_name(path, "string attribute", a->s, 0, MAX_STRING));
+        QF_CHECK(check_name("string attribute", a->s, 0, MAX_STRING));
         wb_str(b, a->s);
         break;
     case QF_ATTR_INTS:
     case QF_ATTR_FLOATS:
         if (a->n < 0 || a->n > MAX_ATTR_ELEMS)
-            return qf_error(QF_ERR_INVALID, "%s: node %s: attribute %s has %d elements", path, n->name, a->name, a->n);
+            return qf_error(QF_ERR_INVALID, "attribute %s has %d elements", a->name, a->n);
         wb_u32(b, (uint32_t)a->n);
         for (int i = 0; i < a->n; i++) {
             if (a->type == QF_ATTR_INTS) wb_u64(b, (uint64_t)a->ints[i]);
@@ -139,8 +139,8 @@ static qf_status write_attr(wbuf *b, const char *path, const qf_node *n, const q
         uint64_t bytes;
         if (!t || !t->data || (unsigned)t->dtype >= QF_DTYPE_COUNT || t->ndim < 0 || t->ndim > QF_MAX_DIMS ||
             !qfi_qfm_tensor_bytes(t->dtype, t->ndim, t->dims, &bytes))
-            return qf_error(QF_ERR_INVALID, "%s: node %s: tensor attribute %s is malformed", path, n->name, a->name);
-        QF_CHECK(check_name(path, "tensor attribute name", t->name, 0, MAX_NAME));
+            return qf_error(QF_ERR_INVALID, "tensor attribute %s is malformed", a->name);
+        QF_CHECK(check_name("tensor attribute name", t->name, 0, MAX_NAME));
         wb_str(b, t->name);
         wb_u8(b, (uint8_t)t->dtype);
         wb_u8(b, (uint8_t)t->ndim);
@@ -155,10 +155,33 @@ static qf_status write_attr(wbuf *b, const char *path, const qf_node *n, const q
     return QF_OK;
 }
 
+/* Serializes node n; messages give the detail, write_graph names the node. */
+static qf_status write_node(wbuf *b, const qf_node *n, const int *map)
+{
+    QF_CHECK(check_name("node name", n->name, 0, MAX_NAME));
+    if ((unsigned)n->op >= QF_OP_COUNT || (unsigned)n->precision >= QF_PRECISION_COUNT ||
+        (unsigned)n->act >= QF_ACT_COUNT || !isfinite(n->act_lo) || !isfinite(n->act_hi) || n->n_in < 0 ||
+        n->n_in > MAX_NODE_IO || n->n_out < 1 || n->n_out > MAX_NODE_IO || n->n_attr < 0 || n->n_attr > MAX_ATTRS)
+        return qf_error(QF_ERR_INVALID, "cannot be stored (op, precision, activation or counts out of range)");
+    wb_str(b, n->name);
+    wb_u32(b, (uint32_t)n->op);
+    wb_u8(b, (uint8_t)n->precision);
+    wb_u8(b, (uint8_t)n->act);
+    wb_u16(b, 0);
+    wb_f32(b, n->act_lo);
+    wb_f32(b, n->act_hi);
+    wb_u32(b, (uint32_t)n->n_in);
+    wb_u32(b, (uint32_t)n->n_out);
+    wb_u32(b, (uint32_t)n->n_attr);
+    for (int k = 0; k < n->n_in; k++) wb_u32(b, (uint32_t)(n->in[k] >= 0 ? map[n->in[k]] : -1));
+    for (int k = 0; k < n->n_out; k++) wb_u32(b, (uint32_t)(n->out[k] >= 0 ? map[n->out[k]] : -1));
+    for (int a = 0; a < n->n_attr; a++) QF_CHECK(write_attr(b, &n->attrs[a]));
+    return QF_OK;
+}
+
 /* Serializes the graph; `map` numbers the values that are written (-1: left
  * out), `woff` gives each constant's offset in WEIGHTS. */
-static qf_status write_graph(wbuf *b, const char *path, const qf_graph *g, const int *map, int nv,
-                             const uint64_t *woff)
+static qf_status write_graph(wbuf *b, const qf_graph *g, const int *map, int nv, const uint64_t *woff)
 {
     wb_u32(b, (uint32_t)nv);
     wb_u32(b, (uint32_t)g->n_nodes);
@@ -171,15 +194,14 @@ static qf_status write_graph(wbuf *b, const char *path, const qf_graph *g, const
         if (map[v] < 0) continue;
         const qf_value *x = &g->values[v];
         uint64_t bytes;
-        QF_CHECK(check_name(path, "tensor name", x->name, 1, MAX_NAME));
+        QF_CHECK(check_name("tensor name", x->name, 1, MAX_NAME));
         if ((unsigned)x->dtype >= QF_DTYPE_COUNT || x->ndim < 0 || x->ndim > QF_MAX_DIMS ||
             !qfi_qfm_tensor_bytes(x->dtype, x->ndim, x->dims, &bytes))
-            return qf_error(QF_ERR_INVALID, "%s: tensor %s has no valid dtype and shape (is the graph prepared?)", path,
-                            x->name);
+            return qf_error(QF_ERR_INVALID, "tensor %s has no valid dtype and shape (is the graph prepared?)", x->name);
         if ((x->flags & ~(unsigned)VALUE_FLAGS) || ((x->flags & QF_VALUE_CONST) && !x->data))
-            return qf_error(QF_ERR_INVALID, "%s: tensor %s: flags 0x%x", path, x->name, x->flags);
+            return qf_error(QF_ERR_INVALID, "tensor %s: flags 0x%x", x->name, x->flags);
         if (!isfinite(x->scale) || x->scale < 0 || (x->dtype == QF_I8 && !(x->flags & QF_VALUE_CONST) && !(x->scale > 0)))
-            return qf_error(QF_ERR_INVALID, "%s: tensor %s has scale %g", path, x->name, (double)x->scale);
+            return qf_error(QF_ERR_INVALID, "tensor %s has scale %g", x->name, (double)x->scale);
         wb_str(b, x->name);
         wb_u8(b, (uint8_t)x->dtype);
         wb_u8(b, (uint8_t)x->ndim);
@@ -195,27 +217,11 @@ static qf_status write_graph(wbuf *b, const char *path, const qf_graph *g, const
     for (int i = 0; i < g->n_outputs; i++) wb_u32(b, (uint32_t)map[g->outputs[i]]);
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
-        QF_CHECK(check_name(path, "node name", n->name, 0, MAX_NAME));
-        if ((unsigned)n->op >= QF_OP_COUNT || (unsigned)n->precision >= QF_PRECISION_COUNT ||
-            (unsigned)n->act >= QF_ACT_COUNT || !isfinite(n->act_lo) || !isfinite(n->act_hi) || n->n_in < 0 ||
-            n->n_in > MAX_NODE_IO || n->n_out < 1 || n->n_out > MAX_NODE_IO || n->n_attr < 0 || n->n_attr > MAX_ATTRS)
-            return qf_error(QF_ERR_INVALID, "%s: node %s cannot be stored (op, precision, activation or counts out of range)",
-                            path, n->name);
-        wb_str(b, n->name);
-        wb_u32(b, (uint32_t)n->op);
-        wb_u8(b, (uint8_t)n->precision);
-        wb_u8(b, (uint8_t)n->act);
-        wb_u16(b, 0);
-        wb_f32(b, n->act_lo);
-        wb_f32(b, n->act_hi);
-        wb_u32(b, (uint32_t)n->n_in);
-        wb_u32(b, (uint32_t)n->n_out);
-        wb_u32(b, (uint32_t)n->n_attr);
-        for (int k = 0; k < n->n_in; k++) wb_u32(b, (uint32_t)(n->in[k] >= 0 ? map[n->in[k]] : -1));
-        for (int k = 0; k < n->n_out; k++) wb_u32(b, (uint32_t)(n->out[k] >= 0 ? map[n->out[k]] : -1));
-        for (int a = 0; a < n->n_attr; a++) QF_CHECK(write_attr(b, path, n, &n->attrs[a]));
+        qf_status st = write_node(b, n, map);
+        /* the node, not g->source: the file to name is the one written */
+        if (st != QF_OK) return qfi_error_context(st, NULL, n->name, qf_op_name(n->op));
     }
-    return b->oom ? qf_error(QF_ERR_NOMEM, "%s: out of memory serializing the graph", path) : QF_OK;
+    return b->oom ? qf_error(QF_ERR_NOMEM, "out of memory serializing the graph") : QF_OK;
 }
 
 static bool wr(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
@@ -232,20 +238,21 @@ qf_status qf_qfm_write(const qf_graph *g, const qf_qfm_meta *meta, const char *p
 {
     if (!g || !path) return qf_error(QF_ERR_USAGE, "qf_qfm_write: no graph or no path");
     if (g->batch < 1 || g->batch > MAX_BATCH)
-        return qf_error(QF_ERR_USAGE, "%s: the graph must be prepared (batch %d) before it is written", path, g->batch);
+        return qfi_error_file(
+            qf_error(QF_ERR_USAGE, "the graph must be prepared (batch %d) before it is written", g->batch), path);
     if (g->opset < 1 || g->opset > MAX_OPSET)
-        return qf_error(QF_ERR_INVALID, "%s: opset %lld cannot be stored", path, (long long)g->opset);
+        return qfi_error_file(qf_error(QF_ERR_INVALID, "opset %lld cannot be stored", (long long)g->opset), path);
     qf_qfm_meta m;
     if (meta) m = *meta;
     else qf_qfm_meta_init(&m);
-    QF_CHECK(check_meta(path, &m));
+    qf_status st = check_meta(&m);
+    if (st != QF_OK) return qfi_error_file(st, path);
 
     /* values no node, input or output refers to (dropped weights) are left out */
     int *map = qfi_calloc((size_t)g->n_values + 1, sizeof *map);
     uint64_t *woff = qfi_calloc((size_t)g->n_values + 1, sizeof *woff);
     char **names = qfi_calloc((size_t)g->n_values + 1, sizeof *names);
     wbuf mb = {0}, gb = {0};
-    qf_status st = QF_OK;
     qfi_atomic_file af = {0};
     if (!map || !woff || !names) {
         st = QF_ERR_NOMEM;
@@ -277,15 +284,15 @@ qf_status qf_qfm_write(const qf_graph *g, const qf_qfm_meta *meta, const char *p
     }
     const char *dup = qfi_qfm_duplicate_name(names, (size_t)nv);
     if (dup) {
-        st = qf_error(QF_ERR_INVALID, "%s: two tensors are named %s", path, dup);
+        st = qf_error(QF_ERR_INVALID, "two tensors are named %s", dup);
         goto out;
     }
     write_meta(&mb, &m);
     if (mb.oom) {
-        st = qf_error(QF_ERR_NOMEM, "%s: out of memory", path);
+        st = qf_error(QF_ERR_NOMEM, "out of memory");
         goto out;
     }
-    st = write_graph(&gb, path, g, map, nv, woff);
+    st = write_graph(&gb, g, map, nv, woff);
     if (st != QF_OK) goto out;
 
     /* header, table, META, GRAPH, zeros up to a multiple of 64, WEIGHTS */
@@ -342,7 +349,7 @@ qf_status qf_qfm_write(const qf_graph *g, const qf_qfm_meta *meta, const char *p
     if (!ok) {
         int err = errno;
         qfi_atomic_abort(&af);
-        st = qf_error(QF_ERR_IO, "%s: write failed: %s", path, strerror(err ? err : EIO));
+        st = qf_error(QF_ERR_IO, "write failed: %s", strerror(err ? err : EIO));
         goto out;
     }
     st = qfi_atomic_commit(&af);
@@ -352,5 +359,5 @@ out:
     free(names);
     free(mb.p);
     free(gb.p);
-    return st;
+    return st == QF_OK ? st : qfi_error_file(st, path); /* the one place the writer names its file */
 }

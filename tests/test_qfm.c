@@ -269,13 +269,24 @@ START_TEST(write_errors)
 {
     qf_graph *g = quantized_net(2, QF_PREC_INT8);
     ck_assert_int_eq(qf_qfm_write(g, NULL, "/nonexistent-dir-qforge/x.qfm"), QF_ERR_IO);
-    ck_assert_ptr_nonnull(strstr(qf_error_message(), "/nonexistent-dir-qforge/x.qfm"));
+    ck_assert_str_eq(qf_error_message(),
+                     "/nonexistent-dir-qforge/x.qfm: cannot create a temporary file beside it: No such file or directory");
     qf_qfm_meta m;
     sample_meta(&m, QF_PREC_INT8);
     snprintf(m.calib_method, sizeof m.calib_method, "magic");
-    char path[1100];
+    char path[1100], want[1200];
     snprintf(path, sizeof path, "%s/never.qfm", tmp_dir);
     ck_assert_int_eq(qf_qfm_write(g, &m, path), QF_ERR_USAGE);
+    snprintf(want, sizeof want, "%s: unknown calibration method 'magic'", path);
+    ck_assert_str_eq(qf_error_message(), want);
+    /* a node the format cannot hold: the file, then the node, once each */
+    qf_precision prec = g->nodes[0].precision;
+    g->nodes[0].precision = QF_PRECISION_COUNT;
+    ck_assert_int_eq(qf_qfm_write(g, NULL, path), QF_ERR_INVALID);
+    snprintf(want, sizeof want, "%s: node %s (%s): cannot be stored (op, precision, activation or counts out of range)",
+             path, g->nodes[0].name, qf_op_name(g->nodes[0].op));
+    ck_assert_str_eq(qf_error_message(), want);
+    g->nodes[0].precision = prec;
     ck_assert_int_ne(access(path, F_OK), 0);
     qf_graph *r;
     ck_assert_int_eq(qf_qfm_read(path, 0, &r, NULL), QF_ERR_IO);
