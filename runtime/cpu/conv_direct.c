@@ -163,7 +163,12 @@ typedef struct block_geom {
  * vector shared through target_clones went through the stack in the AVX2
  * build (10x slower). A macro because C has no templates. */
 #define PRAGMA(x) _Pragma(#x)
+#ifdef __clang__
+/* clang refuses "unroll 0"; it builds only the portable TAPS 0 blocks, left to its own judgement */
+#define UNROLL(n)
+#else
 #define UNROLL(n) PRAGMA(GCC unroll n) /* n = 0: not unrolled */
+#endif
 #define DEFINE_BLOCK(NAME, TARGET, VT, VTU, VW, MB, NV, TAPS)                                                         \
     TARGET FMA_CONTRACT static void NAME(const block_geom *p, const float *xp, const float *const *wrow,              \
                                          const float *bias, float *out)                                               \
