@@ -137,6 +137,19 @@ int64_t qfi_numel(int ndim, const int64_t *dims)
     return n;
 }
 
+bool qfi_tensor_bytes(qf_dtype dt, int ndim, const int64_t *dims, uint64_t *out)
+{
+    uint64_t b = qf_dtype_info(dt)->size;
+    bool ok = true;
+    for (int d = 0; d < ndim; d++) {
+        // a dim beyond the byte bound is absurd even when another is 0
+        if (dims[d] < 0 || dims[d] > QF_MAX_TENSOR_BYTES) ok = false;
+        if (dims[d] >= 0 && __builtin_mul_overflow(b, (uint64_t)dims[d], &b)) b = UINT64_MAX;
+    }
+    *out = b;
+    return ok && b <= (uint64_t)QF_MAX_TENSOR_BYTES;
+}
+
 int64_t qf_value_numel(const qf_value *v) { return qfi_numel(v->ndim, v->dims); }
 
 size_t qf_value_bytes(const qf_value *v)

@@ -117,6 +117,12 @@ int64_t qfi_numel(int ndim, const int64_t *dims);
 /* A tensor that broadcasts over the channels of a (rows, channels) result as
  * one value per channel: a scalar, (channels) or (1, channels). */
 bool qfi_is_channel_vector(const qf_value *c, int64_t channels);
+/* Bytes of a tensor of this dtype and shape into *out (UINT64_MAX if the
+ * product overflows); false if a dim is negative, a dim or the bytes exceed
+ * QF_MAX_TENSOR_BYTES. For shapes not yet checked: qf_value_bytes trusts them.
+ * Every shape that passes keeps sums and products of two dims far from
+ * int64 overflow. */
+bool qfi_tensor_bytes(qf_dtype dt, int ndim, const int64_t *dims, uint64_t *out);
 /* Element strides of a dense row-major tensor of this shape. */
 void qfi_contiguous_strides(int ndim, const int64_t *dims, int64_t *strides);
 

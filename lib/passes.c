@@ -447,6 +447,22 @@ static qf_status infer_node(qf_graph *g, qf_node *n)
     return st == QF_OK ? st : qfi_error_node(st, g, n);
 }
 
+/* The detail for a tensor beyond the bounds of qfi_tensor_bytes; `what` is
+ * "tensor" or "input" (the caller adds the node or file). */
+static qf_status too_large(const qf_graph *g, const char *what, const qf_value *v)
+{
+    uint64_t bytes;
+    qfi_tensor_bytes(v->dtype, v->ndim, v->dims, &bytes);
+    char need[48] = "more than 2^64", dims[QF_MAX_DIMS * 21 + 2] = "[";
+    if (bytes != UINT64_MAX) snprintf(need, sizeof need, "%llu", (unsigned long long)bytes);
+    for (int d = 0; d < v->ndim; d++)
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", d ? "," : "", (long long)v->dims[d]);
+    strcat(dims, "]");
+    return qf_error(QF_ERR_NOMEM, "at batch %d, %s %s %s would need %s bytes (a tensor may hold %lld, "
+                    "and no dimension more elements)", g->batch, what, v->name, dims, need,
+                    (long long)QF_MAX_TENSOR_BYTES);
+}
+
 /* After inference: every output has a concrete shape of a sane size. */
 static qf_status check_outputs(const qf_graph *g, const qf_node *n)
 {
@@ -456,9 +472,8 @@ static qf_status check_outputs(const qf_graph *g, const qf_node *n)
         for (int d = 0; d < v->ndim; d++)
             if (v->dims[d] < 0)
                 return qfi_error_node(qf_error(QF_ERR_INVALID, "could not infer dim %d of %s", d, v->name), g, n);
-        if (qf_value_bytes(v) > (size_t)QF_MAX_TENSOR_BYTES)
-            return qfi_error_node(qf_error(QF_ERR_NOMEM, "tensor %s would need %zu bytes", v->name, qf_value_bytes(v)),
-                                  g, n);
+        uint64_t bytes;
+        if (!qfi_tensor_bytes(v->dtype, v->ndim, v->dims, &bytes)) return qfi_error_node(too_large(g, "tensor", v), g, n);
     }
     return QF_OK;
 }
@@ -807,6 +822,8 @@ qf_status qf_graph_prepare(qf_graph *g, int batch)
             break;
         }
     }
+    if (batch == 0 && declared > INT32_MAX)
+        return qfi_error_file(qf_error(QF_ERR_INVALID, "the inputs declare batch %lld", (long long)declared), g->source);
     g->batch = batch > 0 ? batch : (int)declared;
     for (int i = 0; i < g->n_inputs; i++) {
         qf_value *v = &g->values[g->inputs[i]];
@@ -817,6 +834,9 @@ qf_status qf_graph_prepare(qf_graph *g, int batch)
                                                "input %s has a symbolic dim %d; only the batch may be symbolic",
                                                v->name, d),
                                       g->source);
+        uint64_t bytes;
+        if (!qfi_tensor_bytes(v->dtype, v->ndim, v->dims, &bytes))
+            return qfi_error_file(too_large(g, "input", v), g->source);
     }
     QF_CHECK(infer_shapes(g, declared));
     QF_CHECK(fold_batchnorm(g));

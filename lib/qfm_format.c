@@ -1,5 +1,5 @@
 /* The pieces of the .qfm format (qforge-model(5)) that the writer and the
- * reader share: CRC-32, tensor sizes, the string and name rules, and the
+ * reader share: CRC-32, the string and name rules, and the
  * metadata defaults. */
 #include "qfm_internal.h"
 #include <zlib.h>
@@ -22,16 +22,6 @@ uint32_t qfi_qfm_crc_update(uint32_t crc, const uint8_t *p, uint64_t n)
     return crc;
 }
 uint32_t qfi_qfm_crc(const uint8_t *p, uint64_t n) { return qfi_qfm_crc_update((uint32_t)crc32(0, NULL, 0), p, n); }
-
-bool qfi_qfm_tensor_bytes(qf_dtype dt, int ndim, const int64_t *dims, uint64_t *out)
-{
-    uint64_t b = qf_dtype_info(dt)->size;
-    for (int d = 0; d < ndim; d++)
-        if (dims[d] < 0 || dims[d] > QF_MAX_TENSOR_BYTES || __builtin_mul_overflow(b, (uint64_t)dims[d], &b))
-            return false;
-    *out = b;
-    return b <= (uint64_t)QF_MAX_TENSOR_BYTES;
-}
 
 bool qfi_qfm_has_control(const uint8_t *p, size_t n)
 {

@@ -54,9 +54,6 @@ static inline uint64_t align_up(uint64_t x) { return (x + WEIGHT_ALIGN - 1) / WE
 /* CRC-32 (zlib's) of n bytes, or continued over n more. */
 uint32_t qfi_qfm_crc(const uint8_t *p, uint64_t n);
 uint32_t qfi_qfm_crc_update(uint32_t crc, const uint8_t *p, uint64_t n);
-/* Bytes of a tensor of this dtype and shape; false if a dim is negative or
- * the total exceeds QF_MAX_TENSOR_BYTES (checked without overflow). */
-bool qfi_qfm_tensor_bytes(qf_dtype dt, int ndim, const int64_t *dims, uint64_t *out);
 /* Strings in a .qfm are one line of text: no NUL, no control characters
  * (they end up in one-line error messages). */
 bool qfi_qfm_has_control(const uint8_t *p, size_t n);

@@ -144,7 +144,7 @@ static bool rd_dims(rd *r, qf_dtype dt, int ndim, int64_t *dims, uint64_t *bytes
 {
     for (int d = 0; d < ndim; d++) dims[d] = (int64_t)rd_u64(r);
     if (r->bad) return false;
-    if (!qfi_qfm_tensor_bytes(dt, ndim, dims, bytes))
+    if (!qfi_tensor_bytes(dt, ndim, dims, bytes))
         return rd_fail(r, "shape [%lld%s] is negative or larger than %lld bytes", (long long)dims[0],
                        ndim > 1 ? ",..." : "", (long long)QF_MAX_TENSOR_BYTES);
     return true;

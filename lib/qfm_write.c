@@ -138,7 +138,7 @@ static qf_status write_attr(wbuf *b, const qf_attr *a)
         const qf_value *t = a->t;
         uint64_t bytes;
         if (!t || !t->data || (unsigned)t->dtype >= QF_DTYPE_COUNT || t->ndim < 0 || t->ndim > QF_MAX_DIMS ||
-            !qfi_qfm_tensor_bytes(t->dtype, t->ndim, t->dims, &bytes))
+            !qfi_tensor_bytes(t->dtype, t->ndim, t->dims, &bytes))
             return qf_error(QF_ERR_INVALID, "tensor attribute %s is malformed", a->name);
         QF_CHECK(check_name("tensor attribute name", t->name, 0, MAX_NAME));
         wb_str(b, t->name);
@@ -196,7 +196,7 @@ static qf_status write_graph(wbuf *b, const qf_graph *g, const int *map, int nv,
         uint64_t bytes;
         QF_CHECK(check_name("tensor name", x->name, 1, MAX_NAME));
         if ((unsigned)x->dtype >= QF_DTYPE_COUNT || x->ndim < 0 || x->ndim > QF_MAX_DIMS ||
-            !qfi_qfm_tensor_bytes(x->dtype, x->ndim, x->dims, &bytes))
+            !qfi_tensor_bytes(x->dtype, x->ndim, x->dims, &bytes))
             return qf_error(QF_ERR_INVALID, "tensor %s has no valid dtype and shape (is the graph prepared?)", x->name);
         if ((x->flags & ~(unsigned)VALUE_FLAGS) || ((x->flags & QF_VALUE_CONST) && !x->data))
             return qf_error(QF_ERR_INVALID, "tensor %s: flags 0x%x", x->name, x->flags);
@@ -277,7 +277,7 @@ qf_status qf_qfm_write(const qf_graph *g, const qf_qfm_meta *meta, const char *p
         const qf_value *x = &g->values[v];
         uint64_t bytes;
         if ((x->flags & QF_VALUE_CONST) && x->data && (unsigned)x->dtype < QF_DTYPE_COUNT &&
-            qfi_qfm_tensor_bytes(x->dtype, x->ndim, x->dims, &bytes)) {
+            qfi_tensor_bytes(x->dtype, x->ndim, x->dims, &bytes)) {
             woff[v] = align_up(wsize);
             wsize = woff[v] + bytes;
         }

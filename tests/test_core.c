@@ -48,6 +48,24 @@ START_TEST(error_context_added_once)
 }
 END_TEST
 
+/* qfi_tensor_bytes, the bound every inferred shape must pass (an overflow found by tests/fuzz) */
+START_TEST(tensor_bytes_bounds)
+{
+    uint64_t b;
+    ck_assert(qfi_tensor_bytes(QF_F32, 2, (const int64_t[]){3, 5}, &b) && b == 60);
+    ck_assert(qfi_tensor_bytes(QF_I8, 1, (const int64_t[]){QF_MAX_TENSOR_BYTES}, &b));
+    ck_assert(!qfi_tensor_bytes(QF_F16, 1, (const int64_t[]){QF_MAX_TENSOR_BYTES}, &b));
+    ck_assert_uint_eq(b, 2 * (uint64_t)QF_MAX_TENSOR_BYTES);
+    /* 2^40 * 2^40 overflows 64 bits: reported as UINT64_MAX, not wrapped */
+    ck_assert(!qfi_tensor_bytes(QF_F32, 2, (const int64_t[]){(int64_t)1 << 40, (int64_t)1 << 40}, &b));
+    ck_assert_uint_eq(b, UINT64_MAX);
+    /* a zero dim does not excuse an absurd one, nor is a negative one a size */
+    ck_assert(!qfi_tensor_bytes(QF_F32, 2, (const int64_t[]){0, (int64_t)1 << 62}, &b));
+    ck_assert(!qfi_tensor_bytes(QF_F32, 2, (const int64_t[]){-1, 2}, &b));
+    ck_assert(qfi_tensor_bytes(QF_F32, 0, NULL, &b) && b == 4);
+}
+END_TEST
+
 START_TEST(dtype_traits)
 {
     ck_assert_uint_eq(qf_dtype_info(QF_F32)->size, 4);
@@ -193,6 +211,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, status_messages);
     tcase_add_test(tc, error_context_added_once);
+    tcase_add_test(tc, tensor_bytes_bounds);
     tcase_add_test(tc, dtype_traits);
     tcase_add_test(tc, half_conversion);
     tcase_add_test(tc, graph_find_and_sort);

@@ -1,7 +1,8 @@
 /* Tests of lib/onnx_import.c: the malformed-model corpus in tests/bad/ (made by
- * tests/bad/make_bad.py) must fail with the right status and a message naming
- * the file and the node or tensor; seed.onnx must load and run; TensorProto
- * decoding of every encoding; and truncation / bit-flip fuzzing (no crash). */
+ * tests/bad/make_bad.py, or found by tests/fuzz) must fail, imported and
+ * prepared, with the right status and a message naming the file and
+ * the node or tensor; seed.onnx must load and run; TensorProto decoding of
+ * every encoding; and truncation / bit-flip fuzzing (no crash). */
 #include <check.h>
 #include <fcntl.h>
 #include <math.h>
@@ -67,6 +68,8 @@ static const bad_case bad_cases[] = {
     {"opset6_prelu.onnx", QF_ERR_UNSUPPORTED, {"node legacy_prelu", "slope"}},
     {"f64_init.onnx", QF_ERR_UNSUPPORTED, {"fc.bias", "double"}},
     {"graph_attr.onnx", QF_ERR_UNSUPPORTED, {"node flatten", "attribute body"}},
+    /* found by tests/fuzz/fuzz_onnx: pads of 2^55 overflowed the output's size before its bound was checked */
+    {"pad_overflow.onnx", QF_ERR_INVALID, {"node Pad_1 (Pad)", "pads 1, 34339947158700032 of dim 2 are out of range"}},
 };
 
 /* A failure's message starts with the model's path and names it, and a node,
@@ -85,7 +88,8 @@ START_TEST(bad_corpus)
     char path[512];
     snprintf(path, sizeof path, "%s/%s", BAD_DIR, c->file);
     qf_graph *g = (qf_graph *)&g; /* must be reset to NULL */
-    qf_status st = qf_onnx_load(path, &g);
+    qf_load_opts lo = {.batch = 1};
+    qf_status st = qf_model_load(path, &lo, &g); /* import, then the passes */
     const char *msg = qf_error_message();
     ck_assert_msg(st == c->status, "%s: status %s, expected %s (%s)", c->file, qf_status_name(st),
                   qf_status_name(c->status), msg);

@@ -60,6 +60,11 @@ static qf_status pad_infer(qf_graph *g, qf_node *n)
     for (int i = 0; i < na; i++) {
         int d;
         QF_CHECK(qfi_axis_norm(g, n, axes[i], x->ndim, &d));
+        /* beyond any tensor's size, and sums with them could overflow */
+        if (pads[i] < -QF_MAX_TENSOR_BYTES || pads[i] > QF_MAX_TENSOR_BYTES || pads[na + i] < -QF_MAX_TENSOR_BYTES ||
+            pads[na + i] > QF_MAX_TENSOR_BYTES)
+            return qf_error(QF_ERR_INVALID, "pads %lld, %lld of dim %d are out of range", (long long)pads[i],
+                            (long long)pads[na + i], d);
         p->begin[d] = pads[i];
         end[d] = pads[na + i];
     }
