@@ -26,6 +26,14 @@ static _Thread_local char last_error[sizeof ((qfi_error_saved *)0)->msg];
 static _Thread_local size_t file_end;
 static _Thread_local bool has_node;
 
+/* Messages are one line whatever a file puts in the names they quote (a tensor
+ * name or a file name with a line break): control characters become '?'. */
+static void one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 const char *qf_error_message(void) { return last_error; }
 
 qf_status qf_error(qf_status s, const char *fmt, ...)
@@ -36,6 +44,7 @@ qf_status qf_error(qf_status s, const char *fmt, ...)
     va_end(ap);
     file_end = 0;
     has_node = false;
+    one_line(last_error);
     return s;
 }
 
@@ -47,6 +56,7 @@ static size_t insert_context(size_t at, const char *text)
     const size_t len = strlen(old);
     if (at > len) at = len;
     int n = snprintf(last_error, sizeof last_error, "%.*s%.500s: %s", (int)at, old, text, old + at);
+    one_line(last_error);
     return n > 0 ? strlen(last_error) - len : 0;
 }
 
@@ -116,6 +126,7 @@ void qf_log(qf_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    one_line(msg);
     log_fn(log_user, level, msg);
 }
 

@@ -13,6 +13,11 @@ START_TEST(status_messages)
     qf_error_prefix(QF_ERR_FORMAT, "outer");
     ck_assert_str_eq(qf_error_message(), "outer: m.onnx: node conv1: bad");
     ck_assert_str_eq(qf_status_name(QF_ERR_UNSUPPORTED), "unsupported");
+    /* a name with a line break (tests/bad/newline_in_name.onnx, from tests/fuzz) still makes one line */
+    qf_error(QF_ERR_FORMAT, "%s: input %s", "m.onnx", "a\nb\tc\x7f");
+    ck_assert_str_eq(qf_error_message(), "m.onnx: input a?b?c?");
+    qf_error_prefix(QF_ERR_FORMAT, "%s", "dir\r");
+    ck_assert_str_eq(qf_error_message(), "dir?: m.onnx: input a?b?c?");
 }
 END_TEST
 

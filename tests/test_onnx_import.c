@@ -1,6 +1,6 @@
 /* Tests of lib/onnx_import.c: the malformed-model corpus in tests/bad/ (made by
  * tests/bad/make_bad.py, or found by tests/fuzz) must fail, imported and
- * prepared, with the right status and a message naming the file and
+ * prepared, with the right status and a one-line message naming the file and
  * the node or tensor; seed.onnx must load and run; TensorProto decoding of
  * every encoding; and truncation / bit-flip fuzzing (no crash). */
 #include <check.h>
@@ -70,6 +70,8 @@ static const bad_case bad_cases[] = {
     {"graph_attr.onnx", QF_ERR_UNSUPPORTED, {"node flatten", "attribute body"}},
     /* found by tests/fuzz/fuzz_onnx: pads of 2^55 overflowed the output's size before its bound was checked */
     {"pad_overflow.onnx", QF_ERR_INVALID, {"node Pad_1 (Pad)", "pads 1, 34339947158700032 of dim 2 are out of range"}},
+    /* and a graph input named by 20 line breaks: the message must stay one line */
+    {"newline_in_name.onnx", QF_ERR_FORMAT, {"input ???????????????????? declares"}},
 };
 
 /* A failure's message starts with the model's path and names it, and a node,
@@ -97,6 +99,7 @@ START_TEST(bad_corpus)
     assert_context_once(c->file, msg, path);
     for (int k = 0; k < 3 && c->names[k]; k++)
         ck_assert_msg(strstr(msg, c->names[k]), "%s: message lacks '%s': %s", c->file, c->names[k], msg);
+    for (const char *p = msg; *p; p++) ck_assert_msg((unsigned char)*p >= 0x20, "%s: a control character in: %s", c->file, msg);
 }
 END_TEST
 
