@@ -20,7 +20,14 @@ static TRITONSERVER_Error *read_config(TRITONBACKEND_Model *tm, qfi_json **out)
     if (!err) {
         char why[256];
         *out = qfi_json_parse(text, len, why, sizeof why);
-        if (!*out) err = qfi_triton_error(TRITONSERVER_ERROR_INTERNAL, "model configuration: %s", why);
+        if (!*out) {
+            err = qfi_triton_error(TRITONSERVER_ERROR_INTERNAL, "model configuration: %s", why);
+        } else if ((*out)->type != QFI_JSON_OBJECT) {
+            // everything below reads members; a bare value has none to read or set
+            qfi_json_free(*out);
+            *out = NULL;
+            err = qfi_triton_error(TRITONSERVER_ERROR_INVALID_ARG, "model configuration is not a JSON object");
+        }
     }
     TRITONSERVER_MessageDelete(msg);
     return err;

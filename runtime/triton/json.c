@@ -385,6 +385,10 @@ bool qfi_json_add(qfi_json *obj, const char *key, qfi_json *child)
 bool qfi_json_set(qfi_json *obj, const char *key, qfi_json *child)
 {
     if (!child) return false;
+    if (obj->type != QFI_JSON_OBJECT) {
+        qfi_json_free(child);
+        return false;
+    }
     for (int i = 0; i < obj->n; i++) {
         if (strcmp(obj->items[i]->key, key) == 0) {
             if (!(child->key = strdup(key))) {

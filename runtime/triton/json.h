@@ -33,7 +33,7 @@ const char *qfi_json_str(const qfi_json *j);
 
 /* Builders; each returns NULL when out of memory. qfi_json_add takes ownership of
  * `child` (freed on failure) and names it `key` when obj is an object;
- * qfi_json_set replaces a member of that name or adds it. */
+ * qfi_json_set replaces a member of that name or adds it (false if obj is not an object). */
 qfi_json *qfi_json_new(qfi_json_type type);
 qfi_json *qfi_json_new_string(const char *s);
 qfi_json *qfi_json_new_int(int64_t v);
