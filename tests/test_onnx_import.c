@@ -70,6 +70,8 @@ static const bad_case bad_cases[] = {
     {"graph_attr.onnx", QF_ERR_UNSUPPORTED, {"node flatten", "attribute body"}},
     /* found by tests/fuzz/fuzz_onnx: pads of 2^55 overflowed the output's size before its bound was checked */
     {"pad_overflow.onnx", QF_ERR_INVALID, {"node Pad_1 (Pad)", "pads 1, 34339947158700032 of dim 2 are out of range"}},
+    /* and split sizes of 2^62 overflowed their sum */
+    {"split_overflow.onnx", QF_ERR_INVALID, {"node Split_3 (Split)", "split[0] = 7308626908926665473"}},
     /* and a graph input named by 20 line breaks: the message must stay one line */
     {"newline_in_name.onnx", QF_ERR_FORMAT, {"input ???????????????????? declares"}},
 };

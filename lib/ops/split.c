@@ -46,8 +46,11 @@ static qf_status split_infer(qf_graph *g, qf_node *n)
     }
     if (st == QF_OK && cnt >= 0) {
         int64_t sum = 0;
-        for (int k = 0; k < cnt; k++) {
-            if (sizes[k] < 0) st = qf_error(QF_ERR_INVALID, "negative split");
+        /* each part within the dim keeps the sum far from overflow */
+        for (int k = 0; k < cnt && st == QF_OK; k++) {
+            if (sizes[k] < 0 || sizes[k] > dim)
+                st = qf_error(QF_ERR_INVALID, "split[%d] = %lld is not within dim %lld", k, (long long)sizes[k],
+                              (long long)dim);
             sum += sizes[k];
         }
         if (st == QF_OK && (cnt != n->n_out || sum != dim))
