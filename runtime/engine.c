@@ -1,4 +1,5 @@
-/* The engine interface: picks a backend, forwards calls to it. */
+/* The engine interface: picks a backend, forwards calls to it; and how large
+ * a batch fits, the check every backend makes before it allocates. */
 #include "engine_impl.h"
 #include <time.h>
 
@@ -107,6 +108,51 @@ qf_status qf_engine_bench(qf_engine *e, int iterations, double *ms)
         clock_gettime(CLOCK_MONOTONIC, &t1);
         ms[i] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
     }
+    return QF_OK;
+}
+
+/* ---- how large a batch fits ---------------------------------------------------------- */
+
+static double gib(uint64_t bytes) { return (double)bytes / (double)(1u << 30); }
+
+qf_status qfi_engine_fits(const qf_graph *g, const char *where, uint64_t need, uint64_t avail)
+{
+    if (need <= avail) return QF_OK;
+    return qf_error(QF_ERR_NOMEM, "%s: batch %d needs %llu bytes (%.2f GiB) of %s for activations, but %llu bytes "
+                    "(%.2f GiB) are free", g->source, g->batch, (unsigned long long)need, gib(need), where,
+                    (unsigned long long)avail, gib(avail));
+}
+
+int qfi_max_batch(const qf_graph *g, uint64_t avail, int limit)
+{
+    const uint64_t batch = g->batch > 0 ? (uint64_t)g->batch : 1;
+    uint64_t most = (uint64_t)limit;
+    for (int v = 0; v < g->n_values; v++) {
+        const qf_value *val = &g->values[v];
+        if (val->flags & QF_VALUE_CONST) continue;
+        uint64_t per = (qf_value_bytes(val) + batch - 1) / batch;
+        if (per && (uint64_t)QF_MAX_TENSOR_BYTES / per < most) most = (uint64_t)QF_MAX_TENSOR_BYTES / per;
+    }
+    size_t *off = qfi_calloc((size_t)g->n_values + 1, sizeof *off);
+    size_t total = 0;
+    if (!off || qfi_plan_memory(g, 64, off, &total) != QF_OK) total = SIZE_MAX; /* no plan: assume nothing fits */
+    free(off);
+    uint64_t per = ((uint64_t)total + batch - 1) / batch;
+    if (per && avail / per < most) most = avail / per;
+    return (int)most;
+}
+
+qf_status qf_engine_max_batch(const qf_graph *g, const qf_engine_opts *opts, int limit, int *batch)
+{
+    *batch = 0;
+    if (limit < 1) return qf_error(QF_ERR_USAGE, "qf_engine_max_batch: limit %d", limit);
+    qf_engine_opts o = {0};
+    if (opts) o = *opts;
+    const qfi_backend *be = backend_of(o.device);
+    if (!be) return o.device == QF_DEVICE_CUDA ? QF_ERR_UNSUPPORTED : QF_ERR_USAGE;
+    uint64_t avail;
+    QF_CHECK(be->free_memory(g, &o, &avail));
+    *batch = qfi_max_batch(g, avail, limit);
     return QF_OK;
 }
 

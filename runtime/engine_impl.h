@@ -18,6 +18,10 @@ typedef struct qfi_backend {
      * QF_ERR_UNSUPPORTED with a message naming the node and saying why). */
     unsigned (*op_precisions)(qf_op op);
     qf_status (*check)(const qf_graph *g, const qf_node *n);
+    /* Bytes the device can give an engine for g's activations now: its free
+     * memory, less what the engine takes whatever the batch (weights uploaded,
+     * workspaces). Required: engines check it before they allocate. */
+    qf_status (*free_memory)(const qf_graph *g, const qf_engine_opts *opts, uint64_t *bytes);
 } qfi_backend;
 
 struct qf_engine {
@@ -41,4 +45,14 @@ extern const qfi_backend qfi_cuda_backend;
  * to the end), and two values share bytes only if their lives do not overlap. */
 qf_status qfi_plan_memory(const qf_graph *g, size_t align, size_t *offsets, size_t *total);
 
+/* Checked by each backend before it allocates: an engine for g at its batch
+ * needs `need` bytes of `where` ("memory", "cuda:0 memory") that grow with
+ * the batch (activations, scratch), against `avail` from free_memory. Fails
+ * with QF_ERR_NOMEM, a message naming the batch and the bytes. */
+qf_status qfi_engine_fits(const qf_graph *g, const char *where, uint64_t need, uint64_t avail);
+/* The arithmetic of qf_engine_max_batch: the largest batch, at most `limit`,
+ * at which every tensor of g (any batch) stays within QF_MAX_TENSOR_BYTES and
+ * its planned activations within `avail` bytes, taking every activation to
+ * grow with the batch. 0: not even batch 1. */
+int qfi_max_batch(const qf_graph *g, uint64_t avail, int limit);
 #endif

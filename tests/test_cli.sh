@@ -26,6 +26,13 @@ if grep -q '^Conv  *yes  *yes  *yes ' "$tmp/ops.txt" && grep -q '^Shape  *yes  *
    [ "$(grep -c '^[A-Z][A-Za-z]*  *yes' "$tmp/ops.txt")" -ge 40 ]
 then pass "info --ops prints the support matrix"; else fail "info --ops ($(head -c 300 "$tmp/ops.txt"))"; fi
 expect 2 "batch" "bad --batch value" -- "$QFORGE" eval "$model" --images "$tmp/test" --batch 0
+# a batch whose tensors exceed 4 GiB: the batch and the bytes named, and the batch that would fit
+# (42799 by the tensor bound, fewer where this machine's memory holds fewer); nothing written
+expect 1 "at batch 65536, .* bytes .*; batch [1-9][0-9]* would fit (--batch [1-9][0-9]*)" "eval at a batch too large" -- \
+  "$QFORGE" eval "$model" --images "$tmp/test" $pp --batch 65536
+expect 1 "at batch 65536, .*; batch [1-9][0-9]* would fit" "calib at a batch too large" -- \
+  "$QFORGE" calib "$model" --images "$tmp/test" $pp --batch 65536 -o "$tmp/huge.calib"
+[ -e "$tmp/huge.calib" ] && fail "calib at a batch too large left $tmp/huge.calib" || pass "calib at a batch too large wrote nothing"
 head -c 700 "$model" > "$tmp/truncated.onnx"
 expect 1 "truncated.onnx" "truncated ONNX" -- "$QFORGE" info "$tmp/truncated.onnx"
 mkdir -p "$tmp/badimg/0_a"

@@ -182,6 +182,37 @@ START_TEST(memory_plan_reuses_dead_buffers)
 }
 END_TEST
 
+/* How large a batch fits: the check engines make before they allocate, and the
+ * estimate eval and calib turn into a hint (the memory is given: no device needed) */
+START_TEST(batch_that_fits)
+{
+    /* x (B, 1000) -> Relu -> a -> Relu -> y: two 4000-byte buffers live per image */
+    qf_graph *g = qf_graph_new("fit.onnx");
+    int x = input(g, "x", 2, (const int64_t[]){1, 1000});
+    int a = value(g, "a"), y = value(g, "y");
+    op(g, "r1", QF_OP_RELU, 1, &x, a);
+    op(g, "r2", QF_OP_RELU, 1, &a, y);
+    output(g, y);
+    OK(qf_graph_prepare(g, 4));
+    /* planned at batch 4: x and a, then a and y, 2 x 16000 bytes: 8000 an image */
+    ck_assert_int_eq(qfi_max_batch(g, 80000, 1000), 10);
+    ck_assert_int_eq(qfi_max_batch(g, 80000, 6), 6);
+    ck_assert_int_eq(qfi_max_batch(g, 7999, 1000), 0);
+    /* with memory to spare, a tensor's 4 GiB bound: 4000 bytes an image */
+    ck_assert_int_eq(qfi_max_batch(g, UINT64_MAX, 1 << 30), (int)(QF_MAX_TENSOR_BYTES / 4000));
+    ck_assert_int_eq(qfi_engine_fits(g, "memory", 32000, 32000), QF_OK);
+    ck_assert_int_eq(qfi_engine_fits(g, "memory", 32000, 31999), QF_ERR_NOMEM);
+    ck_assert_str_eq(qf_error_message(), "fit.onnx: batch 4 needs 32000 bytes (0.00 GiB) of memory for activations, "
+                                         "but 31999 bytes (0.00 GiB) are free");
+    /* the CPU backend asks the host, which has 64 KB to spare anywhere this runs */
+    int fit = 0;
+    qf_engine_opts cpu = {.device = QF_DEVICE_CPU};
+    OK(qf_engine_max_batch(g, &cpu, 8, &fit));
+    ck_assert_int_eq(fit, 8);
+    qf_graph_free(g);
+}
+END_TEST
+
 START_TEST(broadcast_shapes)
 {
     int64_t a[3] = {2, 1, 4}, b[2] = {3, 1}, out[QF_MAX_DIMS];
@@ -222,6 +253,7 @@ int main(void)
     tcase_add_test(tc, graph_find_and_sort);
     tcase_add_test(tc, graph_cycle_rejected);
     tcase_add_test(tc, memory_plan_reuses_dead_buffers);
+    tcase_add_test(tc, batch_that_fits);
     tcase_add_test(tc, broadcast_shapes);
     tcase_add_test(tc, device_parse);
     suite_add_tcase(s, tc);

@@ -53,6 +53,13 @@ qf_status cli_device_opts(const char *device, qf_engine_opts *eo, bool *given);
  * lacks a kernel for an op, falls back to the CPU and says so (qforge-eval(1), qf_engine_create_or_cpu);
  * eo->device then tells where the engine runs. */
 qf_status cli_engine_create(const qf_graph *g, qf_engine_opts *eo, bool device_given, qf_engine **out);
+/* For `st`, a failure to load or build `path` at `batch`: when it is the batch
+ * that does not fit (QF_ERR_NOMEM), adds to the message the largest batch that
+ * would (qf_engine_max_batch on the model at batch 1, on eo's device, or on
+ * the CPU where no GPU answers). */
+qf_status cli_batch_hint(qf_status st, const char *path, int batch, const qf_engine_opts *eo);
+/* The most --batch accepts (as bench): a larger one that does not fit is told what would. */
+#define CLI_MAX_BATCH 65536
 /* "cpu", "cuda" or "cuda:N" for eo (buf holds the cuda:N text). */
 const char *cli_device_name(const qf_engine_opts *eo, char *buf, size_t size);
 /* MODEL's file name with its extension replaced by `ext` (".calib", ".qfm"),

@@ -44,7 +44,7 @@ int cmd_calib(int argc, char **argv)
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             cli_quiet = true;
         } else if (!strcmp(a, "--batch")) {
-            if (!cli_parse_int("calib", a, next, 1, 4096, &batch)) return EXIT_USAGE;
+            if (!cli_parse_int("calib", a, next, 1, CLI_MAX_BATCH, &batch)) return EXIT_USAGE;
             i++;
         } else if (!strcmp(a, "--method")) target = &method;
         else if (!strcmp(a, "--device")) target = &device;
@@ -95,10 +95,11 @@ int cmd_calib(int argc, char **argv)
     co.progress_user = &pr;
     qf_calibrate_info info;
     qf_status st = qf_sha256_file(model, sha);
-    if (st == QF_OK) st = cli_load_model(model, batch, &g, NULL);
+    if (st == QF_OK) st = cli_batch_hint(cli_load_model(model, batch, &g, NULL), model, batch, &eo);
     if (st == QF_OK) st = cli_preprocess_for_model(g, &io.pp);
     if (st == QF_OK) st = image_opts_dataset(&io, &ds);
-    if (st == QF_OK) st = qf_calibrate(g, ds, &io.pp, &co, &table, report ? &hists : NULL, &info);
+    if (st == QF_OK)
+        st = cli_batch_hint(qf_calibrate(g, ds, &io.pp, &co, &table, report ? &hists : NULL, &info), model, batch, &eo);
     if (pr.label) progress_end(&pr);
     if (st == QF_OK) st = qf_calib_table_write(table, out_path);
     if (st == QF_OK && trt) st = qf_calib_table_write_trt(table, qf_calib_table_default_method(table), trt);

@@ -66,7 +66,7 @@ int cmd_eval(int argc, char **argv)
             else device = next;
             i++;
         } else if (!strcmp(a, "--batch")) {
-            if (!cli_parse_int("eval", a, next, 1, 4096, &batch)) return EXIT_USAGE;
+            if (!cli_parse_int("eval", a, next, 1, CLI_MAX_BATCH, &batch)) return EXIT_USAGE;
             i++;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("eval", "unknown option %s", a);

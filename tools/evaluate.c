@@ -20,18 +20,19 @@ qf_status eval_model_open(eval_model *m, const char *path, int batch, const char
                             "quant, then evaluate the .qfm", path);
     }
     qf_graph *g;
-    QF_CHECK_CLI(cli_load_model(path, batch, &g, meta));
+    qf_status st = cli_load_model(path, batch, &g, meta);
+    if (st != QF_OK) return cli_batch_hint(st, path, batch, eo);
     if (p != QF_PREC_FP32) {
         qf_quant_opts qo;
         qf_quant_opts_init(&qo);
         qo.precision = p;
-        qf_status st = qf_quantize(g, NULL, &qo, NULL);
+        st = qf_quantize(g, NULL, &qo, NULL);
         if (st != QF_OK) {
             qf_graph_free(g);
             return st;
         }
     }
-    return eval_model_adopt(m, g, eo, device_given);
+    return cli_batch_hint(eval_model_adopt(m, g, eo, device_given), path, batch, eo);
 }
 
 qf_status eval_model_adopt(eval_model *m, qf_graph *g, qf_engine_opts *eo, bool device_given)

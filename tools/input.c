@@ -48,6 +48,25 @@ qf_status cli_engine_create(const qf_graph *g, qf_engine_opts *eo, bool device_g
     return device_given ? qf_engine_create(g, eo, out) : qf_engine_create_or_cpu(g, eo, out);
 }
 
+qf_status cli_batch_hint(qf_status st, const char *path, int batch, const qf_engine_opts *eo)
+{
+    if (st != QF_ERR_NOMEM || batch <= 1) return st;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", qf_error_message());
+    qf_graph *g = NULL;
+    int fit = batch;
+    qf_engine_opts cpu = {.device = QF_DEVICE_CPU};
+    if (cli_load_model(path, 1, &g, NULL) != QF_OK) g = NULL;
+    /* no usable GPU: where cli_engine_create would fall back, the CPU's memory counts */
+    if (g && qf_engine_max_batch(g, eo, batch, &fit) != QF_OK && qf_engine_max_batch(g, &cpu, batch, &fit) != QF_OK)
+        fit = batch;
+    qf_graph_free(g);
+    /* the estimate says the batch fits: the failure was something else, and no hint helps */
+    if (fit >= batch) return qf_error(st, "%s", msg);
+    if (fit < 1) return qf_error(st, "%.900s; not even batch 1 fits", msg);
+    return qf_error(st, "%.900s; batch %d would fit (--batch %d)", msg, fit, fit);
+}
+
 const char *cli_device_name(const qf_engine_opts *eo, char *buf, size_t size)
 {
     if (eo->device == QF_DEVICE_CPU) return "cpu";

@@ -51,13 +51,24 @@ qf_status qf_device_parse(const char *s, qf_device_kind *kind, int *index);
 bool qf_engine_supports(qf_device_kind kind, const qf_graph *g, const qf_node *n);
 qf_status qf_engine_op_precisions(qf_device_kind kind, qf_op op, unsigned *precisions);
 
-/* Builds an engine for a prepared graph. The graph must outlive the engine. */
+/* Builds an engine for a prepared graph. The graph must outlive the engine.
+ * Before it allocates, it checks the activations at g's batch against the
+ * memory its device has free: a batch that does not fit fails with
+ * QF_ERR_NOMEM and a message naming the batch and the bytes. */
 qf_status qf_engine_create(const qf_graph *g, const qf_engine_opts *opts, qf_engine **out);
 /* The same, but where a device engine cannot be built (QF_ERR_DEVICE: no
  * usable GPU; QF_ERR_UNSUPPORTED: an op without a kernel there, or a build
  * without CUDA) the CPU engine is built instead: the reason goes to qf_log
  * (QF_LOG_INFO) and opts->device becomes QF_DEVICE_CPU. */
 qf_status qf_engine_create_or_cpu(const qf_graph *g, qf_engine_opts *opts, qf_engine **out);
+
+/* The largest batch, at most `limit`, that the model of g (prepared at any
+ * batch) can run at on opts' device now: every tensor within
+ * QF_MAX_TENSOR_BYTES, and the activations, as the engine's memory plan lays
+ * them out, within the memory the device has free. An estimate (every
+ * activation is taken to grow with the batch; a device engine adds scratch
+ * buffers); 0 when not even batch 1 fits. */
+qf_status qf_engine_max_batch(const qf_graph *g, const qf_engine_opts *opts, int limit, int *batch);
 void qf_engine_free(qf_engine *e);
 
 /* Host buffer of graph input i (shape and dtype of g->values[g->inputs[i]]),

@@ -3,6 +3,8 @@
  * include/qforge/ops.def names it), the observer called after each node. */
 #include "../engine_impl.h"
 #include <cblas.h>
+#include <stdio.h>
+#include <unistd.h>
 #include "kernels.h"
 
 static const qfi_cpu_kernel *const kernels[QF_OP_COUNT] = {
@@ -35,6 +37,52 @@ static void cpu_destroy(qf_engine *e)
     free(c);
 }
 
+/* A "Key:  N kB" line of /proc/meminfo, in bytes; false if absent. */
+static bool meminfo(const char *key, uint64_t *bytes)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return false;
+    char line[256];
+    unsigned long long kb;
+    bool found = false;
+    size_t n = strlen(key);
+    while (!found && fgets(line, sizeof line, f))
+        found = !strncmp(line, key, n) && line[n] == ':' && sscanf(line + n + 1, "%llu", &kb) == 1;
+    fclose(f);
+    if (found) *bytes = (uint64_t)kb * 1024;
+    return found;
+}
+
+/* A number in a cgroup v2 file of this process's group ("max" is no limit). */
+static bool cgroup_value(const char *file, uint64_t *out)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/sys/fs/cgroup/%s", file);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    unsigned long long v;
+    bool ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    if (ok) *out = v;
+    return ok;
+}
+
+/* Memory the host can give without swapping: MemAvailable, lowered to what
+ * the cgroup limit leaves (containers); UINT64_MAX (no check) if unknown. The
+ * weights are in memory already: everything else grows with the batch. */
+static qf_status cpu_free_memory(const qf_graph *g, const qf_engine_opts *opts, uint64_t *bytes)
+{
+    uint64_t avail = UINT64_MAX, limit, used;
+    if (!meminfo("MemAvailable", &avail)) {
+        long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && size > 0) avail = (uint64_t)pages * (uint64_t)size;
+    }
+    if (cgroup_value("memory.max", &limit) && cgroup_value("memory.current", &used))
+        if (limit - (used < limit ? used : limit) < avail) avail = limit - (used < limit ? used : limit);
+    *bytes = avail;
+    return QF_OK;
+}
+
 static qf_status cpu_create(qf_engine *e)
 {
     const qf_graph *g = e->g;
@@ -50,22 +98,9 @@ static qf_status cpu_create(qf_engine *e)
     if (!off || !c->data) goto nomem;
     size_t total = 0;
     qf_status st = qfi_plan_memory(g, 64, off, &total);
+    if (st == QF_OK) st = qfi_cpu_lowp_create(g, &c->lowp);
     if (st != QF_OK) {
         free(off);
-        cpu_destroy(e);
-        return st;
-    }
-    c->arena = aligned_alloc(64, total ? total : 64);
-    if (!c->arena) goto nomem;
-    memset(c->arena, 0, total);
-    e->arena_bytes = total;
-    for (int v = 0; v < g->n_values; v++)
-        c->data[v] = g->values[v].flags & QF_VALUE_CONST ? g->values[v].data
-                     : off[v] != SIZE_MAX                 ? c->arena + off[v]
-                                                          : NULL;
-    free(off);
-    st = qfi_cpu_lowp_create(g, &c->lowp);
-    if (st != QF_OK) {
         cpu_destroy(e);
         return st;
     }
@@ -80,6 +115,25 @@ static qf_status cpu_create(qf_engine *e)
         if (n->n_in > width) width = n->n_in;
         if (n->n_out > width) width = n->n_out;
     }
+    /* the arena is zeroed below, so every byte of it is really taken: check first */
+    uint64_t avail;
+    st = cpu_free_memory(g, &e->opts, &avail);
+    if (st == QF_OK) st = qfi_engine_fits(g, "memory", (uint64_t)total + scratch, avail);
+    if (st != QF_OK) {
+        free(off);
+        cpu_destroy(e);
+        return st;
+    }
+    c->arena = aligned_alloc(64, total ? total : 64);
+    if (!c->arena) goto nomem;
+    memset(c->arena, 0, total);
+    e->arena_bytes = total;
+    for (int v = 0; v < g->n_values; v++)
+        c->data[v] = g->values[v].flags & QF_VALUE_CONST ? g->values[v].data
+                     : off[v] != SIZE_MAX                 ? c->arena + off[v]
+                                                          : NULL;
+    free(off);
+    off = NULL;
     c->scratch = scratch ? malloc(scratch) : NULL;
     c->in = qfi_calloc((size_t)width, sizeof *c->in);
     c->out = qfi_calloc((size_t)width, sizeof *c->out);
@@ -127,6 +181,7 @@ const qfi_backend qfi_cpu_backend = {
     .destroy = cpu_destroy,
     .op_precisions = cpu_op_precisions,
     .check = cpu_check,
+    .free_memory = cpu_free_memory,
 };
 
 qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out)

@@ -96,8 +96,9 @@ qf_status cu_alloc(cu_engine *c, size_t bytes, void **out)
         size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);
         return qf_error(e == cudaErrorMemoryAllocation ? QF_ERR_NOMEM : QF_ERR_DEVICE,
-                        "cuda:%d: cannot allocate %.1f MiB of device memory (%.1f MiB free of %.1f MiB): %s", c->device,
-                        bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0, cudaGetErrorString(e));
+                        "%s: batch %d: cuda:%d: cannot allocate %.1f MiB of device memory (%.1f MiB free of %.1f MiB): %s",
+                        c->g->source, c->g->batch, c->device, bytes / 1048576.0, free_b / 1048576.0,
+                        total_b / 1048576.0, cudaGetErrorString(e));
     }
     c->allocs[c->n_allocs++] = p;
     *out = p;
@@ -258,6 +259,28 @@ static void cu_destroy(qf_engine *e)
     e->impl = NULL;
 }
 
+/* cuBLASLt's workspace, one per engine */
+#define CU_LT_WORKSPACE ((size_t)32 << 20)
+
+/* What an engine for g can have for activations on cuda:N now: the device's
+ * free memory less the weights (uploaded once) and the cuBLASLt workspace. */
+static qf_status cu_free_memory(const qf_graph *g, const qf_engine_opts *o, uint64_t *bytes)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || o->device_index >= count) {
+        (void)cudaGetLastError();
+        return qf_error(QF_ERR_DEVICE, "cuda:%d: no such usable CUDA device", o->device_index);
+    }
+    size_t free_b = 0, total_b = 0;
+    CU_CHECK(cudaSetDevice(o->device_index));
+    CU_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    uint64_t fixed = CU_LT_WORKSPACE;
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].flags & QF_VALUE_CONST) fixed += qf_value_bytes(&g->values[v]);
+    *bytes = free_b > fixed ? free_b - fixed : 0;
+    return QF_OK;
+}
+
 /* Picks and checks the device; the messages say what to do about it. */
 static qf_status select_device(cu_engine *c, int index)
 {
@@ -349,6 +372,15 @@ static qf_status plan_arena(cu_engine *c, const qf_value *plan_values)
     if (!off) return QF_ERR_NOMEM;
     size_t total = 0;
     qf_status st = qfi_plan_memory(&pg, 256, off, &total);
+    /* before anything large is allocated: a batch that cannot fit says so, with its bytes */
+    uint64_t avail = 0;
+    qf_engine_opts o = {};
+    o.device = QF_DEVICE_CUDA;
+    o.device_index = c->device;
+    char where[32];
+    snprintf(where, sizeof where, "cuda:%d memory", c->device);
+    if (st == QF_OK) st = cu_free_memory(g, &o, &avail);
+    if (st == QF_OK) st = qfi_engine_fits(g, where, total, avail);
     if (st == QF_OK) st = cu_alloc(c, total, (void **)&c->arena);
     if (st == QF_OK) {
         c->arena_bytes = total;
@@ -596,7 +628,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     }
     for (int s = 0; s < CU_SCR_COUNT; s++)
         if (c->scratch_bytes[s]) QF_CHECK(cu_alloc(c, c->scratch_bytes[s], &c->scratch[s]));
-    c->lt_ws_bytes = (size_t)32 << 20;
+    c->lt_ws_bytes = CU_LT_WORKSPACE;
     QF_CHECK(cu_alloc(c, c->lt_ws_bytes, &c->lt_ws));
     if (e->opts.observer) {
         size_t mx = 64;
@@ -751,5 +783,5 @@ static qf_status cu_profile(qf_engine *e, double *node_ms)
 }
 
 extern "C" const qfi_backend qfi_cuda_backend = {
-    "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile, cu_op_precisions, check_node,
+    "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile, cu_op_precisions, check_node, cu_free_memory,
 };
