@@ -8,6 +8,7 @@
 #                           its corpus is kept in fuzz-corpus/H, crashing inputs in fuzz-crashes/
 #   run.sh seeds H DIR      gathers H's seeds into DIR: tests/fuzz/seeds/H, the bad inputs
 #                           of tests/, and (where ../shared/data exists) real models and images
+#   run.sh options H        libFuzzer's options for H (dictionary, input length)
 set -eu
 src=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${FUZZ_BIN:-$PWD/fuzz-build/tests/fuzz}
@@ -61,13 +62,17 @@ seeds() {
   return 0
 }
 
-# per harness: the dictionary, and inputs as long as the real models' files (others stay small, so fast)
+# per harness: the dictionary, and inputs as long as the real models' files
+# (others stay small, so fast); FUZZ_MAX_LEN overrides the length, as a long
+# run may once its corpus holds small inputs that cover what the large seeds did
 options() {
   case $1 in
-    onnx) echo "-dict=$src/tests/fuzz/onnx.dict -max_len=1200000" ;;
-    qfm) echo "-max_len=1200000" ;;
-    *) echo "-max_len=65536" ;;
+    onnx) len=1200000; echo "-dict=$src/tests/fuzz/onnx.dict" ;;
+    qfm) len=1200000 ;;
+    labels | tactics) len=4096 ;;
+    *) len=65536 ;;
   esac
+  echo "-max_len=${FUZZ_MAX_LEN:-$len}"
 }
 
 # ResNet-20 (../shared) calibrated on 20 CIFAR images and quantized, with the
@@ -148,7 +153,9 @@ case ${1:-smoke} in
     nice -n 19 "$bin/fuzz_$h" $LIMITS -runs=0 $(options "$h") "$corpus" 2>&1 | grep -E "INITED|DONE" | tail -n 1 ;;
   seeds)
     seeds "$2" "$3" ;;
+  options)
+    options "$2" ;;
   *)
-    echo "usage: $0 smoke | long HARNESS [RUNS] | seeds HARNESS DIR" >&2
+    echo "usage: $0 smoke | long HARNESS [RUNS] | seeds HARNESS DIR | options HARNESS" >&2
     exit 2 ;;
 esac
