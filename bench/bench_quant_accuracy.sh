@@ -1,7 +1,7 @@
 #!/bin/sh
 # Accuracy of quantized models, qforge against ONNX Runtime, in one run:
 #   qforge: calib --method all on the calibration images, then quant at INT8
-#   with each method the table holds and at FP16, then eval with --reference
+#   with each method the table holds (auto, the default, first) and at FP16, then eval with --reference
 #   the FP32 model on the evaluation images;
 #   ONNX Runtime: bench/peers/ort_quant.py (quantize_static, QDQ, per-channel,
 #   QInt8, MinMax and Entropy) on the same images, evaluated with onnxruntime;
@@ -36,7 +36,7 @@ d = json.load(open(path))
 ref = d.get("reference") or {}
 print(json.dumps(dict(model=model, tool="qforge", method=method, precision=precision, images=d["images"],
                       top1=d["top1"], agreement=ref.get("agreement", 1.0))))
-if precision == "int8" and method == "entropy":  # the FP32 reference, scored in the same pass
+if precision == "int8" and method == "auto":  # the FP32 reference, scored in the same pass
     print(json.dumps(dict(model=model, tool="qforge", method="-", precision="fp32", images=d["images"],
                           top1=ref["top1"], agreement=1.0)))
 PY
@@ -48,7 +48,7 @@ bench_model() {
   shift 5
   echo "== $name: qforge calib --method all" >&2
   "$qforge" calib "$model" --images "$calib" --preset "$preset" --method all -o "$tmp/$name.calib" --quiet
-  for m in entropy minmax percentile mse; do
+  for m in auto entropy minmax percentile mse; do
     echo "== $name: qforge quant --precision int8 --method $m; eval" >&2
     extra=
     [ "$name" = resnet20 ] && [ "$m" = entropy ] && extra="--export-onnx $tmp/$name.qdq.onnx"
@@ -90,9 +90,9 @@ for r in rows:
 for model in dict.fromkeys(r["model"] for r in rows):
     q = [r for r in rows if r["model"] == model and r["tool"] == "qforge" and r["precision"] == "int8"]
     o = [r for r in rows if r["model"] == model and r["tool"] == "onnxruntime" and r["precision"] == "int8"]
-    qd = next(r for r in q if r["method"] == "entropy")
+    qd = next(r for r in q if r["method"] == "auto")
     ob = max(o, key=lambda r: r["top1"])
-    print(f"{model}: qforge INT8 (default entropy) top-1 {qd['top1']:.4f}, agreement {qd['agreement']:.4f}; "
+    print(f"{model}: qforge INT8 (default auto) top-1 {qd['top1']:.4f}, agreement {qd['agreement']:.4f}; "
           f"best ONNX Runtime INT8 ({ob['method']}) top-1 {ob['top1']:.4f}, agreement {ob['agreement']:.4f}")
 e = json.load(open(sys.argv[2]))
 print(f"resnet20 Q/DQ export: onnxruntime agrees with qforge's CPU INT8 engine on {e['agreement']:.4f} of "

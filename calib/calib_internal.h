@@ -12,6 +12,10 @@
 int *qfi_calib_seen_slots(const qf_calib *c, int *n);
 const char *qfi_calib_slot_name(const qf_calib *c, int slot);
 const qf_histogram *qfi_calib_slot_hist(const qf_calib *c, int slot);
+/* The graph observed, and the histogram of one of its values (NULL if the
+ * value is not tracked or was never observed). */
+const qf_graph *qfi_calib_graph(const qf_calib *c);
+const qf_histogram *qfi_calib_value_hist(const qf_calib *c, int value);
 
 /* qf_histogram_add(h, x, n) and qf_histogram_add(hr, r, n) in one pass, where
  * r[i] = x[i] > 0 ? x[i] : 0 (NaN kept): a Relu's output histogrammed from its

@@ -95,7 +95,7 @@ void qf_calibrate_opts_init(qf_calibrate_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->device = QF_DEVICE_CPU;
-    o->methods = 1u << QF_CALIB_ENTROPY;
+    o->methods = 1u << QF_CALIB_METHOD_DEFAULT;
     o->percentile = QF_CALIB_PERCENTILE_DEFAULT;
 }
 
@@ -146,6 +146,46 @@ static qf_status build_workers(const qf_graph *g, const qf_calibrate_opts *o, ca
         }
     }
     return QF_OK;
+}
+
+/* auto's pass: QF_CALIB_AUTO_IMAGES images, evenly spaced among the dataset's,
+ * through a qf_auto_chooser over the histograms of `cal`, on the CPU. */
+static qf_status choose_auto(const qf_graph *g, const qf_dataset *ds, const qf_preprocess *pp,
+                             const qf_calibrate_opts *o, int decode, const qf_calib *cal, qf_calib_table *t,
+                             qf_calibrate_info *info)
+{
+    int64_t total = qf_dataset_count(ds), n = total < QF_CALIB_AUTO_IMAGES ? total : QF_CALIB_AUTO_IMAGES;
+    if (n <= 0) return QF_OK;
+    double t0 = seconds_now();
+    size_t per_batch = (size_t)qf_value_numel(&g->values[g->inputs[0]]);
+    const char **paths = qfi_calloc((size_t)n, sizeof *paths);
+    float *in = qfi_calloc(per_batch, sizeof *in);
+    qf_dataset *sub = NULL;
+    qf_loader *ld = NULL;
+    qf_auto_chooser *a = NULL;
+    qf_status st = paths && in ? QF_OK : qf_error(QF_ERR_NOMEM, "calibration (auto): out of memory");
+    for (int64_t i = 0; i < n && st == QF_OK; i++) paths[i] = qf_dataset_full_path(ds, i * total / n);
+    if (st == QF_OK) st = qf_dataset_from_files(paths, (int)n, &sub);
+    qf_loader_options lo = {.batch = g->batch, .threads = decode, .strict = o->strict};
+    if (st == QF_OK) st = qf_loader_create(sub, pp, &lo, &ld);
+    if (st == QF_OK) st = qf_auto_chooser_create(cal, t, o->threads, &a);
+    size_t per = per_batch / (size_t)g->batch;
+    for (int count = 1; st == QF_OK && count > 0;) {
+        if ((st = qf_loader_next(ld, in, NULL, &count)) != QF_OK || count == 0) break;
+        if (count < g->batch) memset(in + (size_t)count * per, 0, (size_t)(g->batch - count) * per * sizeof *in);
+        st = qf_auto_chooser_run(a, in, count);
+    }
+    if (st == QF_OK) qf_auto_chooser_apply(a, t, info ? info->auto_chosen : NULL);
+    if (info) {
+        info->auto_images = n - (ld ? qf_loader_skipped(ld) : 0);
+        info->auto_seconds = seconds_now() - t0;
+    }
+    qf_auto_chooser_free(a);
+    qf_loader_free(ld);
+    qf_dataset_free(sub);
+    free(in);
+    free(paths);
+    return st;
 }
 
 qf_status qf_calibrate(const qf_graph *g, const qf_dataset *ds, const qf_preprocess *pp,
@@ -209,6 +249,12 @@ qf_status qf_calibrate(const qf_graph *g, const qf_dataset *ds, const qf_preproc
     }
     if (st == QF_OK && info) *info = (qf_calibrate_info){.device = eo.device, .images = sh.images,
                                                          .skipped = qf_loader_skipped(sh.ld), .seconds = secs};
+    if (st == QF_OK && (o->methods & (1u << QF_CALIB_AUTO)))
+        st = choose_auto(g, ds, pp, o, decode, wk[0].cal, *table, info);
+    if (st != QF_OK) {
+        qf_calib_table_free(*table);
+        *table = NULL;
+    }
     if (st == QF_OK && hists) {
         *hists = wk[0].cal;
         wk[0].cal = NULL;

@@ -7,6 +7,7 @@
 #include <math.h>
 
 static const char *const method_names[] = {
+    [QF_CALIB_AUTO] = "auto",
     [QF_CALIB_ENTROPY] = "entropy",
     [QF_CALIB_MINMAX] = "minmax",
     [QF_CALIB_PERCENTILE] = "percentile",
@@ -42,7 +43,7 @@ qf_status qf_calib_method_parse(const char *s, unsigned *methods, double *percen
         *percentile = p;
         return QF_OK;
     }
-    return qf_error(QF_ERR_USAGE, "--method %s: expected entropy, minmax, percentile[=P], mse or all", s);
+    return qf_error(QF_ERR_USAGE, "--method %s: expected auto, entropy, minmax, percentile[=P], mse or all", s);
 }
 
 float qf_calib_scale(float amax)
@@ -190,26 +191,47 @@ float qf_calib_entropy(const qf_histogram *h)
  * N, F, E being the suffix sums of n_b, n_b (b-k) and n_b (b-k)^2. They are built
  * from the top by adding non-negative terms only (F[k] = F[k+1] + N[k+1],
  * E[k] = E[k+1] + 2 F[k+1] + N[k+1]), so nothing cancels. */
+typedef struct sq_error {
+    double N[QF_HIST_BINS + 1], F[QF_HIST_BINS + 1], E[QF_HIST_BINS + 1];
+    int n;               /* used bins */
+    double w, total;     /* bin width, nonzero values */
+} sq_error;
+
+static void sq_error_init(sq_error *s, const qf_histogram *h, int n)
+{
+    s->n = n;
+    s->N[n] = s->F[n] = s->E[n] = 0.0;
+    for (int k = n - 1; k >= 0; k--) {
+        s->E[k] = s->E[k + 1] + 2.0 * s->F[k + 1] + s->N[k + 1];
+        s->F[k] = s->F[k + 1] + s->N[k + 1];
+        s->N[k] = s->N[k + 1] + (double)h->bins[k];
+    }
+    s->w = qf_histogram_bin_width(h);
+    s->total = s->N[0];
+}
+
+/* The expected squared error of clipping at t (t > 0, at most the used range). */
+static double sq_error_at(const sq_error *s, double t)
+{
+    const double w = s->w;
+    // first bin whose center (k + 0.5) w lies above t; t / w is exact at bin edges (w is a power of two)
+    int k = (int)floor(t / w - 0.5) + 1;
+    if (k > s->n) k = s->n;
+    if (k < 0) k = 0;
+    double d = (k + 0.5) * w - t, step = t / 127.0;
+    return w * w * s->E[k] + 2.0 * w * d * s->F[k] + d * d * s->N[k] + (s->total - s->N[k]) * (step * step / 12.0);
+}
+
 float qf_calib_mse(const qf_histogram *h)
 {
     int n = used_bins(h);
     if (n == 0 || h->absmax == 0.0f) return 0.0f;
-    double N[QF_HIST_BINS + 1], F[QF_HIST_BINS + 1], E[QF_HIST_BINS + 1];
-    N[n] = F[n] = E[n] = 0.0;
-    for (int k = n - 1; k >= 0; k--) {
-        E[k] = E[k + 1] + 2.0 * F[k + 1] + N[k + 1];
-        F[k] = F[k + 1] + N[k + 1];
-        N[k] = N[k + 1] + (double)h->bins[k];
-    }
-    const double w = qf_histogram_bin_width(h), total = N[0];
+    sq_error s;
+    sq_error_init(&s, h, n);
     double best_t = h->absmax, best_err = INFINITY;
     for (int j = 1; j <= n; j++) {
-        double t = j * w < h->absmax ? j * w : h->absmax;  // the last candidate is absmax
-        // first bin whose center (k + 0.5) w lies above t; t / w is exact (w is a power of two)
-        int k = (int)floor(t / w - 0.5) + 1;
-        if (k > n) k = n;
-        double d = (k + 0.5) * w - t, step = t / 127.0;
-        double err = w * w * E[k] + 2.0 * w * d * F[k] + d * d * N[k] + (total - N[k]) * (step * step / 12.0);
+        double t = j * s.w < h->absmax ? j * s.w : h->absmax;  // the last candidate is absmax
+        double err = sq_error_at(&s, t);
         if (err < best_err) {
             best_err = err;
             best_t = t;
@@ -219,9 +241,50 @@ float qf_calib_mse(const qf_histogram *h)
     return clamp_amax(h, best_t);
 }
 
+/* ---- auto's candidates ------------------------------------------------------------ */
+
+static const char *const auto_names[QF_CALIB_AUTO_CANDIDATES] = {"entropy", "mse", "percentile=99.99",
+                                                                 "percentile=99.999", "minmax"};
+
+const char *qf_calib_auto_candidate_name(int k)
+{
+    return k >= 0 && k < QF_CALIB_AUTO_CANDIDATES ? auto_names[k] : "?";
+}
+
+void qf_calib_auto_candidates(const qf_histogram *h, float amax[QF_CALIB_AUTO_CANDIDATES])
+{
+    amax[0] = qf_calib_entropy(h);
+    amax[1] = qf_calib_mse(h);
+    amax[2] = qf_calib_percentile(h, 99.99);
+    amax[3] = qf_calib_percentile(h, 99.999);
+    amax[4] = qf_calib_minmax(h);
+}
+
+float qf_calib_auto(const qf_histogram *h)
+{
+    float cand[QF_CALIB_AUTO_CANDIDATES];
+    qf_calib_auto_candidates(h, cand);
+    int n = used_bins(h);
+    if (n == 0 || h->absmax == 0.0f) return 0.0f;
+    sq_error s;
+    sq_error_init(&s, h, n);
+    int best = 0;
+    double best_err = INFINITY;
+    for (int k = 0; k < QF_CALIB_AUTO_CANDIDATES; k++) {
+        /* a threshold of 0 (a percentile among the zeros) holds nothing: every value clipped */
+        double err = cand[k] > 0.0f ? sq_error_at(&s, cand[k]) : s.w * s.w * (s.E[0] + s.F[0]) + s.w * s.w * s.N[0] / 4.0;
+        if (err < best_err) {
+            best_err = err;
+            best = k;
+        }
+    }
+    return cand[best];
+}
+
 float qf_calib_threshold(const qf_histogram *h, qf_calib_method m, double percent)
 {
     switch (m) {
+    case QF_CALIB_AUTO: return qf_calib_auto(h);
     case QF_CALIB_ENTROPY: return qf_calib_entropy(h);
     case QF_CALIB_MINMAX: return qf_calib_minmax(h);
     case QF_CALIB_PERCENTILE: return qf_calib_percentile(h, percent);

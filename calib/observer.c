@@ -223,6 +223,18 @@ const qf_histogram *qfi_calib_slot_hist(const qf_calib *c, int slot)
     return &c->hist[slot];
 }
 
+const qf_graph *qfi_calib_graph(const qf_calib *c)
+{
+    return c->g;
+}
+
+const qf_histogram *qfi_calib_value_hist(const qf_calib *c, int value)
+{
+    if (value < 0 || value >= c->n_values) return NULL;
+    int s = c->slot_of_value[value];
+    return s >= 0 && c->seen[s] ? &c->hist[s] : NULL;
+}
+
 /* Slot of the i-th observed tensor, or -1. */
 static int nth_seen(const qf_calib *c, int i)
 {

@@ -8,11 +8,12 @@
 #define PLOT_W 880.0
 #define PLOT_H 170.0
 #define PLOT_LEFT 56.0   /* room for the count axis labels */
-#define PLOT_TOP 58.0    /* room for one label row per method */
+#define PLOT_TOP 71.0    /* room for one label row per method */
 #define PLOT_BOTTOM 26.0 /* room for the |x| axis labels */
 #define PLOT_COLUMNS 512 /* histogram bins are merged down to at most this many columns */
 
 static const char *const method_color[QF_CALIB_METHOD_COUNT] = {
+    [QF_CALIB_AUTO] = "#ff7f0e",
     [QF_CALIB_ENTROPY] = "#d62728",
     [QF_CALIB_MINMAX] = "#1f77b4",
     [QF_CALIB_PERCENTILE] = "#2ca02c",
@@ -243,8 +244,11 @@ qf_status qf_calib_report_write(const char *path, const qf_calib *c, const qf_ca
         rows[i].name = qfi_calib_slot_name(c, slots[i]);
         rows[i].h = qfi_calib_slot_hist(c, slots[i]);
         // Every method, recorded or not: the report is where methods get compared.
+        // A recorded auto threshold is the table's (chosen on images, not from the histogram).
         for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
             rows[i].thr[m] = qf_calib_threshold(rows[i].h, (qf_calib_method)m, pct);
+        int e = t && (t->methods & (1u << QF_CALIB_AUTO)) ? qf_calib_table_find(t, rows[i].name) : -1;
+        if (e >= 0) rows[i].thr[QF_CALIB_AUTO] = t->entries[e].amax[QF_CALIB_AUTO];
     }
     free(slots);
     qf_calib_method ref = t ? qf_calib_table_default_method(t) : QF_CALIB_ENTROPY;

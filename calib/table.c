@@ -46,7 +46,7 @@ static void format_double(char *buf, size_t n, double v)
     }
 }
 
-/* "entropy,minmax,percentile=99.99,mse": the header's method list, in enum order. */
+/* "auto,entropy,minmax,percentile=99.99,mse": the header's method list, in enum order. */
 static void methods_string(unsigned methods, double percentile, char *buf, size_t n)
 {
     size_t len = 0;
@@ -360,7 +360,7 @@ static qf_status parse_methods(reader *r, char *list, qf_calib_table *t)
         int m = 0;
         while (m < QF_CALIB_METHOD_COUNT && strcmp(item, qf_calib_method_name(m))) m++;
         if (m == QF_CALIB_METHOD_COUNT) return bad_line(r, "unknown method '%s'", item);
-        if (m <= last) return bad_line(r, "methods must be listed once each, in the order entropy,minmax,percentile,mse");
+        if (m <= last) return bad_line(r, "methods must be listed once each, in the order auto,entropy,minmax,percentile,mse");
         last = m;
         t->methods |= 1u << m;
         if (m == QF_CALIB_PERCENTILE) {

@@ -207,6 +207,22 @@ void qfi_f32_view_init(const qf_graph *g, qf_graph *view, qf_value *values);
  * (lib/passes.c; the quantizer calls it after replacing weights). */
 void qfi_drop_unused_constants(qf_graph *g);
 
+/* A graph of one node of g, to run it alone on an engine (lib/passes.c:
+ * constant folding; calib/auto.c: a layer fed a quantized input). It borrows
+ * the node, its attributes and its constant inputs' data from g, which must
+ * outlive it; the node's non-constant inputs are its inputs, in order, and its
+ * outputs its outputs. Nothing to free; the struct must not move once built.
+ * False (nothing built) for a node of more than QFI_ONE_NODE_MAX_IO inputs or
+ * outputs. */
+#define QFI_ONE_NODE_MAX_IO 64
+typedef struct qfi_one_node {
+    qf_value vals[2 * QFI_ONE_NODE_MAX_IO];
+    int in[QFI_ONE_NODE_MAX_IO], out[QFI_ONE_NODE_MAX_IO], ins[QFI_ONE_NODE_MAX_IO], outs[QFI_ONE_NODE_MAX_IO];
+    qf_node node;
+    qf_graph g;
+} qfi_one_node;
+bool qfi_one_node_init(qfi_one_node *o, const qf_graph *g, const qf_node *n);
+
 /* ---- files ------------------------------------------------------------------------ */
 /* Writing a file all or nothing (lib/atomic_file.c): the data goes to a
  * temporary file beside `path` (same folder, so rename() is atomic), which

@@ -376,52 +376,67 @@ static bool node_foldable(const qf_graph *g, const qf_node *n)
     return true;
 }
 
+bool qfi_one_node_init(qfi_one_node *o, const qf_graph *g, const qf_node *n)
+{
+    if (n->n_in > QFI_ONE_NODE_MAX_IO || n->n_out > QFI_ONE_NODE_MAX_IO) return false;
+    int nv = 0, n_ins = 0, n_outs = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        o->in[k] = -1;
+        if (n->in[k] < 0) continue;
+        qf_value *v = &o->vals[nv];
+        *v = g->values[n->in[k]];
+        v->producer = -1;
+        v->flags &= QF_VALUE_CONST;
+        if (!(v->flags & QF_VALUE_CONST)) {
+            v->flags |= QF_VALUE_INPUT;
+            o->ins[n_ins++] = nv;
+        }
+        o->in[k] = nv++;
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        o->out[k] = -1;
+        if (n->out[k] < 0) continue;
+        o->vals[nv] = g->values[n->out[k]];
+        o->vals[nv].producer = 0;
+        o->vals[nv].flags = QF_VALUE_OUTPUT;
+        o->outs[n_outs++] = nv;
+        o->out[k] = nv++;
+    }
+    o->node = *n;
+    o->node.in = o->in;
+    o->node.out = o->out;
+    o->g = (qf_graph){.source = g->source, .opset = g->opset, .batch = g->batch, .n_values = nv, .values = o->vals,
+                      .n_nodes = 1, .nodes = &o->node, .n_inputs = n_ins, .inputs = o->ins, .n_outputs = n_outs,
+                      .outputs = o->outs};
+    return true;
+}
+
 /* Computes node n, whose inputs are known, and makes its outputs constants.
  * The node runs on the CPU engine through the public engine interface, as a
  * one-node graph borrowing n and its inputs' data: lib/ depends on the
- * engines only through include/qforge/engine.h. */
+ * engines only through include/qforge/engine.h. (Shape's input is not
+ * constant: only its dims are read.) */
 static qf_status fold_node(qf_graph *g, qf_node *n)
 {
-    enum { MAX_IO = 64 };
-    if (n->n_in > MAX_IO || n->n_out > MAX_IO) return QF_OK;
     for (int k = 0; k < n->n_out; k++) {
         const qf_value *v = n->out[k] >= 0 ? &g->values[n->out[k]] : NULL;
         if (v && qf_value_bytes(v) > (size_t)QF_MAX_TENSOR_BYTES)
             return qf_error(QF_ERR_NOMEM, "folded tensor %s too large", v->name);
     }
-    qf_value vals[2 * MAX_IO];
-    int in[MAX_IO], out[MAX_IO], ins[MAX_IO], outs[MAX_IO], nv = 0, n_ins = 0, n_outs = 0;
-    for (int k = 0; k < n->n_in; k++) {
-        in[k] = -1;
-        if (n->in[k] < 0) continue;
-        vals[nv] = g->values[n->in[k]];
-        vals[nv].producer = -1;
-        vals[nv].flags &= QF_VALUE_CONST;
-        if (!(vals[nv].flags & QF_VALUE_CONST)) { /* Shape's input: only its dims are read */
-            vals[nv].flags |= QF_VALUE_INPUT;
-            ins[n_ins++] = nv;
-        }
-        in[k] = nv++;
+    qfi_one_node *one = qfi_calloc(1, sizeof *one);
+    if (!one) return QF_ERR_NOMEM;
+    if (!qfi_one_node_init(one, g, n)) {
+        free(one);
+        return QF_OK;
     }
-    for (int k = 0; k < n->n_out; k++) {
-        out[k] = -1;
-        if (n->out[k] < 0) continue;
-        vals[nv] = g->values[n->out[k]];
-        vals[nv].producer = 0;
-        vals[nv].flags = QF_VALUE_OUTPUT;
-        outs[n_outs++] = nv;
-        out[k] = nv++;
-    }
-    qf_node node = *n;
-    node.in = in;
-    node.out = out;
-    qf_graph one = {.source = g->source, .opset = g->opset, .batch = g->batch, .n_values = nv, .values = vals,
-                    .n_nodes = 1, .nodes = &node, .n_inputs = n_ins, .inputs = ins, .n_outputs = n_outs,
-                    .outputs = outs};
     qf_engine_opts eo = {.device = QF_DEVICE_CPU, .threads = 1};
     qf_engine *e;
-    QF_CHECK(qf_engine_create(&one, &eo, &e));
-    qf_status st = qf_engine_run(e);
+    qf_status st = qf_engine_create(&one->g, &eo, &e);
+    if (st != QF_OK) {
+        free(one);
+        return st;
+    }
+    st = qf_engine_run(e);
     for (int k = 0, o = 0; k < n->n_out && st == QF_OK; k++) {
         if (n->out[k] < 0) continue;
         qf_value *v = &g->values[n->out[k]];
@@ -437,6 +452,7 @@ static qf_status fold_node(qf_graph *g, qf_node *n)
         v->flags |= QF_VALUE_CONST;
     }
     qf_engine_free(e);
+    free(one);
     return st;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 #include "internal.h"
+#include "quant_math.h"
 #include "qforge/calib.h"
 #include "../calib/calib_internal.h"
 #include "testutil.h"
@@ -671,7 +672,7 @@ START_TEST(observer_independent_of_batch_and_threads)
     char *ref = calib_table_text(c, "ref.calib");
     qf_log_set(NULL, NULL, QF_LOG_WARN);
     ck_assert_ptr_nonnull(strstr(log_text, "conv out"));  // the NaN is reported by tensor name
-    ck_assert_ptr_nonnull(strstr(ref, "\nconv%20out entropy="));
+    ck_assert_ptr_nonnull(strstr(ref, "\nconv%20out auto="));
     qf_calib_free(c);
     qf_graph_free(g);
 
@@ -698,6 +699,93 @@ START_TEST(observer_independent_of_batch_and_threads)
     qf_graph_free(g2);
     free(ref);
     remove_tmpdir();
+}
+END_TEST
+
+/* ---- auto: chosen by the reader's error ------------------------------------------------------ */
+
+enum { AUTO_B = 8, AUTO_HW = 64 };
+
+/* x (8,2,64,64): channel 0 spread over (-1, 1), channel 1 zero but for a value of 8
+ * in images 0 and 4 (2 of 65536 values: percentile 99.99 clips them, 99.999 and
+ * minmax keep them). A 1x1 Conv reads x with the weight 1 on channel `keep` and 0
+ * on the other, so its output is that channel alone. */
+static qf_graph *auto_graph(int keep, float **xout)
+{
+    qf_graph *g = qf_graph_new("auto.onnx");
+    int x = input(g, "x", 4, (int64_t[]){AUTO_B, 2, AUTO_HW, AUTO_HW});
+    int w = weight(g, "w", 4, (int64_t[]){1, 2, 1, 1}, 0.0f, 0.0f);
+    ((float *)g->values[w].data)[keep] = 1.0f;
+    int y = value(g, "y");
+    conv_node(g, "conv", x, w, -1, y, 0, 1);
+    output(g, y);
+    prepare_graph(g, AUTO_B);
+    const size_t plane = AUTO_HW * AUTO_HW;
+    float *d = calloc(AUTO_B * 2 * plane, sizeof *d);
+    rng_state = 77;
+    for (int b = 0; b < AUTO_B; b++) {
+        for (size_t i = 0; i < plane; i++) d[(2 * b) * plane + i] = (float)(rng_gauss() * 0.3);
+        for (size_t i = 0; i < plane; i++) d[(2 * b) * plane + i] = fmaxf(-1.0f, fminf(1.0f, d[(2 * b) * plane + i]));
+        if (b % 4 == 0) d[(2 * b + 1) * plane + 100] = 8.0f;
+    }
+    *xout = d;
+    return g;
+}
+
+/* The squared error INT8 at threshold amax leaves in channel `keep` (the conv's output). */
+static double channel_error(const float *x, int keep, float amax)
+{
+    const size_t plane = AUTO_HW * AUTO_HW;
+    float s = qf_calib_scale(amax);
+    double e = 0.0;
+    for (int b = 0; b < AUTO_B; b++)
+        for (size_t i = 0; i < plane; i++) {
+            float v = x[(2 * b + keep) * plane + i], q = qfi_dequantize_i8(qfi_quantize_f32(v, s), s);
+            e += ((double)q - v) * ((double)q - v);
+        }
+    return e;
+}
+
+START_TEST(auto_judges_by_the_reader)
+{
+    float chosen[2];
+    for (int keep = 0; keep < 2; keep++) {
+        float *x;
+        qf_graph *g = auto_graph(keep, &x);
+        qf_calib *c;
+        OK(qf_calib_create(g, NULL, &c));
+        free(run(g, x, qf_calib_observe, c));
+        qf_calib_meta meta = {.images = AUTO_B, .model_sha256 = SHA};
+        qf_calib_table *t;
+        OK(qf_calib_finalize(c, 1u << QF_CALIB_AUTO, QF_CALIB_PERCENTILE_DEFAULT, &meta, &t));
+        qf_auto_chooser *a;
+        OK(qf_auto_chooser_create(c, t, 1, &a));
+        OK(qf_auto_chooser_run(a, x, AUTO_B));
+        int64_t counts[QF_CALIB_AUTO_CANDIDATES] = {0};
+        qf_auto_chooser_apply(a, t, counts);
+        qf_auto_chooser_free(a);
+        ck_assert_int_eq(counts[0] + counts[1] + counts[2] + counts[3] + counts[4], 2); // x and y
+
+        const qf_histogram *h = qfi_calib_value_hist(c, g->inputs[0]);
+        float cand[QF_CALIB_AUTO_CANDIDATES];
+        qf_calib_auto_candidates(h, cand);
+        int best = 0;
+        for (int k = 1; k < QF_CALIB_AUTO_CANDIDATES; k++)
+            if (channel_error(x, keep, cand[k]) < channel_error(x, keep, cand[best])) best = k;
+        int e = qf_calib_table_find(t, "x");
+        chosen[keep] = t->entries[e].amax[QF_CALIB_AUTO];
+        ck_assert_float_eq(chosen[keep], cand[best]);
+        // from the histogram alone (x's own error) the outliers are kept whichever channel is read
+        ck_assert_float_gt(qf_calib_auto(h), 7.0f);
+        qf_calib_table_free(t);
+        qf_calib_free(c);
+        qf_graph_free(g);
+        free(x);
+    }
+    // read only where clipping costs nothing, x is clipped below the outliers; read only
+    // where they are, it keeps them
+    ck_assert_float_lt(chosen[0], 1.1f);
+    ck_assert_float_eq(chosen[1], 8.0f);
 }
 END_TEST
 
@@ -795,7 +883,9 @@ static qf_calib_table *sample_table(unsigned methods, int n)
             float v;
             memcpy(&v, &bits, 4);
             if (!isfinite(v)) v = 1.5f;
-            t->entries[i].amax[m] = i < (int)QF_ARRAY_LEN(special) ? special[(i + m) % QF_ARRAY_LEN(special)] : v;
+            // (entropy, the first method before auto, keeps special[i])
+            size_t j = (size_t)(i + m + (int)QF_ARRAY_LEN(special) - QF_CALIB_ENTROPY) % QF_ARRAY_LEN(special);
+            t->entries[i].amax[m] = i < (int)QF_ARRAY_LEN(special) ? special[j] : v;
         }
     }
     return t;
@@ -844,12 +934,12 @@ START_TEST(table_round_trip)
             ck_assert_ptr_nonnull(strstr(a, "\nbad%FF%C3utf8%09tab "));
         }
         if (k == 2) {
-            ck_assert_ptr_nonnull(strstr(a, "\nmethod entropy,minmax,percentile=99.9,mse\n"));
-            ck_assert_ptr_nonnull(strstr(a, "\ninput.1 entropy=0 minmax=3.40282347e+38 percentile=1.17549435e-38 mse=1.40129846e-45\n"));
+            ck_assert_ptr_nonnull(strstr(a, "\nmethod auto,entropy,minmax,percentile=99.9,mse\n"));
+            ck_assert_ptr_nonnull(strstr(a, "\ninput.1 auto=3.39999989e-39 entropy=0 minmax=3.40282347e+38 percentile=1.17549435e-38 mse=1.40129846e-45\n"));
             float v;
             ck_assert_int_eq(qf_calib_table_amax(r, 1, QF_CALIB_MSE, &v), QF_OK);
             ck_assert_uint_eq(f32_bits(v), f32_bits(t->entries[1].amax[QF_CALIB_MSE]));
-            ck_assert_int_eq(qf_calib_table_default_method(r), QF_CALIB_ENTROPY);
+            ck_assert_int_eq(qf_calib_table_default_method(r), QF_CALIB_AUTO);
             ck_assert_int_eq(qf_calib_table_find(r, "/layer1/conv 2/Conv_output_0"), 1);
             ck_assert_int_eq(qf_calib_table_find(r, "nope"), -1);
         }
@@ -1137,6 +1227,7 @@ static Suite *calib_suite(void)
     tcase_add_test(tc, calib_entropy_matches_reference);
     tcase_add_test(tc, calib_zero_and_nonfinite);
     tcase_add_test(tc, method_parse);
+    tcase_add_test(tc, auto_judges_by_the_reader);
     tcase_add_test(tc, observer_independent_of_batch_and_threads);
     tcase_add_test(tc, finalize_warns_degenerate_ranges);
     tcase_add_test(tc, finalize_rejects_bad_meta);

@@ -58,6 +58,13 @@ else fail "calib tables differ across batch/threads"; fi
 "$QFORGE" calib "$model" --images "$tmp/test" -n 300 $pp --method minmax --trt-cache "$tmp/c.cache" -o "$tmp/c.calib" --quiet
 if head -1 "$tmp/c.cache" | grep -q '^TRT-[0-9]*-MinMaxCalibration$' && grep -Eq '^input: [0-9a-f]{8}$' "$tmp/c.cache"
 then pass "TensorRT cache format"; else fail "TensorRT cache format"; fi
+# the default, auto: its thresholds are --method all's auto column, its cache has the entropy header
+"$QFORGE" calib "$model" --images "$tmp/test" -n 300 $pp --trt-cache "$tmp/d.cache" -o "$tmp/d.calib" 2> "$tmp/d.err"
+if grep -q '^method auto$' "$tmp/d.calib" && head -1 "$tmp/d.cache" | grep -q '^TRT-[0-9]*-EntropyCalibration2$' &&
+   grep -q 'auto thresholds (chosen on 32 images' "$tmp/d.err" &&
+   [ "$(sed -n 's/^\([^ ]*\) auto=\([^ ]*\) .*/\1 \2/p' "$tmp/a.calib")" = "$(sed -n '7,$p' "$tmp/d.calib")" ]
+then pass "calib --method auto by default (the all table's auto column, entropy cache header)"
+else fail "calib default auto: $(cat "$tmp/d.err")"; fi
 
 # ---- eval JSON: accuracy of the example on an evenly spaced subset ----------------------
 "$QFORGE" eval "$model" --images "$tmp/test" -n 500 $pp --json --reference "$model" > "$tmp/eval.json"

@@ -160,6 +160,10 @@ void json_string(FILE *f, const char *s);
 /* Index of the largest of n scores (first on ties). */
 int argmax_index(const float *x, int n);
 
+/* With auto in the table: one line on stderr saying how many tensors took each
+ * candidate threshold (cmd_calib.c; calib and quant --images print it). */
+void cli_auto_summary(const qf_calib_table *t, const qf_calibrate_info *info);
+
 int cmd_info(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -12,7 +12,8 @@ static const char calib_help[] =
     "usage: qforge calib MODEL.onnx --images DIR [-n COUNT] [--method M] [PREPROCESS]\n"
     "                    [--device D] [--batch B] [--threads T] [-o TABLE.calib]\n"
     "                    [--trt-cache FILE] [--report FILE.html] [--strict] [--quiet]\n"
-    "  --method entropy (default) | minmax | percentile[=P] | mse | all\n"
+    "  --method auto (default: per tensor, the threshold whose error costs its readers least)\n"
+    "           | entropy | minmax | percentile[=P] | mse | all\n"
     "  See qforge-calib(1) and qforge-calib(5).\n";
 
 /* progress_update from qf_calibrate's callback; the bar starts with the first batch */
@@ -23,11 +24,21 @@ static void calib_progress(void *user, int64_t done, int64_t total)
     else progress_update(pr, done);
 }
 
+void cli_auto_summary(const qf_calib_table *t, const qf_calibrate_info *info)
+{
+    if (cli_quiet || !(t->methods & (1u << QF_CALIB_AUTO))) return;
+    fprintf(stderr, "qforge: auto thresholds (chosen on %lld images in %.1f s):", (long long)info->auto_images,
+            info->auto_seconds);
+    for (int k = 0; k < QF_CALIB_AUTO_CANDIDATES; k++)
+        fprintf(stderr, "%s %s %lld", k ? "," : "", qf_calib_auto_candidate_name(k), (long long)info->auto_chosen[k]);
+    fputs(" tensors\n", stderr);
+}
+
 int cmd_calib(int argc, char **argv)
 {
     image_opts io;
     image_opts_init(&io);
-    const char *model = NULL, *method = "entropy", *device = NULL, *out_path = NULL, *trt = NULL, *report = NULL;
+    const char *model = NULL, *method = NULL, *device = NULL, *out_path = NULL, *trt = NULL, *report = NULL;
     /* 16: a CPU worker's activations then stay in its core's cache (ResNet-20,
      * 1000 images on 2 cores: 0.55 s against 0.64 s at 32); tables do not
      * depend on the batch */
@@ -63,9 +74,9 @@ int cmd_calib(int argc, char **argv)
     }
     if (!model) return cli_usage_error("calib", "missing MODEL.onnx");
     if (!io.images) return cli_usage_error("calib", "missing --images DIR");
-    unsigned methods;
-    double percentile;
-    if (qf_calib_method_parse(method, &methods, &percentile) != QF_OK) return cli_fail(QF_ERR_USAGE);
+    qf_calibrate_opts co;
+    qf_calibrate_opts_init(&co);
+    if (method && qf_calib_method_parse(method, &co.methods, &co.percentile) != QF_OK) return cli_fail(QF_ERR_USAGE);
     qf_engine_opts eo = {0};
     bool device_given;
     if (cli_device_opts(device, &eo, &device_given) != QF_OK) return cli_fail(QF_ERR_USAGE);
@@ -81,15 +92,11 @@ int cmd_calib(int argc, char **argv)
     qf_calib *hists = NULL;
     progress pr = {0};
     char sha[65];
-    qf_calibrate_opts co;
-    qf_calibrate_opts_init(&co);
     co.device = eo.device;
     co.device_index = eo.device_index;
     co.cpu_fallback = !device_given;
     co.threads = co.decode_threads = io.threads;
     co.strict = io.strict;
-    co.methods = methods;
-    co.percentile = percentile;
     co.model_sha256 = sha;
     co.progress = calib_progress;
     co.progress_user = &pr;
@@ -112,6 +119,7 @@ int cmd_calib(int argc, char **argv)
                 report ? ", " : "", report ? report : "");
         if (info.skipped)
             fprintf(stderr, "qforge: %lld file(s) could not be decoded and were skipped\n", (long long)info.skipped);
+        cli_auto_summary(table, &info);
     }
     qf_calib_table_free(table);
     qf_calib_free(hists);

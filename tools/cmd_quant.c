@@ -253,6 +253,7 @@ static qf_status calibrate(const quant_args *a, const qf_dataset *cal, const cha
     qf_calibrate_info info;
     qf_status st = qf_calibrate(g, cal, &a->io.pp, &co, t, a->report ? &hists : NULL, &info);
     if (pr.label) progress_end(&pr);
+    if (st == QF_OK) cli_auto_summary(*t, &info);
     if (st == QF_OK) eo->device = info.device; /* after a fallback, every later engine runs there too */
     if (st == QF_OK && a->calib_out) st = qf_calib_table_write(*t, a->calib_out);
     if (st == QF_OK && a->report) st = qf_calib_report_write(a->report, hists, *t);

@@ -55,6 +55,7 @@ uint64_t qf_histogram_count(const qf_histogram *h);
  * All return 0 for a histogram without nonzero values, never exceed absmax, and
  * depend only on the histogram (so equal histograms give bit-identical results). */
 typedef enum qf_calib_method {
+    QF_CALIB_AUTO,       /* per tensor, the candidate below that costs least (qf_calib_auto) */
     QF_CALIB_ENTROPY,    /* KL divergence search, as TensorRT's EntropyCalibration2 */
     QF_CALIB_MINMAX,     /* absmax */
     QF_CALIB_PERCENTILE, /* the |x| below which P% of the values lie */
@@ -62,19 +63,32 @@ typedef enum qf_calib_method {
     QF_CALIB_METHOD_COUNT
 } qf_calib_method;
 #define QF_CALIB_ALL ((1u << QF_CALIB_METHOD_COUNT) - 1)
+/* What calib and quant use unless told (qf_calibrate_opts_init). */
+#define QF_CALIB_METHOD_DEFAULT QF_CALIB_AUTO
 #define QF_CALIB_PERCENTILE_DEFAULT 99.99
 
-/* "entropy", "minmax", "percentile", "mse". */
+/* "auto", "entropy", "minmax", "percentile", "mse". */
 const char *qf_calib_method_name(qf_calib_method m);
-/* Parses a --method argument: "entropy", "minmax", "percentile", "percentile=P"
- * (0 < P <= 100), "mse" or "all" into a bit mask of (1u << method) and the P of
- * the percentile method (QF_CALIB_PERCENTILE_DEFAULT when not given). */
+/* Parses a --method argument: "auto", "entropy", "minmax", "percentile",
+ * "percentile=P" (0 < P <= 100), "mse" or "all" into a bit mask of
+ * (1u << method) and the P of the percentile method
+ * (QF_CALIB_PERCENTILE_DEFAULT when not given). */
 qf_status qf_calib_method_parse(const char *s, unsigned *methods, double *percentile);
 
 float qf_calib_entropy(const qf_histogram *h);
 float qf_calib_minmax(const qf_histogram *h);
 float qf_calib_percentile(const qf_histogram *h, double percent);
 float qf_calib_mse(const qf_histogram *h);
+/* auto's candidates, in this order (ties go to the earlier): entropy, mse,
+ * percentile 99.99, percentile 99.999, minmax. */
+#define QF_CALIB_AUTO_CANDIDATES 5
+/* "entropy", "mse", "percentile=99.99", "percentile=99.999", "minmax". */
+const char *qf_calib_auto_candidate_name(int k);
+void qf_calib_auto_candidates(const qf_histogram *h, float amax[QF_CALIB_AUTO_CANDIDATES]);
+/* From the histogram alone: the candidate with the least expected squared
+ * quantization error of the tensor itself (mse's error model). qf_calibrate()
+ * and qf_calib_choose_auto() judge candidates by their readers' outputs instead. */
+float qf_calib_auto(const qf_histogram *h);
 /* One of the above by enum; `percent` is used by QF_CALIB_PERCENTILE only. */
 float qf_calib_threshold(const qf_histogram *h, qf_calib_method m, double percent);
 
@@ -108,7 +122,7 @@ typedef struct qf_calib_table {
 
 void qf_calib_table_free(qf_calib_table *t);
 /* The method a table's amax means by default: the first recorded, in enum order
- * (entropy for --method all). */
+ * (auto for --method all). */
 qf_calib_method qf_calib_table_default_method(const qf_calib_table *t);
 /* Index of the entry named `name`, or -1. */
 int qf_calib_table_find(const qf_calib_table *t, const char *name);
@@ -130,8 +144,8 @@ qf_status qf_calib_table_check_model(const qf_calib_table *t, const char *table_
 /* Writes TensorRT's calibration cache for method m: a header line
  * "TRT-8601-EntropyCalibration2" ("TRT-8601-MinMaxCalibration" for minmax), then
  * "name: hhhhhhhh" per tensor, the hex digits being the IEEE float32 bits of the
- * scale qf_calib_scale(amax). Percentile and MSE tables use the entropy header, the
- * calibrator TensorRT users load caches with. */
+ * scale qf_calib_scale(amax). Auto, percentile and MSE tables use the entropy
+ * header, the calibrator TensorRT users load caches with. */
 qf_status qf_calib_table_write_trt(const qf_calib_table *t, qf_calib_method m, const char *path);
 
 /* ---- the calibration observer ----------------------------------------------------------
@@ -185,10 +199,34 @@ const char *qf_calib_tensor_name(const qf_calib *c, int i);
 const qf_histogram *qf_calib_tensor_hist(const qf_calib *c, int i);
 
 /* Computes the thresholds of `methods` (a mask from qf_calib_method_parse()) for
- * every observed tensor into a new table. Tensors that saw NaN or Inf are named in
- * a warning through qf_log (their finite values still count). */
+ * every observed tensor into a new table (auto from the histograms alone: see
+ * qf_calib_choose_auto). Tensors that saw NaN or Inf are named in a warning
+ * through qf_log (their finite values still count). */
 qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percentile,
                             const qf_calib_meta *meta, qf_calib_table **out);
+
+/* --method auto by the error where it lands. A chooser runs batches of images
+ * through c's FP32 graph on the CPU and measures, for every tensor of t, each
+ * candidate threshold's INT8 error (rounding and clipping) in the outputs of the
+ * layers that read the tensor: the relative squared error of each Conv, Gemm or
+ * MatMul with constant weights that reads it (computed in FP32 from the
+ * quantized tensor), plus the tensor's own relative squared error where another
+ * op reads it or it is a graph output. qf_auto_chooser_apply() sets each
+ * tensor's auto threshold to the candidate with the least sum. Errors are summed
+ * image by image in order, so the choice does not depend on how the images are
+ * split into batches. */
+typedef struct qf_auto_chooser qf_auto_chooser;
+
+/* c (its graph prepared, its histograms complete) and t (with its entries) must
+ * outlive the chooser; threads: of the CPU engines, 0 = all cores. */
+qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int threads, qf_auto_chooser **out);
+void qf_auto_chooser_free(qf_auto_chooser *a);
+/* One batch: `input` laid out as the graph's input at its batch, the first
+ * `images` images real (0: all). */
+qf_status qf_auto_chooser_run(qf_auto_chooser *a, const float *input, int images);
+/* Sets the auto threshold of every tensor of t the runs saw (t must record auto)
+ * and counts the choices per candidate (`chosen`, may be NULL). */
+void qf_auto_chooser_apply(const qf_auto_chooser *a, qf_calib_table *t, int64_t chosen[QF_CALIB_AUTO_CANDIDATES]);
 
 /* ---- calibrating on a folder of images -------------------------------------------------
  * qf_calibrate() is the whole of `qforge calib` but the files: it decodes the
@@ -196,8 +234,11 @@ qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percenti
  * the observer above and returns the table. On the CPU it runs data-parallel,
  * one single-threaded engine and qf_calib per core taking whole batches, merged
  * at the end; on a CUDA device the engine builds each activation's histogram
- * where it is (hist_observer) instead of copying it to the host. Either way the
- * table is bit-identical for any batch, thread count or device. */
+ * where it is (hist_observer) instead of copying it to the host. With auto among
+ * the methods, a qf_auto_chooser then runs QF_CALIB_AUTO_IMAGES of the images
+ * (evenly spaced) on the CPU. Either way the table is the same for any batch,
+ * thread count or device. */
+#define QF_CALIB_AUTO_IMAGES 32
 typedef void (*qf_progress_fn)(void *user, int64_t done, int64_t total);
 
 typedef struct qf_calibrate_opts {
@@ -216,7 +257,7 @@ typedef struct qf_calibrate_opts {
     void *progress_user;
 } qf_calibrate_opts;
 
-/* CPU, no fallback, all cores, entropy. */
+/* CPU, no fallback, all cores, QF_CALIB_METHOD_DEFAULT. */
 void qf_calibrate_opts_init(qf_calibrate_opts *o);
 
 /* What a qf_calibrate() run did. */
@@ -225,6 +266,9 @@ typedef struct qf_calibrate_info {
     int64_t images;            /* images calibrated on */
     int64_t skipped;           /* files that could not be decoded */
     double seconds;            /* from the first batch to the last, engines built */
+    int64_t auto_chosen[QF_CALIB_AUTO_CANDIDATES]; /* with auto: tensors per candidate */
+    int64_t auto_images;       /* with auto: images the choosing pass ran */
+    double auto_seconds;       /* with auto: its time */
 } qf_calibrate_info;
 
 /* Calibrates the prepared FP32 graph g (its batch is the batch size) on the
