@@ -156,6 +156,11 @@ qf_status qf_engine_max_batch(const qf_graph *g, const qf_engine_opts *opts, int
     return QF_OK;
 }
 
+qf_device_kind qf_engine_node_device(const qf_engine *e, int node)
+{
+    return e->be->node_device && node >= 0 && node < e->g->n_nodes ? e->be->node_device(e, node) : e->opts.device;
+}
+
 qf_status qf_engine_profile(qf_engine *e, double *node_ms)
 {
     if (!e->be->profile)

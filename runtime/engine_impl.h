@@ -22,6 +22,8 @@ typedef struct qfi_backend {
      * memory, less what the engine takes whatever the batch (weights uploaded,
      * workspaces). Required: engines check it before they allocate. */
     qf_status (*free_memory)(const qf_graph *g, const qf_engine_opts *opts, uint64_t *bytes);
+    /* optional (NULL: every node runs on opts.device) */
+    qf_device_kind (*node_device)(const qf_engine *e, int node);
 } qfi_backend;
 
 struct qf_engine {

@@ -8,7 +8,9 @@
  * the engines claim in the same layout. The CUDA column runs where a GPU is
  * usable; QFORGE_TEST_CUDA_ON_CPU=1 fills it with CPU runs of what the CUDA
  * engine claims and accepts (its graph-only checks run here too), to check
- * this harness on a machine without a GPU. */
+ * this harness on a machine without a GPU. Where the CUDA engine has no
+ * kernel for a case it still runs it, on the host (runtime/cuda/host.cu),
+ * and must give the CPU engine's results ("host" in the matrix). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -600,8 +602,8 @@ static bool engine_present(int e)
 }
 
 /* What the matrix shows per op, engine and precision. */
-enum { CELL_NA, CELL_NONE, CELL_OK, CELL_FAIL };
-static const char *const cell_text[] = {".", "-", "ok", "FAIL"};
+enum { CELL_NA, CELL_NONE, CELL_OK, CELL_HOST, CELL_FAIL };
+static const char *const cell_text[] = {".", "-", "ok", "host", "FAIL"};
 
 /* Runs case c at precision p on every present engine; returns the failures. */
 static int run_case(const op_case *c, qf_precision p, const bool *present, int cell[][N_ENGINES][QF_PRECISION_COUNT])
@@ -635,18 +637,20 @@ static int run_case(const op_case *c, qf_precision p, const bool *present, int c
     result cpu_int8 = {0};
     for (int e = 0; e < N_ENGINES; e++) {
         unsigned claimed = 0;
-        if (!present[e] || qf_engine_op_precisions(engines[e], c->op, &claimed) != QF_OK ||
-            !(claimed & QFI_PREC_BIT(p))) {
+        if (!present[e] || qf_engine_op_precisions(engines[e], c->op, &claimed) != QF_OK) {
             if (cell[c->op][e][p] == CELL_NA) cell[c->op][e][p] = CELL_NONE;
             continue;
         }
+        /* no kernel: the CUDA engine runs the node on the host */
+        const bool host = engines[e] == QF_DEVICE_CUDA && !(claimed & QFI_PREC_BIT(p));
         char what[160];
-        snprintf(what, sizeof what, "%s (%s) on %s at %s", qf_op_name(c->op), c->label, engine_names[e], prec_names[p]);
-        bool ok = qf_engine_supports(engines[e], g, &g->nodes[0]);
+        snprintf(what, sizeof what, "%s (%s) on %s%s at %s", qf_op_name(c->op), c->label, engine_names[e],
+                 host ? " (host)" : "", prec_names[p]);
+        bool ok = host || qf_engine_supports(engines[e], g, &g->nodes[0]);
         result got = {0};
         if (ok) ok = run_on(run_kind(e), g, inputs, &got);
         if (!ok) {
-            printf("FAIL %s: claimed but refused: %s\n", what, qf_error_message());
+            printf("FAIL %s: %s: %s\n", what, host ? "failed" : "claimed but refused", qf_error_message());
             failures++;
             cell[c->op][e][p] = CELL_FAIL;
             continue;
@@ -665,7 +669,7 @@ static int run_case(const op_case *c, qf_precision p, const bool *present, int c
         printf("%-4s %-52s nmse %.3g (bound %.0e)%s\n", pass ? "ok" : "FAIL", what, err, nmse_bound[p],
                p == QF_PREC_INT8 && e > 0 ? (units ? ", int8 within 1 unit of the CPU" : ", int8 = CPU bit for bit") : "");
         if (!pass) failures++;
-        if (cell[c->op][e][p] != CELL_FAIL) cell[c->op][e][p] = pass ? CELL_OK : CELL_FAIL;
+        if (cell[c->op][e][p] != CELL_FAIL) cell[c->op][e][p] = !pass ? CELL_FAIL : host ? CELL_HOST : CELL_OK;
         result_free(&got);
     }
     result_free(&cpu_int8);
@@ -678,8 +682,9 @@ static int run_case(const op_case *c, qf_precision p, const bool *present, int c
 
 static void print_matrix(int cell[][N_ENGINES][QF_PRECISION_COUNT], const bool *present)
 {
-    printf("\nsupport matrix (ok: tested within bounds; -: no kernel on that engine; .: the op has no node at that "
-           "precision)\n%-20s", "op");
+    printf("\nsupport matrix (ok: tested within bounds; host: no kernel, run on the host within bounds; -: no kernel "
+           "on that engine; .: the op has no node at that precision)\n%-20s",
+           "op");
     for (int e = 0; e < N_ENGINES; e++)
         if (present[e]) printf(" %-15s", engine_names[e]);
     printf("\n%-20s", "");

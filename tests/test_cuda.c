@@ -1,9 +1,10 @@
 /* The CUDA engine against the CPU engine, its specification: every op the
  * CUDA engine implements, in small graphs on random inputs, at FP32 (1e-4
  * relative, no TF32), FP16 (half-precision tolerance) and INT8 (within one
- * unit of the output's scale); the observer hook; graph replay with fresh
- * inputs; qf_calibrate on the device; the errors of unsupported ops and
- * absent devices; and ResNet-20 and MobileNetV2 from the shared data (QFORGE_DATA, default ../shared/data) at
+ * unit of the output's scale; bit for bit where both compute alike); the
+ * observer hook; graph replay with fresh inputs; qf_calibrate on the device;
+ * nodes run on the host (refused by a device kernel, or forced by
+ * QFORGE_CUDA_HOST_OPS): results, log lines, errors; absent devices; and ResNet-20 and MobileNetV2 from the shared data (QFORGE_DATA, default ../shared/data) at
  * all three precisions, with top-1 agreement between GPU and CPU >= 0.999.
  * Exits 77 (skipped) where no CUDA device is usable, as on CI. */
 #include <check.h>
@@ -357,6 +358,207 @@ static qf_graph *b_concat_copy(void)
     return g;
 }
 
+/* Pad of every mode; constant ones with and without a value, cropping; on
+ * an NHWC Conv output (the output stays NHWC and feeds a Conv) and on the
+ * logical input. Pad outputs are graph outputs, so none folds into a Conv. */
+static int pad(qf_graph *g, const char *name, int x, const char *mode, const int64_t pads[8], int cval)
+{
+    char pn[64];
+    snprintf(pn, sizeof pn, "%s.pads", name);
+    int y = value(g, name);
+    qf_node *n = op(g, name, QF_OP_PAD, cval >= 0 ? 3 : 2, IN(x, ints(g, pn, 8, pads), cval), y);
+    if (mode) attr(n, "mode", QF_ATTR_STRING)->s = strdup(mode);
+    return y;
+}
+static qf_graph *b_pad(void)
+{
+    qf_graph *g = new_graph("pad");
+    int x = input(g, "x", 4, DIMS(2, 8, 6, 7));
+    int c = conv(g, "c", x, 8, 8, 3, 1, P1, 1, 1, true);
+    const int64_t hw[8] = {0, 0, 1, 2, 0, 0, 2, 1};
+    int v = weight(g, "v", 0, NULL, 0.375f, 0.375f);
+    int pc = pad(g, "pad_const", c, NULL, hw, v);
+    output(g, pc);
+    output(g, conv(g, "c2", pc, 8, 4, 3, 1, P0, 1, 1, true));
+    output(g, pad(g, "pad_reflect", c, "reflect", DIMS(0, 0, 2, 3, 0, 0, 3, 2), -1));
+    output(g, pad(g, "pad_edge", c, "edge", DIMS(0, 1, 1, 0, 0, 2, 0, 3), -1));
+    output(g, pad(g, "pad_wrap", c, "wrap", DIMS(0, 0, 4, 1, 0, 0, 1, 5), -1));
+    output(g, pad(g, "pad_crop", c, NULL, DIMS(0, -1, 1, -2, 0, 2, -1, 1), -1));
+    output(g, pad(g, "pad_x", x, "reflect", DIMS(1, 0, 1, 1, 0, 2, 1, 1), -1));
+    return g;
+}
+/* Resize: nearest x2 and linear to odd sizes of an NHWC Conv output (the
+ * linear one feeding a Conv), linear along C too (three interpolating dims),
+ * align_corners shrinking, and Upsample-style asymmetric nearest. */
+static int resize(qf_graph *g, const char *name, int x, const char *mode, const char *coord, int scales, int sizes)
+{
+    int y = value(g, name);
+    qf_node *n = op(g, name, QF_OP_RESIZE, 4, IN(x, -1, scales, sizes), y);
+    attr(n, "mode", QF_ATTR_STRING)->s = strdup(mode);
+    if (coord) attr(n, "coordinate_transformation_mode", QF_ATTR_STRING)->s = strdup(coord);
+    return y;
+}
+static int floats(qf_graph *g, const char *name, int n, const float *vals)
+{
+    int64_t d[1] = {n};
+    int v = qf_graph_add_value(g, name, QF_F32, 1, d);
+    float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+    memcpy(x, vals, (size_t)n * sizeof *x);
+    g->values[v].data = x;
+    g->values[v].flags |= QF_VALUE_CONST;
+    return v;
+}
+static qf_graph *b_resize(void)
+{
+    qf_graph *g = new_graph("resize");
+    int x = input(g, "x", 4, DIMS(2, 6, 5, 6));
+    int c = conv(g, "c", x, 6, 8, 3, 1, P1, 1, 1, true);
+    output(g, resize(g, "nearest2", c, "nearest", NULL, floats(g, "s2", 4, (const float[]){1, 1, 2, 2}), -1));
+    int lin = resize(g, "linear", c, "linear", NULL, -1, ints(g, "sz", 4, DIMS(2, 8, 9, 13)));
+    output(g, lin);
+    output(g, conv(g, "c2", lin, 8, 4, 3, 1, P1, 1, 1, true));
+    output(g, resize(g, "linear_c", c, "linear", "pytorch_half_pixel", -1, ints(g, "szc", 4, DIMS(2, 5, 7, 4))));
+    output(g, resize(g, "corners", x, "linear", "align_corners", -1, ints(g, "szs", 4, DIMS(2, 6, 3, 4))));
+    output(g, resize(g, "asym", x, "nearest", "asymmetric", floats(g, "s3", 4, (const float[]){1, 1, 3, 1.5f}), -1));
+    return g;
+}
+/* ReduceMean over axes no pass turns into a pool: channels of an NHWC
+ * tensor (kept and dropped), H and C, batch and W, everything; a 3-D input. */
+static int reduce_mean(qf_graph *g, const char *name, int x, int n_axes, const int64_t *axes, int keepdims)
+{
+    int y = value(g, name);
+    qf_node *n = op(g, name, QF_OP_REDUCE_MEAN, 1, IN(x), y);
+    if (n_axes) set_ints(n, "axes", n_axes, axes);
+    set_int(n, "keepdims", keepdims);
+    return y;
+}
+static qf_graph *b_reduce_mean(void)
+{
+    qf_graph *g = new_graph("reduce_mean");
+    int x = input(g, "x", 4, DIMS(2, 8, 5, 6));
+    int c = conv(g, "c", x, 8, 12, 3, 1, P1, 1, 1, true);
+    output(g, reduce_mean(g, "mean_c", c, 1, DIMS(1), 1));
+    output(g, reduce_mean(g, "mean_c_drop", c, 1, DIMS(-3), 0));
+    output(g, reduce_mean(g, "mean_hc", c, 2, DIMS(2, 1), 1));
+    output(g, reduce_mean(g, "mean_nw", c, 2, DIMS(0, 3), 0));
+    output(g, reduce_mean(g, "mean_all", c, 0, NULL, 0));
+    int t = input(g, "t", 3, DIMS(2, 7, 9));
+    output(g, reduce_mean(g, "mean_t", t, 1, DIMS(-1), 1));
+    return g;
+}
+/* Gather of channels (negative indices) from an NHWC tensor, of rows by a
+ * 2-D index table, and a scalar index that drops a dim. */
+static int gather(qf_graph *g, const char *name, int x, int axis, int idx)
+{
+    int y = value(g, name);
+    set_int(op(g, name, QF_OP_GATHER, 2, IN(x, idx), y), "axis", axis);
+    return y;
+}
+static qf_graph *b_gather(void)
+{
+    qf_graph *g = new_graph("gather");
+    int x = input(g, "x", 4, DIMS(2, 8, 5, 6));
+    int c = conv(g, "c", x, 8, 10, 3, 1, P1, 1, 1, true);
+    output(g, gather(g, "channels", c, 1, ints(g, "ci", 5, DIMS(3, -1, 0, 3, 7))));
+    int64_t d2[2] = {2, 3};
+    int i2 = qf_graph_add_value(g, "rows", QF_I64, 2, d2);
+    int64_t *r = malloc(6 * sizeof *r);
+    memcpy(r, DIMS(4, 0, -2, 1, 1, 3), 6 * sizeof *r);
+    g->values[i2].data = r;
+    g->values[i2].flags |= QF_VALUE_CONST;
+    output(g, gather(g, "table", c, 2, i2));
+    int64_t d0[1] = {0};
+    int i0 = qf_graph_add_value(g, "col", QF_I64, 0, d0);
+    int64_t *col = malloc(sizeof *col);
+    *col = -2;
+    g->values[i0].data = col;
+    g->values[i0].flags |= QF_VALUE_CONST;
+    output(g, gather(g, "scalar", x, 3, i0));
+    return g;
+}
+/* ConvTranspose: stride 2 with output_padding and a bias after a Conv, then
+ * a Conv after it; grouped and dilated on the input. */
+static int conv_transpose(qf_graph *g, const char *name, int x, int64_t cin, int64_t m, int k, int stride, int pad,
+                          int opad, int64_t group, int dil)
+{
+    char wn[64], bn[64];
+    snprintf(wn, sizeof wn, "%s.w", name);
+    snprintf(bn, sizeof bn, "%s.b", name);
+    float r = 1.5f / sqrtf((float)(cin / group * k * k));
+    int w = weight(g, wn, 4, DIMS(cin, m / group, k, k), -r, r), b = weight(g, bn, 1, DIMS(m), -0.2f, 0.2f);
+    int y = value(g, name);
+    qf_node *n = op(g, name, QF_OP_CONV_TRANSPOSE, 3, IN(x, w, b), y);
+    set_ints(n, "kernel_shape", 2, DIMS(k, k));
+    set_ints(n, "strides", 2, DIMS(stride, stride));
+    set_ints(n, "pads", 4, DIMS(pad, pad, pad, pad));
+    if (opad) set_ints(n, "output_padding", 2, DIMS(opad, opad));
+    if (group > 1) set_int(n, "group", group);
+    if (dil > 1) set_ints(n, "dilations", 2, DIMS(dil, dil));
+    return y;
+}
+static qf_graph *b_conv_transpose(void)
+{
+    qf_graph *g = new_graph("conv_transpose");
+    int x = input(g, "x", 4, DIMS(2, 8, 5, 6));
+    int c = conv(g, "c", x, 8, 12, 3, 1, P1, 1, 1, true);
+    int up = conv_transpose(g, "up", c, 12, 6, 3, 2, 1, 1, 1, 1);
+    output(g, up);
+    output(g, conv(g, "c2", up, 6, 4, 3, 1, P1, 1, 1, true));
+    output(g, conv_transpose(g, "grouped", x, 8, 4, 3, 1, 0, 0, 2, 2));
+    return g;
+}
+/* The blocks of MobileNetV3, EfficientNet and MnasNet: SiLU (Sigmoid * x),
+ * HardSwish, and a squeeze-excitation whose channel weights multiply the
+ * NHWC feature map by broadcasting; an average pool with ceil_mode and
+ * count_include_pad and a max pool with ceil_mode. */
+static qf_graph *b_se_block(void)
+{
+    qf_graph *g = new_graph("se_block");
+    int x = input(g, "x", 4, DIMS(2, 16, 7, 7));
+    int c = conv(g, "c", x, 16, 16, 3, 1, P1, 1, 1, true);
+    int silu = binary(g, "silu", QF_OP_MUL, c, unary(g, "sig", QF_OP_SIGMOID, c));
+    int m = reduce_mean(g, "squeeze", silu, 2, DIMS(2, 3), 1); /* becomes a GlobalAveragePool */
+    int e = unary(g, "se_relu", QF_OP_RELU, conv(g, "se1", m, 16, 4, 1, 1, P0, 1, 1, true));
+    int gate = unary(g, "se_gate", QF_OP_HARD_SIGMOID, conv(g, "se2", e, 4, 16, 1, 1, P0, 1, 1, true));
+    int scaled = binary(g, "excite", QF_OP_MUL, silu, gate);
+    int hs = unary(g, "hswish", QF_OP_HARD_SWISH, conv(g, "c3", scaled, 16, 16, 1, 1, P0, 1, 1, true));
+    output(g, hs);
+    int a = value(g, "avg_ceil");
+    qf_node *n = op(g, "avg_ceil", QF_OP_AVERAGE_POOL, 1, IN(hs), a);
+    set_ints(n, "kernel_shape", 2, DIMS(3, 3));
+    set_ints(n, "strides", 2, DIMS(2, 2));
+    set_ints(n, "pads", 4, DIMS(1, 1, 1, 1));
+    set_int(n, "ceil_mode", 1);
+    set_int(n, "count_include_pad", 1);
+    output(g, a);
+    int mp = value(g, "max_ceil");
+    n = op(g, "max_ceil", QF_OP_MAX_POOL, 1, IN(scaled), mp);
+    set_ints(n, "kernel_shape", 2, DIMS(3, 3));
+    set_ints(n, "strides", 2, DIMS(2, 2));
+    set_int(n, "ceil_mode", 1);
+    output(g, mp);
+    return g;
+}
+/* Only kernels that compute as the CPU does, operation for operation (no
+ * GEMM): a max pool (NHWC), then Pad, Resize, Gather and ReduceMean of it.
+ * Checked bit for bit at every precision. */
+static qf_graph *b_moves_exact(void)
+{
+    qf_graph *g = new_graph("moves_exact");
+    int x = input(g, "x", 4, DIMS(2, 6, 7, 8));
+    int mp = value(g, "mp");
+    qf_node *n = op(g, "mp", QF_OP_MAX_POOL, 1, IN(x), mp);
+    set_ints(n, "kernel_shape", 2, DIMS(2, 2));
+    output(g, pad(g, "pad_reflect", mp, "reflect", DIMS(0, 0, 2, 1, 0, 0, 1, 3), -1));
+    output(g, pad(g, "pad_value", mp, NULL, DIMS(0, 1, 1, 0, 0, 1, 0, 2), weight(g, "v", 0, NULL, -0.5f, -0.5f)));
+    output(g, resize(g, "linear", mp, "linear", NULL, -1, ints(g, "sz", 4, DIMS(2, 9, 11, 5))));
+    output(g, resize(g, "nearest", mp, "nearest", NULL, floats(g, "s2", 4, (const float[]){1, 1, 2, 2}), -1));
+    output(g, gather(g, "channels", mp, 1, ints(g, "ci", 3, DIMS(5, 0, -3))));
+    output(g, reduce_mean(g, "mean_c", mp, 1, DIMS(1), 1));
+    output(g, reduce_mean(g, "mean_hw_c", mp, 2, DIMS(1, 3), 0));
+    return g;
+}
+
 /* ---- running and comparing -------------------------------------------------------------- */
 
 static qf_calib_table *calibrate_random(qf_graph *g)
@@ -408,11 +610,12 @@ static const char *prec_name[] = {"fp32", "fp16", "int8", "int8pt"};
 static qf_device_kind dut = QF_DEVICE_CUDA;
 
 /* Runs g on both engines `runs` times with fresh random inputs; every output
- * must agree within the precision's tolerance. */
-static void compare(qf_graph *g, qf_precision prec, int runs, const char *label)
+ * must agree within the precision's tolerance, or exactly. (One thread for
+ * the kernels of host nodes too, so all-host runs are the CPU's bit for bit.) */
+static void compare(qf_graph *g, qf_precision prec, int runs, const char *label, bool exact)
 {
     qf_engine *cpu, *gpu;
-    qf_engine_opts co = {.device = QF_DEVICE_CPU, .threads = 1}, go = {.device = dut};
+    qf_engine_opts co = {.device = QF_DEVICE_CPU, .threads = 1}, go = {.device = dut, .threads = 1};
     OK(qf_engine_create(g, &co, &cpu));
     OK(qf_engine_create(g, &go, &gpu));
     for (int r = 0; r < runs; r++) {
@@ -429,31 +632,33 @@ static void compare(qf_graph *g, qf_precision prec, int runs, const char *label)
             const float *ref = qf_engine_output(cpu, o), *got = qf_engine_output(gpu, o);
             int64_t n = qf_value_numel(ov);
             double mx = 0.0, err = 0.0;
-            int64_t worst = 0, exact = 0;
+            int64_t worst = 0, same = 0;
             for (int64_t k = 0; k < n; k++) mx = fmax(mx, fabs(ref[k]));
             float unit = prec == QF_PREC_INT8 ? output_unit(g, g->outputs[o]) : 0.0f;
             double tol = prec == QF_PREC_FP32 ? 1e-4 * mx : prec == QF_PREC_FP16 ? 4e-3 * mx : 4e-3 * mx;
             if (unit > 0.0f) tol = 1.001 * unit + 1e-6 * mx;
             if (tol == 0.0) tol = 1e-30;
+            if (exact) tol = 0.0;
             for (int64_t k = 0; k < n; k++) {
                 double d = isnan(got[k]) != isnan(ref[k]) ? INFINITY : isnan(ref[k]) ? 0.0 : fabs((double)got[k] - ref[k]);
-                exact += d == 0.0;
+                same += d == 0.0;
                 if (d > err) err = d, worst = k;
             }
             ck_assert_msg(err <= tol, "%s %s output %s: max error %g at %lld (gpu %g, cpu %g), tolerance %g (max |ref| %g)",
                           g->source, label, ov->name, err, (long long)worst, got[worst], ref[worst], tol, mx);
             if (r == 0)
                 printf("  %-22s %s %-12s %6lld elements, max |err| %.3g (tol %.3g), %5.1f%% bit-exact\n", g->source,
-                       label, ov->name, (long long)n, err, tol, 100.0 * exact / (n ? n : 1));
+                       label, ov->name, (long long)n, err, tol, 100.0 * same / (n ? n : 1));
         }
     }
     qf_engine_free(cpu);
     qf_engine_free(gpu);
 }
 
-static void check_graph(build_fn build, int batch_unused)
+/* Every output of build()'s graph on both engines at FP32, FP16, INT8 and
+ * INT8 with per-tensor weight scales: within tolerance, or (exact) bit for bit. */
+static void check_graph(build_fn build, bool exact)
 {
-    (void)batch_unused;
     for (int v = 0; v <= QF_PRECISION_COUNT; v++) {
         const bool per_tensor = v == QF_PRECISION_COUNT;
         const int p = per_tensor ? QF_PREC_INT8 : v;
@@ -474,13 +679,13 @@ static void check_graph(build_fn build, int batch_unused)
             OK(qf_quantize(g, t, &o, NULL));
             qf_calib_table_free(t);
         }
-        compare(g, (qf_precision)p, 2, prec_name[v]);
+        compare(g, (qf_precision)p, 2, prec_name[v], exact);
         qf_graph_free(g);
     }
 }
 
 #define OP_TEST(name)                                                                                                 \
-    START_TEST(t_##name) { check_graph(b_##name, 0); }                                                                \
+    START_TEST(t_##name) { check_graph(b_##name, false); }                                                            \
     END_TEST
 
 OP_TEST(conv3x3)
@@ -501,6 +706,15 @@ OP_TEST(binary)
 OP_TEST(unary)
 OP_TEST(batchnorm_softmax)
 OP_TEST(concat_copy)
+OP_TEST(pad)
+OP_TEST(resize)
+OP_TEST(reduce_mean)
+OP_TEST(gather)
+OP_TEST(conv_transpose)
+OP_TEST(se_block)
+
+START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
+END_TEST
 
 /* ---- engine behaviour ----------------------------------------------------------------------- */
 
@@ -523,29 +737,34 @@ static void observer(void *user, const qf_graph *g, int v, const void *data)
     s->sums[s->count++] = sum;
 }
 
-/* The observer sees the same values, in the same order, with the same data. */
+/* The observer sees the same values, in the same order, with the same data;
+ * also from nodes run on the host (QFORGE_CUDA_HOST_OPS). */
 START_TEST(observer_matches_cpu)
 {
-    qf_graph *g = b_residual();
-    prepare(g, 2);
-    seen s[2] = {{0}};
-    qf_engine *e[2];
-    for (int k = 0; k < 2; k++) {
-        qf_engine_opts o = {.device = k ? dut : QF_DEVICE_CPU, .observer = observer, .observer_user = &s[k]};
-        OK(qf_engine_create(g, &o, &e[k]));
+    for (int host = 0; host < 2; host++) {
+        if (host) setenv("QFORGE_CUDA_HOST_OPS", "Relu,Add", 1);
+        qf_graph *g = b_residual();
+        prepare(g, 2);
+        seen s[2] = {{0}};
+        qf_engine *e[2];
+        for (int k = 0; k < 2; k++) {
+            qf_engine_opts o = {.device = k ? dut : QF_DEVICE_CPU, .observer = observer, .observer_user = &s[k]};
+            OK(qf_engine_create(g, &o, &e[k]));
+        }
+        unsetenv("QFORGE_CUDA_HOST_OPS");
+        float *a = qf_engine_input(e[0], 0), *b = qf_engine_input(e[1], 0);
+        for (int64_t k = 0; k < qf_value_numel(&g->values[g->inputs[0]]); k++) a[k] = b[k] = frand(-1, 1);
+        for (int k = 0; k < 2; k++) OK(qf_engine_run(e[k]));
+        ck_assert_int_eq(s[0].count, s[1].count);
+        ck_assert_int_eq(s[0].count, 1 + g->n_nodes);
+        for (int i = 0; i < s[0].count; i++) {
+            ck_assert_int_eq(s[0].values[i], s[1].values[i]);
+            ck_assert_msg(fabs(s[0].sums[i] - s[1].sums[i]) <= 1e-4 * (1.0 + fabs(s[0].sums[i])), "value %s: %g vs %g",
+                          g->values[s[0].values[i]].name, s[0].sums[i], s[1].sums[i]);
+        }
+        for (int k = 0; k < 2; k++) qf_engine_free(e[k]);
+        qf_graph_free(g);
     }
-    float *a = qf_engine_input(e[0], 0), *b = qf_engine_input(e[1], 0);
-    for (int64_t k = 0; k < qf_value_numel(&g->values[g->inputs[0]]); k++) a[k] = b[k] = frand(-1, 1);
-    for (int k = 0; k < 2; k++) OK(qf_engine_run(e[k]));
-    ck_assert_int_eq(s[0].count, s[1].count);
-    ck_assert_int_eq(s[0].count, 1 + g->n_nodes);
-    for (int i = 0; i < s[0].count; i++) {
-        ck_assert_int_eq(s[0].values[i], s[1].values[i]);
-        ck_assert_msg(fabs(s[0].sums[i] - s[1].sums[i]) <= 1e-4 * (1.0 + fabs(s[0].sums[i])), "value %s: %g vs %g",
-                      g->values[s[0].values[i]].name, s[0].sums[i], s[1].sums[i]);
-    }
-    for (int k = 0; k < 2; k++) qf_engine_free(e[k]);
-    qf_graph_free(g);
 }
 END_TEST
 
@@ -568,18 +787,20 @@ static qf_graph *b_observed(void)
 /* Histograms built on the device (hist_observer) are the host's histograms
  * of the same device data (observer), bin for bin: zeros, NaN and Inf
  * included, and a padded last batch counting only its real images. */
-START_TEST(device_histograms_match_host)
+static void histograms_match(const char *host_ops)
 {
     qf_graph *g = b_observed();
     prepare(g, 4);
     qf_calib *cal[2];
     qf_engine *e[2];
+    if (host_ops) setenv("QFORGE_CUDA_HOST_OPS", host_ops, 1);
     for (int k = 0; k < 2; k++) {
         OK(qf_calib_create(g, NULL, &cal[k]));
         qf_engine_opts o = {.device = dut, .observer = qf_calib_observe, .observer_user = cal[k]};
         if (k) o.hist_observer = qf_calib_observe_histogram, o.hist_count = qf_calib_observe_count;
         OK(qf_engine_create(g, &o, &e[k]));
     }
+    unsetenv("QFORGE_CUDA_HOST_OPS");
     const int64_t n = qf_value_numel(&g->values[g->inputs[0]]);
     for (int run = 0; run < 3; run++) {
         float *a = qf_engine_input(e[0], 0), *b = qf_engine_input(e[1], 0);
@@ -610,6 +831,13 @@ START_TEST(device_histograms_match_host)
         qf_calib_free(cal[k]);
     }
     qf_graph_free(g);
+}
+
+/* ... also of the outputs of nodes run on the host */
+START_TEST(device_histograms_match_host)
+{
+    histograms_match(NULL);
+    histograms_match("MaxPool,Sigmoid");
 }
 END_TEST
 
@@ -676,27 +904,174 @@ START_TEST(calibrate_on_device)
 }
 END_TEST
 
-/* An op without a CUDA kernel fails at build time, naming node and op. */
-START_TEST(unsupported_op_is_named)
+/* ---- host nodes ----------------------------------------------------------------------------- */
+
+/* Nodes the device kernels refuse, so the CUDA engine runs them on the host
+ * between device nodes: a 1-D Conv and a 1-D MaxPool of an NHWC Conv output
+ * made 3-D, and a Clip whose bound is a graph input; a Conv reads the Clip's
+ * (logical) output as NHWC. */
+static const char *const host_refused[] = {"conv1d", "pool1d", "clip_rt"};
+static qf_graph *b_host_refusals(void)
 {
-    qf_graph *g = new_graph("unsupported");
-    int x = input(g, "x", 4, DIMS(1, 2, 3, 4));
-    int y = value(g, "y");
-    qf_node *n = op(g, "pad_node", QF_OP_PAD, 2, IN(x, ints(g, "pads", 8, DIMS(0, 0, 1, 1, 0, 0, 1, 1))), y);
-    (void)n;
-    output(g, y);
-    prepare(g, 1);
+    qf_graph *g = new_graph("host_refusals");
+    int x = input(g, "x", 4, DIMS(2, 8, 6, 7));
+    int lo = input(g, "lo", 0, NULL);
+    int c = conv(g, "c", x, 8, 8, 3, 1, P1, 1, 1, true);
+    int flat = value(g, "flat3d");
+    op(g, "flat3d", QF_OP_RESHAPE, 2, IN(c, ints(g, "shape3", 3, DIMS(2, 8, 42))), flat);
+    int w1 = weight(g, "conv1d.w", 3, DIMS(6, 8, 3), -0.3f, 0.3f), b1 = weight(g, "conv1d.b", 1, DIMS(6), -0.1f, 0.1f);
+    int c1 = value(g, "conv1d");
+    qf_node *n = op(g, "conv1d", QF_OP_CONV, 3, IN(flat, w1, b1), c1);
+    set_ints(n, "kernel_shape", 1, DIMS(3));
+    set_ints(n, "pads", 2, DIMS(1, 1));
+    output(g, c1);
+    int p1 = value(g, "pool1d");
+    n = op(g, "pool1d", QF_OP_MAX_POOL, 1, IN(flat), p1);
+    set_ints(n, "kernel_shape", 1, DIMS(3));
+    set_ints(n, "strides", 1, DIMS(2));
+    output(g, p1);
+    int hi = weight(g, "hi", 0, NULL, 0.5f, 0.5f), cl = value(g, "clip_rt");
+    op(g, "clip_rt", QF_OP_CLIP, 3, IN(c, lo, hi), cl);
+    output(g, conv(g, "c2", cl, 8, 4, 3, 1, P1, 1, 1, true));
+    return g;
+}
+OP_TEST(host_refusals)
+
+static void log_stderr(void *user, qf_log_level level, const char *msg);
+
+/* The log lines of one engine build. */
+typedef struct log_capture {
+    int host_lines;
+    char text[4096];
+} log_capture;
+
+static void capture_log(void *user, qf_log_level level, const char *msg)
+{
+    log_capture *lc = user;
+    if (level < QF_LOG_WARN || !strstr(msg, "runs on the host")) return;
+    lc->host_lines++;
+    size_t len = strlen(lc->text);
+    snprintf(lc->text + len, sizeof lc->text - len, "%s\n", msg);
+}
+
+/* Each refused node is on the host, said once at build naming op and node;
+ * every other node is on the device; a profile times the host nodes too. */
+START_TEST(host_nodes_are_named)
+{
+    qf_graph *g = b_host_refusals();
+    prepare(g, 2);
+    log_capture lc = {0};
+    qf_log_set(capture_log, &lc, QF_LOG_DEBUG);
     qf_engine_opts o = {.device = QF_DEVICE_CUDA};
     qf_engine *e = NULL;
-    ck_assert_int_eq(qf_engine_create(g, &o, &e), QF_ERR_UNSUPPORTED);
-    ck_assert_ptr_null(e);
-    ck_assert_msg(strstr(qf_error_message(), "pad_node") && strstr(qf_error_message(), "Pad"), "%s", qf_error_message());
+    qf_status st = qf_engine_create(g, &o, &e);
+    qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    ck_assert_int_eq(lc.host_lines, (int)QF_ARRAY_LEN(host_refused));
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        bool refused = false;
+        for (size_t k = 0; k < QF_ARRAY_LEN(host_refused); k++) refused |= !strcmp(n->name, host_refused[k]);
+        ck_assert_msg(qf_engine_node_device(e, i) == (refused ? QF_DEVICE_CPU : QF_DEVICE_CUDA), "node %s", n->name);
+        if (!refused) continue;
+        char want[128];
+        snprintf(want, sizeof want, "%s runs on the host (1 node, first %s)", qf_op_name(n->op), n->name);
+        ck_assert_msg(strstr(lc.text, want), "no line \"%s\" in:\n%s", want, lc.text);
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        float *x = qf_engine_input(e, i);
+        for (int64_t k = 0; k < qf_value_numel(&g->values[g->inputs[i]]); k++) x[k] = frand(-1.0f, 1.0f);
+    }
+    OK(qf_engine_run(e));
+    double ms[64] = {0};
+    ck_assert_int_le(g->n_nodes, 64);
+    OK(qf_engine_profile(e, ms));
+    for (size_t k = 0; k < QF_ARRAY_LEN(host_refused); k++)
+        ck_assert_msg(ms[node_index(g, host_refused[k])] > 0.0, "%s: %g ms", host_refused[k],
+                      ms[node_index(g, host_refused[k])]);
+    double bench[3];
+    OK(qf_engine_bench(e, 3, bench));
+    qf_engine_free(e);
+    /* an absent device is still an error */
     o.device_index = 63;
-    qf_graph_free(g);
-    g = b_gemm_bias();
-    prepare(g, 4);
     ck_assert_int_eq(qf_engine_create(g, &o, &e), QF_ERR_DEVICE);
     ck_assert_msg(strstr(qf_error_message(), "cuda:63"), "%s", qf_error_message());
+    qf_graph_free(g);
+}
+END_TEST
+
+/* QFORGE_CUDA_HOST_OPS=all: every node on the host, the CPU's kernels on
+ * the same inputs, so every precision agrees bit for bit. */
+static void all_on_host(build_fn build)
+{
+    setenv("QFORGE_CUDA_HOST_OPS", "all", 1);
+    check_graph(build, true);
+    unsetenv("QFORGE_CUDA_HOST_OPS");
+}
+START_TEST(host_all_exact)
+{
+    all_on_host(b_residual);
+    all_on_host(b_concat_copy);
+    all_on_host(b_pad);
+    all_on_host(b_se_block);
+}
+END_TEST
+
+/* Some ops on the host between device nodes: NHWC values downloaded as
+ * logical, logical results uploaded for NHWC consumers, fusions that would
+ * have absorbed a host node left out. */
+START_TEST(host_mixed)
+{
+    setenv("QFORGE_CUDA_HOST_OPS", "Relu,Add,Concat,GlobalAveragePool,Pad,Sigmoid,QuantizeLinear", 1);
+    check_graph(b_residual, false);
+    check_graph(b_concat_copy, false);
+    check_graph(b_pad, false);
+    check_graph(b_se_block, false);
+    unsetenv("QFORGE_CUDA_HOST_OPS");
+}
+END_TEST
+
+/* A Gather of run-time indices runs on the host, where the CPU kernel checks
+ * them: an index out of range fails that run, naming the node; the next
+ * run, with good indices, succeeds. Graph replays and a profile include it. */
+START_TEST(host_errors_reach_the_caller)
+{
+    qf_graph *g = new_graph("gather_rt");
+    int x = input(g, "x", 3, DIMS(2, 5, 3));
+    int64_t d[1] = {4};
+    int idx = qf_graph_add_value(g, "idx", QF_I64, 1, d);
+    g->values[idx].flags |= QF_VALUE_INPUT;
+    list_add(&g->inputs, &g->n_inputs, idx);
+    output(g, gather(g, "gather_rt", x, 1, idx));
+    prepare(g, 2);
+    qf_engine *e[2];
+    for (int k = 0; k < 2; k++) {
+        qf_engine_opts o = {.device = k ? QF_DEVICE_CUDA : QF_DEVICE_CPU};
+        OK(qf_engine_create(g, &o, &e[k]));
+    }
+    ck_assert_int_eq(qf_engine_node_device(e[1], 0), QF_DEVICE_CPU);
+    const int64_t good[4] = {0, 4, -5, 2}, bad[4] = {1, 5, 0, 0};
+    for (int run = 0; run < 3; run++) {
+        for (int k = 0; k < 2; k++) {
+            float *xv = qf_engine_input(e[k], 0);
+            for (int i = 0; i < 30; i++) xv[i] = (float)(i * 7 % 11) - 3.0f;
+            memcpy(qf_engine_input(e[k], 1), run == 1 ? bad : good, sizeof good);
+        }
+        if (run == 1) {
+            ck_assert_int_eq(qf_engine_run(e[1]), QF_ERR_INVALID);
+            ck_assert_msg(strstr(qf_error_message(), "gather_rt") && strstr(qf_error_message(), "out of range"), "%s",
+                          qf_error_message());
+            continue;
+        }
+        OK(qf_engine_run(e[0]));
+        OK(qf_engine_run(e[1]));
+        ck_assert_int_eq(memcmp(qf_engine_output(e[0], 0), qf_engine_output(e[1], 0), 2 * 4 * 3 * sizeof(float)), 0);
+    }
+    double ms[1] = {0}, bench[2];
+    OK(qf_engine_profile(e[1], ms));
+    ck_assert(ms[0] > 0.0);
+    OK(qf_engine_bench(e[1], 2, bench));
+    for (int k = 0; k < 2; k++) qf_engine_free(e[k]);
     qf_graph_free(g);
 }
 END_TEST
@@ -853,6 +1228,8 @@ START_TEST(mobilenetv2_imagenet)
 }
 END_TEST
 
+static void clear_host_ops(void) { unsetenv("QFORGE_CUDA_HOST_OPS"); }
+
 static void log_stderr(void *user, qf_log_level level, const char *msg)
 {
     (void)user;
@@ -876,6 +1253,7 @@ int main(void)
 
     Suite *s = suite_create("cuda");
     TCase *ops = tcase_create("ops");
+    tcase_add_checked_fixture(ops, clear_host_ops, NULL); /* a failed test may leave it set */
     tcase_set_timeout(ops, 600);
     tcase_add_test(ops, t_conv3x3);
     tcase_add_test(ops, t_conv_tiles);
@@ -895,10 +1273,23 @@ int main(void)
     tcase_add_test(ops, t_unary);
     tcase_add_test(ops, t_batchnorm_softmax);
     tcase_add_test(ops, t_concat_copy);
+    tcase_add_test(ops, t_pad);
+    tcase_add_test(ops, t_resize);
+    tcase_add_test(ops, t_reduce_mean);
+    tcase_add_test(ops, t_gather);
+    tcase_add_test(ops, t_conv_transpose);
+    tcase_add_test(ops, t_se_block);
+    tcase_add_test(ops, t_moves_exact);
     tcase_add_test(ops, observer_matches_cpu);
     tcase_add_test(ops, device_histograms_match_host);
     tcase_add_test(ops, calibrate_on_device);
-    if (dut == QF_DEVICE_CUDA) tcase_add_test(ops, unsupported_op_is_named);
+    tcase_add_test(ops, t_host_refusals);
+    tcase_add_test(ops, host_all_exact);
+    tcase_add_test(ops, host_mixed);
+    if (dut == QF_DEVICE_CUDA) {
+        tcase_add_test(ops, host_nodes_are_named);
+        tcase_add_test(ops, host_errors_reach_the_caller);
+    }
     suite_add_tcase(s, ops);
     TCase *models = tcase_create("models");
     tcase_set_timeout(models, 900);

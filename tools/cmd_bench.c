@@ -80,6 +80,9 @@ static int cmp_prof(const void *a, const void *b)
     return x > y ? -1 : x < y;
 }
 
+/* A node a device engine runs on the host (it has no kernel for it). */
+static bool on_host(const qf_engine *e, int node) { return qf_engine_node_device(e, node) == QF_DEVICE_CPU; }
+
 /* Prints the nodes by time (text) or appends a "profile" array (json). */
 static qf_status profile(qf_engine *e, const qf_graph *g, bool json)
 {
@@ -104,16 +107,17 @@ static qf_status profile(qf_engine *e, const qf_graph *g, bool json)
                 const qf_node *n = &g->nodes[rows[i].node];
                 printf("%s{\"node\": ", i ? ", " : "");
                 json_string(stdout, n->name);
-                printf(", \"op\": \"%s\", \"precision\": \"%s\", \"ms\": %.5f}", qf_op_name(n->op),
-                       qf_precision_name(n->precision), rows[i].ms);
+                printf(", \"op\": \"%s\", \"precision\": \"%s\", \"host\": %s, \"ms\": %.5f}", qf_op_name(n->op),
+                       qf_precision_name(n->precision), on_host(e, rows[i].node) ? "true" : "false", rows[i].ms);
             }
             printf("]");
         } else {
             printf("  per node (one eager pass, %.3f ms in nodes):\n", total);
             for (int i = 0; i < g->n_nodes && rows[i].ms > 0.0; i++) {
                 const qf_node *n = &g->nodes[rows[i].node];
-                printf("    %8.4f ms %5.1f%%  %-18s %-5s %s\n", rows[i].ms, 100.0 * rows[i].ms / (total > 0 ? total : 1),
-                       qf_op_name(n->op), qf_precision_name(n->precision), n->name);
+                printf("    %8.4f ms %5.1f%%  %-18s %-5s %s%s\n", rows[i].ms, 100.0 * rows[i].ms / (total > 0 ? total : 1),
+                       qf_op_name(n->op), qf_precision_name(n->precision), n->name,
+                       on_host(e, rows[i].node) ? "  (on the host)" : "");
             }
         }
     }

@@ -118,8 +118,8 @@ static int print_ops(void)
         }
         printf("\n");
     }
-    printf("yes: the engine has a kernel; -: it has none (without --device, a model that uses the op runs on the\n"
-           "CPU); .: the op has no node at that precision\n");
+    printf("yes: the engine has a kernel; -: it has none (the CUDA engine runs such nodes on the host, with the\n"
+           "CPU's kernel); .: the op has no node at that precision\n");
     return EXIT_OK;
 }
 

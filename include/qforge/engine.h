@@ -44,7 +44,8 @@ qf_status qf_device_parse(const char *s, qf_device_kind *kind, int *index);
 
 /* What an engine kind's kernels cover, answered without a device (per-node
  * placement, `qforge info --ops`). qf_engine_supports: whether an engine of
- * this kind runs node n of g at n's precision; when not,
+ * this kind has a kernel that runs node n of g at n's precision (where the
+ * CUDA engine has none, it runs the node on the host); when not,
  * qf_error_message() says why. qf_engine_op_precisions: the precisions
  * (bit 1u << qf_precision) at which it has a kernel for op; fails with
  * QF_ERR_UNSUPPORTED for a kind this qforge was built without. */
@@ -57,9 +58,11 @@ qf_status qf_engine_op_precisions(qf_device_kind kind, qf_op op, unsigned *preci
  * QF_ERR_NOMEM and a message naming the batch and the bytes. */
 qf_status qf_engine_create(const qf_graph *g, const qf_engine_opts *opts, qf_engine **out);
 /* The same, but where a device engine cannot be built (QF_ERR_DEVICE: no
- * usable GPU; QF_ERR_UNSUPPORTED: an op without a kernel there, or a build
- * without CUDA) the CPU engine is built instead: the reason goes to qf_log
- * (QF_LOG_INFO) and opts->device becomes QF_DEVICE_CPU. */
+ * usable GPU; QF_ERR_UNSUPPORTED: a GPU too old, or a build without CUDA)
+ * the CPU engine is built instead: the reason goes to qf_log (QF_LOG_INFO)
+ * and opts->device becomes QF_DEVICE_CPU. (A node the CUDA engine has no
+ * kernel for does not fail it: that node runs on the host, see
+ * qf_engine_node_device.) */
 qf_status qf_engine_create_or_cpu(const qf_graph *g, qf_engine_opts *opts, qf_engine **out);
 
 /* The largest batch, at most `limit`, that the model of g (prepared at any
@@ -86,6 +89,10 @@ size_t qf_engine_arena_bytes(const qf_engine *e);
  * uploads with compute) nor waits between runs, and times each run with
  * device events; the CPU engine times qf_engine_run() with the host clock. */
 qf_status qf_engine_bench(qf_engine *e, int iterations, double *ms);
+/* Where node i of the graph runs: the engine's device, or QF_DEVICE_CPU for
+ * a node a device engine runs on the host because it has no kernel for it
+ * (the CUDA engine logs each such node once, as it is built). */
+qf_device_kind qf_engine_node_device(const qf_engine *e, int node);
 /* Time of every node over one run of the current inputs, node_ms[i] for
  * g->nodes[i] in ms (0 for a node fused into another). QF_ERR_UNSUPPORTED
  * where the engine cannot time nodes. */

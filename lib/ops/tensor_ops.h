@@ -5,6 +5,7 @@
 #define QFORGE_OPS_TENSOR_OPS_H
 
 #include "internal.h"
+#include "quant_math.h" /* QFI_HD: helpers both engines' kernels call */
 
 /* Relu LeakyRelu Clip Sigmoid HardSigmoid HardSwish Tanh */
 typedef struct qfi_unary_params {
@@ -39,6 +40,27 @@ typedef struct qfi_pad_params {
     int64_t attr_pads[2 * QF_MAX_DIMS];
     int64_t begin[QF_MAX_DIMS];  /* by infer(): elements added before each dim (negative crops) */
 } qfi_pad_params;
+
+/* The input index output index o of a dim reads, the dim (n elements)
+ * padded by `begin` in front; -1 for the constant value. Reflect mirrors
+ * without repeating the edge (period 2(n-1), as numpy's reflect). */
+static QFI_HD int64_t qfi_pad_source(int64_t o, int64_t begin, int64_t n, qfi_pad_mode mode)
+{
+    int64_t i = o - begin;
+    if (i >= 0 && i < n) return i;
+    switch (mode) {
+    case QFI_PADMODE_CONSTANT: return -1;
+    case QFI_PADMODE_EDGE: return i < 0 ? 0 : n - 1;
+    case QFI_PADMODE_WRAP: return ((i % n) + n) % n;
+    case QFI_PADMODE_REFLECT: {
+        if (n == 1) return 0;
+        int64_t period = 2 * (n - 1);
+        int64_t m = ((i % period) + period) % period;
+        return m < n ? m : period - m;
+    }
+    }
+    return -1;
+}
 
 typedef struct qfi_slice_params {
     int n_attr;                  /* starts/ends/axes attributes (opset < 10), -1 if absent */
@@ -96,6 +118,13 @@ typedef struct qfi_resize_tap {
     int64_t i0, i1;
     float w1;
 } qfi_resize_tap;
+
+/* One linear tap pair: (1 - w1) * a + w1 * b, two products and a sum, each
+ * rounded (the CPU and CUDA kernels of Resize). */
+static QFI_HD float qfi_resize_lerp(float w1, float a, float b)
+{
+    return qfi_add(qfi_mul(qfi_sub(1.0f, w1), a), qfi_mul(w1, b));
+}
 
 typedef struct qfi_resize_params {
     qfi_resize_mode mode;

@@ -98,7 +98,7 @@ static qf_status cpu_create(qf_engine *e)
     if (!off || !c->data) goto nomem;
     size_t total = 0;
     qf_status st = qfi_plan_memory(g, 64, off, &total);
-    if (st == QF_OK) st = qfi_cpu_lowp_create(g, &c->lowp);
+    if (st == QF_OK) st = qfi_cpu_lowp_create(g, NULL, &c->lowp);
     if (st != QF_OK) {
         free(off);
         cpu_destroy(e);
@@ -108,10 +108,8 @@ static qf_status cpu_create(qf_engine *e)
     int width = 1;
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
-        if (kernels[n->op]->scratch) {
-            size_t s = kernels[n->op]->scratch(qfi_cpu_lowp_graph(c->lowp, g, n), n);
-            if (s > scratch) scratch = s;
-        }
+        size_t s = qfi_cpu_node_scratch(c->lowp, g, n);
+        if (s > scratch) scratch = s;
         if (n->n_in > width) width = n->n_in;
         if (n->n_out > width) width = n->n_out;
     }
@@ -159,7 +157,7 @@ static qf_status cpu_run(qf_engine *e)
         for (int k = 0; k < n->n_in; k++) c->in[k] = n->in[k] >= 0 ? c->data[n->in[k]] : NULL;
         for (int k = 0; k < n->n_out; k++) c->out[k] = n->out[k] >= 0 ? c->data[n->out[k]] : NULL;
         qfi_kernel_args a = {.g = g, .n = n, .in = c->in, .out = c->out, .scratch = c->scratch, .threads = threads};
-        qf_status st = c->lowp && qfi_node_f32_view(n) ? qfi_cpu_lowp_run(c->lowp, &a) : kernels[n->op]->run(&a);
+        qf_status st = qfi_cpu_node_run(c->lowp, &a);
         if (st != QF_OK) return qfi_error_node(st, g, n);
         if (e->opts.observer)
             for (int k = 0; k < n->n_out; k++)
@@ -173,6 +171,16 @@ static qf_status cpu_run(qf_engine *e)
 static unsigned cpu_op_precisions(qf_op op) { return qf_op_precisions(op); }
 
 static qf_status cpu_check(const qf_graph *g, const qf_node *n) { return QF_OK; }
+
+qf_status qfi_cpu_node_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a)
+{
+    return lp && qfi_node_f32_view(a->n) ? qfi_cpu_lowp_run(lp, a) : kernels[a->n->op]->run(a);
+}
+
+size_t qfi_cpu_node_scratch(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n)
+{
+    return kernels[n->op]->scratch ? kernels[n->op]->scratch(qfi_cpu_lowp_graph(lp, g, n), n) : 0;
+}
 
 const qfi_backend qfi_cpu_backend = {
     .name = "cpu",

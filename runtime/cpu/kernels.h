@@ -31,6 +31,12 @@ typedef struct qfi_cpu_kernel {
 
 /* The kernel of op (runtime/cpu/cpu_engine.c's table, built from ops.def). */
 const qfi_cpu_kernel *qfi_cpu_kernel_of(qf_op op);
+/* Runs node a->n as the CPU engine does: through lp (NULL where no node
+ * needs it) when the node sees the f32 view, else its kernel. a->g is the
+ * real graph; a->scratch holds qfi_cpu_node_scratch() bytes. */
+typedef struct qfi_cpu_lowp qfi_cpu_lowp; /* lowp.c, below */
+qf_status qfi_cpu_node_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a);
+size_t qfi_cpu_node_scratch(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n);
 /* Runs node n of g (FP32, or a typed precision) once on one thread with
  * freshly allocated scratch (tests). */
 qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out);
@@ -112,10 +118,10 @@ void qfi_cpu_igemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
  * rounded back to half, or quantized with the output's scale. That is FP16
  * storage with FP32 arithmetic, and exact for the INT8 ops that only move or
  * select values (max-pool, concat, reshape, ...). */
-typedef struct qfi_cpu_lowp qfi_cpu_lowp;
 /* *out stays NULL when no node needs the wrapper. FP16 constants are widened
- * once, here. */
-qf_status qfi_cpu_lowp_create(const qf_graph *g, qfi_cpu_lowp **out);
+ * once, here. `only` (NULL: every node) limits it to the nodes it marks
+ * true: the CUDA engine's host nodes (runtime/cuda/host.cu). */
+qf_status qfi_cpu_lowp_create(const qf_graph *g, const bool *only, qfi_cpu_lowp **out);
 void qfi_cpu_lowp_free(qfi_cpu_lowp *lp);
 /* The graph node n's kernel must be given: the f32 view if n is wrapped, else g. */
 const qf_graph *qfi_cpu_lowp_graph(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n);

@@ -37,7 +37,23 @@ void qfi_cpu_lowp_free(qfi_cpu_lowp *lp)
     free(lp);
 }
 
-qf_status qfi_cpu_lowp_create(const qf_graph *g, qfi_cpu_lowp **out)
+/* Whether the wrapper serves node i: an f32-view node, and one of `only` when given. */
+static bool served(const qf_graph *g, const bool *only, int i)
+{
+    return qfi_node_f32_view(&g->nodes[i]) && (!only || only[i]);
+}
+
+/* Whether a served node reads value v (an FP16 constant to widen). */
+static bool read_by_served(const qf_graph *g, const bool *only, int v)
+{
+    if (!only) return true;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] == v && served(g, only, i)) return true;
+    return false;
+}
+
+qf_status qfi_cpu_lowp_create(const qf_graph *g, const bool *only, qfi_cpu_lowp **out)
 {
     *out = NULL;
     size_t stage = 0;
@@ -45,7 +61,7 @@ qf_status qfi_cpu_lowp_create(const qf_graph *g, qfi_cpu_lowp **out)
     bool any = false;
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
-        if (!qfi_node_f32_view(n)) continue;
+        if (!served(g, only, i)) continue;
         any = true;
         size_t need = 0;
         for (int k = 0; k < n->n_in; k++)
@@ -69,7 +85,7 @@ qf_status qfi_cpu_lowp_create(const qf_graph *g, qfi_cpu_lowp **out)
     for (int v = 0; v < g->n_values; v++) {
         qf_value *vv = &lp->values[v];
         QF_ASSERT(!staged(&g->values[v]) || g->values[v].dtype != QF_I8 || g->values[v].scale > 0.0f);
-        if (g->values[v].dtype == QF_F16 && (vv->flags & QF_VALUE_CONST) && vv->data) {
+        if (g->values[v].dtype == QF_F16 && (vv->flags & QF_VALUE_CONST) && vv->data && read_by_served(g, only, v)) {
             /* FP16 weights: widened once here, exactly */
             int64_t cnt = qf_value_numel(vv);
             float *w = malloc((size_t)(cnt ? cnt : 1) * sizeof *w);

@@ -4,27 +4,6 @@
 #include "kernels.h"
 #include "ops/tensor_ops.h"
 
-/* Input index read by output index o of a dim of size n padded by `begin`
- * in front; -1 means the constant value. */
-static int64_t map_index(int64_t o, int64_t begin, int64_t n, qfi_pad_mode mode)
-{
-    int64_t i = o - begin;
-    if (i >= 0 && i < n) return i;
-    switch (mode) {
-    case QFI_PADMODE_CONSTANT: return -1;
-    case QFI_PADMODE_EDGE: return i < 0 ? 0 : n - 1;
-    case QFI_PADMODE_WRAP: return ((i % n) + n) % n;
-    case QFI_PADMODE_REFLECT: {
-        /* mirror without repeating the edge: period 2(n-1), as numpy's reflect */
-        if (n == 1) return 0;
-        int64_t period = 2 * (n - 1);
-        int64_t m = ((i % period) + period) % period;
-        return m < n ? m : period - m;
-    }
-    }
-    return -1;
-}
-
 static void fill(char *dst, const unsigned char *val, int64_t cnt, size_t es)
 {
     for (int64_t i = 0; i < cnt; i++) memcpy(dst + (size_t)i * es, val, es);
@@ -63,7 +42,7 @@ static qf_status pad_run(const qfi_kernel_args *a)
         int64_t off = 0;
         bool outside = false;
         for (int d = 0; d < last && !outside; d++) {
-            int64_t i = map_index(idx[d], p->begin[d], x->dims[d], p->mode);
+            int64_t i = qfi_pad_source(idx[d], p->begin[d], x->dims[d], p->mode);
             if (i < 0) outside = true;
             off += i * xs[d];
         }
@@ -77,7 +56,7 @@ static qf_status pad_run(const qfi_kernel_args *a)
                     o = mid1 - 1;
                     continue;
                 }
-                int64_t i = map_index(o, b, xn, p->mode);
+                int64_t i = qfi_pad_source(o, b, xn, p->mode);
                 if (i < 0)
                     memcpy(dst + (size_t)o * es, val, es);
                 else

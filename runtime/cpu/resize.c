@@ -69,7 +69,7 @@ static qf_status resize_run(const qfi_kernel_args *a)
                 float acc = 0.0f, w1 = lt[o].w1;
                 for (int k = 0; k < nt; k++) {
                     const float *row = xf + off[k];
-                    acc += w[k] * ((1.0f - w1) * row[lt[o].i0] + w1 * row[lt[o].i1]);
+                    acc += w[k] * qfi_resize_lerp(w1, row[lt[o].i0], row[lt[o].i1]);
                 }
                 yf[o] = acc;
             }

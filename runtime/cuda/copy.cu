@@ -114,6 +114,29 @@ qf_status cu_strided_copy(cudaStream_t s, void *dst, cu_elem de, const int64_t *
     return QF_OK;
 }
 
+void cu_elem_bytes(cu_elem e, float v, void *out)
+{
+    memset(out, 0, 8);
+    if (e.dt == QF_F16) {
+        uint16_t h = qf_f32_to_f16(v);
+        memcpy(out, &h, 2);
+    } else if (e.dt == QF_I8) {
+        int8_t q = qfi_quantize_f32(v, e.scale);
+        memcpy(out, &q, 1);
+    } else if (e.dt == QF_F32) {
+        memcpy(out, &v, 4);
+    }
+}
+
+void cu_walk_init(const cu_engine *c, int v, cu_walk *w)
+{
+    const qf_value *val = &c->g->values[v];
+    w->nd = val->ndim;
+    for (int d = 0; d < val->ndim; d++) w->dim_of[d] = d;
+    if (val->ndim == 4 && c->vals[v].layout == CU_NHWC) w->dim_of[1] = 2, w->dim_of[2] = 3, w->dim_of[3] = 1;
+    for (int k = 0; k < val->ndim; k++) w->dims[k] = val->dims[w->dim_of[k]];
+}
+
 /* Row-major strides of dims. */
 static void logical_strides(int nd, const int64_t *dims, int64_t *st)
 {

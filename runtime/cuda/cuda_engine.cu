@@ -42,11 +42,6 @@ qf_status lt_fail(cublasStatus_t s, const char *expr, const char *file, int line
 
 /* ---- the kernel table ----------------------------------------------------------------- */
 
-/* The kernel families that have no CUDA kernel: their nodes are refused (the
- * CPU engine runs them). */
-const cu_op cu_op_conv_transpose = {}, cu_op_pad = {}, cu_op_resize = {}, cu_op_reduce_mean = {}, cu_op_shape = {},
-            cu_op_gather = {}, cu_op_constant = {}, cu_op_range = {}, cu_op_constant_of_shape = {};
-
 /* Every op's family, in ops.def order (the order of qf_op). */
 static const cu_op *const op_table[QF_OP_COUNT] = {
 #define QF_OP(id, onnx_name, desc, family) &cu_op_##family,
@@ -54,27 +49,29 @@ static const cu_op *const op_table[QF_OP_COUNT] = {
 #undef QF_OP
 };
 
-static const cu_op *op_for(qf_op op) { return op_table[op]; }
+const cu_op *cu_op_of(qf_op op) { return op_table[op]; }
 
-/* Whether the engine runs node n of g: a kernel for its op at its precision
- * that accepts the node; reads only the graph. */
+qf_status cu_check_kernel(const qf_graph *g, const qf_node *n)
+{
+    const cu_op *op = cu_op_of(n->op);
+    if (!op->prepare) return qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine has no kernel for %s", qf_op_name(n->op));
+    if (!(op->precisions & QFI_PREC_BIT(n->precision)))
+        return qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine has no %s kernel for %s", qf_precision_name(n->precision),
+                        qf_op_name(n->op));
+    return op->check ? op->check(g, n) : QF_OK;
+}
+
+/* qf_engine_supports(): whether a device kernel runs node n (a node
+ * without one still runs, on the host: host.cu). */
 static qf_status check_node(const qf_graph *g, const qf_node *n)
 {
-    const cu_op *op = op_for(n->op);
-    qf_status st = QF_OK;
-    if (!op->prepare)
-        st = qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine has no kernel for %s", qf_op_name(n->op));
-    else if (!(op->precisions & QFI_PREC_BIT(n->precision)))
-        st = qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine has no %s kernel for %s", qf_precision_name(n->precision),
-                      qf_op_name(n->op));
-    else if (op->check)
-        st = op->check(g, n);
+    qf_status st = cu_check_kernel(g, n);
     return st == QF_OK ? QF_OK : qfi_error_node(st, g, n);
 }
 
 static unsigned cu_op_precisions(qf_op op)
 {
-    return op_for(op)->prepare ? op_for(op)->precisions & qf_op_precisions(op) : 0;
+    return cu_op_of(op)->prepare ? cu_op_of(op)->precisions & qf_op_precisions(op) : 0;
 }
 
 /* ---- services for the op files ---------------------------------------------------------- */
@@ -218,7 +215,26 @@ qf_status cu_input_as(cu_engine *c, cu_layer *L, int k, cu_layout want, cudaStre
     return QF_OK;
 }
 
+qf_status cu_copy_logical(cu_engine *c, int v, void *dst, cudaStream_t s)
+{
+    const qf_value *val = &c->g->values[v];
+    void *src;
+    QF_CHECK(cu_value_ptr(c, v, &src));
+    int64_t ss[QF_MAX_DIMS], ds[QF_MAX_DIMS];
+    cu_strides(c, v, ss);
+    qfi_contiguous_strides(val->ndim, val->dims, ds);
+    cu_elem el = {val->dtype, 0.0f};
+    return cu_strided_copy(s, dst, el, ds, 0, src, el, ss, 0, val->ndim, val->dims);
+}
+
 /* ---- building the engine --------------------------------------------------------------- */
+
+static void free_reasons(char **why, int n)
+{
+    if (!why) return;
+    for (int i = 0; i < n; i++) free(why[i]);
+    free(why);
+}
 
 static void cu_destroy(qf_engine *e)
 {
@@ -227,6 +243,7 @@ static void cu_destroy(qf_engine *e)
     cudaSetDevice(c->device);
     if (c->stream) cudaStreamSynchronize(c->stream);
     if (c->graph) cudaGraphExecDestroy(c->graph);
+    cu_host_teardown(c);
     for (int i = 0; i < c->n_layers; i++) {
         cu_layer *L = &c->layers[i];
         if (L->state) {
@@ -255,6 +272,8 @@ static void cu_destroy(qf_engine *e)
     qfi_tactic_cache_free(c->tactics);
     free(c->vals);
     free(c->view_values);
+    free(c->on_host);
+    free_reasons(c->refused, c->g->n_nodes);
     free(c);
     e->impl = NULL;
 }
@@ -322,7 +341,8 @@ static qf_status build_view(cu_engine *c)
 }
 
 /* NHWC where the ops allow it: graph inputs that feed an NHWC op, outputs of
- * NHWC ops, and elementwise results of NHWC operands. */
+ * NHWC ops, elementwise results of NHWC operands, and Pad's and Resize's
+ * outputs of NHWC inputs. */
 static void assign_layouts(cu_engine *c)
 {
     const qf_graph *g = c->g;
@@ -332,13 +352,12 @@ static void assign_layouts(cu_engine *c)
         if (g->values[v].ndim != 4) continue;
         for (int j = 0; j < g->n_nodes; j++) {
             const qf_node *n = &g->nodes[j];
-            if (n->n_in > 0 && n->in[0] == v && op_for(n->op)->rule == CU_RULE_NHWC)
-                c->vals[v].layout = CU_NHWC;
+            if (n->n_in > 0 && n->in[0] == v && c->layers[j].op->rule == CU_RULE_NHWC) c->vals[v].layout = CU_NHWC;
         }
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
-        const cu_op *op = op_for(n->op);
+        const cu_op *op = c->layers[i].op;
         for (int k = 0; k < n->n_out; k++) {
             int v = n->out[k];
             if (v < 0 || g->values[v].ndim != 4) continue;
@@ -346,6 +365,9 @@ static void assign_layouts(cu_engine *c)
             cu_layout lay = CU_LOGICAL;
             if (op->rule == CU_RULE_NHWC && k == 0) {
                 lay = CU_NHWC;
+            } else if (op->rule == CU_RULE_LIKE_INPUT) {
+                const int u = n->in[0];
+                if (u >= 0 && g->values[u].ndim == 4) lay = c->vals[u].layout;
             } else if (op->rule == CU_RULE_FOLLOW || op->rule == CU_RULE_ANY_NHWC) {
                 for (int j = 0; j < n->n_in; j++) {
                     int u = n->in[j];
@@ -438,10 +460,7 @@ static qf_status fetch_outputs(cu_engine *c, cudaStream_t s)
         const void *src;
         QF_CHECK(cu_value_ptr(c, v, (void **)&src));
         if (c->d_out[i]) {
-            int64_t ss[4], ds[4] = {val->dims[1] * val->dims[2] * val->dims[3], val->dims[2] * val->dims[3], val->dims[3], 1};
-            cu_strides(c, v, ss);
-            cu_elem el = {val->dtype, 0.0f};
-            QF_CHECK(cu_strided_copy(s, c->d_out[i], el, ds, 0, src, el, ss, 0, 4, val->dims));
+            QF_CHECK(cu_copy_logical(c, v, c->d_out[i], s));
             src = c->d_out[i];
         }
         size_t bytes = qf_value_bytes(val);
@@ -475,10 +494,7 @@ static qf_status observe(cu_engine *c, int v)
     const void *src = c->vals[v].ptr;
     if (!src) return QF_OK;
     if (cu_is_nhwc(c, v)) {
-        int64_t ss[4], ds[4] = {val->dims[1] * val->dims[2] * val->dims[3], val->dims[2] * val->dims[3], val->dims[3], 1};
-        cu_strides(c, v, ss);
-        cu_elem el = {val->dtype, 0.0f};
-        QF_CHECK(cu_strided_copy(c->stream, c->obs_dev, el, ds, 0, src, el, ss, 0, 4, val->dims));
+        QF_CHECK(cu_copy_logical(c, v, c->obs_dev, c->stream));
         src = c->obs_dev;
     }
     CU_CHECK(cudaMemcpyAsync(c->obs_host, src, bytes, cudaMemcpyDeviceToHost, c->stream));
@@ -489,7 +505,7 @@ static qf_status observe(cu_engine *c, int v)
 
 static qf_status run_layer(cu_engine *c, cu_layer *L, cudaStream_t s)
 {
-    qf_status st = op_for(L->n->op)->launch(c, L, s);
+    qf_status st = L->op->launch(c, L, s);
     return st == QF_OK ? st : qfi_error_node(st, c->g, L->n);
 }
 
@@ -564,8 +580,6 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     const qf_graph *g = e->g;
     QF_CHECK(select_device(c, e->opts.device_index));
     QF_CHECK(build_view(c));
-    /* every node needs a CUDA kernel that takes it: say which one lacks it before any work */
-    for (int i = 0; i < g->n_nodes; i++) QF_CHECK(check_node(g, &g->nodes[i]));
     c->vals = (cu_value *)qfi_calloc((size_t)g->n_values + 1, sizeof(cu_value));
     c->layers = (cu_layer *)qfi_calloc((size_t)g->n_nodes + 1, sizeof(cu_layer));
     c->h_in = (void **)qfi_calloc((size_t)g->n_inputs + 1, sizeof(void *));
@@ -584,7 +598,9 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         c->layers[i].out_override = -1;
         c->layers[i].residual = -1;
         c->layers[i].quant_in = -1;
+        c->layers[i].op = c->on_host[i] ? &cu_op_host : cu_op_of(g->nodes[i].op);
     }
+    QF_CHECK(cu_host_setup(c));
     CU_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CU_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
     CU_CHECK(cudaEventCreateWithFlags(&c->uploaded, cudaEventDisableTiming));
@@ -620,12 +636,23 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         e->outputs[i] = c->h_out[i];
     }
 
+    /* a node whose prepare refuses the device (an attribute or dtype its
+     * kernel lacks) goes to the host: the others are prepared to collect every
+     * refusal, then cu_create builds again with those nodes on the host */
+    int refused = 0;
     for (int i = 0; i < c->n_layers; i++) {
         cu_layer *L = &c->layers[i];
         if (L->skip) continue;
-        st = op_for(L->n->op)->prepare(c, L);
+        st = L->op->prepare(c, L);
+        if (st == QF_ERR_UNSUPPORTED && !cu_on_host(L)) {
+            c->refused[i] = strdup(qf_error_message());
+            if (!c->refused[i]) return QF_ERR_NOMEM;
+            refused++;
+            continue;
+        }
         if (st != QF_OK) return qfi_error_node(st, c->g, L->n);
     }
+    if (refused) return qf_error(QF_ERR_UNSUPPORTED, "%d node(s) refused by their CUDA kernels", refused);
     for (int s = 0; s < CU_SCR_COUNT; s++)
         if (c->scratch_bytes[s]) QF_CHECK(cu_alloc(c, c->scratch_bytes[s], &c->scratch[s]));
     c->lt_ws_bytes = CU_LT_WORKSPACE;
@@ -651,7 +678,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     open_tactics(c);
     for (int i = 0; i < c->n_layers; i++) {
         cu_layer *L = &c->layers[i];
-        const cu_op *op = op_for(L->n->op);
+        const cu_op *op = L->op;
         if (L->skip || !op->tune) continue;
         st = op->tune(c, L);
         if (st != QF_OK) return qfi_error_node(st, c->g, L->n);
@@ -660,26 +687,80 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     /* one eager pass loads every kernel and surfaces errors before capture */
     QF_CHECK(forward(c, false));
     CU_CHECK(cudaStreamSynchronize(c->stream));
+    /* host kernels saw the arena's fill pattern, not inputs: what they said
+     * of it (a Gather index out of range) is no error of the build */
+    if (cu_host_status(c) != QF_OK) qf_log(QF_LOG_DEBUG, "%s: host node on the fill pattern: %s", g->source, qf_error_message());
     if (!e->opts.observer && !getenv("QFORGE_CUDA_NOGRAPH")) QF_CHECK(capture(c));
     return QF_OK;
 }
 
+/* Says once per op, as the engine is built, which ops run on the host: how
+ * many nodes, the first one and why. */
+static void log_host_nodes(const cu_engine *c)
+{
+    const qf_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        if (!c->on_host[i] || c->layers[i].skip) continue;
+        bool said = false;
+        int count = 0;
+        for (int j = 0; j < g->n_nodes; j++) {
+            if (!c->on_host[j] || c->layers[j].skip || g->nodes[j].op != n->op) continue;
+            said |= j < i;
+            count++;
+        }
+        if (!said)
+            qf_log(QF_LOG_WARN, "%s: %s runs on the host (%d node%s, first %s): %s", g->source, qf_op_name(n->op),
+                   count, count == 1 ? "" : "s", n->name, c->refused[i] ? c->refused[i] : "no reason recorded");
+    }
+}
+
+/* Builds the engine; a build whose prepares refused nodes starts over with
+ * them on the host (layouts, fusions and the memory plan then know it).
+ * Each round moves at least one node to the host, so it ends. */
 static qf_status cu_create(qf_engine *e)
 {
-    cu_engine *c = (cu_engine *)qfi_calloc(1, sizeof *c);
-    if (!c) return QF_ERR_NOMEM;
-    c->e = e;
-    c->g = e->g;
-    e->impl = c;
-    qf_status st = create_impl(e, c);
-    if (st != QF_OK) {
+    const qf_graph *g = e->g;
+    bool *on_host = (bool *)qfi_calloc((size_t)g->n_nodes + 1, sizeof *on_host);
+    char **why = (char **)qfi_calloc((size_t)g->n_nodes + 1, sizeof *why);
+    qf_status st = on_host && why ? cu_host_plan(g, on_host, why) : QF_ERR_NOMEM;
+    for (int round = 0; st == QF_OK; round++) {
+        cu_engine *c = (cu_engine *)qfi_calloc(1, sizeof *c);
+        if (!c) {
+            st = QF_ERR_NOMEM;
+            break;
+        }
+        c->e = e;
+        c->g = g;
+        c->on_host = on_host;
+        c->refused = why;
+        e->impl = c;
+        st = create_impl(e, c);
+        if (st == QF_OK) {
+            log_host_nodes(c);
+            free_reasons(why, g->n_nodes);
+            c->refused = NULL;
+            return QF_OK;
+        }
         /* keep the message: teardown calls may overwrite it */
         qfi_error_saved err;
         qfi_error_save(&err);
+        bool again = false;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (why[i] && !on_host[i]) on_host[i] = again = true;
+        c->on_host = NULL; /* the plan outlives this attempt */
+        c->refused = NULL;
         cu_destroy(e);
-        return qfi_error_restore(st, &err);
+        if (again && st == QF_ERR_UNSUPPORTED) {
+            qf_log(QF_LOG_DEBUG, "%s: CUDA engine build %d: %s; building again", g->source, round + 1, err.msg);
+            st = QF_OK;
+            continue;
+        }
+        st = qfi_error_restore(st, &err);
     }
-    return QF_OK;
+    free(on_host);
+    free_reasons(why, g->n_nodes);
+    return st;
 }
 
 static qf_status cu_run(qf_engine *e)
@@ -695,12 +776,15 @@ static qf_status cu_run(qf_engine *e)
     } else {
         qf_status st = forward(c, e->opts.observer != NULL);
         if (st != QF_OK) {
+            qfi_error_saved err;
+            qfi_error_save(&err);
             cudaStreamSynchronize(c->stream);
-            return st;
+            (void)cu_host_status(c); /* the run failed before: that is the error to report */
+            return qfi_error_restore(st, &err);
         }
     }
     CU_CHECK(cudaStreamSynchronize(c->stream));
-    return QF_OK;
+    return cu_host_status(c);
 }
 
 /* Replays the pass back to back on the resident inputs, an event between
@@ -731,6 +815,7 @@ static qf_status cu_bench(qf_engine *e, int iterations, double *ms)
         }
         cudaError_t err = cudaStreamSynchronize(c->stream);
         if (st == QF_OK && err != cudaSuccess) st = cu_fail(err, "cudaStreamSynchronize", __FILE__, __LINE__);
+        if (st == QF_OK) st = cu_host_status(c);
         for (int i = 0; i < iterations && st == QF_OK; i++) {
             float t = 0.0f;
             cudaEventElapsedTime(&t, ev[i], ev[i + 1]);
@@ -769,6 +854,7 @@ static qf_status cu_profile(qf_engine *e, double *node_ms)
         if (st == QF_OK) st = fetch_outputs(c, c->stream);
         cudaError_t err = cudaStreamSynchronize(c->stream);
         if (st == QF_OK && err != cudaSuccess) st = cu_fail(err, "cudaStreamSynchronize", __FILE__, __LINE__);
+        if (st == QF_OK) st = cu_host_status(c);
     }
     for (int i = 0; i < n && st == QF_OK; i++) {
         if (c->layers[i].skip) continue;
@@ -782,6 +868,13 @@ static qf_status cu_profile(qf_engine *e, double *node_ms)
     return st;
 }
 
+static qf_device_kind cu_node_device(const qf_engine *e, int node)
+{
+    const cu_engine *c = (const cu_engine *)e->impl;
+    return c->on_host[node] ? QF_DEVICE_CPU : QF_DEVICE_CUDA;
+}
+
 extern "C" const qfi_backend qfi_cuda_backend = {
     "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile, cu_op_precisions, check_node, cu_free_memory,
+    cu_node_device,
 };

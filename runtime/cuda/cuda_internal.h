@@ -58,6 +58,7 @@ enum {
     CU_SCR_IN2,
     CU_SCR_COL,         /* im2col patches */
     CU_SCR_ACC,         /* int32 accumulators of INT8 GEMMs */
+    CU_SCR_HOST,        /* an NHWC input of a host node, in logical layout for its download */
     CU_SCR_COUNT
 };
 
@@ -76,6 +77,7 @@ typedef enum cu_layout_rule {
     CU_RULE_NHWC,       /* 4-D output NHWC (Conv, pools, BatchNormalization) */
     CU_RULE_FOLLOW,     /* elementwise: output takes the layout of a same-shape input */
     CU_RULE_ANY_NHWC,   /* Concat: NHWC when any input is */
+    CU_RULE_LIKE_INPUT, /* Pad, Resize: a 4-D output takes the layout of its 4-D input 0 */
 } cu_layout_rule;
 
 typedef struct cu_op {
@@ -91,6 +93,7 @@ typedef struct cu_op {
 
 struct cu_layer {
     const qf_node *n;
+    const cu_op *op;    /* its op family's kernels, or cu_op_host */
     int index;          /* node index */
     void *state;        /* op-specific; released with free_state (or free) */
     void (*free_state)(void *state);
@@ -105,11 +108,15 @@ struct cu_layer {
 };
 
 /* The kernel families of include/qforge/ops.def: cu_op_<family>, defined in
- * the family's file (conv.cu, gemm.cu, elementwise.cu, ...); the families
- * without a CUDA kernel are defined empty in cuda_engine.cu. */
+ * the family's file (conv.cu, gemm.cu, elementwise.cu, pad.cu, ...); the
+ * families without a CUDA kernel are defined empty in host.cu. */
 #define QF_OP(id, onnx_name, desc, family) extern const cu_op cu_op_##family;
 #include "qforge/ops.def"
 #undef QF_OP
+/* A node without a device kernel: its inputs downloaded, the CPU engine's
+ * kernel run on the host from the stream (cudaLaunchHostFunc, so it is
+ * captured in the CUDA graph), its outputs uploaded (host.cu). */
+extern const cu_op cu_op_host;
 
 struct cu_engine {
     qf_engine *e;
@@ -147,9 +154,18 @@ struct cu_engine {
     /* device histograms for a hist_observer (histogram.cu) */
     struct cu_hist *hist_dev, *hist_host;
     struct qf_histogram *hist_out;
+    /* host nodes (host.cu) */
+    bool *on_host;            /* per node: runs on the host */
+    char **refused;           /* per node: why its prepare refused the device (the build starts over), or NULL */
+    struct qfi_cpu_lowp *host_lowp; /* FP16/INT8 host nodes through the CPU's FP32 kernels; NULL if none */
 };
 
 /* ---- engine services (cuda_engine.cu) ------------------------------------------ */
+/* The kernel family of op (the op table, from ops.def; prepare NULL where it has none). */
+const cu_op *cu_op_of(qf_op op);
+/* Whether a device kernel runs node n of g (QF_OK, or QF_ERR_UNSUPPORTED
+ * with a message saying why); reads only the graph. */
+qf_status cu_check_kernel(const qf_graph *g, const qf_node *n);
 /* Device memory owned by the engine, freed with it. */
 qf_status cu_alloc(cu_engine *c, size_t bytes, void **out);
 /* Uploads host bytes into a new engine-owned buffer. */
@@ -165,6 +181,8 @@ void cu_need_scratch(cu_engine *c, int slot, size_t bytes);
 bool cu_is_nhwc(const cu_engine *c, int v);
 /* Element strides of v's logical dims in its device layout. */
 void cu_strides(const cu_engine *c, int v, int64_t *strides);
+/* Copies value v into dst (device) in logical layout, on s. */
+qf_status cu_copy_logical(cu_engine *c, int v, void *dst, cudaStream_t s);
 /* Input k of L's node in the wanted layout (a 4-D value): the value itself,
  * or a copy converted into scratch slot CU_SCR_IN0 + k (declared by
  * cu_need_input_as at prepare). */
@@ -181,6 +199,19 @@ static inline unsigned cu_blocks(int64_t n, int threads)
 /* A value of a node's dtype the device kernels handle as data: f32, f16, or
  * i8 with a scale (quantized; only at FP16/INT8 precision, as the f32 view). */
 bool cu_float_like(const qf_graph *g, const qf_node *n, const qf_value *v);
+
+/* ---- host nodes (host.cu) ---------------------------------------------------------------- */
+/* Which nodes run on the host before any device work: those of an op
+ * without a device kernel and those QFORGE_CUDA_HOST_OPS names (a test
+ * hook); why[i] gets the reason of each (strdup). */
+qf_status cu_host_plan(const qf_graph *g, bool *on_host, char **why);
+/* The CPU-side state host nodes share (after on_host is final). */
+qf_status cu_host_setup(cu_engine *c);
+void cu_host_teardown(cu_engine *c);
+/* After the stream is synchronized: the first failure of a host node's
+ * kernel since the last call (cleared), else QF_OK. */
+qf_status cu_host_status(cu_engine *c);
+static inline bool cu_on_host(const cu_layer *L) { return L->op == &cu_op_host; }
 
 /* ---- fusions planned at engine build (fusion.cu) ---------------------------------------- */
 /* Folds FP32/FP16 residual Adds, Relus and Clips into the layers that write
@@ -203,6 +234,30 @@ qf_status cu_strided_copy(cudaStream_t s, void *dst, cu_elem dt_dst, const int64
                           cu_elem dt_src, const int64_t *ss, int64_t so, int nd, const int64_t *dims);
 /* cu_elem of value v (scale only for quantized int8 use). */
 cu_elem cu_elem_of(const cu_engine *c, const qf_node *n, int v);
+/* f32, f16, or int8 with a scale: elements cu_load and cu_store convert. */
+static inline bool cu_elem_float_like(cu_elem e)
+{
+    return e.dt == QF_F32 || e.dt == QF_F16 || (e.dt == QF_I8 && e.scale > 0.0f);
+}
+/* Same dtype, and for int8 the same scale: a copy of the stored bytes converts nothing. */
+static inline bool cu_elems_alike(cu_elem a, cu_elem b) { return a.dt == b.dt && (a.dt != QF_I8 || a.scale == b.scale); }
+/* Whether cu_with_mover has a mover from x to y (prepare checks it; launch relies on it). */
+static inline bool cu_can_move(cu_elem y, cu_elem x)
+{
+    return (cu_elems_alike(y, x) && qf_dtype_info(y.dt)->size <= 8) || (cu_elem_float_like(y) && cu_elem_float_like(x));
+}
+/* The stored bytes of v as an element e (f32; f16 rounded to nearest even;
+ * int8 quantized with e's scale), at out (8 bytes, zeroed first). */
+void cu_elem_bytes(cu_elem e, float v, void *out);
+
+/* A value's dims in its storage order (NHWC: N, H, W, C) and the logical
+ * dim each one is, for cu_walk_coords. */
+typedef struct cu_walk {
+    int nd;
+    int64_t dims[QF_MAX_DIMS];
+    int dim_of[QF_MAX_DIMS];
+} cu_walk;
+void cu_walk_init(const cu_engine *c, int v, cu_walk *w);
 
 /* ---- GEMM (gemm.cu) --------------------------------------------------------------
  * Y (rows, cols) = op(A) (rows, K) x op(B) (K, cols) on row-major buffers,
@@ -338,6 +393,83 @@ __device__ __forceinline__ void cu_store(void *p, qf_dtype dt, float scale, int6
     case QF_I8: ((int8_t *)p)[i] = qfi_quantize_f32(v, scale); break;
     default: ((float *)p)[i] = v;
     }
+}
+
+/* ---- walking a value in its device layout ----
+ * For kernels that write element i of their output in storage order (so
+ * writes coalesce) and need its logical coordinates (cu_walk_init). */
+__device__ __forceinline__ void cu_walk_coords(const cu_walk &w, int64_t i, int64_t *coord)
+{
+    for (int k = w.nd - 1; k >= 0; k--) {
+        int64_t q = i / w.dims[k];
+        coord[w.dim_of[k]] = i - q * w.dims[k];
+        i = q;
+    }
+}
+
+/* ---- moving elements: the kernels of ops that only move or select values
+ * (Pad, Gather, nearest Resize) take a mover. Where source and destination
+ * elements are alike (dtype, and an int8 value's scale) it copies the stored
+ * bytes, as the CPU's pass-through does; otherwise it converts through
+ * float with the f32 view's rules (cu_load, cu_store). `fill` is what a
+ * position outside the source gets. */
+template <typename T> struct cu_raw_mover {
+    T *y;
+    const T *x;
+    T fill;
+    __device__ __forceinline__ void copy(int64_t i, int64_t j) const { y[i] = x[j]; }
+    __device__ __forceinline__ void set(int64_t i) const { y[i] = fill; }
+};
+struct cu_convert_mover {
+    void *y;
+    const void *x;
+    cu_elem ye, xe;
+    float fill;
+    __device__ __forceinline__ void copy(int64_t i, int64_t j) const
+    {
+        cu_store(y, ye.dt, ye.scale, i, cu_load(x, xe.dt, xe.scale, j));
+    }
+    __device__ __forceinline__ void set(int64_t i) const { cu_store(y, ye.dt, ye.scale, i, fill); }
+};
+/* Calls launch(mover) (a generic lambda that launches the op's kernel
+ * template with it) with the mover for x -> y. fill: the float the f32 view
+ * fills with; fill_raw (or NULL: zeros) the bytes for dtypes that are not
+ * float-like. */
+template <typename F>
+qf_status cu_with_mover(void *y, cu_elem ye, const void *x, cu_elem xe, float fill, const void *fill_raw, F launch)
+{
+    if (cu_elems_alike(ye, xe)) {
+        uint64_t fb = 0;
+        if (cu_elem_float_like(ye)) cu_elem_bytes(ye, fill, &fb);
+        else if (fill_raw) memcpy(&fb, fill_raw, qf_dtype_info(ye.dt)->size);
+        switch (qf_dtype_info(ye.dt)->size) {
+        case 1: return launch(cu_raw_mover<uint8_t>{(uint8_t *)y, (const uint8_t *)x, (uint8_t)fb});
+        case 2: return launch(cu_raw_mover<uint16_t>{(uint16_t *)y, (const uint16_t *)x, (uint16_t)fb});
+        case 4: return launch(cu_raw_mover<uint32_t>{(uint32_t *)y, (const uint32_t *)x, (uint32_t)fb});
+        case 8: return launch(cu_raw_mover<uint64_t>{(uint64_t *)y, (const uint64_t *)x, fb});
+        default: return qf_error(QF_ERR_UNSUPPORTED, "no device copy for %s", qf_dtype_info(ye.dt)->name);
+        }
+    }
+    if (!cu_elem_float_like(ye) || !cu_elem_float_like(xe))
+        return qf_error(QF_ERR_UNSUPPORTED, "no device conversion from %s to %s", qf_dtype_info(xe.dt)->name,
+                        qf_dtype_info(ye.dt)->name);
+    return launch(cu_convert_mover{y, x, ye, xe, fill});
+}
+/* The launch of a moving op: input 0 of L's node to its output, one thread
+ * per output element (grid-stride, at most 65536 blocks of 256): calls
+ * launch(mover, blocks, total) as cu_with_mover does. */
+template <typename F> qf_status cu_move_node(cu_engine *c, cu_layer *L, float fill, const void *fill_raw, F launch)
+{
+    const int xv = L->n->in[0], yv = cu_out_value(L, 0);
+    void *x, *y;
+    QF_CHECK(cu_value_ptr(c, xv, &x));
+    QF_CHECK(cu_value_ptr(c, yv, &y));
+    const int64_t total = qf_value_numel(&c->g->values[yv]);
+    if (!total) return QF_OK;
+    unsigned blocks = cu_blocks(total, 256);
+    if (blocks > 65536) blocks = 65536;
+    return cu_with_mover(y, cu_elem_of(c, L->n, yv), x, cu_elem_of(c, L->n, xv), fill, fill_raw,
+                         [&](auto m) { return launch(m, blocks, total); });
 }
 #endif
 

@@ -30,7 +30,8 @@ static const qf_node *find_consumer(const qf_graph *g, int v, int *count)
  *    the bounds are exact in the output's dtype (then clipping before the
  *    output's rounding gives what clipping after does); cuBLASLt's epilogue
  *    has no clip.
- * Every value of a chain keeps the layout and shape (and dtype) it had. */
+ * Every value of a chain keeps the layout and shape (and dtype) it had, and
+ * host nodes (host.cu) take part in none. */
 static bool same_shape(const qf_value *a, const qf_value *b)
 {
     return a->ndim == b->ndim && !memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof(int64_t)) && a->dtype == b->dtype;
@@ -38,8 +39,9 @@ static bool same_shape(const qf_value *a, const qf_value *b)
 
 static bool float_anchor(void *user, const qf_graph *g, int i)
 {
+    const cu_engine *c = (const cu_engine *)user;
     const qf_node *n = &g->nodes[i];
-    return (n->op == QF_OP_CONV || n->op == QF_OP_GEMM) && n->precision != QF_PREC_INT8;
+    return (n->op == QF_OP_CONV || n->op == QF_OP_GEMM) && n->precision != QF_PREC_INT8 && !cu_on_host(&c->layers[i]);
 }
 
 static bool float_accept(void *user, const qf_graph *g, const qfi_fusion *f, const qfi_fuse_candidate *cand)
@@ -49,6 +51,7 @@ static bool float_accept(void *user, const qf_graph *g, const qfi_fusion *f, con
     const int v = f->out, y = r->out[0];
     const bool conv = a->op == QF_OP_CONV;
     const int64_t group = conv ? ((const qfi_conv_params *)a->params)->group : 1;
+    if (cu_on_host(&c->layers[r - g->nodes])) return false;
     if (r->precision != a->precision || !same_shape(&g->values[y], &g->values[v]) ||
         c->vals[y].layout != c->vals[v].layout)
         return false;
@@ -111,7 +114,7 @@ void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values)
     const qf_graph *g = c->g;
     for (int qi = 0; qi < g->n_nodes; qi++) {
         const qf_node *q = &g->nodes[qi];
-        if (q->op != QF_OP_QUANTIZE_LINEAR || c->layers[qi].skip) continue;
+        if (q->op != QF_OP_QUANTIZE_LINEAR || c->layers[qi].skip || cu_on_host(&c->layers[qi])) continue;
         const int x = q->in[0], v = q->out[0];
         if (x < 0 || v < 0 || !(g->values[x].flags & QF_VALUE_INPUT) || g->values[x].dtype != QF_F32 ||
             g->values[x].ndim != 4 || g->values[v].dims[1] >= 4)
@@ -125,6 +128,7 @@ void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values)
         float scale;
         if (qfi_qdq_scale(g, q, &scale) != QF_OK) continue; /* the QuantizeLinear layer will say why */
         const int ci = (int)(cv - g->nodes);
+        if (cu_on_host(&c->layers[ci])) continue;
         c->layers[qi].skip = true;
         c->layers[ci].quant_in = x;
         c->layers[ci].quant_scale = scale;

@@ -1,0 +1,142 @@
+/* Resize and Upsample on the device, nearest and N-linear, from the tap
+ * tables lib/ops/resize.c builds (uploaded once); a 4-D output keeps its
+ * input's layout (NHWC after a Conv). One thread per output element, in
+ * storage order. Linear sums its terms in runtime/cpu/resize.c's order with
+ * the same roundings (the outer dims' weights multiplied in dim order, term k
+ * taking the second tap of the j-th interpolating dim where bit j of k is
+ * set), so FP32 results are the CPU's bit for bit. Nearest moves the stored
+ * bytes. */
+#include "cuda_internal.h"
+
+typedef struct resize_desc {
+    cu_walk y;
+    int nd;
+    int64_t xs[QF_MAX_DIMS];        /* the input's element strides per logical dim */
+    int64_t tap_at[QF_MAX_DIMS];
+    const qfi_resize_tap *taps;     /* device */
+    float extrapolation;
+} resize_desc;
+
+/* Where output element i reads: *off (the outer dims' first taps), the
+ * interpolating outer dims (nb of them: offsets of both taps, weight of the
+ * second), the last dim's tap; false where it falls outside the input. */
+__device__ __forceinline__ bool resize_terms(const resize_desc &d, int64_t i, int64_t &off, int &nb, int64_t *b0,
+                                             int64_t *b1, float *bw, qfi_resize_tap &last)
+{
+    int64_t o[QF_MAX_DIMS];
+    cu_walk_coords(d.y, i, o);
+    off = 0;
+    nb = 0;
+    for (int k = 0; k < d.nd - 1; k++) {
+        const qfi_resize_tap t = d.taps[d.tap_at[k] + o[k]];
+        if (t.i0 < 0) return false;
+        if (t.w1 == 0.0f || t.i1 == t.i0) {
+            off += t.i0 * d.xs[k];
+        } else {
+            b0[nb] = t.i0 * d.xs[k];
+            b1[nb] = t.i1 * d.xs[k];
+            bw[nb++] = t.w1;
+        }
+    }
+    last = d.taps[d.tap_at[d.nd - 1] + o[d.nd - 1]];
+    return last.i0 >= 0;
+}
+
+template <typename M> __global__ void resize_nearest_kernel(M m, resize_desc d, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off, b0[QF_MAX_DIMS], b1[QF_MAX_DIMS];
+        float bw[QF_MAX_DIMS];
+        int nb;
+        qfi_resize_tap t;
+        if (d.nd == 0) m.copy(i, 0);
+        else if (!resize_terms(d, i, off, nb, b0, b1, bw, t)) m.set(i);
+        else m.copy(i, off + t.i0 * d.xs[d.nd - 1]); /* nearest taps never interpolate */
+    }
+}
+
+__global__ void resize_linear_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, resize_desc d, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t off, b0[QF_MAX_DIMS], b1[QF_MAX_DIMS];
+        float bw[QF_MAX_DIMS];
+        int nb;
+        qfi_resize_tap t;
+        if (d.nd == 0 || !resize_terms(d, i, off, nb, b0, b1, bw, t)) {
+            cu_store(y, ye.dt, ye.scale, i, d.nd == 0 ? cu_load(x, xe.dt, xe.scale, 0) : d.extrapolation);
+            continue;
+        }
+        const int64_t s = d.xs[d.nd - 1], j0 = t.i0 * s, j1 = t.i1 * s;
+        float acc = 0.0f;
+        for (int k = 0; k < 1 << nb; k++) {
+            float w = 1.0f;
+            int64_t row = off;
+            for (int j = 0; j < nb; j++) {
+                const bool second = (k >> j) & 1;
+                w = qfi_mul(w, second ? bw[j] : qfi_sub(1.0f, bw[j]));
+                row += second ? b1[j] : b0[j];
+            }
+            const float v = qfi_resize_lerp(t.w1, cu_load(x, xe.dt, xe.scale, row + j0), cu_load(x, xe.dt, xe.scale, row + j1));
+            acc = qfi_add(acc, qfi_mul(w, v));
+        }
+        cu_store(y, ye.dt, ye.scale, i, acc);
+    }
+}
+
+static qf_status resize_check(const qf_graph *g, const qf_node *n)
+{
+    const qfi_resize_params *p = (const qfi_resize_params *)n->params;
+    const qf_value *x = qfi_in(g, n, 0);
+    if (p->mode == QFI_RESIZE_LINEAR && (!cu_float_like(g, n, x) || !cu_float_like(g, n, qfi_out(g, n, 0))))
+        return qf_error(QF_ERR_UNSUPPORTED, "linear mode on %s", qf_dtype_info(x->dtype)->name);
+    return QF_OK;
+}
+
+static qf_status resize_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const qfi_resize_params *p = (const qfi_resize_params *)n->params;
+    const qf_value *x = qfi_in(g, n, 0);
+    const int yv = cu_out_value(L, 0);
+    if (!cu_can_move(cu_elem_of(c, n, yv), cu_elem_of(c, n, n->in[0])))
+        return qf_error(QF_ERR_UNSUPPORTED, "no device copy from %s to %s", qf_dtype_info(x->dtype)->name,
+                        qf_dtype_info(g->values[yv].dtype)->name);
+    resize_desc *d = (resize_desc *)qfi_calloc(1, sizeof *d);
+    if (!d) return QF_ERR_NOMEM;
+    L->state = d;
+    QF_CHECK(cu_upload(c, p->taps, (size_t)p->n_taps * sizeof(qfi_resize_tap), (void **)&d->taps));
+    cu_walk_init(c, yv, &d->y);
+    d->nd = x->ndim;
+    d->extrapolation = p->extrapolation;
+    cu_strides(c, n->in[0], d->xs);
+    for (int k = 0; k < x->ndim; k++) d->tap_at[k] = p->tap_at[k];
+    void *ptr;
+    return cu_value_ptr(c, n->in[0], &ptr);
+}
+
+static qf_status resize_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qfi_resize_params *p = (const qfi_resize_params *)L->n->params;
+    const resize_desc *d = (const resize_desc *)L->state;
+    if (p->mode != QFI_RESIZE_LINEAR)
+        return cu_move_node(c, L, d->extrapolation, NULL, [&](auto m, unsigned blocks, int64_t total) {
+            resize_nearest_kernel<<<blocks, 256, 0, s>>>(m, *d, total);
+            CU_LAUNCHED();
+            return QF_OK;
+        });
+    /* linear computes in float: through cu_load and cu_store, whatever the dtypes */
+    const int xv = L->n->in[0], yv = cu_out_value(L, 0);
+    void *x, *y;
+    QF_CHECK(cu_value_ptr(c, xv, &x));
+    QF_CHECK(cu_value_ptr(c, yv, &y));
+    const int64_t total = qf_value_numel(&c->g->values[yv]);
+    const unsigned blocks = cu_blocks(total, 256);
+    if (!total) return QF_OK;
+    resize_linear_kernel<<<blocks > 65536 ? 65536 : blocks, 256, 0, s>>>(y, cu_elem_of(c, L->n, yv), x,
+                                                                         cu_elem_of(c, L->n, xv), *d, total);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const cu_op cu_op_resize = {resize_prepare, NULL, resize_launch, CU_RULE_LIKE_INPUT, CU_ALL_PRECISIONS, resize_check};
