@@ -74,6 +74,8 @@ static const bad_case bad_cases[] = {
     {"split_overflow.onnx", QF_ERR_INVALID, {"node Split_3 (Split)", "split[0] = 7308626908926665473"}},
     /* and a graph input named by 20 line breaks: the message must stay one line */
     {"newline_in_name.onnx", QF_ERR_FORMAT, {"input ???????????????????? declares"}},
+    /* and a Resize to 83,886,090 positions of few bytes each asked for a 2 GB tap table */
+    {"resize_huge_taps.onnx", QF_ERR_INVALID, {"node Resize_0 (Resize)", "83886090 positions in all"}},
 };
 
 /* A failure's message starts with the model's path and names it, and a node,

@@ -276,6 +276,9 @@ static qf_status resize_infer(qf_graph *g, qf_node *n)
     }
     if (bytes > limit)
         return qf_error(QF_ERR_INVALID, "output of more than %lld bytes", (long long)QF_MAX_TENSOR_BYTES);
+    if (n_taps > QFI_RESIZE_MAX_TAPS)
+        return qf_error(QF_ERR_INVALID, "output dims of %lld positions in all (at most %lld)", (long long)n_taps,
+                        (long long)QFI_RESIZE_MAX_TAPS);
     qfi_resize_params *np = realloc(p, sizeof *p + (size_t)n_taps * sizeof(qfi_resize_tap));
     if (!np) return qf_error(QF_ERR_NOMEM, "out of memory");
     n->params = p = np;

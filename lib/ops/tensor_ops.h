@@ -114,6 +114,11 @@ typedef enum qfi_resize_aspect { QFI_ASPECT_STRETCH, QFI_ASPECT_NOT_LARGER, QFI_
 
 /* Where output index o of one dim reads: input i0 (weight 1 - w1) and i1
  * (weight w1); i0 < 0 means outside the input (extrapolation_value). */
+/* The most output positions a Resize may have over all its dims (one tap
+ * each, 24 bytes): an empty or one-dimensional output of a few bytes per
+ * position would otherwise need a tap table many times its own size. */
+#define QFI_RESIZE_MAX_TAPS ((int64_t)1 << 22)
+
 typedef struct qfi_resize_tap {
     int64_t i0, i1;
     float w1;
