@@ -38,16 +38,11 @@ struct qf_auto_chooser {
     char msg[1024];
 };
 
-/* A layer whose output error a tensor's quantization is judged by: an op of
- * the INT8 compute role reading the tensor as its data (input 0) and nothing
- * else that varies. */
+/* A layer whose output error a tensor's quantization is judged by: one INT8
+ * computes, reading the tensor as its data. */
 static bool judging_layer(const qf_graph *g, const qf_node *n, int v)
 {
-    const qfi_op_desc *d = qfi_ops[n->op];
-    if (d->int8 != QFI_INT8_COMPUTE || n->n_in < 2 || n->in[0] != v || n->n_out != 1 || n->out[0] < 0) return false;
-    for (int k = 1; k < n->n_in; k++)
-        if (n->in[k] >= 0 && !(g->values[n->in[k]].flags & QF_VALUE_CONST)) return false;
-    return !d->int8_ok || d->int8_ok(g, n);
+    return n->in[0] == v && qfi_int8_layer(g, n);
 }
 
 static bool is_graph_output(const qf_graph *g, int v)
@@ -119,17 +114,6 @@ nomem:
     return qf_error(QF_ERR_NOMEM, "calibration (auto): out of memory");
 }
 
-/* What INT8 makes of x at threshold amax (a threshold without a usable scale holds zeros). */
-static void quantize_copy(float *y, const float *x, size_t n, float amax)
-{
-    if (!(amax >= QF_CALIB_AMAX_MIN)) {
-        memset(y, 0, n * sizeof *y);
-        return;
-    }
-    float s = qf_calib_scale(amax);
-    for (size_t i = 0; i < n; i++) y[i] = qfi_dequantize_i8(qfi_quantize_f32(x[i], s), s);
-}
-
 /* Elements of one image of value v, and how many images count (a value
  * without the batch dimension counts as one). */
 static void image_split(const qf_auto_chooser *a, const qf_value *v, size_t *per, int *images)
@@ -193,7 +177,7 @@ static qf_status judge_layer(qf_auto_chooser *a, auto_term *term, const float *x
     }
     for (int k = 0; k < K && st == QF_OK; k++) {
         if (same_as(t, k) != k) continue;
-        quantize_copy(in, x, n, t->cand[k]);
+        qfi_fake_quantize(in, x, n, t->cand[k]);
         if ((st = qf_engine_run(e)) == QF_OK) term->noise[k] += sq_sum(qf_engine_output(e, 0), a->exact, per, images);
     }
     qf_engine_free(e);
@@ -227,7 +211,7 @@ static void observe(void *user, const qf_graph *g, int v, const void *data)
         term->signal += sq_sum(NULL, x, per, images);
         for (int k = 0; k < K; k++) {
             if (same_as(t, k) != k) continue;
-            quantize_copy(a->x_q, x, n, t->cand[k]);
+            qfi_fake_quantize(a->x_q, x, n, t->cand[k]);
             term->noise[k] += sq_sum(a->x_q, x, per, images);
         }
     }
@@ -237,12 +221,7 @@ qf_status qf_auto_chooser_run(qf_auto_chooser *a, const float *input, int images
 {
     const qf_graph *g = a->g;
     a->images = images > 0 && images < g->batch ? images : g->batch;
-    qf_engine_opts eo = {.device = QF_DEVICE_CPU, .threads = a->threads, .observer = observe, .observer_user = a};
-    qf_engine *e;
-    QF_CHECK(qf_engine_create(g, &eo, &e));
-    memcpy(qf_engine_input(e, 0), input, (size_t)qf_value_numel(&g->values[g->inputs[0]]) * sizeof *input);
-    qf_status st = qf_engine_run(e);
-    qf_engine_free(e);
+    qf_status st = qfi_run_observed(g, a->threads, input, observe, a);
     if (st == QF_OK && a->st != QF_OK) st = qf_error(a->st, "calibration (auto): %s", a->msg);
     return st;
 }

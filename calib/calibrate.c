@@ -148,43 +148,58 @@ static qf_status build_workers(const qf_graph *g, const qf_calibrate_opts *o, ca
     return QF_OK;
 }
 
-/* auto's pass: QF_CALIB_AUTO_IMAGES images, evenly spaced among the dataset's,
- * through a qf_auto_chooser over the histograms of `cal`, on the CPU. */
-static qf_status choose_auto(const qf_graph *g, const qf_dataset *ds, const qf_preprocess *pp,
-                             const qf_calibrate_opts *o, int decode, const qf_calib *cal, qf_calib_table *t,
-                             qf_calibrate_info *info)
+qf_status qf_calib_sample_batches(const qf_graph *g, const qf_dataset *ds, const qf_preprocess *pp, int64_t count,
+                                  int decode_threads, bool strict, qf_batch_fn fn, void *user, int64_t *images)
 {
-    int64_t total = qf_dataset_count(ds), n = total < QF_CALIB_AUTO_IMAGES ? total : QF_CALIB_AUTO_IMAGES;
+    int64_t total = qf_dataset_count(ds), n = total < count ? total : count;
+    if (images) *images = 0;
     if (n <= 0) return QF_OK;
-    double t0 = seconds_now();
     size_t per_batch = (size_t)qf_value_numel(&g->values[g->inputs[0]]);
     const char **paths = qfi_calloc((size_t)n, sizeof *paths);
     float *in = qfi_calloc(per_batch, sizeof *in);
     qf_dataset *sub = NULL;
     qf_loader *ld = NULL;
-    qf_auto_chooser *a = NULL;
-    qf_status st = paths && in ? QF_OK : qf_error(QF_ERR_NOMEM, "calibration (auto): out of memory");
+    qf_status st = paths && in ? QF_OK : qf_error(QF_ERR_NOMEM, "out of memory for %lld sample images", (long long)n);
     for (int64_t i = 0; i < n && st == QF_OK; i++) paths[i] = qf_dataset_full_path(ds, i * total / n);
     if (st == QF_OK) st = qf_dataset_from_files(paths, (int)n, &sub);
-    qf_loader_options lo = {.batch = g->batch, .threads = decode, .strict = o->strict};
+    qf_loader_options lo = {.batch = g->batch, .threads = decode_threads, .strict = strict};
     if (st == QF_OK) st = qf_loader_create(sub, pp, &lo, &ld);
-    if (st == QF_OK) st = qf_auto_chooser_create(cal, t, o->threads, &a);
     size_t per = per_batch / (size_t)g->batch;
-    for (int count = 1; st == QF_OK && count > 0;) {
-        if ((st = qf_loader_next(ld, in, NULL, &count)) != QF_OK || count == 0) break;
-        if (count < g->batch) memset(in + (size_t)count * per, 0, (size_t)(g->batch - count) * per * sizeof *in);
-        st = qf_auto_chooser_run(a, in, count);
+    for (int got = 1; st == QF_OK && got > 0;) {
+        if ((st = qf_loader_next(ld, in, NULL, &got)) != QF_OK || got == 0) break;
+        if (got < g->batch) memset(in + (size_t)got * per, 0, (size_t)(g->batch - got) * per * sizeof *in);
+        if ((st = fn(user, in, got)) == QF_OK && images) *images += got;
     }
-    if (st == QF_OK) qf_auto_chooser_apply(a, t, info ? info->auto_chosen : NULL);
-    if (info) {
-        info->auto_images = n - (ld ? qf_loader_skipped(ld) : 0);
-        info->auto_seconds = seconds_now() - t0;
-    }
-    qf_auto_chooser_free(a);
     qf_loader_free(ld);
     qf_dataset_free(sub);
     free(in);
     free(paths);
+    return st;
+}
+
+static qf_status chooser_batch(void *user, const float *input, int images)
+{
+    return qf_auto_chooser_run(user, input, images);
+}
+
+/* auto's pass: QF_CALIB_AUTO_IMAGES images through a qf_auto_chooser over the
+ * histograms of `cal`, on the CPU. */
+static qf_status choose_auto(const qf_graph *g, const qf_dataset *ds, const qf_preprocess *pp,
+                             const qf_calibrate_opts *o, int decode, const qf_calib *cal, qf_calib_table *t,
+                             qf_calibrate_info *info)
+{
+    double t0 = seconds_now();
+    qf_auto_chooser *a = NULL;
+    int64_t images = 0;
+    qf_status st = qf_auto_chooser_create(cal, t, o->threads, &a);
+    if (st == QF_OK)
+        st = qf_calib_sample_batches(g, ds, pp, QF_CALIB_AUTO_IMAGES, decode, o->strict, chooser_batch, a, &images);
+    if (st == QF_OK) qf_auto_chooser_apply(a, t, info ? info->auto_chosen : NULL);
+    if (info) {
+        info->auto_images = images;
+        info->auto_seconds = seconds_now() - t0;
+    }
+    qf_auto_chooser_free(a);
     return st;
 }
 

@@ -152,6 +152,10 @@ enum {
 
 #define QFI_PREC_BIT(p) (1u << (p))
 
+/* A node that INT8 computes as a layer: an op of the compute role reading a
+ * varying input 0 and nothing else that varies (lib/op_table.c). */
+bool qfi_int8_layer(const qf_graph *g, const qf_node *n);
+
 typedef struct qfi_op_desc {
     /* Validates arity and attributes, fills n->params. */
     qf_status (*parse)(qf_graph *g, qf_node *n);
@@ -222,6 +226,11 @@ typedef struct qfi_one_node {
     qf_graph g;
 } qfi_one_node;
 bool qfi_one_node_init(qfi_one_node *o, const qf_graph *g, const qf_node *n);
+/* Runs the prepared graph g once on the CPU engine (`threads`, 0 = all cores)
+ * on `input` (its one input, at its batch), with `observer` called on every
+ * value as it is written (lib/passes.c; the calibration passes that look at
+ * each layer's input use it). */
+qf_status qfi_run_observed(const qf_graph *g, int threads, const float *input, qf_observer_fn observer, void *user);
 
 /* ---- files ------------------------------------------------------------------------ */
 /* Writing a file all or nothing (lib/atomic_file.c): the data goes to a

@@ -66,3 +66,13 @@ void qfi_f32_view_init(const qf_graph *g, qf_graph *view, qf_value *values)
     for (int v = 0; v < g->n_values; v++) values[v].dtype = qfi_f32_view_dtype(&g->values[v]);
     view->values = values;
 }
+
+bool qfi_int8_layer(const qf_graph *g, const qf_node *n)
+{
+    const qfi_op_desc *d = qfi_ops[n->op];
+    if (d->int8 != QFI_INT8_COMPUTE || n->n_in < 2 || n->n_out != 1 || n->out[0] < 0 || n->in[0] < 0) return false;
+    if (g->values[n->in[0]].flags & QF_VALUE_CONST) return false;
+    for (int k = 1; k < n->n_in; k++)
+        if (n->in[k] >= 0 && (!(g->values[n->in[k]].flags & QF_VALUE_CONST) || n->in[k] == n->in[0])) return false;
+    return !d->int8_ok || d->int8_ok(g, n);
+}

@@ -411,6 +411,17 @@ bool qfi_one_node_init(qfi_one_node *o, const qf_graph *g, const qf_node *n)
     return true;
 }
 
+qf_status qfi_run_observed(const qf_graph *g, int threads, const float *input, qf_observer_fn observer, void *user)
+{
+    qf_engine_opts eo = {.device = QF_DEVICE_CPU, .threads = threads, .observer = observer, .observer_user = user};
+    qf_engine *e;
+    QF_CHECK(qf_engine_create(g, &eo, &e));
+    memcpy(qf_engine_input(e, 0), input, (size_t)qf_value_numel(&g->values[g->inputs[0]]) * sizeof *input);
+    qf_status st = qf_engine_run(e);
+    qf_engine_free(e);
+    return st;
+}
+
 /* Computes node n, whose inputs are known, and makes its outputs constants.
  * The node runs on the CPU engine through the public engine interface, as a
  * one-node graph borrowing n and its inputs' data: lib/ depends on the

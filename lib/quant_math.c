@@ -40,3 +40,13 @@ void qfi_requantize(const qfi_requant *rq, const int32_t *acc, const int8_t *res
     for (int64_t i = 0; i < n; i++)
         qfi_requant_elem(&q, y, i, acc[i], ch + i * ch_step, res);
 }
+
+void qfi_fake_quantize(float *y, const float *x, size_t n, float amax)
+{
+    if (!(amax >= QF_CALIB_AMAX_MIN)) {
+        memset(y, 0, n * sizeof *y);
+        return;
+    }
+    float s = qf_calib_scale(amax);
+    for (size_t i = 0; i < n; i++) y[i] = qfi_dequantize_i8(qfi_quantize_f32(x[i], s), s);
+}

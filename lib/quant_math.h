@@ -159,6 +159,11 @@ extern "C" {
 void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, const float *s_w,
                       const int32_t *bias, float s_r, qf_dtype out, float s_out, qf_act act, float act_lo,
                       float act_hi);
+/* y = what INT8 makes of x at the clipping threshold amax (scale
+ * qf_calib_scale(amax)): quantized and dequantized; a threshold without a
+ * usable scale (below QF_CALIB_AMAX_MIN) holds zeros, as the quantizer does. */
+void qfi_fake_quantize(float *y, const float *x, size_t n, float amax);
+
 /* Applies the epilogue to n accumulators on the host; element i belongs to
  * output channel ch + i * ch_step (0 along an NCHW plane, 1 along a Gemm
  * row). `res` (int8, n elements) may be NULL; y has rq->out's dtype. */

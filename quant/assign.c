@@ -420,7 +420,7 @@ qf_status qfi_quant_check_biases(const qfi_qplan *p, unsigned char *float_anchor
         const qf_node *n = &g->nodes[i];
         const float s_in = p->values[n->in[0]].scale;
         qfi_anchor_f af;
-        QF_CHECK(qfi_anchor_f_make(g, n, p->nodes[i].bias_add, &af));
+        QF_CHECK(qfi_anchor_f_make(g, n, p->nodes[i].bias_add, p->o.bias_fix, &af));
         float *s_w = qfi_calloc((size_t)af.ch + 1, sizeof *s_w);
         if (!s_w) {
             qfi_anchor_f_free(&af);

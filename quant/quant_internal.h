@@ -88,9 +88,13 @@ typedef struct qfi_anchor_f {
     float *w;     /* outer * ch * inner */
     float *bias;  /* ch; zeros without a bias */
 } qfi_anchor_f;
-/* Fills *a for node n (bias_add: the fused bias Add's constant, or -1); a
- * weight that holds NaN or Inf is an error naming it. */
-qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, qfi_anchor_f *a);
+/* Fills *a for node n (bias_add: the fused bias Add's constant, or -1), its
+ * bias corrected by `fix` (may be NULL); a weight that holds NaN or Inf is an
+ * error naming it. */
+qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, const qf_bias_fix *fix,
+                            qfi_anchor_f *a);
+/* Adds node `name`'s corrections to bias[0..ch) (quant/bias.c); nothing if it has none. */
+void qfi_bias_fix_add(const qf_bias_fix *fix, const char *name, float *bias, int64_t ch);
 void qfi_anchor_f_free(qfi_anchor_f *a);
 /* Symmetric INT8 weights. w is viewed as (outer, channels, inner); channel c is
  * every w[o][c][i]. Per channel: s[c] = qf_calib_scale(absmax of channel c)

@@ -165,7 +165,7 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
     const int wv = n->in[1];
     const qf_value *W = &g->values[wv];
     qfi_anchor_f af;
-    QF_CHECK(qfi_anchor_f_make(g, n, qn->bias_add, &af));
+    QF_CHECK(qfi_anchor_f_make(g, n, qn->bias_add, r->p->o.bias_fix, &af));
     const int64_t ch = af.ch;
     int8_t *wq = qfi_calloc((size_t)qf_value_numel(W) + 1, 1);
     float *sc = qfi_calloc((size_t)ch, sizeof *sc);

@@ -12,7 +12,8 @@ void qfi_anchor_f_free(qfi_anchor_f *a)
     memset(a, 0, sizeof *a);
 }
 
-qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, qfi_anchor_f *a)
+qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, const qf_bias_fix *fix,
+                            qfi_anchor_f *a)
 {
     memset(a, 0, sizeof *a);
     const qf_value *W = qfi_in(g, n, 1);
@@ -46,6 +47,7 @@ qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, q
         float f = k == 0 && n->op == QF_OP_GEMM ? beta : 1.0f;
         for (int64_t c = 0; c < a->ch; c++) a->bias[c] += f * b[one ? 0 : c];
     }
+    if (fix) qfi_bias_fix_add(fix, n->name, a->bias, a->ch);
     return QF_OK;
 }
 

@@ -46,6 +46,7 @@ expect 1 "size\|channels\|crop\|28" "preprocessing that does not fit the model" 
   "$QFORGE" eval "$model" --images "$tmp/test" -n 4 --preset imagenet
 printf 'qforge-calib 1\ngarbage here\n' > "$tmp/garbage.calib"
 if "$QFORGE" help quant > /dev/null 2>&1; then
+  expect 2 "bias-correction" "--bias-correction without images" -- "$QFORGE" quant "$model" --calib "$tmp/garbage.calib" --bias-correction
   expect 1 "garbage.calib" "garbage calibration table" -- "$QFORGE" quant "$model" --calib "$tmp/garbage.calib" -o "$tmp/x.qfm"
   [ ! -e "$tmp/x.qfm" ] && pass "no partial .qfm left" || fail "partial .qfm left behind"
 fi
@@ -65,6 +66,10 @@ if grep -q '^method auto$' "$tmp/d.calib" && head -1 "$tmp/d.cache" | grep -q '^
    [ "$(sed -n 's/^\([^ ]*\) auto=\([^ ]*\) .*/\1 \2/p' "$tmp/a.calib")" = "$(sed -n '7,$p' "$tmp/d.calib")" ]
 then pass "calib --method auto by default (the all table's auto column, entropy cache header)"
 else fail "calib default auto: $(cat "$tmp/d.err")"; fi
+
+"$QFORGE" quant "$model" --images "$tmp/test" -n 100 --held-out 50 $pp --bias-correction -o "$tmp/bc.qfm" > /dev/null 2> "$tmp/bc.err"
+if grep -q 'bias correction of [1-9][0-9]* layers measured on 32 images' "$tmp/bc.err" && [ -s "$tmp/bc.qfm" ]
+then pass "quant --bias-correction"; else fail "quant --bias-correction: $(cat "$tmp/bc.err")"; fi
 
 # ---- eval JSON: accuracy of the example on an evenly spaced subset ----------------------
 "$QFORGE" eval "$model" --images "$tmp/test" -n 500 $pp --json --reference "$model" > "$tmp/eval.json"

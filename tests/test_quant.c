@@ -326,6 +326,70 @@ static void ref_conv3x3(const int8_t *x, int N, int C, int H, int W, const int8_
                 }
 }
 
+/* x (8,2,8,8) -> 1x1 Conv to 3 channels, bias 0.1 -> y: a layer whose input a
+ * low threshold clips, so INT8 shifts each channel's mean. */
+static qf_graph *clipped_conv(void)
+{
+    qf_graph *g = qf_graph_new("clipped.onnx");
+    int x = input(g, "x", 4, (int64_t[]){8, 2, 8, 8});
+    rng = 5;
+    int w = weight(g, "w", 4, (int64_t[]){3, 2, 1, 1}, 0.2f, 1.0f);
+    int b = weight(g, "b", 1, (int64_t[]){3}, 0.1f, 0.1f);
+    int y = value(g, "y");
+    conv_node(g, "conv", x, w, b, y, 0, 1);
+    output(g, y);
+    prepare_graph(g, 8);
+    return g;
+}
+
+/* Per channel of y (8,3,8,8): the mean of a - r. */
+static void channel_mean_error(const float *a, const float *r, double mean[3])
+{
+    for (int c = 0; c < 3; c++) {
+        double s = 0.0;
+        for (int n = 0; n < 8; n++)
+            for (int i = 0; i < 64; i++) s += (double)a[(n * 3 + c) * 64 + i] - (double)r[(n * 3 + c) * 64 + i];
+        mean[c] = s / (8 * 64);
+    }
+}
+
+START_TEST(bias_correction_removes_the_mean_error)
+{
+    qf_graph *ref = clipped_conv();
+    float *x = random_input(ref, 3, 0.0f, 2.0f);
+    float *y32 = run(ref, x, NULL, NULL);
+    qf_calib_table *t = calibrate_minmax(ref, x);
+    t->entries[qf_calib_table_find(t, "x")].amax[QF_CALIB_MINMAX] = 1.0f; /* clips x above 1 */
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    qf_bias_fix *fix;
+    OK(qf_bias_fix_create(ref, t, &o, 1, &fix));
+    ck_assert_int_eq(qf_bias_fix_layers(fix), 1);
+    OK(qf_bias_fix_run(fix, x, 8));
+    double before[3], after[3];
+    for (int k = 0; k < 2; k++) {
+        qf_graph *g = clipped_conv();
+        o.bias_fix = k ? fix : NULL;
+        OK(qf_quantize(g, t, &o, NULL));
+        float *y8 = run(g, x, NULL, NULL);
+        channel_mean_error(y8, y32, k ? after : before);
+        free(y8);
+        qf_graph_free(g);
+    }
+    for (int c = 0; c < 3; c++) {
+        // clipping x (uniform on [0, 2]) at 1 takes 0.25 * (w0 + w1) >= 0.1 off every channel's mean...
+        ck_assert_double_lt(before[c], -0.09);
+        // ...which the correction puts back, to the rounding of the int32 bias and the output
+        ck_assert_double_lt(fabs(after[c]), 0.01);
+    }
+    qf_bias_fix_free(fix);
+    qf_calib_table_free(t);
+    free(x);
+    free(y32);
+    qf_graph_free(ref);
+}
+END_TEST
+
 START_TEST(int8_chain_exact_and_close_to_fp32)
 {
     qf_graph *ref = chain_net(7), *g = chain_net(7);
@@ -937,6 +1001,7 @@ int main(void)
     tcase_add_test(tg, int8_fp16_boundaries);
     tcase_add_test(tg, fp16_overflow_stays_fp32);
     tcase_add_test(tg, qdq_nodes_roundtrip);
+    tcase_add_test(tg, bias_correction_removes_the_mean_error);
     suite_add_tcase(s, tg);
     return run_suite(s);
 }

@@ -18,6 +18,8 @@ static const char quant_help[] =
     "                    [--threads T] [--json] [--strict]\n"
     "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
     "  both: [--per-tensor-weights] [--export-onnx FILE.onnx] [--force] [--quiet]\n"
+    "  --bias-correction  with --images: add to each INT8 layer's bias the mean error INT8\n"
+    "              brings to its output channels, measured on 32 calibration images\n"
     "  --images:   calibrate on up to COUNT images of DIR (default 500), quantize, and check\n"
     "              the model against FP32 on up to --held-out others (default 500)\n"
     "  --precision int8 (default) | fp16 | fp32 | best (INT8, the layers that cost the most\n"
@@ -36,6 +38,8 @@ static const char quant_help[] =
 typedef struct quant_args {
     const char *model, *calib, *precision, *method, *out_path, *onnx_out, *calib_out, *report, *device;
     bool per_tensor, force, json, best;
+    bool bias_correction;  /* --bias-correction: measured on the calibration part */
+    qf_bias_fix *bias_fix; /* its corrections, once measured */
     bool device_given;   /* --device: no fallback to the CPU */
     double max_drop;     /* agreement points */
     int held_out;        /* --held-out */
@@ -63,6 +67,7 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
             return EXIT_OK;
         } else if (!strcmp(arg, "--quiet") || !strcmp(arg, "-q")) cli_quiet = true;
         else if (!strcmp(arg, "--per-tensor-weights")) a->per_tensor = true;
+        else if (!strcmp(arg, "--bias-correction")) a->bias_correction = true;
         else if (!strcmp(arg, "--force")) a->force = true;
         else if (!strcmp(arg, "--json")) a->json = true;
         else if (!strcmp(arg, "--held-out") || !strcmp(arg, "--batch")) {
@@ -109,6 +114,8 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
         return cli_usage_error("quant", "--precision %s needs --images DIR (or --calib TABLE.calib from qforge calib)",
                                a->precision);
     if (a->best && !images) return cli_usage_error("quant", "--precision best needs --images DIR to measure on");
+    if (a->bias_correction && !images)
+        return cli_usage_error("quant", "--bias-correction needs --images DIR to measure on");
     if (a->max_drop >= 0 && !a->best) return cli_usage_error("quant", "--max-drop goes with --precision best");
     if (a->max_drop < 0) a->max_drop = 0.5;
     if (!images && (a->calib_out || a->report || a->json))
@@ -133,6 +140,7 @@ static qf_status quant_options(const quant_args *a, const qf_calib_table *t, con
     qo->per_tensor_weights = a->per_tensor;
     qo->float_nodes = floats;
     qo->n_float_nodes = n_floats;
+    qo->bias_fix = a->bias_fix;
     if (!a->best) QF_CHECK_CLI(qf_precision_parse(a->precision, &qo->precision));
     /* with --images, --method said how to calibrate; the table's default is then that method */
     if (!a->method || !a->calib) return QF_OK;
@@ -258,6 +266,31 @@ static qf_status calibrate(const quant_args *a, const qf_dataset *cal, const cha
     if (st == QF_OK && a->calib_out) st = qf_calib_table_write(*t, a->calib_out);
     if (st == QF_OK && a->report) st = qf_calib_report_write(a->report, hists, *t);
     qf_calib_free(hists);
+    qf_graph_free(g);
+    return st;
+}
+
+static qf_status bias_batch(void *user, const float *input, int images)
+{
+    return qf_bias_fix_run(user, input, images);
+}
+
+/* --bias-correction: measured on QF_CALIB_AUTO_IMAGES of the calibration part,
+ * with the table's thresholds as the quantizer will use them. */
+static qf_status measure_bias(quant_args *a, const qf_calib_table *t, const qf_dataset *cal)
+{
+    qf_quant_opts qo;
+    QF_CHECK_CLI(quant_options(a, t, NULL, 0, &qo));
+    qf_graph *g;
+    QF_CHECK_CLI(cli_load_model(a->model, a->batch ? a->batch : 16, &g, NULL));
+    qf_status st = qf_bias_fix_create(g, t, &qo, a->io.threads, &a->bias_fix);
+    int64_t images = 0;
+    if (st == QF_OK)
+        st = qf_calib_sample_batches(g, cal, &a->io.pp, QF_CALIB_AUTO_IMAGES, image_opts_decode_threads(&a->io, QF_DEVICE_CPU),
+                                     a->io.strict, bias_batch, a->bias_fix, &images);
+    if (st == QF_OK && !cli_quiet)
+        fprintf(stderr, "qforge: bias correction of %d layers measured on %lld images\n",
+                qf_bias_fix_layers(a->bias_fix), (long long)images);
     qf_graph_free(g);
     return st;
 }
@@ -468,6 +501,7 @@ static int quant_images(quant_args *a, qf_calib_table *t, const char *sha)
     if (st == QF_OK) st = split_images(a, &cal, &held, &r.found);
     if (st == QF_OK) r.calib_images = qf_dataset_count(cal);
     if (st == QF_OK && !t) st = calibrate(a, cal, sha, &eo, &t);
+    if (st == QF_OK && a->bias_correction) st = measure_bias(a, t, cal);
     cli_log_level(QF_LOG_WARN); /* the summary tells what each quantization would say */
     if (st == QF_OK) st = eval_model_open(&ref, a->model, check_batch, NULL, &eo, a->device_given, NULL);
     eval_ref ref_held = {.model = &ref};
@@ -508,6 +542,8 @@ static int quant_images(quant_args *a, qf_calib_table *t, const char *sha)
     qf_dataset_free(cal);
     qf_dataset_free(held);
     qf_calib_table_free(t);
+    qf_bias_fix_free(a->bias_fix);
+    a->bias_fix = NULL;
     return rc;
 }
 

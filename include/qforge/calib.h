@@ -239,6 +239,16 @@ void qf_auto_chooser_apply(const qf_auto_chooser *a, qf_calib_table *t, int64_t 
  * (evenly spaced) on the CPU. Either way the table is the same for any batch,
  * thread count or device. */
 #define QF_CALIB_AUTO_IMAGES 32
+
+/* Runs fn on batches of `count` images evenly spaced among the dataset's (all
+ * of them if it has fewer), decoded and preprocessed for g (one float input,
+ * prepared at its batch): `input` holds g->batch images, the first `images`
+ * real, the rest zeros. Stops at fn's first failure. *images (may be NULL):
+ * the images fn saw (files that cannot be decoded are skipped unless strict).
+ * qf_calibrate's auto pass and quant's bias correction take their images so. */
+typedef qf_status (*qf_batch_fn)(void *user, const float *input, int images);
+qf_status qf_calib_sample_batches(const qf_graph *g, const qf_dataset *ds, const qf_preprocess *pp, int64_t count,
+                                  int decode_threads, bool strict, qf_batch_fn fn, void *user, int64_t *images);
 typedef void (*qf_progress_fn)(void *user, int64_t done, int64_t total);
 
 typedef struct qf_calibrate_opts {

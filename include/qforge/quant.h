@@ -38,10 +38,32 @@ typedef struct qf_quant_opts {
      * the most accuracy under `qforge quant --precision best`. */
     const char *const *float_nodes;
     int n_float_nodes;
+    /* INT8: per-channel bias corrections measured on images (qf_bias_fix), or NULL. */
+    const struct qf_bias_fix *bias_fix;
 } qf_quant_opts;
 
 /* INT8, the table's default method, per-channel weights. */
 void qf_quant_opts_init(qf_quant_opts *o);
+
+/* ---- bias correction ------------------------------------------------------------------
+ * The mean error INT8 brings to each output channel of a layer (Conv, Gemm or
+ * MatMul with constant weights), measured on images and added to the layer's
+ * bias before it is quantized, so that the INT8 output is right on average.
+ * Each layer runs alone on its FP32 input from the FP32 graph: the error is
+ * y(x, W) - y(q(x), q(W)), x quantized at the table's threshold for it (the
+ * method of the options) and W at the quantizer's weight scales, averaged over
+ * the images and the positions of each channel. The graph (prepared, FP32)
+ * and the table must outlive the runs; the corrections are kept by node name,
+ * for any later load of the same model. */
+typedef struct qf_bias_fix qf_bias_fix;
+/* o: the method and weight scales qf_quantize will use (its float_nodes are not read). */
+qf_status qf_bias_fix_create(const qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, int threads,
+                             qf_bias_fix **out);
+/* One batch (as qf_auto_chooser_run). */
+qf_status qf_bias_fix_run(qf_bias_fix *b, const float *input, int images);
+void qf_bias_fix_free(qf_bias_fix *b);
+/* The layers it measures. */
+int qf_bias_fix_layers(const qf_bias_fix *b);
 
 /* What a qf_quantize call did. */
 typedef struct qf_quant_summary {
