@@ -1090,6 +1090,22 @@ START_TEST(table_rejects_garbage)
 }
 END_TEST
 
+/* A threshold the table lacks is named with its tensor, control bytes shown as
+ * '?' (tests/bad/calib/control_char_name.calib: fuzz_calib looked for the raw name) */
+START_TEST(table_lookup_names_tensor)
+{
+    qf_calib_table *t = sample_table(1u << QF_CALIB_ENTROPY, 5);
+    float amax = -1;
+    ck_assert_int_eq(qf_calib_table_amax(t, 4, QF_CALIB_MSE, &amax), QF_ERR_INVALID);
+    ck_assert_float_eq(amax, -1);
+    ck_assert_msg(strstr(qf_error_message(), "tensor bad\xff\xc3utf8?tab has no mse threshold (the table records entropy)"),
+                  "%s", qf_error_message());
+    ck_assert_int_eq(qf_calib_table_amax(t, 4, QF_CALIB_ENTROPY, &amax), QF_OK);
+    ck_assert_float_eq(amax, t->entries[4].amax[QF_CALIB_ENTROPY]);
+    qf_calib_table_free(t);
+}
+END_TEST
+
 START_TEST(table_model_check)
 {
     qf_calib_table *t = sample_table(1u << QF_CALIB_ENTROPY, 1);
@@ -1233,6 +1249,7 @@ static Suite *calib_suite(void)
     tcase_add_test(tc, finalize_rejects_bad_meta);
     tcase_add_test(tc, table_round_trip);
     tcase_add_test(tc, table_rejects_garbage);
+    tcase_add_test(tc, table_lookup_names_tensor);
     tcase_add_test(tc, table_model_check);
     tcase_add_test(tc, table_write_all_or_nothing);
     tcase_add_test(tc, trt_cache_format);

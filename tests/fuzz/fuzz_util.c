@@ -65,6 +65,20 @@ void fz_write(const char *path, const void *data, size_t size)
     close(fd);
 }
 
+/* Whether msg names culprit as messages show names: control characters as '?'
+ * (lib/status.c keeps messages one line), a long name possibly cut short. */
+static bool names_culprit(const char *msg, const char *culprit)
+{
+    char shown[101];
+    size_t n = 0;
+    for (; culprit[n] && n < sizeof shown - 1; n++) {
+        const unsigned char c = (unsigned char)culprit[n];
+        shown[n] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    shown[n] = 0;
+    return strstr(msg, shown) != NULL;
+}
+
 void fz_check_error(qf_status st, const char *culprit)
 {
     if (st == QF_OK) return;
@@ -73,7 +87,7 @@ void fz_check_error(qf_status st, const char *culprit)
     if (st < 0 || st >= QF_STATUS_COUNT) why = "an unknown status";
     else if (!msg[0]) why = "no message";
     else if (strchr(msg, '\n')) why = "a message of more than one line";
-    else if (culprit && !strstr(msg, culprit)) why = "a message that does not name the file";
+    else if (culprit && !names_culprit(msg, culprit)) why = "a message that does not name the culprit";
     if (!why) return;
     fprintf(stderr, "fuzz: status %d with %s: \"%s\"\n", (int)st, why, msg);
     abort();
