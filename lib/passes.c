@@ -175,7 +175,7 @@ static void remove_identities(qf_graph *g)
  * output shape is the same either way. */
 static qf_status fix_reshape_batch(qf_graph *g, qf_node *n, int64_t fixed)
 {
-    if (n->op != QF_OP_RESHAPE || n->n_in < 2 || n->in[1] < 0) return QF_OK;
+    if (n->op != QF_OP_RESHAPE || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return QF_OK;
     qf_value *x = &g->values[n->in[0]], *sv = &g->values[n->in[1]];
     if (!(sv->flags & QF_VALUE_CONST) || sv->dtype != QF_I64 || sv->ndim != 1 || sv->dims[0] < 1) return QF_OK;
     int64_t *s = sv->data;

@@ -76,6 +76,8 @@ static const bad_case bad_cases[] = {
     {"newline_in_name.onnx", QF_ERR_FORMAT, {"input ???????????????????? declares"}},
     /* and a Resize to 83,886,090 positions of few bytes each asked for a 2 GB tap table */
     {"resize_huge_taps.onnx", QF_ERR_INVALID, {"node Resize_0 (Resize)", "83886090 positions in all"}},
+    /* and a Reshape whose data input is absent ("") read values[-1] while fixing its batch (ASan) */
+    {"reshape_missing_data.onnx", QF_ERR_INVALID, {"node Reshape_12 (Reshape)", "missing input"}},
 };
 
 /* A failure's message starts with the model's path and names it, and a node,
