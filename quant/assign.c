@@ -193,6 +193,12 @@ static bool fp16_holds(float b)
     return b == -1.0f || b == 0.0f || (b >= QFI_FP16_MIN_NORMAL && b <= QFI_FP16_MAX);
 }
 
+/* Input k of n is a compute op's constant bias (QFI_INT8_COMPUTE's input 2). */
+static bool is_bias(const qf_node *n, int k)
+{
+    return k == 2 && qfi_ops[n->op]->int8 == QFI_INT8_COMPUTE;
+}
+
 static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
 {
     if (p->o.precision == QF_PREC_FP32) return QF_PREC_FP32;
@@ -205,8 +211,14 @@ static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
         any = true;
         if (!fp16_holds(abs_bound(p, n->out[k]))) return QF_PREC_FP32;
     }
-    for (int k = 0; k < n->n_in; k++)
-        if (qfi_qfloat(p, n->in[k]) && !fp16_holds(abs_bound(p, n->in[k]))) return QF_PREC_FP32;
+    for (int k = 0; k < n->n_in; k++) {
+        if (!qfi_qfloat(p, n->in[k])) continue;
+        float b = abs_bound(p, n->in[k]);
+        /* a compute op's bias is added to its output, whose bound is checked
+         * above: a tiny bias loses at most 2^-25 to FP16's subnormals, which
+         * no output near a normal half can see; only overflow matters */
+        if (is_bias(n, k) ? !(b <= QFI_FP16_MAX) : !fp16_holds(b)) return QF_PREC_FP32;
+    }
     return any ? QF_PREC_FP16 : QF_PREC_FP32;
 }
 

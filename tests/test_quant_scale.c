@@ -204,6 +204,39 @@ START_TEST(tiny_activations_stay_out_of_fp16)
 }
 END_TEST
 
+/* A BatchNorm folded with re-estimated statistics leaves biases near 1e-5
+ * (MobileNetV2's expand convs): below FP16's normals, but added to outputs
+ * near 1, so FP16 loses nothing there and the conv stays FP16 (it went FP32
+ * and MobileNetV2 FP16 ran at 0.56x). Weights that small stay FP32: their
+ * products would sit among the subnormals. */
+START_TEST(tiny_bias_stays_fp16)
+{
+    for (int tiny_weights = 0; tiny_weights < 2; tiny_weights++) {
+        qf_graph *ref = homogeneous_net(1.0f), *g = homogeneous_net(1.0f);
+        for (int k = 0; k < 2; k++) {
+            qf_graph *h = k ? g : ref;
+            scale_const(h, "b1", ldexpf(1.0f, -20));
+            if (tiny_weights) scale_const(h, "w1", ldexpf(1.0f, -20));
+        }
+        float *x = random_input(g, 31, -1, 1);
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.precision = QF_PREC_FP16;
+        OK(qf_quantize(g, NULL, &o, NULL));
+        const qf_node *c1 = node_named(g, "conv1");
+        ck_assert_msg(c1->precision == (tiny_weights ? QF_PREC_FP32 : QF_PREC_FP16), "tiny weights %d: conv1 is %s",
+                      tiny_weights, qf_precision_name(c1->precision));
+        ck_assert_int_eq(node_named(g, "conv2")->precision, QF_PREC_FP16);
+        float *y32 = run(ref, x, NULL, NULL), *y16 = run(g, x, NULL, NULL);
+        double db = sqnr_db(y32, y16, 10);
+        ck_assert_msg(db > 50.0, "tiny weights %d: FP16 SQNR %.1f dB", tiny_weights, db);
+        free(x), free(y32), free(y16);
+        qf_graph_free(ref);
+        qf_graph_free(g);
+    }
+}
+END_TEST
+
 /* ---- a bias beyond the accumulator's range ------------------------------------------ */
 
 /* GoogLeNet's head: x (2,8,4,4) -> Conv 1x1 -> Relu -> GlobalAveragePool ->
@@ -304,6 +337,7 @@ int main(void)
     TCase *tc = tcase_create("scale");
     tcase_add_test(tc, int8_is_scale_invariant);
     tcase_add_test(tc, tiny_activations_stay_out_of_fp16);
+    tcase_add_test(tc, tiny_bias_stays_fp16);
     tcase_add_test(tc, bias_beyond_accumulator_computes_in_float);
     tcase_add_test(tc, degenerate_ranges_warn_in_quant);
     suite_add_tcase(s, tc);
