@@ -3,6 +3,7 @@
 #include <math.h>
 #include "kernels.h"
 #include "ops/tensor_ops.h"
+#include "float_math.h" /* the Sigmoid both engines compute */
 
 typedef struct unary_job {
     const qf_node *n;
@@ -13,14 +14,6 @@ typedef struct unary_job {
     const void *lo, *hi; /* Clip bounds given as inputs (opset >= 11), or NULL */
     int64_t total, chunk;
 } unary_job;
-
-static float sigmoid(float x)
-{
-    /* exp of a negative argument only, so large |x| neither overflows nor loses the tail */
-    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
 
 /* Compiled per ISA: the Relu and Clip loops then run 16 floats wide on AVX-512
  * (the baseline build vectorizes only 4 wide). */
@@ -45,7 +38,7 @@ QFI_SIMD_CLONES static void run_f32(const unary_job *j, const float *x, float *y
         break;
     }
     case QF_OP_SIGMOID:
-        for (int64_t i = 0; i < n; i++) y[i] = sigmoid(x[i]);
+        for (int64_t i = 0; i < n; i++) y[i] = qfi_sigmoid(x[i]);
         break;
     case QF_OP_HARD_SIGMOID:
     case QF_OP_HARD_SWISH:

@@ -7,6 +7,7 @@
  * rounding per operation (no contraction into FMA where the CPU has none),
  * except that CUDA's powf may differ from the C library's in the last bits. */
 #include "cuda_internal.h"
+#include "float_math.h" /* the Sigmoid both engines compute */
 #include <float.h>
 
 /* ---- activations ------------------------------------------------------------------------ */
@@ -15,13 +16,6 @@ typedef struct unary_params {
     int op;                 /* qf_op */
     float alpha, beta, lo, hi;
 } unary_params;
-
-__device__ __forceinline__ float cu_sigmoid(float x)
-{
-    if (x >= 0.0f) return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
-    float e = expf(x);
-    return __fdiv_rn(e, __fadd_rn(1.0f, e));
-}
 
 __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
 {
@@ -33,7 +27,7 @@ __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
         float v = x < p.lo ? p.lo : x;
         return v > p.hi ? p.hi : v;
     }
-    case QF_OP_SIGMOID: return cu_sigmoid(x);
+    case QF_OP_SIGMOID: return qfi_sigmoid(x);
     case QF_OP_HARD_SIGMOID:
     case QF_OP_HARD_SWISH: {
         float h = __fadd_rn(__fmul_rn(p.alpha, x), p.beta);

@@ -1,0 +1,96 @@
+/* lib/float_math.h, the exp and Sigmoid both engines compute, against
+ * double-precision libm: e^x within 2 ulp over a million arguments spread
+ * across its whole range (subnormal results within one subnormal step), the
+ * special values, and Sigmoid within 3 ulp. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "float_math.h"
+#include "testutil.h"
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* |y - ref| in units of ref's last place (a float's spacing at ref). */
+static double ulps(float y, double ref)
+{
+    int e;
+    frexp(ref, &e); /* ref = m * 2^e, 0.5 <= m < 1 */
+    double ulp = ldexp(1.0, (e - 1 < -126 ? -126 : e - 1) - 23);
+    return fabs((double)y - ref) / ulp;
+}
+
+START_TEST(exp_within_2_ulp)
+{
+    /* every 1999th float in [-103.97, 88.72]: the negatives from -0 down, then the positives */
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    long n = 0;
+    for (int sign = 0; sign < 2; sign++) {
+        const float limit = sign ? -103.97208404541016f : 88.72283935546875f;
+        for (uint32_t b = 0;; b += 1999) {
+            float x = from_bits(b | (sign ? 0x80000000u : 0u));
+            if (sign ? x < limit : x > limit) break;
+            double e = ulps(qfi_exp(x), exp((double)x));
+            if (e > worst) worst = e, worst_x = x;
+            n++;
+        }
+    }
+    printf("qfi_exp: %ld arguments, worst %.3f ulp at x = %.9g\n", n, worst, (double)worst_x);
+    ck_assert_msg(n > 1000000, "%ld arguments", n);
+    ck_assert_msg(worst <= 2.0, "%.3f ulp at x = %.9g: e^x %.9g, libm %.17g", worst, (double)worst_x,
+                  (double)qfi_exp(worst_x), exp((double)worst_x));
+}
+END_TEST
+
+START_TEST(exp_special_values)
+{
+    ck_assert(qfi_exp(0.0f) == 1.0f);
+    ck_assert(qfi_exp(-0.0f) == 1.0f);
+    ck_assert(isinf(qfi_exp(INFINITY)) && qfi_exp(INFINITY) > 0);
+    ck_assert(qfi_exp(89.0f) == INFINITY);
+    ck_assert(qfi_exp(-INFINITY) == 0.0f);
+    ck_assert(qfi_exp(-104.0f) == 0.0f);
+    ck_assert(isnan(qfi_exp(NAN)));
+    /* the smallest results are subnormal, and positive */
+    ck_assert(qfi_exp(-103.0f) > 0.0f && qfi_exp(-103.0f) < FLT_MIN);
+    ck_assert(qfi_exp(1.0f) == (float)M_E || ulps(qfi_exp(1.0f), M_E) <= 1.0);
+}
+END_TEST
+
+START_TEST(sigmoid_within_3_ulp)
+{
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    for (int i = -220000; i <= 220000; i++) {
+        float x = (float)i * 0.0005f; /* [-110, 110] */
+        double ref = 1.0 / (1.0 + exp(-(double)x));
+        if (ref == 0.0) continue;
+        double e = ulps(qfi_sigmoid(x), ref);
+        if (e > worst) worst = e, worst_x = x;
+    }
+    printf("qfi_sigmoid: worst %.3f ulp at x = %.9g\n", worst, (double)worst_x);
+    ck_assert_msg(worst <= 3.0, "%.3f ulp at x = %.9g", worst, (double)worst_x);
+    ck_assert(qfi_sigmoid(0.0f) == 0.5f);
+    ck_assert(qfi_sigmoid(200.0f) == 1.0f && qfi_sigmoid(-200.0f) == 0.0f);
+    ck_assert(isnan(qfi_sigmoid(NAN)));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("float_math");
+    TCase *tc = tcase_create("float_math");
+    tcase_add_test(tc, exp_within_2_ulp);
+    tcase_add_test(tc, exp_special_values);
+    tcase_add_test(tc, sigmoid_within_3_ulp);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
