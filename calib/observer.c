@@ -120,12 +120,8 @@ static void slice_run(void *arg, int64_t i)
 int64_t qf_calib_observe_count(void *user, const qf_graph *g, int value)
 {
     const qf_calib *c = user;
-    const qf_value *v = &g->values[value];
-    int64_t n = qf_value_numel(v);
     // A padded final batch: count only the leading `valid` images of batched values.
-    if (c->valid > 0 && g->batch > 0 && c->valid < g->batch && v->ndim >= 1 && v->dims[0] == g->batch)
-        n = n / g->batch * c->valid;
-    return n;
+    return qfi_value_valid_numel(g, &g->values[value], c->valid);
 }
 
 /* The slot an observation of `value` goes to, or -1: untracked, without

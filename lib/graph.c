@@ -157,6 +157,14 @@ size_t qf_value_bytes(const qf_value *v)
     return (size_t)qf_value_numel(v) * qf_dtype_info(v->dtype)->size;
 }
 
+int64_t qfi_value_valid_numel(const qf_graph *g, const qf_value *v, int valid)
+{
+    int64_t n = qf_value_numel(v);
+    if (valid > 0 && g->batch > 0 && valid < g->batch && v->ndim >= 1 && v->dims[0] == g->batch)
+        n = n / g->batch * valid;
+    return n;
+}
+
 void qfi_value_set_shape(qf_value *v, qf_dtype dt, int ndim, const int64_t *dims)
 {
     QF_ASSERT(ndim >= 0 && ndim <= QF_MAX_DIMS);

@@ -102,6 +102,9 @@ static inline qf_value *qfi_out(const qf_graph *g, const qf_node *n, int k)
 }
 /* Sets a value's dtype and shape (used by shape inference). */
 void qfi_value_set_shape(qf_value *v, qf_dtype dt, int ndim, const int64_t *dims);
+/* Elements of v that belong to the leading `valid` images of g's batch (a
+ * zero-padded final batch); all of them when valid is 0 or v is not batched. */
+int64_t qfi_value_valid_numel(const qf_graph *g, const qf_value *v, int valid);
 /* Reads a constant integer tensor (i64 or i32) as int64 values; *count set.
  * Fails if the value is not constant. */
 qf_status qfi_value_ints(const qf_value *v, int64_t *out, int max, int *count);

@@ -516,6 +516,94 @@ START_TEST(int8_chain_exact_and_close_to_fp32)
 END_TEST
 
 /* x -> Conv 1x1 with bias -> y, as FP16 and through FP32 on half-rounded data */
+/* Per-layer SQNR of chain_net quantized with the threshold of r1 (conv1+relu's
+ * output) multiplied by `spoil`, on x; the comparison counts the first `valid`
+ * images of the batch. Returns the rows (worst first) and the quantized output. */
+static qf_layer_sqnr *per_layer(const float *x, float spoil, int valid, int *n, float **y8)
+{
+    qf_graph *ref = chain_net(7), *g = chain_net(7);
+    qf_calib_table *t = calibrate_minmax(ref, x);
+    t->entries[qf_calib_table_find(t, "r1")].amax[QF_CALIB_MINMAX] *= spoil;
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    OK(qf_quantize(g, t, &o, NULL));
+    qf_layer_cmp *c;
+    OK(qf_layer_cmp_create(g, ref, &c));
+    qf_layer_cmp_set_batch_valid(c, valid);
+    *y8 = run(g, x, qf_layer_cmp_observe_quantized, c); /* the quantized graph first */
+    free(run(ref, x, qf_layer_cmp_observe_reference, c));
+    qf_layer_sqnr *rows;
+    OK(qf_layer_cmp_results(c, &rows, n));
+    for (int i = 1; i < *n; i++) ck_assert(rows[i - 1].sqnr_db <= rows[i].sqnr_db);
+    /* names and nodes come from the quantized graph, which must outlive them: copy */
+    for (int i = 0; i < *n; i++) {
+        rows[i].tensor = strdup(rows[i].tensor);
+        rows[i].node = strdup(rows[i].node);
+    }
+    qf_layer_cmp_free(c);
+    qf_calib_table_free(t);
+    qf_graph_free(g);
+    qf_graph_free(ref);
+    return rows;
+}
+
+static const qf_layer_sqnr *row_named(const qf_layer_sqnr *rows, int n, const char *tensor)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(rows[i].tensor, tensor)) return &rows[i];
+    ck_abort_msg("no per-layer row for %s", tensor);
+    return NULL;
+}
+
+static void rows_free(qf_layer_sqnr *rows, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free((char *)rows[i].tensor);
+        free((char *)rows[i].node);
+    }
+    free(rows);
+}
+
+START_TEST(per_layer_sqnr_finds_the_bad_layer)
+{
+    qf_graph *ref = chain_net(7);
+    float *x = random_input(ref, 99, -1, 1);
+    float *y32 = run(ref, x, NULL, NULL);
+    const int64_t y_per_image = qf_value_numel(&ref->values[ref->outputs[0]]) / 2;
+    int n_good, n_bad, n_one;
+    float *y_good, *y_bad, *y_one;
+    qf_layer_sqnr *good = per_layer(x, 1.0f, 0, &n_good, &y_good);
+    qf_layer_sqnr *bad = per_layer(x, 16.0f, 0, &n_bad, &y_bad);
+    qf_layer_sqnr *one = per_layer(x, 16.0f, 1, &n_one, &y_one);
+    /* the INT8 values conv1+relu, the pool and conv2 write (x's INT8 copy is renamed) */
+    ck_assert_int_eq(n_good, 3);
+    ck_assert_int_eq(n_bad, 3);
+    const qf_layer_sqnr *r1 = row_named(good, n_good, "r1");
+    ck_assert_str_eq(r1->node, "conv1");
+    ck_assert_int_eq(r1->op, QF_OP_CONV);
+    ck_assert_int_eq(r1->dtype, QF_I8);
+    ck_assert_int_eq(r1->elements, 2 * 8 * 8 * 8);
+    for (int i = 0; i < n_good; i++) ck_assert_double_gt(good[i].sqnr_db, 30.0);
+    // a 16x threshold costs r1 about 22 dB (40.6 -> 18.2) and makes it the worst tensor
+    ck_assert_str_eq(bad[0].tensor, "r1");
+    ck_assert_double_lt(bad[0].sqnr_db, r1->sqnr_db - 18.0);
+    // the output's row is the SQNR of the output itself, over the whole batch or the first image
+    ck_assert_double_eq_tol(row_named(good, n_good, "y")->sqnr_db, sqnr_db(y32, y_good, 2 * y_per_image), 1e-9);
+    ck_assert_double_eq_tol(row_named(bad, n_bad, "y")->sqnr_db, sqnr_db(y32, y_bad, 2 * y_per_image), 1e-9);
+    ck_assert_int_eq(row_named(one, n_one, "y")->elements, y_per_image);
+    ck_assert_double_eq_tol(row_named(one, n_one, "y")->sqnr_db, sqnr_db(y32, y_one, y_per_image), 1e-9);
+    rows_free(good, n_good);
+    rows_free(bad, n_bad);
+    rows_free(one, n_one);
+    free(y_good);
+    free(y_bad);
+    free(y_one);
+    free(y32);
+    free(x);
+    qf_graph_free(ref);
+}
+END_TEST
+
 START_TEST(fp16_matches_rounding)
 {
     rng = 3;
@@ -1002,6 +1090,7 @@ int main(void)
     tcase_add_test(tg, fp16_overflow_stays_fp32);
     tcase_add_test(tg, qdq_nodes_roundtrip);
     tcase_add_test(tg, bias_correction_removes_the_mean_error);
+    tcase_add_test(tg, per_layer_sqnr_finds_the_bad_layer);
     suite_add_tcase(s, tg);
     return run_suite(s);
 }

@@ -3,7 +3,8 @@
 # commands it stands for, on ResNet-20 and CIFAR-10 images from the shared data
 # (exit 77 without): the same table as `calib -n`, the same .qfm as
 # `quant --calib`, and the held-out figures `eval --reference` gives on the
-# images calibration left; --precision best; a folder too small; usage errors.
+# images calibration left, and eval --per-layer's rows there; --precision best; a
+# folder too small; usage errors.
 set -u
 : "${QFORGE:?}" "${top_srcdir:?}"
 data=${QFORGE_DATA:-$top_srcdir/../shared/data}/cifar10
@@ -42,6 +43,21 @@ done
 a=$(sed -n 's/.*"held_out": {[^}]*"top1": \([0-9.]*\).*/\1/p' "$tmp/one.json")
 b=$(sed -n 's/.*"images": [0-9]*, "top1": \([0-9.]*\).*/\1/p' "$tmp/three.json")
 [ -n "$a" ] && [ "$a" = "$b" ] && pass "held-out top1 $a = eval's" || fail "held-out top1: quant $a, eval $b"
+
+# ---- eval --per-layer: every shared tensor's SQNR, worst first; the output's is eval's --------
+"$QFORGE" eval "$tmp/three.qfm" --images "$tmp/held" --reference "$model" --per-layer --json --quiet \
+  > "$tmp/layers.json" || fail "eval --per-layer exit $?"
+tr '{' '\n' < "$tmp/layers.json" | sed -n 's/.*"tensor": "\([^"]*\)".*"sqnr_db": \([-0-9.]*\)}.*/\1 \2/p' > "$tmp/layers.txt"
+n=$(wc -l < "$tmp/layers.txt")
+[ "$n" -ge 20 ] && pass "per-layer: $n tensors" || fail "per-layer: $n rows: $(cat "$tmp/layers.json")"
+awk 'NR > 1 && $2 < last { bad = 1 } { last = $2 } END { exit bad }' "$tmp/layers.txt" &&
+  pass "per-layer: worst first" || fail "per-layer: not sorted: $(cat "$tmp/layers.txt")"
+a=$(awk '$1 == "output" { print $2 }' "$tmp/layers.txt") b=$(json "$tmp/three.json" sqnr_db)
+[ -n "$a" ] && [ "$a" = "$b" ] && pass "per-layer: output $a dB = eval's" || fail "per-layer output: $a, eval $b"
+awk 'NR == 1 { exit !($2 < 30) }' "$tmp/layers.txt" && pass "per-layer: worst $(head -1 "$tmp/layers.txt") dB" ||
+  fail "per-layer: worst $(head -1 "$tmp/layers.txt")"
+expect 2 "--per-layer needs --reference" "per-layer without a reference" -- \
+  "$QFORGE" eval "$tmp/three.qfm" --images "$tmp/held" --per-layer
 if awk -v a="$(json "$tmp/one.json" agreement)" 'BEGIN { exit !(a >= 0.95) }'; then pass "INT8 agrees with FP32"
 else fail "agreement: $(cat "$tmp/one.json")"; fi
 grep -q '"speed": \[{"batch": 1, "images_per_second": [0-9]' "$tmp/one.json" && pass "speed reported" ||

@@ -108,6 +108,9 @@ typedef struct eval_model {
  * float scores (N, classes). eval_model_close() is safe after a failure. */
 qf_status eval_model_open(eval_model *m, const char *path, int batch, const char *precision, qf_engine_opts *eo,
                           bool device_given, qf_qfm_meta *meta);
+/* Its first half: the graph alone, loaded and rewritten as above (no engine). */
+qf_status eval_model_load(const char *path, int batch, const char *precision, const qf_engine_opts *eo,
+                          qf_qfm_meta *meta, qf_graph **out);
 /* The same for a prepared graph in memory, which m then owns. */
 qf_status eval_model_adopt(eval_model *m, qf_graph *g, qf_engine_opts *eo, bool device_given);
 void eval_model_close(eval_model *m);
@@ -120,6 +123,9 @@ typedef struct eval_ref {
     eval_model *model;
     float *saved;
     bool have_saved;
+    /* when not NULL, the per-layer comparison whose observers both engines
+     * carry; eval_run tells it how many images of each batch are real */
+    qf_layer_cmp *layers;
 } eval_ref;
 
 /* Tallies of one pass. */

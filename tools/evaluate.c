@@ -12,6 +12,15 @@ qf_status eval_model_open(eval_model *m, const char *path, int batch, const char
                           bool device_given, qf_qfm_meta *meta)
 {
     memset(m, 0, sizeof *m);
+    qf_graph *g;
+    QF_CHECK_CLI(eval_model_load(path, batch, precision, eo, meta, &g));
+    return cli_batch_hint(eval_model_adopt(m, g, eo, device_given), path, batch, eo);
+}
+
+qf_status eval_model_load(const char *path, int batch, const char *precision, const qf_engine_opts *eo,
+                          qf_qfm_meta *meta, qf_graph **out)
+{
+    *out = NULL;
     qf_precision p = QF_PREC_FP32;
     if (precision && !qf_qfm_probe(path)) {
         QF_CHECK_CLI(qf_precision_parse(precision, &p));
@@ -32,7 +41,8 @@ qf_status eval_model_open(eval_model *m, const char *path, int batch, const char
             return st;
         }
     }
-    return cli_batch_hint(eval_model_adopt(m, g, eo, device_given), path, batch, eo);
+    *out = g;
+    return QF_OK;
 }
 
 qf_status eval_model_adopt(eval_model *m, qf_graph *g, qf_engine_opts *eo, bool device_given)
@@ -74,8 +84,8 @@ static void tally_label(int64_t *top1, int64_t *top5, const float *scores, int c
 double eval_sqnr(const eval_scores *s)
 {
     /* identical outputs have unbounded SQNR: report a large finite number */
-    double db = s->noise > 0 ? 10 * log10(s->sig / s->noise) : 300.0;
-    return db > 300.0 ? 300.0 : db;
+    double db = s->noise > 0 ? 10 * log10(s->sig / s->noise) : QF_SQNR_EXACT_DB;
+    return db > QF_SQNR_EXACT_DB ? QF_SQNR_EXACT_DB : db;
 }
 
 double eval_agreement(const eval_scores *s) { return s->images ? (double)s->agree / s->images : 0.0; }
@@ -128,6 +138,7 @@ qf_status eval_run(eval_model *m, eval_ref *ref, const qf_dataset *ds, const qf_
         if (st != QF_OK || count == 0) break;
         /* the engine runs full batches: a short last batch is zero-padded */
         if (count < batch) memset(in + (size_t)count * per_image, 0, (size_t)(batch - count) * per_image * sizeof *in);
+        if (ref && ref->layers) qf_layer_cmp_set_batch_valid(ref->layers, count);
         memcpy(qf_engine_input(m->e, 0), in, (size_t)batch * per_image * sizeof *in);
         if ((st = qf_engine_run(m->e)) != QF_OK) break;
         const float *out = qf_engine_output(m->e, 0), *rout = NULL;

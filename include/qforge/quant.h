@@ -99,6 +99,43 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
  * nothing. */
 qf_status qf_export_onnx(const qf_graph *quantized, const char *path);
 
+/* ---- per-layer comparison (qforge eval --per-layer) --------------------------------
+ * How far each tensor of a quantized graph lies from the same tensor of its FP32
+ * original, as the SQNR 10 log10(sum r^2 / sum (q - r)^2) over the images run
+ * (the error a tensor carries includes what its inputs brought). Both graphs are
+ * prepared at the same batch; the quantized engine observes with
+ * qf_layer_cmp_observe_quantized, the reference's with ..._reference, and each
+ * batch runs the quantized engine first. Compared: every value a node of the
+ * quantized graph writes whose name the reference holds, f32, with as many
+ * elements (a graph output's f32 copy is its producer's row). Memory: one batch of each compared tensor as the quantized graph
+ * stores it. */
+#define QF_SQNR_EXACT_DB 300.0 /* the SQNR reported for identical tensors */
+
+typedef struct qf_layer_cmp qf_layer_cmp;
+
+typedef struct qf_layer_sqnr {
+    const char *tensor;    /* value name; tensor and node point into the quantized graph */
+    const char *node;      /* the node that writes it */
+    qf_op op;
+    qf_precision precision;
+    qf_dtype dtype;        /* how the quantized graph stores it */
+    int order;             /* position among the compared tensors, in graph order */
+    int64_t elements;      /* elements compared */
+    double signal, noise;  /* sum r^2, sum (q - r)^2 */
+    double sqnr_db;        /* within +-QF_SQNR_EXACT_DB */
+} qf_layer_sqnr;
+
+qf_status qf_layer_cmp_create(const qf_graph *quantized, const qf_graph *reference, qf_layer_cmp **out);
+void qf_layer_cmp_free(qf_layer_cmp *c);
+/* Only the first `images` images of each batch count from now on; 0: all. */
+void qf_layer_cmp_set_batch_valid(qf_layer_cmp *c, int images);
+/* qf_observer_fn for the engine of the quantized graph (user = the comparison)... */
+void qf_layer_cmp_observe_quantized(void *user, const qf_graph *g, int value, const void *data);
+/* ...and for the reference engine, run after it on the same inputs. */
+void qf_layer_cmp_observe_reference(void *user, const qf_graph *g, int value, const void *data);
+/* The tensors compared so far, worst SQNR first (*n of them; free(*out)). */
+qf_status qf_layer_cmp_results(const qf_layer_cmp *c, qf_layer_sqnr **out, int *n);
+
 #ifdef __cplusplus
 }
 #endif
