@@ -1,8 +1,10 @@
 /* The calibration report: one self-contained HTML file (inline CSS and SVG, a few
  * lines of inline script to sort the table, nothing fetched from anywhere) showing
  * each tensor's |x| histogram on a log scale with every method's threshold, so a
- * user can see where clipping happens and which tensors clip hardest. */
+ * user can see where clipping happens and which tensors clip hardest. The
+ * per-layer report (eval --per-layer --report) shares its page. */
 #include "calib_internal.h"
+#include "qforge/quant.h"
 #include <math.h>
 
 #define PLOT_W 880.0
@@ -262,4 +264,56 @@ qf_status qf_calib_report_write(const char *path, const qf_calib *c, const qf_ca
     }
     free(rows);
     return st;
+}
+
+/* ---- the per-layer report: each tensor's SQNR against the reference, worst first ---- */
+
+#define SQNR_BAR_W 240.0
+#define SQNR_BAR_MAX_DB 60.0 /* bars are full at this SQNR and above */
+#define SQNR_HOT_DB 20.0     /* rows below this are marked */
+
+static void write_layer_report(FILE *f, const char *model, const char *reference, int64_t images,
+                               const qf_layer_sqnr *rows, int n)
+{
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+          "<title>qforge per-layer report</title>\n<style>\n", f);
+    fputs(style, f);
+    fputs("svg .sq{fill:#8fa8c8}svg .sq.hot{fill:#d62728}\n</style></head><body>\n"
+          "<h1>qforge per-layer report</h1>\n<table class=\"facts\">\n<tr><td>model</td><td>", f);
+    put_html(f, model);
+    fputs("</td></tr>\n<tr><td>reference</td><td>", f);
+    put_html(f, reference);
+    fprintf(f, "</td></tr>\n<tr><td>images</td><td>%lld</td></tr>\n<tr><td>tensors</td><td>%d</td></tr>\n</table>\n",
+            (long long)images, n);
+    fprintf(f, "<p>SQNR = 10 log10(&Sigma; ref&sup2; / &Sigma; (out &minus; ref)&sup2;) of each tensor the two "
+               "models share by name, over every image. A tensor's error includes what its inputs brought: the "
+               "first of a run of bad tensors (in graph order, column #) is the layer to look at. Rows below "
+               "%.0f dB are red; bars are full at %.0f dB. Click a column to sort.</p>\n",
+            SQNR_HOT_DB, SQNR_BAR_MAX_DB);
+    fputs("<table class=\"sort\"><thead><tr><th>#</th><th class=\"n\">tensor</th><th class=\"n\">node</th>"
+          "<th>op</th><th>precision</th><th>dtype</th><th>SQNR dB</th><th></th></tr></thead><tbody>\n", f);
+    for (int i = 0; i < n; i++) {
+        const qf_layer_sqnr *r = &rows[i];
+        bool hot = r->sqnr_db < SQNR_HOT_DB;
+        double w = r->sqnr_db <= 0 ? 0 : r->sqnr_db >= SQNR_BAR_MAX_DB ? SQNR_BAR_W : SQNR_BAR_W * r->sqnr_db / SQNR_BAR_MAX_DB;
+        fprintf(f, "<tr><td data-v=\"%d\">%d</td><td class=\"n\">", r->order, r->order);
+        put_html(f, r->tensor);
+        fputs("</td><td class=\"n\">", f);
+        put_html(f, r->node);
+        fprintf(f, "</td><td>%s</td><td>%s</td><td>%s</td><td data-v=\"%.6f\"%s>%.2f</td>"
+                   "<td data-v=\"%.6f\"><svg width=\"%.0f\" height=\"10\"><rect class=\"sq%s\" width=\"%.1f\" "
+                   "height=\"10\"/></svg></td></tr>\n",
+                qf_op_name(r->op), qf_precision_name(r->precision), qf_dtype_info(r->dtype)->name, r->sqnr_db,
+                hot ? " class=\"hot\"" : "", r->sqnr_db, r->sqnr_db, SQNR_BAR_W, hot ? " hot" : "", w);
+    }
+    fprintf(f, "</tbody></table>\n<script>\n%s</script>\n</body></html>\n", script);
+}
+
+qf_status qf_layer_report_write(const char *path, const char *model, const char *reference, int64_t images,
+                                const qf_layer_sqnr *rows, int n)
+{
+    qfi_atomic_file af;
+    QF_CHECK(qfi_atomic_open(&af, path));
+    write_layer_report(af.f, model, reference, images, rows, n);
+    return qfi_atomic_commit(&af);
 }

@@ -46,7 +46,7 @@ b=$(sed -n 's/.*"images": [0-9]*, "top1": \([0-9.]*\).*/\1/p' "$tmp/three.json")
 
 # ---- eval --per-layer: every shared tensor's SQNR, worst first; the output's is eval's --------
 "$QFORGE" eval "$tmp/three.qfm" --images "$tmp/held" --reference "$model" --per-layer --json --quiet \
-  > "$tmp/layers.json" || fail "eval --per-layer exit $?"
+  --report "$tmp/layers.html" > "$tmp/layers.json" || fail "eval --per-layer exit $?"
 tr '{' '\n' < "$tmp/layers.json" | sed -n 's/.*"tensor": "\([^"]*\)".*"sqnr_db": \([-0-9.]*\)}.*/\1 \2/p' > "$tmp/layers.txt"
 n=$(wc -l < "$tmp/layers.txt")
 [ "$n" -ge 20 ] && pass "per-layer: $n tensors" || fail "per-layer: $n rows: $(cat "$tmp/layers.json")"
@@ -56,6 +56,15 @@ a=$(awk '$1 == "output" { print $2 }' "$tmp/layers.txt") b=$(json "$tmp/three.js
 [ -n "$a" ] && [ "$a" = "$b" ] && pass "per-layer: output $a dB = eval's" || fail "per-layer output: $a, eval $b"
 awk 'NR == 1 { exit !($2 < 30) }' "$tmp/layers.txt" && pass "per-layer: worst $(head -1 "$tmp/layers.txt") dB" ||
   fail "per-layer: worst $(head -1 "$tmp/layers.txt")"
+# the HTML report: the same rows in the same order, nothing fetched from elsewhere
+sed -n 's|^<tr><td data-v="[0-9]*">[0-9]*</td><td class="n">\([^<]*\)</td>.*<td data-v="[-0-9.]*"[^>]*>\([-0-9.]*\)</td><td data-v.*|\1 \2|p' \
+  "$tmp/layers.html" > "$tmp/html.txt"
+[ "$(wc -l < "$tmp/html.txt")" = "$n" ] && paste -d ' ' "$tmp/layers.txt" "$tmp/html.txt" |
+  awk '$1 != $3 || $2 - $4 > 0.006 || $4 - $2 > 0.006 { bad = 1 } END { exit bad }' &&
+  ! grep -qE 'https?:|src=|<link' "$tmp/layers.html" && pass "per-layer: the HTML report's rows are eval's" ||
+  fail "per-layer report: $(head -c 300 "$tmp/html.txt")"
+expect 2 "--report needs --per-layer" "report without --per-layer" -- \
+  "$QFORGE" eval "$tmp/three.qfm" --images "$tmp/held" --reference "$model" --report "$tmp/x.html"
 expect 2 "--per-layer needs --reference" "per-layer without a reference" -- \
   "$QFORGE" eval "$tmp/three.qfm" --images "$tmp/held" --per-layer
 if awk -v a="$(json "$tmp/one.json" agreement)" 'BEGIN { exit !(a >= 0.95) }'; then pass "INT8 agrees with FP32"

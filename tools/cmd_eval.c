@@ -10,7 +10,7 @@
 static const char eval_help[] =
     "usage: qforge eval MODEL --images DIR [--reference MODEL.onnx] [--precision P] [-n COUNT]\n"
     "                   [LABELS] [PREPROCESS] [--device D] [--batch B] [--threads T] [--json]\n"
-    "                   [--per-layer] [--strict] [--quiet]\n"
+    "                   [--per-layer [--report FILE.html]] [--strict] [--quiet]\n"
     "  LABELS:     class sub-folders of DIR (default), --classes FILE, --synsets FILE, --labels FILE\n"
     "  PREPROCESS: --preset imagenet|cifar10|none, --resize N, --crop N, --size WxH,\n"
     "              --mean a,b,c, --std a,b,c, --bgr, --gray\n"
@@ -94,7 +94,7 @@ int cmd_eval(int argc, char **argv)
     image_opts io;
     image_opts_init(&io);
     io.want_folder_labels = true;
-    const char *model = NULL, *reference = NULL, *precision = NULL, *device = NULL;
+    const char *model = NULL, *reference = NULL, *precision = NULL, *device = NULL, *report = NULL;
     int batch = 32;
     bool json = false, per_layer = false;
     for (int i = 1; i < argc;) {
@@ -111,9 +111,11 @@ int cmd_eval(int argc, char **argv)
             per_layer = true;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             cli_quiet = true;
-        } else if (!strcmp(a, "--reference") || !strcmp(a, "--precision") || !strcmp(a, "--device")) {
+        } else if (!strcmp(a, "--reference") || !strcmp(a, "--precision") || !strcmp(a, "--device") ||
+                   !strcmp(a, "--report")) {
             if (!next) return cli_usage_error("eval", "%s needs a value", a);
-            if (a[2] == 'r') reference = next;
+            if (!strcmp(a, "--report")) report = next;
+            else if (a[2] == 'r') reference = next;
             else if (a[2] == 'p') precision = next;
             else device = next;
             i++;
@@ -132,6 +134,7 @@ int cmd_eval(int argc, char **argv)
     if (!model) return cli_usage_error("eval", "missing MODEL");
     if (!io.images) return cli_usage_error("eval", "missing --images DIR");
     if (per_layer && !reference) return cli_usage_error("eval", "--per-layer needs --reference FP32.onnx");
+    if (report && !per_layer) return cli_usage_error("eval", "--report needs --per-layer");
     qf_engine_opts eo = {0};
     bool device_given;
     if (cli_device_opts(device, &eo, &device_given) != QF_OK) return cli_fail(QF_ERR_USAGE);
@@ -155,6 +158,7 @@ int cmd_eval(int argc, char **argv)
         st = eval_run(&m, reference ? &er : NULL, ds, &io.pp, image_opts_decode_threads(&io, eo.device), io.strict,
                       "eval", &sc);
     if (st == QF_OK && layers) st = qf_layer_cmp_results(layers, &rows, &n_rows);
+    if (st == QF_OK && report) st = qf_layer_report_write(report, model, reference, sc.images, rows, n_rows);
     if (st != QF_OK) {
         rc = cli_fail(st);
         goto out;

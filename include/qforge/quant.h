@@ -135,6 +135,10 @@ void qf_layer_cmp_observe_quantized(void *user, const qf_graph *g, int value, co
 void qf_layer_cmp_observe_reference(void *user, const qf_graph *g, int value, const void *data);
 /* The tensors compared so far, worst SQNR first (*n of them; free(*out)). */
 qf_status qf_layer_cmp_results(const qf_layer_cmp *c, qf_layer_sqnr **out, int *n);
+/* Writes the rows as a self-contained HTML page (a sortable table with a bar
+ * per tensor) to path, atomically: on failure nothing is left there. */
+qf_status qf_layer_report_write(const char *path, const char *model, const char *reference, int64_t images,
+                                const qf_layer_sqnr *rows, int n);
 
 #ifdef __cplusplus
 }
