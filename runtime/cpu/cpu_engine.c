@@ -21,6 +21,7 @@ typedef struct cpu_engine {
     void *scratch;      /* largest per-node scratch, shared: nodes run one at a time */
     const void **in;    /* argument staging, sized for the widest node */
     void **out;
+    void **state;       /* per node: what its kernel's prepare built, or NULL */
     qfi_cpu_lowp *lowp; /* FP16/INT8 nodes run through FP32 kernels; NULL if none */
 } cpu_engine;
 
@@ -33,6 +34,9 @@ static void cpu_destroy(qf_engine *e)
     free(c->scratch);
     free(c->in);
     free(c->out);
+    if (c->state)
+        for (int i = 0; i < e->g->n_nodes; i++) qfi_cpu_node_release(&e->g->nodes[i], c->state[i]);
+    free(c->state);
     qfi_cpu_lowp_free(c->lowp);
     free(c);
 }
@@ -106,8 +110,11 @@ static qf_status cpu_create(qf_engine *e)
     }
     size_t scratch = 0;
     int width = 1;
-    for (int i = 0; i < g->n_nodes; i++) {
+    c->state = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->state);
+    if (!c->state) goto nomem;
+    for (int i = 0; i < g->n_nodes && st == QF_OK; i++) {
         const qf_node *n = &g->nodes[i];
+        st = qfi_cpu_node_prepare(g, n, &c->state[i]);
         size_t s = qfi_cpu_node_scratch(c->lowp, g, n);
         if (s > scratch) scratch = s;
         if (n->n_in > width) width = n->n_in;
@@ -115,7 +122,7 @@ static qf_status cpu_create(qf_engine *e)
     }
     /* the arena is zeroed below, so every byte of it is really taken: check first */
     uint64_t avail;
-    st = cpu_free_memory(g, &e->opts, &avail);
+    if (st == QF_OK) st = cpu_free_memory(g, &e->opts, &avail);
     if (st == QF_OK) st = qfi_engine_fits(g, "memory", (uint64_t)total + scratch, avail);
     if (st != QF_OK) {
         free(off);
@@ -156,7 +163,8 @@ static qf_status cpu_run(qf_engine *e)
         const qf_node *n = &g->nodes[i];
         for (int k = 0; k < n->n_in; k++) c->in[k] = n->in[k] >= 0 ? c->data[n->in[k]] : NULL;
         for (int k = 0; k < n->n_out; k++) c->out[k] = n->out[k] >= 0 ? c->data[n->out[k]] : NULL;
-        qfi_kernel_args a = {.g = g, .n = n, .in = c->in, .out = c->out, .scratch = c->scratch, .threads = threads};
+        qfi_kernel_args a = {.g = g, .n = n, .in = c->in, .out = c->out, .scratch = c->scratch, .state = c->state[i],
+                             .threads = threads};
         qf_status st = qfi_cpu_node_run(c->lowp, &a);
         if (st != QF_OK) return qfi_error_node(st, g, n);
         if (e->opts.observer)
@@ -177,6 +185,19 @@ qf_status qfi_cpu_node_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a)
     return lp && qfi_node_f32_view(a->n) ? qfi_cpu_lowp_run(lp, a) : kernels[a->n->op]->run(a);
 }
 
+qf_status qfi_cpu_node_prepare(const qf_graph *g, const qf_node *n, void **state)
+{
+    *state = NULL;
+    if (!kernels[n->op]->prepare || qfi_node_f32_view(n)) return QF_OK;
+    qf_status st = kernels[n->op]->prepare(g, n, state);
+    return st == QF_OK ? st : qfi_error_node(st, g, n);
+}
+
+void qfi_cpu_node_release(const qf_node *n, void *state)
+{
+    if (state) kernels[n->op]->release(state);
+}
+
 size_t qfi_cpu_node_scratch(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n)
 {
     return kernels[n->op]->scratch ? kernels[n->op]->scratch(qfi_cpu_lowp_graph(lp, g, n), n) : 0;
@@ -194,11 +215,16 @@ const qfi_backend qfi_cpu_backend = {
 
 qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out)
 {
+    void *state;
+    QF_CHECK(qfi_cpu_node_prepare(g, n, &state));
     size_t scratch = kernels[n->op]->scratch ? kernels[n->op]->scratch(g, n) : 0;
     void *buf = scratch ? malloc(scratch) : NULL;
-    if (scratch && !buf) return qfi_error_node(qf_error(QF_ERR_NOMEM, "out of memory for scratch"), g, n);
-    qfi_kernel_args a = {.g = g, .n = n, .in = in, .out = out, .scratch = buf, .threads = 1};
-    qf_status st = kernels[n->op]->run(&a);
+    qf_status st = scratch && !buf ? qf_error(QF_ERR_NOMEM, "out of memory for scratch") : QF_OK;
+    if (st == QF_OK) {
+        qfi_kernel_args a = {.g = g, .n = n, .in = in, .out = out, .scratch = buf, .state = state, .threads = 1};
+        st = kernels[n->op]->run(&a);
+    }
     free(buf);
+    qfi_cpu_node_release(n, state);
     return st == QF_OK ? st : qfi_error_node(st, g, n);
 }

@@ -12,6 +12,7 @@ typedef struct qfi_kernel_args {
     const void *const *in;   /* n->n_in pointers; NULL for an omitted input */
     void *const *out;        /* n->n_out pointers */
     void *scratch;           /* scratch(g, n) bytes, or NULL */
+    const void *state;       /* what prepare(g, n) built, or NULL */
     int threads;
 } qfi_kernel_args;
 
@@ -23,6 +24,10 @@ typedef struct qfi_cpu_kernel {
     qf_status (*run)(const qfi_kernel_args *a);
     /* Bytes of scratch run() needs (im2col), or NULL for none. */
     size_t (*scratch)(const qf_graph *g, const qf_node *n);
+    /* Per-node state built once with the engine (INT8 weights packed for the
+     * kernel), freed by release(); NULL for none. *state may stay NULL. */
+    qf_status (*prepare)(const qf_graph *g, const qf_node *n, void **state);
+    void (*release)(void *state);
 } qfi_cpu_kernel;
 
 #define QF_OP(id, onnx_name, desc, kernels) extern const qfi_cpu_kernel qfi_cpu_##kernels;
@@ -37,6 +42,10 @@ const qfi_cpu_kernel *qfi_cpu_kernel_of(qf_op op);
 typedef struct qfi_cpu_lowp qfi_cpu_lowp; /* lowp.c, below */
 qf_status qfi_cpu_node_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a);
 size_t qfi_cpu_node_scratch(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n);
+/* What n's kernel builds once before its runs (INT8 weights packed), for
+ * a->state; *state stays NULL for kernels without. Release frees it. */
+qf_status qfi_cpu_node_prepare(const qf_graph *g, const qf_node *n, void **state);
+void qfi_cpu_node_release(const qf_node *n, void *state);
 /* Runs node n of g (FP32, or a typed precision) once on one thread with
  * freshly allocated scratch (tests). */
 qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out);

@@ -66,6 +66,7 @@ typedef struct host_state {
     void **out;           /* its outputs: pinned */
     void **pinned;        /* n_in + n_out pinned buffers (NULL where none) */
     void *scratch;
+    void *kstate;         /* what the CPU kernel's prepare built (INT8 weights packed) */
     /* written by host_run on the callback thread (messages are per thread),
      * read after the stream is synchronized */
     qf_status st;
@@ -82,6 +83,7 @@ static void host_free(void *p)
     free(h->in);
     free(h->out);
     free(h->scratch);
+    qfi_cpu_node_release(h->n, h->kstate);
     free(h);
 }
 
@@ -123,7 +125,7 @@ static qf_status host_prepare(cu_engine *c, cu_layer *L)
     }
     const size_t scratch = qfi_cpu_node_scratch(c->host_lowp, g, n);
     if (scratch && !(h->scratch = malloc(scratch))) return QF_ERR_NOMEM;
-    return QF_OK;
+    return qfi_cpu_node_prepare(g, n, &h->kstate);
 }
 
 /* On CUDA's callback thread: no CUDA calls here. */
@@ -138,6 +140,7 @@ static void CUDART_CB host_run(void *arg)
     a.in = h->in;
     a.out = h->out;
     a.scratch = h->scratch;
+    a.state = h->kstate;
     a.threads = h->c->e->opts.threads;
     qf_status st = qfi_cpu_node_run(h->c->host_lowp, &a);
     if (st != QF_OK && h->st == QF_OK) {
