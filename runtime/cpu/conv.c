@@ -253,4 +253,12 @@ static qf_status conv_run(const qfi_kernel_args *a)
     return QF_OK;
 }
 
-const qfi_cpu_kernel qfi_cpu_conv = {.run = conv_run, .scratch = qfi_cpu_conv_scratch};
+/* INT8 convolutions pack their weights once (conv_int8.c); FP32 ones need nothing. */
+static qf_status conv_prepare(const qf_graph *g, const qf_node *n, void **state)
+{
+    *state = NULL;
+    return n->precision == QF_PREC_INT8 ? qfi_cpu_conv_int8_prepare(g, n, state) : QF_OK;
+}
+
+const qfi_cpu_kernel qfi_cpu_conv = {
+    .run = conv_run, .scratch = qfi_cpu_conv_scratch, .prepare = conv_prepare, .release = qfi_cpu_int8_release};

@@ -29,28 +29,12 @@
 #define MB_MAX 8
 #define NV_MAX 3
 #define CHUNK_MAX 48
-#define MAX_TAPS 1024 /* kh*kw of the largest window the direct path takes */
-
-/* The image's layout in the padded phase planes. */
-typedef struct direct_plan {
-    int64_t C, M, H, W;
-    int64_t Hp, Wp, Ho, Wo;
-    int64_t sh, sw;              /* strides */
-    int64_t Hq, Wq;              /* one phase plane; Wq floats per row */
-    int64_t pt, pl;              /* padding before the first row and column */
-    int64_t plane;               /* sh*sw*Hq*Wq floats per channel */
-    int64_t grid;                /* Ho*Wq flat output positions */
-    int64_t taps;                /* kh*kw */
-    int64_t slack;               /* zeros after the last plane: the last chunk reads past it */
-    int64_t off[MAX_TAPS];       /* per tap: its offset in a channel's planes */
-} direct_plan;
 
 /* The 2-D window (H,W) of a 1-D or 2-D conv: index 0 of qfi_window is 1 then. */
-bool qfi_cpu_conv_direct_supports(const qfi_conv_geom *geo)
+bool qfi_cpu_direct_window_ok(const qfi_window *w)
 {
-    const qfi_window *w = &geo->w;
-    if (geo->group != 1 || w->in[0] != 1 || w->k[0] != 1 || w->out[0] != 1) return false;
-    if (w->k[1] * w->k[2] > MAX_TAPS || w->k[1] < 1 || w->k[2] < 1) return false;
+    if (w->in[0] != 1 || w->k[0] != 1 || w->out[0] != 1) return false;
+    if (w->k[1] * w->k[2] > QFI_DIRECT_MAX_TAPS || w->k[1] < 1 || w->k[2] < 1) return false;
     for (int s = 1; s < 3; s++) {
         if (w->stride[s] < 1 || w->dil[s] < 1 || w->pad[s] < 0 || w->pad_end[s] < 0) return false;
         /* every window of the output lies inside the padded input (true of every
@@ -61,7 +45,12 @@ bool qfi_cpu_conv_direct_supports(const qfi_conv_geom *geo)
     return true;
 }
 
-static void make_plan(const qfi_conv_geom *geo, direct_plan *p)
+bool qfi_cpu_conv_direct_supports(const qfi_conv_geom *geo)
+{
+    return geo->group == 1 && qfi_cpu_direct_window_ok(&geo->w);
+}
+
+void qfi_cpu_direct_plan(const qfi_conv_geom *geo, bool share_rows, int64_t chunk, qfi_direct_plan *p)
 {
     const qfi_window *w = &geo->w;
     p->C = geo->C, p->M = geo->M;
@@ -72,7 +61,7 @@ static void make_plan(const qfi_conv_geom *geo, direct_plan *p)
     p->Ho = w->out[1], p->Wo = w->out[2];
     p->sh = w->stride[1], p->sw = w->stride[2];
     p->Hq = (p->Hp + p->sh - 1) / p->sh, p->Wq = (p->Wp + p->sw - 1) / p->sw;
-    if (p->sw == 1) { /* rows share their padding (see the top); every output column still fits a row */
+    if (share_rows && p->sw == 1) { /* rows share their padding (see the top); every output column still fits a row */
         int64_t shared = p->W + (w->pad[2] > w->pad_end[2] ? w->pad[2] : w->pad_end[2]);
         p->Wq = shared > p->Wo ? shared : p->Wo;
     }
@@ -86,18 +75,18 @@ static void make_plan(const qfi_conv_geom *geo, direct_plan *p)
             int64_t phase = (i % p->sh) * p->sw + j % p->sw;
             p->off[t++] = phase * p->Hq * p->Wq + i / p->sh * p->Wq + j / p->sw;
         }
-    /* A chunk reads at most CHUNK_MAX - 1 past its grid position plus its tap's
+    /* A chunk reads at most chunk - 1 past its grid position plus its tap's
      * offset; for positions below the grid that stays inside the channel's
      * planes but for the last row's columns: (kw-1)*dw/sw, which also covers
      * the shared right padding of the last row (Wp - Wq <= Wp - Wo). */
-    p->slack = CHUNK_MAX + (w->k[2] - 1) * w->dil[2] / p->sw;
+    p->slack = chunk + (w->k[2] - 1) * w->dil[2] / p->sw;
 }
 
 /* Copies image x (C, H, W) into the zero-padded phase planes xp (C, sh*sw,
  * Hq, Wq) + slack zeros. Without `borders` only the input's own floats are
  * written: xp already holds an image of this plan, whose zeros stay. */
 QFI_SIMD_CLONES QFI_NO_LIBCALL_LOOPS
-static void pad_image(const direct_plan *p, const float *restrict x, float *restrict xp, bool borders)
+static void pad_image(const qfi_direct_plan *p, const float *restrict x, float *restrict xp, bool borders)
 {
     const int64_t Hq = p->Hq, Wq = p->Wq;
     for (int64_t c = 0; c < p->C; c++) {
@@ -162,13 +151,6 @@ typedef struct block_geom {
  * takes any window. One body, one instance per vector width: a 16-float
  * vector shared through target_clones went through the stack in the AVX2
  * build (10x slower). A macro because C has no templates. */
-#define PRAGMA(x) _Pragma(#x)
-#ifdef __clang__
-/* clang refuses "unroll 0"; it builds only the portable TAPS 0 blocks, left to its own judgement */
-#define UNROLL(n)
-#else
-#define UNROLL(n) PRAGMA(GCC unroll n) /* n = 0: not unrolled */
-#endif
 #define DEFINE_BLOCK(NAME, TARGET, VT, VTU, VW, MB, NV, TAPS)                                                         \
     TARGET FMA_CONTRACT static void NAME(const block_geom *p, const float *xp, const float *const *wrow,              \
                                          const float *bias, float *out)                                               \
@@ -182,7 +164,7 @@ typedef struct block_geom {
         for (int64_t c = 0; c < p->C; c++) {                                                                          \
             const float *xc = xp + c * p->stride;                                                                     \
             const int64_t wc = c * taps;                                                                              \
-            UNROLL(TAPS) for (int64_t t = 0; t < taps; t++) {                                                         \
+            QFI_UNROLL(TAPS) for (int64_t t = 0; t < taps; t++) {                                                         \
                 const float *xt = xc + p->off[t];                                                                     \
                 VT in[NV];                                                                                            \
                 for (int v = 0; v < NV; v++) in[v] = *(const VTU *)(xt + v * VW);                                     \
@@ -262,7 +244,7 @@ qfi_direct_isa qfi_cpu_direct_isa(void)
 }
 
 typedef struct direct_job {
-    const direct_plan *p;        /* padded phase-plane layout of one image */
+    const qfi_direct_plan *p;        /* padded phase-plane layout of one image */
     const float *x, *w, *b;
     float *y;
     float *scratch;              /* the slots, slot_floats apart */
@@ -276,7 +258,7 @@ typedef struct direct_job {
 /* Writes the block's valid outputs: out (mb, chunk) holds flat positions
  * [p0, p0+len), len <= chunk, of channels y[m] (each (Ho, Wo)); the grid's
  * columns >= Wo are dropped. */
-QFI_NO_LIBCALL_LOOPS static void store_block(const direct_plan *p, const float *out, int64_t chunk, int mb,
+QFI_NO_LIBCALL_LOOPS static void store_block(const qfi_direct_plan *p, const float *out, int64_t chunk, int mb,
                                              int64_t p0, int64_t len, float *y)
 {
     int64_t oh = p0 / p->Wq, ow = p0 % p->Wq;
@@ -299,7 +281,7 @@ QFI_NO_LIBCALL_LOOPS static void store_block(const direct_plan *p, const float *
  * padded input (C x a few rows) stays in L1 while all its channel blocks read it. */
 QFI_NO_LIBCALL_LOOPS static void direct_range(const direct_job *j, const float *xp, int64_t n, int64_t m0, int64_t m1)
 {
-    const direct_plan *p = j->p;
+    const qfi_direct_plan *p = j->p;
     const int mbmax = j->bs.mb;
     const int64_t widest = j->bs.nv * j->bs.vw;
     const float *wrow[MB_MAX];
@@ -330,7 +312,7 @@ QFI_NO_LIBCALL_LOOPS static void direct_range(const direct_job *j, const float *
 static void direct_slot(void *arg, int64_t t)
 {
     const direct_job *j = arg;
-    const direct_plan *p = j->p;
+    const qfi_direct_plan *p = j->p;
     float *xp = j->scratch + t * j->slot_floats;
     int64_t lo = j->items * t / j->slots, hi = j->items * (t + 1) / j->slots, padded = -1;
     const int64_t blocks = (p->M + j->bs.mb - 1) / j->bs.mb;
@@ -356,20 +338,20 @@ int64_t qfi_cpu_conv_direct_slots(const qfi_conv_geom *geo, int threads)
 }
 
 /* A slot's floats: the padded image, rounded to whole cache lines. */
-static int64_t slot_size(const direct_plan *p) { return (p->C * p->plane + p->slack + 15) / 16 * 16; }
+static int64_t slot_size(const qfi_direct_plan *p) { return (p->C * p->plane + p->slack + 15) / 16 * 16; }
 
 size_t qfi_cpu_conv_direct_scratch(const qfi_conv_geom *geo, int64_t slots)
 {
-    direct_plan p;
-    make_plan(geo, &p);
+    qfi_direct_plan p;
+    qfi_cpu_direct_plan(geo, true, CHUNK_MAX, &p);
     return (size_t)(slots * slot_size(&p)) * sizeof(float);
 }
 
 void qfi_cpu_conv_direct(const qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
                          void *scratch, int threads, qfi_direct_isa isa)
 {
-    direct_plan p;
-    make_plan(geo, &p);
+    qfi_direct_plan p;
+    qfi_cpu_direct_plan(geo, true, CHUNK_MAX, &p);
     direct_job j = {.p = &p, .x = x, .w = w, .b = b, .y = y, .scratch = scratch, .slot_floats = slot_size(&p),
                     .bs = kernel_shape(isa, p.taps)};
     j.slots = qfi_cpu_conv_direct_slots(geo, threads);

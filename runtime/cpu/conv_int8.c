@@ -1,139 +1,427 @@
-/* INT8 Conv on the CPU with exact integer semantics: per (image, group) the
- * int8 input is widened to float, unfolded by the FP32 kernel's im2col and
- * multiplied by the widened int8 weights through qfi_cpu_igemm (exact int32
- * sums); depthwise convolutions sum in int32 directly. Each output plane then
- * goes through the shared requantize epilogue (bias, scales, residual,
- * activation, saturation). */
+/* INT8 Conv on the CPU with exact integer arithmetic (kernels.h's INT8
+ * section), on one of three paths:
+ *  - depthwise (one input channel per group), 1-D/2-D windows: each padded
+ *    input row is expanded into the horizontal taps of every output, four to
+ *    a quad, then each output row is a sum of quad dot products (dw_row);
+ *  - direct, other 1-D/2-D windows, per group: the image's channels in quads
+ *    interleaved into padded phase planes (conv_direct.c's layout), then
+ *    register blocks of output channels x positions (int8_simd.c);
+ *  - any other window (3-D): a plain loop.
+ * The weights are packed once, when the engine is built (prepare). Every
+ * path ends in lib/quant_math.h's requantizing epilogue. */
 #include "kernels.h"
 #include "ops/nn.h"
-#include <limits.h>
 
 static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
 
-static bool is_depthwise(const qfi_conv_geom *geo) { return geo->C == geo->group; }
+typedef enum conv8_path { PATH_DEPTHWISE, PATH_DIRECT, PATH_LOOP } conv8_path;
 
-static int64_t conv_slots(int64_t items)
+/* Quads of taps per row of a depthwise window: taps 4k..4k+3 of output i are
+ * quad i + k*kstep of the expanded row, which needs 4*dw to be a multiple of
+ * sw when a row has more than four taps. */
+static int64_t dw_quads_per_row(const qfi_window *w) { return (w->k[2] + 3) / 4; }
+static int64_t dw_kstep(const qfi_window *w) { return 4 * w->dil[2] / w->stride[2]; }
+
+static conv8_path choose_path(const qfi_conv_geom *geo)
 {
-    int64_t cpus = qfi_cpu_count();
-    return items < cpus ? items : cpus;
+    const qfi_window *w = &geo->w;
+    if (!qfi_cpu_direct_window_ok(w)) return PATH_LOOP;
+    if (geo->C != geo->group) return PATH_DIRECT;
+    if (dw_quads_per_row(w) == 1 || 4 * w->dil[2] % w->stride[2] == 0) return PATH_DEPTHWISE;
+    return PATH_LOOP;
 }
 
-/* Scratch layout. Shared: m (M floats) | W as float (M*Kdim), not for depthwise.
- * Per slot: depthwise: acc (OUT int32); else x as float (Cg*IN) | col (Kdim*OUT)
- * | tmp (Mg*OUT floats) | acc (Mg*OUT int32). */
-typedef struct conv8_layout {
-    size_t m, wf, slot;
-    size_t xf, col, tmp, acc; /* offsets within a slot */
-    int64_t slots;
-} conv8_layout;
+/* What prepare builds: the path, the kernels it was packed for, and per
+ * output channel the epilogue's addend: bias - 128 * (sum of the channel's
+ * weights), the 128 that the u8 activations carry (wrapping int32: exact
+ * once the accumulator is added). Direct weights: per group and block of mb
+ * output channels, (quad, tap, mb) words of four s8 (channels 4q..4q+3,
+ * zero past the group's). Depthwise: per output channel, (kh, quads per row)
+ * words of four s8 (taps 4k..4k+3 of the row, zero past kw). */
+typedef struct conv8_state {
+    conv8_path path;
+    const qfi_i8_kernels *k;
+    int32_t *add;
+    int32_t *w;
+    /* direct */
+    int64_t quads, blocks;      /* channel quads and weight blocks per group */
+    int64_t reach;              /* phase rows below an output row that its taps read */
+    qfi_i8_geom bg;             /* a block's reduction: quads, planes, tap offsets in bytes */
+    const unsigned char *phase; /* per phase plane: whether a tap reads it */
+    qfi_direct_plan plan;       /* of one group */
+} conv8_state;
 
-static void layout(const qfi_conv_geom *geo, conv8_layout *L)
+void qfi_cpu_int8_release(void *state) { free(state); }
+
+static qfi_conv_geom group_geom(const qfi_conv_geom *geo)
 {
-    const int64_t cg = geo->C / geo->group, mg = geo->M / geo->group;
-    const int64_t ksz = qfi_window_k_size(&geo->w), in = qfi_window_in_size(&geo->w),
-                  out = qfi_window_out_size(&geo->w), kdim = cg * ksz;
-    memset(L, 0, sizeof *L);
-    L->m = align64((size_t)geo->M * 4);
-    L->slots = conv_slots(is_depthwise(geo) ? geo->N * geo->M : geo->N * geo->group);
-    if (is_depthwise(geo)) {
-        L->slot = align64((size_t)out * 4);
-        return;
+    qfi_conv_geom g1 = *geo;
+    g1.C = geo->C / geo->group;
+    g1.M = geo->M / geo->group;
+    g1.group = 1;
+    return g1;
+}
+
+/* The direct path's layout: the plan of one group, the phases and rows the
+ * taps read, the taps' byte offsets (off: plan.taps entries). */
+static void direct_setup(const qfi_conv_geom *geo, conv8_state *st, int64_t *off, unsigned char *phase)
+{
+    const qfi_window *w = &geo->w;
+    qfi_conv_geom g1 = group_geom(geo);
+    qfi_direct_plan *p = &st->plan;
+    qfi_cpu_direct_plan(&g1, false, QFI_I8_CHUNK_MAX, p);
+    memset(phase, 0, (size_t)(p->sh * p->sw));
+    st->reach = 0;
+    for (int64_t kh = 0; kh < w->k[1]; kh++)
+        for (int64_t kw = 0; kw < w->k[2]; kw++) {
+            int64_t i = kh * w->dil[1], j = kw * w->dil[2];
+            phase[i % p->sh * p->sw + j % p->sw] = 1;
+            if (i / p->sh + 1 > st->reach) st->reach = i / p->sh + 1;
+        }
+    for (int64_t t = 0; t < p->taps; t++) off[t] = p->off[t] * 4;
+    st->phase = phase;
+    st->bg = (qfi_i8_geom){.quads = st->quads, .stride = p->plane * 4, .taps = p->taps, .off = off};
+}
+
+qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **state)
+{
+    *state = NULL;
+    qfi_conv_geom geo;
+    QF_CHECK(qfi_conv_geometry(g, n, &geo));
+    QF_CHECK(qfi_int8_operands(g, n, geo.M));
+    const qfi_window *win = &geo.w;
+    const qfi_i8_kernels *k = qfi_cpu_i8_kernels(qfi_cpu_i8_isa());
+    const conv8_path path = choose_path(&geo);
+    const int64_t cg = geo.C / geo.group, mg = geo.M / geo.group, taps = qfi_window_k_size(win);
+    const int64_t quads = (cg + 3) / 4, blocks = (mg + k->mb - 1) / k->mb;
+    const int64_t kh = win->k[1], kw = win->k[2], nd = dw_quads_per_row(win);
+    const int64_t words = path == PATH_DIRECT      ? geo.group * blocks * quads * taps * k->mb
+                          : path == PATH_DEPTHWISE ? geo.M * kh * nd
+                                                   : 0;
+    const int64_t phases = path == PATH_DIRECT ? win->stride[1] * win->stride[2] : 0;
+    const size_t head = align64(sizeof(conv8_state)), addb = align64((size_t)geo.M * 4),
+                 wb = align64((size_t)words * 4), offb = path == PATH_DIRECT ? align64((size_t)taps * 8) : 0;
+    conv8_state *st = malloc(head + addb + wb + offb + (size_t)phases + 1);
+    if (!st) return qf_error(QF_ERR_NOMEM, "out of memory packing INT8 weights");
+    memset(st, 0, sizeof *st);
+    st->path = path, st->k = k, st->quads = quads, st->blocks = blocks;
+    char *base = (char *)st;
+    st->add = (int32_t *)(base + head);
+    st->w = (int32_t *)(base + head + addb);
+    if (path == PATH_DIRECT)
+        direct_setup(&geo, st, (int64_t *)(base + head + addb + wb), (unsigned char *)(base + head + addb + wb + offb));
+    const int8_t *w = qfi_in(g, n, 1)->data;
+    const qf_value *bv = qfi_in(g, n, 2);
+    const int32_t *bias = bv ? bv->data : NULL;
+    const int64_t per_m = cg * taps;
+    for (int64_t m = 0; m < geo.M; m++) {
+        uint32_t s = 0;
+        for (int64_t i = 0; i < per_m; i++) s += (uint32_t)(int32_t)w[m * per_m + i];
+        st->add[m] = (int32_t)((bias ? (uint32_t)bias[m] : 0u) - 128u * s);
     }
-    L->wf = align64((size_t)(geo->M * kdim) * 4);
-    L->xf = 0;
-    L->col = align64((size_t)(cg * in) * 4);
-    L->tmp = L->col + align64((size_t)(kdim * out) * 4);
-    L->acc = L->tmp + align64((size_t)(mg * out) * 4);
-    L->slot = L->acc + align64((size_t)(mg * out) * 4);
+    int8_t *pw = (int8_t *)st->w; /* words written byte by byte: byte j of a word is in memory order */
+    if (path == PATH_DIRECT) {
+        for (int64_t gi = 0; gi < geo.group; gi++)
+            for (int64_t b = 0; b < blocks; b++)
+                for (int64_t q = 0; q < quads; q++)
+                    for (int64_t t = 0; t < taps; t++)
+                        for (int64_t r = 0; r < k->mb; r++)
+                            for (int64_t j = 0; j < 4; j++) {
+                                int64_t mi = b * k->mb + r, c = 4 * q + j;
+                                *pw++ = mi < mg && c < cg ? w[((gi * mg + mi) * cg + c) * taps + t] : 0;
+                            }
+    } else if (path == PATH_DEPTHWISE) {
+        for (int64_t m = 0; m < geo.M; m++)
+            for (int64_t i = 0; i < kh; i++)
+                for (int64_t q = 0; q < nd; q++)
+                    for (int64_t j = 0; j < 4; j++) *pw++ = 4 * q + j < kw ? w[(m * kh + i) * kw + 4 * q + j] : 0;
+    }
+    *state = st;
+    return QF_OK;
+}
+
+/* ---- scratch ---------------------------------------------------------------------- */
+
+/* Depthwise rows: each expanded row holds dw_row's reach of quads. */
+typedef struct dw8_layout {
+    int64_t nq;                  /* quads per expanded row */
+    int64_t prow;                /* bytes of one padded input row */
+    size_t e, pad, row, acc, rows; /* offsets in a slot */
+    size_t slot;
+} dw8_layout;
+
+static void dw_layout(const qfi_conv_geom *geo, dw8_layout *L)
+{
+    const qfi_window *w = &geo->w;
+    const int64_t Hp = w->in[1] + w->pad[1] + w->pad_end[1], Wp = w->in[2] + w->pad[2] + w->pad_end[2];
+    L->nq = (w->out[2] + 15) / 16 * 16 + (dw_quads_per_row(w) - 1) * dw_kstep(w);
+    int64_t need = w->stride[2] * L->nq + 3 * w->dil[2];
+    L->prow = (need > Wp ? need : Wp) + 64;
+    L->e = 0;
+    L->pad = L->e + align64((size_t)(Hp * L->nq) * 4);
+    L->row = L->pad + align64((size_t)L->nq * 4);
+    L->acc = L->row + align64((size_t)L->prow);
+    L->rows = L->acc + align64((size_t)L->nq * 4);
+    L->slot = L->rows + align64((size_t)Hp * sizeof(void *));
+}
+
+/* Direct: a slot holds one group of one image (or a band of its rows) in
+ * padded phase planes of channel quads. */
+static size_t direct_slot_bytes(const qfi_direct_plan *p, int64_t quads)
+{
+    return align64((size_t)(quads * p->plane + p->slack) * 4);
 }
 
 size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n)
 {
     qfi_conv_geom geo;
-    if (qfi_conv_geometry(g, n, &geo) != QF_OK) return 0;
-    conv8_layout L;
-    layout(&geo, &L);
-    return L.m + L.wf + (size_t)L.slots * L.slot;
+    if (qfi_conv_geometry(g, n, &geo) != QF_OK || geo.group < 1) return 0;
+    size_t m = align64((size_t)geo.M * 4), per_slot = 0;
+    switch (choose_path(&geo)) {
+    case PATH_DEPTHWISE: {
+        dw8_layout L;
+        dw_layout(&geo, &L);
+        per_slot = L.slot;
+        break;
+    }
+    case PATH_DIRECT: {
+        qfi_conv_geom g1 = group_geom(&geo);
+        qfi_direct_plan *p = malloc(sizeof *p);
+        if (!p) return SIZE_MAX; /* the engine then fails to allocate, and says so */
+        qfi_cpu_direct_plan(&g1, false, QFI_I8_CHUNK_MAX, p);
+        per_slot = direct_slot_bytes(p, (g1.C + 3) / 4);
+        free(p);
+        break;
+    }
+    case PATH_LOOP: per_slot = align64((size_t)qfi_window_out_size(&geo.w) * 4); break;
+    }
+    return m + (size_t)qfi_cpu_count() * per_slot;
 }
+
+/* ---- the job every path shares ---------------------------------------------------- */
 
 typedef struct conv8_job {
     const qfi_conv_geom *geo;
-    const conv8_layout *L;
-    const int8_t *x, *w, *res;
-    const float *wf;
-    char *y;
-    size_t es; /* bytes per output element */
+    const conv8_state *st;
     const qfi_requant *rq;
-    char *slots;
-    int64_t items;
+    const float *m; /* per output channel: the epilogue's multiplier */
+    const int8_t *x, *w, *res;
+    void *y;
+    char *scratch;
+    size_t slot_bytes;
+    int64_t items, slots;
+    int64_t bands, mparts; /* direct: an image's output rows and weight blocks are split this many ways */
+    const dw8_layout *L;   /* depthwise */
 } conv8_job;
 
-/* Requantizes plane `c` of image `nimg` from acc (OUT int32). */
-static void emit_plane(const conv8_job *j, int64_t nimg, int64_t c, const int32_t *acc)
-{
-    const int64_t out = qfi_window_out_size(&j->geo->w), at = (nimg * j->geo->M + c) * out;
-    qfi_requantize(j->rq, acc, j->res ? j->res + at : NULL, out, c, 0, j->y + (size_t)at * j->es);
-}
+/* ---- depthwise ------------------------------------------------------------------------ */
 
-/* Image n, group gi: acc (Mg, OUT) = W_g (Mg, Cg*K) x col (Cg*K, OUT). */
-static void conv8_item(const conv8_job *j, int64_t item, char *slot)
-{
-    const qfi_conv_geom *geo = j->geo;
-    const int64_t nimg = item / geo->group, gi = item % geo->group;
-    const int64_t cg = geo->C / geo->group, mg = geo->M / geo->group;
-    const int64_t in = qfi_window_in_size(&geo->w), out = qfi_window_out_size(&geo->w);
-    const int64_t kdim = cg * qfi_window_k_size(&geo->w);
-    float *xf = (float *)(slot + j->L->xf), *col = (float *)(slot + j->L->col), *tmp = (float *)(slot + j->L->tmp);
-    int32_t *acc = (int32_t *)(slot + j->L->acc);
-    const int8_t *xg = j->x + (nimg * geo->C + gi * cg) * in; /* (Cg, D,H,W) */
-    for (int64_t i = 0; i < cg * in; i++) xf[i] = xg[i];
-    qfi_cpu_im2col(xf, cg, &geo->w, col);
-    qfi_cpu_igemm(mg, out, kdim, j->wf + gi * mg * kdim, kdim, col, out, false, tmp, acc);
-    for (int64_t m = 0; m < mg; m++) emit_plane(j, nimg, gi * mg + m, acc + m * out);
-}
-
-/* Depthwise: output channel m of image n reads only input channel m / (M/group). */
-static void depthwise8_plane(const conv8_job *j, int64_t plane, int32_t *acc)
+/* Plane c of image n: its rows expanded once, then every output channel
+ * that reads it, row by row. */
+static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
 {
     const qfi_conv_geom *geo = j->geo;
     const qfi_window *w = &geo->w;
-    const int64_t n = plane / geo->M, m = plane % geo->M, c = m / (geo->M / geo->group);
+    const qfi_i8_kernels *k = j->st->k;
+    const dw8_layout *L = j->L;
+    const int64_t n = plane / geo->C, c = plane % geo->C, mult = geo->M / geo->C;
+    const int64_t H = w->in[1], W = w->in[2], pt = w->pad[1], pl = w->pad[2];
+    const int64_t Hp = H + pt + w->pad_end[1], Ho = w->out[1], Wo = w->out[2];
+    const int64_t kh = w->k[1], nd = dw_quads_per_row(w);
+    uint8_t *e = (uint8_t *)slot + L->e, *pad = (uint8_t *)slot + L->pad, *row = (uint8_t *)slot + L->row;
+    int32_t *acc = (int32_t *)(slot + L->acc);
+    const uint8_t **rowp = (const uint8_t **)(slot + L->rows);
+    const int8_t *xc = j->x + (n * geo->C + c) * H * W;
+    memset(pad, 0x80, (size_t)L->nq * 4);
+    memset(row, 0x80, (size_t)L->prow);
+    for (int64_t r = 0; r < Hp; r++) {
+        int64_t ih = r - pt;
+        if (ih < 0 || ih >= H) {
+            rowp[r] = pad;
+            continue;
+        }
+        const int8_t *xr = xc + ih * W;
+        for (int64_t i = 0; i < W; i++) row[pl + i] = (uint8_t)(xr[i] ^ 0x80);
+        k->dw_expand(row, w->stride[2], w->dil[2], L->nq, e + r * L->nq * 4);
+        rowp[r] = e + r * L->nq * 4;
+    }
+    const uint8_t *rows[QFI_DIRECT_MAX_TAPS];
+    for (int64_t mm = 0; mm < mult; mm++) {
+        const int64_t m = c * mult + mm;
+        const int32_t *wm = j->st->w + m * kh * nd;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            for (int64_t i = 0; i < kh; i++) rows[i] = rowp[oh * w->stride[1] + i * w->dil[1]];
+            k->dw_row(rows, (int)kh, (int)nd, dw_kstep(w), wm, Wo, acc);
+            k->requant_run(j->rq, acc, Wo, j->st->add[m], j->m[m], j->res, j->y, ((n * geo->M + m) * Ho + oh) * Wo);
+        }
+    }
+}
+
+/* ---- direct ------------------------------------------------------------------------------ */
+
+/* Phase rows [q0, q1) of every phase plane a tap reads, for the channel
+ * quads of group gi of image n: u8 (x ^ 0x80, so 0x80 is zero) with 0x80 in
+ * the padding and in the channels past the group's. */
+QFI_SIMD_CLONES QFI_NO_LIBCALL_LOOPS
+static void pack_rows(const conv8_job *j, int64_t n, int64_t gi, uint8_t *xp, int64_t q0, int64_t q1)
+{
+    const qfi_direct_plan *p = &j->st->plan;
+    const int64_t H = p->H, W = p->W, Hq = p->Hq, Wq = p->Wq, cg = p->C;
+    const uint32_t zero = 0x80808080u;
+    const uint8_t *x = (const uint8_t *)(j->x + (n * j->geo->C + gi * cg) * H * W);
+    for (int64_t cq = 0; cq < j->st->quads; cq++) {
+        const int64_t nch = cg - 4 * cq < 4 ? cg - 4 * cq : 4;
+        for (int64_t a = 0; a < p->sh; a++)
+            for (int64_t b = 0; b < p->sw; b++) {
+                if (!j->st->phase[a * p->sw + b]) continue;
+                uint32_t *plane = (uint32_t *)(xp + (cq * p->plane + (a * p->sw + b) * Hq * Wq) * 4);
+                int64_t lo, hi; /* phase columns [lo, hi) hold input columns col*sw + b - pl */
+                qfi_window_run(Wq, W, p->sw, b - p->pl, &lo, &hi);
+                for (int64_t q = q0; q < q1; q++) {
+                    uint32_t *r = plane + q * Wq;
+                    const int64_t ih = q * p->sh + a - p->pt;
+                    if (ih < 0 || ih >= H) {
+                        for (int64_t col = 0; col < Wq; col++) r[col] = zero;
+                        continue;
+                    }
+                    for (int64_t col = 0; col < lo; col++) r[col] = zero;
+                    for (int64_t col = hi; col < Wq; col++) r[col] = zero;
+                    const uint8_t *x0 = x + (4 * cq * H + ih) * W + b - p->pl; /* column col: x0[col*sw] */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                    if (nch == 4 && p->sw == 1) {
+                        const uint8_t *x1 = x0 + H * W, *x2 = x1 + H * W, *x3 = x2 + H * W;
+                        for (int64_t col = lo; col < hi; col++)
+                            r[col] = ((uint32_t)x0[col] | (uint32_t)x1[col] << 8 | (uint32_t)x2[col] << 16 |
+                                      (uint32_t)x3[col] << 24) ^ zero;
+                        continue;
+                    }
+#endif
+                    for (int64_t col = lo; col < hi; col++) {
+                        uint8_t *o = (uint8_t *)(r + col);
+                        for (int64_t ci = 0; ci < 4; ci++)
+                            o[ci] = ci < nch ? (uint8_t)(x0[ci * H * W + col * p->sw] ^ 0x80) : 0x80;
+                    }
+                }
+            }
+    }
+}
+
+/* Output rows [oh0, oh1) and weight blocks [b0, b1) of group gi of image n,
+ * from the packed planes xp. */
+static void direct8_range(const conv8_job *j, const uint8_t *xp, int64_t n, int64_t gi, int64_t oh0, int64_t oh1,
+                          int64_t b0, int64_t b1)
+{
+    const qfi_direct_plan *p = &j->st->plan;
+    const qfi_i8_kernels *k = j->st->k;
+    const int64_t mb = k->mb, mg = p->M, widest = k->nv * k->vw;
+    const qfi_i8_block_fn *fns = p->taps == 1 ? k->block_1t : p->taps == 9 ? k->block_9t : k->block;
+    const int32_t *wg = j->st->w + gi * j->st->blocks * j->st->quads * p->taps * mb;
+    int32_t out[QFI_I8_MB_MAX * QFI_I8_CHUNK_MAX];
+    const int64_t end = oh1 * p->Wq;
+    for (int64_t p0 = oh0 * p->Wq; p0 < end; p0 += widest) {
+        const int64_t len = end - p0 < widest ? end - p0 : widest, nv = (len + k->vw - 1) / k->vw, chunk = nv * k->vw;
+        for (int64_t b = b0; b < b1; b++) {
+            fns[nv - 1](&j->st->bg, xp + p0 * 4, wg + b * j->st->quads * p->taps * mb, out);
+            const int64_t rows = mg - b * mb < mb ? mg - b * mb : mb;
+            /* the grid's columns >= Wo are dropped */
+            int64_t oh = p0 / p->Wq, ow = p0 % p->Wq;
+            for (int64_t i = 0; i < len;) {
+                const int64_t run = p->Wq - ow < len - i ? p->Wq - ow : len - i;
+                const int64_t valid = ow < p->Wo ? (p->Wo - ow < run ? p->Wo - ow : run) : 0;
+                for (int64_t r = 0; valid > 0 && r < rows; r++) {
+                    const int64_t m = gi * mg + b * mb + r;
+                    k->requant_run(j->rq, out + r * chunk + i, valid, j->st->add[m], j->m[m], j->res, j->y,
+                                   ((n * j->geo->M + m) * p->Ho + oh) * p->Wo + ow);
+                }
+                i += run;
+                ow = 0;
+                oh++;
+            }
+        }
+    }
+}
+
+/* Item = (image, group, band of output rows, part of the channel blocks). */
+static void direct8_item(const conv8_job *j, int64_t item, uint8_t *xp, int64_t *packed)
+{
+    const qfi_direct_plan *p = &j->st->plan;
+    const int64_t mpart = item % j->mparts, rest = item / j->mparts, band = rest % j->bands;
+    const int64_t ng = rest / j->bands, n = ng / j->geo->group, gi = ng % j->geo->group;
+    const int64_t oh0 = p->Ho * band / j->bands, oh1 = p->Ho * (band + 1) / j->bands;
+    if (oh0 == oh1) return;
+    if (*packed != rest) { /* consecutive items of one band reuse its planes */
+        int64_t q1 = oh1 + j->st->reach < p->Hq ? oh1 + j->st->reach : p->Hq;
+        pack_rows(j, n, gi, xp, oh0, q1);
+        *packed = rest;
+    }
+    const int64_t blocks = j->st->blocks;
+    direct8_range(j, xp, n, gi, oh0, oh1, blocks * mpart / j->mparts, blocks * (mpart + 1) / j->mparts);
+}
+
+/* ---- the plain loop ---------------------------------------------------------------------- */
+
+/* Output channel m of image n, any window, with the node's own bias. */
+static void loop8_plane(const conv8_job *j, int64_t plane, int32_t *acc)
+{
+    const qfi_conv_geom *geo = j->geo;
+    const qfi_window *w = &geo->w;
+    const int64_t n = plane / geo->M, m = plane % geo->M, cg = geo->C / geo->group, c0 = m / (geo->M / geo->group) * cg;
     const int64_t D = w->in[0], H = w->in[1], W = w->in[2];
-    const int8_t *xc = j->x + (n * geo->C + c) * qfi_window_in_size(w); /* (D,H,W) */
-    const int8_t *wm = j->w + m * qfi_window_k_size(w);                   /* (Kd,Kh,Kw) */
     int32_t *a = acc;
     for (int64_t od = 0; od < w->out[0]; od++)
         for (int64_t oh = 0; oh < w->out[1]; oh++)
             for (int64_t ow = 0; ow < w->out[2]; ow++) {
                 int32_t s = 0;
-                for (int64_t kd = 0; kd < w->k[0]; kd++) {
-                    int64_t id = od * w->stride[0] - w->pad[0] + kd * w->dil[0];
-                    if (id < 0 || id >= D) continue;
-                    for (int64_t kh = 0; kh < w->k[1]; kh++) {
-                        int64_t ih = oh * w->stride[1] - w->pad[1] + kh * w->dil[1];
-                        if (ih < 0 || ih >= H) continue;
-                        const int8_t *xr = xc + (id * H + ih) * W;
-                        const int8_t *wr = wm + (kd * w->k[1] + kh) * w->k[2];
-                        for (int64_t kw = 0; kw < w->k[2]; kw++) {
-                            int64_t iw = ow * w->stride[2] - w->pad[2] + kw * w->dil[2];
-                            if (iw >= 0 && iw < W) s += (int32_t)wr[kw] * xr[iw];
+                for (int64_t c = 0; c < cg; c++) {
+                    const int8_t *xc = j->x + (n * geo->C + c0 + c) * D * H * W;
+                    const int8_t *wc = j->w + (m * cg + c) * qfi_window_k_size(w);
+                    for (int64_t kd = 0; kd < w->k[0]; kd++) {
+                        int64_t id = od * w->stride[0] - w->pad[0] + kd * w->dil[0];
+                        if (id < 0 || id >= D) continue;
+                        for (int64_t kh = 0; kh < w->k[1]; kh++) {
+                            int64_t ih = oh * w->stride[1] - w->pad[1] + kh * w->dil[1];
+                            if (ih < 0 || ih >= H) continue;
+                            for (int64_t kw = 0; kw < w->k[2]; kw++) {
+                                int64_t iw = ow * w->stride[2] - w->pad[2] + kw * w->dil[2];
+                                if (iw >= 0 && iw < W)
+                                    s += (int32_t)wc[(kd * w->k[1] + kh) * w->k[2] + kw] * xc[(id * H + ih) * W + iw];
+                            }
                         }
                     }
                 }
                 *a++ = s;
             }
-    emit_plane(j, n, m, acc);
+    const int64_t out = qfi_window_out_size(w);
+    qfi_requantize(j->rq, acc, j->res ? j->res + plane * out : NULL, out, m, 0,
+                   (char *)j->y + (size_t)(plane * out) * qf_dtype_info(j->rq->out)->size);
 }
 
-/* Slot t runs items t, t+slots, ... with its own buffers. */
+/* Slot t runs a contiguous range of items with its own buffers. */
 static void conv8_slot(void *arg, int64_t t)
 {
     const conv8_job *j = arg;
-    char *slot = j->slots + (size_t)t * j->L->slot;
-    for (int64_t item = t; item < j->items; item += j->L->slots) {
-        if (is_depthwise(j->geo)) depthwise8_plane(j, item, (int32_t *)slot);
-        else conv8_item(j, item, slot);
-    }
+    char *slot = j->scratch + (size_t)t * j->slot_bytes;
+    const int64_t lo = j->items * t / j->slots, hi = j->items * (t + 1) / j->slots;
+    int64_t packed = -1;
+    for (int64_t item = lo; item < hi; item++) switch (j->st->path) {
+        case PATH_DEPTHWISE: dw8_plane(j, item, slot); break;
+        case PATH_DIRECT: direct8_item(j, item, (uint8_t *)slot, &packed); break;
+        case PATH_LOOP: loop8_plane(j, item, (int32_t *)slot); break;
+        }
+}
+
+/* The direct path's split: bands of output rows when the grid is tall
+ * enough to keep two chunks per band, else parts of the weight blocks. */
+static void direct8_split(conv8_job *j, int64_t slots)
+{
+    const conv8_state *st = j->st;
+    const int64_t images = j->geo->N * j->geo->group, parts = (slots + images - 1) / images;
+    const int64_t chunk = st->k->nv * st->k->vw;
+    j->bands = j->mparts = 1;
+    if (parts > 1 && st->plan.Ho >= parts && st->plan.grid >= parts * 2 * chunk) j->bands = parts;
+    else if (parts > 1) j->mparts = parts < st->blocks ? parts : st->blocks;
+    j->items = images * j->bands * j->mparts;
+    j->slot_bytes = direct_slot_bytes(&st->plan, st->quads);
 }
 
 qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a)
@@ -146,36 +434,39 @@ qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a)
     const qf_value *xv = qfi_in(g, n, 0), *rv = qfi_in(g, n, 4), *yv = qfi_out(g, n, 0);
     const int64_t out = qfi_window_out_size(&geo.w), kdim = geo.C / geo.group * qfi_window_k_size(&geo.w);
     if (rv && qf_value_numel(rv) != geo.N * geo.M * out)
-        return qf_error(QF_ERR_INVALID, "residual %s does not match the output", rv->name);
+        return qf_error(QF_ERR_INVALID, "residual %s does not match the output",
+                        rv->name);
     /* |sum| <= Kdim * 128 * 127 plus a bias within QFI_INT8_BIAS_LIMIT must stay inside int32 */
     if (kdim > QFI_INT8_MAX_REDUCTION)
         return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)kdim);
-    if (kdim > INT_MAX || out > INT_MAX || geo.M > INT_MAX)
-        return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
     if (geo.N == 0 || geo.M == 0 || out == 0) return QF_OK;
-    if (!a->scratch) return qf_error(QF_ERR_USAGE, "no INT8 scratch was provided");
-    conv8_layout L;
-    layout(&geo, &L);
-    char *base = a->scratch;
-    float *m = (float *)base;
+    if (!a->scratch || !a->state)
+        return qf_error(QF_ERR_USAGE, "no INT8 scratch or packed weights were provided");
+    const conv8_state *st = a->state;
+    float *m = a->scratch;
     qfi_requant rq;
     qfi_requant_init(&rq, m, geo.M, xv->scale, a->in[3], a->in[2], rv ? rv->scale : 0.0f, yv->dtype, yv->scale, n->act,
                      n->act_lo, n->act_hi);
-    conv8_job j = {.geo = &geo, .L = &L, .x = a->in[0], .w = a->in[1], .res = rv ? a->in[4] : NULL,
-                   .y = a->out[0], .es = qf_dtype_info(yv->dtype)->size, .rq = &rq, .slots = base + L.m + L.wf};
-    if (!is_depthwise(&geo)) {
-        float *wf = (float *)(base + L.m);
-        const int8_t *w = a->in[1];
-        for (int64_t i = 0; i < geo.M * kdim; i++) wf[i] = w[i];
-        j.wf = wf;
+    const int64_t cpus = qfi_cpu_count(), threads = a->threads > 0 && a->threads < cpus ? a->threads : cpus;
+    conv8_job j = {.geo = &geo, .st = st, .rq = &rq, .m = m, .x = a->in[0], .w = a->in[1],
+                   .res = rv ? a->in[4] : NULL, .y = a->out[0],
+                   .scratch = (char *)a->scratch + align64((size_t)geo.M * 4)};
+    dw8_layout L;
+    switch (st->path) {
+    case PATH_DEPTHWISE:
+        dw_layout(&geo, &L);
+        j.L = &L;
+        j.slot_bytes = L.slot;
+        j.items = geo.N * geo.C;
+        break;
+    case PATH_DIRECT: direct8_split(&j, threads); break;
+    case PATH_LOOP:
+        j.slot_bytes = align64((size_t)out * 4);
+        j.items = geo.N * geo.M;
+        break;
     }
-    j.items = is_depthwise(&geo) ? geo.N * geo.M : geo.N * geo.group;
-    int threads = a->threads > 0 ? a->threads : qfi_cpu_count();
-    int64_t slots = L.slots < threads ? L.slots : threads;
-    /* L.slots buffers exist; run at most that many slots, striding by L.slots */
-    conv8_layout Lrun = L;
-    Lrun.slots = slots;
-    j.L = &Lrun;
-    qfi_parallel_for((int)slots, slots, conv8_slot, &j);
+    /* the scratch holds qfi_cpu_count() slots */
+    j.slots = j.items < threads ? j.items : threads;
+    qfi_parallel_for((int)j.slots, j.slots, conv8_slot, &j);
     return QF_OK;
 }

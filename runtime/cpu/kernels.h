@@ -66,6 +66,15 @@ void qfi_cpu_strided_copy(void *dst, const void *src, int nd, const int64_t *dim
 #else
 #define QFI_NO_LIBCALL_LOOPS
 #endif
+/* `#pragma GCC unroll n` inside a macro body (n = 0: not unrolled), for the
+ * register blocks of conv_direct.c and int8_simd.c. clang refuses "unroll 0";
+ * it is left to its own judgement. */
+#ifdef __clang__
+#define QFI_UNROLL(n)
+#else
+#define QFI_PRAGMA(x) _Pragma(#x)
+#define QFI_UNROLL(n) QFI_PRAGMA(GCC unroll n)
+#endif
 static inline void qfi_zero_floats(float *__restrict r, int64_t n)
 {
     int64_t i = 0;
@@ -98,27 +107,105 @@ typedef enum qfi_direct_isa { QFI_DIRECT_PORTABLE, QFI_DIRECT_AVX2, QFI_DIRECT_A
 qfi_direct_isa qfi_cpu_direct_isa(void);
 struct qfi_conv_geom;
 bool qfi_cpu_conv_direct_supports(const struct qfi_conv_geom *geo);
+/* The padded phase-plane layout of one image (the top of conv_direct.c),
+ * which the INT8 direct kernel shares. Offsets and sizes count elements. */
+#define QFI_DIRECT_MAX_TAPS 1024 /* kh*kw of the largest window the direct paths take */
+typedef struct qfi_direct_plan {
+    int64_t C, M, H, W;
+    int64_t Hp, Wp, Ho, Wo;
+    int64_t sh, sw;                    /* strides */
+    int64_t Hq, Wq;                    /* one phase plane; Wq elements per row */
+    int64_t pt, pl;                    /* padding before the first row and column */
+    int64_t plane;                     /* sh*sw*Hq*Wq elements per channel */
+    int64_t grid;                      /* Ho*Wq flat output positions */
+    int64_t taps;                      /* kh*kw */
+    int64_t slack;                     /* elements after the last plane that a chunk may read */
+    int64_t off[QFI_DIRECT_MAX_TAPS];  /* per tap: its offset in a channel's planes */
+} qfi_direct_plan;
+/* Whether the window is one the plan lays out: 1-D or 2-D, at most
+ * QFI_DIRECT_MAX_TAPS taps. */
+bool qfi_cpu_direct_window_ok(const struct qfi_window *w);
+/* The plan of geo's window for C = geo->C channels. share_rows: with stride
+ * 1, a row's right padding is the next row's left padding (narrower rows;
+ * the whole image must then be laid out). chunk: the most positions one
+ * register block computes past its start. */
+void qfi_cpu_direct_plan(const struct qfi_conv_geom *geo, bool share_rows, int64_t chunk, qfi_direct_plan *p);
 int64_t qfi_cpu_conv_direct_slots(const struct qfi_conv_geom *geo, int threads);
 size_t qfi_cpu_conv_direct_scratch(const struct qfi_conv_geom *geo, int64_t slots);
 void qfi_cpu_conv_direct(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
                          void *scratch, int threads, qfi_direct_isa isa);
 
-/* ---- INT8 (exact integer arithmetic, lib/quant_math.h's requantize epilogue) ---- */
+/* ---- INT8 (exact integer arithmetic, lib/quant_math.h's requantize epilogue) ----
+ * Products are u8 x s8 dot products of four (vpdpbusd on CPUs with VNNI): one
+ * operand is stored with 128 added (u = q ^ 0x80), and the 128 * sum of the
+ * other operand that this adds is subtracted in the epilogue's int32 addend.
+ * |sum of u*s| <= 65536 * 255 * 128 < 2^31, so every partial sum is exact in
+ * int32 in any order, and every instance below gives the same bits. */
+typedef enum qfi_i8_isa {
+    QFI_I8_PORTABLE, /* plain C */
+    QFI_I8_VNNI256,  /* 8 x int32 per vector: AVX-VNNI, or AVX512-VNNI at 256 bits */
+    QFI_I8_VNNI512,  /* 16 x int32: AVX512-VNNI with VBMI (byte permutes) */
+    QFI_I8_ISAS
+} qfi_i8_isa;
+/* The instruction set INT8 kernels use: the widest this CPU runs, unless a
+ * test chose another with qfi_cpu_i8_set_isa (not thread-safe: tests only;
+ * an isa the CPU does not run clears the choice) or QFORGE_CPU_INT8_ISA names
+ * one (qfi_cpu_i8_isa_name's names). Engines keep the kernels of their build. */
+qfi_i8_isa qfi_cpu_i8_isa(void);
+bool qfi_cpu_i8_isa_runs(qfi_i8_isa isa);
+void qfi_cpu_i8_set_isa(qfi_i8_isa isa);
+const char *qfi_cpu_i8_isa_name(qfi_i8_isa isa);
+
+/* What a register block reduces: `quads` groups of 4 bytes, each at `taps`
+ * byte offsets from the block's base, groups `stride` bytes apart. */
+typedef struct qfi_i8_geom {
+    int64_t quads, stride, taps;
+    const int64_t *off;
+} qfi_i8_geom;
+/* out (mb, nv*vw) int32 = sum over quads q and taps t of the dot product of
+ * the u8 quad at x + q*stride + off[t] + 4*i (position i) with the s8 quad
+ * w[(q*taps + t)*mb + m] (row m): mb rows of w broadcast against nv vectors
+ * of vw consecutive positions. */
+typedef void (*qfi_i8_block_fn)(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out);
+/* The int32 addend of an output element rides along with the accumulator;
+ * the requantizing epilogue then runs on acc + add. */
+typedef struct qfi_i8_kernels {
+    qfi_i8_isa isa;
+    int mb, nv, vw;              /* rows x vectors x positions per vector of the widest block */
+    qfi_i8_block_fn block[3];    /* block[k]: k+1 vectors; any number of taps */
+    qfi_i8_block_fn block_1t[3]; /* the same, for taps == 1 */
+    qfi_i8_block_fn block_9t[3]; /* taps == 9 */
+    /* y[at + i] = epilogue(acc[i] + add, channel multiplier m, residual res[at + i])
+     * for i < n, in rq->out's dtype (y and res index the whole tensor). */
+    void (*requant_run)(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
+                        const int8_t *res, void *y, int64_t at);
+    /* The same with element i of channel i: add[i] (+ add0) and m[i]. */
+    void (*requant_cols)(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
+                         const float *m, const int8_t *res, void *y, int64_t at);
+    /* e (n quads) = row[s*i + d*j] at quad i, byte j: the four horizontal taps
+     * of output i of a depthwise window (row: >= s*n + 3*d + 64 bytes). */
+    void (*dw_expand)(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e);
+    /* acc[i] (i < n, rounded up to 16) = sum over rows r < nr and dwords k < nd
+     * of the u8 quad rows[r] + 4*(i + k*kstep) . the s8 quad w[r*nd + k]. */
+    void (*dw_row)(const uint8_t *const *rows, int nr, int nd, int64_t kstep, const int32_t *w, int64_t n,
+                   int32_t *acc);
+} qfi_i8_kernels;
+const qfi_i8_kernels *qfi_cpu_i8_kernels(qfi_i8_isa isa);
+/* Widest register block of any instance, for buffers sized before the choice. */
+#define QFI_I8_MB_MAX 8
+#define QFI_I8_CHUNK_MAX 48
+
 /* Conv nodes of precision INT8; runtime/cpu/conv_int8.c. */
 qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a);
 size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n);
+qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **state);
 /* Gemm and MatMul nodes of precision INT8; runtime/cpu/gemm_int8.c. */
 qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a);
-/* Scratch of a Gemm or MatMul node: 0 unless it is INT8. */
+/* Scratch and state of a Gemm or MatMul node: none unless it is INT8. */
 size_t qfi_cpu_gemm_scratch(const qf_graph *g, const qf_node *n);
-/* C (M,N) int32 = A (M,K) x op(B), exactly, where A and B hold int8 values
- * stored as floats (row-major; B is (K,N), or (N,K) with trans_b). sgemm on
- * K-chunks of at most QFI_IGEMM_KCHUNK: every partial sum of 1024 products of
- * magnitude <= 2^14 is an integer below 2^24, so float arithmetic is exact in
- * any order; chunks are summed in int32. `tmp` holds M*N floats. */
-#define QFI_IGEMM_KCHUNK 1024
-void qfi_cpu_igemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                   bool trans_b, float *tmp, int32_t *C);
+qf_status qfi_cpu_gemm_prepare(const qf_graph *g, const qf_node *n, void **state);
+/* Frees what the INT8 prepares built (one allocation each). */
+void qfi_cpu_int8_release(void *state);
 
 /* ---- FP16 and INT8 through FP32 kernels (runtime/cpu/lowp.c) ----------------------
  * Nodes of FP32 arithmetic at FP16 or INT8 precision (qfi_node_f32_view) run

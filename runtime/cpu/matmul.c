@@ -55,4 +55,7 @@ static qf_status matmul_run(const qfi_kernel_args *a)
     return QF_OK;
 }
 
-const qfi_cpu_kernel qfi_cpu_matmul = {.run = matmul_run, .scratch = qfi_cpu_gemm_scratch};
+const qfi_cpu_kernel qfi_cpu_matmul = {.run = matmul_run,
+                                       .scratch = qfi_cpu_gemm_scratch,
+                                       .prepare = qfi_cpu_gemm_prepare,
+                                       .release = qfi_cpu_int8_release};

@@ -1,0 +1,461 @@
+/* The INT8 inner loops of the CPU engine, one instance per instruction set
+ * (kernels.h's qfi_i8_isa): the integer GEMM's register blocks, the depthwise
+ * rows and the row expansion that feeds them, and the requantizing epilogue.
+ * Integer sums are exact in any order and the epilogue performs
+ * lib/quant_math.h's IEEE operations one at a time, so every instance gives
+ * the same bits; tests run each instance the CPU has against the others. */
+#include "kernels.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && \
+    ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11) || (defined(__clang__) && __clang_major__ >= 12))
+#define HAVE_VNNI_KERNELS 1
+#include <immintrin.h>
+#endif
+
+/* ---- plain C ------------------------------------------------------------------ */
+
+/* The epilogue of one element: a = acc + addend in int32 (wrapping: the sum is
+ * exact whenever the true accumulator plus bias fits, which the quantizer and
+ * the .qfm reader guarantee), then lib/quant_math.h's float steps. */
+static inline int32_t add_wrap(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+
+static void requant_run_c(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
+                          const int8_t *res, void *y, int64_t at)
+{
+    const qfi_requant q = *rq; /* a local copy: the stores to y cannot alias it */
+    for (int64_t i = 0; i < n; i++) {
+        float r = res ? (float)res[at + i] : 0.0f;
+        float v = qfi_requant_value(&q, qfi_i2f(add_wrap(acc[i], add)), m, res != NULL, r);
+        qfi_requant_store(y, q.out, at + i, v);
+    }
+}
+
+static void requant_cols_c(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
+                           const float *m, const int8_t *res, void *y, int64_t at)
+{
+    const qfi_requant q = *rq;
+    for (int64_t i = 0; i < n; i++) {
+        float r = res ? (float)res[at + i] : 0.0f;
+        int32_t a = add_wrap(acc[i], add ? add_wrap(add0, add[i]) : add0);
+        qfi_requant_store(y, q.out, at + i, qfi_requant_value(&q, qfi_i2f(a), m[i], res != NULL, r));
+    }
+}
+
+static void dw_expand_c(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int j = 0; j < 4; j++) e[4 * i + j] = row[s * i + d * j];
+}
+
+/* The dot product of a u8 quad and an s8 quad. */
+static inline int32_t dot4(const uint8_t *u, const int8_t *s)
+{
+    return u[0] * s[0] + u[1] * s[1] + u[2] * s[2] + u[3] * s[3];
+}
+
+static void dw_row_c(const uint8_t *const *rows, int nr, int nd, int64_t kstep, const int32_t *w, int64_t n,
+                     int32_t *acc)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int32_t s = 0;
+        for (int r = 0; r < nr; r++)
+            for (int k = 0; k < nd; k++) s += dot4(rows[r] + 4 * (i + k * kstep), (const int8_t *)&w[r * nd + k]);
+        acc[i] = s;
+    }
+}
+
+/* Plain C blocks: 4 rows x nv vectors of 4 positions. */
+#define C_MB 4
+#define C_VW 4
+static inline void block_c(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out, int len)
+{
+    int32_t acc[C_MB][2 * C_VW] = {{0}};
+    for (int64_t q = 0; q < g->quads; q++) {
+        const uint8_t *xq = x + q * g->stride;
+        const int32_t *wq = w + q * g->taps * C_MB;
+        for (int64_t t = 0; t < g->taps; t++) {
+            const uint8_t *xt = xq + g->off[t];
+            for (int m = 0; m < C_MB; m++) {
+                const int8_t *wb = (const int8_t *)&wq[t * C_MB + m];
+                for (int i = 0; i < len; i++) acc[m][i] += dot4(xt + 4 * i, wb);
+            }
+        }
+    }
+    for (int m = 0; m < C_MB; m++)
+        for (int i = 0; i < len; i++) out[m * len + i] = acc[m][i];
+}
+static void block_c_1(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out)
+{
+    block_c(g, x, w, out, C_VW);
+}
+static void block_c_2(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out)
+{
+    block_c(g, x, w, out, 2 * C_VW);
+}
+
+static const qfi_i8_kernels kernels_c = {
+    .isa = QFI_I8_PORTABLE,
+    .mb = C_MB, .nv = 2, .vw = C_VW,
+    .block = {block_c_1, block_c_2, NULL},
+    .block_1t = {block_c_1, block_c_2, NULL},
+    .block_9t = {block_c_1, block_c_2, NULL},
+    .requant_run = requant_run_c,
+    .requant_cols = requant_cols_c,
+    .dw_expand = dw_expand_c,
+    .dw_row = dw_row_c,
+};
+
+#ifdef HAVE_VNNI_KERNELS
+/* ---- VNNI register blocks --------------------------------------------------------
+ * Defines NAME for TARGET: out (MB, NV*VW) int32 = the reduction of kernels.h's
+ * qfi_i8_block_fn, MB*NV accumulators in registers; per quad and tap NV vector
+ * loads and MB weight broadcasts feed MB*NV vpdpbusd. TAPS > 0 fixes the
+ * number of taps at compile time (unrolled). One body for every width: VT is
+ * the vector type, LOAD/BCAST/DPBUSD/STORE its operations. */
+#define DEFINE_I8_BLOCK(NAME, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, NV, TAPS)                          \
+    TARGET static void NAME(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out)                    \
+    {                                                                                                                  \
+        VT acc[MB][NV];                                                                                                \
+        for (int m = 0; m < MB; m++)                                                                                   \
+            for (int v = 0; v < NV; v++) acc[m][v] = ZERO();                                                           \
+        const int64_t taps = TAPS > 0 ? TAPS : g->taps;                                                                \
+        for (int64_t q = 0; q < g->quads; q++) {                                                                       \
+            const uint8_t *xq = x + q * g->stride;                                                                     \
+            const int32_t *wq = w + q * taps * MB;                                                                     \
+            QFI_UNROLL(TAPS) for (int64_t t = 0; t < taps; t++) {                                                          \
+                const uint8_t *xt = xq + g->off[t];                                                                    \
+                VT in[NV];                                                                                             \
+                for (int v = 0; v < NV; v++) in[v] = LOAD((const void *)(xt + v * VW * 4));                            \
+                for (int m = 0; m < MB; m++) {                                                                         \
+                    const VT wv = BCAST(wq[t * MB + m]);                                                               \
+                    for (int v = 0; v < NV; v++) acc[m][v] = DPBUSD(acc[m][v], in[v], wv);                             \
+                }                                                                                                      \
+            }                                                                                                          \
+        }                                                                                                              \
+        for (int m = 0; m < MB; m++)                                                                                   \
+            for (int v = 0; v < NV; v++) STORE((void *)(out + (m * NV + v) * VW), acc[m][v]);                         \
+    }
+#define DEFINE_I8_BLOCKS(PREFIX, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, TAPS)                           \
+    DEFINE_I8_BLOCK(PREFIX##_1, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, 1, TAPS)                         \
+    DEFINE_I8_BLOCK(PREFIX##_2, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, 2, TAPS)                         \
+    DEFINE_I8_BLOCK(PREFIX##_3, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, 3, TAPS)
+
+/* 512 bits: 8 rows x 3 vectors is 24 of the 32 registers accumulating, 3
+ * inputs, broadcasts from memory; 11 loads per 24 vpdpbusd. */
+#define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
+#define LOAD512(p) _mm512_loadu_si512(p)
+#define BCAST512(v) _mm512_set1_epi32(v)
+#define STORE512(p, v) _mm512_storeu_si512(p, v)
+DEFINE_I8_BLOCKS(block512, T512, __m512i, LOAD512, BCAST512, _mm512_dpbusd_epi32, STORE512, _mm512_setzero_si512, 16, 8,
+                 0)
+DEFINE_I8_BLOCKS(block512_1t, T512, __m512i, LOAD512, BCAST512, _mm512_dpbusd_epi32, STORE512, _mm512_setzero_si512,
+                 16, 8, 1)
+DEFINE_I8_BLOCKS(block512_9t, T512, __m512i, LOAD512, BCAST512, _mm512_dpbusd_epi32, STORE512, _mm512_setzero_si512,
+                 16, 8, 9)
+
+/* 256 bits, 16 registers: 4 rows x 3 vectors, 3 inputs and a broadcast. The
+ * same source compiles twice: VEX-encoded for AVX-VNNI CPUs, EVEX-encoded for
+ * AVX512-VNNI ones (the tests run the latter on AVX-512 machines). */
+#define TVEX __attribute__((target("avx2,avxvnni")))
+#define TEVEX __attribute__((target("avx2,avx512f,avx512vl,avx512vnni")))
+#define LOAD256(p) _mm256_loadu_si256((const __m256i *)(p))
+#define BCAST256(v) _mm256_set1_epi32(v)
+#define STORE256(p, v) _mm256_storeu_si256((__m256i *)(p), v)
+#define DPVEX(a, b, c) _mm256_dpbusd_avx_epi32(a, b, c)
+DEFINE_I8_BLOCKS(block_vex, TVEX, __m256i, LOAD256, BCAST256, DPVEX, STORE256, _mm256_setzero_si256, 8, 4, 0)
+DEFINE_I8_BLOCKS(block_vex_1t, TVEX, __m256i, LOAD256, BCAST256, DPVEX, STORE256, _mm256_setzero_si256, 8, 4, 1)
+DEFINE_I8_BLOCKS(block_vex_9t, TVEX, __m256i, LOAD256, BCAST256, DPVEX, STORE256, _mm256_setzero_si256, 8, 4, 9)
+DEFINE_I8_BLOCKS(block_evex, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd_epi32, STORE256, _mm256_setzero_si256, 8,
+                 4, 0)
+DEFINE_I8_BLOCKS(block_evex_1t, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd_epi32, STORE256,
+                 _mm256_setzero_si256, 8, 4, 1)
+DEFINE_I8_BLOCKS(block_evex_9t, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd_epi32, STORE256,
+                 _mm256_setzero_si256, 8, 4, 9)
+
+/* ---- depthwise rows ---------------------------------------------------------------- */
+#define DEFINE_DW_ROW(NAME, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW)                                         \
+    TARGET static void NAME(const uint8_t *const *rows, int nr, int nd, int64_t kstep, const int32_t *w, int64_t n,   \
+                            int32_t *acc)                                                                              \
+    {                                                                                                                  \
+        int64_t i = 0;                                                                                                 \
+        for (; i + 2 * VW <= n; i += 2 * VW) { /* two vectors: twice the work per weight broadcast */                \
+            VT a0 = ZERO(), a1 = ZERO();                                                                               \
+            for (int r = 0; r < nr; r++)                                                                               \
+                for (int k = 0; k < nd; k++) {                                                                         \
+                    const uint8_t *p = rows[r] + 4 * (i + k * kstep);                                                  \
+                    const VT wv = BCAST(w[r * nd + k]);                                                                \
+                    a0 = DPBUSD(a0, LOAD((const void *)p), wv);                                                        \
+                    a1 = DPBUSD(a1, LOAD((const void *)(p + 4 * VW)), wv);                                             \
+                }                                                                                                      \
+            STORE((void *)(acc + i), a0);                                                                              \
+            STORE((void *)(acc + i + VW), a1);                                                                         \
+        }                                                                                                              \
+        for (; i < n; i += VW) {                                                                                       \
+            VT a0 = ZERO();                                                                                            \
+            for (int r = 0; r < nr; r++)                                                                               \
+                for (int k = 0; k < nd; k++)                                                                           \
+                    a0 = DPBUSD(a0, LOAD((const void *)(rows[r] + 4 * (i + k * kstep))), BCAST(w[r * nd + k]));       \
+            STORE((void *)(acc + i), a0);                                                                              \
+        }                                                                                                              \
+    }
+DEFINE_DW_ROW(dw_row512, T512, __m512i, LOAD512, BCAST512, _mm512_dpbusd_epi32, STORE512, _mm512_setzero_si512, 16)
+DEFINE_DW_ROW(dw_row_vex, TVEX, __m256i, LOAD256, BCAST256, DPVEX, STORE256, _mm256_setzero_si256, 8)
+DEFINE_DW_ROW(dw_row_evex, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd_epi32, STORE256, _mm256_setzero_si256, 8)
+
+/* Byte j of quad i is row[s*i + d*j]: one vpermb per 16 quads when the 16
+ * quads span at most 64 bytes. */
+T512 static void dw_expand512(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e)
+{
+    if (15 * s + 3 * d >= 64) {
+        dw_expand_c(row, s, d, n, e);
+        return;
+    }
+    uint8_t idx[64];
+    for (int k = 0; k < 64; k++) idx[k] = (uint8_t)(s * (k / 4) + d * (k % 4));
+    const __m512i perm = _mm512_loadu_si512(idx);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_si512(e + 4 * i, _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(row + s * i)));
+    if (i < n) dw_expand_c(row + s * i, s, d, n - i, e + 4 * i);
+}
+
+/* 256 bits without byte permutes across lanes: each 128-bit lane makes 4
+ * quads from its own 16-byte load (pshufb), when 4 quads span 16 bytes. */
+#define DEFINE_DW_EXPAND256(NAME, TARGET)                                                                              \
+    TARGET static void NAME(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e)                          \
+    {                                                                                                                  \
+        if (3 * s + 3 * d >= 16) {                                                                                     \
+            dw_expand_c(row, s, d, n, e);                                                                              \
+            return;                                                                                                    \
+        }                                                                                                              \
+        uint8_t idx[32];                                                                                               \
+        for (int k = 0; k < 32; k++) idx[k] = (uint8_t)(s * (k % 16 / 4) + d * (k % 4));                               \
+        const __m256i perm = _mm256_loadu_si256((const __m256i *)idx);                                                \
+        int64_t i = 0;                                                                                                 \
+        for (; i + 8 <= n; i += 8) {                                                                                   \
+            __m256i v = _mm256_loadu2_m128i((const __m128i *)(row + s * (i + 4)), (const __m128i *)(row + s * i));   \
+            _mm256_storeu_si256((__m256i *)(e + 4 * i), _mm256_shuffle_epi8(v, perm));                               \
+        }                                                                                                              \
+        if (i < n) dw_expand_c(row + s * i, s, d, n - i, e + 4 * i);                                                   \
+    }
+DEFINE_DW_EXPAND256(dw_expand_vex, TVEX)
+DEFINE_DW_EXPAND256(dw_expand_evex, TEVEX)
+
+/* ---- the requantizing epilogue, INT8 outputs ------------------------------------------
+ * lib/quant_math.h's steps on a vector: (float)a rounded to nearest (cvtdq2ps),
+ * one product, the residual's product and sum, then glibc's fmaxf(v, lo) and
+ * fminf(v, hi) -- v if v >= lo (resp. <= hi), else the bound, so a NaN gives
+ * the bound and a zero keeps its sign -- and rint (cvtps2dq, ties to even,
+ * like rintf in the same rounding mode). Float outputs take the C loop. */
+T512 static inline __m512i requant16(__m512i a, __m512 m, __m512 r, __m512 m_r, bool has_res, __m512 lo, __m512 hi)
+{
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), m);
+    if (has_res) v = _mm512_add_ps(v, _mm512_mul_ps(r, m_r));
+    v = _mm512_mask_mov_ps(lo, _mm512_cmp_ps_mask(v, lo, _CMP_GE_OQ), v);
+    v = _mm512_mask_mov_ps(hi, _mm512_cmp_ps_mask(v, hi, _CMP_LE_OQ), v);
+    return _mm512_cvtps_epi32(v);
+}
+
+T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
+                                const int8_t *res, void *y, int64_t at)
+{
+    if (rq->out != QF_I8) {
+        requant_run_c(rq, acc, n, add, m, res, y, at);
+        return;
+    }
+    const __m512i va = _mm512_set1_epi32(add);
+    const __m512 vm = _mm512_set1_ps(m), vmr = _mm512_set1_ps(rq->m_r), lo = _mm512_set1_ps(rq->lo),
+                 hi = _mm512_set1_ps(rq->hi);
+    int8_t *yo = (int8_t *)y + at;
+    const int8_t *ro = res ? res + at : NULL;
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, acc + i), va);
+        __m512 r = _mm512_setzero_ps();
+        if (ro) r = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, ro + i)));
+        __m512i q = requant16(a, vm, r, vmr, ro != NULL, lo, hi);
+        _mm_mask_storeu_epi8(yo + i, k, _mm512_cvtepi32_epi8(q));
+    }
+}
+
+T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
+                                 const float *m, const int8_t *res, void *y, int64_t at)
+{
+    if (rq->out != QF_I8) {
+        requant_cols_c(rq, acc, n, add0, add, m, res, y, at);
+        return;
+    }
+    const __m512i va0 = _mm512_set1_epi32(add0);
+    const __m512 vmr = _mm512_set1_ps(rq->m_r), lo = _mm512_set1_ps(rq->lo), hi = _mm512_set1_ps(rq->hi);
+    int8_t *yo = (int8_t *)y + at;
+    const int8_t *ro = res ? res + at : NULL;
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, acc + i), va0);
+        if (add) a = _mm512_add_epi32(a, _mm512_maskz_loadu_epi32(k, add + i));
+        __m512 r = _mm512_setzero_ps();
+        if (ro) r = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, ro + i)));
+        __m512i q = requant16(a, _mm512_maskz_loadu_ps(k, m + i), r, vmr, ro != NULL, lo, hi);
+        _mm_mask_storeu_epi8(yo + i, k, _mm512_cvtepi32_epi8(q));
+    }
+}
+
+/* 256 bits: AVX2 has no masked byte stores, so 8 at a time and the C loop for
+ * the tail. */
+#define DEFINE_REQUANT256(SUFFIX, TARGET)                                                                              \
+    TARGET static inline __m256i requant8##SUFFIX(__m256i a, __m256 m, __m256 r, __m256 m_r, bool has_res, __m256 lo, \
+                                                  __m256 hi)                                                           \
+    {                                                                                                                  \
+        __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), m);                                                            \
+        if (has_res) v = _mm256_add_ps(v, _mm256_mul_ps(r, m_r));                                                      \
+        v = _mm256_blendv_ps(lo, v, _mm256_cmp_ps(v, lo, _CMP_GE_OQ));                                                 \
+        v = _mm256_blendv_ps(hi, v, _mm256_cmp_ps(v, hi, _CMP_LE_OQ));                                                 \
+        return _mm256_cvtps_epi32(v);                                                                                  \
+    }                                                                                                                  \
+    /* the 8 int32 (each in [-128, 127]) as 8 bytes */                                                                 \
+    TARGET static inline void store8##SUFFIX(int8_t *y, __m256i q)                                                     \
+    {                                                                                                                  \
+        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));                       \
+        _mm_storel_epi64((__m128i *)y, _mm_packs_epi16(w, w));                                                         \
+    }                                                                                                                  \
+    TARGET static inline __m256 res8##SUFFIX(const int8_t *r)                                                          \
+    {                                                                                                                  \
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)r)));                        \
+    }                                                                                                                  \
+    TARGET static void requant_run##SUFFIX(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m, \
+                                           const int8_t *res, void *y, int64_t at)                                     \
+    {                                                                                                                  \
+        int64_t i = 0;                                                                                                 \
+        if (rq->out == QF_I8) {                                                                                        \
+            const __m256i va = _mm256_set1_epi32(add);                                                                 \
+            const __m256 vm = _mm256_set1_ps(m), vmr = _mm256_set1_ps(rq->m_r), lo = _mm256_set1_ps(rq->lo),          \
+                         hi = _mm256_set1_ps(rq->hi);                                                                  \
+            int8_t *yo = (int8_t *)y + at;                                                                             \
+            for (; i + 8 <= n; i += 8) {                                                                               \
+                __m256i a = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i)), va);                     \
+                __m256 r = res ? res8##SUFFIX(res + at + i) : _mm256_setzero_ps();                                    \
+                store8##SUFFIX(yo + i, requant8##SUFFIX(a, vm, r, vmr, res != NULL, lo, hi));                          \
+            }                                                                                                          \
+        }                                                                                                              \
+        requant_run_c(rq, acc + i, n - i, add, m, res, y, at + i);                                                     \
+    }                                                                                                                  \
+    TARGET static void requant_cols##SUFFIX(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0,        \
+                                            const int32_t *add, const float *m, const int8_t *res, void *y,            \
+                                            int64_t at)                                                                \
+    {                                                                                                                  \
+        int64_t i = 0;                                                                                                 \
+        if (rq->out == QF_I8) {                                                                                        \
+            const __m256i va0 = _mm256_set1_epi32(add0);                                                               \
+            const __m256 vmr = _mm256_set1_ps(rq->m_r), lo = _mm256_set1_ps(rq->lo), hi = _mm256_set1_ps(rq->hi);     \
+            int8_t *yo = (int8_t *)y + at;                                                                             \
+            for (; i + 8 <= n; i += 8) {                                                                               \
+                __m256i a = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i)), va0);                    \
+                if (add) a = _mm256_add_epi32(a, _mm256_loadu_si256((const __m256i *)(add + i)));                     \
+                __m256 r = res ? res8##SUFFIX(res + at + i) : _mm256_setzero_ps();                                    \
+                store8##SUFFIX(yo + i, requant8##SUFFIX(a, _mm256_loadu_ps(m + i), r, vmr, res != NULL, lo, hi));      \
+            }                                                                                                          \
+        }                                                                                                              \
+        requant_cols_c(rq, acc + i, n - i, add0, add ? add + i : NULL, m + i, res, y, at + i);                         \
+    }
+DEFINE_REQUANT256(_vex, TVEX)
+DEFINE_REQUANT256(_evex, TEVEX)
+
+static const qfi_i8_kernels kernels512 = {
+    .isa = QFI_I8_VNNI512,
+    .mb = 8, .nv = 3, .vw = 16,
+    .block = {block512_1, block512_2, block512_3},
+    .block_1t = {block512_1t_1, block512_1t_2, block512_1t_3},
+    .block_9t = {block512_9t_1, block512_9t_2, block512_9t_3},
+    .requant_run = requant_run512,
+    .requant_cols = requant_cols512,
+    .dw_expand = dw_expand512,
+    .dw_row = dw_row512,
+};
+static const qfi_i8_kernels kernels_vex = {
+    .isa = QFI_I8_VNNI256,
+    .mb = 4, .nv = 3, .vw = 8,
+    .block = {block_vex_1, block_vex_2, block_vex_3},
+    .block_1t = {block_vex_1t_1, block_vex_1t_2, block_vex_1t_3},
+    .block_9t = {block_vex_9t_1, block_vex_9t_2, block_vex_9t_3},
+    .requant_run = requant_run_vex,
+    .requant_cols = requant_cols_vex,
+    .dw_expand = dw_expand_vex,
+    .dw_row = dw_row_vex,
+};
+static const qfi_i8_kernels kernels_evex = {
+    .isa = QFI_I8_VNNI256,
+    .mb = 4, .nv = 3, .vw = 8,
+    .block = {block_evex_1, block_evex_2, block_evex_3},
+    .block_1t = {block_evex_1t_1, block_evex_1t_2, block_evex_1t_3},
+    .block_9t = {block_evex_9t_1, block_evex_9t_2, block_evex_9t_3},
+    .requant_run = requant_run_evex,
+    .requant_cols = requant_cols_evex,
+    .dw_expand = dw_expand_evex,
+    .dw_row = dw_row_evex,
+};
+
+static bool has_vnni512(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("avx512vbmi");
+}
+static bool has_avxvnni(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni"); }
+static bool has_evex256(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+#endif /* HAVE_VNNI_KERNELS */
+
+bool qfi_cpu_i8_isa_runs(qfi_i8_isa isa)
+{
+    switch (isa) {
+    case QFI_I8_PORTABLE: return true;
+#ifdef HAVE_VNNI_KERNELS
+    case QFI_I8_VNNI256: return has_avxvnni() || has_evex256();
+    case QFI_I8_VNNI512: return has_vnni512();
+#endif
+    default: return false;
+    }
+}
+
+const qfi_i8_kernels *qfi_cpu_i8_kernels(qfi_i8_isa isa)
+{
+#ifdef HAVE_VNNI_KERNELS
+    if (isa == QFI_I8_VNNI512 && has_vnni512()) return &kernels512;
+    if (isa == QFI_I8_VNNI256 && has_avxvnni()) return &kernels_vex;
+    if (isa == QFI_I8_VNNI256 && has_evex256()) return &kernels_evex;
+#endif
+    (void)isa;
+    return &kernels_c;
+}
+
+static int chosen = -1; /* qfi_cpu_i8_set_isa's choice; -1: none */
+
+/* QFORGE_CPU_INT8_ISA names an instruction set this CPU runs, or -1. */
+static int isa_from_env(void)
+{
+    const char *e = getenv("QFORGE_CPU_INT8_ISA");
+    for (int isa = 0; e && isa < QFI_I8_ISAS; isa++)
+        if (!strcmp(e, qfi_cpu_i8_isa_name((qfi_i8_isa)isa)) && qfi_cpu_i8_isa_runs((qfi_i8_isa)isa)) return isa;
+    return -1;
+}
+
+qfi_i8_isa qfi_cpu_i8_isa(void)
+{
+    if (chosen >= 0) return (qfi_i8_isa)chosen;
+    const int env = isa_from_env();
+    if (env >= 0) return (qfi_i8_isa)env;
+    for (int isa = QFI_I8_ISAS - 1; isa > QFI_I8_PORTABLE; isa--)
+        if (qfi_cpu_i8_isa_runs((qfi_i8_isa)isa)) return (qfi_i8_isa)isa;
+    return QFI_I8_PORTABLE;
+}
+
+void qfi_cpu_i8_set_isa(qfi_i8_isa isa) { chosen = qfi_cpu_i8_isa_runs(isa) ? (int)isa : -1; }
+
+const char *qfi_cpu_i8_isa_name(qfi_i8_isa isa)
+{
+    static const char *const names[QFI_I8_ISAS] = {"portable", "vnni256", "vnni512"};
+    return isa < QFI_I8_ISAS ? names[isa] : "?";
+}
