@@ -46,4 +46,134 @@ static QFI_HD float qfi_sigmoid(float x)
     return qfi_div(e, qfi_add(1.0f, e));
 }
 
+/* One Horner step, p t + c, rounded twice (never fused). */
+#define QFI_HORNER(p, t, c) qfi_add(qfi_mul(p, t), c)
+
+/* erf(x) / x as a polynomial in t = x^2, for |x| < 1 */
+static QFI_HD float qfi_erf_small(float t)
+{
+    float p = 7.93349391e-05f;
+    p = QFI_HORNER(p, t, -0.00080348464f);
+    p = QFI_HORNER(p, t, 0.00519121857f);
+    p = QFI_HORNER(p, t, -0.0268553998f);
+    p = QFI_HORNER(p, t, 0.112836257f);
+    p = QFI_HORNER(p, t, -0.376126289f);
+    p = QFI_HORNER(p, t, 1.12837923f);
+    return p;
+}
+
+/* erf(1 + t) for t in [0, 1) */
+static QFI_HD float qfi_erf_1to2(float t)
+{
+    float p = -3.94514864e-05f;
+    p = QFI_HORNER(p, t, 0.00173766899f);
+    p = QFI_HORNER(p, t, -0.00975295436f);
+    p = QFI_HORNER(p, t, 0.0192634054f);
+    p = QFI_HORNER(p, t, 0.00244907546f);
+    p = QFI_HORNER(p, t, -0.0684537292f);
+    p = QFI_HORNER(p, t, 0.0690304711f);
+    p = QFI_HORNER(p, t, 0.138388157f);
+    p = QFI_HORNER(p, t, -0.415108711f);
+    p = QFI_HORNER(p, t, 0.415107518f);
+    p = QFI_HORNER(p, t, 0.842700779f);
+    return p;
+}
+
+/* erf(2 + t) for t in [0, 1) */
+static QFI_HD float qfi_erf_2to3(float t)
+{
+    float p = 6.83292019e-05f;
+    p = QFI_HORNER(p, t, -0.000587040966f);
+    p = QFI_HORNER(p, t, 0.00213658693f);
+    p = QFI_HORNER(p, t, -0.00374684017f);
+    p = QFI_HORNER(p, t, 0.000626070716f);
+    p = QFI_HORNER(p, t, 0.013038944f);
+    p = QFI_HORNER(p, t, -0.0344353542f);
+    p = QFI_HORNER(p, t, 0.0482218675f);
+    p = QFI_HORNER(p, t, -0.0413339064f);
+    p = QFI_HORNER(p, t, 0.020666983f);
+    p = QFI_HORNER(p, t, 0.995322287f);
+    return p;
+}
+
+/* erf(3 + t) for t in [0, 0.93) */
+static QFI_HD float qfi_erf_3up(float t)
+{
+    float p = 1.70370349e-05f;
+    p = QFI_HORNER(p, t, -0.000113107541f);
+    p = QFI_HORNER(p, t, 0.000356621051f);
+    p = QFI_HORNER(p, t, -0.000712680398f);
+    p = QFI_HORNER(p, t, 0.00100557366f);
+    p = QFI_HORNER(p, t, -0.0010415822f);
+    p = QFI_HORNER(p, t, 0.000788690813f);
+    p = QFI_HORNER(p, t, -0.000417729054f);
+    p = QFI_HORNER(p, t, 0.000139252195f);
+    p = QFI_HORNER(p, t, 0.999977887f);
+    return p;
+}
+
+/* (tanh(x) - x) / x^3 as a polynomial in t = x^2, for |x| < 0.625 */
+static QFI_HD float qfi_tanh_small(float t)
+{
+    float p = -0.000864869100f;
+    p = QFI_HORNER(p, t, 0.00330928992f);
+    p = QFI_HORNER(p, t, -0.00879229233f);
+    p = QFI_HORNER(p, t, 0.0218601376f);
+    p = QFI_HORNER(p, t, -0.0539676584f);
+    p = QFI_HORNER(p, t, 0.133333325f);
+    p = QFI_HORNER(p, t, -0.333333343f);
+    return p;
+}
+
+/* erf(x) within 3 ulp (tests/test_float_math.c): x * P(x^2) below 1, then
+ * polynomials in |x| - a on [1,2), [2,3), [3,3.93), and +-1 beyond, where
+ * 1 - erf is below half an ulp of 1. The coefficients (above) are
+ * least-squares fits on Chebyshev nodes of each piece (numpy polyfit, degrees
+ * 6, 10, 10 and 9), rounded to float; the error is Horner's rounding. */
+static QFI_HD float qfi_erf(float x)
+{
+    if (!(x == x)) return x;
+    const float ax = x < 0.0f ? -x : x;
+    float r;
+    if (ax < 1.0f) r = qfi_mul(ax, qfi_erf_small(qfi_mul(ax, ax)));
+    else if (ax < 2.0f) r = qfi_erf_1to2(qfi_sub(ax, 1.0f));
+    else if (ax < 3.0f) r = qfi_erf_2to3(qfi_sub(ax, 2.0f));
+    else if (ax < 3.93f) r = qfi_erf_3up(qfi_sub(ax, 3.0f));
+    else r = 1.0f;
+    return x < 0.0f ? -r : r;
+}
+
+/* tanh(x) within 3 ulp: x + x^3 P(x^2) below 0.625 (fitted as erf's pieces,
+ * degree 6), else 1 - 2 / (e^2|x| + 1), which is 1 in float from 9.1 on. */
+static QFI_HD float qfi_tanh(float x)
+{
+    if (!(x == x)) return x;
+    const float ax = x < 0.0f ? -x : x;
+    float r;
+    if (ax < 0.625f) {
+        const float t = qfi_mul(ax, ax);
+        r = qfi_add(ax, qfi_mul(qfi_mul(ax, t), qfi_tanh_small(t)));
+    } else if (ax < 9.1f) {
+        r = qfi_sub(1.0f, qfi_div(2.0f, qfi_add(qfi_exp(qfi_mul(2.0f, ax)), 1.0f)));
+    } else {
+        r = 1.0f;
+    }
+    return x < 0.0f ? -r : r;
+}
+
+/* GELU: x/2 (1 + erf(x / sqrt 2)), or with approximate = "tanh"
+ * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the operations in the order
+ * the exporters' decompositions write them. */
+static QFI_HD float qfi_gelu(float x, bool tanh_approx)
+{
+    float inner;
+    if (tanh_approx) {
+        const float x3 = qfi_mul(qfi_mul(x, x), x);
+        inner = qfi_tanh(qfi_mul(0.797884583f, qfi_add(x, qfi_mul(0.044715f, x3))));
+    } else {
+        inner = qfi_erf(qfi_div(x, 1.41421354f));
+    }
+    return qfi_mul(qfi_mul(x, 0.5f), qfi_add(1.0f, inner));
+}
+
 #endif

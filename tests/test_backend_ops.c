@@ -252,6 +252,78 @@ static void b_constant_of_shape(qf_graph *g, qf_op o, qf_precision p)
     a->t->flags = QF_VALUE_CONST;
 }
 
+
+/* LayerNormalization over the last dim (ViT's, Swin's) and over the last two */
+static void b_layer_norm(qf_graph *g, qf_op o, qf_precision p)
+{
+    int x = input(g, "x", 3, DIMS(2, 5, 24));
+    int s = weight(g, "scale", 1, DIMS(24), 0.5f, 1.5f), b = weight(g, "bias", 1, DIMS(24), -0.5f, 0.5f);
+    set_float(node(g, o, 3, IN(x, s, b)), "epsilon", 1e-6f);
+}
+static void b_layer_norm_2d(qf_graph *g, qf_op o, qf_precision p)
+{
+    int x = input(g, "x", 3, DIMS(2, 4, 6));
+    set_int(node(g, o, 2, IN(x, weight(g, "scale", 2, DIMS(4, 6), 0.5f, 1.5f))), "axis", 1);
+}
+
+static void b_gelu_tanh(qf_graph *g, qf_op o, qf_precision p)
+{
+    qf_node *n = node(g, o, 1, IN(input(g, "x", 4, DIMS(2, 3, 4, 5))));
+    attr(n, "approximate", QF_ATTR_STRING)->s = strdup("tanh");
+}
+
+/* a bool constant of n elements, alternating from `first` */
+static int bool_const(qf_graph *g, const char *name, int nd, const int64_t *dims, int first)
+{
+    int v = qf_graph_add_value(g, name, QF_BOOL, nd, dims);
+    int64_t cnt = qfi_numel(nd, dims);
+    uint8_t *d = malloc((size_t)cnt + 1);
+    for (int64_t i = 0; i < cnt; i++) d[i] = (uint8_t)((i + first) % 2);
+    g->values[v].data = d;
+    g->values[v].flags |= QF_VALUE_CONST;
+    return v;
+}
+
+static void b_not(qf_graph *g, qf_op o, qf_precision p) { node(g, o, 1, IN(bool_const(g, "b", 2, DIMS(3, 5), 1))); }
+
+/* int64 shape arithmetic (the exporters' -1 tests): a (2,3) matrix == a broadcast row */
+static void b_equal(qf_graph *g, qf_op o, qf_precision p)
+{
+    int a = ints_const(g, "a", 6, DIMS(-1, 4, 7, 3, -1, 7));
+    g->values[a].ndim = 2;
+    g->values[a].dims[0] = 2, g->values[a].dims[1] = 3;
+    node(g, o, 2, IN(a, ints_const(g, "row", 3, DIMS(-1, 4, 7))));
+}
+
+/* float Mod (fmod 1) by a per-channel divisor (integer Mod's sign rules: the ONNX conformance tests) */
+static void b_mod_float(qf_graph *g, qf_op o, qf_precision p)
+{
+    int x = input(g, "x", 4, DIMS(2, 3, 4, 5));
+    set_int(node(g, o, 2, IN(x, weight(g, "d", 3, DIMS(3, 1, 1), 0.5f, 1.5f))), "fmod", 1);
+}
+static void b_where(qf_graph *g, qf_op o, qf_precision p)
+{
+    int x = input(g, "x", 3, DIMS(2, 3, 5));
+    node(g, o, 3, IN(bool_const(g, "cond", 2, DIMS(3, 1), 0), x, weight(g, "y", 1, DIMS(5), -1.0f, 1.0f)));
+}
+
+/* ViT's class token: (1, 1, C) expanded to (batch, 1, C); and a middle dim */
+static void b_expand(qf_graph *g, qf_op o, qf_precision p)
+{
+    node(g, o, 2, IN(input(g, "x", 3, DIMS(2, 1, 6)), ints_const(g, "shape", 4, DIMS(3, 1, 4, 1))));
+}
+
+static void b_scatter_nd(qf_graph *g, qf_op o, qf_precision p)
+{
+    int x = input(g, "x", 3, DIMS(2, 4, 3));
+    int idx = qf_graph_add_value(g, "idx", QF_I64, 2, DIMS(2, 2));
+    int64_t *id = malloc(4 * sizeof *id);
+    id[0] = 1, id[1] = 2, id[2] = 0, id[3] = -1; /* rows (1,2) and (0,3) */
+    g->values[idx].data = id;
+    g->values[idx].flags |= QF_VALUE_CONST;
+    node(g, o, 3, IN(x, idx, weight(g, "upd", 2, DIMS(2, 3), -1.0f, 1.0f)));
+}
+
 /* Conversions: the ONNX form at FP32 (scale and zero point as inputs), qforge's
  * own at FP16 and INT8 (one input, the int8 value carries its scale). */
 static const float qdq_scale = 0.02f;
@@ -339,6 +411,18 @@ static const op_case cases[] = {
     {QF_OP_DEQUANTIZE_LINEAR, "", b_dequantize, -1.0f, 1.0f},
     {QF_OP_RANGE, "float", b_range, -1.0f, 1.0f},
     {QF_OP_CONSTANT_OF_SHAPE, "value 0.75", b_constant_of_shape, -1.0f, 1.0f},
+    {QF_OP_LAYER_NORM, "last axis", b_layer_norm, -2.0f, 3.0f},
+    {QF_OP_LAYER_NORM, "axis 1, no bias", b_layer_norm_2d, -2.0f, 3.0f},
+    {QF_OP_ERF, "", b_unary, -3.0f, 3.0f},
+    {QF_OP_GELU, "erf", b_unary, -4.0f, 4.0f},
+    {QF_OP_GELU, "tanh", b_gelu_tanh, -4.0f, 4.0f},
+    {QF_OP_SQRT, "", b_unary, 0.0f, 4.0f},
+    {QF_OP_NOT, "bool", b_not, -1.0f, 1.0f},
+    {QF_OP_EQUAL, "int64 broadcast row", b_equal, -1.0f, 1.0f},
+    {QF_OP_MOD, "float fmod", b_mod_float, -3.0f, 3.0f},
+    {QF_OP_WHERE, "broadcast", b_where, -1.0f, 1.0f},
+    {QF_OP_EXPAND, "", b_expand, -1.0f, 1.0f},
+    {QF_OP_SCATTER_ND, "rows", b_scatter_nd, -1.0f, 1.0f},
 };
 
 /* ---- building a case at a precision ------------------------------------------------------ */
@@ -488,6 +572,7 @@ static double elem(const qf_value *v, const void *data, int64_t i)
     case QF_I8: return ((const int8_t *)data)[i] * (v->scale > 0.0f ? (double)v->scale : 1.0);
     case QF_I32: return ((const int32_t *)data)[i];
     case QF_I64: return (double)((const int64_t *)data)[i];
+    case QF_U8: case QF_BOOL: return ((const uint8_t *)data)[i];
     default: ck_abort_msg("output dtype %s", qf_dtype_info(v->dtype)->name); return 0.0;
     }
 }

@@ -1,7 +1,8 @@
 /* lib/float_math.h, the exp and Sigmoid both engines compute, against
  * double-precision libm: e^x within 2 ulp over a million arguments spread
  * across its whole range (subnormal results within one subnormal step), the
- * special values, and Sigmoid within 3 ulp. */
+ * special values, Sigmoid within 3 ulp, and erf and tanh (GELU's) within 3 ulp
+ * over every 97th float of their non-constant range. */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -76,6 +77,70 @@ START_TEST(sigmoid_within_3_ulp)
 }
 END_TEST
 
+/* Every 97th float from +-0 up to |x| = hi, both signs; worst ulp of f against ref. */
+static double worst_ulps(float (*f)(float), double (*ref)(double), float hi, float *worst_x, long *n)
+{
+    double worst = 0.0;
+    *n = 0;
+    for (int sign = 0; sign < 2; sign++)
+        for (uint32_t b = 0;; b += 97) {
+            float x = qfi_bits_f32(b | (sign ? 0x80000000u : 0u));
+            if (fabsf(x) > hi) break;
+            double r = ref((double)x);
+            double e = r == 0.0 ? fabs((double)f(x)) / 1e-45 : ulps(f(x), r);
+            if (e > worst) worst = e, *worst_x = x;
+            (*n)++;
+        }
+    return worst;
+}
+
+START_TEST(erf_within_3_ulp)
+{
+    float wx = 0.0f;
+    long n;
+    double worst = worst_ulps(qfi_erf, erf, 4.5f, &wx, &n);
+    printf("qfi_erf: %ld arguments, worst %.3f ulp at x = %.9g\n", n, worst, (double)wx);
+    ck_assert_msg(n > 1000000, "%ld arguments", n);
+    ck_assert_msg(worst <= 3.0, "%.3f ulp at x = %.9g: %.9g, libm %.17g", worst, (double)wx, (double)qfi_erf(wx),
+                  erf((double)wx));
+    ck_assert(qfi_erf(0.0f) == 0.0f && qfi_erf(10.0f) == 1.0f && qfi_erf(-INFINITY) == -1.0f);
+    ck_assert(isnan(qfi_erf(NAN)));
+}
+END_TEST
+
+START_TEST(tanh_within_3_ulp)
+{
+    float wx = 0.0f;
+    long n;
+    double worst = worst_ulps(qfi_tanh, tanh, 9.5f, &wx, &n);
+    printf("qfi_tanh: %ld arguments, worst %.3f ulp at x = %.9g\n", n, worst, (double)wx);
+    ck_assert_msg(worst <= 3.0, "%.3f ulp at x = %.9g: %.9g, libm %.17g", worst, (double)wx, (double)qfi_tanh(wx),
+                  tanh((double)wx));
+    ck_assert(qfi_tanh(0.0f) == 0.0f && qfi_tanh(20.0f) == 1.0f && qfi_tanh(-INFINITY) == -1.0f);
+    ck_assert(isnan(qfi_tanh(NAN)));
+}
+END_TEST
+
+/* GELU against its double-precision definition, relative to max(|y|, 1):
+ * for x far below 0, 1 + erf (or 1 + tanh) cancels, as in the ONNX chain, so
+ * small results are only good to a few ulp of 1. */
+START_TEST(gelu_matches_its_definition)
+{
+    for (int approx = 0; approx < 2; approx++) {
+        double worst = 0.0;
+        for (int i = -80000; i <= 80000; i++) {
+            double x = i * 1e-4;
+            double ref = approx ? 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)))
+                                : 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+            double e = fabs(qfi_gelu((float)x, approx) - ref) / fmax(fabs(ref), 1.0);
+            if (e > worst) worst = e;
+        }
+        printf("qfi_gelu%s: worst relative error %.3g\n", approx ? " (tanh)" : "", worst);
+        ck_assert_msg(worst < 4e-7, "gelu approx=%d: %.3g", approx, worst);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("float_math");
@@ -83,6 +148,9 @@ int main(void)
     tcase_add_test(tc, exp_within_2_ulp);
     tcase_add_test(tc, exp_special_values);
     tcase_add_test(tc, sigmoid_within_3_ulp);
+    tcase_add_test(tc, erf_within_3_ulp);
+    tcase_add_test(tc, tanh_within_3_ulp);
+    tcase_add_test(tc, gelu_matches_its_definition);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

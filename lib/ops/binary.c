@@ -1,8 +1,10 @@
-/* Elementwise binary ops: Add, Sub, Mul, Div with numpy (multidirectional)
- * broadcasting, and PRelu, whose slope broadcasts one way onto X. The CPU
- * kernel is runtime/cpu/binary.c. */
+/* Elementwise binary ops: Add, Sub, Mul, Div, Mod and Equal (a bool result)
+ * with numpy (multidirectional) broadcasting, and PRelu, whose slope
+ * broadcasts one way onto X. The CPU kernel is runtime/cpu/binary.c, Equal's
+ * runtime/cpu/logic.c. */
 #include "ops/nn.h"
 #include "ops/ops.h"
+#include "ops/tensor_ops.h"
 
 static qf_status binary_parse(qf_graph *g, qf_node *n)
 {
@@ -24,7 +26,10 @@ static qf_status binary_infer(qf_graph *g, qf_node *n)
     bool ok = a->dtype == QF_F32;
     if (n->op != QF_OP_PRELU)
         ok = ok || a->dtype == QF_I32 || a->dtype == QF_I64 || a->dtype == QF_I8 || a->dtype == QF_U8;
+    if (n->op == QF_OP_EQUAL) ok = ok || a->dtype == QF_BOOL;
     if (!ok) return qf_error(QF_ERR_UNSUPPORTED, "dtype %s", qf_dtype_info(a->dtype)->name);
+    if (n->op == QF_OP_MOD && a->dtype == QF_F32 && !((const qfi_mod_params *)n->params)->fmod)
+        return qf_error(QF_ERR_INVALID, "float operands need fmod = 1");
     int nd;
     int64_t dims[QF_MAX_DIMS];
     if (a->ndim > QF_MAX_DIMS || b->ndim > QF_MAX_DIMS)
@@ -37,8 +42,18 @@ static qf_status binary_infer(qf_graph *g, qf_node *n)
         for (int i = 0; same && i < nd; i++) same = dims[i] == a->dims[i];
         if (!same) return qf_error(QF_ERR_INVALID, "slope %s does not broadcast onto %s", b->name, a->name);
     }
-    qfi_value_set_shape(qfi_out(g, n, 0), a->dtype, nd, dims);
+    qfi_value_set_shape(qfi_out(g, n, 0), n->op == QF_OP_EQUAL ? QF_BOOL : a->dtype, nd, dims);
     return QF_OK;
+}
+
+static qf_status mod_parse(qf_graph *g, qf_node *n)
+{
+    QF_CHECK(binary_parse(g, n));
+    qfi_mod_params *p = qfi_calloc(1, sizeof *p);
+    if (!p) return QF_ERR_NOMEM;
+    int64_t f = qfi_attr_int(n, "fmod", 0);
+    p->fmod = f == 1;
+    return qfi_node_set_params(n, p, f == 0 || f == 1 ? QF_OK : qf_error(QF_ERR_INVALID, "fmod = %lld", (long long)f));
 }
 
 /* Opset 6 applied a slope of C values per channel, opset 7 broadcasts
@@ -55,4 +70,7 @@ const qfi_op_desc qfi_op_add = {.parse = binary_parse, .infer = binary_infer};
 const qfi_op_desc qfi_op_sub = {.parse = binary_parse, .infer = binary_infer};
 const qfi_op_desc qfi_op_mul = {.parse = binary_parse, .infer = binary_infer};
 const qfi_op_desc qfi_op_div = {.parse = binary_parse, .infer = binary_infer};
+/* shape arithmetic (exporters' index and mask computations): folded at load time */
+const qfi_op_desc qfi_op_mod = {.parse = mod_parse, .infer = binary_infer};
+const qfi_op_desc qfi_op_equal = {.parse = binary_parse, .infer = binary_infer, .traits = QFI_OP_KEEP_FP32};
 const qfi_op_desc qfi_op_prelu = {.parse = binary_parse, .infer = binary_infer, .from_opset6 = prelu_from_opset6};

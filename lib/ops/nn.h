@@ -143,6 +143,20 @@ typedef struct qfi_softmax_params {
 /* Softmax over x viewed as (outer, len, inner), normalized along len. */
 qf_status qfi_softmax_geometry(const qf_graph *g, const qf_node *n, int64_t *outer, int64_t *len, int64_t *inner);
 
+/* LayerNormalization: each row of the trailing dims from `axis` on is
+ * normalized to zero mean and unit variance, then scaled and shifted. */
+typedef struct qfi_layer_norm_params {
+    int64_t axis; /* as written (default -1) */
+    float epsilon;
+} qfi_layer_norm_params;
+
+/* x viewed as (outer, len) rows of len elements; scale and bias (input 2,
+ * may be absent) hold len elements or one. */
+qf_status qfi_layer_norm_geometry(const qf_graph *g, const qf_node *n, int64_t *outer, int64_t *len);
+
+/* ScatterND: `count` index tuples of k ints, each replacing a slice of `slice` elements. */
+qf_status qfi_scatter_nd_geometry(const qf_graph *g, const qf_node *n, int64_t *count, int *k, int64_t *slice);
+
 typedef struct qfi_reduce_params {
     bool keepdims;
     bool noop_with_empty_axes;

@@ -7,11 +7,17 @@
 #include "internal.h"
 #include "quant_math.h" /* QFI_HD: helpers both engines' kernels call */
 
-/* Relu LeakyRelu Clip Sigmoid HardSigmoid HardSwish Tanh */
+/* Relu LeakyRelu Clip Sigmoid HardSigmoid HardSwish Tanh Erf Gelu Sqrt Not */
 typedef struct qfi_unary_params {
     float alpha, beta; /* LeakyRelu slope; HardSigmoid/HardSwish y = max(0, min(1, alpha*x + beta)) */
     float lo, hi;      /* Clip bounds from attributes (opset < 11); inputs override them */
+    bool tanh_approx;  /* Gelu approximate="tanh" */
 } qfi_unary_params;
+
+/* Mod: fmod 1 is C's fmod (the sign of the dividend), 0 the sign of the divisor */
+typedef struct qfi_mod_params {
+    bool fmod;
+} qfi_mod_params;
 
 /* Clip's bound input k (1: min, 2: max), or NULL when absent (an empty tensor counts as absent). */
 const qf_value *qfi_clip_bound(const qf_graph *g, const qf_node *n, int k);

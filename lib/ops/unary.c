@@ -1,6 +1,10 @@
-/* Elementwise activations: Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid,
- * HardSwish, Tanh. f32 everywhere; Relu and Clip also on integer tensors.
- * The CPU kernel is runtime/cpu/unary.c. */
+/* Elementwise activations and functions: Relu, LeakyRelu, Clip, Sigmoid,
+ * HardSigmoid, HardSwish, Tanh, Erf, Gelu (opset 20; approximate "none" or
+ * "tanh"), Sqrt; f32 everywhere, Relu and Clip also on integer tensors; and
+ * Not on bool (its CPU kernel is runtime/cpu/logic.c). The CPU kernel is
+ * runtime/cpu/unary.c; Tanh, Erf and Gelu come
+ * from lib/float_math.h, so both engines compute them alike. */
+#include <string.h>
 #include <float.h>
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
@@ -27,6 +31,13 @@ static qf_status unary_parse(qf_graph *g, qf_node *n)
         p->lo = qfi_attr_float(n, "min", -FLT_MAX);
         p->hi = qfi_attr_float(n, "max", FLT_MAX);
         break;
+    case QF_OP_GELU: {
+        const char *a = qfi_attr_string(n, "approximate", "none");
+        p->tanh_approx = strcmp(a, "tanh") == 0;
+        if (!p->tanh_approx && strcmp(a, "none") != 0)
+            return qfi_node_set_params(n, p, qf_error(QF_ERR_UNSUPPORTED, "approximate = \"%s\" (none or tanh)", a));
+        break;
+    }
     default: break;
     }
     return qfi_node_set_params(n, p, QF_OK);
@@ -36,7 +47,7 @@ static qf_status unary_infer(qf_graph *g, qf_node *n)
 {
     const qf_value *x = qfi_in(g, n, 0);
     if (!x) return qf_error(QF_ERR_INVALID, "missing input");
-    bool ok = x->dtype == QF_F32;
+    bool ok = n->op == QF_OP_NOT ? x->dtype == QF_BOOL : x->dtype == QF_F32;
     if (n->op == QF_OP_RELU) ok = ok || x->dtype == QF_I8 || x->dtype == QF_I32 || x->dtype == QF_I64;
     if (n->op == QF_OP_CLIP && g->opset >= 11)
         ok = ok || x->dtype == QF_I8 || x->dtype == QF_U8 || x->dtype == QF_I32 || x->dtype == QF_I64;
@@ -81,3 +92,8 @@ const qfi_op_desc qfi_op_sigmoid = {.parse = unary_parse, .infer = unary_infer};
 const qfi_op_desc qfi_op_hard_sigmoid = {.parse = unary_parse, .infer = unary_infer};
 const qfi_op_desc qfi_op_hard_swish = {.parse = unary_parse, .infer = unary_infer};
 const qfi_op_desc qfi_op_tanh = {.parse = unary_parse, .infer = unary_infer};
+const qfi_op_desc qfi_op_erf = {.parse = unary_parse, .infer = unary_infer};
+const qfi_op_desc qfi_op_gelu = {.parse = unary_parse, .infer = unary_infer};
+const qfi_op_desc qfi_op_sqrt = {.parse = unary_parse, .infer = unary_infer};
+/* bool shape arithmetic (Swin's masks): folded at load time, never quantized */
+const qfi_op_desc qfi_op_not = {.parse = unary_parse, .infer = unary_infer, .traits = QFI_OP_KEEP_FP32};

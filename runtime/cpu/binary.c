@@ -1,8 +1,9 @@
-/* CPU kernel of Add, Sub, Mul, Div (f32, i32, i64, i8, u8), PRelu and Pow
- * (f32) with numpy broadcasting. Dims are coalesced first so the common cases (equal
+/* CPU kernel of Add, Sub, Mul, Div, Mod (f32, i32, i64, i8, u8), PRelu and
+ * Pow (f32) with numpy broadcasting. Dims are coalesced first so the common cases (equal
  * shapes, a per-channel (1,C,1,1) operand, a scalar) run as long inner rows. */
 #include <math.h>
 #include "kernels.h"
+#include "ops/tensor_ops.h"
 
 /* One output row: o[i] = a[i*sa] op b[i*sb], strides in elements (0 = broadcast). */
 typedef void (*row_fn)(const void *a, int64_t sa, const void *b, int64_t sb, void *o, int64_t n);
@@ -35,6 +36,14 @@ static inline int64_t div_i64(int64_t x, int64_t y)
     return x / y;
 }
 
+/* Mod with fmod 0: the remainder takes the divisor's sign (Python's %); 0 for a 0 divisor */
+#define PYMOD(T, x, y) ((y) == 0 ? (T)0 : (T)(((x) % (y) != 0 && (((x) % (y) < 0) != ((y) < 0))) ? (x) % (y) + (y) : (x) % (y)))
+static inline int64_t pymod_i64(int64_t x, int64_t y) { return y == -1 ? 0 : PYMOD(int64_t, x, y); }
+static inline int32_t pymod_i32(int32_t x, int32_t y) { return y == -1 ? 0 : PYMOD(int32_t, x, y); }
+/* fmod 1: C's remainder (the dividend's sign) */
+static inline int64_t cmod_i64(int64_t x, int64_t y) { return y == 0 || y == -1 ? 0 : x % y; }
+static inline int32_t cmod_i32(int32_t x, int32_t y) { return y == 0 || y == -1 ? 0 : x % y; }
+
 ROW(add_f32, float, x + y)
 ROW(sub_f32, float, x - y)
 ROW(mul_f32, float, x * y)
@@ -54,12 +63,20 @@ ROW(add_i8, int8_t, WRAP(int8_t, uint8_t, x + y))
 ROW(sub_i8, int8_t, WRAP(int8_t, uint8_t, x - y))
 ROW(mul_i8, int8_t, WRAP(int8_t, uint8_t, x * y))
 ROW(div_i8, int8_t, WRAP(int8_t, uint8_t, y ? x / y : 0))
+ROW(fmod_f32, float, fmodf(x, y))
+ROW(pymod_i32r, int32_t, pymod_i32(x, y))
+ROW(pymod_i64r, int64_t, pymod_i64(x, y))
+ROW(pymod_i8, int8_t, (int8_t)pymod_i32(x, y))
+ROW(pymod_u8, uint8_t, (uint8_t)(y ? x % y : 0))
+ROW(cmod_i32r, int32_t, cmod_i32(x, y))
+ROW(cmod_i64r, int64_t, cmod_i64(x, y))
+ROW(cmod_i8, int8_t, (int8_t)cmod_i32(x, y))
 ROW(add_u8, uint8_t, (uint8_t)(x + y))
 ROW(sub_u8, uint8_t, (uint8_t)(x - y))
 ROW(mul_u8, uint8_t, (uint8_t)(x * y))
 ROW(div_u8, uint8_t, (uint8_t)(y ? x / y : 0))
 
-enum { ADD, SUB, MUL, DIV, PRELU, POW, N_BIN };
+enum { ADD, SUB, MUL, DIV, PRELU, POW, PYMOD, CMOD, N_BIN };
 
 static const row_fn rows[N_BIN][QF_DTYPE_COUNT] = {
     [ADD] = {[QF_F32] = add_f32, [QF_I32] = add_i32, [QF_I64] = add_i64, [QF_I8] = add_i8, [QF_U8] = add_u8},
@@ -68,6 +85,8 @@ static const row_fn rows[N_BIN][QF_DTYPE_COUNT] = {
     [DIV] = {[QF_F32] = div_f32, [QF_I32] = div_i32r, [QF_I64] = div_i64r, [QF_I8] = div_i8, [QF_U8] = div_u8},
     [PRELU] = {[QF_F32] = prelu_f32},
     [POW] = {[QF_F32] = pow_f32},
+    [PYMOD] = {[QF_I32] = pymod_i32r, [QF_I64] = pymod_i64r, [QF_I8] = pymod_i8, [QF_U8] = pymod_u8},
+    [CMOD] = {[QF_F32] = fmod_f32, [QF_I32] = cmod_i32r, [QF_I64] = cmod_i64r, [QF_I8] = cmod_i8, [QF_U8] = pymod_u8},
 };
 
 /* A broadcast walk over the output, split into chunks of flat indices. */
@@ -123,6 +142,7 @@ static qf_status binary_run(const qfi_kernel_args *a)
     case QF_OP_DIV: op = DIV; break;
     case QF_OP_PRELU: op = PRELU; break;
     case QF_OP_POW: op = POW; break;
+    case QF_OP_MOD: op = ((const qfi_mod_params *)n->params)->fmod ? CMOD : PYMOD; break;
     default: QF_ASSERT(!"binary kernel called for another op"); return QF_ERR_INVALID;
     }
     walk w = {.fn = rows[op][z->dtype], .a = a->in[0], .b = a->in[1], .o = a->out[0]};

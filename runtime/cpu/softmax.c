@@ -3,6 +3,7 @@
 #include "kernels.h"
 #include "ops/nn.h"
 #include <math.h>
+#include "float_math.h" /* e^x as the CUDA engine computes it */
 
 static qf_status softmax_run(const qfi_kernel_args *a)
 {
@@ -19,7 +20,7 @@ static qf_status softmax_run(const qfi_kernel_args *a)
                 if (xr[l * inner] > mx) mx = xr[l * inner];
             double sum = 0.0;
             for (int64_t l = 0; l < len; l++) {
-                float e = expf(xr[l * inner] - mx);
+                float e = qfi_exp(xr[l * inner] - mx);
                 yr[l * inner] = e;
                 sum += e;
             }

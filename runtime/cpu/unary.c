@@ -1,9 +1,10 @@
-/* CPU kernel of the elementwise activations (Relu, LeakyRelu, Clip, Sigmoid,
- * HardSigmoid, HardSwish, Tanh), split into chunks across threads. */
+/* CPU kernel of the elementwise activations and functions (Relu, LeakyRelu,
+ * Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu, Sqrt),
+ * split into chunks across threads. */
 #include <math.h>
 #include "kernels.h"
 #include "ops/tensor_ops.h"
-#include "float_math.h" /* the Sigmoid both engines compute */
+#include "float_math.h" /* Sigmoid, Tanh, Erf, Gelu: as the CUDA engine computes them */
 
 typedef struct unary_job {
     const qf_node *n;
@@ -49,7 +50,16 @@ QFI_SIMD_CLONES static void run_f32(const unary_job *j, const float *x, float *y
         }
         break;
     case QF_OP_TANH:
-        for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+        for (int64_t i = 0; i < n; i++) y[i] = qfi_tanh(x[i]);
+        break;
+    case QF_OP_ERF:
+        for (int64_t i = 0; i < n; i++) y[i] = qfi_erf(x[i]);
+        break;
+    case QF_OP_GELU:
+        for (int64_t i = 0; i < n; i++) y[i] = qfi_gelu(x[i], p->tanh_approx);
+        break;
+    case QF_OP_SQRT: /* correctly rounded in IEEE arithmetic, as CUDA's sqrtf */
+        for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
         break;
     default: QF_ASSERT(!"unary kernel called for another op");
     }

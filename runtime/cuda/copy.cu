@@ -3,7 +3,7 @@
  * conversion (NCHW <-> NHWC) and the ops that only move elements: Reshape,
  * Flatten, Squeeze, Unsqueeze, Identity, Dropout, Transpose, Slice, Concat
  * (each input written at its offset along the axis of the output, NHWC
- * channel offsets included) and Split. */
+ * channel offsets included), Split and Expand (stride 0 along broadcast dims). */
 #include "cuda_internal.h"
 
 typedef struct copy_desc {
@@ -282,6 +282,29 @@ static qf_status slice_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
 }
 
 const cu_op cu_op_slice = {slice_prepare, NULL, slice_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, NULL};
+
+/* ---- Expand: the input read with stride 0 along the dims it is broadcast in ----------------- */
+
+static qf_status expand_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const qf_graph *g = c->g;
+    int xv = L->n->in[0], yv = cu_out_value(L, 0);
+    const qf_value *x = &g->values[xv], *y = &g->values[yv];
+    void *src, *dst;
+    QF_CHECK(cu_value_ptr(c, xv, &src));
+    QF_CHECK(cu_value_ptr(c, yv, &dst));
+    int64_t xs[QF_MAX_DIMS], ss[QF_MAX_DIMS], ds[QF_MAX_DIMS];
+    cu_strides(c, xv, xs);
+    for (int d = 0; d < y->ndim; d++) {
+        int xd = d - (y->ndim - x->ndim);
+        ss[d] = xd < 0 || x->dims[xd] == 1 ? 0 : xs[xd];
+    }
+    logical_strides(y->ndim, y->dims, ds);
+    cu_elem el = {y->dtype, 0.0f};
+    return cu_strided_copy(s, dst, el, ds, 0, src, el, ss, 0, y->ndim, y->dims);
+}
+
+const cu_op cu_op_expand = {slice_prepare, NULL, expand_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, NULL};
 
 /* ---- Concat: every input at its offset along the axis of the output ------------------------ */
 

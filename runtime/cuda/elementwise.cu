@@ -1,13 +1,14 @@
-/* Elementwise ops on the device: the activations (Relu, LeakyRelu, Clip,
- * Sigmoid, HardSigmoid, HardSwish, Tanh), the broadcasting binary ops (Add,
- * Sub, Mul, Div, PRelu, Pow) and inference BatchNormalization. Every element
+/* Elementwise ops on the device: the activations and functions (Relu,
+ * LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu, Sqrt),
+ * the broadcasting binary ops (Add, Sub, Mul, Div, PRelu, Pow, float Mod) and
+ * inference BatchNormalization. Every element
  * is read as float (f16 exactly, int8 as q*scale) and written back rounded to
  * half or quantized, as the CPU engine's lowp.c does; the arithmetic is the
  * CPU kernels' (runtime/cpu/unary.c, binary.c, batchnorm.c), one IEEE
  * rounding per operation (no contraction into FMA where the CPU has none),
  * except that CUDA's powf may differ from the C library's in the last bits. */
 #include "cuda_internal.h"
-#include "float_math.h" /* the Sigmoid both engines compute */
+#include "float_math.h" /* Sigmoid, Tanh, Erf, Gelu: as the CPU engine computes them */
 #include <float.h>
 
 /* ---- activations ------------------------------------------------------------------------ */
@@ -15,6 +16,7 @@
 typedef struct unary_params {
     int op;                 /* qf_op */
     float alpha, beta, lo, hi;
+    bool tanh_approx;       /* Gelu */
 } unary_params;
 
 __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
@@ -34,7 +36,10 @@ __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
         h = h < 0.0f ? 0.0f : h > 1.0f ? 1.0f : h;
         return p.op == QF_OP_HARD_SWISH ? __fmul_rn(x, h) : h;
     }
-    case QF_OP_TANH: return tanhf(x);
+    case QF_OP_TANH: return qfi_tanh(x);
+    case QF_OP_ERF: return qfi_erf(x);
+    case QF_OP_GELU: return qfi_gelu(x, p.tanh_approx);
+    case QF_OP_SQRT: return __fsqrt_rn(x);
     default: return x;
     }
 }
@@ -95,6 +100,7 @@ static qf_status unary_prepare(cu_engine *c, cu_layer *L)
     p->beta = up->beta;
     p->lo = up->lo;
     p->hi = up->hi;
+    p->tanh_approx = up->tanh_approx;
     if (n->op == QF_OP_CLIP) QF_CHECK(qfi_clip_bounds(g, n, &p->lo, &p->hi));
     void *ptr;
     return cu_value_ptr(c, n->in[0], &ptr);
@@ -157,6 +163,7 @@ __device__ __forceinline__ float binary_apply(int op, float x, float y)
     case QF_OP_MUL: return __fmul_rn(x, y);
     case QF_OP_DIV: return __fdiv_rn(x, y);
     case QF_OP_POW: return powf(x, y);
+    case QF_OP_MOD: return fmodf(x, y); /* exact, as the C library's (float Mod has fmod = 1) */
     default: return x < 0.0f ? __fmul_rn(x, y) : x; /* PRelu */
     }
 }

@@ -11,10 +11,11 @@ extern "C" {
 #include "../cpu/kernels.h"
 }
 
-/* The families without a device kernel: shape arithmetic, always constant
- * once shapes are known (graph folding removes these nodes at load, so one
- * reaching the engine is rare). */
-const cu_op cu_op_shape = {}, cu_op_constant = {}, cu_op_range = {}, cu_op_constant_of_shape = {};
+/* The families without a device kernel: shape and mask arithmetic, always
+ * constant once shapes are known (graph folding removes these nodes at load,
+ * so one reaching the engine is rare). */
+const cu_op cu_op_shape = {}, cu_op_constant = {}, cu_op_range = {}, cu_op_constant_of_shape = {}, cu_op_where = {},
+            cu_op_scatter_nd = {}, cu_op_logic = {};
 
 /* Whether `list` (comma-separated ONNX op names, or "all") names op. */
 static bool names_op(const char *list, qf_op op)

@@ -1,7 +1,8 @@
 /* Softmax on the device over x viewed as (outer, len, inner), normalized
  * along len: one thread per row, the row max subtracted first, the sum in
- * double, as runtime/cpu/softmax.c computes it. */
+ * double, e^x from lib/float_math.h, as runtime/cpu/softmax.c computes it. */
 #include "cuda_internal.h"
+#include "float_math.h" /* e^x as the CPU engine computes it */
 
 typedef struct softmax_geo {
     int64_t outer, len, inner;
@@ -19,10 +20,10 @@ __global__ void softmax_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, s
             if (v > mx) mx = v;
         }
         double sum = 0.0;
-        for (int64_t l = 0; l < p.len; l++) sum += expf(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l * p.inner), mx));
+        for (int64_t l = 0; l < p.len; l++) sum += qfi_exp(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l * p.inner), mx));
         float inv = (float)(1.0 / sum);
         for (int64_t l = 0; l < p.len; l++) {
-            float e = expf(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l * p.inner), mx));
+            float e = qfi_exp(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l * p.inner), mx));
             cu_store(y, ye.dt, ye.scale, base + l * p.inner, __fmul_rn(e, inv));
         }
     }

@@ -1,0 +1,120 @@
+/* LayerNormalization on the device: one block of 256 threads per row, the
+ * row read three times (sum, squared deviations, output), both sums in double
+ * as runtime/cpu/layer_norm.c takes them, then the CPU kernel's per-element
+ * arithmetic with one IEEE rounding per operation. Inputs f32, f16 or int8
+ * (q * scale); scale and bias are f32 constants. */
+#include "cuda_internal.h"
+
+#define LN_THREADS 256
+
+typedef struct ln_state {
+    int64_t outer, len;
+    float eps;
+    float *sb;                  /* device: scale[len or 1] then bias[len or 1] */
+    bool scalar_scale, scalar_bias, has_bias;
+    int64_t bias_at;            /* offset of the bias in sb */
+} ln_state;
+
+__device__ double ln_block_sum(double v, double *shared)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    double t = 0.0;
+    if (threadIdx.x == 0) {
+        for (int w = 0; w < LN_THREADS / 32; w++) t += shared[w];
+        shared[LN_THREADS / 32] = t;
+    }
+    __syncthreads();
+    t = shared[LN_THREADS / 32];
+    __syncthreads();
+    return t;
+}
+
+__global__ void layer_norm_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, const float *sb, ln_state p)
+{
+    __shared__ double shared[LN_THREADS / 32 + 1];
+    for (int64_t r = blockIdx.x; r < p.outer; r += gridDim.x) {
+        const int64_t base = r * p.len;
+        double s = 0.0;
+        for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) s += cu_load(x, xe.dt, xe.scale, base + i);
+        const float mean = (float)(ln_block_sum(s, shared) / (double)p.len);
+        double ss = 0.0;
+        for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) {
+            double d = (double)cu_load(x, xe.dt, xe.scale, base + i) - mean;
+            ss += d * d;
+        }
+        const float inv = (float)(1.0 / sqrt(ln_block_sum(ss, shared) / (double)p.len + p.eps));
+        for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) {
+            float v = __fmul_rn(__fmul_rn(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + i), mean), inv),
+                                sb[p.scalar_scale ? 0 : i]);
+            if (p.has_bias) v = __fadd_rn(v, sb[p.bias_at + (p.scalar_bias ? 0 : i)]);
+            cu_store(y, ye.dt, ye.scale, base + i, v);
+        }
+    }
+}
+
+/* Float-like data; scale and bias constants of f32 or f16. */
+static qf_status layer_norm_check(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    if (!cu_float_like(g, n, x) || !cu_float_like(g, n, y))
+        return qf_error(QF_ERR_UNSUPPORTED, "input %s of dtype %s", x->name, qf_dtype_info(x->dtype)->name);
+    for (int k = 1; k < n->n_in; k++) {
+        const qf_value *v = qfi_in(g, n, k);
+        if (v && (!(v->flags & QF_VALUE_CONST) || (v->dtype != QF_F32 && v->dtype != QF_F16)))
+            return qf_error(QF_ERR_UNSUPPORTED, "%s %s must be a float constant", k == 1 ? "scale" : "bias", v->name);
+    }
+    return QF_OK;
+}
+
+static float const_f(const qf_value *v, int64_t i)
+{
+    return v->dtype == QF_F16 ? qf_f16_to_f32(((const uint16_t *)v->data)[i]) : ((const float *)v->data)[i];
+}
+
+static qf_status layer_norm_prepare(cu_engine *c, cu_layer *L)
+{
+    const qf_node *n = L->n;
+    ln_state *st = (ln_state *)qfi_calloc(1, sizeof *st);
+    if (!st) return QF_ERR_NOMEM;
+    L->state = st;
+    QF_CHECK(qfi_layer_norm_geometry(cu_geo_graph(c, n), n, &st->outer, &st->len));
+    st->eps = ((const qfi_layer_norm_params *)n->params)->epsilon;
+    const qf_value *sv = qfi_in(c->g, n, 1), *bv = qfi_in(c->g, n, 2);
+    const int64_t ns = qf_value_numel(sv), nb = bv ? qf_value_numel(bv) : 0;
+    st->scalar_scale = ns == 1;
+    st->scalar_bias = nb == 1;
+    st->has_bias = bv != NULL;
+    st->bias_at = ns;
+    float *h = (float *)qfi_calloc((size_t)(ns + nb + 1), sizeof(float));
+    if (!h) return QF_ERR_NOMEM;
+    for (int64_t i = 0; i < ns; i++) h[i] = const_f(sv, i);
+    for (int64_t i = 0; i < nb; i++) h[ns + i] = const_f(bv, i);
+    qf_status s = cu_upload(c, h, (size_t)(ns + nb) * sizeof(float), (void **)&st->sb);
+    free(h);
+    QF_CHECK(s);
+    cu_need_input_as(c, L, 0, CU_LOGICAL);
+    void *ptr;
+    return cu_value_ptr(c, n->in[0], &ptr);
+}
+
+static qf_status layer_norm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
+{
+    const ln_state *p = (const ln_state *)L->state;
+    int yv = cu_out_value(L, 0);
+    const void *x;
+    void *y;
+    QF_CHECK(cu_input_as(c, L, 0, CU_LOGICAL, s, &x));
+    QF_CHECK(cu_value_ptr(c, yv, &y));
+    if (!p->outer || !p->len) return QF_OK;
+    unsigned blocks = p->outer > 65536 ? 65536 : (unsigned)p->outer;
+    layer_norm_kernel<<<blocks, LN_THREADS, 0, s>>>(y, cu_elem_of(c, L->n, yv), x, cu_elem_of(c, L->n, L->n->in[0]),
+                                                    p->sb, *p);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
+const cu_op cu_op_layer_norm = {layer_norm_prepare, NULL, layer_norm_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS,
+                                layer_norm_check};
