@@ -196,7 +196,7 @@ extern const qfi_op_desc *const qfi_ops[QF_OP_COUNT];
  * (qfi_op_desc.typed) is computed in FP32 arithmetic: its infer and its
  * kernels see the f32 view, in which every f16 value and every non-constant
  * int8 value (an activation with its scale) is labelled f32; the engines
- * widen such inputs (f16 exactly, int8 as q * scale) and round or quantize
+ * widen such inputs (f16 exactly, int8 as (q - zero_point) * scale) and round or quantize
  * the outputs back. One rule for shape inference (lib/passes.c) and every
  * engine. */
 bool qfi_node_f32_view(const qf_node *n);

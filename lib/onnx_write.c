@@ -187,10 +187,11 @@ const char *qfi_onnx_add_floats(qfi_onnx_builder *ob, const char *base, int ndim
 }
 
 /* An all-zero int8 zero point shaped like a scalar (ndim 0) or a vector of n. */
-const char *qfi_onnx_add_zero_point(qfi_onnx_builder *ob, const char *base, int ndim, int64_t n)
+const char *qfi_onnx_add_zero_point(qfi_onnx_builder *ob, const char *base, int ndim, int64_t n, int8_t z)
 {
-    int8_t *z = qfi_onnx_alloc(ob, (size_t)n);
-    return z ? qfi_onnx_add_init(ob, qfi_onnx_tensor_name(ob, base), QF_I8, ndim, &n, z) : NULL;
+    int8_t *d = qfi_onnx_alloc(ob, (size_t)n);
+    if (d) memset(d, z, (size_t)n);
+    return d ? qfi_onnx_add_init(ob, qfi_onnx_tensor_name(ob, base), QF_I8, ndim, &n, d) : NULL;
 }
 
 const char *qfi_onnx_add_ints(qfi_onnx_builder *ob, const char *base, int64_t n, const int64_t *v)

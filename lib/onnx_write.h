@@ -41,8 +41,9 @@ const char *qfi_onnx_add_init(qfi_onnx_builder *ob, const char *name, qf_dtype d
                               const void *data);
 /* A float scalar (ndim 0) or vector initializer under a fresh name from `base`. */
 const char *qfi_onnx_add_floats(qfi_onnx_builder *ob, const char *base, int ndim, int64_t n, const float *v);
-/* An all-zero int8 zero point shaped like a scalar (ndim 0) or a vector of n. */
-const char *qfi_onnx_add_zero_point(qfi_onnx_builder *ob, const char *base, int ndim, int64_t n);
+/* An int8 zero point shaped like a scalar (ndim 0) or a vector of n, every
+ * element z (0: symmetric). */
+const char *qfi_onnx_add_zero_point(qfi_onnx_builder *ob, const char *base, int ndim, int64_t n, int8_t z);
 const char *qfi_onnx_add_ints(qfi_onnx_builder *ob, const char *base, int64_t n, const int64_t *v);
 
 /* Appends a node op_type(in...) -> out...; names may be "" for omitted optional inputs. */

@@ -543,15 +543,17 @@ static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
  * were stored with, which must agree with what the op infers. */
 static qf_status infer_stored(qf_graph *g, qf_node *n)
 {
-    /* what is saved and restored: input dtypes, output dtypes and scales */
+    /* what is saved and restored: input dtypes, output dtypes, scales and zero points */
     enum { SMALL = 64 };
     qf_dtype small_dt[2 * SMALL];
     float small_scale[SMALL];
+    int32_t small_zp[SMALL];
     const bool small = n->n_in <= SMALL && n->n_out <= SMALL;
     qf_dtype *in_dt = small ? small_dt : qfi_calloc((size_t)n->n_in + (size_t)n->n_out + 1, sizeof *in_dt);
     float *out_scale = small ? small_scale : qfi_calloc((size_t)n->n_out + 1, sizeof *out_scale);
-    if (!in_dt || !out_scale) {
-        if (!small) free(in_dt), free(out_scale);
+    int32_t *out_zp = small ? small_zp : qfi_calloc((size_t)n->n_out + 1, sizeof *out_zp);
+    if (!in_dt || !out_scale || !out_zp) {
+        if (!small) free(in_dt), free(out_scale), free(out_zp);
         return QF_ERR_NOMEM;
     }
     qf_dtype *out_dt = in_dt + (small ? SMALL : n->n_in);
@@ -560,6 +562,7 @@ static qf_status infer_stored(qf_graph *g, qf_node *n)
         if (n->out[k] < 0) continue;
         out_dt[k] = g->values[n->out[k]].dtype;
         out_scale[k] = g->values[n->out[k]].scale;
+        out_zp[k] = g->values[n->out[k]].zero_point;
     }
     if (f32_view)
         for (int k = 0; k < n->n_in; k++) {
@@ -583,8 +586,9 @@ static qf_status infer_stored(qf_graph *g, qf_node *n)
                                 g, n);
         v->dtype = out_dt[k];
         v->scale = out_scale[k];
+        v->zero_point = out_zp[k];
     }
-    if (!small) free(in_dt), free(out_scale);
+    if (!small) free(in_dt), free(out_scale), free(out_zp);
     return st;
 }
 

@@ -46,3 +46,5 @@ bool qfi_qfm_is_method_name(const char *s)
         if (strcmp(s, qf_calib_method_name((qf_calib_method)m)) == 0) return true;
     return false;
 }
+
+bool qfi_qfm_is_scale_source(const char *s) { return strcmp(s, "calibration") == 0 || strcmp(s, "model") == 0; }

@@ -28,6 +28,10 @@ enum { SEC_META = 1, SEC_GRAPH = 2, SEC_WEIGHTS = 3, SEC_KNOWN_END };
 #define MAX_BATCH (1 << 20)
 #define MAX_OPSET 1000
 #define VALUE_FLAGS (QF_VALUE_INPUT | QF_VALUE_OUTPUT | QF_VALUE_CONST)
+/* A value record's flag, in the file only (format 1.1): an i32 zero point
+ * follows the scale. Readers of 1.0 refuse the bit, so an asymmetric model
+ * cannot be read as a symmetric one. */
+#define FILE_VALUE_ZERO_POINT (1u << 8)
 /* Fewest bytes a record can take: counts are checked against them before anything is allocated. */
 #define MIN_VALUE_BYTES 13     /* name length + 1-byte name + dtype, ndim, flags, scale */
 #define MIN_NODE_BYTES 32      /* name length, op, precision/act, act_lo/hi, three counts, one output */
@@ -59,6 +63,8 @@ uint32_t qfi_qfm_crc_update(uint32_t crc, const uint8_t *p, uint64_t n);
 bool qfi_qfm_has_control(const uint8_t *p, size_t n);
 /* The first name that appears twice, or NULL. Sorts `names`. */
 const char *qfi_qfm_duplicate_name(char **names, size_t n);
+/* Whether s is a scale source META's scale_source may hold. */
+bool qfi_qfm_is_scale_source(const char *s);
 /* Whether s names a calibration method (META's calib_method). */
 bool qfi_qfm_is_method_name(const char *s);
 

@@ -160,9 +160,10 @@ static void *tensor_alloc(rd *r, uint64_t bytes)
 
 /* ---- META ---- */
 
-enum { META_TOOL, META_PRECISION, META_METHOD, META_IMAGES, META_SHA, META_PREPROCESS, META_KEY_COUNT };
+enum { META_TOOL, META_PRECISION, META_METHOD, META_IMAGES, META_SHA, META_PREPROCESS, META_SCALES, META_KEY_COUNT };
 static const char *const meta_keys[META_KEY_COUNT] = {"tool_version",  "precision",     "calib_method",
-                                                       "calib_images", "source_sha256", "preprocess"};
+                                                       "calib_images", "source_sha256", "preprocess",
+                                                       "scale_source"};
 
 static qf_status read_meta(rd *r, qf_qfm_meta *m)
 {
@@ -216,6 +217,10 @@ static qf_status read_meta(rd *r, qf_qfm_meta *m)
             else m->calib_images = x;
             break;
         }
+        case META_SCALES:
+            if (n && !qfi_qfm_is_scale_source(val)) rd_fail(r, "'%.32s' is not calibration or model", val);
+            else memcpy(m->scale_source, val, n + 1);
+            break;
         case META_SHA:
             if (n && !qfi_is_sha256_hex(val)) rd_fail(r, "'%.70s' is not 64 lowercase hex digits", val);
             else memcpy(m->source_sha256, val, n + 1);
@@ -260,12 +265,17 @@ static bool read_value(gread *R, uint32_t i)
     uint16_t flags;
     if (!rd_shape(r, &dt, &nd, &flags)) return false;
     float scale = rd_f32(r);
+    int32_t zero_point = flags & FILE_VALUE_ZERO_POINT ? (int32_t)rd_u32(r) : 0;
+    flags &= ~FILE_VALUE_ZERO_POINT;
     if (!rd_dims(r, dt, nd, dims, &bytes)) return false;
     if (flags & ~(unsigned)VALUE_FLAGS) return rd_fail(r, "unknown flags 0x%x", flags);
     if ((flags & QF_VALUE_CONST) && (flags & QF_VALUE_INPUT)) return rd_fail(r, "is both an input and a constant");
     if (!isfinite(scale) || scale < 0) return rd_fail(r, "scale %g", (double)scale);
-    if (dt == QF_I8 && !(flags & QF_VALUE_CONST) && !(scale > 0))
+    const bool i8_activation = dt == QF_I8 && !(flags & QF_VALUE_CONST);
+    if (i8_activation && !(scale > 0))
         return rd_fail(r, "an int8 activation needs a positive scale, not %g", (double)scale);
+    if (zero_point && (!i8_activation || zero_point < -128 || zero_point > 127))
+        return rd_fail(r, "zero point %d (only int8 activations have one, in [-128, 127])", (int)zero_point);
     void *data = NULL;
     if (flags & QF_VALUE_CONST) {
         uint64_t off = rd_u64(r), size = rd_u64(r);
@@ -291,6 +301,7 @@ static bool read_value(gread *R, uint32_t i)
     qf_value *x = &R->g->values[v];
     x->flags = flags;
     x->scale = scale;
+    x->zero_point = zero_point;
     x->data = data;
     if (flags & (QF_VALUE_INPUT | QF_VALUE_CONST)) R->state[v] = 1;
     return true;

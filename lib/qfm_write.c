@@ -74,6 +74,7 @@ static void write_meta(wbuf *b, const qf_qfm_meta *m)
         {"calib_images", images},
         {"source_sha256", m->source_sha256},
         {"preprocess", m->preprocess},
+        {"scale_source", m->scale_source},
     };
     wb_u32(b, (uint32_t)QF_ARRAY_LEN(kv));
     for (size_t i = 0; i < QF_ARRAY_LEN(kv); i++) {
@@ -85,8 +86,11 @@ static void write_meta(wbuf *b, const qf_qfm_meta *m)
 static qf_status check_meta(const qf_qfm_meta *m)
 {
     if (memchr(m->preprocess, 0, sizeof m->preprocess) == NULL || memchr(m->calib_method, 0, sizeof m->calib_method) == NULL ||
-        memchr(m->source_sha256, 0, sizeof m->source_sha256) == NULL)
+        memchr(m->source_sha256, 0, sizeof m->source_sha256) == NULL ||
+        memchr(m->scale_source, 0, sizeof m->scale_source) == NULL)
         return qf_error(QF_ERR_USAGE, "a metadata string is not NUL-terminated");
+    if (m->scale_source[0] && !qfi_qfm_is_scale_source(m->scale_source))
+        return qf_error(QF_ERR_USAGE, "unknown scale source '%s'", m->scale_source);
     if ((unsigned)m->precision >= QF_PRECISION_COUNT)
         return qf_error(QF_ERR_USAGE, "precision %d is not one of fp32, fp16, int8", (int)m->precision);
     if (m->calib_method[0] && !qfi_qfm_is_method_name(m->calib_method))
@@ -200,13 +204,17 @@ static qf_status write_graph(wbuf *b, const qf_graph *g, const int *map, int nv,
             return qf_error(QF_ERR_INVALID, "tensor %s has no valid dtype and shape (is the graph prepared?)", x->name);
         if ((x->flags & ~(unsigned)VALUE_FLAGS) || ((x->flags & QF_VALUE_CONST) && !x->data))
             return qf_error(QF_ERR_INVALID, "tensor %s: flags 0x%x", x->name, x->flags);
-        if (!isfinite(x->scale) || x->scale < 0 || (x->dtype == QF_I8 && !(x->flags & QF_VALUE_CONST) && !(x->scale > 0)))
+        const bool i8_activation = x->dtype == QF_I8 && !(x->flags & QF_VALUE_CONST);
+        if (!isfinite(x->scale) || x->scale < 0 || (i8_activation && !(x->scale > 0)))
             return qf_error(QF_ERR_INVALID, "tensor %s has scale %g", x->name, (double)x->scale);
+        if (x->zero_point && (!i8_activation || x->zero_point < -128 || x->zero_point > 127))
+            return qf_error(QF_ERR_INVALID, "tensor %s has zero point %d", x->name, (int)x->zero_point);
         wb_str(b, x->name);
         wb_u8(b, (uint8_t)x->dtype);
         wb_u8(b, (uint8_t)x->ndim);
-        wb_u16(b, (uint16_t)x->flags);
+        wb_u16(b, (uint16_t)(x->flags | (x->zero_point ? FILE_VALUE_ZERO_POINT : 0)));
         wb_f32(b, x->scale);
+        if (x->zero_point) wb_u32(b, (uint32_t)x->zero_point);
         write_dims(b, x->ndim, x->dims);
         if (x->flags & QF_VALUE_CONST) {
             wb_u64(b, woff[v]);

@@ -5,31 +5,34 @@
 #include <math.h>
 
 void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, const float *s_w,
-                      const int32_t *bias, float s_r, qf_dtype out, float s_out, qf_act act, float act_lo,
-                      float act_hi)
+                      const int32_t *bias, float s_r, int32_t z_r, qf_dtype out, float s_out, int32_t z_out,
+                      qf_act act, float act_lo, float act_hi)
 {
     QF_ASSERT(out == QF_I8 || out == QF_F16 || out == QF_F32);
     const bool q = out == QF_I8;
-    if (!q) s_out = 1.0f;
-    QF_ASSERT(s_out > 0.0f);
+    if (!q) s_out = 1.0f, z_out = 0;
+    QF_ASSERT(s_out > 0.0f && z_out >= -128 && z_out <= 127 && z_r >= -128 && z_r <= 127);
     /* FP32, in this order: the GPU computes the same two roundings */
     for (int64_t c = 0; c < channels; c++) m[c] = s_in * s_w[c] / s_out;
     rq->bias = bias;
     rq->m = m;
     rq->m_r = s_r > 0.0f ? s_r / s_out : 0.0f;
+    rq->z_r = s_r > 0.0f ? z_r : 0;
+    rq->z_out = z_out;
     rq->out = out;
-    rq->lo = q ? -128.0f : -INFINITY;
-    rq->hi = q ? 127.0f : INFINITY;
+    /* saturation, in output levels relative to the zero point */
+    rq->lo = q ? (float)(-128 - z_out) : -INFINITY;
+    rq->hi = q ? (float)(127 - z_out) : INFINITY;
     if (act == QF_ACT_RELU) {
-        rq->lo = 0.0f;
+        rq->lo = fmaxf(rq->lo, 0.0f);
     } else if (act == QF_ACT_CLIP) {
         /* the bounds in output units; for int8 a whole level, so clamping before
          * or after rounding gives the same result */
         float lo = q ? rintf(act_lo / s_out) : act_lo, hi = q ? rintf(act_hi / s_out) : act_hi;
         if (lo > rq->lo) rq->lo = lo;
         if (hi < rq->hi) rq->hi = hi;
-        if (rq->hi < rq->lo) rq->hi = rq->lo; /* an empty range clips everything to lo, as Clip does */
     }
+    if (rq->hi < rq->lo) rq->hi = rq->lo; /* an empty range clips everything to lo, as Clip does */
 }
 
 void qfi_requantize(const qfi_requant *rq, const int32_t *acc, const int8_t *res, int64_t n, int64_t ch,

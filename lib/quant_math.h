@@ -82,6 +82,15 @@ static QFI_HD int8_t qfi_round_i8(float v)
     return (int8_t)__builtin_rintf(v);
 #endif
 }
+/* The same for v in [-255, 255] (levels relative to a zero point) */
+static QFI_HD int32_t qfi_round_i32(float v)
+{
+#ifdef __CUDA_ARCH__
+    return __float2int_rn(v);
+#else
+    return (int32_t)__builtin_rintf(v);
+#endif
+}
 /* IEEE binary16 bits of v, rounded to nearest even */
 static QFI_HD uint16_t qfi_f16_bits(float v)
 {
@@ -114,51 +123,68 @@ static QFI_HD float qfi_bits_f32(uint32_t u)
 #endif
 }
 
-/* ---- quantization (ONNX QuantizeLinear / DequantizeLinear, zero point 0) -------
- * x / s in FP32, rounded half to even, saturated to [-128, 127]; NaN gives 0. */
-static QFI_HD int8_t qfi_quantize_f32(float x, float s)
+/* ---- quantization (ONNX QuantizeLinear / DequantizeLinear) -----------------------
+ * Into int8 with zero point z in [-128, 127]: x / s in FP32, rounded half to
+ * even, plus z, saturated to [-128, 127]; NaN gives z (the level of 0).
+ * uint8 models are stored shifted by -128 (q - 128, z - 128), which this
+ * computes exactly. */
+static QFI_HD int8_t qfi_quantize_f32_zp(float x, float s, int32_t z)
 {
     float v = qfi_div(x, s);
-    if (v != v) return 0;
-    /* one clamp (v is not NaN here), written as each compiler makes min/max instructions of it */
+    if (v != v) return (int8_t)z;
+    /* the saturation bounds, relative to z, are whole levels: clamping before
+     * rounding is the same as after; one clamp (v is not NaN here), written as
+     * each compiler makes min/max instructions of it */
+    const float lo = (float)(-128 - z), hi = (float)(127 - z);
 #ifdef __CUDA_ARCH__
-    v = fminf(fmaxf(v, -128.0f), 127.0f);
+    v = fminf(fmaxf(v, lo), hi);
 #else
-    v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
+    v = v < lo ? lo : v > hi ? hi : v;
 #endif
-    return qfi_round_i8(v);
+    return (int8_t)(qfi_round_i32(v) + z);
 }
-static QFI_HD float qfi_dequantize_i8(int8_t q, float s) { return qfi_mul((float)q, s); }
+/* Zero point 0: symmetric INT8. */
+static QFI_HD int8_t qfi_quantize_f32(float x, float s) { return qfi_quantize_f32_zp(x, s, 0); }
+/* (q - z) exactly, then one FP32 product. */
+static QFI_HD float qfi_dequantize_i8_zp(int8_t q, float s, int32_t z) { return qfi_mul((float)((int32_t)q - z), s); }
+static QFI_HD float qfi_dequantize_i8(int8_t q, float s) { return qfi_dequantize_i8_zp(q, s, 0); }
 
 /* ---- the requantizing epilogue ---------------------------------------------------
  * The epilogue of an INT8 compute op (Conv, Gemm, MatMul). For an int32
  * accumulator acc of output channel c and an optional residual r:
  *     v = (float)(acc + bias[c]) * m[c]            (one FP32 product, rounded)
- *     v = v + (float)r * m_r                       (residual: product, then sum)
+ *     v = v + (float)(r - z_r) * m_r               (residual: product, then sum)
  *     v = min(max(v, lo), hi)                      (activation and saturation)
- *     y = int8: rint(v) (ties to even); f32: v; f16: v rounded to half
+ *     y = int8: rint(v) (ties to even) + z_out; f32: v; f16: v rounded to half
  * with m[c] = s_in * s_w[c] / s_out and m_r = s_r / s_out in FP32 (s_out = 1
  * when the output is float), computed once by qfi_requant_init
- * (lib/quant_math.c). The pointers are host or device memory, whichever
- * engine runs the op. */
+ * (lib/quant_math.c). z_r and z_out are the zero points of the residual and
+ * of an int8 output: 0, except in models imported with asymmetric (uint8)
+ * activations; lo and hi are relative to z_out. The accumulator counts the
+ * input as stored, so an input zero point z_in lives in the bias (bias[c]
+ * already holds -z_in times the sum of channel c's weights) and in the
+ * padding, which holds z_in. The pointers are host or device memory,
+ * whichever engine runs the op. */
 typedef struct qfi_requant {
     const int32_t *bias;   /* [channels] or NULL */
     const float *m;        /* [channels] */
     float m_r;             /* 0 without a residual */
-    float lo, hi;          /* output units: integers in [-128, 127] for int8 */
+    float lo, hi;          /* output units relative to z_out: integers in [-128 - z_out, 127 - z_out] for int8 */
     qf_dtype out;          /* QF_I8, QF_F16 or QF_F32 */
+    int32_t z_r, z_out;    /* zero points of the residual and of an int8 output */
 } qfi_requant;
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 /* Fills rq and m[channels] for a node: input scale s_in, per-channel weight
- * scales s_w, residual scale s_r (0: none), output dtype and scale (s_out is
- * ignored for a float output), and the fused activation. The one place m,
- * m_r and the clamp bounds are computed (host code; the CUDA engine uploads m). */
+ * scales s_w, residual scale and zero point s_r, z_r (s_r 0: none), output
+ * dtype, scale and zero point (s_out and z_out are ignored for a float
+ * output), and the fused activation. The one place m, m_r and the clamp
+ * bounds are computed (host code; the CUDA engine uploads m). */
 void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, const float *s_w,
-                      const int32_t *bias, float s_r, qf_dtype out, float s_out, qf_act act, float act_lo,
-                      float act_hi);
+                      const int32_t *bias, float s_r, int32_t z_r, qf_dtype out, float s_out, int32_t z_out,
+                      qf_act act, float act_lo, float act_hi);
 /* y = what INT8 makes of x at the clipping threshold amax (scale
  * qf_calib_scale(amax)): quantized and dequantized; a threshold without a
  * usable scale (below QF_CALIB_AMAX_MIN) holds zeros, as the quantizer does. */
@@ -189,10 +215,10 @@ static QFI_HD float qfi_requant_acc(const qfi_requant *rq, int32_t acc, int64_t 
     return qfi_requant_value(rq, qfi_i2f(a), rq->m[c], has_res, r);
 }
 /* Stores an epilogue result as element i of y in the output dtype. */
-static QFI_HD void qfi_requant_store(void *y, qf_dtype out, int64_t i, float v)
+static QFI_HD void qfi_requant_store(const qfi_requant *rq, void *y, int64_t i, float v)
 {
-    switch (out) {
-    case QF_I8: ((int8_t *)y)[i] = qfi_round_i8(v); break;
+    switch (rq->out) {
+    case QF_I8: ((int8_t *)y)[i] = (int8_t)(qfi_round_i32(v) + rq->z_out); break;
     case QF_F16: ((uint16_t *)y)[i] = qfi_f16_bits(v); break;
     default: ((float *)y)[i] = v;
     }
@@ -201,7 +227,8 @@ static QFI_HD void qfi_requant_store(void *y, qf_dtype out, int64_t i, float v)
  * and residual res[i] (res may be NULL), stored into y in rq->out's dtype. */
 static QFI_HD void qfi_requant_elem(const qfi_requant *rq, void *y, int64_t i, int32_t acc, int64_t c, const int8_t *res)
 {
-    qfi_requant_store(y, rq->out, i, qfi_requant_acc(rq, acc, c, res != NULL, res ? (float)res[i] : 0.0f));
+    const float r = res ? (float)((int32_t)res[i] - rq->z_r) : 0.0f;
+    qfi_requant_store(rq, y, i, qfi_requant_acc(rq, acc, c, res != NULL, r));
 }
 
 /* ---- exact conversions through the float 1.5*2^23 ---------------------------------

@@ -117,7 +117,7 @@ static qf_status qparams(ex *e, int v, const char **scale, const char **zero)
         char *sb = base ? qfi_onnx_printf(&e->ob, "%s/scale", base) : NULL,
              *zb = base ? qfi_onnx_printf(&e->ob, "%s/zero_point", base) : NULL;
         e->qscale[v] = sb ? (char *)qfi_onnx_add_floats(&e->ob, sb, 0, 1, &x->scale) : NULL;
-        e->qzero[v] = zb ? (char *)qfi_onnx_add_zero_point(&e->ob, zb, 0, 1) : NULL;
+        e->qzero[v] = zb ? (char *)qfi_onnx_add_zero_point(&e->ob, zb, 0, 1, (int8_t)x->zero_point) : NULL;
         if (!e->qscale[v] || !e->qzero[v]) return QF_ERR_NOMEM;
     }
     *scale = e->qscale[v];
@@ -203,7 +203,7 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
     const int64_t sn = per_tensor ? 1 : ch;
     const char *ws = qfi_onnx_add_floats(&e->ob, qfi_onnx_printf(&e->ob, "%s/weight_scale", n->name), sdim, sn, s);
     const char *wz =
-        qfi_onnx_add_zero_point(&e->ob, qfi_onnx_printf(&e->ob, "%s/weight_zero_point", n->name), sdim, sn);
+        qfi_onnx_add_zero_point(&e->ob, qfi_onnx_printf(&e->ob, "%s/weight_zero_point", n->name), sdim, sn, 0);
     const char *wd = qfi_onnx_tensor_name(&e->ob, qfi_onnx_printf(&e->ob, "%s/dq", wq));
     const char *dq_in[3] = {wq, ws, wz};
     Onnx__NodeProto *dqn = qfi_onnx_add_node(&e->ob, "DequantizeLinear",
@@ -211,9 +211,10 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
     if (!dqn || (!per_tensor && !qfi_onnx_attr_int(&e->ob, dqn, "axis", axis))) return QF_ERR_NOMEM;
 
     /* the bias the INT8 epilogue adds, in float: bias_q * (s_in * s_w[c]), the
-     * product in FP32 as the epilogue forms it. A float bias rather than an
-     * int32 DequantizeLinear: TensorRT accepts DequantizeLinear only of 8-bit
-     * (activation) types. */
+     * product in FP32 as the epilogue forms it, less the input zero point's
+     * correction (the float op reads DequantizeLinear(x), zero point taken
+     * out). A float bias rather than an int32 DequantizeLinear: TensorRT
+     * accepts DequantizeLinear only of 8-bit (activation) types. */
     const char *bias = NULL;
     bool bias_nonzero = false;
     if (B) {
@@ -221,8 +222,9 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
         if (!bf) return QF_ERR_NOMEM;
         const int32_t *bq = B->data;
         for (int64_t c = 0; c < ch; c++) {
-            bf[c] = (float)bq[c] * (X->scale * s[c]);
-            bias_nonzero |= bq[c] != 0;
+            const int64_t z_fix = X->zero_point ? X->zero_point * qfi_int8_weight_sum(W->data, outer, ch, inner, c) : 0;
+            bf[c] = (float)(bq[c] + z_fix) * (X->scale * s[c]);
+            bias_nonzero |= bq[c] + z_fix != 0;
         }
         bias = qfi_onnx_add_init(&e->ob, qfi_onnx_tensor_name(&e->ob, qfi_onnx_printf(&e->ob, "%s/bias", n->name)),
                                  QF_F32, 1, &ch, bf);
@@ -486,7 +488,8 @@ static qf_status build(ex *e, Onnx__ModelProto *m, Onnx__GraphProto *gp)
     gp->output = outs;
     char *doc =
         qfi_onnx_printf(&e->ob,
-                        "Quantized by qforge from %s: symmetric INT8 (zero point 0) as QuantizeLinear/DequantizeLinear "
+                        "Quantized by qforge from %s: INT8 (zero point 0 unless the source was asymmetric) as "
+                        "QuantizeLinear/DequantizeLinear "
                         "around FP32 ops, per-channel weights; nodes qforge runs in FP16 are written as FP32.",
                         g->source ? g->source : "(unknown)");
     return qfi_onnx_model_finish(&e->ob, m, gp, e->opset, doc);

@@ -111,5 +111,11 @@ void qfi_quant_weight_scales(const float *w, int64_t outer, int64_t channels, in
 int32_t qfi_quant_bias(float bias, float s_in, float s_w);
 /* True when qfi_quant_bias needs no clamp (a bias of 0 always fits). */
 bool qfi_quant_bias_fits(float bias, float s_in, float s_w);
+/* The sum of output channel c's int8 weights, w viewed as (outer, channels,
+ * inner). An INT8 node's accumulator counts its input as stored, so an input
+ * zero point z is corrected for in its int32 bias, which holds
+ * -z * qfi_int8_weight_sum (quant/qdq_import.c adds it, quant/export_onnx.c
+ * takes it out again). */
+int64_t qfi_int8_weight_sum(const int8_t *w, int64_t outer, int64_t channels, int64_t inner, int64_t c);
 
 #endif

@@ -101,3 +101,11 @@ bool qfi_quant_bias_fits(float bias, float s_in, float s_w)
 {
     return !(fabs(bias_steps(bias, s_in, s_w)) > QFI_INT8_BIAS_LIMIT);
 }
+
+int64_t qfi_int8_weight_sum(const int8_t *w, int64_t outer, int64_t channels, int64_t inner, int64_t c)
+{
+    int64_t sum = 0;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < inner; k++) sum += w[(o * channels + c) * inner + k];
+    return sum;
+}

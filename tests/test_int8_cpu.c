@@ -3,7 +3,9 @@
  * on one thread and two, against a plain int64 reference through
  * lib/quant_math.c's epilogue: the bytes must be equal. Shapes cover odd
  * channel counts and K, padding, strides, dilations, groups, depthwise
- * windows, batches above 1, residuals, activations and float outputs. */
+ * windows, batches above 1, residuals, activations and float outputs, and
+ * zero points on the input (the padding's value), residual and output, as a
+ * model quantized elsewhere with uint8 activations has them. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +41,9 @@ typedef struct epilogue {
     bool bias, residual;
     qf_act act;
     qf_dtype out;
+    bool zp; /* zero points: ZX on the input, ZR on the residual, ZY on an int8 output */
 } epilogue;
+enum { ZX = 37, ZR = -9, ZY = -100 };
 
 /* Weight scales, biases and the scales of x, residual and y for ch channels;
  * builds the INT8 operands 1-4 of node inputs `in`. */
@@ -66,6 +70,8 @@ static void set_epilogue(qf_graph *g, qf_node *n, const epilogue *ep, float s_ou
     qf_value *y = &g->values[n->out[0]];
     y->dtype = ep->out;
     y->scale = ep->out == QF_I8 ? s_out : 0.0f;
+    y->zero_point = ep->zp && ep->out == QF_I8 ? ZY : 0;
+    g->values[n->in[0]].zero_point = ep->zp ? ZX : 0;
 }
 
 /* ---- running ---------------------------------------------------------------------------- */
@@ -136,7 +142,8 @@ static void conv_reference(const qf_graph *g, const conv_case *c, const int8_t *
     float *m = malloc((size_t)c->M * sizeof *m);
     qfi_requant rq;
     qfi_requant_init(&rq, m, c->M, xv->scale, qfi_in(g, n, 3)->data, qfi_in(g, n, 2) ? qfi_in(g, n, 2)->data : NULL,
-                     rv ? rv->scale : 0.0f, yv->dtype, yv->scale, n->act, n->act_lo, n->act_hi);
+                     rv ? rv->scale : 0.0f, rv ? rv->zero_point : 0, yv->dtype, yv->scale, yv->zero_point, n->act,
+                     n->act_lo, n->act_hi);
     int32_t *acc = malloc((size_t)plane * sizeof *acc);
     const size_t esz = qf_dtype_info(yv->dtype)->size;
     for (int64_t b = 0; b < c->N; b++)
@@ -153,9 +160,10 @@ static void conv_reference(const qf_graph *g, const conv_case *c, const int8_t *
                                 const int64_t i0 = o0 * st[0] - p0[0] + t0 * dl[0];
                                 const int64_t i1 = o1 * st[1] - p0[1] + t1 * dl[1];
                                 const int64_t i2 = o2 * st[2] - p0[2] + t2 * dl[2];
-                                if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
-                                s += (int64_t)w[(mo * cg + ci) * ksz + t] *
-                                     x[(b * c->C + c0 + ci) * isz + (i0 * in[1] + i1) * in[2] + i2];
+                                /* a tap in the padding reads the input's zero point */
+                                const bool pad = i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2];
+                                const int64_t xi = (b * c->C + c0 + ci) * isz + (i0 * in[1] + i1) * in[2] + i2;
+                                s += (int64_t)w[(mo * cg + ci) * ksz + t] * (pad ? xv->zero_point : x[xi]);
                             }
                         *a++ = (int32_t)s;
                     }
@@ -204,6 +212,7 @@ static void check_conv(const conv_case *c, uint64_t seed, const char *what)
     if (c->ep.residual) {
         int r = qf_graph_add_value(g, "r", QF_I8, yv->ndim, yv->dims);
         g->values[r].scale = 0.05f;
+        g->values[r].zero_point = c->ep.zp ? ZR : 0;
         res = random_i8(qf_value_numel(&g->values[r]));
         n = &g->nodes[0];
         n->in = realloc(n->in, 5 * sizeof *n->in);
@@ -231,6 +240,9 @@ static void check_conv(const conv_case *c, uint64_t seed, const char *what)
 #define clip_nobias {.bias = false, .act = QF_ACT_CLIP, .out = QF_I8}
 #define float_out {.bias = true, .residual = true, .act = QF_ACT_NONE, .out = QF_F32}
 #define half_out {.bias = true, .act = QF_ACT_RELU, .out = QF_F16}
+#define zp_relu_res {.bias = true, .residual = true, .act = QF_ACT_RELU, .out = QF_I8, .zp = true}
+#define zp_clip {.bias = true, .act = QF_ACT_CLIP, .out = QF_I8, .zp = true}
+#define zp_float {.bias = true, .residual = true, .act = QF_ACT_NONE, .out = QF_F32, .zp = true}
 
 static const conv_case conv_cases[] = {
     /* direct path: pointwise, odd channels (not a multiple of 4) */
@@ -261,6 +273,13 @@ static const conv_case conv_cases[] = {
      .pad1 = {2}, .ep = plain},
     {.nd = 3, .N = 1, .C = 3, .M = 4, .group = 1, .in = {4, 5, 6}, .k = {2, 3, 3}, .stride = {1, 2, 1},
      .dil = {1, 1, 1}, .pad0 = {0, 1, 1}, .pad1 = {1, 1, 1}, .ep = relu_res},
+    /* zero points (a model quantized elsewhere): padding on every side of every path */
+    CONV2(2, 7, 9, 1, 12, 15, 3, 3, 2, 1, 1, 1, 1, 1, zp_relu_res),
+    CONV2(1, 9, 17, 1, 9, 61, 3, 3, 1, 1, 1, 1, 1, 1, zp_clip),
+    CONV2(2, 13, 13, 13, 12, 19, 3, 3, 1, 1, 1, 1, 1, 1, zp_relu_res),
+    CONV2(1, 4, 4, 4, 13, 13, 5, 5, 3, 1, 2, 2, 2, 2, zp_float),        /* the plain loop */
+    {.nd = 3, .N = 1, .C = 3, .M = 4, .group = 1, .in = {4, 5, 6}, .k = {2, 3, 3}, .stride = {1, 2, 1},
+     .dil = {1, 1, 1}, .pad0 = {0, 1, 1}, .pad1 = {1, 1, 1}, .ep = zp_relu_res},
 };
 
 START_TEST(conv_int8_every_isa)
@@ -287,6 +306,8 @@ static const gemm_case gemm_cases[] = {
     {.rows = 2, .K = 64, .N = 49, .ep = half_out},
     {.matmul = true, .batch = 2, .rows = 3, .K = 7, .N = 19, .ep = relu_res},
     {.matmul = true, .batch = 3, .rows = 5, .K = 130, .N = 8, .ep = plain},
+    {.rows = 17, .K = 67, .N = 33, .trans_b = true, .ep = zp_relu_res},
+    {.matmul = true, .batch = 2, .rows = 3, .K = 7, .N = 19, .ep = zp_clip},
 };
 
 START_TEST(gemm_int8_every_isa)
@@ -315,6 +336,7 @@ START_TEST(gemm_int8_every_isa)
         const qf_value *yv = &g->values[y];
         int r = qf_graph_add_value(g, "r", QF_I8, yv->ndim, yv->dims);
         g->values[r].scale = 0.05f;
+        g->values[r].zero_point = c->ep.zp ? ZR : 0;
         res = random_i8(rows * c->N);
         n = &g->nodes[0];
         n->in = realloc(n->in, 5 * sizeof *n->in);
@@ -328,7 +350,8 @@ START_TEST(gemm_int8_every_isa)
     float *m = malloc((size_t)c->N * sizeof *m);
     qfi_requant rq;
     qfi_requant_init(&rq, m, c->N, 0.02f, qfi_in(g, n, 3)->data, qfi_in(g, n, 2) ? qfi_in(g, n, 2)->data : NULL,
-                     res ? 0.05f : 0.0f, yv->dtype, yv->scale, n->act, n->act_lo, n->act_hi);
+                     res ? 0.05f : 0.0f, res && c->ep.zp ? ZR : 0, yv->dtype, yv->scale, yv->zero_point, n->act,
+                     n->act_lo, n->act_hi);
     int32_t *acc = malloc((size_t)c->N * sizeof *acc);
     void *ref = malloc(qf_value_bytes(yv));
     for (int64_t r = 0; r < rows; r++) {

@@ -22,7 +22,7 @@ static int q1(float s_in, float s_w, float s_out, int32_t acc, int32_t bias, qf_
 {
     qfi_requant rq;
     float m;
-    qfi_requant_init(&rq, &m, 1, s_in, &s_w, &bias, 0.0f, QF_I8, s_out, act, lo, hi);
+    qfi_requant_init(&rq, &m, 1, s_in, &s_w, &bias, 0.0f, 0, QF_I8, s_out, 0, act, lo, hi);
     int8_t y;
     qfi_requantize(&rq, &acc, NULL, 1, 0, 0, &y);
     return y;
@@ -48,7 +48,7 @@ START_TEST(requant_rounding_ties_to_even)
     float m;
     qfi_requant rq;
     float sw = 0.3f;
-    qfi_requant_init(&rq, &m, 1, 0.013f, &sw, NULL, 0.0f, QF_I8, 0.02f, QF_ACT_NONE, 0, 0);
+    qfi_requant_init(&rq, &m, 1, 0.013f, &sw, NULL, 0.0f, 0, QF_I8, 0.02f, 0, QF_ACT_NONE, 0, 0);
     volatile float prod = 0.013f * 0.3f, ratio = 0.3f / 0.02f;
     ck_assert(m == prod / 0.02f);
     ck_assert(m != 0.013f * ratio);
@@ -94,7 +94,7 @@ START_TEST(requant_per_channel_and_residual)
     int32_t acc[3] = {4, 3, 9};
     int8_t y[4];
     qfi_requant rq;
-    qfi_requant_init(&rq, m, 3, 1.0f, sw, bias, 0.0f, QF_I8, 1.0f, QF_ACT_NONE, 0, 0);
+    qfi_requant_init(&rq, m, 3, 1.0f, sw, bias, 0.0f, 0, QF_I8, 1.0f, 0, QF_ACT_NONE, 0, 0);
     qfi_requantize(&rq, acc, NULL, 3, 0, 1, y);
     ck_assert_int_eq(y[0], 2); /* 5 * 0.5 = 2.5 -> 2 */
     ck_assert_int_eq(y[1], 4); /* 2 * 2 */
@@ -108,7 +108,7 @@ START_TEST(requant_per_channel_and_residual)
     float one = 1.0f, m1;
     int32_t a2[4] = {1, 3, 2, -4};
     int8_t r2[4] = {2, 3, 4, 1};
-    qfi_requant_init(&rq, &m1, 1, 1.0f, (float[]){0.5f}, NULL, 0.25f, QF_I8, one, QF_ACT_RELU, 0, 0);
+    qfi_requant_init(&rq, &m1, 1, 1.0f, (float[]){0.5f}, NULL, 0.25f, 0, QF_I8, one, 0, QF_ACT_RELU, 0, 0);
     qfi_requantize(&rq, a2, r2, 4, 0, 0, y);
     ck_assert_int_eq(y[0], 1); /* 0.5 + 0.5 */
     ck_assert_int_eq(y[1], 2); /* 1.5 + 0.75 = 2.25 */
@@ -116,11 +116,11 @@ START_TEST(requant_per_channel_and_residual)
     ck_assert_int_eq(y[3], 0); /* -2 + 0.25, then ReLU */
     /* float outputs: the epilogue without rounding to int8 (s_out ignored) */
     float yf[3];
-    qfi_requant_init(&rq, m, 3, 0.5f, sw, bias, 0.0f, QF_F32, 123.0f, QF_ACT_NONE, 0, 0);
+    qfi_requant_init(&rq, m, 3, 0.5f, sw, bias, 0.0f, 0, QF_F32, 123.0f, 0, QF_ACT_NONE, 0, 0);
     qfi_requantize(&rq, acc, NULL, 3, 0, 1, yf);
     ck_assert(yf[0] == 5 * (0.5f * 0.5f) && yf[1] == 2 * (0.5f * 2.0f));
     uint16_t yh[3];
-    qfi_requant_init(&rq, m, 3, 0.1f, sw, NULL, 0.0f, QF_F16, 0.0f, QF_ACT_NONE, 0, 0);
+    qfi_requant_init(&rq, m, 3, 0.1f, sw, NULL, 0.0f, 0, QF_F16, 0.0f, 0, QF_ACT_NONE, 0, 0);
     qfi_requantize(&rq, acc, NULL, 3, 0, 1, yh);
     for (int i = 0; i < 3; i++) ck_assert_uint_eq(yh[i], qf_f32_to_f16((float)acc[i] * (0.1f * sw[i])));
 }
@@ -180,7 +180,7 @@ START_TEST(magic_epilogue_matches_requantize)
         const float s_w = 1e-3f * (float)(1 + seed % 97), s_out = 0.05f + 1e-3f * (float)(seed % 13);
         float m;
         qfi_requant rq;
-        qfi_requant_init(&rq, &m, 1, 0.02f, &s_w, &bias, t % 2 ? 0.07f : 0.0f, QF_I8, s_out,
+        qfi_requant_init(&rq, &m, 1, 0.02f, &s_w, &bias, t % 2 ? 0.07f : 0.0f, 0, QF_I8, s_out, 0,
                          t % 3 == 0 ? QF_ACT_RELU : t % 3 == 1 ? QF_ACT_CLIP : QF_ACT_NONE, 0.0f, 6.0f);
         int8_t want;
         const bool res = t % 2;
@@ -1031,10 +1031,34 @@ START_TEST(qdq_nodes_roundtrip)
     const float want[6] = {0.0f, 1.0f, -0.0f, 63.5f, -64.0f, 1.0f};
     for (int i = 0; i < 6; i++) ck_assert_msg(yo[i] == want[i], "%d: %g", i, yo[i]);
     free(yo);
-    /* a nonzero zero point is refused, naming it */
-    *(int8_t *)g->values[z].data = 3;
+    /* a zero point of another type is refused, naming it */
+    g->values[z].dtype = QF_I64;
     ck_assert_int_eq(qfi_ops[QF_OP_QUANTIZE_LINEAR]->infer(g, &g->nodes[0]), QF_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(qf_error_message(), "zero point z"));
+    qf_graph_free(g);
+
+    /* a zero point of 3 on both sides: q = sat(rint(x/s) + 3), y = (q - 3) * s */
+    g = qf_graph_new("qdq-zp");
+    x = input(g, "x", 1, (int64_t[]){6});
+    s = qf_graph_add_value(g, "s", QF_F32, 0, NULL);
+    g->values[s].data = malloc(sizeof(float));
+    *(float *)g->values[s].data = 0.5f;
+    g->values[s].flags |= QF_VALUE_CONST;
+    z = qf_graph_add_value(g, "z", QF_I8, 0, NULL);
+    g->values[z].data = malloc(1);
+    *(int8_t *)g->values[z].data = 3;
+    g->values[z].flags |= QF_VALUE_CONST;
+    q = value(g, "q"), y = value(g, "y");
+    op(g, "q", QF_OP_QUANTIZE_LINEAR, 3, (int[]){x, s, z}, q);
+    op(g, "dq", QF_OP_DEQUANTIZE_LINEAR, 3, (int[]){q, s, z}, y);
+    output(g, y);
+    prepare_graph(g, 0);
+    ck_assert_int_eq(g->values[q].zero_point, 3);
+    yo = run(g, xin, NULL, NULL);
+    /* saturation is relative to the zero point: 200 + 3 -> 127, -200 + 3 -> -128 */
+    const float want_zp[6] = {0.0f, 1.0f, 0.0f, 62.0f, -65.5f, 1.0f};
+    for (int i = 0; i < 6; i++) ck_assert_msg(yo[i] == want_zp[i], "%d: %g", i, yo[i]);
+    free(yo);
     qf_graph_free(g);
 }
 END_TEST

@@ -60,7 +60,9 @@ typedef struct qf_value {
     void *data;       /* owned; non-NULL exactly when QF_VALUE_CONST */
     int producer;     /* index of the node that writes it, -1 for inputs/constants */
     unsigned flags;
-    float scale;      /* QF_I8 activations: real = scale * q, zero point 0; else 0 */
+    float scale;      /* QF_I8 activations: real = scale * (q - zero_point); else 0 */
+    int32_t zero_point; /* QF_I8 activations: in [-128, 127]; 0 (symmetric) unless imported
+                         * from an asymmetric model (uint8 is stored shifted by -128); else 0 */
 } qf_value;
 
 /* Precision a node computes in (quantized graphs; FP32 after import). */

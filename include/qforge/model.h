@@ -17,7 +17,7 @@ extern "C" {
 /* The format version this qforge writes: major.minor. A reader accepts every
  * minor of its major and refuses a newer major (QF_ERR_UNSUPPORTED). */
 #define QF_QFM_VERSION_MAJOR 1
-#define QF_QFM_VERSION_MINOR 0
+#define QF_QFM_VERSION_MINOR 1
 
 /* What a .qfm says about where it came from. Strings are NUL-terminated; ""
  * means unknown. */
@@ -25,6 +25,8 @@ typedef struct qf_qfm_meta {
     char preprocess[1024];   /* qf_preprocess_format() text the model was calibrated with */
     char source_sha256[65];  /* lowercase hex SHA-256 of the FP32 source model file */
     char calib_method[32];   /* "entropy", "minmax", "percentile", "mse" */
+    char scale_source[16];   /* where the INT8 scales came from: "calibration" (a table), "model" (the
+                              * source model's own QuantizeLinear/DequantizeLinear or QLinear ops) */
     int64_t calib_images;    /* images calibrated on (0: none) */
     qf_precision precision;  /* the --precision that was asked for */
     char tool_version[64];   /* qf_version() of the qforge that wrote the file (set by the writer) */

@@ -172,18 +172,23 @@ qf_status qfi_reduce_mean_axes(const qf_graph *g, const qf_node *n, const void *
                                bool *noop);
 
 /* ---- INT8 (lib/ops/qdq.c) ----------------------------------------------------------- */
-/* The per-tensor scale of a QuantizeLinear/DequantizeLinear node: its scale
- * input when the model gives one, else the scale of its int8 value. */
+/* The per-tensor scale and zero point of a QuantizeLinear/DequantizeLinear
+ * node: its inputs when the model gives them (no zero point input: 0), else
+ * the scale and zero point of its int8 value. Either output may be NULL. */
+qf_status qfi_qdq_params(const qf_graph *g, const qf_node *n, float *scale, int32_t *zero_point);
 qf_status qfi_qdq_scale(const qf_graph *g, const qf_node *n, float *scale);
-/* The scales a QuantizeLinear/DequantizeLinear applies: per tensor (channels
- * = inner = 1, s = &s1), or for a DequantizeLinear with a 1-D constant f32
- * scale of x's dims[axis] elements (per-axis, ONNX opset 13), per slice:
+/* The scales and zero points a QuantizeLinear/DequantizeLinear applies: per
+ * tensor (channels = inner = 1, s = &s1, z = &z1), or with a 1-D constant
+ * f32 scale of x's dims[axis] elements (per-axis, ONNX opset 13), per slice:
  * element i of x, viewed as (outer, channels, inner), uses s[(i / inner) %
- * channels]. */
+ * channels] and z[...] (z NULL: every zero point 0). */
 typedef struct qfi_qdq_geom {
     const float *s;
     float s1;
+    const int8_t *z;
+    int8_t z1;
     int64_t channels, inner;
+    int axis;                 /* per axis: the axis */
 } qfi_qdq_geom;
 qf_status qfi_qdq_geometry(const qf_graph *g, const qf_node *n, qfi_qdq_geom *geo);
 /* Checks the operands of an INT8 Conv, Gemm or MatMul: [0] x i8 with a scale,

@@ -7,8 +7,10 @@
  *    interleaved into padded phase planes (conv_direct.c's layout), then
  *    register blocks of output channels x positions (int8_simd.c);
  *  - any other window (3-D): a plain loop.
- * The weights are packed once, when the engine is built (prepare). Every
- * path ends in lib/quant_math.h's requantizing epilogue. */
+ * The weights are packed once, when the engine is built (prepare). A tap in
+ * the padding reads the input's zero point (0 unless the model was quantized
+ * elsewhere with asymmetric activations; the bias holds its correction).
+ * Every path ends in lib/quant_math.h's requantizing epilogue. */
 #include "kernels.h"
 #include "ops/nn.h"
 
@@ -206,6 +208,8 @@ typedef struct conv8_job {
     const qfi_requant *rq;
     const float *m; /* per output channel: the epilogue's multiplier */
     const int8_t *x, *w, *res;
+    int32_t zx;    /* the input's zero point: what a tap in the padding reads (0 unless asymmetric) */
+    uint8_t fill;  /* the same as the packed u8 (zx ^ 0x80) */
     void *y;
     char *scratch;
     size_t slot_bytes;
@@ -232,8 +236,8 @@ static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
     int32_t *acc = (int32_t *)(slot + L->acc);
     const uint8_t **rowp = (const uint8_t **)(slot + L->rows);
     const int8_t *xc = j->x + (n * geo->C + c) * H * W;
-    memset(pad, 0x80, (size_t)L->nq * 4);
-    memset(row, 0x80, (size_t)L->prow);
+    memset(pad, j->fill, (size_t)L->nq * 4);
+    memset(row, j->fill, (size_t)L->prow);
     for (int64_t r = 0; r < Hp; r++) {
         int64_t ih = r - pt;
         if (ih < 0 || ih >= H) {
@@ -260,14 +264,15 @@ static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
 /* ---- direct ------------------------------------------------------------------------------ */
 
 /* Phase rows [q0, q1) of every phase plane a tap reads, for the channel
- * quads of group gi of image n: u8 (x ^ 0x80, so 0x80 is zero) with 0x80 in
- * the padding and in the channels past the group's. */
+ * quads of group gi of image n: u8 (x ^ 0x80, so 0x80 is zero) with the
+ * input's zero point in the padding and 0x80 in the channels past the
+ * group's (their weights are zero). */
 QFI_SIMD_CLONES QFI_NO_LIBCALL_LOOPS
 static void pack_rows(const conv8_job *j, int64_t n, int64_t gi, uint8_t *xp, int64_t q0, int64_t q1)
 {
     const qfi_direct_plan *p = &j->st->plan;
     const int64_t H = p->H, W = p->W, Hq = p->Hq, Wq = p->Wq, cg = p->C;
-    const uint32_t zero = 0x80808080u;
+    const uint32_t flip = 0x80808080u, fill = j->fill * 0x01010101u;
     const uint8_t *x = (const uint8_t *)(j->x + (n * j->geo->C + gi * cg) * H * W);
     for (int64_t cq = 0; cq < j->st->quads; cq++) {
         const int64_t nch = cg - 4 * cq < 4 ? cg - 4 * cq : 4;
@@ -281,18 +286,18 @@ static void pack_rows(const conv8_job *j, int64_t n, int64_t gi, uint8_t *xp, in
                     uint32_t *r = plane + q * Wq;
                     const int64_t ih = q * p->sh + a - p->pt;
                     if (ih < 0 || ih >= H) {
-                        for (int64_t col = 0; col < Wq; col++) r[col] = zero;
+                        for (int64_t col = 0; col < Wq; col++) r[col] = fill;
                         continue;
                     }
-                    for (int64_t col = 0; col < lo; col++) r[col] = zero;
-                    for (int64_t col = hi; col < Wq; col++) r[col] = zero;
+                    for (int64_t col = 0; col < lo; col++) r[col] = fill;
+                    for (int64_t col = hi; col < Wq; col++) r[col] = fill;
                     const uint8_t *x0 = x + (4 * cq * H + ih) * W + b - p->pl; /* column col: x0[col*sw] */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
                     if (nch == 4 && p->sw == 1) {
                         const uint8_t *x1 = x0 + H * W, *x2 = x1 + H * W, *x3 = x2 + H * W;
                         for (int64_t col = lo; col < hi; col++)
                             r[col] = ((uint32_t)x0[col] | (uint32_t)x1[col] << 8 | (uint32_t)x2[col] << 16 |
-                                      (uint32_t)x3[col] << 24) ^ zero;
+                                      (uint32_t)x3[col] << 24) ^ flip;
                         continue;
                     }
 #endif
@@ -375,16 +380,16 @@ static void loop8_plane(const conv8_job *j, int64_t plane, int32_t *acc)
                 for (int64_t c = 0; c < cg; c++) {
                     const int8_t *xc = j->x + (n * geo->C + c0 + c) * D * H * W;
                     const int8_t *wc = j->w + (m * cg + c) * qfi_window_k_size(w);
+                    /* a tap in the padding reads the input's zero point */
                     for (int64_t kd = 0; kd < w->k[0]; kd++) {
                         int64_t id = od * w->stride[0] - w->pad[0] + kd * w->dil[0];
-                        if (id < 0 || id >= D) continue;
                         for (int64_t kh = 0; kh < w->k[1]; kh++) {
                             int64_t ih = oh * w->stride[1] - w->pad[1] + kh * w->dil[1];
-                            if (ih < 0 || ih >= H) continue;
                             for (int64_t kw = 0; kw < w->k[2]; kw++) {
                                 int64_t iw = ow * w->stride[2] - w->pad[2] + kw * w->dil[2];
-                                if (iw >= 0 && iw < W)
-                                    s += (int32_t)wc[(kd * w->k[1] + kh) * w->k[2] + kw] * xc[(id * H + ih) * W + iw];
+                                bool in = id >= 0 && id < D && ih >= 0 && ih < H && iw >= 0 && iw < W;
+                                int32_t v = in ? xc[(id * H + ih) * W + iw] : j->zx;
+                                s += (int32_t)wc[(kd * w->k[1] + kh) * w->k[2] + kw] * v;
                             }
                         }
                     }
@@ -445,11 +450,12 @@ qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a)
     const conv8_state *st = a->state;
     float *m = a->scratch;
     qfi_requant rq;
-    qfi_requant_init(&rq, m, geo.M, xv->scale, a->in[3], a->in[2], rv ? rv->scale : 0.0f, yv->dtype, yv->scale, n->act,
-                     n->act_lo, n->act_hi);
+    qfi_requant_init(&rq, m, geo.M, xv->scale, a->in[3], a->in[2], rv ? rv->scale : 0.0f, rv ? rv->zero_point : 0,
+                     yv->dtype, yv->scale, yv->zero_point, n->act, n->act_lo, n->act_hi);
     const int64_t cpus = qfi_cpu_count(), threads = a->threads > 0 && a->threads < cpus ? a->threads : cpus;
     conv8_job j = {.geo = &geo, .st = st, .rq = &rq, .m = m, .x = a->in[0], .w = a->in[1],
-                   .res = rv ? a->in[4] : NULL, .y = a->out[0],
+                   .res = rv ? a->in[4] : NULL, .zx = xv->zero_point, .fill = (uint8_t)(xv->zero_point ^ 0x80),
+                   .y = a->out[0],
                    .scratch = (char *)a->scratch + align64((size_t)geo.M * 4)};
     dw8_layout L;
     switch (st->path) {

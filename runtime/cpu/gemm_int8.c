@@ -156,8 +156,8 @@ qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a)
     float *m = (float *)(base + L.m);
     int32_t *ap = (int32_t *)(base + L.a), *sums = (int32_t *)(base + L.sums);
     qfi_requant rq;
-    qfi_requant_init(&rq, m, s.N, xv->scale, a->in[3], a->in[2], rv ? rv->scale : 0.0f, yv->dtype, yv->scale, n->act,
-                     n->act_lo, n->act_hi);
+    qfi_requant_init(&rq, m, s.N, xv->scale, a->in[3], a->in[2], rv ? rv->scale : 0.0f, rv ? rv->zero_point : 0,
+                     yv->dtype, yv->scale, yv->zero_point, n->act, n->act_lo, n->act_hi);
     /* X's rows as s8 words: block rb, quad q, row r at word (rb*quads + q)*mb + r */
     const int8_t *x = a->in[0];
     const int64_t mb = k->mb, blocks = (s.rows + mb - 1) / mb;

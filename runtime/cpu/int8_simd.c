@@ -24,9 +24,9 @@ static void requant_run_c(const qfi_requant *rq, const int32_t *acc, int64_t n, 
 {
     const qfi_requant q = *rq; /* a local copy: the stores to y cannot alias it */
     for (int64_t i = 0; i < n; i++) {
-        float r = res ? (float)res[at + i] : 0.0f;
+        float r = res ? (float)((int32_t)res[at + i] - q.z_r) : 0.0f;
         float v = qfi_requant_value(&q, qfi_i2f(add_wrap(acc[i], add)), m, res != NULL, r);
-        qfi_requant_store(y, q.out, at + i, v);
+        qfi_requant_store(&q, y, at + i, v);
     }
 }
 
@@ -35,9 +35,9 @@ static void requant_cols_c(const qfi_requant *rq, const int32_t *acc, int64_t n,
 {
     const qfi_requant q = *rq;
     for (int64_t i = 0; i < n; i++) {
-        float r = res ? (float)res[at + i] : 0.0f;
+        float r = res ? (float)((int32_t)res[at + i] - q.z_r) : 0.0f;
         int32_t a = add_wrap(acc[i], add ? add_wrap(add0, add[i]) : add0);
-        qfi_requant_store(y, q.out, at + i, qfi_requant_value(&q, qfi_i2f(a), m[i], res != NULL, r));
+        qfi_requant_store(&q, y, at + i, qfi_requant_value(&q, qfi_i2f(a), m[i], res != NULL, r));
     }
 }
 
@@ -263,7 +263,7 @@ T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64
         requant_run_c(rq, acc, n, add, m, res, y, at);
         return;
     }
-    const __m512i va = _mm512_set1_epi32(add);
+    const __m512i va = _mm512_set1_epi32(add), vzr = _mm512_set1_epi32(rq->z_r), vzo = _mm512_set1_epi32(rq->z_out);
     const __m512 vm = _mm512_set1_ps(m), vmr = _mm512_set1_ps(rq->m_r), lo = _mm512_set1_ps(rq->lo),
                  hi = _mm512_set1_ps(rq->hi);
     int8_t *yo = (int8_t *)y + at;
@@ -272,9 +272,9 @@ T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64
         const __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
         __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, acc + i), va);
         __m512 r = _mm512_setzero_ps();
-        if (ro) r = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, ro + i)));
+        if (ro) r = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, ro + i)), vzr));
         __m512i q = requant16(a, vm, r, vmr, ro != NULL, lo, hi);
-        _mm_mask_storeu_epi8(yo + i, k, _mm512_cvtepi32_epi8(q));
+        _mm_mask_storeu_epi8(yo + i, k, _mm512_cvtepi32_epi8(_mm512_add_epi32(q, vzo)));
     }
 }
 
@@ -285,7 +285,7 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
         requant_cols_c(rq, acc, n, add0, add, m, res, y, at);
         return;
     }
-    const __m512i va0 = _mm512_set1_epi32(add0);
+    const __m512i va0 = _mm512_set1_epi32(add0), vzr = _mm512_set1_epi32(rq->z_r), vzo = _mm512_set1_epi32(rq->z_out);
     const __m512 vmr = _mm512_set1_ps(rq->m_r), lo = _mm512_set1_ps(rq->lo), hi = _mm512_set1_ps(rq->hi);
     int8_t *yo = (int8_t *)y + at;
     const int8_t *ro = res ? res + at : NULL;
@@ -294,9 +294,9 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
         __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, acc + i), va0);
         if (add) a = _mm512_add_epi32(a, _mm512_maskz_loadu_epi32(k, add + i));
         __m512 r = _mm512_setzero_ps();
-        if (ro) r = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, ro + i)));
+        if (ro) r = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, ro + i)), vzr));
         __m512i q = requant16(a, _mm512_maskz_loadu_ps(k, m + i), r, vmr, ro != NULL, lo, hi);
-        _mm_mask_storeu_epi8(yo + i, k, _mm512_cvtepi32_epi8(q));
+        _mm_mask_storeu_epi8(yo + i, k, _mm512_cvtepi32_epi8(_mm512_add_epi32(q, vzo)));
     }
 }
 
@@ -312,29 +312,30 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
         v = _mm256_blendv_ps(hi, v, _mm256_cmp_ps(v, hi, _CMP_LE_OQ));                                                 \
         return _mm256_cvtps_epi32(v);                                                                                  \
     }                                                                                                                  \
-    /* the 8 int32 (each in [-128, 127]) as 8 bytes */                                                                 \
+    /* the 8 int32 (each in [-128, 127], the zero point added) as 8 bytes */                                           \
     TARGET static inline void store8##SUFFIX(int8_t *y, __m256i q)                                                     \
     {                                                                                                                  \
         __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));                       \
         _mm_storel_epi64((__m128i *)y, _mm_packs_epi16(w, w));                                                         \
     }                                                                                                                  \
-    TARGET static inline __m256 res8##SUFFIX(const int8_t *r)                                                          \
+    TARGET static inline __m256 res8##SUFFIX(const int8_t *r, __m256i z)                                               \
     {                                                                                                                  \
-        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)r)));                        \
+        return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)r)), z));     \
     }                                                                                                                  \
     TARGET static void requant_run##SUFFIX(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m, \
                                            const int8_t *res, void *y, int64_t at)                                     \
     {                                                                                                                  \
         int64_t i = 0;                                                                                                 \
         if (rq->out == QF_I8) {                                                                                        \
-            const __m256i va = _mm256_set1_epi32(add);                                                                 \
+            const __m256i va = _mm256_set1_epi32(add),                                                                 \
+                              vzr = _mm256_set1_epi32(rq->z_r), vzo = _mm256_set1_epi32(rq->z_out);                    \
             const __m256 vm = _mm256_set1_ps(m), vmr = _mm256_set1_ps(rq->m_r), lo = _mm256_set1_ps(rq->lo),          \
                          hi = _mm256_set1_ps(rq->hi);                                                                  \
             int8_t *yo = (int8_t *)y + at;                                                                             \
             for (; i + 8 <= n; i += 8) {                                                                               \
                 __m256i a = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i)), va);                     \
-                __m256 r = res ? res8##SUFFIX(res + at + i) : _mm256_setzero_ps();                                    \
-                store8##SUFFIX(yo + i, requant8##SUFFIX(a, vm, r, vmr, res != NULL, lo, hi));                          \
+                __m256 r = res ? res8##SUFFIX(res + at + i, vzr) : _mm256_setzero_ps();                                \
+                store8##SUFFIX(yo + i, _mm256_add_epi32(requant8##SUFFIX(a, vm, r, vmr, res != NULL, lo, hi), vzo));   \
             }                                                                                                          \
         }                                                                                                              \
         requant_run_c(rq, acc + i, n - i, add, m, res, y, at + i);                                                     \
@@ -345,14 +346,16 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
     {                                                                                                                  \
         int64_t i = 0;                                                                                                 \
         if (rq->out == QF_I8) {                                                                                        \
-            const __m256i va0 = _mm256_set1_epi32(add0);                                                               \
+            const __m256i va0 = _mm256_set1_epi32(add0),                                                               \
+                              vzr = _mm256_set1_epi32(rq->z_r), vzo = _mm256_set1_epi32(rq->z_out);                    \
             const __m256 vmr = _mm256_set1_ps(rq->m_r), lo = _mm256_set1_ps(rq->lo), hi = _mm256_set1_ps(rq->hi);     \
             int8_t *yo = (int8_t *)y + at;                                                                             \
             for (; i + 8 <= n; i += 8) {                                                                               \
                 __m256i a = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i)), va0);                    \
                 if (add) a = _mm256_add_epi32(a, _mm256_loadu_si256((const __m256i *)(add + i)));                     \
-                __m256 r = res ? res8##SUFFIX(res + at + i) : _mm256_setzero_ps();                                    \
-                store8##SUFFIX(yo + i, requant8##SUFFIX(a, _mm256_loadu_ps(m + i), r, vmr, res != NULL, lo, hi));      \
+                __m256 r = res ? res8##SUFFIX(res + at + i, vzr) : _mm256_setzero_ps();                                \
+                const __m256i q = requant8##SUFFIX(a, _mm256_loadu_ps(m + i), r, vmr, res != NULL, lo, hi);            \
+                store8##SUFFIX(yo + i, _mm256_add_epi32(q, vzo));                                                      \
             }                                                                                                          \
         }                                                                                                              \
         requant_cols_c(rq, acc + i, n - i, add0, add ? add + i : NULL, m + i, res, y, at + i);                         \

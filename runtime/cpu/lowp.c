@@ -64,10 +64,12 @@ qf_status qfi_cpu_lowp_create(const qf_graph *g, const bool *only, qfi_cpu_lowp 
         if (!served(g, only, i)) continue;
         any = true;
         size_t need = 0;
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] >= 0 && staged(&g->values[n->in[k]])) need += staged_bytes(&g->values[n->in[k]]);
-        for (int k = 0; k < n->n_out; k++)
-            if (n->out[k] >= 0 && staged(&g->values[n->out[k]])) need += staged_bytes(&g->values[n->out[k]]);
+        for (int k = 0; k < n->n_in + n->n_out; k++) {
+            int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+            if (v < 0 || !staged(&g->values[v])) continue;
+            QF_ASSERT(g->values[v].dtype != QF_I8 || g->values[v].scale > 0.0f);
+            need += staged_bytes(&g->values[v]);
+        }
         if (need > stage) stage = need;
         if (n->n_in > width) width = n->n_in;
         if (n->n_out > width) width = n->n_out;
@@ -84,7 +86,6 @@ qf_status qfi_cpu_lowp_create(const qf_graph *g, const bool *only, qfi_cpu_lowp 
     qfi_f32_view_init(g, &lp->view, lp->values);
     for (int v = 0; v < g->n_values; v++) {
         qf_value *vv = &lp->values[v];
-        QF_ASSERT(!staged(&g->values[v]) || g->values[v].dtype != QF_I8 || g->values[v].scale > 0.0f);
         if (g->values[v].dtype == QF_F16 && (vv->flags & QF_VALUE_CONST) && vv->data && read_by_served(g, only, v)) {
             /* FP16 weights: widened once here, exactly */
             int64_t cnt = qf_value_numel(vv);
@@ -115,6 +116,7 @@ const qf_graph *qfi_cpu_lowp_graph(const qfi_cpu_lowp *lp, const qf_graph *g, co
 typedef struct convert_job {
     qf_dtype dt;       /* the stored dtype: QF_F16 or QF_I8 */
     float scale;
+    int32_t zero_point;
     const void *src;
     void *dst;
     int64_t cnt;
@@ -132,7 +134,7 @@ static void convert_chunk(void *arg, int64_t c)
     } else if (j->widen) {
         const int8_t *q = j->src;
         float *f = j->dst;
-        for (int64_t i = lo; i < hi; i++) f[i] = qfi_dequantize_i8(q[i], j->scale);
+        for (int64_t i = lo; i < hi; i++) f[i] = qfi_dequantize_i8_zp(q[i], j->scale, j->zero_point);
     } else if (j->dt == QF_F16) {
         const float *f = j->src;
         uint16_t *h = j->dst;
@@ -140,13 +142,14 @@ static void convert_chunk(void *arg, int64_t c)
     } else {
         const float *f = j->src;
         int8_t *q = j->dst;
-        for (int64_t i = lo; i < hi; i++) q[i] = qfi_quantize_f32(f[i], j->scale);
+        for (int64_t i = lo; i < hi; i++) q[i] = qfi_quantize_f32_zp(f[i], j->scale, j->zero_point);
     }
 }
 
 static void convert(const qf_value *v, const void *src, void *dst, bool widen, int threads)
 {
-    convert_job j = {.dt = v->dtype, .scale = v->scale, .src = src, .dst = dst, .cnt = qf_value_numel(v), .widen = widen};
+    convert_job j = {.dt = v->dtype, .scale = v->scale, .zero_point = v->zero_point, .src = src, .dst = dst,
+                     .cnt = qf_value_numel(v), .widen = widen};
     qfi_parallel_for(threads, (j.cnt + CONVERT_CHUNK - 1) / CONVERT_CHUNK, convert_chunk, &j);
 }
 

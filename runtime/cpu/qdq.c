@@ -1,9 +1,15 @@
-/* CPU kernels of QuantizeLinear (f32/f16 -> i8: x/s rounded half to even,
- * saturated; per tensor) and DequantizeLinear (i8 -> f32/f16: q*s; per tensor
- * or per axis), zero point 0. The arithmetic is lib/quant_math.h's
- * qfi_quantize_f32 and qfi_dequantize_i8. */
+/* CPU kernels of QuantizeLinear (f32/f16 -> i8: x/s rounded half to even, plus
+ * the zero point, saturated) and DequantizeLinear (i8, or a constant i32
+ * bias, -> f32/f16: (q - z)*s), per tensor or per axis. The arithmetic is
+ * lib/quant_math.h's qfi_quantize_f32_zp and qfi_dequantize_i8_zp. */
 #include "kernels.h"
 #include "ops/nn.h"
+
+/* Element i of x (f32 or f16) as float. */
+static float load_float(const void *x, qf_dtype dt, int64_t i)
+{
+    return dt == QF_F16 ? qf_f16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
 
 static qf_status qdq_run(const qfi_kernel_args *a)
 {
@@ -11,34 +17,31 @@ static qf_status qdq_run(const qfi_kernel_args *a)
     const qf_node *n = a->n;
     const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
     const int64_t cnt = qf_value_numel(x);
-    if (n->op == QF_OP_QUANTIZE_LINEAR) {
-        float s;
-        QF_CHECK(qfi_qdq_scale(g, n, &s));
-        int8_t *q = a->out[0];
-        if (x->dtype == QF_F16) {
-            const uint16_t *xh = a->in[0];
-            for (int64_t i = 0; i < cnt; i++) q[i] = qfi_quantize_f32(qf_f16_to_f32(xh[i]), s);
-        } else {
-            const float *xf = a->in[0];
-            for (int64_t i = 0; i < cnt; i++) q[i] = qfi_quantize_f32(xf[i], s);
-        }
-        return QF_OK;
-    }
     qfi_qdq_geom geo;
     QF_CHECK(qfi_qdq_geometry(g, n, &geo));
-    const int8_t *q = a->in[0];
     /* x is (outer, channels, inner); per tensor it is one run of cnt elements */
     const int64_t inner = geo.channels == 1 ? cnt : geo.inner, run = geo.channels * inner;
     for (int64_t o = 0; o < cnt; o += run)
         for (int64_t c = 0; c < geo.channels; c++) {
             const float s = geo.s[c];
+            const int32_t z = geo.z ? geo.z[c] : 0;
             const int64_t at = o + c * inner;
-            if (y->dtype == QF_F16) {
-                uint16_t *yh = (uint16_t *)a->out[0] + at;
-                for (int64_t i = 0; i < inner; i++) yh[i] = qf_f32_to_f16(qfi_dequantize_i8(q[at + i], s));
-            } else {
+            if (n->op == QF_OP_QUANTIZE_LINEAR) {
+                int8_t *q = (int8_t *)a->out[0] + at;
+                for (int64_t i = 0; i < inner; i++) q[i] = qfi_quantize_f32_zp(load_float(a->in[0], x->dtype, at + i), s, z);
+            } else if (x->dtype == QF_I32) {
+                /* an int32 bias (zero point 0): one FP32 product, as ONNX computes it */
+                const int32_t *q = (const int32_t *)a->in[0] + at;
                 float *yf = (float *)a->out[0] + at;
-                for (int64_t i = 0; i < inner; i++) yf[i] = qfi_dequantize_i8(q[at + i], s);
+                for (int64_t i = 0; i < inner; i++) yf[i] = (float)q[i] * s;
+            } else if (y->dtype == QF_F16) {
+                const int8_t *q = (const int8_t *)a->in[0] + at;
+                uint16_t *yh = (uint16_t *)a->out[0] + at;
+                for (int64_t i = 0; i < inner; i++) yh[i] = qf_f32_to_f16(qfi_dequantize_i8_zp(q[i], s, z));
+            } else {
+                const int8_t *q = (const int8_t *)a->in[0] + at;
+                float *yf = (float *)a->out[0] + at;
+                for (int64_t i = 0; i < inner; i++) yf[i] = qfi_dequantize_i8_zp(q[i], s, z);
             }
         }
     return QF_OK;

@@ -58,6 +58,13 @@ qf_status cu_check_kernel(const qf_graph *g, const qf_node *n)
     if (!(op->precisions & QFI_PREC_BIT(n->precision)))
         return qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine has no %s kernel for %s", qf_precision_name(n->precision),
                         qf_op_name(n->op));
+    /* asymmetric INT8 (a model imported with uint8 activations) runs on the host for now */
+    for (int k = 0; k < n->n_in + n->n_out; k++) {
+        int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+        if (v >= 0 && g->values[v].zero_point != 0)
+            return qf_error(QF_ERR_UNSUPPORTED, "tensor %s has zero point %d; the CUDA kernels are symmetric INT8 only",
+                            g->values[v].name, (int)g->values[v].zero_point);
+    }
     return op->check ? op->check(g, n) : QF_OK;
 }
 

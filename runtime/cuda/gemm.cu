@@ -370,7 +370,8 @@ qf_status cu_requant_setup(cu_engine *c, const qf_node *n, int64_t channels, cu_
     if (!m) return QF_ERR_NOMEM;
     /* the one place m, m_r and the bounds are computed: the CPU engine's */
     qfi_requant_init(rq, m, channels, xv->scale, (const float *)sv->data, bv ? (const int32_t *)bv->data : NULL,
-                     rv ? rv->scale : 0.0f, yv->dtype, yv->scale, n->act, n->act_lo, n->act_hi);
+                     rv ? rv->scale : 0.0f, rv ? rv->zero_point : 0, yv->dtype, yv->scale, yv->zero_point, n->act,
+                     n->act_lo, n->act_hi);
     rq->m = NULL, rq->bias = NULL; /* the device copies, below */
     rq->m0 = m[0];
     rq->uniform = channels > 0;
