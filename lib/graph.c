@@ -206,3 +206,29 @@ qf_status qfi_value_scalar_f32(const qf_value *v, float *out)
     }
     return QF_OK;
 }
+
+qf_status qfi_graph_uses(const qf_graph *g, int **use_start, int **use_node)
+{
+    int *start = qfi_calloc((size_t)g->n_values + 2, sizeof *start);
+    int edges = 0;
+    for (int i = 0; i < g->n_nodes; i++) edges += g->nodes[i].n_in;
+    int *node = qfi_calloc((size_t)edges + 1, sizeof *node);
+    int *fill = qfi_calloc((size_t)g->n_values + 1, sizeof *fill);
+    if (!start || !node || !fill) {
+        free(start), free(node), free(fill);
+        return QF_ERR_NOMEM;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0) start[g->nodes[i].in[k] + 1]++;
+    for (int v = 0; v < g->n_values; v++) start[v + 1] += start[v];
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++) {
+            int v = g->nodes[i].in[k];
+            if (v >= 0) node[start[v] + fill[v]++] = i;
+        }
+    free(fill);
+    *use_start = start;
+    *use_node = node;
+    return QF_OK;
+}

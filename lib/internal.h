@@ -100,6 +100,10 @@ static inline qf_value *qfi_out(const qf_graph *g, const qf_node *n, int k)
 {
     return &g->values[n->out[k]];
 }
+/* The readers of every value: node indices use_node[use_start[v] ..
+ * use_start[v+1]) in node order, a node reading v twice listed twice. Both
+ * arrays are the caller's (free()). */
+qf_status qfi_graph_uses(const qf_graph *g, int **use_start, int **use_node);
 /* Sets a value's dtype and shape (used by shape inference). */
 void qfi_value_set_shape(qf_value *v, qf_dtype dt, int ndim, const int64_t *dims);
 /* Elements of v that belong to the leading `valid` images of g's batch (a
@@ -209,6 +213,10 @@ static inline qf_dtype qfi_f32_view_dtype(const qf_value *v)
  * view shows them (shallow copies: data pointers are g's) and *view with g
  * pointing at them. */
 void qfi_f32_view_init(const qf_graph *g, qf_graph *view, qf_value *values);
+
+/* Computes node n, whose inputs are all constants, and makes its outputs
+ * constants (the node itself stays; the caller drops it). */
+qf_status qfi_fold_node(qf_graph *g, qf_node *n);
 
 /* Frees the data of constants that no node or output reads any more
  * (lib/passes.c; the quantizer calls it after replacing weights). */

@@ -358,7 +358,7 @@ qf_status qfi_onnx_tensor_decode(const Onnx__TensorProto *t, const char *model_d
 
 /* Import state: the protobuf, the graph under construction and a name -> value
  * index table (ONNX names every tensor; graph.c's lookup is a linear scan). */
-typedef struct loader {
+typedef struct qfi_onnx_loader {
     const char *path;
     char *dir;
     const Onnx__GraphProto *gp;
@@ -366,7 +366,9 @@ typedef struct loader {
     char **node_names; /* given or generated, per ONNX node */
     size_t n_node_names;
     int *slots;        /* open addressing, -1 = empty */
-    size_t nslots;     /* a power of two */
+    size_t nslots;     /* a power of two, at least twice the names in it */
+    size_t nnames;
+    qfi_qop_state *qop; /* quantized ONNX (lib/onnx_qop.c) */
 } loader;
 
 static size_t hash_name(const char *s)
@@ -386,13 +388,61 @@ static int name_find(const loader *L, const char *name)
 }
 
 /* Adds a value and registers its name; the caller has checked the name is new. */
-static int add_named_value(loader *L, const char *name, qf_dtype dt, int ndim, const int64_t *dims)
+static void slot_insert(loader *L, int v)
 {
-    int v = qf_graph_add_value(L->g, name, dt, ndim, dims);
-    if (v < 0) return -1;
-    size_t i = hash_name(name) & (L->nslots - 1);
+    size_t i = hash_name(L->g->values[v].name) & (L->nslots - 1);
     while (L->slots[i] >= 0) i = (i + 1) & (L->nslots - 1);
     L->slots[i] = v;
+}
+
+static int add_named_value(loader *L, const char *name, qf_dtype dt, int ndim, const int64_t *dims)
+{
+    if (2 * (L->nnames + 1) > L->nslots) {
+        /* values the quantized-ONNX import adds outgrow the table made for the file's names */
+        int *old = L->slots;
+        size_t n = L->nslots;
+        L->slots = malloc(2 * n * sizeof *L->slots);
+        if (!L->slots) {
+            L->slots = old;
+            qf_error(QF_ERR_NOMEM, "%s: out of memory", L->path);
+            return -1;
+        }
+        L->nslots = 2 * n;
+        memset(L->slots, 0xff, L->nslots * sizeof *L->slots);
+        for (size_t i = 0; i < n; i++)
+            if (old[i] >= 0) slot_insert(L, old[i]);
+        free(old);
+    }
+    int v = qf_graph_add_value(L->g, name, dt, ndim, dims);
+    if (v < 0) return -1;
+    slot_insert(L, v);
+    L->nnames++;
+    return v;
+}
+
+/* ---- the interface lib/onnx_qop.c builds with --------------------------------------- */
+
+qf_graph *qfi_onnx_graph(qfi_onnx_loader *L) { return L->g; }
+
+int qfi_onnx_new_value(qfi_onnx_loader *L, const char *base, const char *suffix)
+{
+    char name[1024];
+    snprintf(name, sizeof name, "%s/%s", base, suffix);
+    for (int k = 1; name_find(L, name) >= 0; k++) snprintf(name, sizeof name, "%s/%s_%d", base, suffix, k);
+    return add_named_value(L, name, QF_F32, 0, NULL);
+}
+
+int qfi_onnx_new_const(qfi_onnx_loader *L, const char *base, const char *suffix, qf_dtype dt, int ndim,
+                       const int64_t *dims, void *data)
+{
+    int v = qfi_onnx_new_value(L, base, suffix);
+    if (v < 0) {
+        free(data);
+        return -1;
+    }
+    qfi_value_set_shape(&L->g->values[v], dt, ndim, dims);
+    L->g->values[v].data = data;
+    L->g->values[v].flags |= QF_VALUE_CONST;
     return v;
 }
 
@@ -492,6 +542,7 @@ static qf_status check_model(loader *L, const Onnx__ModelProto *m)
         const char *name = L->node_names[i];
         if (!type[0]) return qfi_error_context(qf_error(QF_ERR_FORMAT, "no op_type"), NULL, name, NULL);
         const char *dom = np->domain ? np->domain : "";
+        if (qfi_qop_known(dom, type)) continue;
         if (strcmp(dom, "") != 0 && strcmp(dom, "ai.onnx") != 0)
             return qfi_error_context(
                 qf_error(QF_ERR_UNSUPPORTED, "op %s of domain %s is not supported", type, dom), NULL, name, NULL);
@@ -670,11 +721,34 @@ static qf_status convert_attr(loader *L, const Onnx__AttributeProto *ap, qf_attr
     }
 }
 
-/* Adds node i with its inputs, outputs and attributes; messages give only the
- * detail (load_nodes names the node). */
-static qf_status load_node(loader *L, size_t i, qf_op op)
+qf_status qfi_onnx_emit_node(qfi_onnx_loader *L, const char *name, qf_op op, int n_in, const int *in, int n_out,
+                             const int *out, const Onnx__NodeProto *np, const char *const *skip)
 {
     qf_graph *g = L->g;
+    int ni = qf_graph_add_node(g, name, op, n_in, in, n_out, out);
+    if (ni < 0) return QF_ERR_NOMEM;
+    if (!np || np->n_attribute == 0) return QF_OK;
+    if (np->n_attribute > INT_MAX) return qf_error(QF_ERR_FORMAT, "too many attributes");
+    g->nodes[ni].attrs = qfi_calloc(np->n_attribute, sizeof(qf_attr));
+    if (!g->nodes[ni].attrs) return QF_ERR_NOMEM;
+    for (size_t k = 0; k < np->n_attribute; k++) {
+        bool skipped = false;
+        for (int s = 0; skip && skip[s]; s++)
+            skipped |= np->attribute[k]->name && strcmp(np->attribute[k]->name, skip[s]) == 0;
+        if (skipped) continue;
+        /* counted before converting so a half-built attribute is freed with the graph */
+        qf_attr *a = &g->nodes[ni].attrs[g->nodes[ni].n_attr++];
+        QF_CHECK(convert_attr(L, np->attribute[k], a));
+    }
+    return QF_OK;
+}
+
+/* Adds node i with its inputs, outputs and attributes; messages give only the
+ * detail (load_nodes names the node). Quantized ONNX (QOperator ops, Q/DQ
+ * parameters, ops on quantized tensors) becomes Q/DQ nodes around float ops
+ * (lib/onnx_qop.c); everything else is one node. */
+static qf_status load_node(loader *L, size_t i)
+{
     const Onnx__NodeProto *np = L->gp->node[i];
     /* trailing omitted outputs are dropped; inner ones become -1 */
     size_t n_out = np->n_output;
@@ -695,29 +769,23 @@ static qf_status load_node(loader *L, size_t i, qf_op op)
         }
     }
     for (size_t k = 0; k < n_out; k++) out[k] = np->output[k] && np->output[k][0] ? name_find(L, np->output[k]) : -1;
-    int ni = qf_graph_add_node(g, L->node_names[i], op, (int)np->n_input, in, (int)n_out, out);
-    free(io);
-    if (ni < 0) return QF_ERR_NOMEM;
-    QF_ASSERT((size_t)ni == i);
-    if (np->n_attribute == 0) return QF_OK;
-    if (np->n_attribute > INT_MAX) return qf_error(QF_ERR_FORMAT, "too many attributes");
-    g->nodes[ni].attrs = qfi_calloc(np->n_attribute, sizeof(qf_attr));
-    if (!g->nodes[ni].attrs) return QF_ERR_NOMEM;
-    for (size_t k = 0; k < np->n_attribute; k++) {
-        /* counted before converting so a half-built attribute is freed with the graph */
-        qf_attr *a = &g->nodes[ni].attrs[g->nodes[ni].n_attr++];
-        QF_CHECK(convert_attr(L, np->attribute[k], a));
+    const char *name = L->node_names[i];
+    bool done = false;
+    qf_status st = qfi_qop_node(L, L->qop, np, name, (int)np->n_input, in, (int)n_out, out, &done);
+    if (st == QF_OK && !done) {
+        qf_op op;
+        QF_ASSERT(qf_op_lookup(np->op_type, &op)); /* checked by check_model */
+        st = qfi_onnx_emit_node(L, name, op, (int)np->n_input, in, (int)n_out, out, np, NULL);
     }
-    return QF_OK;
+    free(io);
+    return st;
 }
 
 static qf_status load_nodes(loader *L)
 {
     for (size_t i = 0; i < L->gp->n_node; i++) {
-        qf_op op;
-        QF_ASSERT(qf_op_lookup(L->gp->node[i]->op_type, &op)); /* checked by check_model */
-        qf_status st = load_node(L, i, op);
-        if (st != QF_OK) return qfi_error_context(st, NULL, L->node_names[i], qf_op_name(op));
+        qf_status st = load_node(L, i);
+        if (st != QF_OK) return qfi_error_context(st, NULL, L->node_names[i], L->gp->node[i]->op_type);
     }
     return QF_OK;
 }
@@ -781,7 +849,8 @@ static qf_status load_graph(loader *L, const Onnx__ModelProto *m)
     L->gp = m->graph;
     if (!L->gp) return qf_error(QF_ERR_FORMAT, "not an ONNX model (no graph)");
     L->g = qf_graph_new(L->path);
-    if (!L->g) return QF_ERR_NOMEM;
+    L->qop = qfi_qop_state_new();
+    if (!L->g || !L->qop) return QF_ERR_NOMEM;
     QF_CHECK(check_model(L, m));
     QF_CHECK(load_initializers(L));
     QF_CHECK(load_inputs(L));
@@ -817,6 +886,7 @@ qf_status qf_onnx_load(const char *path, qf_graph **out)
     if (!L.dir) st = qf_error(QF_ERR_NOMEM, "out of memory");
     if (st == QF_OK) st = load_graph(&L, m);
     onnx__model_proto__free_unpacked(m, NULL);
+    qfi_qop_state_free(L.qop);
     for (size_t i = 0; i < L.n_node_names; i++) free(L.node_names[i]);
     free(L.node_names);
     free(L.slots);

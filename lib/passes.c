@@ -371,6 +371,8 @@ static qf_status free_batch_deps(qf_graph *g, const batch_deps *d)
 static bool node_foldable(const qf_graph *g, const qf_node *n)
 {
     if (n->op == QF_OP_SHAPE) return true; /* needs only the (now known) input shape */
+    /* int8 weights and their scales are what importing a Q/DQ model keeps (quant/qdq_import.c) */
+    if (n->op == QF_OP_DEQUANTIZE_LINEAR && n->in[0] >= 0 && g->values[n->in[0]].dtype == QF_I8) return false;
     for (int k = 0; k < n->n_in; k++)
         if (n->in[k] >= 0 && !(g->values[n->in[k]].flags & QF_VALUE_CONST)) return false;
     return true;
@@ -422,12 +424,11 @@ qf_status qfi_run_observed(const qf_graph *g, int threads, const float *input, q
     return st;
 }
 
-/* Computes node n, whose inputs are known, and makes its outputs constants.
- * The node runs on the CPU engine through the public engine interface, as a
+/* The node runs on the CPU engine through the public engine interface, as a
  * one-node graph borrowing n and its inputs' data: lib/ depends on the
  * engines only through include/qforge/engine.h. (Shape's input is not
  * constant: only its dims are read.) */
-static qf_status fold_node(qf_graph *g, qf_node *n)
+qf_status qfi_fold_node(qf_graph *g, qf_node *n)
 {
     for (int k = 0; k < n->n_out; k++) {
         const qf_value *v = n->out[k] >= 0 ? &g->values[n->out[k]] : NULL;
@@ -524,7 +525,7 @@ static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
         if (st == QF_OK) st = check_outputs(g, n);
         if (st == QF_OK && node_foldable(g, n)) {
             uint64_t from_batch = folds_batch(g, n, &dep);
-            st = fold_node(g, n);
+            st = qfi_fold_node(g, n);
             if (st != QF_OK) qfi_error_node(st, g, n);
             for (int k = 0; k < n->n_out; k++)
                 if (n->out[k] >= 0 && n->out[k] < dep.n) dep.mask[n->out[k]] = from_batch;

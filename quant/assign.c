@@ -17,31 +17,6 @@ static bool same_shape(const qf_value *a, const qf_value *b)
     return true;
 }
 
-static qf_status build_uses(qfi_qplan *p)
-{
-    const qf_graph *g = p->g;
-    p->use_start = qfi_calloc((size_t)p->n_values + 2, sizeof *p->use_start);
-    int edges = 0;
-    for (int i = 0; i < g->n_nodes; i++) edges += g->nodes[i].n_in;
-    p->use_node = qfi_calloc((size_t)edges + 1, sizeof *p->use_node);
-    int *fill = qfi_calloc((size_t)p->n_values + 1, sizeof *fill);
-    if (!p->use_start || !p->use_node || !fill) {
-        free(fill);
-        return QF_ERR_NOMEM;
-    }
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++)
-            if (g->nodes[i].in[k] >= 0) p->use_start[g->nodes[i].in[k] + 1]++;
-    for (int v = 0; v < p->n_values; v++) p->use_start[v + 1] += p->use_start[v];
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++) {
-            int v = g->nodes[i].in[k];
-            if (v >= 0) p->use_node[p->use_start[v] + fill[v]++] = i;
-        }
-    free(fill);
-    return QF_OK;
-}
-
 /* ---- INT8 anchors and their fused epilogues ---------------------------------------- */
 
 /* Output channels of an INT8 compute op's weight. */
@@ -277,7 +252,7 @@ qf_status qfi_quant_assign(qfi_qplan *p)
     p->nodes = qfi_calloc((size_t)g->n_nodes + 1, sizeof *p->nodes);
     p->values = qfi_calloc((size_t)g->n_values + 1, sizeof *p->values);
     if (!p->nodes || !p->values) return QF_ERR_NOMEM;
-    QF_CHECK(build_uses(p));
+    QF_CHECK(qfi_graph_uses(g, &p->use_start, &p->use_node));
     for (int v = 0; v < g->n_values; v++) {
         qfi_qvalue *qv = &p->values[v];
         qv->dtype = qv->store = g->values[v].dtype;

@@ -72,6 +72,27 @@ void qfi_quant_warn_ranges(const qfi_qplan *p);
 qf_status qfi_quant_rewrite(qfi_qplan *p);
 void qfi_quant_plan_free(qfi_qplan *p);
 
+/* quant/qdq_import.c: the prepared Q/DQ graph g becomes qforge's INT8 graph
+ * with the model's scales; fills *sum (zeroed by the caller). */
+qf_status qfi_qdq_import(qf_graph *g, qf_quant_summary *sum);
+
+/* quant/rewrite.c's pieces that quant/qdq_import.c builds with too. */
+/* Adds a constant of dtype dt shaped (n) or like value `like`, taking `data`
+ * (freed on failure); returns its index or -1. */
+int qfi_quant_add_const(qf_graph *g, const char *name, qf_dtype dt, int like, int64_t n, void *data);
+/* Appends node n (taken out of an old node list: its attributes and params
+ * move, the rest is cleared) with new inputs, outputs and precision; returns
+ * its index, or -1 with *st set. */
+int qfi_quant_move_node(qf_graph *g, qf_node *n, int n_in, const int *in, int n_out, const int *out, qf_precision prec,
+                        qf_status *st);
+/* Appends the INT8 node of anchor n (Conv, Gemm or MatMul; moved as above):
+ * inputs x (i8), int8 weights w, int32 bias (or -1), per-channel f32 weight
+ * scales and the residual (or -1), output `out`, the fused activation; Gemm's
+ * alpha and beta become 1 (they live in the weights and bias). Infers it,
+ * which checks every operand. */
+qf_status qfi_quant_int8_node(qf_graph *g, qf_node *n, int x, int w, int bias, int scales, int res, int out, qf_act act,
+                              float act_lo, float act_hi);
+
 /* True for a value the plan treats as a float tensor (f32 before the rewrite). */
 static inline bool qfi_qfloat(const qfi_qplan *p, int v) { return v >= 0 && p->values[v].dtype == QF_F32; }
 static inline bool qfi_qconst(const qfi_qplan *p, int v)

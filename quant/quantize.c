@@ -38,6 +38,18 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
     if ((unsigned)o->precision >= QF_PRECISION_COUNT)
         return qf_error(QF_ERR_USAGE, "qf_quantize: precision %d is not one of fp32, fp16, int8", (int)o->precision);
     if (g->batch <= 0) return qf_error(QF_ERR_USAGE, "%s: the graph must be prepared before it is quantized", g->source);
+    if (qf_graph_has_qdq(g)) {
+        if (t)
+            return qf_error(QF_ERR_USAGE, "%s: the model carries its own scales (QuantizeLinear/DequantizeLinear); "
+                            "quantize it without a calibration table", g->source);
+        if (o->precision != QF_PREC_INT8)
+            return qf_error(QF_ERR_USAGE, "%s: the model is quantized already (QuantizeLinear/DequantizeLinear); only "
+                            "--precision int8 applies", g->source);
+        qf_quant_summary s = {.from_model = true};
+        QF_CHECK(qfi_qdq_import(g, &s));
+        if (summary) *summary = s;
+        return QF_OK;
+    }
     if (o->precision == QF_PREC_INT8 && !t)
         return qf_error(QF_ERR_USAGE, "%s: INT8 quantization needs a calibration table", g->source);
     qf_calib_method method = t && o->method == QF_CALIB_METHOD_COUNT ? qf_calib_table_default_method(t) : o->method;

@@ -29,8 +29,7 @@ static int add_value_like(qf_graph *g, int v, const char *suffix, qf_dtype dt)
     return qf_graph_add_value(g, name, dt, nd, dims);
 }
 
-/* Adds a constant of dtype dt shaped (n) or like value `like`, taking `data`. */
-static int add_const(qf_graph *g, const char *name, qf_dtype dt, int like, int64_t n, void *data)
+int qfi_quant_add_const(qf_graph *g, const char *name, qf_dtype dt, int like, int64_t n, void *data)
 {
     /* copied first: adding a value may move g->values */
     int64_t dims[QF_MAX_DIMS] = {n};
@@ -125,16 +124,15 @@ static qf_status get_as(rw *r, int v, qf_dtype dt, int *out)
  * rather than data (the descriptor's params: Resize's roi and scales). */
 static bool const_is_data(qf_op op, int k) { return k >= 32 || !(qfi_ops[op]->params & (1u << k)); }
 
-/* Moves old node n into the graph with new inputs/outputs; returns its index. */
-static int move_node(rw *r, qf_node *n, int n_in, const int *in, int n_out, const int *out, qf_precision prec,
-                     qf_status *st)
+int qfi_quant_move_node(qf_graph *g, qf_node *n, int n_in, const int *in, int n_out, const int *out, qf_precision prec,
+                        qf_status *st)
 {
-    int i = qf_graph_add_node(r->g, n->name, n->op, n_in, in, n_out, out);
+    int i = qf_graph_add_node(g, n->name, n->op, n_in, in, n_out, out);
     if (i < 0) {
         *st = QF_ERR_NOMEM;
         return -1;
     }
-    qf_node *nn = &r->g->nodes[i];
+    qf_node *nn = &g->nodes[i];
     nn->attrs = n->attrs;
     nn->n_attr = n->n_attr;
     nn->params = n->params;
@@ -180,25 +178,30 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
     qfi_anchor_f_free(&af);
     char name[1024];
     snprintf(name, sizeof name, "%s/i8", W->name);
-    int wqv = add_const(g, name, QF_I8, wv, 0, wq);
+    int wqv = qfi_quant_add_const(g, name, QF_I8, wv, 0, wq);
     snprintf(name, sizeof name, "%s/weight_scale", n->name);
-    int scv = wqv < 0 ? -1 : add_const(g, name, QF_F32, -1, ch, sc);
+    int scv = wqv < 0 ? -1 : qfi_quant_add_const(g, name, QF_F32, -1, ch, sc);
     snprintf(name, sizeof name, "%s/bias_i32", n->name);
-    int bqv = scv < 0 ? -1 : add_const(g, name, QF_I32, -1, ch, bq);
+    int bqv = scv < 0 ? -1 : qfi_quant_add_const(g, name, QF_I32, -1, ch, bq);
     if (bqv < 0) {
         if (wqv < 0) free(sc);
         if (scv < 0) free(bq);
         return QF_ERR_NOMEM;
     }
-    int in[5] = {x, wqv, bqv, scv, res};
-    int out = r->stored[qn->out];
+    return qfi_quant_int8_node(g, n, x, wqv, bqv, scv, res, r->stored[qn->out], qn->act, qn->act_lo, qn->act_hi);
+}
+
+qf_status qfi_quant_int8_node(qf_graph *g, qf_node *n, int x, int w, int bias, int scales, int res, int out, qf_act act,
+                              float act_lo, float act_hi)
+{
+    int in[5] = {x, w, bias, scales, res};
     qf_status st;
-    int i = move_node(r, n, res >= 0 ? 5 : 4, in, 1, &out, QF_PREC_INT8, &st);
+    int i = qfi_quant_move_node(g, n, res >= 0 ? 5 : 4, in, 1, &out, QF_PREC_INT8, &st);
     if (i < 0) return st;
     qf_node *nn = &g->nodes[i];
-    nn->act = qn->act;
-    nn->act_lo = qn->act_lo;
-    nn->act_hi = qn->act_hi;
+    nn->act = act;
+    nn->act_lo = act_lo;
+    nn->act_hi = act_hi;
     if (nn->op == QF_OP_GEMM) {
         /* alpha and beta now live in the weights and the bias */
         qfi_gemm_params *gp = nn->params;
@@ -232,7 +235,7 @@ static qf_status emit_plain(rw *r, qf_node *n, int i)
     }
     for (int k = 0; k < n->n_out; k++) out[k] = n->out[k] >= 0 ? r->stored[n->out[k]] : -1;
     qf_status st;
-    move_node(r, n, n->n_in, in, n->n_out, out, qn->prec, &st);
+    qfi_quant_move_node(r->g, n, n->n_in, in, n->n_out, out, qn->prec, &st);
     return st;
 }
 

@@ -2,9 +2,9 @@
  * fused ReLU, residual Add and Clip, max-pool, global pool, a Reshape that
  * hard-codes the batch, Gemm with and without transB, MatMul with a bias, an
  * FP16 Softmax) is quantized, exported, checked structurally through
- * protobuf-c, read back with qf_model_load (per-axis DequantizeLinear of the
- * weights folds into float weights) and run against the quantized graph, at
- * the export's batch and another one. Also per-axis DequantizeLinear itself. */
+ * protobuf-c, read back with qf_model_load (the Q/DQ graph as it is) and run
+ * against the quantized graph, at the export's batch and another one. Also
+ * per-axis DequantizeLinear itself. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -325,16 +325,13 @@ START_TEST(export_structure_and_rerun)
     ck_assert_int_eq(((const int64_t *)shape->raw_data.data)[1], 8);
     onnx__model_proto__free_unpacked(m, NULL);
 
-    /* read back: weights fold to float; the result is the INT8 engine's to within
-     * FP32 rounding (the export adds in float what the engine adds in int32) */
+    /* read back as it is (Q/DQ around float ops): the result is the INT8 engine's to
+     * within FP32 rounding (the export adds in float what the engine adds in int32) */
     float *yq[2], *ye[2];
     run_outputs(g, x, yq);
     qf_graph *re;
     qf_load_opts lo = {.batch = 2};
     OK(qf_model_load(path, &lo, &re));
-    for (int i = 0; i < re->n_nodes; i++)
-        if (re->nodes[i].op == QF_OP_DEQUANTIZE_LINEAR)
-            ck_assert_msg(!(re->values[re->nodes[i].out[0]].flags & QF_VALUE_CONST), "unfolded weight");
     ck_assert_int_eq(re->n_outputs, 2);
     run_outputs(re, x, ye);
     double worst = 0, scale = 0;
@@ -420,6 +417,89 @@ START_TEST(export_per_tensor_weights_and_fp32)
 }
 END_TEST
 
+/* Two INT8 compute nodes are the same: op, epilogue, weights, weight scales,
+ * int32 bias, and the scales and zero points they read and write. */
+static void same_int8_node(const qf_graph *a, const qf_node *n, const qf_graph *b, const qf_node *m)
+{
+    ck_assert_msg(m->op == n->op && m->precision == QF_PREC_INT8, "%s: %s at %s", n->name, qf_op_name(m->op),
+                  qf_precision_name(m->precision));
+    ck_assert_msg(m->act == n->act && m->act_lo == n->act_lo && m->act_hi == n->act_hi, "%s: epilogue", n->name);
+    ck_assert_int_eq(m->n_in, n->n_in);
+    for (int k = 0; k < n->n_in; k++) {
+        const qf_value *u = qfi_in(a, n, k), *v = qfi_in(b, m, k);
+        if (!u) {
+            ck_assert_ptr_null(v);
+            continue;
+        }
+        ck_assert_msg(u->dtype == v->dtype && u->scale == v->scale && u->zero_point == v->zero_point,
+                      "%s input %d: %s scale %g zp %d vs %s scale %g zp %d", n->name, k, qf_dtype_info(u->dtype)->name,
+                      (double)u->scale, u->zero_point, qf_dtype_info(v->dtype)->name, (double)v->scale, v->zero_point);
+        if (u->flags & QF_VALUE_CONST) {
+            ck_assert_int_eq(qf_value_bytes(u), qf_value_bytes(v));
+            ck_assert_msg(memcmp(u->data, v->data, qf_value_bytes(u)) == 0, "%s: constant input %d differs", n->name,
+                          k);
+        }
+    }
+    const qf_value *y = qfi_out(a, n, 0), *z = qfi_out(b, m, 0);
+    ck_assert_msg(y->dtype == z->dtype && y->scale == z->scale && y->zero_point == z->zero_point, "%s: output",
+                  n->name);
+}
+
+/* An export read back as a model quantized elsewhere (qf_quantize without a
+ * table) gives the very INT8 nodes it was written from; also with zero points
+ * on the activations (_i 1), as a graph imported from a uint8 model has. */
+START_TEST(export_reimport_roundtrip)
+{
+    make_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/rt.onnx", tmpdir);
+    qf_graph *g = net(2);
+    float *x = random_input(g, 5, -1.5f, 1.5f);
+    qf_calib_table *t = calibrate_minmax(g, x);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    OK(qf_quantize(g, t, &o, NULL));
+    /* a zero point per scale: a pass-through op's input and output share both */
+    for (int v = 0; _i && v < g->n_values; v++)
+        if (g->values[v].dtype == QF_I8 && !(g->values[v].flags & QF_VALUE_CONST))
+            g->values[v].zero_point = (int)(qfi_f32_bits(g->values[v].scale) % 9) - 4;
+    OK(qf_export_onnx(g, path));
+    qf_graph *re;
+    qf_load_opts lo = {.batch = 2};
+    OK(qf_model_load(path, &lo, &re));
+    ck_assert(qf_graph_has_qdq(re));
+    qf_quant_summary sum;
+    OK(qf_quantize(re, NULL, &o, &sum));
+    ck_assert(sum.from_model);
+    int compared = 0, int8_nodes = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        if (n->precision != QF_PREC_INT8 || qf_op_is_conversion(n->op)) continue;
+        int8_nodes++;
+        const qf_node *m = qnode(re, n->name);
+        if (qfi_ops[n->op]->int8 == QFI_INT8_COMPUTE) {
+            same_int8_node(g, n, re, m);
+            compared++;
+        } else {
+            ck_assert_msg(m->precision == QF_PREC_INT8, "%s came back %s", n->name, qf_precision_name(m->precision));
+        }
+    }
+    ck_assert_int_eq(compared, 5); /* conv1, conv2, fc1, fc2, mm */
+    ck_assert_int_eq(sum.nodes[QF_PREC_INT8], int8_nodes);
+    float *yq[2], *ye[2];
+    run_outputs(g, x, yq);
+    run_outputs(re, x, ye);
+    for (int i = 0; i < 2 * 4; i++) ck_assert_msg(yq[0][i] == ye[0][i], "logit %d: %g vs %g", i, yq[0][i], ye[0][i]);
+    for (int k = 0; k < 2; k++) free(yq[k]), free(ye[k]);
+    qf_graph_free(re);
+    qf_graph_free(g);
+    qf_calib_table_free(t);
+    free(x);
+    unlink(path);
+    rmdir(tmpdir);
+}
+END_TEST
+
 START_TEST(export_failure_leaves_nothing)
 {
     make_tmpdir();
@@ -460,9 +540,9 @@ START_TEST(dequantize_per_axis)
     output(g, sum);
     for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
     OK(qf_graph_prepare(g, 2));
-    /* the constant one folded into float weights */
-    ck_assert(g->values[qf_graph_find_value(g, "w")].flags & QF_VALUE_CONST);
-    ck_assert_int_eq(g->n_nodes, 2);
+    /* the constant one stays a DequantizeLinear of int8 weights: importing a Q/DQ model reads them */
+    ck_assert(!(g->values[qf_graph_find_value(g, "w")].flags & QF_VALUE_CONST));
+    ck_assert_int_eq(g->n_nodes, 3);
     qf_engine_opts o = {.device = QF_DEVICE_CPU};
     qf_engine *e;
     OK(qf_engine_create(g, &o, &e));
@@ -499,6 +579,7 @@ int main(void)
     TCase *tc = tcase_create("export");
     tcase_add_test(tc, export_structure_and_rerun);
     tcase_add_test(tc, export_per_tensor_weights_and_fp32);
+    tcase_add_loop_test(tc, export_reimport_roundtrip, 0, 2);
     tcase_add_test(tc, export_failure_leaves_nothing);
     tcase_add_test(tc, dequantize_per_axis);
     suite_add_tcase(s, tc);

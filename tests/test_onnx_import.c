@@ -78,6 +78,13 @@ static const bad_case bad_cases[] = {
     {"resize_huge_taps.onnx", QF_ERR_INVALID, {"node Resize_0 (Resize)", "83886090 positions in all"}},
     /* and a Reshape whose data input is absent ("") read values[-1] while fixing its batch (ASan) */
     {"reshape_missing_data.onnx", QF_ERR_INVALID, {"node Reshape_12 (Reshape)", "missing input"}},
+    /* models quantized elsewhere (qdq_seed.onnx broken one way each) */
+    {"qdq_zero_scale.onnx", QF_ERR_INVALID, {"node x_q (QuantizeLinear)", "scale x_scale is 0"}},
+    {"qdq_bias_zero_point.onnx", QF_ERR_UNSUPPORTED, {"node b_dq (DequantizeLinear)", "b_zero_point is not 0"}},
+    {"qdq_zero_point_16bit.onnx", QF_ERR_UNSUPPORTED, {"y_zero_point", "uint16"}},
+    {"qdq_float_dequantize.onnx", QF_ERR_UNSUPPORTED, {"node x_dq (DequantizeLinear)", "input x has dtype f32"}},
+    {"qdq_axis_length.onnx", QF_ERR_INVALID, {"node w_dq (DequantizeLinear)", "w_scale has 3 elements"}},
+    {"qop_unsupported.onnx", QF_ERR_UNSUPPORTED, {"node qsoftmax", "QLinearSoftmax of domain com.microsoft"}},
 };
 
 /* A failure's message starts with the model's path and names it, and a node,
@@ -106,6 +113,57 @@ START_TEST(bad_corpus)
     for (int k = 0; k < 3 && c->names[k]; k++)
         ck_assert_msg(strstr(msg, c->names[k]), "%s: message lacks '%s': %s", c->file, c->names[k], msg);
     for (const char *p = msg; *p; p++) ck_assert_msg((unsigned char)*p >= 0x20, "%s: a control character in: %s", c->file, msg);
+}
+END_TEST
+
+/* qdq_seed.onnx (uint8 activations with zero points 131 and 3, per-channel
+ * int8 weights, an int32 bias): one INT8 Conv with the Relu fused, the
+ * model's parameters kept (uint8 shifted by -128), the input's zero point in
+ * the bias; its output is the Q/DQ graph's as qforge runs it as is, in float,
+ * but for a rare tie the two sums round differently. */
+START_TEST(qdq_seed_imports)
+{
+    qf_load_opts lo = {.batch = 2};
+    qf_graph *g, *as_is;
+    OK(qf_model_load(BAD_DIR "/qdq_seed.onnx", &lo, &g));
+    OK(qf_model_load(BAD_DIR "/qdq_seed.onnx", &lo, &as_is));
+    ck_assert(qf_graph_has_qdq(g));
+    qf_quant_summary sum;
+    OK(qf_quantize(g, NULL, NULL, &sum));
+    ck_assert(sum.from_model);
+    ck_assert_int_eq(sum.nodes[QF_PREC_INT8], 1);
+    ck_assert_int_eq(sum.fused, 1);
+    const qf_node *conv = NULL;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == QF_OP_CONV) conv = &g->nodes[i];
+    ck_assert_ptr_nonnull(conv);
+    ck_assert_int_eq(conv->precision, QF_PREC_INT8);
+    ck_assert_int_eq(conv->act, QF_ACT_RELU);
+    const qf_value *x = qfi_in(g, conv, 0), *w = qfi_in(g, conv, 1), *b = qfi_in(g, conv, 2), *y = qfi_out(g, conv, 0);
+    ck_assert(x->scale == 0.02f && x->zero_point == 131 - 128);
+    ck_assert(y->scale == 0.05f && y->zero_point == 3 - 128);
+    /* bias: the model's int32 (its scale is x_scale * w_scale exactly) less 3 * each channel's weight sum */
+    qf_graph *raw;
+    OK(qf_onnx_load(BAD_DIR "/qdq_seed.onnx", &raw));
+    const qf_value *bq = &raw->values[qf_graph_find_value(raw, "b_q")];
+    ck_assert(bq->dtype == QF_I32 && bq->data);
+    for (int c = 0; c < 4; c++) {
+        int32_t wsum = 0;
+        for (int k = 0; k < 27; k++) wsum += ((const int8_t *)w->data)[c * 27 + k];
+        ck_assert_int_eq(((const int32_t *)b->data)[c], ((const int32_t *)bq->data)[c] - 3 * wsum);
+    }
+    float *xin = random_input(g, 3, -3.0f, 3.0f);
+    float *yi = run(g, xin, NULL, NULL), *ya = run(as_is, xin, NULL, NULL);
+    int same = 0, n = 2 * 4 * 8 * 8;
+    for (int i = 0; i < n; i++) {
+        same += yi[i] == ya[i];
+        ck_assert_msg(fabsf(yi[i] - ya[i]) <= 0.05f * 1.0001f, "%d: %g vs %g", i, yi[i], ya[i]);
+    }
+    ck_assert_msg(same >= n - 2, "%d of %d outputs differ", n - same, n);
+    free(xin), free(yi), free(ya);
+    qf_graph_free(raw);
+    qf_graph_free(as_is);
+    qf_graph_free(g);
 }
 END_TEST
 
@@ -626,6 +684,7 @@ int main(void)
     TCase *tc = tcase_create("onnx_import");
     tcase_add_loop_test(tc, bad_corpus, 0, (int)QF_ARRAY_LEN(bad_cases));
     tcase_add_test(tc, cycle_rejected_by_prepare);
+    tcase_add_test(tc, qdq_seed_imports);
     tcase_add_test(tc, seed_loads);
     tcase_add_test(tc, seed_runs);
     tcase_add_test(tc, opset6_read_as_7);

@@ -69,15 +69,34 @@ int qf_bias_fix_layers(const qf_bias_fix *b);
 typedef struct qf_quant_summary {
     int nodes[QF_PRECISION_COUNT]; /* compute nodes (conversions excluded) per precision */
     int fused;                     /* nodes folded into an INT8 epilogue (bias/residual Add, Relu, Clip) */
-    int conversions;               /* QuantizeLinear, DequantizeLinear and Cast nodes inserted */
+    int conversions;               /* QuantizeLinear, DequantizeLinear and Cast nodes inserted (a Q/DQ
+                                    * model: the ones it keeps) */
+    bool from_model;               /* the scales are the model's own (a Q/DQ or QOperator ONNX model) */
+    int float_between_qdq;         /* a Q/DQ model's nodes that compute in FP32 between its
+                                    * DequantizeLinear and QuantizeLinear nodes (no INT8 form) */
 } qf_quant_summary;
+
+/* Whether a prepared graph carries its own quantization: QuantizeLinear or
+ * DequantizeLinear nodes with scale inputs, as a Q/DQ ONNX model has (and a
+ * QOperator one after import). qf_quantize then needs no table. */
+bool qf_graph_has_qdq(const qf_graph *g);
+/* Whether node i of a quantized graph computes in float on what a
+ * DequantizeLinear made: in a model imported with its own quantization, an
+ * op the model quantized around that has no INT8 form (its rounding is kept
+ * by the QuantizeLinear/DequantizeLinear nodes around it). */
+bool qf_node_between_qdq(const qf_graph *g, int i);
 
 /* Rewrites the prepared FP32 graph `g` (qf_graph_prepare) in place. `t` is
  * required for INT8 (a tensor the rewrite needs but the table lacks is an error
  * naming it); for FP16 it is optional and only used to find values that would
  * overflow half. Graph inputs and outputs keep their names and stay f32.
  * `summary` may be NULL. Bad options, a missing table entry or an unsupported
- * construct fail before the graph is touched. */
+ * construct fail before the graph is touched.
+ * A graph with its own quantization (qf_graph_has_qdq) takes no table and only
+ * INT8: its Q/DQ patterns become qforge's INT8 nodes with the model's scales
+ * and zero points (Conv/Gemm/MatMul with fused epilogues, pass-through ops,
+ * global pools); what has no INT8 form keeps its QuantizeLinear and
+ * DequantizeLinear nodes around an FP32 op. */
 qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qf_quant_summary *summary);
 
 /* Writes a quantized graph (qf_quantize's result; a plain prepared graph too)

@@ -229,5 +229,80 @@ def main():
     save("graph_attr.onnx", model(nodes, inits, inputs, outputs, opset))
 
 
+# ---- models quantized elsewhere: a Q/DQ seed (uint8 activations with zero
+# points, per-channel int8 weights, an int32 bias), and what breaks it
+def qdq_parts():
+    rng = np.random.RandomState(1)
+    w = rng.randint(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    inits = [
+        numpy_helper.from_array(np.array(0.02, np.float32), "x_scale"),
+        numpy_helper.from_array(np.array(131, np.uint8), "x_zero_point"),
+        numpy_helper.from_array(w, "w_q"),
+        numpy_helper.from_array(rng.uniform(0.001, 0.01, 4).astype(np.float32), "w_scale"),
+        numpy_helper.from_array(np.zeros(4, np.int8), "w_zero_point"),
+        numpy_helper.from_array(rng.randint(-500, 500, 4).astype(np.int32), "b_q"),
+        numpy_helper.from_array(np.array(0.05, np.float32), "y_scale"),
+        numpy_helper.from_array(np.array(3, np.uint8), "y_zero_point"),
+    ]
+    bias_scale = (np.float32(0.02) * numpy_helper.to_array(inits[3])).astype(np.float32)
+    inits.append(numpy_helper.from_array(bias_scale, "b_scale"))
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zero_point"], ["xq"], name="x_q"),
+        helper.make_node("DequantizeLinear", ["xq", "x_scale", "x_zero_point"], ["xd"], name="x_dq"),
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero_point"], ["wd"], name="w_dq", axis=0),
+        helper.make_node("DequantizeLinear", ["b_q", "b_scale"], ["bd"], name="b_dq", axis=0),
+        helper.make_node("Conv", ["xd", "wd", "bd"], ["c1"], name="conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("QuantizeLinear", ["r1", "y_scale", "y_zero_point"], ["yq"], name="y_q"),
+        helper.make_node("DequantizeLinear", ["yq", "y_scale", "y_zero_point"], ["y"], name="y_dq"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])]
+    return nodes, inits, inputs, outputs, 13
+
+
+def qdq_model(nodes, inits, inputs, outputs, opset, domains=()):
+    m = model(nodes, inits, inputs, outputs, opset, "qdq")
+    for d in domains:
+        m.opset_import.append(helper.make_opsetid(d, 1))
+    return m
+
+
+def set_init(inits, name, array):
+    return [numpy_helper.from_array(array, name) if i.name == name else i for i in inits]
+
+
+def qdq_corpus():
+    save("qdq_seed.onnx", qdq_model(*qdq_parts()))
+    # a zero activation scale
+    nodes, inits, inputs, outputs, opset = qdq_parts()
+    save("qdq_zero_scale.onnx", qdq_model(nodes, set_init(inits, "x_scale", np.array(0.0, np.float32)), inputs,
+                                          outputs, opset))
+    # an int32 bias with a zero point other than 0 (ONNX allows none but 0 there)
+    nodes, inits, inputs, outputs, opset = qdq_parts()
+    inits.append(numpy_helper.from_array(np.full(4, 7, np.int32), "b_zero_point"))
+    nodes[3] = helper.make_node("DequantizeLinear", ["b_q", "b_scale", "b_zero_point"], ["bd"], name="b_dq", axis=0)
+    save("qdq_bias_zero_point.onnx", qdq_model(nodes, inits, inputs, outputs, opset))
+    # a 16-bit zero point: qforge quantizes to 8 bits only
+    nodes, inits, inputs, outputs, opset = qdq_parts()
+    save("qdq_zero_point_16bit.onnx", qdq_model(nodes, set_init(inits, "y_zero_point", np.array(3, np.uint16)),
+                                                inputs, outputs, opset))
+    # a malformed pair: DequantizeLinear of the float activation itself
+    nodes, inits, inputs, outputs, opset = qdq_parts()
+    nodes[1] = helper.make_node("DequantizeLinear", ["x", "x_scale", "x_zero_point"], ["xd"], name="x_dq")
+    save("qdq_float_dequantize.onnx", qdq_model(nodes, inits, inputs, outputs, opset))
+    # per-channel weight scales of the wrong length
+    nodes, inits, inputs, outputs, opset = qdq_parts()
+    save("qdq_axis_length.onnx", qdq_model(nodes, set_init(inits, "w_scale", np.full(3, 0.01, np.float32)), inputs,
+                                           outputs, opset))
+    # a QLinear op qforge does not import
+    nodes, inits, inputs, outputs, opset = qdq_parts()
+    nodes[5:7] = [helper.make_node("QLinearSoftmax", ["c1q", "y_scale", "y_zero_point", "y_scale", "y_zero_point"],
+                                   ["yq"], name="qsoftmax", domain="com.microsoft", axis=1)]
+    nodes.insert(5, helper.make_node("QuantizeLinear", ["c1", "y_scale", "y_zero_point"], ["c1q"], name="c1_q"))
+    save("qop_unsupported.onnx", qdq_model(nodes, inits, inputs, outputs, opset, ["com.microsoft"]))
+
+
 if __name__ == "__main__":
     main()
+    qdq_corpus()
