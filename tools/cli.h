@@ -44,7 +44,9 @@ double progress_end(progress *p);
 /* ---- models and image input shared by calib, eval, run (input.c) ---------------- */
 /* Loads an ONNX or .qfm model (told apart by the .qfm magic) prepared at
  * `batch`; `meta` (may be NULL) receives a .qfm's provenance and stored
- * preprocessing, and is empty for ONNX. */
+ * preprocessing, and is empty for ONNX. An ONNX model quantized elsewhere
+ * (Q/DQ or QOperator) comes back as qforge's INT8 graph with its own scales
+ * (meta->scale_source "model"). */
 qf_status cli_load_model(const char *path, int batch, qf_graph **out, qf_qfm_meta *meta);
 /* --device: parses it into eo, or, when NULL, picks the default (cuda in a
  * CUDA build, else cpu); *given tells which. */

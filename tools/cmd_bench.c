@@ -12,7 +12,8 @@
 static const char bench_help[] =
     "usage: qforge bench MODEL [--precision P] [--calib TABLE.calib] [--batch 1,32,256] [--device D]\n"
     "                    [--iterations N] [--duration S] [--json] [--profile] [--quiet]\n"
-    "  MODEL is an ONNX file (FP32, or --precision fp16; int8 with --calib) or a .qfm.\n"
+    "  MODEL is an ONNX file (FP32, or --precision fp16; int8 with --calib; a Q/DQ or\n"
+    "  QOperator model runs INT8 with its own scales) or a .qfm.\n"
     "  Reports images/s and latency p50/p90/p99 per batch size. See qforge-bench(1).\n";
 
 #define MAX_BATCHES 16
@@ -56,9 +57,17 @@ static qf_status load(const char *path, int batch, const char *precision, const 
         *label = qf_precision_name(meta.precision);
         return QF_OK;
     }
-    TRY(cli_load_model(path, batch, g, NULL));
+    qf_qfm_meta meta;
+    TRY(cli_load_model(path, batch, g, &meta));
     qf_precision p = QF_PREC_FP32;
     if (precision) TRY(qf_precision_parse(precision, &p));
+    if (meta.scale_source[0]) {
+        /* quantized elsewhere: INT8 with the model's own scales, whatever was asked */
+        *label = qf_precision_name(QF_PREC_INT8);
+        if (!precision || p == QF_PREC_INT8) return QF_OK;
+        return qf_error(QF_ERR_USAGE, "%s carries its own scales and runs INT8; --precision %s does not apply", path,
+                        precision);
+    }
     *label = qf_precision_name(p);
     if (p == QF_PREC_FP32) return QF_OK;
     if (p == QF_PREC_INT8 && !t)

@@ -13,7 +13,9 @@ static const char info_help[] =
     "       qforge info --ops\n"
     "  Prints the model's inputs and outputs with shapes (at batch 1), op counts,\n"
     "  parameter count and FLOPs per image. MODEL is ONNX or a quantized .qfm; for\n"
-    "  a .qfm also where it came from, its preprocessing and nodes per precision.\n"
+    "  a .qfm also where it came from (calibrated, or the source model's own\n"
+    "  scales), its preprocessing and nodes per precision. A Q/DQ or QOperator\n"
+    "  ONNX model is shown as qforge runs it: INT8 with the model's scales.\n"
     "  --nodes   also list every node with its op and output shape (.qfm: its\n"
     "            precision, fused activation, output scale and weight scale range)\n"
     "  --ops     print the operators qforge implements and, per engine this qforge\n"
@@ -39,7 +41,9 @@ static void print_meta(const qf_qfm_meta *m)
     printf("format   qforge .qfm written by qforge %s: --precision %s, stored at batch %d\n",
            m->tool_version[0] ? m->tool_version : "?", qf_precision_name(m->precision), m->batch);
     printf("source   sha256 %s\n", m->source_sha256[0] ? m->source_sha256 : "(unknown)");
-    if (m->calib_method[0]) printf("calibrated %s on %lld images\n", m->calib_method, (long long)m->calib_images);
+    if (!strcmp(m->scale_source, "model"))
+        printf("scales   the source model's own (its QuantizeLinear/DequantizeLinear or QLinear ops); not calibrated\n");
+    else if (m->calib_method[0]) printf("calibrated %s on %lld images\n", m->calib_method, (long long)m->calib_images);
     else printf("calibrated (no table)\n");
     printf("preprocess %s\n", m->preprocess[0] ? m->preprocess : "(none recorded)");
 }
@@ -69,6 +73,7 @@ static void print_quant_columns(const qf_graph *g, const qf_node *n)
     if (at < (int)sizeof shape) snprintf(shape + at, sizeof shape - (size_t)at, "]");
     printf("%-14s %-4s %-3s", shape, qf_precision_name(n->precision), qf_dtype_info(y->dtype)->name);
     if (y->dtype == QF_I8) printf(" scale %.6g", (double)y->scale);
+    if (y->dtype == QF_I8 && y->zero_point) printf(" zp %d", (int)y->zero_point);
     switch (n->act) {
     case QF_ACT_RELU: printf(" +relu"); break;
     case QF_ACT_CLIP: printf(" +clip[%g,%g]", (double)n->act_lo, (double)n->act_hi); break;
@@ -123,6 +128,25 @@ static int print_ops(void)
     return EXIT_OK;
 }
 
+/* The nodes an imported Q/DQ model computes in float between its
+ * DequantizeLinear and QuantizeLinear nodes (no INT8 form), named. */
+static void print_between_qdq(const qf_graph *g)
+{
+    int count = 0;
+    for (int i = 0; i < g->n_nodes; i++) count += qf_node_between_qdq(g, i);
+    if (!count) return;
+    printf("fp32 between Q/DQ %d (no INT8 form; the model's rounding kept):", count);
+    for (int i = 0, shown = 0; i < g->n_nodes; i++) {
+        if (!qf_node_between_qdq(g, i)) continue;
+        if (shown++ == 8) {
+            printf(" ...");
+            break;
+        }
+        printf(" %s (%s)", g->nodes[i].name, qf_op_name(g->nodes[i].op));
+    }
+    printf("\n");
+}
+
 static void print_count(const char *label, double x)
 {
     const char *unit = "";
@@ -154,33 +178,34 @@ int cmd_info(int argc, char **argv)
     qf_graph *g;
     qf_qfm_meta meta;
     const bool qfm = qf_qfm_probe(path);
-    qf_status st;
-    if (qfm) {
-        st = qf_qfm_read(path, 1, &g, &meta);
-    } else {
-        qf_load_opts lo = {.batch = 1};
-        st = qf_model_load(path, &lo, &g);
-    }
+    /* an ONNX model quantized elsewhere is shown as qforge runs it: INT8 with its own scales */
+    qf_status st = cli_load_model(path, 1, &g, &meta);
     if (st != QF_OK) return cli_fail(st);
+    const bool quantized = qfm || !strcmp(meta.scale_source, "model");
 
     qf_graph_stats s;
     qf_graph_stats_compute(g, &s);
     printf("model    %s (opset %lld)\n", path, (long long)g->opset);
     if (qfm) print_meta(&meta);
+    else if (quantized)
+        printf("scales   the model's own (QuantizeLinear/DequantizeLinear or QLinear ops): `qforge quant` needs "
+               "no table\n");
     for (int i = 0; i < g->n_inputs; i++) print_value("input", &g->values[g->inputs[i]]);
     for (int i = 0; i < g->n_outputs; i++) print_value("output", &g->values[g->outputs[i]]);
     printf("nodes    %d\n", g->n_nodes);
     for (int op = 0; op < QF_OP_COUNT; op++)
         if (s.op_count[op]) printf("  %-20s %d\n", qf_op_name((qf_op)op), s.op_count[op]);
-    if (qfm) print_precisions(g);
+    if (quantized) print_precisions(g);
+    if (quantized) print_between_qdq(g);
     print_count("parameters", (double)s.params);
     print_count("FLOPs per image", (double)s.flops);
     if (nodes) {
         for (int i = 0; i < g->n_nodes; i++) {
             const qf_node *n = &g->nodes[i];
             printf("%4d %-20s %-32s -> ", i, qf_op_name(n->op), n->name);
-            if (qfm) print_quant_columns(g, n);
+            if (quantized) print_quant_columns(g, n);
             else print_shape(&g->values[n->out[0]]);
+            if (quantized && qf_node_between_qdq(g, i)) printf(" (between Q/DQ)");
             printf("\n");
         }
     }

@@ -3,7 +3,8 @@
  * DequantizeLinear). With --images DIR it is the whole job in one command:
  * calibrate on part of DIR, quantize, check the result against FP32 on the
  * rest of DIR (held out from calibration) and time it; --calib TABLE
- * quantizes with a table from qforge calib. */
+ * quantizes with a table from qforge calib. A model quantized elsewhere (Q/DQ
+ * or QOperator ONNX) needs neither: its own scales are kept. */
 #include "config.h"
 #include "cli.h"
 #include <math.h>
@@ -17,6 +18,7 @@ static const char quant_help[] =
     "                    [--calib-out TABLE.calib] [--report FILE.html] [--device D] [--batch B]\n"
     "                    [--threads T] [--json] [--strict]\n"
     "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
+    "       qforge quant MODEL-QDQ.onnx [-o MODEL.qfm]   (a Q/DQ or QOperator model: its own scales)\n"
     "  both: [--per-tensor-weights] [--export-onnx FILE.onnx] [--force] [--quiet]\n"
     "  --bias-correction  with --images: add to each INT8 layer's bias the mean error INT8\n"
     "              brings to its output channels, measured on 32 calibration images\n"
@@ -46,6 +48,28 @@ typedef struct quant_args {
     int batch;           /* --batch, 0 = the commands' defaults */
     image_opts io;
 } quant_args;
+
+/* MODEL as it is: a .qfm, or ONNX prepared but not made INT8 (a Q/DQ model
+ * keeps its QuantizeLinear/DequantizeLinear for qf_quantize to read). */
+static qf_status load_as_is(const char *path, int batch, qf_graph **g)
+{
+    if (qf_qfm_probe(path)) return cli_load_model(path, batch, g, NULL);
+    qf_load_opts lo = {.batch = batch};
+    return qf_model_load(path, &lo, g);
+}
+
+/* *own: whether MODEL carries its own quantization (Q/DQ or QOperator ONNX),
+ * so that it needs no table. A model that does not load fails here. */
+static qf_status model_has_qdq(const char *path, bool *own)
+{
+    *own = false;
+    if (qf_qfm_probe(path)) return QF_OK;
+    qf_graph *g;
+    QF_CHECK_CLI(load_as_is(path, 1, &g));
+    *own = qf_graph_has_qdq(g);
+    qf_graph_free(g);
+    return QF_OK;
+}
 
 /* Parses argv into *a; returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, quant_args *a, char *default_out, size_t out_size)
@@ -109,8 +133,12 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
     unsigned mask;
     double pct;
     if (a->method && qf_calib_method_parse(a->method, &mask, &pct) != QF_OK) return cli_fail(QF_ERR_USAGE);
-    bool images = a->io.images != NULL;
-    if (!images && !a->calib && strcmp(a->precision, "fp16") && strcmp(a->precision, "fp32"))
+    bool images = a->io.images != NULL, own = false;
+    if (!images && !a->calib && strcmp(a->precision, "fp16") && strcmp(a->precision, "fp32")) {
+        qf_status st = model_has_qdq(a->model, &own);
+        if (st != QF_OK) return cli_fail(st);
+    }
+    if (!images && !a->calib && strcmp(a->precision, "fp16") && strcmp(a->precision, "fp32") && (a->best || !own))
         return cli_usage_error("quant", "--precision %s needs --images DIR (or --calib TABLE.calib from qforge calib)",
                                a->precision);
     if (a->best && !images) return cli_usage_error("quant", "--precision best needs --images DIR to measure on");
@@ -163,7 +191,7 @@ static qf_status quantized_graph(const quant_args *a, const qf_calib_table *t, c
 {
     qf_quant_opts qo;
     QF_CHECK_CLI(quant_options(a, t, floats, n_floats, &qo));
-    QF_CHECK_CLI(cli_load_model(a->model, batch, g, NULL));
+    QF_CHECK_CLI(load_as_is(a->model, batch, g));
     qf_status st = qf_quantize(*g, t, &qo, sum);
     if (st != QF_OK) {
         qf_graph_free(*g);
@@ -191,6 +219,8 @@ static qf_status write_model(const quant_args *a, const qf_calib_table *t, const
     }
     qf_graph *g;
     QF_CHECK_CLI(quantized_graph(a, t, floats, n_floats, 1, &g, sum));
+    if (sum->from_model) snprintf(meta.scale_source, sizeof meta.scale_source, "model");
+    else if (t) snprintf(meta.scale_source, sizeof meta.scale_source, "calibration");
     qf_status st = qf_qfm_write(g, &meta, a->out_path);
     if (st == QF_OK && a->onnx_out) st = qf_export_onnx(g, a->onnx_out);
     qf_graph_free(g);
@@ -558,14 +588,24 @@ int cmd_quant(int argc, char **argv)
     qf_status st = qf_sha256_file(a.model, sha);
     if (st == QF_OK && a.calib) st = qf_calib_table_read(a.calib, &t);
     if (st == QF_OK && t) st = qf_calib_table_check_model(t, a.calib, sha, a.force);
+    bool own = false;
+    if (st == QF_OK && a.io.images) st = model_has_qdq(a.model, &own);
+    if (st == QF_OK && own)
+        st = qf_error(QF_ERR_USAGE, "%s carries its own scales (QuantizeLinear/DequantizeLinear): quantize it without "
+                      "--images (qforge eval measures it)", a.model);
     if (st == QF_OK && a.io.images) return quant_images(&a, t, sha);
     qf_quant_summary sum;
     if (st == QF_OK) st = write_model(&a, t, NULL, 0, sha, &sum);
     qf_calib_table_free(t);
     if (st != QF_OK) return cli_fail(st);
     if (!cli_quiet)
-        fprintf(stderr, "qforge: wrote %s%s%s: %d INT8, %d FP16, %d FP32 nodes, %d fused, %d conversions\n", a.out_path,
-                a.onnx_out ? " and " : "", a.onnx_out ? a.onnx_out : "", sum.nodes[QF_PREC_INT8],
-                sum.nodes[QF_PREC_FP16], sum.nodes[QF_PREC_FP32], sum.fused, sum.conversions);
+        fprintf(stderr, "qforge: wrote %s%s%s: %d INT8, %d FP16, %d FP32 nodes, %d fused, %d conversions%s\n",
+                a.out_path, a.onnx_out ? " and " : "", a.onnx_out ? a.onnx_out : "", sum.nodes[QF_PREC_INT8],
+                sum.nodes[QF_PREC_FP16], sum.nodes[QF_PREC_FP32], sum.fused, sum.conversions,
+                sum.from_model ? "; scales from the model" : "");
+    if (!cli_quiet && sum.float_between_qdq)
+        fprintf(stderr, "qforge: %d nodes have no INT8 form and compute in FP32 between the model's "
+                        "QuantizeLinear/DequantizeLinear (qforge info --nodes names them)\n",
+                sum.float_between_qdq);
     return EXIT_OK;
 }

@@ -21,16 +21,30 @@ qf_status eval_model_load(const char *path, int batch, const char *precision, co
                           qf_qfm_meta *meta, qf_graph **out)
 {
     *out = NULL;
+    qf_qfm_meta own;
+    if (!meta) meta = &own;
     qf_precision p = QF_PREC_FP32;
-    if (precision && !qf_qfm_probe(path)) {
-        QF_CHECK_CLI(qf_precision_parse(precision, &p));
-        if (p == QF_PREC_INT8)
-            return qf_error(QF_ERR_USAGE, "%s: --precision int8 needs a calibrated model: quantize it with qforge "
-                            "quant, then evaluate the .qfm", path);
-    }
+    const bool onnx = !qf_qfm_probe(path);
+    if (precision && onnx) QF_CHECK_CLI(qf_precision_parse(precision, &p));
     qf_graph *g;
     qf_status st = cli_load_model(path, batch, &g, meta);
     if (st != QF_OK) return cli_batch_hint(st, path, batch, eo);
+    if (onnx && meta->scale_source[0]) {
+        /* quantized elsewhere: it runs INT8 with its own scales */
+        if (!precision || p == QF_PREC_INT8) {
+            *out = g;
+            return QF_OK;
+        }
+        st = qf_error(QF_ERR_USAGE, "%s carries its own scales and runs INT8; --precision %s does not apply", path,
+                      precision);
+    } else if (p == QF_PREC_INT8) {
+        st = qf_error(QF_ERR_USAGE, "%s: --precision int8 needs a calibrated model: quantize it with qforge quant, "
+                      "then evaluate the .qfm", path);
+    }
+    if (st != QF_OK) {
+        qf_graph_free(g);
+        return st;
+    }
     if (p != QF_PREC_FP32) {
         qf_quant_opts qo;
         qf_quant_opts_init(&qo);

@@ -14,7 +14,21 @@ qf_status cli_load_model(const char *path, int batch, qf_graph **out, qf_qfm_met
     /* a .qfm is known by its magic, whatever its name; anything else is read as ONNX */
     if (qf_qfm_probe(path)) return qf_qfm_read(path, batch, out, meta);
     qf_load_opts lo = {.batch = batch};
-    return qf_model_load(path, &lo, out);
+    QF_CHECK_CLI(qf_model_load(path, &lo, out));
+    if (!qf_graph_has_qdq(*out)) return QF_OK;
+    /* quantized elsewhere: qforge's INT8 graph with the model's scales */
+    qf_quant_summary sum;
+    qf_status st = qf_quantize(*out, NULL, NULL, &sum);
+    if (st != QF_OK) {
+        qf_graph_free(*out);
+        *out = NULL;
+        return st;
+    }
+    qf_log(QF_LOG_INFO, "%s: quantized elsewhere; run as INT8 with the model's own scales: %d INT8 nodes, %d FP32 "
+           "(%d between its QuantizeLinear/DequantizeLinear, their rounding kept)",
+           path, sum.nodes[QF_PREC_INT8], sum.nodes[QF_PREC_FP32], sum.float_between_qdq);
+    if (meta) snprintf(meta->scale_source, sizeof meta->scale_source, "model");
+    return QF_OK;
 }
 
 int image_opts_decode_threads(const image_opts *o, qf_device_kind engine)

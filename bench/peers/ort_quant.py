@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The peer of `qforge quant` for bench/bench_quant_accuracy.sh: ONNX Runtime's
-quantize_static (QDQ format, per-channel weights, QInt8 activations and
-weights, CalibrationMethod.MinMax and .Entropy, the latter also over a
-2048-bin histogram) on the same model and the same
+quantize_static (QDQ format, per-channel weights, QInt8 activations (QUInt8,
+asymmetric, with --activations uint8) and weights, CalibrationMethod.MinMax
+and .Entropy, the latter also over a 2048-bin histogram) on the same model and the same
 calibration images, then top-1 of the FP32 model and of each quantized model
 with onnxruntime on the evaluation images, and each one's top-1 agreement with
 FP32. Prints one JSON object per line (model, tool, method, precision, images,
@@ -34,8 +34,9 @@ from common import calib_reader, folder_labels, input_batch, list_images, load_a
 METHODS = ("minmax", "entropy", "entropy2048")
 
 
-def quantize(model, out, files, preset, method):
-    """quantize_static with the settings of the issue. The model is first
+def quantize(model, out, files, preset, method, activations="int8"):
+    """quantize_static with the settings of the issue (activations: "int8",
+    symmetric, or "uint8", asymmetric with zero points). The model is first
     upgraded to opset 13 where older, then run through ORT's recommended
     pre-processing (shape inference, graph optimization), falling back to the
     upgraded model where that step fails."""
@@ -67,8 +68,9 @@ def quantize(model, out, files, preset, method):
         cal.collect_data(reader)
         cache, reader = out + ".ranges.json", None
         save_tensors_data(cal.compute_data(), cache)
+    act = QuantType.QUInt8 if activations == "uint8" else QuantType.QInt8
     quantize_static(src, out, reader, quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8, calibrate_method=cm,
+                    activation_type=act, weight_type=QuantType.QInt8, calibrate_method=cm,
                     calibration_cache_path=cache)
 
 
@@ -82,6 +84,8 @@ def main():
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--name", help="model name in the output (default: the file name)")
     ap.add_argument("--keep", help="folder to keep the quantized models in")
+    ap.add_argument("--activations", default="int8", choices=["int8", "uint8"],
+                    help="activation type: int8 (symmetric, the default) or uint8 (asymmetric, with zero points)")
     ap.add_argument("--table", action="store_true", help="print a table instead of JSON lines")
     a = ap.parse_args()
     methods = [m for m in a.methods.split(",") if m]
@@ -108,7 +112,7 @@ def main():
             t0 = time.perf_counter()
             # ORT's calibrators print progress on stdout, which carries our rows
             with contextlib.redirect_stdout(sys.stderr):
-                quantize(a.model, out, calib, a.preset, m)
+                quantize(a.model, out, calib, a.preset, m, a.activations)
             dt = time.perf_counter() - t0
             p = predict(out, x)
             rows.append(dict(model=name, tool="onnxruntime", method=m, precision="int8", images=len(files),
