@@ -1,6 +1,7 @@
 /* Graph passes run once after import: topological sort, Identity/Dropout
  * removal, shape inference at a chosen batch size with constant folding,
- * BatchNorm folding into Conv, and dead-node removal. */
+ * BatchNorm folding into Conv, the LayerNorm and GELU chains of transformer
+ * exports fused into one op each, and dead-node removal. */
 #include "internal.h"
 #include "ops/nn.h"
 #include "ops/tensor_ops.h"
@@ -209,6 +210,33 @@ static qf_status fix_reshape_batch(qf_graph *g, qf_node *n, int64_t fixed)
     return QF_OK;
 }
 
+/* A live Expand of a batch-free tensor to the batch (ViT's class token: its
+ * constant (1,1,C) expanded to (batch,1,C), kept live by infer_shapes)
+ * follows the batch the same way: when the batch changes from `old`, a shape
+ * whose element 0 is `old` where the output's dim 0 is `old` gets the new
+ * batch there. */
+static qf_status fix_expand_batch(qf_graph *g, qf_node *n, int64_t old)
+{
+    if (n->op != QF_OP_EXPAND || n->in[1] < 0 || n->out[0] < 0) return QF_OK;
+    const qf_value *sv = &g->values[n->in[1]], *y = &g->values[n->out[0]];
+    if (!(sv->flags & QF_VALUE_CONST) || sv->dtype != QF_I64 || sv->ndim != 1 || sv->dims[0] != y->ndim ||
+        y->ndim < 1 || y->dims[0] != old || ((const int64_t *)sv->data)[0] != old)
+        return QF_OK;
+    const int nd = y->ndim;
+    char name[512];
+    snprintf(name, sizeof name, "%s/batch_shape", n->name);
+    int64_t dims[1] = {nd};
+    int nv = qf_graph_add_value(g, name, QF_I64, 1, dims);
+    int64_t *copy = nv < 0 ? NULL : qfi_calloc((size_t)nd, sizeof *copy);
+    if (!copy) return QF_ERR_NOMEM;
+    memcpy(copy, g->values[n->in[1]].data, (size_t)nd * sizeof *copy);
+    copy[0] = g->batch;
+    g->values[nv].data = copy;
+    g->values[nv].flags |= QF_VALUE_CONST;
+    n->in[1] = nv;
+    return QF_OK;
+}
+
 /* ---- values folded from the batch size ------------------------------------------------ */
 
 /* Folding runs at one batch size, so a constant computed from a Shape that
@@ -224,6 +252,7 @@ static qf_status fix_reshape_batch(qf_graph *g, qf_node *n, int64_t fixed)
 typedef struct batch_deps {
     uint64_t *mask; /* per value index: bit i set where element i holds the batch */
     int n;
+    bool exact;     /* masks from the second pass (infer_shapes), not from folds_batch's rules */
 } batch_deps;
 
 #define ALL_ELEMENTS (~(uint64_t)0)
@@ -272,8 +301,10 @@ static uint64_t folds_batch(const qf_graph *g, const qf_node *n, const batch_dep
         for (int k = 0; k < n->n_in; k++) {
             if (n->in[k] < 0) continue;
             if (at >= 64) return ALL_ELEMENTS;
-            m |= dep_mask(d, n->in[k]) << at;
-            at += (int)qf_value_numel(&g->values[n->in[k]]);
+            const int64_t cnt = qf_value_numel(&g->values[n->in[k]]);
+            const uint64_t own = cnt >= 64 ? ALL_ELEMENTS : ((uint64_t)1 << cnt) - 1;
+            m |= (dep_mask(d, n->in[k]) & own) << at;
+            at += (int)cnt;
         }
         return m;
     }
@@ -297,21 +328,28 @@ static int add_shape_const(qf_graph *g, const qf_node *n, const char *what, cons
     return v;
 }
 
-/* A Reshape whose target was folded from the batch, of an input whose dim 0
- * is not the batch (fix_reshape_batch handles those): a leading batch becomes
- * -1 when the target has no other -1. */
-static qf_status free_reshape_target(qf_graph *g, qf_node *n)
+/* A Reshape whose target was folded from the batch: the one element that
+ * depends on it (`mask`, from the second pass at another batch: MHA's
+ * (seq, batch * heads, dim), Swin's (batch * windows, 49, C)) becomes -1,
+ * which the input's size then fixes at any batch, when the target has no
+ * other -1 or 0. Without that pass (mask 0) a leading batch of an input whose
+ * dim 0 is not the batch (fix_reshape_batch handles those) does. */
+static qf_status free_reshape_target(qf_graph *g, qf_node *n, uint64_t mask)
 {
     const qf_value *x = &g->values[n->in[0]], *sv = &g->values[n->in[1]];
-    if (x->ndim >= 1 && x->dims[0] == g->batch) return QF_OK; /* fix_reshape_batch's case */
     if (sv->dtype != QF_I64 || sv->ndim != 1 || sv->dims[0] < 1 || sv->dims[0] > QF_MAX_DIMS) return QF_ERR_UNSUPPORTED;
     int64_t s[QF_MAX_DIMS];
-    int cnt = (int)sv->dims[0];
+    int cnt = (int)sv->dims[0], at = 0;
     memcpy(s, sv->data, (size_t)cnt * sizeof *s);
-    if (s[0] != g->batch) return QF_ERR_UNSUPPORTED;
-    for (int i = 1; i < cnt; i++)
-        if (s[i] == -1 || (s[i] == 0 && qfi_attr_int(n, "allowzero", 0) == 0)) return QF_ERR_UNSUPPORTED;
-    s[0] = -1;
+    if (mask && !(mask & (mask - 1)) && mask < ((uint64_t)1 << cnt)) {
+        while (!(mask >> at & 1)) at++;
+    } else {
+        if (x->ndim >= 1 && x->dims[0] == g->batch) return QF_OK; /* fix_reshape_batch's case */
+        if (s[0] != g->batch) return QF_ERR_UNSUPPORTED;
+    }
+    for (int i = 0; i < cnt; i++)
+        if (i != at && (s[i] == -1 || (s[i] == 0 && qfi_attr_int(n, "allowzero", 0) == 0))) return QF_ERR_UNSUPPORTED;
+    s[at] = -1;
     int v = add_shape_const(g, n, "batch_free_shape", s, cnt);
     if (v < 0) return QF_ERR_NOMEM;
     n->in[1] = v;
@@ -356,7 +394,8 @@ static qf_status free_batch_deps(qf_graph *g, const batch_deps *d)
         while (k < n->n_in && !is_dep(d, n->in[k])) k++;
         if (k == n->n_in) continue;
         qf_status st = QF_ERR_UNSUPPORTED;
-        if (n->op == QF_OP_RESHAPE && k == 1) st = free_reshape_target(g, n);
+        if (n->op == QF_OP_RESHAPE && k == 1) st = free_reshape_target(g, n, d->exact ? dep_mask(d, n->in[1]) : 0);
+        else if (n->op == QF_OP_EXPAND && k == 1 && d->exact && dep_mask(d, n->in[1]) == 1) st = QF_OK; /* fix_expand_batch */
         else if (n->op == QF_OP_GATHER && k == 1) st = gather_iota_to_reshape(g, n);
         if (st == QF_ERR_UNSUPPORTED)
             qf_log(QF_LOG_WARN, "%s: node %s (%s) reads %s, computed from the batch size %d at load time: "
@@ -506,10 +545,123 @@ static qf_status check_outputs(const qf_graph *g, const qf_node *n)
     return QF_OK;
 }
 
-static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
+/* ---- the second pass at another batch --------------------------------------------------- */
+
+/* Which folded values depend on the batch is found exactly by inferring and
+ * folding the graph a second time at another batch (a shadow: values and
+ * nodes copied, constants' data and attributes borrowed) and comparing the
+ * folded values element by element. Only a graph with a Shape node can fold
+ * anything from the batch. */
+typedef struct shadow {
+    qf_graph g;
+    int n_values, n_nodes;  /* the original's counts: what is borrowed below them */
+    void **borrowed;        /* the original's data pointers */
+} shadow;
+
+static void shadow_free(shadow *sh)
 {
-    batch_deps dep = {qfi_calloc((size_t)g->n_values + 1, sizeof *dep.mask), g->n_values};
-    if (!dep.mask) return QF_ERR_NOMEM;
+    if (!sh) return;
+    for (int i = 0; i < sh->g.n_values; i++) {
+        qf_value *v = &sh->g.values[i];
+        if (i >= sh->n_values) free(v->name);
+        if (i >= sh->n_values || v->data != sh->borrowed[i]) free(v->data);
+    }
+    for (int i = 0; i < sh->g.n_nodes; i++) {
+        qf_node *n = &sh->g.nodes[i];
+        if (i >= sh->n_nodes) {
+            qfi_node_clear(n);
+            continue;
+        }
+        free(n->in);
+        free(n->out);
+        free(n->params);
+    }
+    free(sh->g.values);
+    free(sh->g.nodes);
+    free(sh->borrowed);
+    free(sh);
+}
+
+static shadow *shadow_new(const qf_graph *g, int batch)
+{
+    bool has_shape = false;
+    for (int i = 0; i < g->n_nodes; i++) has_shape |= g->nodes[i].op == QF_OP_SHAPE;
+    if (!has_shape) return NULL;
+    shadow *sh = qfi_calloc(1, sizeof *sh);
+    if (!sh) return NULL;
+    sh->n_values = g->n_values;
+    sh->n_nodes = g->n_nodes;
+    sh->g = *g;
+    sh->g.batch = batch;
+    sh->g.cap_values = g->n_values;
+    sh->g.cap_nodes = g->n_nodes;
+    sh->g.n_nodes = 0;
+    sh->g.values = qfi_calloc((size_t)g->n_values + 1, sizeof *sh->g.values);
+    sh->g.nodes = qfi_calloc((size_t)g->n_nodes + 1, sizeof *sh->g.nodes);
+    sh->borrowed = qfi_calloc((size_t)g->n_values + 1, sizeof *sh->borrowed);
+    if (!sh->g.values || !sh->g.nodes || !sh->borrowed) {
+        shadow_free(sh);
+        return NULL;
+    }
+    memcpy(sh->g.values, g->values, (size_t)g->n_values * sizeof *g->values);
+    for (int i = 0; i < g->n_values; i++) sh->borrowed[i] = g->values[i].data;
+    for (int i = 0; i < g->n_inputs; i++) {
+        qf_value *v = &sh->g.values[g->inputs[i]];
+        if (v->ndim > 0) v->dims[0] = batch;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *o = &g->nodes[i];
+        qf_node *n = &sh->g.nodes[i];
+        *n = *o;
+        n->params = NULL;
+        n->in = qfi_calloc((size_t)o->n_in + 1, sizeof *n->in);
+        n->out = qfi_calloc((size_t)o->n_out + 1, sizeof *n->out);
+        sh->g.n_nodes = i + 1;
+        if (n->in && n->out) {
+            memcpy(n->in, o->in, (size_t)o->n_in * sizeof *n->in);
+            memcpy(n->out, o->out, (size_t)o->n_out * sizeof *n->out);
+        }
+        if (!n->in || !n->out || (o->op < QF_OP_COUNT && qfi_ops[o->op]->parse(&sh->g, n) != QF_OK)) {
+            shadow_free(sh);
+            return NULL;
+        }
+    }
+    return sh;
+}
+
+/* Bit i set where element i of folded value v differs in the shadow; all of
+ * them where the shapes differ or the shadow did not fold it. */
+static uint64_t shadow_diff(const qf_graph *g, const shadow *sh, int v)
+{
+    const qf_value *a = &g->values[v], *b = &sh->g.values[v];
+    if (!(b->flags & QF_VALUE_CONST) || !b->data || a->dtype != b->dtype || a->ndim != b->ndim ||
+        memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof *a->dims) != 0)
+        return ALL_ELEMENTS;
+    const int64_t cnt = qf_value_numel(a);
+    const size_t es = qf_dtype_info(a->dtype)->size;
+    uint64_t m = 0;
+    for (int64_t i = 0; i < cnt; i++)
+        if (memcmp((const char *)a->data + (size_t)i * es, (const char *)b->data + (size_t)i * es, es) != 0) {
+            if (i >= 64 || a->ndim > 1) return ALL_ELEMENTS;
+            m |= (uint64_t)1 << i;
+        }
+    return m;
+}
+
+/* An Expand of a constant to a shape whose element 0 alone is the batch
+ * (ViT's class token) stays a node: folded, it would be a constant of the
+ * load-time batch. fix_expand_batch then follows the batch. */
+static bool expand_to_batch(const qf_graph *g, const qf_node *n, const batch_deps *d)
+{
+    if (n->op != QF_OP_EXPAND || !d->exact || dep_mask(d, n->in[1]) != 1) return false;
+    const qf_value *sv = &g->values[n->in[1]], *y = &g->values[n->out[0]];
+    return sv->dtype == QF_I64 && sv->ndim == 1 && sv->dims[0] == y->ndim && ((const int64_t *)sv->data)[0] == g->batch;
+}
+
+/* Infers and folds node by node; with a shadow (already inferred and folded
+ * at another batch) the batch marks come from comparing the two. */
+static qf_status infer_loop(qf_graph *g, int64_t declared_batch, batch_deps *dep, const shadow *sh)
+{
     qf_status st = QF_OK;
     for (int i = 0; i < g->n_nodes && st == QF_OK; i++) {
         qf_node *n = &g->nodes[i];
@@ -523,15 +675,37 @@ static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
         if (st == QF_OK && declared_batch != g->batch) st = fix_reshape_batch(g, n, declared_batch);
         if (st == QF_OK) st = infer_node(g, n);
         if (st == QF_OK) st = check_outputs(g, n);
-        if (st == QF_OK && node_foldable(g, n)) {
-            uint64_t from_batch = folds_batch(g, n, &dep);
+        if (st == QF_OK && node_foldable(g, n) && !expand_to_batch(g, n, dep)) {
+            uint64_t from_batch = sh ? 0 : folds_batch(g, n, dep);
             st = qfi_fold_node(g, n);
             if (st != QF_OK) qfi_error_node(st, g, n);
-            for (int k = 0; k < n->n_out; k++)
-                if (n->out[k] >= 0 && n->out[k] < dep.n) dep.mask[n->out[k]] = from_batch;
+            for (int k = 0; k < n->n_out && st == QF_OK; k++)
+                if (n->out[k] >= 0 && n->out[k] < dep->n)
+                    dep->mask[n->out[k]] = sh ? shadow_diff(g, sh, n->out[k]) : from_batch;
             kill_node(n);
         }
     }
+    return st;
+}
+
+static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
+{
+    batch_deps dep = {qfi_calloc((size_t)g->n_values + 1, sizeof *dep.mask), g->n_values, false};
+    if (!dep.mask) return QF_ERR_NOMEM;
+    /* the shadow's pass; where it fails (a model that runs at one batch only) the rules decide */
+    shadow *sh = shadow_new(g, g->batch + 2);
+    if (sh) {
+        batch_deps sdep = {qfi_calloc((size_t)g->n_values + 1, sizeof *sdep.mask), g->n_values, false};
+        qf_status sst = sdep.mask ? infer_loop(&sh->g, declared_batch, &sdep, NULL) : QF_ERR_NOMEM;
+        free(sdep.mask);
+        if (sst != QF_OK) {
+            shadow_free(sh);
+            sh = NULL;
+        }
+    }
+    dep.exact = sh != NULL;
+    qf_status st = infer_loop(g, declared_batch, &dep, sh);
+    shadow_free(sh);
     if (st == QF_OK) st = free_batch_deps(g, &dep);
     free(dep.mask);
     compact(g);
@@ -604,7 +778,10 @@ qf_status qfi_graph_rebatch(qf_graph *g, int batch)
     }
     for (int i = 0; i < g->n_nodes; i++) {
         qf_node *n = &g->nodes[i];
-        if (old != batch) QF_CHECK(fix_reshape_batch(g, n, old));
+        if (old != batch) {
+            QF_CHECK(fix_reshape_batch(g, n, old));
+            QF_CHECK(fix_expand_batch(g, n, old));
+        }
         QF_CHECK(infer_stored(g, n));
         QF_CHECK(check_outputs(g, n));
     }
@@ -819,6 +996,204 @@ static qf_status reduce_mean_as_pool(qf_graph *g)
     return QF_OK;
 }
 
+/* ---- transformer blocks written out in elementary ops ----------------------------------- */
+
+/* Value v's sole reader if it is op `op`, else NULL. */
+static qf_node *sole_reader_op(qf_graph *g, int v, qf_op op)
+{
+    qf_node *n = v >= 0 ? sole_reader(g, v) : NULL;
+    return n && n->op == op ? n : NULL;
+}
+
+/* Whether v is a constant f32 scalar (one element) within tol of want. */
+static bool const_near(const qf_graph *g, int v, float want, float tol)
+{
+    float f;
+    return is_const(g, v) && qf_value_numel(&g->values[v]) == 1 && g->values[v].dtype == QF_F32 &&
+           qfi_value_scalar_f32(&g->values[v], &f) == QF_OK && fabsf(f - want) <= tol;
+}
+
+/* Binary node n's operand other than v, or -1 when v is not one of them. */
+static int other_operand(const qf_node *n, int v)
+{
+    return n->n_in != 2 ? -1 : n->in[0] == v ? n->in[1] : n->in[1] == v ? n->in[0] : -1;
+}
+
+/* The constant v if it holds the `len` f32 values of a row of the trailing
+ * `rank` dims (a LayerNorm's scale or bias), else -1. */
+static int row_const(const qf_graph *g, int v, int64_t len, int rank)
+{
+    const qf_value *c = v >= 0 ? &g->values[v] : NULL;
+    return c && is_const(g, v) && c->dtype == QF_F32 && qf_value_numel(c) == len && c->ndim <= rank ? v : -1;
+}
+
+/* Turns node n into op with these inputs and attributes, parsed and inferred;
+ * n keeps its name and output. */
+static qf_status become(qf_graph *g, qf_node *n, qf_op op, int n_in, const int *in, int n_attr, const qf_attr *attrs)
+{
+    int *nin = qfi_calloc((size_t)n_in + 1, sizeof *nin);
+    qf_attr *na = qfi_calloc((size_t)n_attr + 1, sizeof *na);
+    bool ok = nin && na;
+    for (int i = 0; ok && i < n_attr; i++) {
+        na[i] = attrs[i];
+        ok = (na[i].name = qfi_strdup(attrs[i].name)) != NULL;
+    }
+    if (!ok) {
+        for (int i = 0; na && i < n_attr; i++) free(na[i].name);
+        free(nin), free(na);
+        return QF_ERR_NOMEM;
+    }
+    for (int i = 0; i < n->n_attr; i++) qfi_attr_free(&n->attrs[i]);
+    free(n->attrs);
+    free(n->in);
+    free(n->params);
+    n->params = NULL;
+    memcpy(nin, in, (size_t)n_in * sizeof *nin);
+    n->in = nin;
+    n->n_in = n_in;
+    n->attrs = na;
+    n->n_attr = n_attr;
+    n->op = op;
+    qf_status st = qfi_ops[op]->parse(g, n);
+    if (st == QF_OK) st = qfi_ops[op]->infer(g, n);
+    return st == QF_OK ? QF_OK : qfi_error_node(st, g, n);
+}
+
+/* The first of the trailing dims a ReduceMean with keepdims averages over,
+ * or -1 when it averages over others. */
+static int trailing_reduction(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *x = &g->values[n->in[0]];
+    bool reduced[QF_MAX_DIMS], noop;
+    if (!((const qfi_reduce_params *)n->params)->keepdims || qfi_reduce_mean_axes(g, n, NULL, reduced, &noop) != QF_OK ||
+        noop)
+        return -1;
+    int first = x->ndim;
+    while (first > 0 && reduced[first - 1]) first--;
+    for (int d = 0; d < first; d++)
+        if (reduced[d]) return -1;
+    return first < x->ndim ? first : -1;
+}
+
+/* A constant of len f32 ones named after node n: the scale of a LayerNorm without one. */
+static int ones_const(qf_graph *g, const char *node_name, int64_t len)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s/ones", node_name);
+    int v = qf_graph_add_value(g, name, QF_F32, 1, &len);
+    float *d = v < 0 ? NULL : qfi_calloc((size_t)len + 1, sizeof *d);
+    if (!d) return -1;
+    for (int64_t i = 0; i < len; i++) d[i] = 1.0f;
+    g->values[v].data = d;
+    g->values[v].flags |= QF_VALUE_CONST;
+    return v;
+}
+
+/* LayerNorm written out (PyTorch's TorchScript export before opset 17):
+ * m = ReduceMean(x), d = x - m, y = d / Sqrt(ReduceMean(d ^ 2) + eps), then
+ * optionally * gamma + beta, both means over the same trailing dims, becomes
+ * one LayerNormalization (axis: the first of them). Every intermediate is
+ * read only inside the chain. */
+static qf_status fuse_layer_norm(qf_graph *g)
+{
+    int fused = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *m1 = &g->nodes[i];
+        if (m1->op != QF_OP_REDUCE_MEAN) continue;
+        const int x = m1->in[0], axis = trailing_reduction(g, m1);
+        qf_node *sub = axis < 0 ? NULL : sole_reader_op(g, m1->out[0], QF_OP_SUB);
+        if (!sub || sub->in[0] != x || sub->in[1] != m1->out[0]) continue;
+        const int d = sub->out[0];
+        if (is_graph_output(g, d) || count_uses(g, d) != 2) continue;
+        qf_node *pow = NULL, *div = NULL;
+        for (int j = 0; j < g->n_nodes; j++) {
+            qf_node *r = &g->nodes[j];
+            if (r->op == QF_OP_POW && r->in[0] == d) pow = r;
+            if (r->op == QF_OP_DIV && r->in[0] == d) div = r;
+        }
+        if (!pow || !div || !const_near(g, pow->in[1], 2.0f, 0.0f)) continue;
+        qf_node *m2 = sole_reader_op(g, pow->out[0], QF_OP_REDUCE_MEAN);
+        if (!m2 || trailing_reduction(g, m2) != axis) continue;
+        qf_node *add = sole_reader_op(g, m2->out[0], QF_OP_ADD);
+        const int eps = add ? other_operand(add, m2->out[0]) : -1;
+        float epsilon;
+        if (!add || !is_const(g, eps) || qf_value_numel(&g->values[eps]) != 1 ||
+            qfi_value_scalar_f32(&g->values[eps], &epsilon) != QF_OK || !(epsilon >= 0.0f))
+            continue;
+        qf_node *sq = sole_reader_op(g, add->out[0], QF_OP_SQRT);
+        if (!sq || sole_reader(g, sq->out[0]) != div || div->in[1] != sq->out[0]) continue;
+        /* the affine part */
+        const qf_value *xv = &g->values[x];
+        const int64_t len = qfi_numel(xv->ndim - axis, xv->dims + axis);
+        const int rank = xv->ndim - axis;
+        qf_node *last = div, *mul = sole_reader_op(g, div->out[0], QF_OP_MUL);
+        int gamma = mul ? row_const(g, other_operand(mul, div->out[0]), len, rank) : -1, beta = -1;
+        if (gamma >= 0) {
+            last = mul;
+            qf_node *bias_add = sole_reader_op(g, mul->out[0], QF_OP_ADD);
+            beta = bias_add ? row_const(g, other_operand(bias_add, mul->out[0]), len, rank) : -1;
+            if (beta >= 0) last = bias_add;
+        }
+        qf_node *chain[] = {m1, sub, pow, m2, add, sq, div, mul};
+        for (size_t c = 0; c < sizeof chain / sizeof *chain; c++)
+            if (chain[c] && chain[c] != last && (chain[c] != mul || gamma >= 0)) kill_node(chain[c]);
+        if (gamma < 0 && (gamma = ones_const(g, last->name, len)) < 0) return QF_ERR_NOMEM;
+        const qf_attr attrs[2] = {{.name = "axis", .type = QF_ATTR_INT, .i = axis},
+                                  {.name = "epsilon", .type = QF_ATTR_FLOAT, .f = epsilon}};
+        const int ins[3] = {x, gamma, beta};
+        QF_CHECK(become(g, last, QF_OP_LAYER_NORM, beta >= 0 ? 3 : 2, ins, 2, attrs));
+        fused++;
+    }
+    if (fused) qf_log(QF_LOG_DEBUG, "%s: %d LayerNorm chains fused", g->source, fused);
+    compact(g);
+    return QF_OK;
+}
+
+/* GELU written out (PyTorch's TorchScript export of nn.GELU): Erf(x / sqrt 2)
+ * (or of x * (1 / sqrt 2)), + 1, then the products with x and with 0.5 in
+ * either order, becomes one Gelu. */
+static qf_status fuse_gelu(qf_graph *g)
+{
+    int fused = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *erf = &g->nodes[i];
+        if (erf->op != QF_OP_ERF) continue;
+        const int t = erf->in[0];
+        qf_node *scale = g->values[t].producer >= 0 ? &g->nodes[g->values[t].producer] : NULL;
+        if (!scale || sole_reader(g, t) != erf || scale->n_in != 2) continue;
+        int x = scale->in[0];
+        bool ok = scale->op == QF_OP_DIV && const_near(g, scale->in[1], 1.41421356f, 2e-6f);
+        if (scale->op == QF_OP_MUL) {
+            if (const_near(g, scale->in[0], 0.70710678f, 1e-6f)) x = scale->in[1];
+            ok = const_near(g, other_operand(scale, x), 0.70710678f, 1e-6f);
+        }
+        if (!ok) continue;
+        qf_node *add = sole_reader_op(g, erf->out[0], QF_OP_ADD);
+        if (!add || !const_near(g, other_operand(add, erf->out[0]), 1.0f, 0.0f)) continue;
+        qf_node *m = sole_reader_op(g, add->out[0], QF_OP_MUL), *last, *half = NULL;
+        if (!m) continue;
+        const int other = other_operand(m, add->out[0]);
+        if (other == x) { /* (x * (1 + erf)) * 0.5 */
+            last = sole_reader_op(g, m->out[0], QF_OP_MUL);
+            if (!last || !const_near(g, other_operand(last, m->out[0]), 0.5f, 0.0f)) continue;
+        } else { /* (x * 0.5) * (1 + erf) */
+            half = other >= 0 && g->values[other].producer >= 0 ? &g->nodes[g->values[other].producer] : NULL;
+            if (!half || half->op != QF_OP_MUL || !const_near(g, other_operand(half, x), 0.5f, 0.0f) ||
+                sole_reader(g, other) != m)
+                continue;
+            last = m;
+        }
+        qf_node *chain[] = {scale, erf, add, m, half};
+        for (size_t c = 0; c < sizeof chain / sizeof *chain; c++)
+            if (chain[c] && chain[c] != last) kill_node(chain[c]);
+        QF_CHECK(become(g, last, QF_OP_GELU, 1, &x, 0, NULL));
+        fused++;
+    }
+    if (fused) qf_log(QF_LOG_DEBUG, "%s: %d GELU chains fused", g->source, fused);
+    compact(g);
+    return QF_OK;
+}
+
 /* Frees data of constants no node or output reads any more (unfolded BN
  * parameters, the inputs of folded shape arithmetic). */
 void qfi_drop_unused_constants(qf_graph *g)
@@ -873,6 +1248,8 @@ qf_status qf_graph_prepare(qf_graph *g, int batch)
     QF_CHECK(infer_shapes(g, declared));
     QF_CHECK(fold_batchnorm(g));
     QF_CHECK(fuse_pad_into_conv(g));
+    QF_CHECK(fuse_layer_norm(g)); /* before its trailing ReduceMeans could become pools */
+    QF_CHECK(fuse_gelu(g));
     QF_CHECK(reduce_mean_as_pool(g));
     /* every prepared graph is batch-free: engines, .qfm files and ONNX exports
      * built from it run at any batch */

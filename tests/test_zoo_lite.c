@@ -1,6 +1,8 @@
 /* Zoo-lite: one small graph per block type and exporter pattern of the zoo's
  * CNNs (bench/zoo): SE block, HardSwish, SiLU, TF "same" padding, dynamic-batch
- * flattens, grouped and depthwise convs, dense concat, inception pooling. Each
+ * flattens, grouped and depthwise convs, dense concat, inception pooling, and
+ * the transformer exports' patterns: LayerNorm and GELU written out, the head
+ * split's batch * heads reshape, ViT's class token expanded to the batch. Each
  * is built with a symbolic batch; the FP32 CPU result must match a naive
  * reference written here (independent of the engines' kernels), the graph
  * prepared at batch 1 must give the same after a .qfm round trip at batch 3
@@ -432,6 +434,120 @@ static zt head(zb *b, zt x) { return gemm(b, flatten(b, global_avg(b, conv(b, x,
 static zt head_1d(zb *b, zt x) { return gemm(b, flatten(b, conv(b, x, 4, 3, 2, P1, 1), true), 10); }
 static zt head_dynamo(zb *b, zt x) { return gemm(b, dynamo_view(b, mean_hw(b, conv(b, x, 8, 1, 1, P0, 1), true)), 10); }
 
+/* ---- transformer patterns: (n, c, h, w) read as n * c * h rows of w features ------------- */
+
+/* A scalar f32 constant. */
+static int scalar(zb *b, float f)
+{
+    const float *unused;
+    return param(b, 0, NULL, f, f, &unused);
+}
+
+/* LayerNorm over w as the TorchScript exporter writes it before opset 17:
+ * ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul gamma, Add beta
+ * (fused into one LayerNormalization, so no ReduceMean is left). */
+static zt layer_norm_chain(zb *b, zt x)
+{
+    const float *gamma, *beta;
+    qf_graph *g = b->g;
+    int m = value(g, "m"), d = value(g, "d"), d2 = value(g, "d2"), v = value(g, "v"), ve = value(g, "ve"),
+        sd = value(g, "sd"), nrm = value(g, "nrm"), sc = value(g, "sc");
+    set_ints(node(b, QF_OP_REDUCE_MEAN, 1, (int[]){x.v}, m), "axes", 1, (int64_t[]){-1});
+    node(b, QF_OP_SUB, 2, (int[]){x.v, m}, d);
+    node(b, QF_OP_POW, 2, (int[]){d, scalar(b, 2.0f)}, d2);
+    set_ints(node(b, QF_OP_REDUCE_MEAN, 1, (int[]){d2}, v), "axes", 1, (int64_t[]){-1});
+    node(b, QF_OP_ADD, 2, (int[]){v, scalar(b, 1e-5f)}, ve);
+    node(b, QF_OP_SQRT, 1, (int[]){ve}, sd);
+    node(b, QF_OP_DIV, 2, (int[]){d, sd}, nrm);
+    node(b, QF_OP_MUL, 2, (int[]){nrm, param(b, 1, (int64_t[]){x.w}, 0.5f, 1.5f, &gamma)}, sc);
+    zt y = zt_new(b, x.c, x.h, x.w);
+    node(b, QF_OP_ADD, 2, (int[]){sc, param(b, 1, (int64_t[]){x.w}, -0.5f, 0.5f, &beta)}, y.v);
+    for (int64_t r = 0; r < zt_numel(x) / x.w; r++) {
+        const float *xr = x.d + r * x.w;
+        double mean = 0, var = 0;
+        for (int i = 0; i < x.w; i++) mean += xr[i];
+        mean /= x.w;
+        for (int i = 0; i < x.w; i++) var += (xr[i] - mean) * (xr[i] - mean);
+        var /= x.w;
+        for (int i = 0; i < x.w; i++) y.d[r * x.w + i] = (float)((xr[i] - mean) / sqrt(var + 1e-5) * gamma[i] + beta[i]);
+    }
+    return y;
+}
+
+/* nn.GELU as exported: x * 0.5 * (1 + Erf(x / sqrt 2)) (fused into one Gelu, so no Erf is left) */
+static zt gelu_chain(zb *b, zt x)
+{
+    qf_graph *g = b->g;
+    int t = value(g, "t"), e = value(g, "e"), e1 = value(g, "e1"), xe = value(g, "xe");
+    node(b, QF_OP_DIV, 2, (int[]){x.v, scalar(b, 1.41421354f)}, t);
+    node(b, QF_OP_ERF, 1, (int[]){t}, e);
+    node(b, QF_OP_ADD, 2, (int[]){e, scalar(b, 1.0f)}, e1);
+    node(b, QF_OP_MUL, 2, (int[]){x.v, e1}, xe);
+    zt y = zt_new(b, x.c, x.h, x.w);
+    node(b, QF_OP_MUL, 2, (int[]){xe, scalar(b, 0.5f)}, y.v);
+    for (int64_t i = 0; i < zt_numel(x); i++) y.d[i] = (float)(0.5 * x.d[i] * (1.0 + erf(x.d[i] / sqrt(2.0))));
+    return y;
+}
+
+/* The batch's dim of x's shape as a 1-element int64 value (Shape -> Gather(0) -> Unsqueeze) */
+static int batch_of(zb *b, zt x)
+{
+    qf_graph *g = b->g;
+    int sh = value(g, "sh"), b0 = value(g, "b0"), b1 = value(g, "b1");
+    node(b, QF_OP_SHAPE, 1, (int[]){x.v}, sh);
+    int first = int64_const(b, 1, (int64_t[]){0});
+    g->values[first].ndim = 0;
+    set_int(node(b, QF_OP_GATHER, 2, (int[]){sh, first}, b0), "axis", 0);
+    node(b, QF_OP_UNSQUEEZE, 2, (int[]){b0, int64_const(b, 1, (int64_t[]){0})}, b1);
+    return b1;
+}
+
+/* nn.MultiheadAttention's head split: x viewed as (batch * c, h, w) with the
+ * target's middle element computed from the batch (Shape -> Gather -> Mul),
+ * Softmax over w, and back to (batch, c, h, w) by a target holding the batch. */
+static zt heads_reshape(zb *b, zt x)
+{
+    qf_graph *g = b->g;
+    int bc = value(g, "bc"), tgt = value(g, "tgt"), hv = value(g, "hv"), sm = value(g, "sm"), back = value(g, "back");
+    node(b, QF_OP_MUL, 2, (int[]){batch_of(b, x), int64_const(b, 1, (int64_t[]){x.c})}, bc);
+    set_int(node(b, QF_OP_CONCAT, 2, (int[]){bc, int64_const(b, 2, (int64_t[]){x.h, x.w})}, tgt), "axis", 0);
+    node(b, QF_OP_RESHAPE, 2, (int[]){x.v, tgt}, hv);
+    set_int(node(b, QF_OP_SOFTMAX, 1, (int[]){hv}, sm), "axis", -1);
+    set_int(node(b, QF_OP_CONCAT, 2, (int[]){batch_of(b, x), int64_const(b, 3, (int64_t[]){x.c, x.h, x.w})}, back),
+            "axis", 0);
+    zt y = zt_new(b, x.c, x.h, x.w);
+    node(b, QF_OP_RESHAPE, 2, (int[]){sm, back}, y.v);
+    for (int64_t r = 0; r < zt_numel(x) / x.w; r++) {
+        double mx = -INFINITY, s = 0;
+        for (int i = 0; i < x.w; i++) mx = fmax(mx, x.d[r * x.w + i]);
+        for (int i = 0; i < x.w; i++) s += exp(x.d[r * x.w + i] - mx);
+        for (int i = 0; i < x.w; i++) y.d[r * x.w + i] = (float)(exp(x.d[r * x.w + i] - mx) / s);
+    }
+    return y;
+}
+
+/* ViT's class token: a (1, c, 1, w) parameter expanded to the batch (Expand
+ * by a shape holding it) and concatenated before the h rows. */
+static zt class_token(zb *b, zt x)
+{
+    qf_graph *g = b->g;
+    const float *cls;
+    int tgt = value(g, "tgt"), ex = value(g, "ex");
+    int cv = param(b, 4, (int64_t[]){1, x.c, 1, x.w}, -1.0f, 1.0f, &cls);
+    set_int(node(b, QF_OP_CONCAT, 2, (int[]){batch_of(b, x), int64_const(b, 3, (int64_t[]){x.c, 1, x.w})}, tgt),
+            "axis", 0);
+    node(b, QF_OP_EXPAND, 2, (int[]){cv, tgt}, ex);
+    zt y = zt_new(b, x.c, x.h + 1, x.w);
+    set_int(node(b, QF_OP_CONCAT, 2, (int[]){ex, x.v}, y.v), "axis", 2);
+    for (int i = 0; i < x.n; i++)
+        for (int c = 0; c < x.c; c++)
+            for (int q = 0; q < x.w; q++) {
+                *at(y, i, c, 0, q) = cls[c * x.w + q];
+                for (int p = 0; p < x.h; p++) *at(y, i, c, p + 1, q) = *at(x, i, c, p, q);
+            }
+    return y;
+}
+
 typedef struct zcase {
     const char *name;
     zt (*block)(zb *b, zt x);
@@ -451,6 +567,10 @@ static const zcase cases[] = {
     {"flatten_1d", head_1d, 3, 7, 7, 35, QF_OP_COUNT},
     {"dynamo_view", head_dynamo, 4, 5, 5, 35, QF_OP_REDUCE_MEAN},
     {"mean_head", mean_head, 3, 6, 6, 35, QF_OP_REDUCE_MEAN},
+    {"layer_norm_chain", layer_norm_chain, 3, 4, 16, 35, QF_OP_REDUCE_MEAN},
+    {"gelu_chain", gelu_chain, 3, 4, 8, 35, QF_OP_ERF},
+    {"heads_reshape", heads_reshape, 4, 3, 5, 35, QF_OP_SHAPE},
+    {"class_token", class_token, 3, 4, 6, 35, QF_OP_SHAPE},
 };
 
 /* The case's graph with input dims (batch, c, h, w) and its reference output on x (BATCH images). */
