@@ -48,6 +48,16 @@ static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
     return !d->int8_ok || d->int8_ok(p->g, n);
 }
 
+/* Whether value v is read by a LayerNormalization: v is then a transformer's
+ * residual stream, which stays float (an INT8 residual would quantize the
+ * stream every block adds to; ViT-B loses all accuracy that way). */
+static bool feeds_layer_norm(const qfi_qplan *p, int v)
+{
+    for (int u = v >= 0 ? p->use_start[v] : 0; v >= 0 && u < p->use_start[v + 1]; u++)
+        if (p->g->nodes[p->use_node[u]].op == QF_OP_LAYER_NORM) return true;
+    return false;
+}
+
 /* The INT8 epilogue's rules for lib/fusion.c's chains: Conv/Gemm/MatMul ->
  * [Add constant bias (Gemm/MatMul)] -> [Add residual] -> [Relu | Clip]. The
  * fused node takes the place of its chain's last node, where every input exists. */
@@ -67,7 +77,8 @@ static bool int8_accept(void *user, const qf_graph *g, const qfi_fusion *f, cons
         return (a->op == QF_OP_GEMM || a->op == QF_OP_MATMUL) && qfi_qfloat(p, c->other) &&
                qfi_is_channel_vector(&g->values[c->other], weight_channels(g, a)) && same_shape(y, cur);
     case QFI_FUSE_RESIDUAL:
-        return qfi_qfloat(p, c->other) && same_shape(&g->values[c->other], cur) && same_shape(y, cur);
+        return qfi_qfloat(p, c->other) && same_shape(&g->values[c->other], cur) && same_shape(y, cur) &&
+               !feeds_layer_norm(p, c->other) && !feeds_layer_norm(p, c->node->out[0]);
     case QFI_FUSE_RELU: return true;
     case QFI_FUSE_CLIP: return f->node[QFI_FUSE_RELU] < 0; /* one activation */
     default: return false;
@@ -380,6 +391,55 @@ qf_status qfi_quant_assign(qfi_qplan *p)
         }
     free(class_amax);
     return st;
+}
+
+/* Why float node n of an INT8 plan is not INT8, in a few words. */
+static const char *float_reason(const qfi_qplan *p, int i)
+{
+    const qf_node *n = &p->g->nodes[i];
+    const qfi_op_desc *d = qfi_ops[n->op];
+    if (kept_float(p, n)) return "named by --float-nodes";
+    switch (d->int8) {
+    case QFI_INT8_COMPUTE:
+        if (p->float_anchor && p->float_anchor[i]) return "bias beyond the INT8 accumulator (warned above)";
+        if (n->n_in >= 2 && !qfi_qconst(p, n->in[1])) return "activation x activation (attention's QK^T and AV)";
+        return "weights in a shape INT8 does not take";
+    case QFI_INT8_NONE:
+        if (n->op == QF_OP_ADD && !qfi_qconst(p, n->in[0]) && !qfi_qconst(p, n->in[1]))
+            return feeds_layer_norm(p, n->out[0]) || feeds_layer_norm(p, n->in[0]) || feeds_layer_norm(p, n->in[1])
+                       ? "residual Add of a LayerNorm stream"
+                       : "Add of two activations outside an INT8 epilogue";
+        return (d->traits & QFI_OP_KEEP_FP32) ? "shape or type arithmetic" : "no INT8 form";
+    default: return "its inputs are float";
+    }
+}
+
+void qfi_quant_report_float(const qfi_qplan *p)
+{
+    enum { MAX_GROUPS = 32 };
+    struct float_group {
+        qf_op op;
+        const char *why;
+        int count;
+    } groups[MAX_GROUPS];
+    int n_groups = 0, total = 0;
+    for (int i = 0; i < p->g->n_nodes; i++) {
+        if (p->nodes[i].prec == QF_PREC_INT8 || p->nodes[i].absorbed_by >= 0) continue;
+        const qf_op op = p->g->nodes[i].op;
+        const char *why = float_reason(p, i);
+        total++;
+        int k = 0;
+        while (k < n_groups && (groups[k].op != op || groups[k].why != why)) k++;
+        if (k == n_groups) {
+            if (n_groups == MAX_GROUPS) continue;
+            groups[n_groups++] = (struct float_group){op, why, 0};
+        }
+        groups[k].count++;
+    }
+    if (!total) return;
+    qf_log(QF_LOG_INFO, "%s: %d nodes stay float (FP16 where its range allows, else FP32):", p->g->source, total);
+    for (int k = 0; k < n_groups; k++)
+        qf_log(QF_LOG_INFO, "  %4d %-20s %s", groups[k].count, qf_op_name(groups[k].op), groups[k].why);
 }
 
 void qfi_quant_warn_ranges(const qfi_qplan *p)

@@ -68,6 +68,10 @@ qf_status qfi_quant_check_biases(const qfi_qplan *p, unsigned char *float_anchor
 /* quant/assign.c: one warning per value of the plan whose INT8 range is
  * degenerate (no_range), naming it and its threshold. */
 void qfi_quant_warn_ranges(const qfi_qplan *p);
+/* quant/assign.c: an INT8 plan's float nodes, counted by op and reason (no
+ * INT8 form, attention's activation x activation MatMuls, residual Adds of a
+ * LayerNorm stream, ...), one info line per group. */
+void qfi_quant_report_float(const qfi_qplan *p);
 /* quant/rewrite.c: applies the plan to p->g. */
 qf_status qfi_quant_rewrite(qfi_qplan *p);
 void qfi_quant_plan_free(qfi_qplan *p);

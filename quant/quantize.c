@@ -71,6 +71,7 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
         if (st != QF_OK || !marked) break;
         qfi_quant_plan_free(&p);
     }
+    if (st == QF_OK && o->precision == QF_PREC_INT8) qfi_quant_report_float(&p);
     free(float_anchor);
     p.float_anchor = NULL;
     if (st == QF_OK) qfi_quant_warn_ranges(&p);

@@ -826,6 +826,70 @@ START_TEST(residual_and_bias_fusion)
 }
 END_TEST
 
+/* A pre-norm transformer block, x (2, 5, 8) tokens: h = MatMul(LayerNorm(x), W) + b,
+ * s = x + h, out = LayerNorm(s). With `ln_reads_stream` the residual stream x and s are
+ * read by LayerNorms and the Add stays out of the MatMul's INT8 epilogue;
+ * without (the last LayerNorm replaced by a Relu and x read by a Relu) it is fused. */
+static qf_graph *prenorm_block(bool ln_reads_stream)
+{
+    rng = 77;
+    qf_graph *g = qf_graph_new("prenorm");
+    int x = input(g, "x", 3, (int64_t[]){2, 5, 8});
+    int gam = weight(g, "gamma", 1, (int64_t[]){8}, 0.5f, 1.5f), bet = weight(g, "beta", 1, (int64_t[]){8}, -0.2f, 0.2f);
+    int w = weight(g, "w", 2, (int64_t[]){8, 8}, -0.4f, 0.4f), b = weight(g, "b", 1, (int64_t[]){8}, -0.1f, 0.1f);
+    int ln = value(g, "ln"), mm = value(g, "mm"), h = value(g, "h"), s = value(g, "s"), out = value(g, "out");
+    if (ln_reads_stream)
+        op(g, "ln1", QF_OP_LAYER_NORM, 3, (int[]){x, gam, bet}, ln);
+    else
+        op(g, "relu1", QF_OP_RELU, 1, (int[]){x}, ln);
+    op(g, "fc", QF_OP_MATMUL, 2, (int[]){ln, w}, mm);
+    op(g, "bias", QF_OP_ADD, 2, (int[]){mm, b}, h);
+    op(g, "residual", QF_OP_ADD, 2, (int[]){x, h}, s);
+    if (ln_reads_stream)
+        op(g, "ln2", QF_OP_LAYER_NORM, 3, (int[]){s, gam, bet}, out);
+    else
+        op(g, "relu2", QF_OP_RELU, 1, (int[]){s}, out);
+    output(g, out);
+    prepare_graph(g, 2);
+    return g;
+}
+
+START_TEST(residual_stream_of_layer_norms_stays_float)
+{
+    for (int ln = 0; ln < 2; ln++) {
+        qf_graph *ref = prenorm_block(ln), *g = prenorm_block(ln);
+        float *x = random_input(g, 80, -1, 1);
+        qf_calib_table *t = calibrate_minmax(g, x);
+        ck_assert_int_eq(qf_quantize(g, t, NULL, NULL), QF_OK);
+        const int mm = find_node(g, QF_OP_MATMUL, 0), add = find_node(g, QF_OP_ADD, 0);
+        ck_assert_int_eq(g->nodes[mm].precision, QF_PREC_INT8);
+        if (ln) { /* the residual Add is its own float node; the MatMul has no residual input */
+            ck_assert_int_ge(add, 0);
+            ck_assert_int_ne(g->nodes[add].precision, QF_PREC_INT8);
+            ck_assert_int_lt(g->nodes[mm].n_in, 5);
+        } else {
+            ck_assert_int_eq(add, -1);
+        }
+        qf_engine_opts eo = {.device = QF_DEVICE_CPU, .threads = 1};
+        qf_engine *e8, *e32;
+        ck_assert_int_eq(qf_engine_create(g, &eo, &e8), QF_OK);
+        ck_assert_int_eq(qf_engine_create(ref, &eo, &e32), QF_OK);
+        memcpy(qf_engine_input(e8, 0), x, 80 * sizeof(float));
+        memcpy(qf_engine_input(e32, 0), x, 80 * sizeof(float));
+        ck_assert_int_eq(qf_engine_run(e8), QF_OK);
+        ck_assert_int_eq(qf_engine_run(e32), QF_OK);
+        double db = sqnr_db(qf_engine_output(e32, 0), qf_engine_output(e8, 0), 80);
+        ck_assert_msg(db > 30.0, "LayerNorm stream %d: SQNR %.1f dB", ln, db);
+        qf_engine_free(e8);
+        qf_engine_free(e32);
+        free(x);
+        qf_calib_table_free(t);
+        qf_graph_free(g);
+        qf_graph_free(ref);
+    }
+}
+END_TEST
+
 /* ---- the fusion planner (lib/fusion.c) with rules of the test's own ------------------ */
 
 typedef struct test_rules {
@@ -1084,6 +1148,7 @@ int main(void)
     tcase_add_test(tg, scales_shared_through_concat_pool_flatten);
     tcase_add_test(tg, missing_table_entry_is_an_error);
     tcase_add_test(tg, residual_and_bias_fusion);
+    tcase_add_test(tg, residual_stream_of_layer_norms_stays_float);
     tcase_add_test(tg, fusion_planner_links_and_rules);
     tcase_add_test(tg, int8_fp16_boundaries);
     tcase_add_test(tg, fp16_overflow_stays_fp32);
