@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The model zoo of issue 12, on one machine: exports every CNN below with
+"""The model zoo of issues 12 and 13, on one machine: exports every CNN and
+vision transformer below with
 PyTorch's TorchScript exporter (opset 13 and 17) and its dynamo exporter (its
 default opset), each with a dynamic batch dim, then checks each export with
 qforge -- import, FP32 CPU logits against onnxruntime, calibration, INT8 and
@@ -41,7 +42,10 @@ TORCHVISION = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "re
                "mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0", "efficientnet_v2_s", "mnasnet1_0",
                "shufflenet_v2_x1_0"]
 LITE = "efficientnet_lite1"
-MODELS = TORCHVISION + [LITE]
+# issue 13's vision transformers: no BatchNorm, so one variant, the random
+# initialisation (`raw`), checked at every exporter setting and timed
+TRANSFORMERS = ["vit_b_16", "swin_t", "convnext_tiny"]
+MODELS = TORCHVISION + [LITE] + TRANSFORMERS
 # preprocessing other than IMAGENET's; Lite1's is mean 127, std 128 on 0..255
 # pixels at 240x240 (TF's crop of 240/272 of the centre)
 PREPROCESS = {
@@ -73,7 +77,12 @@ def key_of(model, variant, setting):
 
 
 def variants_of(model):
-    return ["real"] if model == LITE else ["bn", "raw"]
+    return ["real"] if model == LITE else ["raw"] if model in TRANSFORMERS else ["bn", "raw"]
+
+
+def timed_variant(model, variant):
+    """Whether this model and weights get the speed columns."""
+    return variant in ("bn", "real") or model in TRANSFORMERS
 
 
 # ---- workers that import torch ---------------------------------------------------------------------
@@ -88,6 +97,9 @@ def build_model(model, variant):
     else:
         import torchvision
         m = getattr(torchvision.models, model)(weights=None)
+        if model.startswith("vit_"):
+            # torchvision zero-initializes ViT's classifier: every logit 0, nothing to compare
+            torch.nn.init.trunc_normal_(m.heads.head.weight, std=0.02)
     return m.eval()
 
 
@@ -346,7 +358,7 @@ class Run:
             return
         table, q8, q16 = (self.path("q", key + s) for s in (".calib", ".int8.qfm", ".fp16.qfm"))
         dev = ["--device", a.device]
-        speed = r["setting"] == SPEED_SETTING and r["variant"] in ("bn", "real")
+        speed = r["setting"] == SPEED_SETTING and timed_variant(r["model"], r["variant"])
         with self.gpu:
             ok = self.sh(r, "calib", [a.qforge, "calib", onnx_path, "--images", os.path.join(a.data, "calib"),
                                       "-n", str(a.calib_n), "--batch", "50", "--threads", str(a.decode_threads),
@@ -444,7 +456,7 @@ def plan(a):
             if a.variants and v not in a.variants.split(","):
                 continue
             # raw initialisation: only the speed setting unless --full
-            ss = [s for s in settings if v != "raw" or a.full or s == SPEED_SETTING]
+            ss = [s for s in settings if v != "raw" or a.full or s == SPEED_SETTING or m in TRANSFORMERS]
             if ss:
                 groups.append((m, v, ss))
     return groups
@@ -463,7 +475,7 @@ def cmd_run(a):
         for f in futs:
             f.result()
     if not a.skip_speed:
-        run.speed([key_of(m, v, SPEED_SETTING) for m, v, ss in groups if SPEED_SETTING in ss and v != "raw"])
+        run.speed([key_of(m, v, SPEED_SETTING) for m, v, ss in groups if SPEED_SETTING in ss and timed_variant(m, v)])
     print("zoo.py: %d groups in %.0f s; results in %s" % (len(groups), time.time() - run.t0, a.results))
 
 
@@ -555,7 +567,9 @@ def cmd_report(a):
           "|onnxruntime| over the logits of %d validation images, both on the CPU. INT8 agreement and SQNR: "
           "`qforge eval` of the INT8 model against the FP32 ONNX model on the validation images. GPU = CPU: "
           "top-1 agreement of the INT8 model on the GPU and on the CPU engine. Speed (images/s at batch 256, "
-          "p50 ms at batch 1) only for %s with `bn`/`real` weights." % (N_REF, SETTING_NAMES[SPEED_SETTING]), "",
+          "p50 ms at batch 1) only for %s with `bn`/`real` weights (the transformers, which have no BatchNorm: "
+          "`raw`, at every setting; ViT's zero-initialized classifier re-initialized)." % (
+              N_REF, SETTING_NAMES[SPEED_SETTING]), "",
           "| model | weights | exporter | opset | imports | FP32 vs ORT | INT8 agree | INT8 SQNR dB | FP16 SQNR dB "
           "| GPU = CPU INT8 | top-1 FP32 / INT8 | INT8 b1 ms | INT8 b256 | FP16 b256 | PyTorch FP16 b256 "
           "| first failure |",
