@@ -330,6 +330,10 @@ static qf_status measure_bias(quant_args *a, const qf_calib_table *t, const qf_d
 /* Agreement lost against FP32, in points. */
 static double loss_points(const eval_scores *s) { return 100.0 * (1.0 - eval_agreement(s)); }
 
+/* Within --max-drop, allowing for the rounding of 100 * (1 - agree / images):
+ * 1 of 200 images lost is 0.5000000000000004 points. */
+static bool within_drop(const quant_args *a, const eval_scores *s) { return loss_points(s) <= a->max_drop + 1e-9; }
+
 typedef struct ranked {
     const char *name;
     double sqnr;   /* output SQNR on the sensitivity images with this layer alone in FP16 */
@@ -379,10 +383,13 @@ static qf_status int8_layers(const quant_args *a, const qf_calib_table *t, ranke
 
 /* --precision best: the INT8 layers are ranked by how much the output SQNR
  * against FP32 on (up to SENSITIVITY_IMAGES of) the calibration images rises
- * when each alone computes in FP16; they return to FP16 in that order until
- * the agreement lost on the held-out images is within --max-drop points.
- * *layers (n_layers) come out in that order, the first n_floats returned;
- * *s holds the held-out scores of the model chosen. */
+ * when each alone computes in FP16; the first m of that order return to FP16,
+ * m found by bisection as the fewest whose agreement lost on the held-out
+ * images is within --max-drop points (agreement rises with m all but
+ * monotonically: bisection takes log2(layers) checks where a walk took up to
+ * one per layer, the CPU's cost on deep models). *layers (n_layers) come out
+ * in that order, the first n_floats returned; *s holds the held-out scores of
+ * the model chosen. */
 static qf_status best_search(const quant_args *a, const qf_calib_table *t, const qf_dataset *sens,
                              const qf_dataset *held, qf_engine_opts *eo, eval_ref *ref_held, eval_model *ref,
                              ranked **layers, int *n_layers, int *n_floats, eval_scores *s)
@@ -393,25 +400,47 @@ static qf_status best_search(const quant_args *a, const qf_calib_table *t, const
     if (!cli_quiet)
         fprintf(stderr, "qforge: best: all %d INT8 layers: agreement %.4f (%.2f points lost, at most %.2f)\n",
                 *n_layers, eval_agreement(s), loss_points(s), a->max_drop);
-    if (loss_points(s) <= a->max_drop || *n_layers == 0) return QF_OK;
+    if (within_drop(a, s) || *n_layers == 0) return QF_OK;
     float *saved = calloc((size_t)qf_dataset_count(sens) * ref->classes + 1, sizeof *saved);
     const char **names = calloc((size_t)*n_layers + 1, sizeof *names);
     qf_status st = saved && names ? QF_OK : qf_error(QF_ERR_NOMEM, "out of memory");
     eval_ref ref_sens = {.model = ref, .saved = saved};
+    char label[64];
     for (int k = 0; k < *n_layers && st == QF_OK; k++) {
         eval_scores ss;
-        st = score_variant(a, t, &(*layers)[k].name, 1, sens, eo, &ref_sens, "rank", &ss);
+        snprintf(label, sizeof label, "rank %d/%d", k + 1, *n_layers);
+        st = score_variant(a, t, &(*layers)[k].name, 1, sens, eo, &ref_sens, label, &ss);
         (*layers)[k].sqnr = eval_sqnr(&ss);
     }
     if (st == QF_OK) qsort(*layers, (size_t)*n_layers, sizeof **layers, cmp_ranked);
     for (int k = 0; k < *n_layers; k++) names[k] = (*layers)[k].name;
-    for (int m = 1; m <= *n_layers && st == QF_OK; m++) {
-        st = score_variant(a, t, names, m, held, eo, ref_held, "best", s);
-        *n_floats = m;
-        if (st == QF_OK && !cli_quiet)
-            fprintf(stderr, "qforge: best: %s to FP16: agreement %.4f (%.2f points lost)\n", names[m - 1],
-                    eval_agreement(s), loss_points(s));
-        if (st == QF_OK && loss_points(s) <= a->max_drop) break;
+    /* lo fails (0 fails: checked above); hi is taken to pass until checked,
+     * and every layer in FP16 is the answer if nothing fewer passes */
+    int lo = 0, hi = *n_layers;
+    eval_scores at_hi = {0};
+    bool hi_scored = false;
+    while (hi - lo > 1 && st == QF_OK) {
+        const int mid = lo + (hi - lo) / 2;
+        eval_scores sm;
+        snprintf(label, sizeof label, "best %d FP16", mid);
+        st = score_variant(a, t, names, mid, held, eo, ref_held, label, &sm);
+        if (st != QF_OK) break;
+        const bool pass = within_drop(a, &sm);
+        if (!cli_quiet)
+            fprintf(stderr, "qforge: best: %d layers to FP16 (the last %s): agreement %.4f (%.2f points lost)%s\n",
+                    mid, names[mid - 1], eval_agreement(&sm), loss_points(&sm), pass ? "" : ", over --max-drop");
+        if (pass) {
+            hi = mid;
+            at_hi = sm;
+            hi_scored = true;
+        } else {
+            lo = mid;
+        }
+    }
+    if (st == QF_OK && !hi_scored) st = score_variant(a, t, names, hi, held, eo, ref_held, "best", &at_hi);
+    if (st == QF_OK) {
+        *n_floats = hi;
+        *s = at_hi;
     }
     free(names);
     free(saved);
