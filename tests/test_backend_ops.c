@@ -87,6 +87,17 @@ static void b_matmul(qf_graph *g, qf_op o, qf_precision p)
     node(g, o, 2, IN(x, weight(g, "w", 2, DIMS(16, 8), -0.3f, 0.3f)));
 }
 
+/* attention's activation x activation products: QK^T as (2,3,4,8) x (2,3,8,4), and a
+ * batch broadcast (2,3,4,8) x (3,8,5) */
+static void b_matmul_4d(qf_graph *g, qf_op o, qf_precision p)
+{
+    node(g, o, 2, IN(input(g, "q", 4, DIMS(2, 3, 4, 8)), input(g, "k", 4, DIMS(2, 3, 8, 4))));
+}
+static void b_matmul_broadcast(qf_graph *g, qf_op o, qf_precision p)
+{
+    node(g, o, 2, IN(input(g, "a", 4, DIMS(2, 3, 4, 8)), weight(g, "b", 3, DIMS(3, 8, 5), -0.5f, 0.5f)));
+}
+
 /* x (2,3,4,5) op a per-channel constant */
 static void b_binary(qf_graph *g, qf_op o, qf_precision p)
 {
@@ -368,6 +379,8 @@ static const op_case cases[] = {
     {QF_OP_CONV_TRANSPOSE, "3x3 s2", b_conv_transpose, -1.0f, 1.0f},
     {QF_OP_GEMM, "transB bias", b_gemm, -1.0f, 1.0f},
     {QF_OP_MATMUL, "3-D x 2-D", b_matmul, -1.0f, 1.0f},
+    {QF_OP_MATMUL, "4-D x 4-D (attention)", b_matmul_4d, -1.0f, 1.0f},
+    {QF_OP_MATMUL, "4-D x 3-D broadcast", b_matmul_broadcast, -1.0f, 1.0f},
     {QF_OP_ADD, "per-channel", b_binary, -1.0f, 1.0f},
     {QF_OP_SUB, "per-channel", b_binary, -1.0f, 1.0f},
     {QF_OP_MUL, "per-channel", b_binary, -1.0f, 1.0f},
@@ -787,6 +800,20 @@ static void print_matrix(int cell[][N_ENGINES][QF_PRECISION_COUNT], const bool *
     }
 }
 
+/* Whether case c's node has the INT8 form of its op: a compute op's node
+ * only where its descriptor takes it (constant weights of the right shape:
+ * attention's activation x activation MatMul stays float). */
+static bool int8_applies(const op_case *c)
+{
+    const qfi_op_desc *d = qfi_ops[c->op];
+    if (d->int8 != QFI_INT8_COMPUTE) return true;
+    qf_graph *g = build(c, QF_PREC_FP32, 1);
+    const qf_node *n = &g->nodes[0];
+    bool ok = n->n_in >= 2 && (qfi_in(g, n, 1)->flags & QF_VALUE_CONST) && (!d->int8_ok || d->int8_ok(g, n));
+    qf_graph_free(g);
+    return ok;
+}
+
 START_TEST(every_op_on_every_engine)
 {
     static int cell[QF_OP_COUNT][N_ENGINES][QF_PRECISION_COUNT];
@@ -812,7 +839,7 @@ START_TEST(every_op_on_every_engine)
     }
     for (size_t i = 0; i < QF_ARRAY_LEN(cases); i++)
         for (int p = 0; p < QF_PRECISION_COUNT; p++)
-            if (qf_op_precisions(cases[i].op) & QFI_PREC_BIT(p))
+            if ((qf_op_precisions(cases[i].op) & QFI_PREC_BIT(p)) && (p != QF_PREC_INT8 || int8_applies(&cases[i])))
                 failures += run_case(&cases[i], (qf_precision)p, present, cell);
     print_matrix(cell, present);
     ck_assert_msg(failures == 0, "%d failures (see above)", failures);
