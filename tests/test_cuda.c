@@ -1222,6 +1222,48 @@ static void model_agreement(const char *name, const char *model_rel, const char 
     ck_assert_msg(!failed[0], "%s", failed);
 }
 
+/* Models quantized elsewhere (lib/onnx_qop.c, quant/qdq_import.c): the Q/DQ
+ * seed of tests/bad (uint8 activations with zero points) and, where
+ * ../shared/data has it, the zoo's QOperator MobileNetV2 give the CPU
+ * engine's outputs bit for bit. Nodes touching a nonzero zero point run on
+ * the host (the device kernels are symmetric); the rest on the device. */
+static void quantized_elsewhere(const char *path, int batch)
+{
+    qf_load_opts lo = {.batch = batch};
+    qf_graph *g;
+    OK(qf_model_load(path, &lo, &g));
+    ck_assert(qf_graph_has_qdq(g));
+    OK(qf_quantize(g, NULL, NULL, NULL));
+    compare(g, QF_PREC_INT8, 2, "int8", true);
+    qf_engine *e;
+    qf_engine_opts o = {.device = dut};
+    OK(qf_engine_create(g, &o, &e));
+    int host = 0, zp = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        bool any = false;
+        for (int k = 0; k < n->n_in + n->n_out; k++) {
+            int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+            any |= v >= 0 && g->values[v].zero_point != 0;
+        }
+        zp += any;
+        host += qf_engine_node_device(e, i) == QF_DEVICE_CPU;
+        if (any) ck_assert_msg(qf_engine_node_device(e, i) == QF_DEVICE_CPU, "%s: node %s", path, n->name);
+    }
+    printf("  %s: %d nodes, %d with a zero point, %d on the host\n", path, g->n_nodes, zp, host);
+    qf_engine_free(e);
+    qf_graph_free(g);
+}
+
+START_TEST(quantized_elsewhere_exact)
+{
+    quantized_elsewhere(QF_SRCDIR "/tests/bad/qdq_seed.onnx", 2);
+    char path[600];
+    snprintf(path, sizeof path, "%s/imagenet/mobilenetv2-12-int8.onnx", data_dir);
+    if (exists("imagenet/mobilenetv2-12-int8.onnx")) quantized_elsewhere(path, 2);
+}
+END_TEST
+
 START_TEST(resnet20_cifar10)
 {
     model_agreement("ResNet-20", "cifar10/resnet20.onnx", "cifar10/calib", "cifar10/test", NULL, "cifar10", 50, 200, 500);
@@ -1293,6 +1335,7 @@ int main(void)
     tcase_add_test(ops, t_host_refusals);
     tcase_add_test(ops, host_all_exact);
     tcase_add_test(ops, host_mixed);
+    tcase_add_test(ops, quantized_elsewhere_exact);
     if (dut == QF_DEVICE_CUDA) {
         tcase_add_test(ops, host_nodes_are_named);
         tcase_add_test(ops, host_errors_reach_the_caller);
