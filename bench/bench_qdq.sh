@@ -7,6 +7,7 @@
 #     calibration images, per-channel int8 weights) with uint8 activations
 #     (zero points) and with int8 ones: ResNet-20 on the 10,000 CIFAR-10 test
 #     images, MobileNetV2 on the 200 ImageNet images;
+#   - NVIDIA ModelOpt ONNX PTQ models of both when $MODELOPT_PYTHON is set.
 # Each row: top-1 agreement with ORT's default session, top-1 of both, and how
 # far ORT agrees with itself with its graph optimizations off.
 # Usage: bench/bench_qdq.sh [BUILD_DIR]   (python3 with onnxruntime, onnx, numpy, Pillow:
@@ -31,3 +32,13 @@ for act in uint8 int8; do
   $agree --name "MobileNetV2 Q/DQ $act" --model "$tmp/mnv2.$act.onnx" --quantize "$data/imagenet/mobilenetv2-fp32.onnx" \
     --calib "$data/imagenet/images/calib" --calib-n 100 --activations $act $inet
 done
+# NVIDIA ModelOpt's ONNX PTQ (max calibration through onnxruntime on the CPU, FP32 float ops),
+# where $MODELOPT_PYTHON is a python with nvidia-modelopt[onnx] (bench/peers/modelopt_quant.py)
+if [ -n "${MODELOPT_PYTHON:-}" ]; then
+  "$MODELOPT_PYTHON" "$top/bench/peers/modelopt_quant.py" "$data/cifar10/resnet20.onnx" "$tmp/r20.modelopt.onnx" \
+    --calib "$data/cifar10/calib" --preset cifar10 --n 500 > "$tmp/modelopt.log" 2>&1 || { tail -n 5 "$tmp/modelopt.log" >&2; exit 1; }
+  $agree --name "ResNet-20 ModelOpt PTQ" --model "$tmp/r20.modelopt.onnx" $cifar
+  "$MODELOPT_PYTHON" "$top/bench/peers/modelopt_quant.py" "$data/imagenet/mobilenetv2-fp32.onnx" "$tmp/mnv2.modelopt.onnx" \
+    --calib "$data/imagenet/images/calib" --preset imagenet --n 100 > "$tmp/modelopt.log" 2>&1 || { tail -n 5 "$tmp/modelopt.log" >&2; exit 1; }
+  $agree --name "MobileNetV2 ModelOpt PTQ" --model "$tmp/mnv2.modelopt.onnx" $inet
+fi
