@@ -5,8 +5,10 @@
  * channel counts and K, padding, strides, dilations, groups, depthwise
  * windows, batches above 1, residuals, activations and float outputs, and
  * zero points on the input (the padding's value), residual and output, as a
- * model quantized elsewhere with uint8 activations has them. */
+ * model quantized elsewhere with uint8 activations has them. Also the bulk
+ * f16 / int8 conversions against the element functions. */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -376,6 +378,47 @@ START_TEST(gemm_int8_every_isa)
 }
 END_TEST
 
+/* ---- bulk conversions (convert_simd.c) ------------------------------------------------- */
+
+/* Every half, and floats around every half's rounding boundary plus the
+ * specials, through the bulk functions and the element ones: the same bits. */
+START_TEST(conversions_match_the_element_functions)
+{
+    enum { NH = 65536, NF = 4 * NH + 16 };
+    uint16_t *h = malloc(NH * sizeof *h), *h2 = malloc(NF * sizeof *h2);
+    float *f = malloc(NF * sizeof *f), *f2 = malloc(NF * sizeof *f2);
+    int8_t *q = malloc(NF), *q2 = malloc(NF);
+    for (int i = 0; i < NH; i++) h[i] = (uint16_t)i; /* signaling and quiet NaNs, Inf, subnormals */
+    qfi_cpu_f16_to_f32(h, f, NH);
+    for (int i = 0; i < NH; i++) ck_assert_uint_eq(qfi_f32_bits(f[i]), qfi_f32_bits(qf_f16_to_f32(h[i])));
+    const float s = 0.0173f;
+    for (int z = 0; z <= ZX; z += ZX) {
+        qfi_cpu_quantize(h, QF_F16, q, NH, s, z);
+        for (int i = 0; i < NH; i++) ck_assert_int_eq(q[i], qfi_quantize_f32_zp(qf_f16_to_f32(h[i]), s, z));
+    }
+    /* each half's value, the ties just beside it, and specials */
+    for (int i = 0; i < NH; i++) {
+        const uint32_t b = qfi_f32_bits(qf_f16_to_f32(h[i]));
+        f[4 * i] = qfi_bits_f32(b), f[4 * i + 1] = qfi_bits_f32(b + 0x1000u);
+        f[4 * i + 2] = qfi_bits_f32(b + 0xfffu), f[4 * i + 3] = qfi_bits_f32(b - 0x1000u);
+    }
+    const float specials[16] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-45f, -1e-45f, 65504.0f, 65520.0f,
+                                -65520.0f, 2.98e-8f, 5.96e-8f, 127.5f * s, -128.5f * s, 1e30f};
+    memcpy(f + 4 * NH, specials, sizeof specials);
+    qfi_cpu_f32_to_f16(f, h2, NF);
+    for (int i = 0; i < NF; i++) ck_assert_uint_eq(h2[i], qf_f32_to_f16(f[i]));
+    for (int i = 0; i < 256; i++) q2[i] = (int8_t)(i - 128);
+    for (int z = ZY; z <= ZX; z += ZX - ZY) {
+        qfi_cpu_quantize(f, QF_F32, q, NF, s, z);
+        for (int i = 0; i < NF; i++) ck_assert_int_eq(q[i], qfi_quantize_f32_zp(f[i], s, z));
+        qfi_cpu_dequantize(q2, f2, 256, s, z);
+        for (int i = 0; i < 256; i++)
+            ck_assert_uint_eq(qfi_f32_bits(f2[i]), qfi_f32_bits(qfi_dequantize_i8_zp(q2[i], s, z)));
+    }
+    free(h), free(h2), free(f), free(f2), free(q), free(q2);
+}
+END_TEST
+
 /* QFORGE_CPU_INT8_ISA picks the kernels; a name the CPU cannot run leaves the widest. */
 START_TEST(isa_from_environment)
 {
@@ -396,6 +439,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, conv_int8_every_isa, 0, (int)(sizeof conv_cases / sizeof conv_cases[0]));
     tcase_add_loop_test(tc, gemm_int8_every_isa, 0, (int)(sizeof gemm_cases / sizeof gemm_cases[0]));
+    tcase_add_test(tc, conversions_match_the_element_functions);
     tcase_add_test(tc, isa_from_environment);
     suite_add_tcase(s, tc);
     return run_suite(s);

@@ -135,6 +135,14 @@ size_t qfi_cpu_conv_direct_scratch(const struct qfi_conv_geom *geo, int64_t slot
 void qfi_cpu_conv_direct(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
                          void *scratch, int threads, qfi_direct_isa isa);
 
+/* Bulk conversions between f32 and stored f16 / int8 values (convert_simd.c),
+ * bit for bit lib/dtype.c's and lib/quant_math.h's element functions: f16 <->
+ * f32, x (f32 or f16) quantized at scale s and zero point z, (q - z) * s. */
+void qfi_cpu_f16_to_f32(const uint16_t *h, float *f, int64_t n);
+void qfi_cpu_f32_to_f16(const float *f, uint16_t *h, int64_t n);
+void qfi_cpu_quantize(const void *x, qf_dtype dt, int8_t *q, int64_t n, float s, int32_t z);
+void qfi_cpu_dequantize(const int8_t *q, float *f, int64_t n, float s, int32_t z);
+
 /* ---- INT8 (exact integer arithmetic, lib/quant_math.h's requantize epilogue) ----
  * Products are u8 x s8 dot products of four (vpdpbusd on CPUs with VNNI): one
  * operand is stored with 128 added (u = q ^ 0x80), and the 128 * sum of the

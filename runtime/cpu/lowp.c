@@ -91,8 +91,7 @@ qf_status qfi_cpu_lowp_create(const qf_graph *g, const bool *only, qfi_cpu_lowp 
             int64_t cnt = qf_value_numel(vv);
             float *w = malloc((size_t)(cnt ? cnt : 1) * sizeof *w);
             if (!w) goto nomem;
-            const uint16_t *h = vv->data;
-            for (int64_t i = 0; i < cnt; i++) w[i] = qf_f16_to_f32(h[i]);
+            qfi_cpu_f16_to_f32(vv->data, w, cnt);
             lp->wide[v] = w;
             vv->data = w;
         }
@@ -127,23 +126,15 @@ static void convert_chunk(void *arg, int64_t c)
 {
     const convert_job *j = arg;
     int64_t lo = c * CONVERT_CHUNK, hi = lo + CONVERT_CHUNK < j->cnt ? lo + CONVERT_CHUNK : j->cnt;
-    if (j->widen && j->dt == QF_F16) {
-        const uint16_t *h = j->src;
-        float *f = j->dst;
-        for (int64_t i = lo; i < hi; i++) f[i] = qf_f16_to_f32(h[i]);
-    } else if (j->widen) {
-        const int8_t *q = j->src;
-        float *f = j->dst;
-        for (int64_t i = lo; i < hi; i++) f[i] = qfi_dequantize_i8_zp(q[i], j->scale, j->zero_point);
-    } else if (j->dt == QF_F16) {
-        const float *f = j->src;
-        uint16_t *h = j->dst;
-        for (int64_t i = lo; i < hi; i++) h[i] = qf_f32_to_f16(f[i]);
-    } else {
-        const float *f = j->src;
-        int8_t *q = j->dst;
-        for (int64_t i = lo; i < hi; i++) q[i] = qfi_quantize_f32_zp(f[i], j->scale, j->zero_point);
-    }
+    const int64_t n = hi - lo;
+    if (j->widen && j->dt == QF_F16)
+        qfi_cpu_f16_to_f32((const uint16_t *)j->src + lo, (float *)j->dst + lo, n);
+    else if (j->widen)
+        qfi_cpu_dequantize((const int8_t *)j->src + lo, (float *)j->dst + lo, n, j->scale, j->zero_point);
+    else if (j->dt == QF_F16)
+        qfi_cpu_f32_to_f16((const float *)j->src + lo, (uint16_t *)j->dst + lo, n);
+    else
+        qfi_cpu_quantize((const float *)j->src + lo, QF_F32, (int8_t *)j->dst + lo, n, j->scale, j->zero_point);
 }
 
 static void convert(const qf_value *v, const void *src, void *dst, bool widen, int threads)

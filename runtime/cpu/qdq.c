@@ -1,15 +1,10 @@
 /* CPU kernels of QuantizeLinear (f32/f16 -> i8: x/s rounded half to even, plus
  * the zero point, saturated) and DequantizeLinear (i8, or a constant i32
  * bias, -> f32/f16: (q - z)*s), per tensor or per axis. The arithmetic is
- * lib/quant_math.h's qfi_quantize_f32_zp and qfi_dequantize_i8_zp. */
+ * lib/quant_math.h's qfi_quantize_f32_zp and qfi_dequantize_i8_zp, most
+ * of it eight at a time (convert_simd.c). */
 #include "kernels.h"
 #include "ops/nn.h"
-
-/* Element i of x (f32 or f16) as float. */
-static float load_float(const void *x, qf_dtype dt, int64_t i)
-{
-    return dt == QF_F16 ? qf_f16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
-}
 
 static qf_status qdq_run(const qfi_kernel_args *a)
 {
@@ -27,8 +22,8 @@ static qf_status qdq_run(const qfi_kernel_args *a)
             const int32_t z = geo.z ? geo.z[c] : 0;
             const int64_t at = o + c * inner;
             if (n->op == QF_OP_QUANTIZE_LINEAR) {
-                int8_t *q = (int8_t *)a->out[0] + at;
-                for (int64_t i = 0; i < inner; i++) q[i] = qfi_quantize_f32_zp(load_float(a->in[0], x->dtype, at + i), s, z);
+                const size_t es = qf_dtype_info(x->dtype)->size;
+                qfi_cpu_quantize((const char *)a->in[0] + at * es, x->dtype, (int8_t *)a->out[0] + at, inner, s, z);
             } else if (x->dtype == QF_I32) {
                 /* an int32 bias (zero point 0): one FP32 product, as ONNX computes it */
                 const int32_t *q = (const int32_t *)a->in[0] + at;
@@ -39,9 +34,7 @@ static qf_status qdq_run(const qfi_kernel_args *a)
                 uint16_t *yh = (uint16_t *)a->out[0] + at;
                 for (int64_t i = 0; i < inner; i++) yh[i] = qf_f32_to_f16(qfi_dequantize_i8_zp(q[i], s, z));
             } else {
-                const int8_t *q = (const int8_t *)a->in[0] + at;
-                float *yf = (float *)a->out[0] + at;
-                for (int64_t i = 0; i < inner; i++) yf[i] = qfi_dequantize_i8_zp(q[i], s, z);
+                qfi_cpu_dequantize((const int8_t *)a->in[0] + at, (float *)a->out[0] + at, inner, s, z);
             }
         }
     return QF_OK;

@@ -1,0 +1,140 @@
+/* The CPU engine's bulk dtype conversions between its f32 kernels and stored
+ * f16 and int8 values (lowp.c's staging, QuantizeLinear, DequantizeLinear):
+ * eight at a time with F16C and AVX2 where the CPU has them, else one by one,
+ * always the bits of lib/dtype.c's qf_f16_to_f32 / qf_f32_to_f16 and
+ * lib/quant_math.h's qfi_quantize_f32_zp / qfi_dequantize_i8_zp. */
+#include "kernels.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define HAVE_F16C_KERNELS 1
+#include <immintrin.h>
+#define TF16C __attribute__((target("avx2,f16c")))
+
+/* Inf and NaN halves (exponent 31) go through the scalar code: vcvtph2ps
+ * quiets a signaling NaN that qf_f16_to_f32 keeps as it is. */
+TF16C static void f16_to_f32_v(const uint16_t *h, float *f, int64_t n)
+{
+    const __m128i exp = _mm_set1_epi16(0x7c00);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(h + i));
+        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, exp), exp))) {
+            for (int k = 0; k < 8; k++) f[i + k] = qf_f16_to_f32(h[i + k]);
+            continue;
+        }
+        _mm256_storeu_ps(f + i, _mm256_cvtph_ps(v));
+    }
+    for (; i < n; i++) f[i] = qf_f16_to_f32(h[i]);
+}
+
+/* Round to nearest even, as qf_f32_to_f16; Inf and NaN lanes (exponent 255)
+ * take the scalar code. */
+TF16C static void f32_to_f16_v(const float *f, uint16_t *h, int64_t n)
+{
+    const __m256i exp = _mm256_set1_epi32(0x7f800000);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(f + i);
+        const __m256i e = _mm256_and_si256(_mm256_castps_si256(v), exp);
+        if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(e, exp))) {
+            for (int k = 0; k < 8; k++) h[i + k] = qf_f32_to_f16(f[i + k]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < n; i++) h[i] = qf_f32_to_f16(f[i]);
+}
+
+/* x / s rounded to nearest, NaN to 0, clamped to [-128 - z, 127 - z], rint
+ * (cvtps2dq in the default rounding mode: ties to even), plus z: as
+ * qfi_quantize_f32_zp. */
+TF16C static inline __m256i quantize8(__m256 x, __m256 s, __m256 lo, __m256 hi, __m256i z)
+{
+    __m256 v = _mm256_div_ps(x, s);
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    v = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+    return _mm256_add_epi32(_mm256_cvtps_epi32(v), z);
+}
+/* eight int32 in [-128, 127] stored as eight bytes */
+TF16C static inline void store_i8x8(int8_t *q, __m256i v)
+{
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64((__m128i *)q, _mm_packs_epi16(w, w));
+}
+
+/* f32 or f16 x; the f16 ones are widened eight at a time first */
+TF16C static void quantize_v(const void *x, qf_dtype dt, int8_t *q, int64_t n, float s, int32_t z)
+{
+    const __m256 vs = _mm256_set1_ps(s), lo = _mm256_set1_ps((float)(-128 - z)), hi = _mm256_set1_ps((float)(127 - z));
+    const __m256i vz = _mm256_set1_epi32(z);
+    float f[8];
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        if (dt == QF_F16) f16_to_f32_v((const uint16_t *)x + i, f, 8);
+        const float *xi = dt == QF_F16 ? f : (const float *)x + i;
+        store_i8x8(q + i, quantize8(_mm256_loadu_ps(xi), vs, lo, hi, vz));
+    }
+    for (; i < n; i++)
+        q[i] = qfi_quantize_f32_zp(dt == QF_F16 ? qf_f16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i], s, z);
+}
+
+/* (q - z) exactly, then one product, as qfi_dequantize_i8_zp */
+TF16C static void dequantize_i8_v(const int8_t *q, float *f, int64_t n, float s, int32_t z)
+{
+    const __m256 vs = _mm256_set1_ps(s);
+    const __m256i vz = _mm256_set1_epi32(z);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i v = _mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i))), vz);
+        _mm256_storeu_ps(f + i, _mm256_mul_ps(_mm256_cvtepi32_ps(v), vs));
+    }
+    for (; i < n; i++) f[i] = qfi_dequantize_i8_zp(q[i], s, z);
+}
+
+static bool has_f16c(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"); }
+#endif
+
+void qfi_cpu_f16_to_f32(const uint16_t *h, float *f, int64_t n)
+{
+#ifdef HAVE_F16C_KERNELS
+    if (has_f16c()) {
+        f16_to_f32_v(h, f, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) f[i] = qf_f16_to_f32(h[i]);
+}
+
+void qfi_cpu_f32_to_f16(const float *f, uint16_t *h, int64_t n)
+{
+#ifdef HAVE_F16C_KERNELS
+    if (has_f16c()) {
+        f32_to_f16_v(f, h, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) h[i] = qf_f32_to_f16(f[i]);
+}
+
+void qfi_cpu_quantize(const void *x, qf_dtype dt, int8_t *q, int64_t n, float s, int32_t z)
+{
+#ifdef HAVE_F16C_KERNELS
+    if (has_f16c()) {
+        quantize_v(x, dt, q, n, s, z);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        q[i] = qfi_quantize_f32_zp(dt == QF_F16 ? qf_f16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i], s, z);
+}
+
+void qfi_cpu_dequantize(const int8_t *q, float *f, int64_t n, float s, int32_t z)
+{
+#ifdef HAVE_F16C_KERNELS
+    if (has_f16c()) {
+        dequantize_i8_v(q, f, n, s, z);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) f[i] = qfi_dequantize_i8_zp(q[i], s, z);
+}
