@@ -86,6 +86,10 @@ held_out "$data/calib" 50 200 "$tmp/held50"
 b=$("$QFORGE" eval "$tmp/best.qfm" --images "$tmp/held50" --reference "$model" --json --quiet |
     sed -n 's/.*"agreement": \([0-9.]*\).*/\1/p')
 [ "$agree" = "$b" ] && pass "best's held-out agreement = eval's" || fail "best: quant $agree, eval $b"
+# its FP16 layers read conversions of qforge's own plan, not a model's Q/DQ pairs
+"$QFORGE" info "$tmp/best.qfm" > "$tmp/best.info" || fail "info best.qfm exit $?"
+if grep -q "between Q/DQ" "$tmp/best.info"; then fail "info calls qforge's FP16 layers Q/DQ: $(grep 'Q/DQ' "$tmp/best.info")"
+else pass "info: FP16 layers of a qforge plan are not 'between Q/DQ'"; fi
 
 # ---- errors: one line naming the culprit, exit 1 (2 for usage), nothing written ---------------
 mkdir -p "$tmp/few"

@@ -182,6 +182,9 @@ int cmd_info(int argc, char **argv)
     qf_status st = cli_load_model(path, 1, &g, &meta);
     if (st != QF_OK) return cli_fail(st);
     const bool quantized = qfm || !strcmp(meta.scale_source, "model");
+    /* only a model with its own scales has Q/DQ pairs of its own; in a plan
+     * qforge made, a float node after a conversion is a layer kept out of INT8 */
+    const bool own_qdq = !strcmp(meta.scale_source, "model");
 
     qf_graph_stats s;
     qf_graph_stats_compute(g, &s);
@@ -196,7 +199,7 @@ int cmd_info(int argc, char **argv)
     for (int op = 0; op < QF_OP_COUNT; op++)
         if (s.op_count[op]) printf("  %-20s %d\n", qf_op_name((qf_op)op), s.op_count[op]);
     if (quantized) print_precisions(g);
-    if (quantized) print_between_qdq(g);
+    if (own_qdq) print_between_qdq(g);
     print_count("parameters", (double)s.params);
     print_count("FLOPs per image", (double)s.flops);
     if (nodes) {
@@ -205,7 +208,7 @@ int cmd_info(int argc, char **argv)
             printf("%4d %-20s %-32s -> ", i, qf_op_name(n->op), n->name);
             if (quantized) print_quant_columns(g, n);
             else print_shape(&g->values[n->out[0]]);
-            if (quantized && qf_node_between_qdq(g, i)) printf(" (between Q/DQ)");
+            if (own_qdq && qf_node_between_qdq(g, i)) printf(" (between Q/DQ)");
             printf("\n");
         }
     }
