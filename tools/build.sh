@@ -1,6 +1,10 @@
 #!/bin/sh
 # Builds qforge from a fresh checkout and runs one job: `demo` (the bundled
-# example end to end) or `check` (the whole test suite). Installs missing
+# example end to end), `check` (the whole test suite) or `sanitize` (the unit
+# tests again built with ASan + UBSan in build/sanitize, then each libFuzzer
+# harness of tests/fuzz for FUZZ_SECONDS (20) from its seeds, built in
+# build/fuzz-build by clang, skipped without clang; tests/fuzz/README.md).
+# .ci/run runs check, then sanitize. Installs missing
 # Debian packages first (apt-get; run as root), bootstraps, configures (with
 # the Triton backend where ../shared/third_party/triton-core holds its headers),
 # builds in ./build; `check` also installs the Triton test's wheels into
@@ -8,16 +12,22 @@
 set -eu
 job=${1:-demo}
 [ $# -gt 0 ] && shift
-case $job in demo|check|distcheck) ;; *) echo "usage: $0 demo|check|distcheck [configure options]" >&2; exit 2;; esac
+case $job in demo|check|sanitize|distcheck) ;; *) echo "usage: $0 demo|check|sanitize|distcheck [configure options]" >&2; exit 2;; esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 
 packages="build-essential autoconf automake libtool pkg-config protobuf-c-compiler libprotobuf-c-dev
   libonnx-dev libonnx-testdata check libopenblas-dev libpng-dev libjpeg62-turbo-dev zlib1g-dev
   dataset-fashion-mnist"
+# the sanitize job's libFuzzer harnesses need clang; without it (and no root to
+# install it) their smoke run is skipped and the sanitizer suite runs alone
+optional=
+[ "$job" = sanitize ] && optional="clang libclang-rt-dev"
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 missing=
-for p in $packages; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
+for p in $packages; do installed "$p" || missing="$missing $p"; done
+if [ "$(id -u)" = 0 ]; then
+  for p in $optional; do installed "$p" || missing="$missing $p"; done
+fi
 if [ -n "$missing" ]; then
   echo "build.sh: installing Debian packages:$missing"
   if [ "$(id -u)" != 0 ]; then echo "build.sh: need root to install:$missing" >&2; exit 1; fi
@@ -58,6 +68,33 @@ case $job in
     grep -h '^onnx-conformance:' tests/onnx_conformance.log 2>/dev/null | tail -n 1
     awk '/^# PASS:/ {p=$3} /^# FAIL:/ {f=$3} /^# ERROR:/ {e=$3} /^# SKIP:/ {s=$3}
          END {printf "qforge: %d passed, %d failed, %d skipped\n", p, f + e, s}' test-suite.log
+    exit $status ;;
+  sanitize)
+    status=0
+    # the unit tests under ASan + UBSan, stopping at the first error; CPU-only
+    # (nvcc's code is not instrumented, and test_cuda skips without a GPU) and
+    # without the Triton backend (tritonserver cannot load an ASan module;
+    # fuzz_triton covers it)
+    mkdir -p sanitize
+    ( cd sanitize
+      [ -f Makefile ] || ../../configure --enable-sanitizers --without-cuda --without-triton "$@" > configure.log 2>&1 ||
+        { tail -n 20 configure.log; exit 1; }
+      make -j"$jobs" > make.log 2>&1 || { tail -n 40 make.log; exit 1; }
+      export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+      make -j"$jobs" check > check.log 2>&1 || { tail -n 200 test-suite.log; exit 1; }
+      grep -E '^(PASS|SKIP|FAIL|ERROR):' check.log
+      awk '/^# PASS:/ {p=$3} /^# FAIL:/ {f=$3} /^# ERROR:/ {e=$3} /^# SKIP:/ {s=$3}
+           END {printf "qforge sanitizers (ASan + UBSan): %d passed, %d failed, %d skipped\n", p, f + e, s}' test-suite.log
+    ) || status=1
+    # each libFuzzer harness from its seeds, where configure found a clang that
+    # links libFuzzer; 20 s each (not the issue's 30) keeps CI near 10 minutes
+    if [ -z "$(sed -n 's/^FUZZ_CC = //p' Makefile)" ]; then
+      echo "fuzz-smoke: skipped: no clang with libFuzzer (Debian: clang, libclang-rt-dev)"
+    elif make fuzz > fuzz-build.log 2>&1; then
+      FUZZ_SECONDS=${FUZZ_SECONDS:-20} make -s fuzz-smoke || status=1
+    else
+      tail -n 40 fuzz-build.log; status=1
+    fi
     exit $status ;;
   distcheck) make distcheck ;;
 esac

@@ -3,9 +3,10 @@
 # the build folder that holds it, or set FUZZ_BIN to the harnesses' folder).
 #   run.sh smoke            each harness for FUZZ_SECONDS (30) from its seeds, two at a
 #                           time; one line per harness; fails if any harness fails
-#   run.sh long H [RUNS]    harness H (onnx, qfm, ...) for about RUNS executions (10000000)
-#                           at nice 19 in one worker process that a crash does not stop;
-#                           its corpus is kept in fuzz-corpus/H, crashing inputs in fuzz-crashes/
+#   run.sh long H [RUNS]    harness H (onnx, qfm, ...) for about RUNS executions (10000000),
+#                           or FUZZ_MAX_TIME seconds if that comes first, at nice 19 in one
+#                           worker process that a crash does not stop; its corpus is kept in
+#                           fuzz-corpus/H, crashing inputs in fuzz-crashes/
 #   run.sh seeds H DIR      gathers H's seeds into DIR: tests/fuzz/seeds/H, the bad inputs
 #                           of tests/, and (where ../shared/data exists) real models and images
 #   run.sh options H        libFuzzer's options for H (dictionary, input length)
@@ -147,6 +148,7 @@ case ${1:-smoke} in
     # shellcheck disable=SC2046
     # -fork=1: one worker at a time, restarted after a crash, OOM or timeout (each input kept)
     nice -n 19 "$bin/fuzz_$h" $LIMITS -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 -runs="$runs" \
+      -max_total_time="${FUZZ_MAX_TIME:-0}" \
       -artifact_prefix="$PWD/fuzz-crashes/${h}-" $(options "$h") "$corpus" "$work" || true
     rm -rf "$work"
     # the corpus's coverage, measured alone
