@@ -7,6 +7,7 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define HAVE_F16C_KERNELS 1
+#include <cpuid.h>
 #include <immintrin.h>
 #define TF16C __attribute__((target("avx2,f16c")))
 
@@ -91,7 +92,13 @@ TF16C static void dequantize_i8_v(const int8_t *q, float *f, int64_t n, float s,
     for (; i < n; i++) f[i] = qfi_dequantize_i8_zp(q[i], s, z);
 }
 
-static bool has_f16c(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"); }
+/* F16C is CPUID.1:ECX bit 29, asked directly: Debian 12's clang 14 rejects
+ * __builtin_cpu_supports("f16c") at compile time (as int8_simd.c's avxvnni) */
+static bool has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+}
 #endif
 
 void qfi_cpu_f16_to_f32(const uint16_t *h, float *f, int64_t n)

@@ -9,6 +9,7 @@
 #if (defined(__x86_64__) || defined(__i386__)) && \
     ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11) || (defined(__clang__) && __clang_major__ >= 12))
 #define HAVE_VNNI_KERNELS 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -403,7 +404,14 @@ static bool has_vnni512(void)
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
            __builtin_cpu_supports("avx512vbmi");
 }
-static bool has_avxvnni(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni"); }
+/* AVX-VNNI is CPUID.(EAX=7,ECX=1):EAX bit 4, asked directly: Debian 12's
+ * clang 14 rejects __builtin_cpu_supports("avxvnni") at compile time, which
+ * broke `make fuzz` */
+static bool has_avxvnni(void)
+{
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx2") && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+}
 static bool has_evex256(void)
 {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
