@@ -413,12 +413,11 @@ static qf_status best_search(const quant_args *a, const qf_calib_table *t, const
         (*layers)[k].sqnr = eval_sqnr(&ss);
     }
     if (st == QF_OK) qsort(*layers, (size_t)*n_layers, sizeof **layers, cmp_ranked);
-    for (int k = 0; k < *n_layers; k++) names[k] = (*layers)[k].name;
-    /* lo fails (0 fails: checked above); hi is taken to pass until checked,
-     * and every layer in FP16 is the answer if nothing fewer passes */
+    for (int k = 0; names && k < *n_layers; k++) names[k] = (*layers)[k].name;
+    /* lo fails (0 fails: checked above); hi passes, checked whenever it is
+     * below n_layers, and every layer in FP16 is the answer if nothing fewer passes */
     int lo = 0, hi = *n_layers;
     eval_scores at_hi = {0};
-    bool hi_scored = false;
     while (hi - lo > 1 && st == QF_OK) {
         const int mid = lo + (hi - lo) / 2;
         eval_scores sm;
@@ -432,12 +431,11 @@ static qf_status best_search(const quant_args *a, const qf_calib_table *t, const
         if (pass) {
             hi = mid;
             at_hi = sm;
-            hi_scored = true;
         } else {
             lo = mid;
         }
     }
-    if (st == QF_OK && !hi_scored) st = score_variant(a, t, names, hi, held, eo, ref_held, "best", &at_hi);
+    if (st == QF_OK && hi == *n_layers) st = score_variant(a, t, names, hi, held, eo, ref_held, "best", &at_hi);
     if (st == QF_OK) {
         *n_floats = hi;
         *s = at_hi;
