@@ -74,7 +74,7 @@ static void convt_item(const convt_job *j, int64_t item, float *col)
     float *yg = j->y + (n * geo->M + gi * mg) * out_sz;      /* (Mg, OUT) */
     for (int64_t m = 0; m < mg; m++)
         for (int64_t o = 0; o < out_sz; o++) yg[m * out_sz + o] = j->b ? j->b[gi * mg + m] : 0.0f;
-    if (cg == 0 || in_sz == 0) return; /* nothing to scatter (and BLAS rejects zero leading dims) */
+    if (cg == 0 || in_sz == 0 || rows == 0 || !col) return; /* nothing to scatter (and BLAS rejects zero leading dims) */
     /* col (Mg*K, IN) = W_g^T (Mg*K, Cg) x X_g (Cg, IN) */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)in_sz, (int)cg, 1.0f, wg, (int)rows, xg,
                 (int)in_sz, 0.0f, col, (int)in_sz);
@@ -84,7 +84,8 @@ static void convt_item(const convt_job *j, int64_t item, float *col)
 static void convt_slot(void *arg, int64_t t)
 {
     const convt_job *j = arg;
-    float *col = j->scratch + t * col_elems(j->geo);
+    /* no scratch when a shape is empty: nothing is scattered then (convt_item) */
+    float *col = j->scratch ? j->scratch + t * col_elems(j->geo) : NULL;
     for (int64_t item = t; item < j->items; item += j->slots) convt_item(j, item, col);
 }
 
