@@ -10,18 +10,19 @@
 #   - NVIDIA ModelOpt ONNX PTQ models of both when $MODELOPT_PYTHON is set.
 # Each row: top-1 agreement with ORT's default session, top-1 of both, and how
 # far ORT agrees with itself with its graph optimizations off.
+# QFORGE_DATA names the data folder (default ../shared/data); QFORGE_DEVICE=cuda runs qforge's side on the GPU (ORT stays on the CPU).
 # Usage: bench/bench_qdq.sh [BUILD_DIR]   (python3 with onnxruntime, onnx, numpy, Pillow:
 #   $QFORGE_PYTHON, else python3; builds BUILD_DIR/tests/tensor_predict when missing)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$top/build}
-data=$top/../shared/data
+data=${QFORGE_DATA:-$top/../shared/data}
 py=${QFORGE_PYTHON:-python3}
 [ -d "$data/cifar10" ] && [ -d "$data/imagenet" ] || { echo "bench_qdq: $data not found" >&2; exit 77; }
 [ -x "$build/tests/tensor_predict" ] || make -C "$build" tests/tensor_predict > /dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-agree="$py $top/tests/qdq_ort_agree.py --tensor-predict $build/tests/tensor_predict --min 0 --ort-noopt"
+agree="$py $top/tests/qdq_ort_agree.py --tensor-predict $build/tests/tensor_predict --min 0 --ort-noopt --device ${QFORGE_DEVICE:-cpu}"
 inet="--images $data/imagenet/images --synsets $data/imagenet/synsets.txt --preset imagenet"
 cifar="--images $data/cifar10/test --preset cifar10"
 

@@ -45,6 +45,7 @@ def main():
     ap.add_argument("--synsets", help="ImageNet-style labels (else class sub-folders)")
     ap.add_argument("-n", type=int, default=0, help="images, evenly spread (0: all)")
     ap.add_argument("--batch", type=int, default=50)
+    ap.add_argument("--device", default="cpu", help="qforge's engine: cpu or cuda[:N] (ORT runs on the CPU)")
     ap.add_argument("--min", type=float, default=0.99, help="least agreement that passes")
     ap.add_argument("--name", default="")
     ap.add_argument("--ort-noopt", action="store_true",
@@ -68,7 +69,8 @@ def main():
     ref = predict(a.model, x)
     t_ort = time.perf_counter() - t0
     t0 = time.perf_counter()
-    out = subprocess.run([a.tensor_predict, a.model, tensors, "--batch", str(a.batch)], capture_output=True, text=True)
+    out = subprocess.run([a.tensor_predict, a.model, tensors, "--batch", str(a.batch), "--device", a.device],
+                         capture_output=True, text=True)
     t_qf = time.perf_counter() - t0
     shutil.rmtree(work, ignore_errors=True)
     if out.returncode != 0:
@@ -77,7 +79,7 @@ def main():
     if len(got) != len(files):
         sys.exit(f"qdq_ort_agree: tensor_predict gave {len(got)} predictions for {len(files)} images")
     agree = float(np.mean(got == ref))
-    row = dict(model=a.name or os.path.basename(a.model), images=len(files), agreement=agree,
+    row = dict(model=a.name or os.path.basename(a.model), device=a.device, images=len(files), agreement=agree,
                disagree=int(np.sum(got != ref)), top1_qforge=float(np.mean(got == labels)),
                top1_ort=float(np.mean(ref == labels)), seconds_qforge=round(t_qf, 1), seconds_ort=round(t_ort, 1))
     if a.ort_noopt:

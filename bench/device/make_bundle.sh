@@ -16,6 +16,8 @@ mkdir -p $T/bin $T/lib
 cp $B/tests/test_cuda $T/bin/
 # the op table against the CPU engine on the GPU (run.sh tests runs it where present)
 [ -x $B/tests/test_backend_ops ] && cp $B/tests/test_backend_ops $T/bin/
+# per-image predictions of a model on tensors (run.sh qdq)
+[ -x $B/tests/tensor_predict ] && cp $B/tests/tensor_predict $T/bin/
 [ -f $B/tools/.libs/qforge ] && cp $B/tools/.libs/qforge $T/bin/
 cp -L $B/.libs/libqforge.so.0 $T/lib/
 for l in libprotobuf-c.so.1 libpng16.so.16 libjpeg.so.62 libopenblas.so.0 libsubunit.so.0 libgfortran.so.5 libquadmath.so.0 libz.so.1; do
@@ -24,6 +26,8 @@ done
 # the Triton backend, where the build has one (configure --with-triton)
 [ -f $B/runtime/triton/.libs/libtriton_qforge.so ] && cp $B/runtime/triton/.libs/libtriton_qforge.so $T/lib/
 for f in "$@"; do cp "$f" $T/bin/; done
+# debug sections off (function names stay, for backtraces): the run's carry is 64 MiB in all
+strip --strip-debug $T/bin/* $T/lib/libqforge.so.0 $T/lib/libtriton_qforge.so 2>/dev/null || true
 tar -cJf $D/bundle.tar.xz -C $T .
 rm -rf $T
 S=$(cd "$D/../../shared/data" && pwd)
@@ -35,7 +39,7 @@ if [ ! -d $D/data ]; then
     mkdir -p $D/data/cifar10/test/$(basename $c)
     ls $c | head -50 | while read f; do cp $c/$f $D/data/cifar10/test/$(basename $c)/; done
   done
-  cp $S/imagenet/mobilenetv2-fp32.onnx $S/imagenet/synsets.txt $D/data/imagenet/
+  cp $S/imagenet/mobilenetv2-fp32.onnx $S/imagenet/mobilenetv2-12-int8.onnx $S/imagenet/synsets.txt $D/data/imagenet/
   cp -r $S/imagenet/images/calib $S/imagenet/images/val $D/data/imagenet/images/
 fi
 # tritonserver and perf_analyzer for `run.sh triton`, once, from the test's virtual environment

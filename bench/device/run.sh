@@ -10,8 +10,12 @@
 # (bench/device/compare.sh), with PyTorch eager FP16 timed beside them.
 # `profile`: per-layer GPU times (qforge bench --profile, INT8 and FP16 b256) of
 # PROFILE_ARCHS (default the zoo's slowest against PyTorch), for issue 14.
+# `qdq`: bench/bench_qdq.sh with qforge on the GPU (models quantized elsewhere
+# against ONNX Runtime on the CPU; ORT quantizes the Q/DQ models here), issue 18.
+# `best`: MobileNetV2 `quant --precision best --max-drop 0.1` calibrated and
+# checked on the GPU, then b256 speed of it, all-INT8 and FP16, issue 15.
 # Usage: bash bench/device/run.sh [MODE...], MODE one of tests (the default),
-# bench, all (tests and bench), compare, profile, triton; several run in that order.
+# bench, all (tests and bench), compare, profile, qdq, best, triton; several run in that order.
 set -o pipefail
 R=$PWD
 L=$OUT/logs
@@ -98,6 +102,25 @@ if want profile; then
         $L/prof_${a}_$p.txt | sort -k3 -rn | head -8
     done
   done
+fi
+if want qdq; then
+  mkdir -p /tmp/qb/tests && ln -sf /tmp/q/bin/tensor_predict /tmp/qb/tests/
+  QFORGE_DATA=$R/.device/data QFORGE_DEVICE=cuda timeout ${QDQ_TIMEOUT:-300} bash bench/bench_qdq.sh /tmp/qb 2>&1 | tee $L/qdq.log
+  echo "bench_qdq rc=$?"
+fi
+if want best; then
+  I=$R/.device/data/imagenet
+  common="--images $I/images --synsets $I/synsets.txt --preset imagenet -n 50 --held-out 100 --device cuda"
+  /tmp/q/bin/qforge quant $I/mobilenetv2-fp32.onnx $common --precision best --max-drop 0.1 -o /tmp/best.qfm \
+    --json > $L/best.json 2> $L/best.err
+  echo "quant --precision best rc=$?"; tail -n 30 $L/best.err; cut -c1-3000 $L/best.json
+  for p in int8 fp16; do
+    /tmp/q/bin/qforge quant $I/mobilenetv2-fp32.onnx $common --precision $p -o /tmp/$p.qfm --quiet --json > $L/$p.json
+    echo "$p: $(cut -c1-400 $L/$p.json)"
+  done
+  for r in 1 2 3; do for p in best int8 fp16; do
+    echo "bench $p b256 run $r: $(/tmp/q/bin/qforge bench /tmp/$p.qfm --device cuda --batch 256 --duration 2 --json | cut -c1-300)"
+  done; done
 fi
 if want triton; then
   mkdir -p /tmp/t && tar -xJf .device/triton.tar.xz -C /tmp/t
