@@ -51,6 +51,23 @@ def time_eager(model, batch, seconds, size=224):
             "latency_ms": {"p50": round(pct(50), 4), "p90": round(pct(90), 4), "p99": round(pct(99), 4)}, "iterations": n}
 
 
+def time_compiled(model, batch, seconds, size=224):
+    """torch.compile (inductor, mode reduce-overhead: CUDA graphs) of the FP16
+    model, timed as time_eager times eager; compiling is not timed (it is
+    warmed up by time_eager's first passes) but reported."""
+    import time
+    t0 = time.time()
+    compiled = torch.compile(model, mode="reduce-overhead")
+    x = torch.randn(batch, 3, size, size, device="cuda", dtype=torch.half).to(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        for _ in range(3):
+            compiled(x)
+        torch.cuda.synchronize()
+    r = time_eager(compiled, batch, seconds, size=size)
+    r["compile_seconds"] = round(time.time() - t0, 1)
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("arch")

@@ -232,6 +232,10 @@ def cmd_eager(a):
             size = preprocess_of(model)["crop"]
             r.update(torch_cnn.time_eager(m, a.batch, a.seconds, size=size))
             r["peer"] = "pytorch %s eager fp16 channels_last cudnn.benchmark" % torch.__version__
+            if model in (a.compile or "").split(","):
+                c = torch_cnn.time_compiled(m, a.batch, a.seconds, size=size)
+                r["compiled"] = {"ips": c["images_per_second"], "compile_seconds": c["compile_seconds"],
+                                 "peer": "pytorch %s torch.compile inductor reduce-overhead fp16" % torch.__version__}
             del m
             torch.cuda.empty_cache()
         except Exception as e:
@@ -425,7 +429,7 @@ class Run:
             return
         models = [r["model"] for r in rs.values()]
         argv = [sys.executable, os.path.abspath(__file__), "eager", "--models", ",".join(models), "--batch", "256",
-                "--seconds", str(a.bench_seconds)]
+                "--seconds", str(a.bench_seconds), "--compile", a.compile or ""]
         try:
             out = subprocess.run(argv, capture_output=True, text=True, timeout=a.step_timeout * 2).stdout
         except subprocess.TimeoutExpired as e:
@@ -440,6 +444,8 @@ class Run:
             if j:
                 r["torch_fp16_b256"] = {"ips": j.get("images_per_second"), "peer": j.get("peer"),
                                         "error": j.get("error")}
+                if j.get("compiled"):
+                    r["torch_compile_fp16_b256"] = j["compiled"]
                 self.save(r)
 
 
@@ -572,8 +578,8 @@ def cmd_report(a):
               N_REF, SETTING_NAMES[SPEED_SETTING]), "",
           "| model | weights | exporter | opset | imports | FP32 vs ORT | INT8 agree | INT8 SQNR dB | FP16 SQNR dB "
           "| GPU = CPU INT8 | top-1 FP32 / INT8 | INT8 b1 ms | INT8 b256 | FP16 b256 | PyTorch FP16 b256 "
-          "| first failure |",
-          "|" + "---|" * 16]
+          "| torch.compile FP16 b256 | first failure |",
+          "|" + "---|" * 17]
     for r in rs:
         prev = r.get("previous")
         e = r.get("export") or {}
@@ -584,13 +590,14 @@ def cmd_report(a):
             top1 = "%.2f / %.2f" % (ev8["ref_top1"], ev8["top1"])
         b8, b16 = r.get("bench_int8") or {}, r.get("bench_fp16") or {}
         torch_ips = (r.get("torch_fp16_b256") or {}).get("ips")
+        compiled_ips = (r.get("torch_compile_fp16_b256") or {}).get("ips")
         row = [r["model"], r["variant"], SETTING_NAMES[r["setting"]].split(" (")[0].replace("TorchScript", "TS"),
                str(e.get("opset", "")), imports if e.get("ok") else "export failed",
                cell(r, "fp32_vs_ort", "e", prev), cell(r, "int8_agreement", ".2f", prev),
                cell(r, "int8_sqnr", ".1f", prev), fmt(ev16.get("sqnr_db"), ".1f"),
                cell(r, "gpu_cpu_agreement", ".2f", prev), top1, fmt(b8.get("b1_p50_ms"), ".3f"),
                cell(r, "int8_b256", ",.0f", prev), cell(r, "fp16_b256", ",.0f", prev), fmt(torch_ips, ",.0f"),
-               first_failure(r).replace("|", "/")]
+               fmt(compiled_ips, ",.0f"), first_failure(r).replace("|", "/")]
         L.append("| " + " | ".join(row) + " |")
     lite = [r for r in rs if r["variant"] == "real" and (r.get("eval_int8") or {}).get("top1") is not None]
     if lite:
@@ -632,6 +639,9 @@ def main():
     r.add_argument("--threads", type=int, default=2, help="CPU threads per worker")
     r.add_argument("--decode-threads", type=int, default=4)
     r.add_argument("--skip-speed", action="store_true")
+    r.add_argument("--compile", default="",
+                   help="comma-separated models also timed under torch.compile (inductor, reduce-overhead, FP16; "
+                        "about a minute of compiling each)")
     r.add_argument("--reuse-exports", action="store_true",
                    help="check the exports an earlier run left in --work instead of exporting again")
     r.add_argument("--import-only", action="store_true",
@@ -654,6 +664,7 @@ def main():
     g.add_argument("--models", required=True)
     g.add_argument("--batch", type=int, default=256)
     g.add_argument("--seconds", type=float, default=0.5)
+    g.add_argument("--compile", default="", help="models also timed under torch.compile")
     g.set_defaults(fn=cmd_eager)
     m = sub.add_parser("merge")
     m.add_argument("new")
