@@ -1086,6 +1086,7 @@ END_TEST
 /* ---- real models ------------------------------------------------------------------------------- */
 
 static char data_dir[1024];
+static char src_dir[1024]; /* the source tree: $top_srcdir where the tests run away from the build (bench/device) */
 
 static void path(char *buf, size_t n, const char *rel) { snprintf(buf, n, "%s/%s", data_dir, rel); }
 
@@ -1257,8 +1258,9 @@ static void quantized_elsewhere(const char *path, int batch)
 
 START_TEST(quantized_elsewhere_exact)
 {
-    quantized_elsewhere(QF_SRCDIR "/tests/bad/qdq_seed.onnx", 2);
-    char path[600];
+    char path[1100];
+    snprintf(path, sizeof path, "%s/tests/bad/qdq_seed.onnx", src_dir);
+    quantized_elsewhere(path, 2);
     snprintf(path, sizeof path, "%s/imagenet/mobilenetv2-12-int8.onnx", data_dir);
     if (exists("imagenet/mobilenetv2-12-int8.onnx")) quantized_elsewhere(path, 2);
 }
@@ -1299,6 +1301,7 @@ int main(void)
     const char *top = getenv("top_srcdir");
     if (data) snprintf(data_dir, sizeof data_dir, "%s", data);
     else snprintf(data_dir, sizeof data_dir, "%s/../shared/data", top ? top : QF_SRCDIR);
+    snprintf(src_dir, sizeof src_dir, "%s", top ? top : QF_SRCDIR);
 
     Suite *s = suite_create("cuda");
     TCase *ops = tcase_create("ops");

@@ -77,10 +77,26 @@ int argmax_index(const float *x, int n)
     return best;
 }
 
+/* Whether this warning was printed before: commands that load a model many
+ * times (quant --precision best, eval --per-layer) would repeat the load's
+ * warnings once per load. Remembers the first 256 distinct ones by hash. */
+static bool warned_before(const char *msg)
+{
+    static uint64_t seen[256];
+    static int n_seen;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    for (int i = 0; i < n_seen; i++)
+        if (seen[i] == h) return true;
+    if (n_seen < 256) seen[n_seen++] = h;
+    return false;
+}
+
 static void log_to_stderr(void *user, qf_log_level level, const char *msg)
 {
     (void)user;
     if (cli_quiet && level < QF_LOG_ERROR) return;
+    if (level == QF_LOG_WARN && warned_before(msg)) return;
     static const char *const tag[] = {"debug", "info", "warning", "error"};
     fprintf(stderr, "qforge: %s: %s\n", tag[level], msg);
 }

@@ -28,7 +28,7 @@ want() { # MODE: asked for by name, or tests/bench by `all`
 }
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   nproc; ldd /tmp/q/bin/test_cuda | grep -E "not found|cuda|cublas|blas"; } 2>&1 | tee $L/env.txt
-export QFORGE_DATA=$R/.device/data
+export QFORGE_DATA=$R/.device/data top_srcdir=$R
 if want tests; then
   # the op graphs once more with every GEMM conv cut into chunks of 96 positions (plus a tail)
   CK_RUN_CASE=ops QFORGE_CUDA_CHUNK_ROWS=96 timeout 120 /tmp/q/bin/test_cuda > $L/test_chunked.log 2>&1
