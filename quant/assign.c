@@ -398,7 +398,7 @@ static const char *float_reason(const qfi_qplan *p, int i)
 {
     const qf_node *n = &p->g->nodes[i];
     const qfi_op_desc *d = qfi_ops[n->op];
-    if (kept_float(p, n)) return "named by --float-nodes";
+    if (kept_float(p, n)) return "named by --fp16-layers or kept by --precision best";
     switch (d->int8) {
     case QFI_INT8_COMPUTE:
         if (p->float_anchor && p->float_anchor[i]) return "bias beyond the INT8 accumulator (warned above)";

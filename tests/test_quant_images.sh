@@ -91,6 +91,19 @@ b=$("$QFORGE" eval "$tmp/best.qfm" --images "$tmp/held50" --reference "$model" -
 if grep -q "between Q/DQ" "$tmp/best.info"; then fail "info calls qforge's FP16 layers Q/DQ: $(grep 'Q/DQ' "$tmp/best.info")"
 else pass "info: FP16 layers of a qforge plan are not 'between Q/DQ'"; fi
 
+# --fp16-layers replays best's choice from a table: the same nodes FP16, the same file
+names=$(sed -n 's/.*"fp16_layers": \[\([^]]*\)\].*/\1/p' "$tmp/best.json" | tr -d '" ')
+"$QFORGE" calib "$model" --images "$data/calib" -n 50 $pp -o "$tmp/best50.calib" --quiet &&
+"$QFORGE" quant "$model" --calib "$tmp/best50.calib" --fp16-layers "$names" -o "$tmp/replay.qfm" --quiet ||
+  fail "quant --fp16-layers exit $?"
+cmp -s "$tmp/best.qfm" "$tmp/replay.qfm" && pass "--fp16-layers $names: best's .qfm again" ||
+  fail "--fp16-layers $names: the .qfm differs from best's"
+expect 2 "has no node named 'NoSuchConv'" "--fp16-layers with an unknown name" -- \
+  "$QFORGE" quant "$model" --calib "$tmp/best50.calib" --fp16-layers "${names%%,*},NoSuchConv" -o "$tmp/bad.qfm"
+[ ! -e "$tmp/bad.qfm" ] && pass "nothing written for it" || fail "bad.qfm written"
+expect 2 "--fp16-layers goes with --precision int8" "--fp16-layers at fp16" -- \
+  "$QFORGE" quant "$model" --calib "$tmp/best50.calib" --fp16-layers "$names" --precision fp16
+
 # ---- errors: one line naming the culprit, exit 1 (2 for usage), nothing written ---------------
 mkdir -p "$tmp/few"
 for f in $(cd "$data/calib/cat" && ls | head -12); do ln -s "$data/calib/cat/$f" "$tmp/few/$f"; done

@@ -19,13 +19,15 @@ static const char quant_help[] =
     "                    [--threads T] [--json] [--strict]\n"
     "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
     "       qforge quant MODEL-QDQ.onnx [-o MODEL.qfm]   (a Q/DQ or QOperator model: its own scales)\n"
-    "  both: [--per-tensor-weights] [--export-onnx FILE.onnx] [--force] [--quiet]\n"
+    "  both: [--per-tensor-weights] [--fp16-layers NAME,...] [--export-onnx FILE.onnx] [--force] [--quiet]\n"
     "  --bias-correction  with --images: add to each INT8 layer's bias the mean error INT8\n"
     "              brings to its output channels, measured on 32 calibration images\n"
     "  --images:   calibrate on up to COUNT images of DIR (default 500), quantize, and check\n"
     "              the model against FP32 on up to --held-out others (default 500)\n"
     "  --precision int8 (default) | fp16 | fp32 | best (INT8, the layers that cost the most\n"
     "              agreement returned to FP16 until its loss is within --max-drop, default 0.5)\n"
+    "  --fp16-layers  with --precision int8: these nodes (as `qforge info --nodes` names\n"
+    "              them) stay FP16, the rest INT8 (what --precision best chose, say)\n"
     "  --method    with --images, how to calibrate (as qforge calib); with --calib, which\n"
     "              threshold of a `calib --method all` table to use\n"
     "  See qforge-quant(1) and qforge-model(5).\n";
@@ -46,6 +48,9 @@ typedef struct quant_args {
     double max_drop;     /* agreement points */
     int held_out;        /* --held-out */
     int batch;           /* --batch, 0 = the commands' defaults */
+    char *fp16_list;     /* --fp16-layers, split in place at its commas */
+    const char **fp16_layers;
+    int n_fp16_layers;
     image_opts io;
 } quant_args;
 
@@ -69,6 +74,27 @@ static qf_status model_has_qdq(const char *path, bool *own)
     *own = qf_graph_has_qdq(g);
     qf_graph_free(g);
     return QF_OK;
+}
+
+/* --fp16-layers A,B,C into a->fp16_layers (a copy of the list, cut at its
+ * commas; empty names skipped). False when out of memory. */
+static bool split_names(const char *list, quant_args *a)
+{
+    a->fp16_list = strdup(list);
+    a->fp16_layers = calloc(strlen(list) + 1, sizeof *a->fp16_layers);
+    if (!a->fp16_list || !a->fp16_layers) return false;
+    for (char *p = a->fp16_list, *comma; p; p = comma ? comma + 1 : NULL) {
+        comma = strchr(p, ',');
+        if (comma) *comma = '\0';
+        if (*p) a->fp16_layers[a->n_fp16_layers++] = p;
+    }
+    return true;
+}
+
+static void free_args(quant_args *a)
+{
+    free(a->fp16_list);
+    free(a->fp16_layers);
 }
 
 /* Parses argv into *a; returns -1 to go on, else the exit status. */
@@ -115,7 +141,13 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
         else if (!strcmp(arg, "--calib-out")) target = &a->calib_out;
         else if (!strcmp(arg, "--report")) target = &a->report;
         else if (!strcmp(arg, "--device")) target = &a->device;
-        else if (arg[0] == '-' && arg[1]) return cli_usage_error("quant", "unknown option %s", arg);
+        else if (!strcmp(arg, "--fp16-layers")) {
+            if (!next || !*next) return cli_usage_error("quant", "--fp16-layers needs node names, comma-separated");
+            if (a->fp16_list) return cli_usage_error("quant", "--fp16-layers given twice");
+            if (!split_names(next, a)) return cli_fail(qf_error(QF_ERR_NOMEM, "out of memory"));
+            i += 2;
+            continue;
+        } else if (arg[0] == '-' && arg[1]) return cli_usage_error("quant", "unknown option %s", arg);
         else if (!a->model) a->model = arg;
         else return cli_usage_error("quant", "unexpected argument %s", arg);
         if (target) {
@@ -145,6 +177,8 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
     if (a->bias_correction && !images)
         return cli_usage_error("quant", "--bias-correction needs --images DIR to measure on");
     if (a->max_drop >= 0 && !a->best) return cli_usage_error("quant", "--max-drop goes with --precision best");
+    if (a->fp16_list && strcmp(a->precision, "int8"))
+        return cli_usage_error("quant", "--fp16-layers goes with --precision int8 (best chooses its own)");
     if (a->max_drop < 0) a->max_drop = 0.5;
     if (!images && (a->calib_out || a->report || a->json))
         return cli_usage_error("quant", "%s goes with --images DIR",
@@ -166,8 +200,8 @@ static qf_status quant_options(const quant_args *a, const qf_calib_table *t, con
 {
     qf_quant_opts_init(qo);
     qo->per_tensor_weights = a->per_tensor;
-    qo->float_nodes = floats;
-    qo->n_float_nodes = n_floats;
+    qo->float_nodes = floats ? floats : a->fp16_layers;
+    qo->n_float_nodes = floats ? n_floats : a->n_fp16_layers;
     qo->bias_fix = a->bias_fix;
     if (!a->best) QF_CHECK_CLI(qf_precision_parse(a->precision, &qo->precision));
     /* with --images, --method said how to calibrate; the table's default is then that method */
@@ -192,7 +226,15 @@ static qf_status quantized_graph(const quant_args *a, const qf_calib_table *t, c
     qf_quant_opts qo;
     QF_CHECK_CLI(quant_options(a, t, floats, n_floats, &qo));
     QF_CHECK_CLI(load_as_is(a->model, batch, g));
-    qf_status st = qf_quantize(*g, t, &qo, sum);
+    qf_status st = QF_OK;
+    for (int k = 0; k < qo.n_float_nodes && st == QF_OK; k++) {
+        int i = 0;
+        while (i < (*g)->n_nodes && strcmp((*g)->nodes[i].name, qo.float_nodes[k])) i++;
+        if (i == (*g)->n_nodes)
+            st = qf_error(QF_ERR_USAGE, "--fp16-layers: %s has no node named '%s' (qforge info --nodes lists them)",
+                          a->model, qo.float_nodes[k]);
+    }
+    if (st == QF_OK) st = qf_quantize(*g, t, &qo, sum);
     if (st != QF_OK) {
         qf_graph_free(*g);
         *g = NULL;
@@ -604,30 +646,27 @@ static int quant_images(quant_args *a, qf_calib_table *t, const char *sha)
     return rc;
 }
 
-int cmd_quant(int argc, char **argv)
+/* The command, its arguments parsed. */
+static int quant_run(quant_args *a)
 {
-    quant_args a;
-    char default_out[4096];
-    int rc = parse_args(argc, argv, &a, default_out, sizeof default_out);
-    if (rc >= 0) return rc;
     char sha[65];
     qf_calib_table *t = NULL;
-    qf_status st = qf_sha256_file(a.model, sha);
-    if (st == QF_OK && a.calib) st = qf_calib_table_read(a.calib, &t);
-    if (st == QF_OK && t) st = qf_calib_table_check_model(t, a.calib, sha, a.force);
+    qf_status st = qf_sha256_file(a->model, sha);
+    if (st == QF_OK && a->calib) st = qf_calib_table_read(a->calib, &t);
+    if (st == QF_OK && t) st = qf_calib_table_check_model(t, a->calib, sha, a->force);
     bool own = false;
-    if (st == QF_OK && a.io.images) st = model_has_qdq(a.model, &own);
+    if (st == QF_OK && a->io.images) st = model_has_qdq(a->model, &own);
     if (st == QF_OK && own)
         st = qf_error(QF_ERR_USAGE, "%s carries its own scales (QuantizeLinear/DequantizeLinear): quantize it without "
-                      "--images (qforge eval measures it)", a.model);
-    if (st == QF_OK && a.io.images) return quant_images(&a, t, sha);
+                      "--images (qforge eval measures it)", a->model);
+    if (st == QF_OK && a->io.images) return quant_images(a, t, sha);
     qf_quant_summary sum;
-    if (st == QF_OK) st = write_model(&a, t, NULL, 0, sha, &sum);
+    if (st == QF_OK) st = write_model(a, t, NULL, 0, sha, &sum);
     qf_calib_table_free(t);
     if (st != QF_OK) return cli_fail(st);
     if (!cli_quiet)
         fprintf(stderr, "qforge: wrote %s%s%s: %d INT8, %d FP16, %d FP32 nodes, %d fused, %d conversions%s\n",
-                a.out_path, a.onnx_out ? " and " : "", a.onnx_out ? a.onnx_out : "", sum.nodes[QF_PREC_INT8],
+                a->out_path, a->onnx_out ? " and " : "", a->onnx_out ? a->onnx_out : "", sum.nodes[QF_PREC_INT8],
                 sum.nodes[QF_PREC_FP16], sum.nodes[QF_PREC_FP32], sum.fused, sum.conversions,
                 sum.from_model ? "; scales from the model" : "");
     if (!cli_quiet && sum.float_between_qdq)
@@ -635,4 +674,14 @@ int cmd_quant(int argc, char **argv)
                         "QuantizeLinear/DequantizeLinear (qforge info --nodes names them)\n",
                 sum.float_between_qdq);
     return EXIT_OK;
+}
+
+int cmd_quant(int argc, char **argv)
+{
+    quant_args a;
+    char default_out[4096];
+    int rc = parse_args(argc, argv, &a, default_out, sizeof default_out);
+    if (rc < 0) rc = quant_run(&a);
+    free_args(&a);
+    return rc;
 }
