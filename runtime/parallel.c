@@ -49,3 +49,8 @@ void qfi_parallel_for(int threads, int64_t n, void (*fn)(void *arg, int64_t i), 
     for (int t = 1; t < threads; t++)
         if (running[t]) pthread_join(tid[t], NULL);
 }
+
+void qf_parallel_for(int threads, int64_t n, void (*fn)(void *user, int64_t i), void *user)
+{
+    qfi_parallel_for(threads, n, fn, user);
+}

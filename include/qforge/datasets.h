@@ -181,6 +181,12 @@ typedef struct qf_loader_options {
  * then the host's work, and the device waits on it). */
 int qf_loader_default_threads(bool engine_on_cpu);
 
+/* Runs fn(user, i) for every i in [0, n) on up to `threads` threads (0: one
+ * per core), the caller's among them, and returns when all are done; each
+ * thread takes a contiguous range of i. For callers that fill an engine's
+ * input from many sources at once (the Triton backend packing a batch). */
+void qf_parallel_for(int threads, int64_t n, void (*fn)(void *user, int64_t i), void *user);
+
 /* The dataset and preprocessing must outlive the loader (pp is copied). */
 qf_status qf_loader_create(const qf_dataset *ds, const qf_preprocess *pp,
                            const qf_loader_options *opt, qf_loader **out);

@@ -164,6 +164,7 @@ static void instance_free(tq_instance *in)
     for (int k = 0; k < TQ_MAX_SIZES; k++) qf_engine_free(in->engines[k]);
     free(in->jobs);
     free(in->scratch);
+    free(in->pieces);
     free(in);
 }
 

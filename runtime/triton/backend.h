@@ -73,6 +73,7 @@ typedef struct tq_job {
     TRITONBACKEND_Response *response; /* NULL once sent */
     TRITONSERVER_Error *error;        /* set: the request is answered with it */
     int items;
+    int first;                        /* its first item's place in the batch; -1 when it has none */
 } tq_job;
 
 typedef struct tq_instance {
@@ -84,6 +85,8 @@ typedef struct tq_instance {
     uint32_t jobs_cap;
     uint8_t *scratch;                 /* an image input split over several buffers, gathered */
     size_t scratch_cap;
+    struct tq_piece *pieces;          /* a batch's input copies, done from several threads */
+    size_t pieces_cap;
 } tq_instance;
 
 /* A Triton error with a formatted message. */
