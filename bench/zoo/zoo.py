@@ -253,7 +253,8 @@ class Run:
         self.gpu = threading.Semaphore(a.gpu_jobs)
         self.t0 = time.time()
         self.stamp = {"date": datetime.date.today().isoformat(), "commit": a.commit, "device": a.device_name,
-                      "calib_images": a.calib_n, "eval_images": a.eval_n, "bn_images": a.bn_n}
+                      "calib_images": a.calib_n, "eval_images": a.eval_n, "bn_images": a.bn_n,
+                      "calib_method": a.calib_method or "default"}
         for d in ("onnx", "q", "logits", "logs"):
             os.makedirs(os.path.join(a.work, d), exist_ok=True)
         os.makedirs(a.results, exist_ok=True)
@@ -366,7 +367,8 @@ class Run:
         with self.gpu:
             ok = self.sh(r, "calib", [a.qforge, "calib", onnx_path, "--images", os.path.join(a.data, "calib"),
                                       "-n", str(a.calib_n), "--batch", "50", "--threads", str(a.decode_threads),
-                                      "--quiet", "-o", table] + pp_args(pp) + dev) is not None
+                                      "--quiet", "-o", table] + pp_args(pp) + dev +
+                                     (["--method", a.calib_method] if a.calib_method else [])) is not None
             ok = ok and self.sh(r, "quant_int8", [a.qforge, "quant", onnx_path, "--calib", table, "--precision",
                                                   "int8", "-o", q8, "--quiet"]) is not None
             if ok:
@@ -555,15 +557,16 @@ def cmd_report(a):
     vorder = {"real": 0, "bn": 1, "raw": 2}
     rs.sort(key=lambda r: (order.get(r["model"], 99), vorder.get(r["variant"], 9), SETTINGS.index(r["setting"])))
     runs = sorted({(r["run"]["date"], r["run"]["commit"], r["run"].get("device") or "", r["run"].get("calib_images"),
-                    r["run"].get("eval_images"), r["run"].get("bn_images", 100)) for r in rs})
+                    r["run"].get("eval_images"), r["run"].get("bn_images", 100), r["run"].get("calib_method", "default"))
+                   for r in rs})
     prev_runs = sorted({(r["previous"]["run"]["date"], r["previous"]["run"]["commit"]) for r in rs
                         if r.get("previous") and r["previous"].get("run")})
     L = ["# The zoo: issue 12's CNNs through qforge", "",
          "Made by `bench/zoo/zoo.py report` from bench/zoo/results/*.json (one file per model, weights and "
          "exporter; `bench/zoo/zoo.py` wrote them). Do not edit by hand.", ""]
-    for d, c, dev, nc, ne, nb in runs:
-        L.append("- run of %s, qforge commit %s, %s: calibration on %s images, eval on %s, BatchNorm re-estimated "
-                 "on %s" % (d, c, dev or "CPU only", nc, ne, nb))
+    for d, c, dev, nc, ne, nb, cm in runs:
+        L.append("- run of %s, qforge commit %s, %s: calibration (%s method) on %s images, eval on %s, BatchNorm "
+                 "re-estimated on %s" % (d, c, dev or "CPU only", cm, nc, ne, nb))
     for d, c in prev_runs:
         L.append("- figures \"(was X)\" are from the run of %s, commit %s" % (d, c))
     L += ["",
@@ -639,6 +642,8 @@ def main():
     r.add_argument("--threads", type=int, default=2, help="CPU threads per worker")
     r.add_argument("--decode-threads", type=int, default=4)
     r.add_argument("--skip-speed", action="store_true")
+    r.add_argument("--calib-method", default="",
+                   help="qforge calib --method (default: qforge's default); recorded with each result")
     r.add_argument("--compile", default="",
                    help="comma-separated models also timed under torch.compile (inductor, reduce-overhead, FP16; "
                         "about a minute of compiling each)")
