@@ -454,14 +454,16 @@ void qfi_quant_warn_ranges(const qfi_qplan *p)
 }
 
 /* INT8 holds an anchor's bias as a count of accumulator steps s_in * s_w[c],
- * at most QFI_INT8_BIAS_LIMIT of them. Where the activations are far below the
- * bias (random-init GoogLeNet's classifier reads values near 1e-11 and adds
- * biases near 0.03: 2^50 steps) the clamp would replace the bias, so such an
- * anchor computes in float. */
-qf_status qfi_quant_check_biases(const qfi_qplan *p, unsigned char *float_anchor, int *marked)
+ * at most QFI_INT8_BIAS_LIMIT of them. qfi_quant_anchor_scales raises the
+ * weight scale of a channel whose bias needs more (Lite1's dead channels:
+ * weights near 1e-7 beside biases near 1; random-init GoogLeNet's classifier,
+ * which reads values near 1e-11 beside biases near 0.03); an anchor with a
+ * channel no scale fits (a NaN or infinite bias) computes in float. */
+qf_status qfi_quant_check_biases(qfi_qplan *p, unsigned char *float_anchor, int *marked)
 {
     const qf_graph *g = p->g;
     *marked = 0;
+    p->sum.rescaled_channels = p->sum.rescaled_layers = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         if (p->nodes[i].role != QFI_QROLE_ANCHOR) continue;
         const qf_node *n = &g->nodes[i];
@@ -473,16 +475,18 @@ qf_status qfi_quant_check_biases(const qfi_qplan *p, unsigned char *float_anchor
             qfi_anchor_f_free(&af);
             return QF_ERR_NOMEM;
         }
-        qfi_quant_weight_scales(af.w, af.outer, af.ch, af.inner, !p->o.per_tensor_weights, s_w);
-        for (int64_t c = 0; c < af.ch; c++) {
-            if (qfi_quant_bias_fits(af.bias[c], s_in, s_w[c])) continue;
+        int64_t bad = -1;
+        const int64_t raised = qfi_quant_anchor_scales(&af, s_in, !p->o.per_tensor_weights, s_w, &bad);
+        if (raised < 0) {
             qf_log(QF_LOG_WARN,
-                   "%s: node %s computes in float: its bias %g (channel %lld) is more than 2^30 steps of its INT8 "
-                   "accumulator (input scale %g, weight scale %g)",
-                   g->source, n->name, (double)af.bias[c], (long long)c, (double)s_in, (double)s_w[c]);
+                   "%s: node %s computes in float: its bias %g (channel %lld) fits its INT8 accumulator (at most "
+                   "2^30 steps) at no weight scale (input scale %g)",
+                   g->source, n->name, (double)af.bias[bad], (long long)bad, (double)s_in);
             float_anchor[i] = 1;
             (*marked)++;
-            break;
+        } else if (raised > 0) {
+            p->sum.rescaled_channels += (int)raised;
+            p->sum.rescaled_layers++;
         }
         free(s_w);
         qfi_anchor_f_free(&af);

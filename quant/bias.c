@@ -50,7 +50,9 @@ int qf_bias_fix_layers(const qf_bias_fix *b)
     return b ? b->n : 0;
 }
 
-/* The weight of layer node n as INT8 holds it (qfi_quant_weights), back in float. */
+/* The weight of layer node n as INT8 holds it (qfi_quant_weights), back in float.
+ * (A dead channel's raised scale, qfi_quant_anchor_scales, is not applied: that
+ * needs the plan's input scale, and its weights are near zero either way.) */
 static qf_status dequantized_weight(const qf_graph *g, const qf_node *n, bool per_channel, fix_layer *l)
 {
     qfi_anchor_f af;

@@ -61,10 +61,11 @@ typedef struct qfi_qplan {
 /* quant/assign.c: fills p->nodes and p->values; touches nothing in the graph. */
 qf_status qfi_quant_assign(qfi_qplan *p);
 /* quant/assign.c, after qfi_quant_assign: marks in float_anchor (one byte per
- * node) each INT8 anchor whose bias the int32 accumulator cannot hold at the
- * plan's scales, naming it in a warning; *marked counts them. The plan must
- * then be made again with float_anchor. */
-qf_status qfi_quant_check_biases(const qfi_qplan *p, unsigned char *float_anchor, int *marked);
+ * node) each INT8 anchor whose bias the int32 accumulator cannot hold at any
+ * weight scale (qfi_quant_anchor_scales), naming it in a warning; *marked
+ * counts them. The plan must then be made again with float_anchor. Counts in
+ * p->sum the channels (and their anchors) whose weight scale was raised. */
+qf_status qfi_quant_check_biases(qfi_qplan *p, unsigned char *float_anchor, int *marked);
 /* quant/assign.c: one warning per value of the plan whose INT8 range is
  * degenerate (no_range), naming it and its threshold. */
 void qfi_quant_warn_ranges(const qfi_qplan *p);
@@ -130,6 +131,19 @@ void qfi_quant_weights(const float *w, int64_t outer, int64_t channels, int64_t 
 /* The scales alone. */
 void qfi_quant_weight_scales(const float *w, int64_t outer, int64_t channels, int64_t inner, bool per_channel,
                              float *s);
+/* The quantization of qfi_quant_weights at given scales s[channels]. */
+void qfi_quant_weights_at(const float *w, int64_t outer, int64_t channels, int64_t inner, const float *s, int8_t *q);
+/* The weight scales s[a->ch] of anchor a's INT8 form at input scale s_in, the
+ * one place that decides them: qfi_quant_weight_scales, then where a channel's
+ * bias is more than QFI_INT8_BIAS_LIMIT accumulator steps (a dead channel:
+ * weights near zero after BatchNorm folding beside a bias near 1) its scale is
+ * raised to the smallest at which the bias fits; its weights then round to 0
+ * or near it, what they are beside that bias. Per tensor, the one shared
+ * scale is raised for every channel. Returns the number of channels raised,
+ * or -1 with *bad = a channel whose bias fits at no scale (a NaN or infinite
+ * bias, or one beyond what FP32 scales reach at s_in): the anchor must then
+ * compute in float. */
+int64_t qfi_quant_anchor_scales(const qfi_anchor_f *a, float s_in, bool per_channel, float *s, int64_t *bad);
 /* bias_q = round(bias / (s_in * s_w)) half to even, with the product in FP32
  * as the epilogue computes it; clamped to +-2^30 so accumulator + bias cannot
  * overflow int32 (lib/internal.h bounds the reduction length). */

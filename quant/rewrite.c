@@ -173,7 +173,10 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
         free(wq), free(sc), free(bq);
         return QF_ERR_NOMEM;
     }
-    qfi_quant_weights(af.w, af.outer, ch, af.inner, !r->p->o.per_tensor_weights, wq, sc);
+    int64_t bad = -1;
+    /* the plan's scales: qfi_quant_check_biases kept in float an anchor this fails for */
+    QF_ASSERT(qfi_quant_anchor_scales(&af, s_in, !r->p->o.per_tensor_weights, sc, &bad) >= 0);
+    qfi_quant_weights_at(af.w, af.outer, ch, af.inner, sc, wq);
     for (int64_t c = 0; c < ch; c++) bq[c] = qfi_quant_bias(af.bias[c], s_in, sc[c]);
     qfi_anchor_f_free(&af);
     char name[1024];

@@ -1,6 +1,7 @@
 /* Weight and bias quantization: an anchor's float weights and per-channel bias
  * as quantization reads them, symmetric INT8 weights per output channel (or per
  * tensor), INT32 biases in the accumulator's units. */
+#include <float.h>
 #include <math.h>
 #include "quant_internal.h"
 #include "ops/nn.h"
@@ -71,15 +72,20 @@ void qfi_quant_weight_scales(const float *w, int64_t outer, int64_t channels, in
     for (int64_t c = 0; c < channels; c++) s[c] = qf_calib_scale(s[c]);
 }
 
-void qfi_quant_weights(const float *w, int64_t outer, int64_t channels, int64_t inner, bool per_channel, int8_t *q,
-                       float *s)
+void qfi_quant_weights_at(const float *w, int64_t outer, int64_t channels, int64_t inner, const float *s, int8_t *q)
 {
-    qfi_quant_weight_scales(w, outer, channels, inner, per_channel, s);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t c = 0; c < channels; c++) {
             int64_t at = (o * channels + c) * inner;
             for (int64_t i = 0; i < inner; i++) q[at + i] = qfi_quantize_f32(w[at + i], s[c]);
         }
+}
+
+void qfi_quant_weights(const float *w, int64_t outer, int64_t channels, int64_t inner, bool per_channel, int8_t *q,
+                       float *s)
+{
+    qfi_quant_weight_scales(w, outer, channels, inner, per_channel, s);
+    qfi_quant_weights_at(w, outer, channels, inner, s, q);
 }
 
 /* bias / (s_in * s_w) rounded half to even; NaN for 0 / 0. */
@@ -100,6 +106,45 @@ int32_t qfi_quant_bias(float bias, float s_in, float s_w)
 bool qfi_quant_bias_fits(float bias, float s_in, float s_w)
 {
     return !(fabs(bias_steps(bias, s_in, s_w)) > QFI_INT8_BIAS_LIMIT);
+}
+
+/* The smallest FP32 scale >= s_w at which `bias` is at most QFI_INT8_BIAS_LIMIT
+ * steps of s_in * scale, or 0 where none is (a NaN or infinite bias, or one
+ * that would need a scale beyond FP32). The estimate |bias| / (s_in 2^30) is
+ * stepped up an ulp at a time past the rounding of the product. */
+static float bias_fitting_scale(float bias, float s_in, float s_w)
+{
+    if (qfi_quant_bias_fits(bias, s_in, s_w)) return s_w;
+    const double want = fabs((double)bias) / ((double)s_in * QFI_INT8_BIAS_LIMIT);
+    if (!(want < FLT_MAX)) return 0.0f;
+    float s = fmaxf((float)want, s_w);
+    for (int k = 0; k < 64 && isfinite(s); k++, s = nextafterf(s, INFINITY))
+        if (qfi_quant_bias_fits(bias, s_in, s)) return s;
+    return 0.0f;
+}
+
+int64_t qfi_quant_anchor_scales(const qfi_anchor_f *a, float s_in, bool per_channel, float *s, int64_t *bad)
+{
+    qfi_quant_weight_scales(a->w, a->outer, a->ch, a->inner, per_channel, s);
+    int64_t raised = 0;
+    float shared = a->ch > 0 ? s[0] : 0.0f; /* per tensor: one scale for every channel, raised for the largest need */
+    for (int64_t c = 0; c < a->ch; c++) {
+        const float f = bias_fitting_scale(a->bias[c], s_in, per_channel ? s[c] : shared);
+        if (f == 0.0f) {
+            *bad = c;
+            return -1;
+        }
+        if (!per_channel) shared = f;
+        else if (f != s[c]) {
+            s[c] = f;
+            raised++;
+        }
+    }
+    if (!per_channel && a->ch > 0 && shared != s[0]) {
+        for (int64_t c = 0; c < a->ch; c++) s[c] = shared;
+        raised = a->ch;
+    }
+    return raised;
 }
 
 int64_t qfi_int8_weight_sum(const int8_t *w, int64_t outer, int64_t channels, int64_t inner, int64_t c)

@@ -262,39 +262,118 @@ static qf_graph *head_net(void)
 }
 
 /* With inputs near 1e-11 the classifier's bias is 2^50 steps of its INT8
- * accumulator; clamped to the 2^30 that int32 allows, it replaced the bias and
- * random-init GoogLeNet gave 0 dB. Such an anchor computes in float, with a
- * warning naming it; at scale 1 it stays INT8. */
-START_TEST(bias_beyond_accumulator_computes_in_float)
+ * accumulator at its weights' own scale; clamped to the 2^30 that int32
+ * allows, it replaced the bias and random-init GoogLeNet gave 0 dB. The
+ * channels' weight scales are raised until the bias fits (per tensor: the one
+ * scale), so the classifier stays INT8 and its output is the bias it is in
+ * FP32; at scale 1 nothing is raised. A bias no scale fits (3e38 beside those
+ * inputs) keeps the classifier in float, with a warning naming it. */
+START_TEST(bias_beyond_accumulator_raises_weight_scales)
 {
-    const int ks[] = {0, 36};
-    for (size_t j = 0; j < QF_ARRAY_LEN(ks); j++) {
+    const struct {
+        int k;
+        bool per_tensor, huge_bias;
+    } cases[] = {{0, false, false}, {36, false, false}, {36, true, false}, {36, false, true}};
+    for (size_t j = 0; j < QF_ARRAY_LEN(cases); j++) {
         qf_graph *ref = head_net(), *g = head_net();
+        if (cases[j].huge_bias) {
+            ((float *)ref->values[qf_graph_find_value(ref, "bf")].data)[4] = 3e38f;
+            ((float *)g->values[qf_graph_find_value(g, "bf")].data)[4] = 3e38f;
+        }
         float *x = random_input(g, 22, -1, 1);
-        for (int i = 0; i < 2 * 8 * 16; i++) x[i] = ldexpf(x[i], -ks[j]);
+        for (int i = 0; i < 2 * 8 * 16; i++) x[i] = ldexpf(x[i], -cases[j].k);
         qf_calib_table *t = calibrate_minmax(g, x);
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.per_tensor_weights = cases[j].per_tensor;
+        qf_quant_summary sum;
         warned[0] = '\0';
         qf_log_set(capture, NULL, QF_LOG_WARN);
-        qf_status st = qf_quantize(g, t, NULL, NULL);
+        qf_status st = qf_quantize(g, t, &o, &sum);
         qf_log_set(NULL, NULL, QF_LOG_WARN);
         OK(st);
         float *y32 = run(ref, x, NULL, NULL), *y8 = run(g, x, NULL, NULL);
         double db = sqnr_db(y32, y8, 20);
-        ck_assert_msg(db > 30.0, "scale 2^-%d: SQNR %.1f dB", ks[j], db);
+        ck_assert_msg(db > 30.0, "case %zu: SQNR %.1f dB", j, db);
         const qf_node *fc = node_named(g, "fc");
-        if (ks[j] == 0) {
+        ck_assert_int_eq(node_named(g, "conv")->precision, QF_PREC_INT8);
+        if (cases[j].huge_bias) {
+            ck_assert_int_eq(fc->precision, QF_PREC_FP32);
+            ck_assert_msg(strstr(warned, "node fc computes in float: its bias 3e+38 (channel 4) fits its INT8 "
+                                         "accumulator"), "warnings: %s", warned);
+            ck_assert_int_eq(sum.rescaled_layers, 0);
+        } else {
             ck_assert_int_eq(fc->precision, QF_PREC_INT8);
             ck_assert_str_eq(warned, "");
-        } else {
-            ck_assert_int_eq(fc->precision, QF_PREC_FP32);
-            ck_assert_msg(strstr(warned, "node fc computes in float"), "warnings: %s", warned);
-            ck_assert_int_eq(node_named(g, "conv")->precision, QF_PREC_INT8);
+            /* at 2^-36 each of the ten biases needs more than 2^30 steps (per tensor: the one scale, all ten) */
+            ck_assert_int_eq(sum.rescaled_layers, cases[j].k ? 1 : 0);
+            ck_assert_int_eq(sum.rescaled_channels, cases[j].k ? 10 : 0);
         }
         free(x), free(y32), free(y8);
         qf_calib_table_free(t);
         qf_graph_free(ref);
         qf_graph_free(g);
     }
+}
+END_TEST
+
+/* x (2,4,8,8) -> Conv 3x3 pad 1 (8 channels) -> y, where channel 3 is dead as
+ * BatchNorm folding leaves EfficientNet-Lite1's: weights near 1e-7 beside a
+ * bias of 1. At its own weight scale that bias is 1.6e11 accumulator steps,
+ * beyond int32 (the whole convolution computed in float before). */
+static qf_graph *dead_channel_net(void)
+{
+    rng = 31;
+    qf_graph *g = qf_graph_new("dead_channel");
+    int x = input(g, "x", 4, (int64_t[]){2, 4, 8, 8});
+    int w = weight(g, "w", 4, (int64_t[]){8, 4, 3, 3}, -0.5f, 0.5f);
+    int b = weight(g, "b", 1, (int64_t[]){8}, -0.2f, 0.2f);
+    int y = value(g, "y");
+    conv_node(g, "conv", x, w, b, y, 1, 1);
+    output(g, y);
+    prepare_graph(g, 2);
+    float *wd = g->values[w].data, *bd = g->values[b].data;
+    for (int i = 0; i < 4 * 9; i++) wd[3 * 4 * 9 + i] = frand(-1e-7f, 1e-7f);
+    bd[3] = 1.0f;
+    return g;
+}
+
+/* The convolution stays INT8 with one channel's weight scale raised, and its
+ * output matches FP32: the dead channel (written in FP32 by the epilogue, as a
+ * graph output) is its bias to within 1e-5, the rounding of weights below 1e-7
+ * on 36 inputs in [-1, 1] (a clamp to 2^30 steps made it about 2e-3); the
+ * whole output at an INT8 convolution's SQNR (45.8 dB when written). */
+START_TEST(dead_channel_stays_int8)
+{
+    qf_graph *ref = dead_channel_net(), *g = dead_channel_net();
+    float *x = random_input(g, 32, -1, 1);
+    qf_calib_table *t = calibrate_minmax(g, x);
+    qf_quant_summary sum;
+    warned[0] = '\0';
+    qf_log_set(capture, NULL, QF_LOG_WARN);
+    qf_status st = qf_quantize(g, t, NULL, &sum);
+    qf_log_set(NULL, NULL, QF_LOG_WARN);
+    OK(st);
+    ck_assert_str_eq(warned, "");
+    ck_assert_int_eq(node_named(g, "conv")->precision, QF_PREC_INT8);
+    ck_assert_int_eq(sum.nodes[QF_PREC_INT8], 1);
+    ck_assert_int_eq(sum.rescaled_channels, 1);
+    ck_assert_int_eq(sum.rescaled_layers, 1);
+    float *y32 = run(ref, x, NULL, NULL), *y8 = run(g, x, NULL, NULL);
+    double worst = 0.0;
+    for (int n = 0; n < 2; n++)
+        for (int i = 0; i < 64; i++) {
+            const int at = (n * 8 + 3) * 64 + i;
+            ck_assert_float_eq_tol(y32[at], 1.0f, 1e-5f);
+            worst = fmax(worst, fabs((double)y8[at] - (double)y32[at]));
+        }
+    ck_assert_msg(worst <= 1e-5, "dead channel: |INT8 - FP32| up to %g", worst);
+    double db = sqnr_db(y32, y8, 2 * 8 * 64);
+    ck_assert_msg(db > 40.0, "SQNR %.1f dB", db);
+    free(x), free(y32), free(y8);
+    qf_calib_table_free(t);
+    qf_graph_free(ref);
+    qf_graph_free(g);
 }
 END_TEST
 
@@ -338,7 +417,8 @@ int main(void)
     tcase_add_test(tc, int8_is_scale_invariant);
     tcase_add_test(tc, tiny_activations_stay_out_of_fp16);
     tcase_add_test(tc, tiny_bias_stays_fp16);
-    tcase_add_test(tc, bias_beyond_accumulator_computes_in_float);
+    tcase_add_test(tc, bias_beyond_accumulator_raises_weight_scales);
+    tcase_add_test(tc, dead_channel_stays_int8);
     tcase_add_test(tc, degenerate_ranges_warn_in_quant);
     suite_add_tcase(s, tc);
     return run_suite(s);

@@ -500,6 +500,16 @@ typedef struct quant_report {
     const char *device;
 } quant_report;
 
+/* The one line saying how many dead channels got a larger weight scale. */
+static const char *rescaled_note(const qf_quant_summary *sum, char *buf, size_t size)
+{
+    snprintf(buf, size, "%d output channel%s of %d layer%s got a larger weight scale so that %s bias fits the int32 "
+             "accumulator (weights near zero beside a bias)", sum->rescaled_channels,
+             sum->rescaled_channels == 1 ? "" : "s", sum->rescaled_layers, sum->rescaled_layers == 1 ? "" : "s",
+             sum->rescaled_channels == 1 ? "its" : "their");
+    return buf;
+}
+
 static void print_text(const quant_args *a, const quant_report *r)
 {
     const eval_scores *s = &r->held;
@@ -508,6 +518,8 @@ static void print_text(const quant_args *a, const quant_report *r)
     printf("nodes      %d INT8, %d FP16, %d FP32 (%d fused into INT8 epilogues, %d conversions)\n",
            r->sum.nodes[QF_PREC_INT8], r->sum.nodes[QF_PREC_FP16], r->sum.nodes[QF_PREC_FP32], r->sum.fused,
            r->sum.conversions);
+    char buf[256];
+    if (r->sum.rescaled_channels) printf("rescaled   %s\n", rescaled_note(&r->sum, buf, sizeof buf));
     if (a->calib)
         printf("images     %lld in %s: %lld held out beside the -n %lld part (table %s)\n", (long long)r->found,
                a->io.images, (long long)s->images, (long long)r->calib_images, a->calib);
@@ -537,10 +549,11 @@ static void print_json(const quant_args *a, const quant_report *r)
     printf(", \"output\": ");
     json_string(stdout, a->out_path);
     printf(", \"precision\": \"%s\", \"device\": \"%s\", \"nodes\": {\"int8\": %d, \"fp16\": %d, \"fp32\": %d}, "
-           "\"fused\": %d, \"conversions\": %d, \"images_found\": %lld, \"calibration_images\": %lld, ",
+           "\"fused\": %d, \"conversions\": %d, \"rescaled_channels\": %d, \"rescaled_layers\": %d, "
+           "\"images_found\": %lld, \"calibration_images\": %lld, ",
            a->best ? "best" : a->precision, r->device, r->sum.nodes[QF_PREC_INT8], r->sum.nodes[QF_PREC_FP16],
-           r->sum.nodes[QF_PREC_FP32], r->sum.fused, r->sum.conversions, (long long)r->found,
-           (long long)r->calib_images);
+           r->sum.nodes[QF_PREC_FP32], r->sum.fused, r->sum.conversions, r->sum.rescaled_channels,
+           r->sum.rescaled_layers, (long long)r->found, (long long)r->calib_images);
     printf("\"held_out\": {\"images\": %lld, \"agreement\": %.6f, \"sqnr_db\": %.3f, ", (long long)s->images,
            eval_agreement(s), eval_sqnr(s));
     if (s->labeled)
@@ -661,6 +674,7 @@ static int quant_run(quant_args *a)
                       "--images (qforge eval measures it)", a->model);
     if (st == QF_OK && a->io.images) return quant_images(a, t, sha);
     qf_quant_summary sum;
+    char buf[256];
     if (st == QF_OK) st = write_model(a, t, NULL, 0, sha, &sum);
     qf_calib_table_free(t);
     if (st != QF_OK) return cli_fail(st);
@@ -669,6 +683,8 @@ static int quant_run(quant_args *a)
                 a->out_path, a->onnx_out ? " and " : "", a->onnx_out ? a->onnx_out : "", sum.nodes[QF_PREC_INT8],
                 sum.nodes[QF_PREC_FP16], sum.nodes[QF_PREC_FP32], sum.fused, sum.conversions,
                 sum.from_model ? "; scales from the model" : "");
+    if (!cli_quiet && sum.rescaled_channels)
+        fprintf(stderr, "qforge: %s\n", rescaled_note(&sum, buf, sizeof buf));
     if (!cli_quiet && sum.float_between_qdq)
         fprintf(stderr, "qforge: %d nodes have no INT8 form and compute in FP32 between the model's "
                         "QuantizeLinear/DequantizeLinear (qforge info --nodes names them)\n",

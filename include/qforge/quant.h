@@ -74,6 +74,9 @@ typedef struct qf_quant_summary {
     bool from_model;               /* the scales are the model's own (a Q/DQ or QOperator ONNX model) */
     int float_between_qdq;         /* a Q/DQ model's nodes that compute in FP32 between its
                                     * DequantizeLinear and QuantizeLinear nodes (no INT8 form) */
+    int rescaled_channels;         /* INT8 output channels whose weight scale was raised so that their
+                                    * bias fits the int32 accumulator (weights near zero beside a bias) */
+    int rescaled_layers;           /* the Conv/Gemm/MatMul nodes they belong to */
 } qf_quant_summary;
 
 /* Whether a prepared graph carries its own quantization: QuantizeLinear or
