@@ -97,6 +97,13 @@ static void b_matmul_broadcast(qf_graph *g, qf_op o, qf_precision p)
 {
     node(g, o, 2, IN(input(g, "a", 4, DIMS(2, 3, 4, 8)), weight(g, "b", 3, DIMS(3, 8, 5), -0.5f, 0.5f)));
 }
+/* A broadcast over the outer batch dim: (1,3,4,8) x (2,3,8,4) (the CUDA engine
+ * runs two strided batches of three, the second reading A's first matrices again) */
+static void b_matmul_broadcast_a(qf_graph *g, qf_op o, qf_precision p)
+{
+    int b = input(g, "b", 4, DIMS(2, 3, 8, 4)); /* the first input sets the graph's batch */
+    node(g, o, 2, IN(weight(g, "a", 4, DIMS(1, 3, 4, 8), -0.5f, 0.5f), b));
+}
 
 /* x (2,3,4,5) op a per-channel constant */
 static void b_binary(qf_graph *g, qf_op o, qf_precision p)
@@ -381,6 +388,7 @@ static const op_case cases[] = {
     {QF_OP_MATMUL, "3-D x 2-D", b_matmul, -1.0f, 1.0f},
     {QF_OP_MATMUL, "4-D x 4-D (attention)", b_matmul_4d, -1.0f, 1.0f},
     {QF_OP_MATMUL, "4-D x 3-D broadcast", b_matmul_broadcast, -1.0f, 1.0f},
+    {QF_OP_MATMUL, "4-D x 4-D, A broadcast", b_matmul_broadcast_a, -1.0f, 1.0f},
     {QF_OP_ADD, "per-channel", b_binary, -1.0f, 1.0f},
     {QF_OP_SUB, "per-channel", b_binary, -1.0f, 1.0f},
     {QF_OP_MUL, "per-channel", b_binary, -1.0f, 1.0f},

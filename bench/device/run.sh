@@ -49,6 +49,9 @@ if want tests; then
   if [ -x /tmp/q/bin/test_backend_ops ]; then
     timeout 300 /tmp/q/bin/test_backend_ops > $L/test_backend_ops.log 2>&1
     echo "test_backend_ops rc=$?"; grep -E "Checks|F:|cuda" $L/test_backend_ops.log | grep -v "^qforge\[" | head -40
+    # and with every GEMM on the fallback kernel (batched products included)
+    QFORGE_CUDA_NOLT=1 timeout 300 /tmp/q/bin/test_backend_ops > $L/test_backend_ops_nolt.log 2>&1
+    echo "test_backend_ops without cuBLASLt rc=$?"; grep -E "Checks|F:" $L/test_backend_ops_nolt.log | head -20
   fi
   if [ $rc -ne 0 ] && [ -n "$SANITIZE" ]; then
     CK_RUN_CASE=ops timeout 200 compute-sanitizer --tool memcheck /tmp/q/bin/test_cuda > $L/sanitizer.log 2>&1

@@ -13,6 +13,7 @@
     X(MatmulDescCreate) X(MatmulDescDestroy) X(MatmulDescSetAttribute)         \
     X(MatmulPreferenceCreate) X(MatmulPreferenceDestroy)                       \
     X(MatmulPreferenceSetAttribute) X(MatrixLayoutCreate) X(MatrixLayoutDestroy) \
+    X(MatrixLayoutSetAttribute) \
     X(GetVersion)
 
 struct qfi_lt_table {
@@ -38,6 +39,7 @@ qf_status qfi_cublaslt_load(void);
 #define cublasLtMatmulPreferenceSetAttribute (qfi_lt.MatmulPreferenceSetAttribute)
 #define cublasLtMatrixLayoutCreate (qfi_lt.MatrixLayoutCreate)
 #define cublasLtMatrixLayoutDestroy (qfi_lt.MatrixLayoutDestroy)
+#define cublasLtMatrixLayoutSetAttribute (qfi_lt.MatrixLayoutSetAttribute)
 #define cublasLtGetVersion (qfi_lt.GetVersion)
 #endif
 

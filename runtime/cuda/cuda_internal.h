@@ -281,6 +281,10 @@ typedef struct cu_gemm_shape {
     const void *bias;         /* device, cols elements of Y's type, or NULL */
     bool relu;
     uint32_t min_align;       /* bytes every operand address is aligned to; 0: 256 */
+    /* a strided batch of such products (attention's QK^T and AV): matrix i
+     * at A + i*stride_a, B + i*stride_b, Y (and C) + i*stride_y, in elements;
+     * batch 0 or 1: one */
+    int64_t batch, stride_a, stride_b, stride_y;
 } cu_gemm_shape;
 qf_status cu_gemm_create(cu_engine *c, const cu_gemm_shape *sh, cu_gemm **out);
 void cu_gemm_free(cu_gemm *gm);

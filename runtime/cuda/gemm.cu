@@ -70,6 +70,16 @@ static qf_status lt_plan(cu_engine *c, cu_gemm *gm, bool *ok)
     if (s->trans_a) LT_CHECK(cublasLtMatrixLayoutCreate(&gm->lb, at, (uint64_t)s->rows, (uint64_t)s->K, s->lda));
     else LT_CHECK(cublasLtMatrixLayoutCreate(&gm->lb, at, (uint64_t)s->K, (uint64_t)s->rows, s->lda));
     LT_CHECK(cublasLtMatrixLayoutCreate(&gm->ly, yt, (uint64_t)s->cols, (uint64_t)s->rows, s->ldy));
+    if (s->batch > 1) {
+        int32_t count = (int32_t)s->batch;
+        const cublasLtMatrixLayout_t layouts[3] = {gm->la, gm->lb, gm->ly};
+        const int64_t strides[3] = {s->stride_b, s->stride_a, s->stride_y}; /* cuBLAS's A is our B */
+        for (int k = 0; k < 3; k++) {
+            LT_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[k], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+            LT_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[k], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[k],
+                                                      sizeof strides[k]));
+        }
+    }
 
     cublasLtMatmulPreference_t pref;
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -112,9 +122,11 @@ qf_status cu_gemm_create(cu_engine *c, const cu_gemm_shape *sh, cu_gemm **out)
         return st;
     }
     gm->lt = ok;
-    snprintf(gm->text, sizeof gm->text, "%s %lldx%lldx%lld: %s",
+    char batch[40] = "";
+    if (sh->batch > 1) snprintf(batch, sizeof batch, ", batch of %lld", (long long)sh->batch);
+    snprintf(gm->text, sizeof gm->text, "%s %lldx%lldx%lld%s: %s",
              sh->kind == CU_GEMM_F32 ? "f32" : sh->kind == CU_GEMM_F16 ? "f16" : sh->kind == CU_GEMM_I8 ? "i8" : "i8->i8",
-             (long long)sh->rows, (long long)sh->cols, (long long)sh->K, ok ? "cublasLt" : "fallback kernel");
+             (long long)sh->rows, (long long)sh->cols, (long long)sh->K, batch, ok ? "cublasLt" : "fallback kernel");
     *out = gm;
     return QF_OK;
 }
@@ -160,6 +172,11 @@ template <typename TA, typename TACC, typename TY>
 __global__ void gemm_tile_kernel(const TA *A, const TA *B, const TY *C, TY *Y, cu_gemm_shape s)
 {
     __shared__ TACC As[TILE][TILE + 1], Bs[TILE][TILE + 1];
+    /* the batch's matrix blockIdx.z */
+    A += blockIdx.z * s.stride_a;
+    B += blockIdx.z * s.stride_b;
+    C += blockIdx.z * s.stride_y;
+    Y += blockIdx.z * s.stride_y;
     const int64_t row = blockIdx.y * (int64_t)TILE + threadIdx.y, col = blockIdx.x * (int64_t)TILE + threadIdx.x;
     TACC acc = 0;
     for (int64_t k0 = 0; k0 < s.K; k0 += TILE) {
@@ -184,7 +201,11 @@ static qf_status fallback_run(const cu_gemm *gm, const void *A, const void *B, c
     if (s.rows == 0 || s.cols == 0) return QF_OK;
     if ((s.rows + TILE - 1) / TILE > 65535)
         return qf_error(QF_ERR_UNSUPPORTED, "%lld rows exceed the fallback GEMM's grid", (long long)s.rows);
-    dim3 grid((unsigned)((s.cols + TILE - 1) / TILE), (unsigned)((s.rows + TILE - 1) / TILE)), block(TILE, TILE);
+    if (s.batch > 65535)
+        return qf_error(QF_ERR_UNSUPPORTED, "a batch of %lld products exceeds the fallback GEMM's grid", (long long)s.batch);
+    dim3 grid((unsigned)((s.cols + TILE - 1) / TILE), (unsigned)((s.rows + TILE - 1) / TILE),
+              (unsigned)(s.batch > 1 ? s.batch : 1)),
+        block(TILE, TILE);
     switch (s.kind) {
     case CU_GEMM_F32:
         gemm_tile_kernel<float, float, float><<<grid, block, 0, st>>>((const float *)A, (const float *)B, (const float *)C,
@@ -241,9 +262,10 @@ qf_status cu_gemm_run(cu_engine *c, const cu_gemm *gm, const void *A, const void
 static void gemm_key(const cu_gemm *gm, char *key, size_t len)
 {
     const cu_gemm_shape *s = &gm->sh;
-    snprintf(key, len, "gemm:k%d:%lldx%lldx%lld:ld%lld,%lld,%lld:t%d%d:b%d:r%d:a%d:al%u:n%d", (int)s->kind,
-             (long long)s->rows, (long long)s->cols, (long long)s->K, (long long)s->lda, (long long)s->ldb,
-             (long long)s->ldy, s->trans_a, s->trans_b, s->bias != NULL, s->relu, s->accumulate, s->min_align, gm->n_heur);
+    snprintf(key, len, "gemm:k%d:%lldx%lldx%lld:ld%lld,%lld,%lld:t%d%d:b%d:r%d:a%d:al%u:n%d:x%lld,%lld,%lld,%lld",
+             (int)s->kind, (long long)s->rows, (long long)s->cols, (long long)s->K, (long long)s->lda, (long long)s->ldb,
+             (long long)s->ldy, s->trans_a, s->trans_b, s->bias != NULL, s->relu, s->accumulate, s->min_align, gm->n_heur,
+             (long long)s->batch, (long long)s->stride_a, (long long)s->stride_b, (long long)s->stride_y);
 }
 
 static bool candidate_usable(const cu_engine *c, const cu_gemm *gm, int a)
@@ -397,11 +419,43 @@ typedef struct mm_state {
     float beta;
     int64_t c_st0, c_st1;
     bool relu_pass;             /* a fused Relu the GEMM epilogue could not take */
-    /* float MatMul with batch dims: one GEMM per broadcast batch matrix */
+    /* float MatMul with batch dims: the batch matrices in `outer` strided
+     * batches of gm's batch count each (one where every operand is whole) */
     qfi_matmul_geom geo;
     bool batched;
-    int64_t nb;
+    int64_t nb, outer;
 } mm_state;
+
+/* Where batch matrix i of a MatMul reads A and B, in matrices. */
+static void batch_offsets(const qfi_matmul_geom *geo, int64_t i, int64_t *ia, int64_t *ib)
+{
+    *ia = *ib = 0;
+    for (int d = geo->nbatch - 1; d >= 0; d--) {
+        int64_t idx = i % geo->batch[d];
+        i /= geo->batch[d];
+        *ia += idx * geo->a_stride[d];
+        *ib += idx * geo->b_stride[d];
+    }
+}
+
+/* The most batch matrices, a trailing run of the batch dims, over which both
+ * A and B step one whole matrix at a time, so that one strided-batched GEMM
+ * computes them (broadcast dims break the run; the rest loop over it). */
+static int64_t strided_run(const qfi_matmul_geom *geo)
+{
+    for (int d0 = 0; d0 < geo->nbatch; d0++) {
+        int64_t inner = qfi_numel(geo->nbatch - d0, geo->batch + d0), a0, b0;
+        batch_offsets(geo, 0, &a0, &b0);
+        bool linear = true;
+        for (int64_t i = 1; i < inner && linear; i++) {
+            int64_t ia, ib;
+            batch_offsets(geo, i, &ia, &ib);
+            linear = ia == a0 + i && ib == b0 + i;
+        }
+        if (linear) return inner;
+    }
+    return 1;
+}
 
 static void mm_free(void *p)
 {
@@ -530,14 +584,18 @@ static qf_status mm_prepare(cu_engine *c, cu_layer *L)
         QF_CHECK(qfi_matmul_geometry(gg, n, &st->geo));
         const qfi_matmul_geom *geo = &st->geo;
         st->nb = qfi_numel(geo->nbatch, geo->batch);
-        bool b_shared = b->ndim <= 2, a_full = qf_value_numel(a) == st->nb * geo->M * geo->K;
+        bool b_shared = true, a_full = qf_value_numel(a) == st->nb * geo->M * geo->K;
+        for (int d = 0; d < geo->nbatch; d++) b_shared &= geo->b_stride[d] == 0;
         sh.cols = geo->N, sh.K = geo->K;
         sh.lda = geo->K, sh.ldb = geo->N, sh.ldy = geo->N;
         if (b_shared && a_full) {
-            sh.rows = st->nb * geo->M;
+            sh.rows = st->nb * geo->M; /* one GEMM over A's stacked rows */
         } else {
             sh.rows = geo->M;
             st->batched = true;
+            sh.batch = strided_run(geo);
+            sh.stride_a = geo->M * geo->K, sh.stride_b = geo->K * geo->N, sh.stride_y = geo->M * geo->N;
+            st->outer = st->nb / sh.batch;
         }
         /* batch matrices start at multiples of their sizes */
         size_t al = 256;
@@ -639,14 +697,10 @@ static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     } else {
         const qfi_matmul_geom *geo = &st->geo;
         const size_t es = qf_dtype_info(yv->dtype)->size;
-        for (int64_t i = 0; i < st->nb; i++) {
-            int64_t ia = 0, ib = 0, rest = i;
-            for (int d = geo->nbatch - 1; d >= 0; d--) {
-                int64_t idx = rest % geo->batch[d];
-                rest /= geo->batch[d];
-                ia += idx * geo->a_stride[d];
-                ib += idx * geo->b_stride[d];
-            }
+        const int64_t inner = st->nb / st->outer;
+        for (int64_t o = 0; o < st->outer; o++) {
+            int64_t i = o * inner, ia, ib;
+            batch_offsets(geo, i, &ia, &ib);
             QF_CHECK(cu_gemm_run(c, st->gm, (const char *)A + (size_t)(ia * geo->M * geo->K) * es,
                                  (const char *)B + (size_t)(ib * geo->K * geo->N) * es, NULL,
                                  (char *)Y + (size_t)(i * geo->M * geo->N) * es, s));
