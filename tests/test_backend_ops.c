@@ -65,6 +65,18 @@ static void b_conv(qf_graph *g, qf_op o, qf_precision p)
     set_ints(n, "strides", 2, DIMS(2, 1));
 }
 
+/* ViT's patch embedding: an RGB input, 16x16 kernel, stride 16 (at INT8 the
+ * CUDA engine quantizes the input on its own: the implicit GEMM, which folds
+ * an RGB input's quantization in, takes fewer taps) */
+static void b_conv_patch(qf_graph *g, qf_op o, qf_precision p)
+{
+    int x = input(g, "x", 4, DIMS(2, 3, 32, 32));
+    int w = weight(g, "w", 4, DIMS(16, 3, 16, 16), -0.05f, 0.05f), b = weight(g, "b", 1, DIMS(16), -0.2f, 0.2f);
+    qf_node *n = node(g, o, 3, IN(x, w, b));
+    set_ints(n, "kernel_shape", 2, DIMS(16, 16));
+    set_ints(n, "strides", 2, DIMS(16, 16));
+}
+
 static void b_conv_transpose(qf_graph *g, qf_op o, qf_precision p)
 {
     int x = input(g, "x", 4, DIMS(1, 3, 4, 4));
@@ -383,6 +395,7 @@ static void b_cast(qf_graph *g, qf_op o, qf_precision p)
 
 static const op_case cases[] = {
     {QF_OP_CONV, "3x3 s(2,1) pad 1", b_conv, -1.0f, 1.0f},
+    {QF_OP_CONV, "16x16 s16 patches of RGB", b_conv_patch, -1.0f, 1.0f},
     {QF_OP_CONV_TRANSPOSE, "3x3 s2", b_conv_transpose, -1.0f, 1.0f},
     {QF_OP_GEMM, "transB bias", b_gemm, -1.0f, 1.0f},
     {QF_OP_MATMUL, "3-D x 2-D", b_matmul, -1.0f, 1.0f},
@@ -576,6 +589,7 @@ typedef struct result {
     int n;
     qf_value vals[8];  /* the outputs' dtypes, shapes and scales */
     void *data[8];
+    int host_nodes;    /* nodes of the op under test a device engine left to the host */
 } result;
 
 static void result_free(result *r)
@@ -618,12 +632,14 @@ static void make_input(const qf_value *v, float lo, float hi, void *data, float 
 }
 
 /* Runs g on an engine of this kind; false (with the message) when it cannot be built. */
-static bool run_on(qf_device_kind kind, const qf_graph *g, void *const *inputs, result *r)
+static bool run_on(qf_device_kind kind, qf_op op, const qf_graph *g, void *const *inputs, result *r)
 {
     qf_engine_opts o = {.device = kind, .threads = 1};
     qf_engine *e;
     qf_status st = qf_engine_create(g, &o, &e);
     if (st != QF_OK) return false;
+    for (int i = 0; kind != QF_DEVICE_CPU && i < g->n_nodes; i++)
+        r->host_nodes += g->nodes[i].op == op && qf_engine_node_device(e, i) == QF_DEVICE_CPU;
     for (int i = 0; i < g->n_inputs; i++) memcpy(qf_engine_input(e, i), inputs[i], qf_value_bytes(&g->values[g->inputs[i]]));
     OK(qf_engine_run(e));
     ck_assert_int_le(g->n_outputs, 8);
@@ -732,7 +748,7 @@ static int run_case(const op_case *c, qf_precision p, const bool *present, int c
         if (ref_g->values[ref_g->inputs[i]].dtype != QF_F32) memcpy(wide[i], inputs[i], qf_value_bytes(v));
     }
     result ref = {0};
-    ck_assert_msg(run_on(QF_DEVICE_CPU, ref_g, wide, &ref), "%s: %s", qf_op_name(c->op), qf_error_message());
+    ck_assert_msg(run_on(QF_DEVICE_CPU, c->op, ref_g, wide, &ref), "%s: %s", qf_op_name(c->op), qf_error_message());
     if (p == QF_PREC_INT8 && d->int8 != QFI_INT8_PASS && !(d->traits & QFI_OP_CONVERSION)) {
         /* an output scale of its own: from the reference's range */
         double amax = 0.0;
@@ -754,7 +770,12 @@ static int run_case(const op_case *c, qf_precision p, const bool *present, int c
                  host ? " (host)" : "", prec_names[p]);
         bool ok = host || qf_engine_supports(engines[e], g, &g->nodes[0]);
         result got = {0};
-        if (ok) ok = run_on(run_kind(e), g, inputs, &got);
+        if (ok) ok = run_on(run_kind(e), c->op, g, inputs, &got);
+        if (ok && !host && got.host_nodes) { /* claimed, yet the engine's plan left it to the host */
+            qf_error(QF_ERR_UNSUPPORTED, "%d node(s) ran on the host", got.host_nodes);
+            result_free(&got);
+            ok = false;
+        }
         if (!ok) {
             printf("FAIL %s: %s: %s\n", what, host ? "failed" : "claimed but refused", qf_error_message());
             failures++;

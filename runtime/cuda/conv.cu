@@ -321,6 +321,24 @@ static qf_status conv_check(const qf_graph *g, const qf_node *n)
     return QF_OK;
 }
 
+/* The device kernels' view of a Conv node's geometry. */
+static qf_status conv_geo_of(const cu_engine *c, const qf_node *n, conv_geo *p)
+{
+    qfi_conv_geom geo;
+    QF_CHECK(qfi_conv_geometry(cu_geo_graph(c, n), n, &geo));
+    p->N = geo.N, p->C = geo.C, p->M = geo.M, p->group = geo.group;
+    p->H = geo.w.in[1], p->W = geo.w.in[2], p->Ho = geo.w.out[1], p->Wo = geo.w.out[2];
+    p->kh = (int)geo.w.k[1], p->kw = (int)geo.w.k[2], p->sh = (int)geo.w.stride[1], p->sw = (int)geo.w.stride[2];
+    p->ph = (int)geo.w.pad[1], p->pw = (int)geo.w.pad[2], p->dh = (int)geo.w.dil[1], p->dw = (int)geo.w.dil[2];
+    return QF_OK;
+}
+
+bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n)
+{
+    conv_geo p;
+    return n->op == QF_OP_CONV && conv_geo_of(c, n, &p) == QF_OK && cu_igemm_fits(&p, qfi_out(c->g, n, 0)->dtype);
+}
+
 static qf_status conv_prepare(cu_engine *c, cu_layer *L)
 {
     const qf_graph *g = c->g;
@@ -333,10 +351,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
     L->state = st;
     L->free_state = conv_free;
     conv_geo &p = st->p;
-    p.N = geo.N, p.C = geo.C, p.M = geo.M, p.group = geo.group;
-    p.H = geo.w.in[1], p.W = geo.w.in[2], p.Ho = geo.w.out[1], p.Wo = geo.w.out[2];
-    p.kh = (int)geo.w.k[1], p.kw = (int)geo.w.k[2], p.sh = (int)geo.w.stride[1], p.sw = (int)geo.w.stride[2];
-    p.ph = (int)geo.w.pad[1], p.pw = (int)geo.w.pad[2], p.dh = (int)geo.w.dil[1], p.dw = (int)geo.w.dil[2];
+    QF_CHECK(conv_geo_of(c, n, &p));
     st->prec = n->precision;
     st->P = p.N * p.Ho * p.Wo;
     st->relu = L->relu;

@@ -324,6 +324,8 @@ typedef struct cu_conv_geo {
 } cu_conv_geo;
 typedef struct cu_igemm cu_igemm;
 bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out);
+/* Whether Conv node n can run on the implicit-GEMM kernel (conv.cu). */
+bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n);
 size_t cu_igemm_scratch(const cu_conv_geo *g);
 /* w: the graph's (M, C, kh, kw) int8 weights; bias: its int32 bias on the host, or NULL. */
 qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const int32_t *bias, const cu_requant *rq,

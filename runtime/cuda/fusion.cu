@@ -128,7 +128,9 @@ void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values)
         float scale;
         if (qfi_qdq_scale(g, q, &scale) != QF_OK) continue; /* the QuantizeLinear layer will say why */
         const int ci = (int)(cv - g->nodes);
-        if (cu_on_host(&c->layers[ci])) continue;
+        /* only the implicit GEMM quantizes as it reads (ViT's 16x16 patch conv
+         * has more taps than it takes: the QuantizeLinear then runs on its own) */
+        if (cu_on_host(&c->layers[ci]) || !cu_conv_igemm_fits(c, cv)) continue;
         c->layers[qi].skip = true;
         c->layers[ci].quant_in = x;
         c->layers[ci].quant_scale = scale;
