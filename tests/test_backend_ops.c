@@ -151,6 +151,8 @@ static void b_clip(qf_graph *g, qf_op o, qf_precision p)
 }
 
 static void b_softmax(qf_graph *g, qf_op o, qf_precision p) { node(g, o, 1, IN(input(g, "x", 3, DIMS(2, 3, 10)))); }
+/* rows of ViT-B/16's attention scores (197 tokens): the CUDA engine's warp-per-row kernel */
+static void b_softmax_rows(qf_graph *g, qf_op o, qf_precision p) { node(g, o, 1, IN(input(g, "x", 3, DIMS(2, 12, 197)))); }
 
 static void b_pool(qf_graph *g, qf_op o, qf_precision p)
 {
@@ -418,6 +420,7 @@ static const op_case cases[] = {
     {QF_OP_HARD_SWISH, "", b_unary, -4.0f, 4.0f},
     {QF_OP_TANH, "", b_unary, -2.0f, 2.0f},
     {QF_OP_SOFTMAX, "last axis", b_softmax, -3.0f, 3.0f},
+    {QF_OP_SOFTMAX, "last axis, rows of 197", b_softmax_rows, -8.0f, 8.0f},
     {QF_OP_MAX_POOL, "3x3 s2 pad 1", b_pool, -1.0f, 1.0f},
     {QF_OP_AVERAGE_POOL, "3x3 s2 pad 1", b_pool, -1.0f, 1.0f},
     {QF_OP_GLOBAL_AVERAGE_POOL, "", b_global_pool, -1.0f, 1.0f},

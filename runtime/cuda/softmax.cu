@@ -1,6 +1,7 @@
 /* Softmax on the device over x viewed as (outer, len, inner), normalized
- * along len: one thread per row, the row max subtracted first, the sum in
- * double, e^x from lib/float_math.h, as runtime/cpu/softmax.c computes it. */
+ * along len: the row max subtracted first, the sum in double, e^x from
+ * lib/float_math.h, as runtime/cpu/softmax.c computes it; one warp per row
+ * along the last axis, one thread per row otherwise. */
 #include "cuda_internal.h"
 #include "float_math.h" /* e^x as the CPU engine computes it */
 
@@ -26,6 +27,28 @@ __global__ void softmax_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, s
             float e = qfi_exp(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l * p.inner), mx));
             cu_store(y, ye.dt, ye.scale, base + l * p.inner, __fmul_rn(e, inv));
         }
+    }
+}
+
+/* The last axis (inner == 1: attention's scores), one warp per row: the
+ * lanes stride along the row and reduce by shuffles, the sum still in double,
+ * so it differs from the one-thread order only in how double rounds (a float
+ * result one unit apart at most, rarely). */
+__global__ void softmax_rows_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int64_t rows, int64_t len)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t r = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
+        const int64_t base = r * len;
+        float mx = -INFINITY;
+        for (int64_t l = lane; l < len; l += 32) mx = fmaxf(mx, cu_load(x, xe.dt, xe.scale, base + l));
+        for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        double sum = 0.0;
+        for (int64_t l = lane; l < len; l += 32) sum += qfi_exp(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l), mx));
+        for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const float inv = (float)(1.0 / sum);
+        for (int64_t l = lane; l < len; l += 32)
+            cu_store(y, ye.dt, ye.scale, base + l, __fmul_rn(qfi_exp(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l), mx)), inv));
     }
 }
 
@@ -60,6 +83,13 @@ static qf_status softmax_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     QF_CHECK(cu_value_ptr(c, yv, &y));
     int64_t rows = p->outer * p->inner;
     if (!rows || !p->len) return QF_OK;
+    if (p->inner == 1 && p->len >= 32) {
+        unsigned blocks = cu_blocks(rows, 8); /* 8 warps a block */
+        softmax_rows_kernel<<<blocks > 65536 ? 65536 : blocks, 256, 0, s>>>(y, cu_elem_of(c, L->n, yv), x,
+                                                                         cu_elem_of(c, L->n, L->n->in[0]), rows, p->len);
+        CU_LAUNCHED();
+        return QF_OK;
+    }
     unsigned blocks = cu_blocks(rows, 128);
     softmax_kernel<<<blocks > 65536 ? 65536 : blocks, 128, 0, s>>>(y, cu_elem_of(c, L->n, yv), x,
                                                                     cu_elem_of(c, L->n, L->n->in[0]), *p);
