@@ -104,6 +104,16 @@ expect 2 "has no node named 'NoSuchConv'" "--fp16-layers with an unknown name" -
 expect 2 "--fp16-layers goes with --precision int8" "--fp16-layers at fp16" -- \
   "$QFORGE" quant "$model" --calib "$tmp/best50.calib" --fp16-layers "$names" --precision fp16
 
+# labels whose classes do not match the model's outputs (folders calib/ and val/ of ImageNet
+# without --synsets) are warned about, once
+mkdir -p "$tmp/two/x" "$tmp/two/y"
+for f in $(cd "$data/calib/cat" && ls | head -4); do ln -s "$data/calib/cat/$f" "$tmp/two/x/$f"; ln -s "$data/calib/cat/$f" "$tmp/two/y/$f"; done
+"$QFORGE" eval "$model" --images "$tmp/two" $pp > /dev/null 2> "$tmp/two.err" || fail "eval of two folders exit $?"
+if [ "$(grep -c "the labels name 2 classes but .* scores 10" "$tmp/two.err")" = 1 ]; then pass "eval warns once: 2 label classes, 10 outputs"
+else fail "no single class-count warning: $(cat "$tmp/two.err")"; fi
+"$QFORGE" eval "$model" --images "$data/calib" -n 20 $pp > /dev/null 2> "$tmp/ten.err" || fail "eval exit $?"
+grep -q "the labels name" "$tmp/ten.err" && fail "warned with 10 folders for 10 outputs" || pass "no warning for 10 folders, 10 outputs"
+
 # ---- errors: one line naming the culprit, exit 1 (2 for usage), nothing written ---------------
 mkdir -p "$tmp/few"
 for f in $(cd "$data/calib/cat" && ls | head -12); do ln -s "$data/calib/cat/$f" "$tmp/few/$f"; done

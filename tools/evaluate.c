@@ -143,6 +143,10 @@ qf_status eval_run(eval_model *m, eval_ref *ref, const qf_dataset *ds, const qf_
     }
     s->labeled = qf_dataset_has_labels(ds);
     s->referenced = ref != NULL;
+    const qf_classes *named = qf_dataset_classes(ds);
+    if (s->labeled && named && qf_classes_count(named) != m->classes)
+        qf_log(QF_LOG_WARN, "the labels name %d classes but %s scores %d: top-1 compares unrelated indices "
+               "(ImageNet-style folders need --synsets FILE)", qf_classes_count(named), m->g->source, m->classes);
     qf_status st;
     progress pr;
     progress_start(&pr, label, qf_dataset_count(ds));
