@@ -124,13 +124,15 @@ def attr(name, v):
     return ld(1, name) + b"".join(vint(8, x) for x in v) + vint(20, A_INTS)
 
 
-def node(op, ins, outs, name=None, **attrs):
+def node(op, ins, outs, name=None, domain=None, **attrs):
     out = b"".join(ld(1, i) for i in ins) + b"".join(ld(2, o) for o in outs)
     if name:
         out += ld(3, name)
     out += ld(4, op)
     for k, v in attrs.items():
         out += ld(5, attr(k, v))
+    if domain:
+        out += ld(7, domain)
     return out
 
 
@@ -139,10 +141,11 @@ def value_info(name, dims, dtype=FLOAT):
     return ld(1, name) + ld(2, ld(1, vint(1, dtype) + ld(2, shape)))
 
 
-def model(nodes, inits, inputs, outputs, opset, name="seed"):
+def model(nodes, inits, inputs, outputs, opset, name="seed", domains=()):
     g = b"".join(ld(1, n) for n in nodes) + ld(2, name) + b"".join(ld(5, t) for t in inits)
     g += b"".join(ld(11, value_info(*i)) for i in inputs) + b"".join(ld(12, value_info(*o)) for o in outputs)
-    return vint(1, 8) + ld(2, "qforge-make-seeds") + ld(7, g) + ld(8, ld(1, "") + vint(2, opset))
+    opsets = ld(8, ld(1, "") + vint(2, opset)) + b"".join(ld(8, ld(1, d) + vint(2, 1)) for d in domains)
+    return vint(1, 8) + ld(2, "qforge-make-seeds") + ld(7, g) + opsets
 
 
 # ---- ONNX seeds: every op qforge implements, a few at a time, a few hundred bytes each ------------
@@ -201,6 +204,39 @@ def onnx_seeds():
          tensor("wq", [2, 3, 1, 1], INT8, [1, -2, 3, -4, 5, -6]), tensor("ws", [2], FLOAT, [0.1, 0.2]),
          tensor("wz", [2], INT8, [0, 0]), tensor("slope", [2, 1, 1], FLOAT, [0.25, 0.5])],
         [("x", [1, 3, 2, 2])], [("y", [1, 2, 2, 2])], 14)
+    # a QOperator model as ORT writes it: uint8 activations with zero points, QLinearConv with an
+    # int32 bias, com.microsoft's QLinearAdd and QLinearGlobalAveragePool
+    s["qop_uint8"] = model(
+        [node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+         node("QLinearConv", ["xq", "xs", "xz", "wq", "ws", "wz", "cs", "cz", "b"], ["cq"], kernel_shape=[1, 1]),
+         node("QLinearAdd", ["cq", "cs", "cz", "cq", "cs", "cz", "as", "az"], ["aq"], domain="com.microsoft"),
+         node("QLinearGlobalAveragePool", ["aq", "as", "az", "gs", "gz"], ["gq"], domain="com.microsoft",
+              channels_last=0),
+         node("DequantizeLinear", ["gq", "gs", "gz"], ["y"])],
+        [tensor("xs", [], FLOAT, [0.02]), tensor("xz", [], UINT8, [131]),
+         tensor("wq", [2, 3, 1, 1], INT8, [1, -2, 3, -4, 5, -6]), tensor("ws", [2], FLOAT, [0.1, 0.2]),
+         tensor("wz", [2], INT8, [0, 0]), tensor("cs", [], FLOAT, [0.05]), tensor("cz", [], UINT8, [128]),
+         tensor("b", [2], INT32, [40, -25]), tensor("as", [], FLOAT, [0.1]), tensor("az", [], UINT8, [120]),
+         tensor("gs", [], FLOAT, [0.1]), tensor("gz", [], UINT8, [126])],
+        [("x", [1, 3, 2, 2])], [("y", [1, 2, 1, 1])], 13, domains=("com.microsoft",))
+    # Q/DQ with uint8 zero points around a Conv whose int32 bias is dequantized too, a residual Add
+    # of two dequantized tensors, and the Relu between them (ORT's quantize_static, QDQ format)
+    s["qdq_uint8_bias"] = model(
+        [node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]), node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+         node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+         node("DequantizeLinear", ["bq", "bs", "bz"], ["b"], axis=0),
+         node("Conv", ["xd", "w", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+         node("Relu", ["c"], ["r"]),
+         node("QuantizeLinear", ["r", "rs", "rz"], ["rq"]), node("DequantizeLinear", ["rq", "rs", "rz"], ["rd"]),
+         node("Add", ["rd", "xd"], ["a"]),
+         node("QuantizeLinear", ["a", "as", "az"], ["aq"]), node("DequantizeLinear", ["aq", "as", "az"], ["y"])],
+        [tensor("xs", [], FLOAT, [0.03]), tensor("xz", [], UINT8, [3]),
+         tensor("wq", [2, 2, 3, 3], INT8, [((7 * i) % 11) - 5 for i in range(36)]),
+         tensor("ws", [2], FLOAT, [0.05, 0.08]), tensor("wz", [2], INT8, [0, 0]),
+         tensor("bq", [2], INT32, [17, -9]), tensor("bs", [2], FLOAT, [0.0015, 0.0024]), tensor("bz", [2], INT32, [0, 0]),
+         tensor("rs", [], FLOAT, [0.04]), tensor("rz", [], UINT8, [0]),
+         tensor("as", [], FLOAT, [0.06]), tensor("az", [], UINT8, [10])],
+        [("x", [1, 2, 3, 3])], [("y", [1, 2, 3, 3])], 13)
     # opset 9: Upsample, Dropout, ConvTranspose, Gemm after Flatten, GlobalMaxPool, a Constant node
     s["opset9_mix"] = model(
         [node("Constant", [], ["k"], value=tensor("kv", [4], FLOAT, [1.0, 1.0, 2.0, 2.0])),
@@ -249,7 +285,10 @@ DICT_WORDS = ["kernel_shape", "pads", "strides", "dilations", "group", "axis", "
               "weights.bin", "../weights.bin", "SAME_UPPER", "SAME_LOWER", "VALID", "NOTSET", "constant", "reflect",
               "edge", "wrap", "nearest", "linear", "cubic", "asymmetric", "align_corners", "half_pixel",
               "pytorch_half_pixel", "tf_crop_and_resize", "round_prefer_floor", "floor", "ceil", "ai.onnx",
-              "com.microsoft", "batch", "N"]
+              "com.microsoft", "batch", "N",
+              # the QOperator ops lib/onnx_qop.c imports (not in ops.def)
+              "QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool",
+              "QLinearAveragePool", "QLinearConcat", "QLinearSigmoid", "QLinearLeakyRelu", "channels_last"]
 
 
 def write_dict():
@@ -401,6 +440,13 @@ def qforge_seeds(qforge, onnx):
                 if subprocess.run([qforge, "quant", src, "--calib", table, "--precision", prec, "-o", out,
                                    "--quiet"]).returncode == 0:
                     qfm[f"{name}_{prec}.qfm"] = open(out, "rb").read()
+        # models quantized elsewhere need no table: .qfm 1.1 seeds with zero points
+        for name in ["qop_uint8", "qdq_uint8_bias"]:
+            src, out = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name + "_int8.qfm")
+            with open(src, "wb") as f:
+                f.write(onnx[name])
+            subprocess.run([qforge, "quant", src, "-o", out, "--quiet"], check=True)
+            qfm[name + "_int8.qfm"] = open(out, "rb").read()
     finally:
         shutil.rmtree(tmp)
     return calib, qfm
