@@ -35,15 +35,50 @@ static bool kept_float(const qfi_qplan *p, const qf_node *n)
     return false;
 }
 
+/* Elements per image of value v, and per image and channel (dim 1). */
+static int64_t per_image(const qf_graph *g, int v)
+{
+    const qf_value *x = &g->values[v];
+    return x->ndim >= 1 && x->dims[0] > 0 ? qf_value_numel(x) / x->dims[0] : 0;
+}
+static int64_t per_channel(const qf_graph *g, int v)
+{
+    const qf_value *x = &g->values[v];
+    return x->ndim >= 2 && x->dims[1] > 0 ? per_image(g, v) / x->dims[1] : 0;
+}
+
+/* Whether value v holds one number per channel per image, made by reducing
+ * a spatial tensor (a global pool) through ops that keep it so: the input of
+ * an SE block's excitation convs and of the classifier after the global pool.
+ * Such values cannot average an error out over positions, each image's
+ * statistics land whole in one element, and an image beyond the calibration
+ * range is clipped channel-wide (a sigmoid gate then scales the channel
+ * wrongly everywhere); the layers reading them cost next to nothing, so they
+ * stay FP16. */
+static bool globally_pooled(const qf_graph *g, int v)
+{
+    for (int depth = 0; depth < 64 && v >= 0; depth++) {
+        if (per_channel(g, v) != 1 || (g->values[v].flags & QF_VALUE_CONST)) return false;
+        const int w = g->values[v].producer;
+        if (w < 0 || g->nodes[w].n_in < 1 || g->nodes[w].in[0] < 0) return false;
+        const int x = g->nodes[w].in[0];
+        if (per_channel(g, x) > 1 && per_image(g, x) > per_image(g, v)) /* the reduction: a pool, not a layer */
+            return qfi_ops[g->nodes[w].op]->int8 != QFI_INT8_COMPUTE;
+        v = x;
+    }
+    return false;
+}
+
 /* An op of the INT8 compute role (Conv, Gemm, MatMul) not kept float, reading
  * a float activation, a constant weight and an optional constant bias, in
- * shapes its descriptor accepts. */
+ * shapes its descriptor accepts, and no globally pooled tensor. */
 static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
 {
     const qfi_op_desc *d = qfi_ops[n->op];
     if (d->int8 != QFI_INT8_COMPUTE || kept_float(p, n) || n->n_in < 2 || n->n_out != 1 || n->out[0] < 0) return false;
     int x = n->in[0], w = n->in[1], b = n->n_in > 2 ? n->in[2] : -1;
     if (!qfi_qfloat(p, x) || qfi_qconst(p, x) || !qfi_qfloat(p, w) || !qfi_qconst(p, w)) return false;
+    if (!p->o.int8_pooled && globally_pooled(p->g, x)) return false;
     if (b >= 0 && (!qfi_qfloat(p, b) || !qfi_qconst(p, b))) return false;
     return !d->int8_ok || d->int8_ok(p->g, n);
 }
@@ -402,6 +437,8 @@ static const char *float_reason(const qfi_qplan *p, int i)
     switch (d->int8) {
     case QFI_INT8_COMPUTE:
         if (p->float_anchor && p->float_anchor[i]) return "bias beyond the INT8 accumulator (warned above)";
+        if (!p->o.int8_pooled && n->n_in >= 1 && globally_pooled(p->g, n->in[0]))
+            return "reads a globally pooled tensor (SE, classifier)";
         if (n->n_in >= 2 && !qfi_qconst(p, n->in[1])) return "activation x activation (attention's QK^T and AV)";
         return "weights in a shape INT8 does not take";
     case QFI_INT8_NONE:

@@ -1127,6 +1127,65 @@ START_TEST(qdq_nodes_roundtrip)
 }
 END_TEST
 
+/* x -> conv -> Relu -> [SE: GlobalAveragePool -> fc1 -> Relu -> fc2 -> Sigmoid
+ * -> Mul] -> proj -> GlobalAveragePool -> Flatten -> Gemm (the classifier),
+ * and beside it Flatten(conv) -> Gemm (a VGG-style head on positions): the
+ * layers that read a globally pooled tensor stay FP16, the others INT8. */
+static qf_graph *se_head_net(void)
+{
+    rng = 11;
+    qf_graph *g = qf_graph_new("se");
+    int x = input(g, "x", 4, (int64_t[]){2, 3, 6, 6});
+    int wc = weight(g, "wc", 4, (int64_t[]){8, 3, 3, 3}, -0.5f, 0.5f), w1 = weight(g, "w1", 4, (int64_t[]){2, 8, 1, 1}, -1, 1);
+    int w2 = weight(g, "w2", 4, (int64_t[]){8, 2, 1, 1}, -1, 1), wp = weight(g, "wp", 4, (int64_t[]){4, 8, 1, 1}, -1, 1);
+    int wf = weight(g, "wf", 2, (int64_t[]){5, 4}, -1, 1), wv = weight(g, "wv", 2, (int64_t[]){5, 288}, -0.1f, 0.1f);
+    int c = value(g, "c"), r = value(g, "r"), gp = value(g, "gp"), f1 = value(g, "f1"), a1 = value(g, "a1");
+    int f2 = value(g, "f2"), gate = value(g, "gate"), se = value(g, "se"), pj = value(g, "pj"), gp2 = value(g, "gp2");
+    int fl = value(g, "fl"), y = value(g, "y"), flv = value(g, "flv"), yv = value(g, "yv");
+    conv_node(g, "conv", x, wc, -1, c, 1, 1);
+    op(g, "relu", QF_OP_RELU, 1, (int[]){c}, r);
+    op(g, "squeeze", QF_OP_GLOBAL_AVERAGE_POOL, 1, (int[]){r}, gp);
+    conv_node(g, "fc1", gp, w1, -1, f1, 0, 1);
+    op(g, "act", QF_OP_RELU, 1, (int[]){f1}, a1);
+    conv_node(g, "fc2", a1, w2, -1, f2, 0, 1);
+    op(g, "sigmoid", QF_OP_SIGMOID, 1, (int[]){f2}, gate);
+    op(g, "excite", QF_OP_MUL, 2, (int[]){r, gate}, se);
+    conv_node(g, "proj", se, wp, -1, pj, 0, 1);
+    op(g, "pool", QF_OP_GLOBAL_AVERAGE_POOL, 1, (int[]){pj}, gp2);
+    op(g, "flatten", QF_OP_FLATTEN, 1, (int[]){gp2}, fl);
+    set_int(op(g, "classifier", QF_OP_GEMM, 2, (int[]){fl, wf}, y), "transB", 1);
+    op(g, "flatten_positions", QF_OP_FLATTEN, 1, (int[]){c}, flv);
+    set_int(op(g, "vgg_head", QF_OP_GEMM, 2, (int[]){flv, wv}, yv), "transB", 1);
+    output(g, y);
+    output(g, yv);
+    prepare_graph(g, 2);
+    return g;
+}
+
+START_TEST(pooled_layers_stay_fp16)
+{
+    qf_graph *g = se_head_net();
+    float *xin = random_input(g, 5, -1, 1);
+    qf_calib_table *t = calibrate_minmax(g, xin);
+    qf_graph_free(g);
+    for (int pooled = 0; pooled < 2; pooled++) {
+        g = se_head_net();
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.int8_pooled = pooled; /* the switch puts them back in INT8 */
+        OK(qf_quantize(g, t, &o, NULL));
+        const char *int8[] = {"conv", "proj", "vgg_head"}, *fp16[] = {"fc1", "fc2", "classifier"};
+        for (int k = 0; k < 3; k++) {
+            ck_assert_msg(node_named(g, int8[k])->precision == QF_PREC_INT8, "%s", int8[k]);
+            ck_assert_msg(node_named(g, fp16[k])->precision == (pooled ? QF_PREC_INT8 : QF_PREC_FP16), "%s", fp16[k]);
+        }
+        qf_graph_free(g);
+    }
+    free(xin);
+    qf_calib_table_free(t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quant");
@@ -1155,6 +1214,7 @@ int main(void)
     tcase_add_test(tg, qdq_nodes_roundtrip);
     tcase_add_test(tg, bias_correction_removes_the_mean_error);
     tcase_add_test(tg, per_layer_sqnr_finds_the_bad_layer);
+    tcase_add_test(tg, pooled_layers_stay_fp16);
     suite_add_tcase(s, tg);
     return run_suite(s);
 }

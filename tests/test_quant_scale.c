@@ -108,6 +108,7 @@ START_TEST(int8_is_scale_invariant)
             qf_quant_opts o;
             qf_quant_opts_init(&o);
             o.method = (qf_calib_method)m;
+            o.int8_pooled = true; /* the classifier after the pool in INT8 too */
             OK(qf_quantize(g, t, &o, NULL));
             ck_assert_int_eq(node_named(g, "fc")->precision, QF_PREC_INT8);
             float *y8 = run(g, xs, NULL, NULL);
@@ -286,6 +287,7 @@ START_TEST(bias_beyond_accumulator_raises_weight_scales)
         qf_quant_opts o;
         qf_quant_opts_init(&o);
         o.per_tensor_weights = cases[j].per_tensor;
+        o.int8_pooled = true; /* the classifier after the pool is an INT8 candidate */
         qf_quant_summary sum;
         warned[0] = '\0';
         qf_log_set(capture, NULL, QF_LOG_WARN);

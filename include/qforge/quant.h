@@ -40,6 +40,10 @@ typedef struct qf_quant_opts {
     int n_float_nodes;
     /* INT8: per-channel bias corrections measured on images (qf_bias_fix), or NULL. */
     const struct qf_bias_fix *bias_fix;
+    /* INT8: also the Conv, Gemm and MatMul nodes that read a globally pooled
+     * tensor (one value per channel per image: squeeze-and-excitation convs,
+     * the classifier after the global pool), which otherwise stay FP16. */
+    bool int8_pooled;
 } qf_quant_opts;
 
 /* INT8, the table's default method, per-channel weights. */
