@@ -163,6 +163,12 @@ enum {
  * varying input 0 and nothing else that varies (lib/op_table.c). */
 bool qfi_int8_layer(const qf_graph *g, const qf_node *n);
 
+/* An interval that holds every element of a tensor (lo may be -INFINITY, hi
+ * INFINITY): what the quantizer knows of a value's range from the graph alone. */
+typedef struct qfi_range {
+    float lo, hi;
+} qfi_range;
+
 typedef struct qfi_op_desc {
     /* Validates arity and attributes, fills n->params. */
     qf_status (*parse)(qf_graph *g, qf_node *n);
@@ -190,6 +196,12 @@ typedef struct qfi_op_desc {
     /* Optional: rewrites an opset 6 node into its opset 7 form, or refuses it
      * (lib/onnx_import.c). */
     qf_status (*from_opset6)(qf_graph *g, qf_node *n);
+    /* Optional: an interval holding output 0, given intervals holding each
+     * input (in[k]); quant/range.c gives INT8 one-sided activations (after
+     * Relu, HardSwish, SiLU, ...) their zero points from it. NULL: unbounded,
+     * except for ops whose INT8 role moves or averages values (PASS,
+     * REQUANT), whose output lies within their inputs'. */
+    qfi_range (*range)(const qf_graph *g, const qf_node *n, const qfi_range *in);
 } qfi_op_desc;
 
 /* The descriptor of every op of ops.def, indexed by qf_op. */

@@ -50,6 +50,11 @@ void qfi_fake_quantize(float *y, const float *x, size_t n, float amax)
         memset(y, 0, n * sizeof *y);
         return;
     }
-    float s = qf_calib_scale(amax);
-    for (size_t i = 0; i < n; i++) y[i] = qfi_dequantize_i8(qfi_quantize_f32(x[i], s), s);
+    qfi_fake_quantize_zp(y, x, n, qf_calib_scale(amax), 0);
+}
+
+void qfi_fake_quantize_zp(float *y, const float *x, size_t n, float scale, int32_t zero_point)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = qfi_dequantize_i8_zp(qfi_quantize_f32_zp(x[i], scale, zero_point), scale, zero_point);
 }

@@ -189,6 +189,8 @@ void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, c
  * qf_calib_scale(amax)): quantized and dequantized; a threshold without a
  * usable scale (below QF_CALIB_AMAX_MIN) holds zeros, as the quantizer does. */
 void qfi_fake_quantize(float *y, const float *x, size_t n, float amax);
+/* The same at a scale and zero point (an asymmetric activation's). */
+void qfi_fake_quantize_zp(float *y, const float *x, size_t n, float scale, int32_t zero_point);
 
 /* Applies the epilogue to n accumulators on the host; element i belongs to
  * output channel ch + i * ch_step (0 along an NCHW plane, 1 along a Gemm

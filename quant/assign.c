@@ -394,8 +394,11 @@ qf_status qfi_quant_assign(qfi_qplan *p)
         }
     }
     float *class_amax = qfi_calloc((size_t)g->n_values + 1, sizeof *class_amax);
-    if (!class_amax) return QF_ERR_NOMEM;
-    qf_status st = QF_OK;
+    float *class_lo = qfi_calloc((size_t)g->n_values + 1, sizeof *class_lo);
+    qfi_range *range = NULL;
+    qf_status st = class_amax && class_lo ? QF_OK : QF_ERR_NOMEM;
+    if (st == QF_OK && p->o.asymmetric) st = qfi_value_ranges(g, &range);
+    for (int v = 0; v < g->n_values && st == QF_OK; v++) p->values[v].lo = range ? range[v].lo : -INFINITY;
     for (int v = 0; v < g->n_values && st == QF_OK; v++) {
         qfi_qvalue *qv = &p->values[v];
         bool root = qv->store == QF_I8 && qv->writer >= 0 && p->nodes[qv->writer].role != QFI_QROLE_PASS;
@@ -408,7 +411,7 @@ qf_status qfi_quant_assign(qfi_qplan *p)
         st = table_amax(p, v, wn, &qv->amax);
         if (st != QF_OK) break;
         if (quantized) {
-            qv->scale = qf_calib_scale(qv->amax);
+            qfi_quant_act_params(qv->amax, qv->lo, p->o.asymmetric, &qv->scale, &qv->zero_point);
             qv->no_range = qv->amax < QF_CALIB_AMAX_MIN;
         }
         if (root) {
@@ -416,15 +419,21 @@ qf_status qfi_quant_assign(qfi_qplan *p)
             if (qv->amax > class_amax[r]) class_amax[r] = qv->amax;
         }
     }
+    /* a class shares one zero point: the lowest bound of its values */
+    for (int v = 0; v < g->n_values && st == QF_OK; v++)
+        if (p->values[v].store == QF_I8 && qfi_qfloat(p, v))
+            class_lo[find(p, v)] = fminf(class_lo[find(p, v)], p->values[v].lo);
     if (st == QF_OK)
         for (int v = 0; v < g->n_values; v++) {
             qfi_qvalue *qv = &p->values[v];
             if (qv->store != QF_I8 || !qfi_qfloat(p, v)) continue;
             float a = class_amax[find(p, v)];
-            qv->scale = qf_calib_scale(a);
+            qfi_quant_act_params(a, class_lo[find(p, v)], p->o.asymmetric, &qv->scale, &qv->zero_point);
             qv->no_range = qv->amax >= 0.0f && a < QF_CALIB_AMAX_MIN; /* said of the class's writers */
         }
     free(class_amax);
+    free(class_lo);
+    free(range);
     return st;
 }
 
@@ -513,8 +522,30 @@ qf_status qfi_quant_check_biases(qfi_qplan *p, unsigned char *float_anchor, int 
             return QF_ERR_NOMEM;
         }
         int64_t bad = -1;
-        const int64_t raised = qfi_quant_anchor_scales(&af, s_in, !p->o.per_tensor_weights, s_w, &bad);
-        if (raised < 0) {
+        int64_t raised = qfi_quant_anchor_scales(&af, s_in, !p->o.per_tensor_weights, s_w, &bad);
+        const int32_t z_in = p->values[n->in[0]].zero_point;
+        bool zp_overflow = false;
+        if (raised >= 0 && z_in != 0) { /* an input zero point adds -z_in * (weight sum) to the bias */
+            int8_t *wq = qfi_calloc((size_t)(af.outer * af.ch * af.inner) + 1, 1);
+            int32_t *bq = qfi_calloc((size_t)af.ch + 1, sizeof *bq);
+            if (!wq || !bq) {
+                free(wq), free(bq), free(s_w);
+                qfi_anchor_f_free(&af);
+                return QF_ERR_NOMEM;
+            }
+            qfi_quant_weights_at(af.w, af.outer, af.ch, af.inner, s_w, wq);
+            bad = qfi_quant_anchor_biases(&af, s_in, s_w, z_in, wq, bq);
+            zp_overflow = bad >= 0;
+            free(wq), free(bq);
+        }
+        if (zp_overflow) {
+            qf_log(QF_LOG_WARN,
+                   "%s: node %s computes in float: its bias %g (channel %lld) with its input's zero point %d does "
+                   "not fit its INT8 accumulator (input scale %g)",
+                   g->source, n->name, (double)af.bias[bad], (long long)bad, (int)z_in, (double)s_in);
+            float_anchor[i] = 1;
+            (*marked)++;
+        } else if (raised < 0) {
             qf_log(QF_LOG_WARN,
                    "%s: node %s computes in float: its bias %g (channel %lld) fits its INT8 accumulator (at most "
                    "2^30 steps) at no weight scale (input scale %g)",

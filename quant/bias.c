@@ -21,6 +21,8 @@ struct qf_bias_fix {
     const qf_graph *g;
     const qf_calib_table *t;
     qf_calib_method method;
+    bool asymmetric;   /* the plan gives one-sided inputs zero points (range: their bounds) */
+    qfi_range *range;
     int threads;
     int images;        /* real images of the batch being run */
     int n;
@@ -40,6 +42,7 @@ void qf_bias_fix_free(qf_bias_fix *b)
         free(b->layers[i].sum);
     }
     free(b->layers);
+    free(b->range);
     free(b->x_q);
     free(b->exact);
     free(b);
@@ -91,8 +94,10 @@ qf_status qf_bias_fix_create(const qf_graph *g, const qf_calib_table *t, const q
     b->t = t;
     b->threads = threads;
     b->method = o->method == QF_CALIB_METHOD_COUNT ? qf_calib_table_default_method(t) : o->method;
+    b->asymmetric = o->asymmetric;
     b->layers = qfi_calloc((size_t)g->n_nodes + 1, sizeof *b->layers);
     qf_status st = b->layers ? QF_OK : QF_ERR_NOMEM;
+    if (st == QF_OK && b->asymmetric) st = qfi_value_ranges(g, &b->range);
     size_t largest_in = 1, largest_out = 1;
     for (int i = 0; i < g->n_nodes && st == QF_OK; i++) {
         const qf_node *n = &g->nodes[i];
@@ -149,7 +154,7 @@ static qf_status run_alone(qf_bias_fix *b, const fix_layer *l, const float *w, c
     return QF_OK;
 }
 
-static qf_status measure(qf_bias_fix *b, fix_layer *l, const float *x, size_t n, float amax)
+static qf_status measure(qf_bias_fix *b, fix_layer *l, const float *x, size_t n, float amax, float lo)
 {
     const qf_node *nd = &b->g->nodes[l->node];
     int64_t outer, inner, counted;
@@ -162,7 +167,13 @@ static qf_status measure(qf_bias_fix *b, fix_layer *l, const float *x, size_t n,
     qf_status st = run_alone(b, l, NULL, x, n, &e0, &one[0], &y);
     if (st == QF_OK) {
         memcpy(b->exact, y, (size_t)(outer * l->ch * inner) * sizeof *y);
-        qfi_fake_quantize(b->x_q, x, n, amax);
+        float scale;
+        int32_t zero_point;
+        qfi_quant_act_params(amax, lo, b->asymmetric, &scale, &zero_point);
+        if (amax >= QF_CALIB_AMAX_MIN)
+            qfi_fake_quantize_zp(b->x_q, x, n, scale, zero_point);
+        else
+            qfi_fake_quantize(b->x_q, x, n, amax); /* zeros, as the plan holds it */
         st = run_alone(b, l, l->w_q, b->x_q, n, &e1, &one[1], &y);
     }
     for (int64_t o = 0; o < counted && st == QF_OK; o++)
@@ -189,7 +200,8 @@ static void observe(void *user, const qf_graph *g, int v, const void *data)
         float amax;
         int e = qf_calib_table_find(b->t, g->values[v].name);
         qf_status st = qf_calib_table_amax(b->t, e, b->method, &amax);
-        if (st == QF_OK) st = measure(b, l, data, (size_t)qf_value_numel(&g->values[v]), amax);
+        if (st == QF_OK)
+            st = measure(b, l, data, (size_t)qf_value_numel(&g->values[v]), amax, b->range ? b->range[v].lo : -INFINITY);
         if (st != QF_OK) {
             b->st = st;
             snprintf(b->msg, sizeof b->msg, "%s", qf_error_message());

@@ -218,10 +218,7 @@ static qf_status anchor_make(imp *m, anchor *a, bool *fits)
     *fits = true;
     for (int64_t c = 0; c < ch && *fits; c++) {
         const int64_t wsum = qfi_int8_weight_sum(w, outer, ch, inner, c);
-        int64_t q = (int64_t)qfi_quant_bias(bf[c], x->scale, a->scale[c]) - (int64_t)x->zero_point * wsum;
-        *fits = qfi_quant_bias_fits(bf[c], x->scale, a->scale[c]) && q >= -QFI_INT8_BIAS_LIMIT &&
-                q <= QFI_INT8_BIAS_LIMIT;
-        a->bias[c] = (int32_t)q;
+        *fits = qfi_quant_bias_zp(bf[c], x->scale, a->scale[c], x->zero_point, wsum, &a->bias[c]);
     }
     if (!*fits)
         qf_log(QF_LOG_WARN,

@@ -40,6 +40,8 @@ typedef struct qfi_qvalue {
     int parent;            /* union-find of INT8 values that share one scale */
     float amax;            /* the table's threshold (INT8) or |x| bound (FP16 overflow); < 0: unknown */
     float scale;           /* I8 storage: the scale of its class; else the scale a QuantizeLinear of it uses */
+    int32_t zero_point;    /* with the scale: 0 unless the options ask for zero points and it is one-sided */
+    float lo;              /* its values lie at or above this (quant/range.c); -INFINITY: unknown */
     bool read_i8;          /* some INT8 node reads it as int8 */
     bool no_range;         /* its threshold (its class's) is below QF_CALIB_AMAX_MIN: INT8 holds it as 0 */
 } qfi_qvalue;
@@ -57,6 +59,20 @@ typedef struct qfi_qplan {
     int *use_node;
     qf_quant_summary sum;
 } qfi_qplan;
+
+/* ---- quant/range.c ---------------------------------------------------------------- */
+/* The most inputs a node's range is computed from (more: unbounded). */
+#define QFI_RANGE_MAX_INPUTS 64
+/* *out (n_values entries, the caller frees): an interval holding each value of
+ * the prepared FP32 graph g, from its constants and its ops' ranges
+ * (qfi_op_desc.range); graph inputs are unbounded. */
+qf_status qfi_value_ranges(const qf_graph *g, qfi_range **out);
+/* The INT8 scale and zero point of an activation with threshold amax whose
+ * values lie at or above lo. Symmetric, amax / 127 and 0 (qf_calib_scale),
+ * unless `asymmetric` and lo > -amax: then [min(lo, 0), amax] spans all 256
+ * levels, scale (amax - lo) / 255 and zero point -128 - round(lo / scale), in
+ * [-128, 0]: a Relu output gets twice symmetric INT8's resolution. */
+void qfi_quant_act_params(float amax, float lo, bool asymmetric, float *scale, int32_t *zero_point);
 
 /* quant/assign.c: fills p->nodes and p->values; touches nothing in the graph. */
 qf_status qfi_quant_assign(qfi_qplan *p);
@@ -150,6 +166,17 @@ int64_t qfi_quant_anchor_scales(const qfi_anchor_f *a, float s_in, bool per_chan
 int32_t qfi_quant_bias(float bias, float s_in, float s_w);
 /* True when qfi_quant_bias needs no clamp (a bias of 0 always fits). */
 bool qfi_quant_bias_fits(float bias, float s_in, float s_w);
+/* The int32 bias of an output channel whose input has zero point z_in:
+ * qfi_quant_bias less z_in times the channel's int8 weight sum wsum
+ * (qfi_int8_weight_sum: the accumulator counts the input as stored). False
+ * where it does not fit in +-2^30 (then *out is clamped there). */
+bool qfi_quant_bias_zp(float bias, float s_in, float s_w, int32_t z_in, int64_t wsum, int32_t *out);
+/* The int32 biases bq[a->ch] of anchor a at input scale s_in and zero point
+ * z_in, weight scales s and int8 weights wq (qfi_quant_weights_at): the one
+ * place they are made. Returns -1, or the first channel whose bias does not
+ * fit (clamped there). */
+int64_t qfi_quant_anchor_biases(const qfi_anchor_f *a, float s_in, const float *s, int32_t z_in, const int8_t *wq,
+                                int32_t *bq);
 /* The sum of output channel c's int8 weights, w viewed as (outer, channels,
  * inner). An INT8 node's accumulator counts its input as stored, so an input
  * zero point z is corrected for in its int32 bias, which holds

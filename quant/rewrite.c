@@ -101,7 +101,10 @@ static qf_status get_as(rw *r, int v, qf_dtype dt, int *out)
     const qfi_qvalue *qv = &r->p->values[v];
     int nv = add_value_like(g, v, qf_dtype_info(dt)->name, dt);
     if (nv < 0) return QF_ERR_NOMEM;
-    if (dt == QF_I8) g->values[nv].scale = qv->scale;
+    if (dt == QF_I8) {
+        g->values[nv].scale = qv->scale;
+        g->values[nv].zero_point = qv->zero_point;
+    }
     if (g->values[v].flags & QF_VALUE_CONST) {
         /* FP16 weights: rounded once, here */
         QF_ASSERT(dt == QF_F16 && qv->dtype == QF_F32);
@@ -174,10 +177,10 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
         return QF_ERR_NOMEM;
     }
     int64_t bad = -1;
-    /* the plan's scales: qfi_quant_check_biases kept in float an anchor this fails for */
+    /* the plan's scales and biases: qfi_quant_check_biases kept in float an anchor these fail for */
     QF_ASSERT(qfi_quant_anchor_scales(&af, s_in, !r->p->o.per_tensor_weights, sc, &bad) >= 0);
     qfi_quant_weights_at(af.w, af.outer, ch, af.inner, sc, wq);
-    for (int64_t c = 0; c < ch; c++) bq[c] = qfi_quant_bias(af.bias[c], s_in, sc[c]);
+    QF_ASSERT(qfi_quant_anchor_biases(&af, s_in, sc, g->values[x].zero_point, wq, bq) < 0);
     qfi_anchor_f_free(&af);
     char name[1024];
     snprintf(name, sizeof name, "%s/i8", W->name);
@@ -283,6 +286,7 @@ qf_status qfi_quant_rewrite(qfi_qplan *p)
             g->values[v].dtype = qv->store;
         }
         g->values[r.stored[v]].scale = qv->store == QF_I8 ? qv->scale : 0.0f;
+        g->values[r.stored[v]].zero_point = qv->store == QF_I8 ? qv->zero_point : 0;
         r.as[slot_of(qv->store)][v] = r.stored[v];
     }
     for (int v = 0; v < g->n_values; v++) g->values[v].producer = -1;

@@ -147,6 +147,25 @@ int64_t qfi_quant_anchor_scales(const qfi_anchor_f *a, float s_in, bool per_chan
     return raised;
 }
 
+bool qfi_quant_bias_zp(float bias, float s_in, float s_w, int32_t z_in, int64_t wsum, int32_t *out)
+{
+    const int64_t lim = QFI_INT8_BIAS_LIMIT;
+    const int64_t q = (int64_t)qfi_quant_bias(bias, s_in, s_w) - (int64_t)z_in * wsum;
+    *out = (int32_t)(q < -lim ? -lim : q > lim ? lim : q);
+    return qfi_quant_bias_fits(bias, s_in, s_w) && q >= -lim && q <= lim;
+}
+
+int64_t qfi_quant_anchor_biases(const qfi_anchor_f *a, float s_in, const float *s, int32_t z_in, const int8_t *wq,
+                                int32_t *bq)
+{
+    int64_t bad = -1;
+    for (int64_t c = 0; c < a->ch; c++) {
+        const int64_t wsum = z_in ? qfi_int8_weight_sum(wq, a->outer, a->ch, a->inner, c) : 0;
+        if (!qfi_quant_bias_zp(a->bias[c], s_in, s[c], z_in, wsum, &bq[c]) && bad < 0) bad = c;
+    }
+    return bad;
+}
+
 int64_t qfi_int8_weight_sum(const int8_t *w, int64_t outer, int64_t channels, int64_t inner, int64_t c)
 {
     int64_t sum = 0;

@@ -71,6 +71,12 @@ else fail "calib default auto: $(cat "$tmp/d.err")"; fi
 "$QFORGE" quant "$model" --images "$tmp/test" -n 100 --held-out 50 $pp --bias-correction -o "$tmp/bc.qfm" > /dev/null 2> "$tmp/bc.err"
 if grep -q 'bias correction of [1-9][0-9]* layers measured on 32 images' "$tmp/bc.err" && [ -s "$tmp/bc.qfm" ]
 then pass "quant --bias-correction"; else fail "quant --bias-correction: $(cat "$tmp/bc.err")"; fi
+expect 2 "asymmetric" "--asymmetric at fp16" -- "$QFORGE" quant "$model" --precision fp16 --asymmetric
+# zero points reach the .qfm (the Relu outputs': -128), with bias correction measured alike
+"$QFORGE" quant "$model" --images "$tmp/test" -n 100 --held-out 50 $pp --asymmetric --bias-correction -o "$tmp/zp.qfm" \
+  > /dev/null 2> "$tmp/zp.err"
+if "$QFORGE" info "$tmp/zp.qfm" --nodes 2> /dev/null | grep -q ' zp -128 '
+then pass "quant --asymmetric: zero points in the model"; else fail "quant --asymmetric: $(cat "$tmp/zp.err")"; fi
 
 # ---- eval JSON: accuracy of the example on an evenly spaced subset ----------------------
 "$QFORGE" eval "$model" --images "$tmp/test" -n 500 $pp --json --reference "$model" > "$tmp/eval.json"

@@ -1127,6 +1127,171 @@ START_TEST(qdq_nodes_roundtrip)
 }
 END_TEST
 
+/* ---- zero points of one-sided activations (qf_quant_opts.asymmetric) ---------------- */
+
+START_TEST(value_ranges_follow_the_graph)
+{
+    rng = 3;
+    qf_graph *g = qf_graph_new("ranges");
+    int x = input(g, "x", 4, (int64_t[]){1, 4, 4, 4});
+    int w = weight(g, "w", 4, (int64_t[]){4, 4, 1, 1}, -1, 1);
+    int lo = weight(g, "lo", 0, NULL, 0, 0), hi = weight(g, "hi", 0, NULL, 6, 6);
+    int c = value(g, "c"), r = value(g, "r"), k = value(g, "k"), hs = value(g, "hs"), sg = value(g, "sg");
+    int si = value(g, "si"), gp = value(g, "gp"), se = value(g, "se"), mp = value(g, "mp"), cat = value(g, "cat");
+    int ad = value(g, "ad"), th = value(g, "th"), neg = value(g, "neg");
+    conv_node(g, "conv", x, w, -1, c, 0, 1);
+    op(g, "relu", QF_OP_RELU, 1, (int[]){c}, r);
+    op(g, "clip", QF_OP_CLIP, 3, (int[]){c, lo, hi}, k);
+    op(g, "hswish", QF_OP_HARD_SWISH, 1, (int[]){c}, hs);
+    op(g, "sigmoid", QF_OP_SIGMOID, 1, (int[]){c}, sg);
+    op(g, "silu", QF_OP_MUL, 2, (int[]){sg, c}, si); /* x * Sigmoid(x), either order */
+    op(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, 1, (int[]){si}, gp);
+    op(g, "se", QF_OP_MUL, 2, (int[]){si, sg}, se); /* a gate in [0, 1] on a SiLU output */
+    qf_node *pool = op(g, "pool", QF_OP_MAX_POOL, 1, (int[]){r}, mp);
+    set_ints(pool, "kernel_shape", 2, (int64_t[]){2, 2});
+    qf_node *cc = op(g, "cat", QF_OP_CONCAT, 2, (int[]){r, hs}, cat);
+    set_int(cc, "axis", 1);
+    op(g, "add", QF_OP_ADD, 2, (int[]){r, k}, ad);
+    op(g, "tanh", QF_OP_TANH, 1, (int[]){c}, th);
+    op(g, "neg", QF_OP_MUL, 2, (int[]){k, hi}, neg); /* [0, 6] x 6 */
+    const int outs[] = {r, gp, se, mp, cat, ad, th, neg};
+    for (size_t i = 0; i < sizeof outs / sizeof *outs; i++) output(g, outs[i]);
+    prepare_graph(g, 1);
+    qfi_range *rg;
+    OK(qfi_value_ranges(g, &rg));
+    ck_assert(rg[x].lo == -INFINITY && rg[x].hi == INFINITY);
+    ck_assert(rg[c].lo == -INFINITY); /* a convolution's output is unbounded */
+    ck_assert(rg[r].lo == 0.0f && rg[r].hi == INFINITY);
+    ck_assert(rg[k].lo == 0.0f && rg[k].hi == 6.0f);
+    ck_assert(rg[hs].lo == -0.375f);
+    ck_assert(rg[sg].lo == 0.0f && rg[sg].hi == 1.0f);
+    ck_assert_float_eq_tol(rg[si].lo, -0.278465f, 2e-5f);
+    ck_assert(rg[si].lo <= -0.2784645f); /* below SiLU's true minimum */
+    ck_assert(rg[gp].lo == rg[si].lo && rg[gp].hi == INFINITY);
+    ck_assert(rg[se].lo == rg[si].lo);
+    ck_assert(rg[mp].lo == 0.0f);
+    ck_assert(rg[cat].lo == -0.375f);
+    ck_assert(rg[ad].lo == 0.0f);
+    ck_assert(rg[th].lo == -1.0f && rg[th].hi == 1.0f);
+    ck_assert(rg[neg].lo == 0.0f && rg[neg].hi == 36.0f);
+    ck_assert(rg[w].lo >= -1.0f && rg[w].hi <= 1.0f && rg[w].lo < rg[w].hi); /* a constant's extremes */
+    free(rg);
+    qf_graph_free(g);
+}
+END_TEST
+
+START_TEST(activation_zero_points)
+{
+    float s;
+    int32_t z;
+    /* symmetric unless asked, or unless the bound leaves no side to gain */
+    qfi_quant_act_params(6.0f, 0.0f, false, &s, &z);
+    ck_assert(s == qf_calib_scale(6.0f) && z == 0);
+    qfi_quant_act_params(6.0f, -INFINITY, true, &s, &z);
+    ck_assert(s == qf_calib_scale(6.0f) && z == 0);
+    qfi_quant_act_params(6.0f, -6.0f, true, &s, &z);
+    ck_assert(s == qf_calib_scale(6.0f) && z == 0);
+    /* a Relu output: [0, 6] on all 256 levels, 0 stored as -128 */
+    qfi_quant_act_params(6.0f, 0.0f, true, &s, &z);
+    ck_assert(s == 6.0f / 255.0f && z == -128);
+    qfi_quant_act_params(6.0f, 0.5f, true, &s, &z); /* a bound above 0 still keeps 0 exact */
+    ck_assert(s == 6.0f / 255.0f && z == -128);
+    /* HardSwish: [-0.375, 6]: -0.375 is 15 steps below 0 */
+    qfi_quant_act_params(6.0f, -0.375f, true, &s, &z);
+    ck_assert(s == 6.375f / 255.0f && z == -113);
+    ck_assert_int_eq(qfi_quantize_f32_zp(-0.375f, s, z), -128);
+    ck_assert_int_eq(qfi_quantize_f32_zp(6.0f, s, z), 127);
+    ck_assert_int_eq(qfi_quantize_f32_zp(0.0f, s, z), z);
+    /* no range: held as zeros, symmetric */
+    qfi_quant_act_params(0.0f, 0.0f, true, &s, &z);
+    ck_assert(s == 1.0f && z == 0);
+}
+END_TEST
+
+/* chain_net quantized symmetric and with zero points: the Relu output r1 and
+ * the max-pool after it (one class) take zero point -128 at half symmetric
+ * INT8's scale; the engine matches an integer reference bit for bit; the
+ * finer steps bring the output closer to FP32. */
+START_TEST(zero_points_for_one_sided_activations)
+{
+    qf_graph *ref = chain_net(7);
+    float *x = random_input(ref, 99, -1, 1);
+    float *y32 = run(ref, x, NULL, NULL);
+    qf_calib_table *t = calibrate_minmax(ref, x);
+    double db[2];
+    for (int asym = 0; asym < 2; asym++) {
+        qf_graph *g = chain_net(7);
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.asymmetric = asym;
+        OK(qf_quantize(g, t, &o, NULL));
+        const qf_node *c1 = &g->nodes[find_node(g, QF_OP_CONV, 0)], *c2 = &g->nodes[find_node(g, QF_OP_CONV, 1)];
+        const qf_node *pool = &g->nodes[find_node(g, QF_OP_MAX_POOL, 0)];
+        const qf_value *xq = &g->values[c1->in[0]], *r1 = &g->values[c1->out[0]], *p1 = &g->values[pool->out[0]];
+        ck_assert_int_eq(xq->zero_point, 0); /* the graph input is unbounded */
+        ck_assert_int_eq(r1->zero_point, asym ? -128 : 0);
+        ck_assert(r1->scale == (asym ? table_amax(t, "r1") / 255.0f : qf_calib_scale(table_amax(t, "r1"))));
+        ck_assert(p1->scale == r1->scale && p1->zero_point == r1->zero_point);
+        float *y8 = run(g, x, NULL, NULL);
+        db[asym] = sqnr_db(y32, y8, qf_value_numel(&g->values[g->outputs[0]]));
+        if (asym) {
+            /* conv2's bias holds -z * (sum of each channel's weights), and the engine
+             * is exact against integer loops that read the padding as z */
+            enum { N = 2, C = 3, H = 8, M1 = 8, M2 = 4, HP = 4 };
+            const int8_t *w1 = g->values[c1->in[1]].data, *w2 = g->values[c2->in[1]].data;
+            const int32_t *b1 = g->values[c1->in[2]].data, *b2 = g->values[c2->in[2]].data;
+            const float *s1 = g->values[c1->in[3]].data, *s2 = g->values[c2->in[3]].data;
+            const float *b2f = ref->values[qf_graph_find_value(ref, "b2")].data;
+            for (int m = 0; m < M2; m++)
+                ck_assert_int_eq(b2[m], qfi_quant_bias(b2f[m], p1->scale, s2[m]) +
+                                            128 * (int32_t)qfi_int8_weight_sum(w2, 1, M2, 72, m));
+            int8_t xi[N * C * H * H], a1[N * M1 * H * H], a2[N * M1 * HP * HP];
+            int32_t acc1[N * M1 * H * H];
+            for (int i = 0; i < N * C * H * H; i++) xi[i] = qfi_quantize_f32(x[i], xq->scale);
+            ref_conv3x3(xi, N, C, H, H, w1, M1, b1, acc1);
+            for (int i = 0; i < N * M1 * H * H; i++) {
+                float v = rintf((float)acc1[i] * (xq->scale * s1[i / (H * H) % M1] / r1->scale));
+                v = v < 0 ? 0 : v > 255 ? 255 : v; /* Relu at the zero point, saturation above */
+                a1[i] = (int8_t)(v - 128);
+            }
+            for (int nc = 0; nc < N * M1; nc++)
+                for (int i = 0; i < HP; i++)
+                    for (int j = 0; j < HP; j++) {
+                        int8_t mx = -128;
+                        for (int d = 0; d < 4; d++) {
+                            int8_t v = a1[(nc * H + 2 * i + d / 2) * H + 2 * j + d % 2];
+                            if (v > mx) mx = v;
+                        }
+                        a2[(nc * HP + i) * HP + j] = mx;
+                    }
+            for (int n = 0; n < N; n++)
+                for (int m = 0; m < M2; m++)
+                    for (int i = 0; i < HP * HP; i++) {
+                        int32_t acc = b2[m];
+                        for (int c = 0; c < M1; c++)
+                            for (int k = 0; k < 9; k++) {
+                                int ii = i / HP + k / 3 - 1, jj = i % HP + k % 3 - 1;
+                                bool in = ii >= 0 && ii < HP && jj >= 0 && jj < HP;
+                                acc += w2[(m * M1 + c) * 9 + k] * (in ? a2[((n * M1 + c) * HP + ii) * HP + jj] : -128);
+                            }
+                        const int at = (n * M2 + m) * HP * HP + i;
+                        float want = (float)acc * (p1->scale * s2[m]);
+                        ck_assert_msg(y8[at] == want, "element %d: engine %.9g, reference %.9g", at, y8[at], want);
+                    }
+        }
+        free(y8);
+        qf_graph_free(g);
+    }
+    /* r1's steps halve; the input's do not: a gain of a few dB at the output */
+    ck_assert_msg(db[1] > db[0] + 1.5, "SQNR symmetric %.2f dB, with zero points %.2f dB", db[0], db[1]);
+    qf_calib_table_free(t);
+    free(x);
+    free(y32);
+    qf_graph_free(ref);
+}
+END_TEST
+
+
 /* x -> conv -> Relu -> [SE: GlobalAveragePool -> fc1 -> Relu -> fc2 -> Sigmoid
  * -> Mul] -> proj -> GlobalAveragePool -> Flatten -> Gemm (the classifier),
  * and beside it Flatten(conv) -> Gemm (a VGG-style head on positions): the
@@ -1199,6 +1364,7 @@ int main(void)
     tcase_add_test(tc, magic_epilogue_matches_requantize);
     tcase_add_test(tc, weights_per_channel_and_per_tensor);
     tcase_add_test(tc, bias_quantization);
+    tcase_add_test(tc, activation_zero_points);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("graphs");
     tcase_add_test(tg, int8_chain_exact_and_close_to_fp32);
@@ -1214,6 +1380,8 @@ int main(void)
     tcase_add_test(tg, qdq_nodes_roundtrip);
     tcase_add_test(tg, bias_correction_removes_the_mean_error);
     tcase_add_test(tg, per_layer_sqnr_finds_the_bad_layer);
+    tcase_add_test(tg, value_ranges_follow_the_graph);
+    tcase_add_test(tg, zero_points_for_one_sided_activations);
     tcase_add_test(tg, pooled_layers_stay_fp16);
     suite_add_tcase(s, tg);
     return run_suite(s);

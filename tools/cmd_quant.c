@@ -19,9 +19,13 @@ static const char quant_help[] =
     "                    [--threads T] [--json] [--strict]\n"
     "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
     "       qforge quant MODEL-QDQ.onnx [-o MODEL.qfm]   (a Q/DQ or QOperator model: its own scales)\n"
-    "  both: [--per-tensor-weights] [--fp16-layers NAME,...] [--export-onnx FILE.onnx] [--force] [--quiet]\n"
+    "  both: [--per-tensor-weights] [--asymmetric] [--fp16-layers NAME,...] [--export-onnx FILE.onnx]\n"
+    "        [--force] [--quiet]\n"
     "  --bias-correction  with --images: add to each INT8 layer's bias the mean error INT8\n"
     "              brings to its output channels, measured on 32 calibration images\n"
+    "  --asymmetric  zero points for activations the graph bounds from below (after Relu,\n"
+    "              HardSwish, SiLU, ...): all 256 levels on their range (the CUDA engine\n"
+    "              runs such nodes on the host)\n"
     "  --images:   calibrate on up to COUNT images of DIR (default 500), quantize, and check\n"
     "              the model against FP32 on up to --held-out others (default 500)\n"
     "  --precision int8 (default) | fp16 | fp32 | best (INT8, the layers that cost the most\n"
@@ -42,6 +46,7 @@ static const char quant_help[] =
 typedef struct quant_args {
     const char *model, *calib, *precision, *method, *out_path, *onnx_out, *calib_out, *report, *device;
     bool per_tensor, force, json, best;
+    bool asymmetric;       /* --asymmetric: zero points for one-sided activations */
     bool bias_correction;  /* --bias-correction: measured on the calibration part */
     qf_bias_fix *bias_fix; /* its corrections, once measured */
     bool device_given;   /* --device: no fallback to the CPU */
@@ -117,6 +122,7 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
             return EXIT_OK;
         } else if (!strcmp(arg, "--quiet") || !strcmp(arg, "-q")) cli_quiet = true;
         else if (!strcmp(arg, "--per-tensor-weights")) a->per_tensor = true;
+        else if (!strcmp(arg, "--asymmetric")) a->asymmetric = true;
         else if (!strcmp(arg, "--bias-correction")) a->bias_correction = true;
         else if (!strcmp(arg, "--force")) a->force = true;
         else if (!strcmp(arg, "--json")) a->json = true;
@@ -179,6 +185,8 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
     if (a->max_drop >= 0 && !a->best) return cli_usage_error("quant", "--max-drop goes with --precision best");
     if (a->fp16_list && strcmp(a->precision, "int8"))
         return cli_usage_error("quant", "--fp16-layers goes with --precision int8 (best chooses its own)");
+    if (a->asymmetric && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
+        return cli_usage_error("quant", "--asymmetric goes with --precision int8 or best");
     if (a->max_drop < 0) a->max_drop = 0.5;
     if (!images && (a->calib_out || a->report || a->json))
         return cli_usage_error("quant", "%s goes with --images DIR",
@@ -200,6 +208,7 @@ static qf_status quant_options(const quant_args *a, const qf_calib_table *t, con
 {
     qf_quant_opts_init(qo);
     qo->per_tensor_weights = a->per_tensor;
+    qo->asymmetric = a->asymmetric;
     qo->float_nodes = floats ? floats : a->fp16_layers;
     qo->n_float_nodes = floats ? n_floats : a->n_fp16_layers;
     qo->bias_fix = a->bias_fix;

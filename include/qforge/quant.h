@@ -44,6 +44,13 @@ typedef struct qf_quant_opts {
      * tensor (one value per channel per image: squeeze-and-excitation convs,
      * the classifier after the global pool), which otherwise stay FP16. */
     bool int8_pooled;
+    /* INT8: an activation the graph bounds from below by more than -threshold
+     * (the output of Relu, ReLU6, HardSwish, SiLU, Sigmoid, and what pools,
+     * concatenates or reshapes them) gets a zero point, so that its range
+     * [bound, threshold] spans all 256 levels instead of half of symmetric
+     * INT8's: scale (threshold - bound) / 255. False: every activation is
+     * symmetric (zero point 0), as TensorRT's INT8 is. */
+    bool asymmetric;
 } qf_quant_opts;
 
 /* INT8, the table's default method, per-channel weights. */

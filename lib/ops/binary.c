@@ -2,6 +2,7 @@
  * with numpy (multidirectional) broadcasting, and PRelu, whose slope
  * broadcasts one way onto X. The CPU kernel is runtime/cpu/binary.c, Equal's
  * runtime/cpu/logic.c. */
+#include <math.h>
 #include "ops/nn.h"
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
@@ -66,9 +67,42 @@ static qf_status prelu_from_opset6(qf_graph *g, qf_node *n)
     return QF_OK;
 }
 
-const qfi_op_desc qfi_op_add = {.parse = binary_parse, .infer = binary_infer};
+/* ---- output ranges (qfi_op_desc.range) ---- */
+
+static qfi_range add_range(const qf_graph *g, const qf_node *n, const qfi_range *in)
+{
+    (void)g, (void)n;
+    return (qfi_range){in[0].lo + in[1].lo, in[0].hi + in[1].hi};
+}
+
+/* a * b with 0 * inf = 0 (a bound of 0 times an unbounded side adds nothing) */
+static float bound_product(float a, float b) { return a == 0.0f || b == 0.0f ? 0.0f : a * b; }
+
+/* Whether value x is Sigmoid(y). */
+static bool is_sigmoid_of(const qf_graph *g, int x, int y)
+{
+    int p = x >= 0 ? g->values[x].producer : -1;
+    return p >= 0 && g->nodes[p].op == QF_OP_SIGMOID && g->nodes[p].in[0] == y;
+}
+
+/* SiLU exported as x * Sigmoid(x) is smallest at x = -1.27846: -0.278465
+ * (taken a little lower); otherwise the product of the two intervals. */
+static qfi_range mul_range(const qf_graph *g, const qf_node *n, const qfi_range *in)
+{
+    if (is_sigmoid_of(g, n->in[1], n->in[0]) || is_sigmoid_of(g, n->in[0], n->in[1])) {
+        int x = is_sigmoid_of(g, n->in[1], n->in[0]) ? 0 : 1;
+        return (qfi_range){-0.27847f, fmaxf(in[x].hi, 0.0f)};
+    }
+    const float c[4] = {bound_product(in[0].lo, in[1].lo), bound_product(in[0].lo, in[1].hi),
+                        bound_product(in[0].hi, in[1].lo), bound_product(in[0].hi, in[1].hi)};
+    qfi_range r = {c[0], c[0]};
+    for (int k = 1; k < 4; k++) r.lo = fminf(r.lo, c[k]), r.hi = fmaxf(r.hi, c[k]);
+    return r;
+}
+
+const qfi_op_desc qfi_op_add = {.parse = binary_parse, .infer = binary_infer, .range = add_range};
 const qfi_op_desc qfi_op_sub = {.parse = binary_parse, .infer = binary_infer};
-const qfi_op_desc qfi_op_mul = {.parse = binary_parse, .infer = binary_infer};
+const qfi_op_desc qfi_op_mul = {.parse = binary_parse, .infer = binary_infer, .range = mul_range};
 const qfi_op_desc qfi_op_div = {.parse = binary_parse, .infer = binary_infer};
 /* shape arithmetic (exporters' index and mask computations): folded at load time */
 const qfi_op_desc qfi_op_mod = {.parse = mod_parse, .infer = binary_infer};

@@ -46,4 +46,10 @@ static qf_status softmax_infer(qf_graph *g, qf_node *n)
     return QF_OK;
 }
 
-const qfi_op_desc qfi_op_softmax = {.parse = softmax_parse, .infer = softmax_infer};
+static qfi_range softmax_range(const qf_graph *g, const qf_node *n, const qfi_range *in)
+{
+    (void)g, (void)n, (void)in;
+    return (qfi_range){0.0f, 1.0f};
+}
+
+const qfi_op_desc qfi_op_softmax = {.parse = softmax_parse, .infer = softmax_infer, .range = softmax_range};

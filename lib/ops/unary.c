@@ -6,6 +6,7 @@
  * from lib/float_math.h, so both engines compute them alike. */
 #include <string.h>
 #include <float.h>
+#include <math.h>
 #include "ops/ops.h"
 #include "ops/tensor_ops.h"
 
@@ -84,16 +85,55 @@ qf_status qfi_clip_bounds(const qf_graph *g, const qf_node *n, float *lo, float 
     return QF_OK;
 }
 
-/* Relu of an int8 value is exact at the input's scale (zero point 0). */
-const qfi_op_desc qfi_op_relu = {.parse = unary_parse, .infer = unary_infer, .int8 = QFI_INT8_PASS};
+/* ---- output ranges (qfi_op_desc.range) ---- */
+
+static qfi_range relu_range(const qf_graph *g, const qf_node *n, const qfi_range *in)
+{
+    (void)g, (void)n;
+    return (qfi_range){fmaxf(in[0].lo, 0.0f), fmaxf(in[0].hi, 0.0f)};
+}
+
+static qfi_range clip_range(const qf_graph *g, const qf_node *n, const qfi_range *in)
+{
+    float lo, hi;
+    if (qfi_clip_bounds(g, n, &lo, &hi) != QF_OK) return (qfi_range){-INFINITY, INFINITY};
+    return (qfi_range){fminf(fmaxf(in[0].lo, lo), hi), fmaxf(fminf(in[0].hi, hi), lo)};
+}
+
+/* Sigmoid and HardSigmoid lie in [0, 1]; Tanh in [-1, 1]. */
+static qfi_range unit_range(const qf_graph *g, const qf_node *n, const qfi_range *in)
+{
+    (void)g, (void)in;
+    return (qfi_range){n->op == QF_OP_TANH ? -1.0f : 0.0f, 1.0f};
+}
+
+/* x * HardSigmoid(x) = x * clip(a x + b, 0, 1) is smallest at x = -b / 2a:
+ * -b^2 / 4a (HardSwish: -3/8). */
+static qfi_range hard_swish_range(const qf_graph *g, const qf_node *n, const qfi_range *in)
+{
+    (void)g;
+    const qfi_unary_params *p = n->params;
+    return (qfi_range){-p->beta * p->beta / (4.0f * p->alpha), fmaxf(in[0].hi, 0.0f)};
+}
+
+/* GELU's minimum, x Phi(x) at x = -0.7518 (either approximation): -0.16997;
+ * the bound is taken a little lower. */
+static qfi_range gelu_range(const qf_graph *g, const qf_node *n, const qfi_range *in)
+{
+    (void)g, (void)n;
+    return (qfi_range){-0.1700f, fmaxf(in[0].hi, 0.0f)};
+}
+
+/* Relu of an int8 value is exact at the input's scale. */
+const qfi_op_desc qfi_op_relu = {.parse = unary_parse, .infer = unary_infer, .int8 = QFI_INT8_PASS, .range = relu_range};
 const qfi_op_desc qfi_op_leaky_relu = {.parse = unary_parse, .infer = unary_infer};
-const qfi_op_desc qfi_op_clip = {.parse = unary_parse, .infer = unary_infer};
-const qfi_op_desc qfi_op_sigmoid = {.parse = unary_parse, .infer = unary_infer};
-const qfi_op_desc qfi_op_hard_sigmoid = {.parse = unary_parse, .infer = unary_infer};
-const qfi_op_desc qfi_op_hard_swish = {.parse = unary_parse, .infer = unary_infer};
-const qfi_op_desc qfi_op_tanh = {.parse = unary_parse, .infer = unary_infer};
+const qfi_op_desc qfi_op_clip = {.parse = unary_parse, .infer = unary_infer, .range = clip_range};
+const qfi_op_desc qfi_op_sigmoid = {.parse = unary_parse, .infer = unary_infer, .range = unit_range};
+const qfi_op_desc qfi_op_hard_sigmoid = {.parse = unary_parse, .infer = unary_infer, .range = unit_range};
+const qfi_op_desc qfi_op_hard_swish = {.parse = unary_parse, .infer = unary_infer, .range = hard_swish_range};
+const qfi_op_desc qfi_op_tanh = {.parse = unary_parse, .infer = unary_infer, .range = unit_range};
 const qfi_op_desc qfi_op_erf = {.parse = unary_parse, .infer = unary_infer};
-const qfi_op_desc qfi_op_gelu = {.parse = unary_parse, .infer = unary_infer};
+const qfi_op_desc qfi_op_gelu = {.parse = unary_parse, .infer = unary_infer, .range = gelu_range};
 const qfi_op_desc qfi_op_sqrt = {.parse = unary_parse, .infer = unary_infer};
 /* bool shape arithmetic (Swin's masks): folded at load time, never quantized */
 const qfi_op_desc qfi_op_not = {.parse = unary_parse, .infer = unary_infer, .traits = QFI_OP_KEEP_FP32};
