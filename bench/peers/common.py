@@ -72,9 +72,10 @@ def input_batch(model_path):
     return vi.name, (d0.dim_value if d0.HasField("dim_value") else None)
 
 
-def predict(model_path, x, batch=64):
-    """Top-1 class of every row of x (N,C,H,W) with onnxruntime on the CPU.
-    Models with a fixed batch dim (resnet20.onnx hard-codes 1) run at that batch."""
+def logits(model_path, x, batch=64):
+    """The first output of the model for every row of x (N,C,H,W), flattened
+    to (N, K), with onnxruntime on the CPU. Models with a fixed batch dim
+    (resnet20.onnx hard-codes 1) run at that batch."""
     import onnxruntime as ort
     name, fixed = input_batch(model_path)
     b = fixed or batch
@@ -84,8 +85,21 @@ def predict(model_path, x, batch=64):
     out = []
     for i in range(0, len(x), b):
         y = sess.run(None, {name: x[i:i + b]})[0]
-        out.append(np.argmax(y.reshape(y.shape[0], -1), axis=1))
+        out.append(y.reshape(y.shape[0], -1))
     return np.concatenate(out)
+
+
+def predict(model_path, x, batch=64):
+    """Top-1 class of every row of x (N,C,H,W) with onnxruntime on the CPU."""
+    return np.argmax(logits(model_path, x, batch), axis=1)
+
+
+def sqnr_db(ref, y):
+    """10 log10(sum ref^2 / sum (y - ref)^2) over all outputs, as qforge eval
+    reports it (y == ref: inf)."""
+    ref = ref.astype(np.float64)
+    noise = float(((y.astype(np.float64) - ref) ** 2).sum())
+    return float("inf") if noise == 0 else float(10 * np.log10((ref ** 2).sum() / noise))
 
 
 def calib_reader(files, preset, input_name):

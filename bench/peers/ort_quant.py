@@ -5,8 +5,9 @@ asymmetric, with --activations uint8) and weights, CalibrationMethod.MinMax
 and .Entropy, the latter also over a 2048-bin histogram) on the same model and the same
 calibration images, then top-1 of the FP32 model and of each quantized model
 with onnxruntime on the evaluation images, and each one's top-1 agreement with
-FP32. Prints one JSON object per line (model, tool, method, precision, images,
-top1, agreement), or a table with --table. The preprocessing options are
+FP32 and output SQNR against it (as qforge eval computes it). Prints one JSON
+object per line (model, tool, method, precision, images, top1, agreement,
+sqnr_db), or a table with --table. The preprocessing options are
 qforge's: a preset, then the options given beside it in its place.
 Usage: ort_quant.py MODEL.onnx --calib DIR --eval DIR [--preset cifar10|imagenet]
                     [--resize N] [--crop N] [--mean A,B,C] [--std A,B,C] [--synsets FILE] [--methods minmax,entropy,entropy2048] [--name NAME]
@@ -25,7 +26,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PRESETS, calib_reader, folder_labels, input_batch, list_images, load_all, predict, synset_labels  # noqa: E402
+from common import PRESETS, calib_reader, folder_labels, input_batch, list_images, load_all, logits, sqnr_db, synset_labels  # noqa: E402
 
 # entropy2048: CalibrationMethod.Entropy over a 2048-bin histogram (TensorRT's
 # and qforge's resolution). quantize_static's own Entropy keeps the calibrator's
@@ -111,28 +112,32 @@ def main():
     os.makedirs(work, exist_ok=True)
     rows = []
     try:
-        ref = predict(a.model, x)
+        ref_y = logits(a.model, x)
+        ref = np.argmax(ref_y, axis=1)
         rows.append(dict(model=name, tool="onnxruntime", method="-", precision="fp32", images=len(files),
-                         top1=float(np.mean(ref == labels)), agreement=1.0))
+                         top1=float(np.mean(ref == labels)), agreement=1.0, sqnr_db=None))
         for m in methods:
-            out = os.path.join(work, f"{name}.ort-{m}.onnx")
+            out = os.path.join(work, f"{name}.ort-{m}-{a.activations}.onnx")
             t0 = time.perf_counter()
             # ORT's calibrators print progress on stdout, which carries our rows
             with contextlib.redirect_stdout(sys.stderr):
                 quantize(a.model, out, calib, pp, m, a.activations)
             dt = time.perf_counter() - t0
-            p = predict(out, x)
-            rows.append(dict(model=name, tool="onnxruntime", method=m, precision="int8", images=len(files),
+            y = logits(out, x)
+            p = np.argmax(y, axis=1)
+            label = m if a.activations == "int8" else f"{m}+uint8"
+            rows.append(dict(model=name, tool="onnxruntime", method=label, precision="int8", images=len(files),
                              top1=float(np.mean(p == labels)), agreement=float(np.mean(p == ref)),
-                             calib_images=len(calib), quantize_seconds=round(dt, 1)))
+                             sqnr_db=round(sqnr_db(ref_y, y), 3), calib_images=len(calib), quantize_seconds=round(dt, 1)))
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
     if a.table:
-        print(f"{'model':<14}{'tool':<13}{'method':<13}{'precision':<10}{'images':>7}{'top-1':>9}{'agree':>9}")
+        print(f"{'model':<14}{'tool':<13}{'method':<13}{'precision':<10}{'images':>7}{'top-1':>9}{'agree':>9}{'SQNR dB':>9}")
         for r in rows:
+            db = "-" if r["sqnr_db"] is None else f"{r['sqnr_db']:.2f}"
             print(f"{r['model']:<14}{r['tool']:<13}{r['method']:<13}{r['precision']:<10}{r['images']:>7}"
-                  f"{r['top1']:>9.4f}{r['agreement']:>9.4f}")
+                  f"{r['top1']:>9.4f}{r['agreement']:>9.4f}{db:>9}")
     else:
         for r in rows:
             print(json.dumps(r))
