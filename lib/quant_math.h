@@ -131,7 +131,7 @@ static QFI_HD float qfi_bits_f32(uint32_t u)
 static QFI_HD int8_t qfi_quantize_f32_zp(float x, float s, int32_t z)
 {
     float v = qfi_div(x, s);
-    if (v != v) return (int8_t)z;
+    v = v == v ? v : 0.0f; /* NaN: the level of 0 (a select, not a branch: loops of it vectorize) */
     /* the saturation bounds, relative to z, are whole levels: clamping before
      * rounding is the same as after; one clamp (v is not NaN here), written as
      * each compiler makes min/max instructions of it */

@@ -141,6 +141,22 @@ START_TEST(activation_quantize)
     ck_assert_int_eq(qfi_quantize_f32(INFINITY, 1.0f), 127);
     ck_assert_int_eq(qfi_quantize_f32(NAN, 1.0f), 0);
     ck_assert(qfi_dequantize_i8(-128, 0.5f) == -64.0f);
+    // the vectorized array form, element by element the same (special values in every lane)
+    const float special[] = {0.5f, 1.5f, 2.5f, -2.5f, -3.5f, 0.3f, 127.5f, 1e30f, -128.4f, -1e30f, INFINITY, -INFINITY,
+                             NAN, -0.0f, 126.49f, -127.51f, 3.0f};
+    enum { N = 101 };
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = special[i % QF_ARRAY_LEN(special)] * (i < 50 ? 1.0f : 0.1f);
+    qfi_fake_quantize(y, x, N, 127.0f);
+    for (int i = 0; i < N; i++) {
+        float want = qfi_dequantize_i8(qfi_quantize_f32(x[i], 1.0f), 1.0f);
+        ck_assert_msg(memcmp(&y[i], &want, sizeof want) == 0, "x %g: %g, want %g", x[i], y[i], want);
+    }
+    qfi_fake_quantize_zp(y, x, N, 0.5f, -100); // an asymmetric range: NaN goes to the zero point's level, 0
+    for (int i = 0; i < N; i++) {
+        float want = qfi_dequantize_i8_zp(qfi_quantize_f32_zp(x[i], 0.5f, -100), 0.5f, -100);
+        ck_assert_msg(memcmp(&y[i], &want, sizeof want) == 0, "x %g, zero point -100: %g, want %g", x[i], y[i], want);
+    }
 }
 END_TEST
 
