@@ -1,14 +1,19 @@
 /* --method auto: for every tensor, the candidate threshold (calibrators.c) whose
- * INT8 error costs least where it lands. The FP32 graph runs a batch on the CPU;
- * the observer takes each tensor as it is written, quantizes it at every
+ * INT8 error costs least where it lands. The FP32 graph runs a batch; the
+ * observer takes each tensor as it is written, quantizes it at every
  * candidate and runs the Conv/Gemm/MatMul layers that read it alone on that
  * input (one-node graphs, lib/passes.c's helper), against their output from
- * the exact tensor. */
+ * the exact tensor. The engines run where qf_auto_chooser_set_device says (the
+ * CPU by default); quantizing and summing run on the host, image by image. */
 #include <math.h>
 #include "calib_internal.h"
 #include "quant_math.h"
 
 #define K QF_CALIB_AUTO_CANDIDATES
+
+/* Host loops over fewer elements than this stay on one thread (starting
+ * threads costs more than they save). */
+#define PARALLEL_MIN_ELEMENTS ((size_t)1 << 16)
 
 /* One place a tensor's error is measured: a layer's output, or the tensor. */
 typedef struct auto_term {
@@ -16,6 +21,9 @@ typedef struct auto_term {
     int node;               /* the reading layer; -1: the tensor itself */
     double noise[K];        /* sum of squared errors, per candidate */
     double signal;          /* sum of squares of the exact result */
+    qfi_one_node *one;      /* the layer alone, reading `rows` rows of its input */
+    qf_engine *e;           /* its engine (kept across batches where it runs on a device) */
+    int rows;
 } auto_term;
 
 typedef struct auto_tensor {
@@ -26,14 +34,15 @@ typedef struct auto_tensor {
 
 struct qf_auto_chooser {
     const qf_graph *g;
-    int threads;
+    qf_engine_opts eo;      /* where the graph and the layers run; threads also of the host loops */
+    qf_engine *graph;       /* the FP32 graph with the observer, built at the first batch */
     int images;             /* real images of the batch being run */
     int *tensor_of_value;   /* -1: not judged */
     int n_tensors, n_terms;
     auto_tensor *tensors;
     auto_term *terms;
-    float *x_q;             /* one tensor quantized */
     float *exact;           /* one layer's output from the exact tensor */
+    double *part;           /* per image sums, g->batch of them */
     qf_status st;           /* the first failure inside the observer, and its message */
     char msg[1024];
 };
@@ -52,14 +61,25 @@ static bool is_graph_output(const qf_graph *g, int v)
     return false;
 }
 
+static void free_layer(auto_term *term)
+{
+    qf_engine_free(term->e);
+    term->e = NULL;
+}
+
 void qf_auto_chooser_free(qf_auto_chooser *a)
 {
     if (!a) return;
+    for (int i = 0; i < a->n_terms; i++) {
+        free_layer(&a->terms[i]);
+        free(a->terms[i].one);
+    }
+    qf_engine_free(a->graph);
     free(a->tensor_of_value);
     free(a->tensors);
     free(a->terms);
-    free(a->x_q);
     free(a->exact);
+    free(a->part);
     free(a);
 }
 
@@ -70,13 +90,14 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
     qf_auto_chooser *a = qfi_calloc(1, sizeof *a);
     if (!a) return QF_ERR_NOMEM;
     a->g = g;
-    a->threads = threads;
+    a->eo = (qf_engine_opts){.device = QF_DEVICE_CPU, .threads = threads};
     a->tensor_of_value = qfi_calloc((size_t)g->n_values + 1, sizeof *a->tensor_of_value);
     a->tensors = qfi_calloc((size_t)g->n_values + 1, sizeof *a->tensors);
     /* at most one term per tensor for itself and one per node (a layer reads one tensor as data) */
     a->terms = qfi_calloc((size_t)g->n_values + (size_t)g->n_nodes + 1, sizeof *a->terms);
-    if (!a->tensor_of_value || !a->tensors || !a->terms) goto nomem;
-    size_t largest = 1, largest_out = 1;
+    a->part = qfi_calloc((size_t)g->batch + 1, sizeof *a->part);
+    if (!a->tensor_of_value || !a->tensors || !a->terms || !a->part) goto nomem;
+    size_t largest_out = 1;
     for (int v = 0; v < g->n_values; v++) {
         a->tensor_of_value[v] = -1;
         const qf_histogram *h = qfi_calib_value_hist(c, v);
@@ -86,7 +107,6 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
         a->tensor_of_value[v] = ti;
         a->tensors[ti].entry = e;
         qf_calib_auto_candidates(h, a->tensors[ti].cand);
-        if ((size_t)qf_value_numel(&g->values[v]) > largest) largest = (size_t)qf_value_numel(&g->values[v]);
         bool itself = is_graph_output(g, v), read = false;
         for (int i = 0; i < g->n_nodes; i++) {
             const qf_node *n = &g->nodes[i];
@@ -104,14 +124,21 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
         }
         if (itself || !read) a->terms[a->n_terms++] = (auto_term){.tensor = ti, .node = -1};
     }
-    a->x_q = qfi_calloc(largest, sizeof *a->x_q);
     a->exact = qfi_calloc(largest_out, sizeof *a->exact);
-    if (!a->x_q || !a->exact) goto nomem;
+    if (!a->exact) goto nomem;
     *out = a;
     return QF_OK;
 nomem:
     qf_auto_chooser_free(a);
     return qf_error(QF_ERR_NOMEM, "calibration (auto): out of memory");
+}
+
+qf_status qf_auto_chooser_set_device(qf_auto_chooser *a, qf_device_kind device, int index)
+{
+    if (a->graph) return qf_error(QF_ERR_USAGE, "calibration (auto): the device is set before the first batch");
+    a->eo.device = device;
+    a->eo.device_index = index;
+    return QF_OK;
 }
 
 /* Elements of one image of value v, and how many images count (a value
@@ -124,19 +151,98 @@ static void image_split(const qf_auto_chooser *a, const qf_value *v, size_t *per
     *images = batched ? a->images : 1;
 }
 
-/* sum (y - r)^2 over the counted images, image by image; with y NULL, sum r^2. */
-static double sq_sum(const float *y, const float *r, size_t per, int images)
+/* The threads for a host loop over n elements. */
+static int host_threads(const qf_auto_chooser *a, size_t n)
 {
-    double total = 0.0;
-    for (int m = 0; m < images; m++) {
-        double s = 0.0;
-        for (size_t i = (size_t)m * per; i < (size_t)(m + 1) * per; i++) {
-            double d = y ? (double)y[i] - (double)r[i] : (double)r[i];
-            s += d * d;
-        }
-        total += s;
+    return n < PARALLEL_MIN_ELEMENTS ? 1 : a->eo.threads;
+}
+
+/* Sums over the counted images, each image's its own: part[m] = the sum over
+ * image m of (y - r)^2; r^2 with y NULL; with `quantized`, y is r quantized at
+ * amax (made a block at a time, never stored whole). Images run on any thread
+ * and their sums add up in image order, so a total does not depend on the
+ * threads or the batch. */
+typedef struct sq_job {
+    const float *y, *r;
+    size_t per;
+    bool quantized;
+    float amax;
+    double *part;
+} sq_job;
+
+/* The sum of (y - r)^2 (r^2 with y NULL) over n elements in double, element i
+ * into accumulator i % LANES, the lanes added pairwise at the end: a fixed
+ * order, the same on every machine and clone, that vectorizes (one running sum
+ * waits on each addition). */
+enum { LANES = 16 };
+QFI_SIMD_CLONES static double sq_run(const float *y, const float *r, size_t n)
+{
+    double acc[LANES] = {0};
+    size_t i = 0;
+    if (y)
+        for (; i + LANES <= n; i += LANES)
+            for (int l = 0; l < LANES; l++) {
+                double d = (double)y[i + l] - (double)r[i + l];
+                acc[l] += d * d;
+            }
+    else
+        for (; i + LANES <= n; i += LANES)
+            for (int l = 0; l < LANES; l++) acc[l] += (double)r[i + l] * (double)r[i + l];
+    for (int l = 0; i < n; i++, l++) {
+        double d = y ? (double)y[i] - (double)r[i] : (double)r[i];
+        acc[l] += d * d;
     }
+    for (int w = LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
+}
+
+static void sq_image(void *arg, int64_t m)
+{
+    const sq_job *j = arg;
+    const float *r = j->r + (size_t)m * j->per;
+    if (!j->quantized) {
+        j->part[m] = sq_run(j->y ? j->y + (size_t)m * j->per : NULL, r, j->per);
+        return;
+    }
+    enum { BLOCK = 1024 }; /* the image's sum: its blocks' sums, in order */
+    float q[BLOCK];
+    double s = 0.0;
+    for (size_t at = 0; at < j->per; at += BLOCK) {
+        size_t len = j->per - at < BLOCK ? j->per - at : BLOCK;
+        qfi_fake_quantize(q, r + at, len, j->amax);
+        s += sq_run(q, r + at, len);
+    }
+    j->part[m] = s;
+}
+
+static double sq_sum(const qf_auto_chooser *a, sq_job j, int images)
+{
+    j.part = a->part;
+    qfi_parallel_for(host_threads(a, j.per * (size_t)images), images, sq_image, &j);
+    double total = 0.0;
+    for (int m = 0; m < images; m++) total += a->part[m];
     return total;
+}
+
+/* y = x quantized at amax, `units` equal pieces over the threads. */
+typedef struct fq_job {
+    float *y;
+    const float *x;
+    size_t per;
+    float amax;
+} fq_job;
+
+static void fq_piece(void *arg, int64_t m)
+{
+    const fq_job *j = arg;
+    qfi_fake_quantize(j->y + (size_t)m * j->per, j->x + (size_t)m * j->per, j->per, j->amax);
+}
+
+static void fake_quantize(const qf_auto_chooser *a, float *y, const float *x, size_t per, int units, float amax)
+{
+    fq_job j = {y, x, per, amax};
+    qfi_parallel_for(host_threads(a, per * (size_t)units), units, fq_piece, &j);
 }
 
 /* The first candidate equal to candidate k (its errors are the same). */
@@ -147,42 +253,76 @@ static int same_as(const auto_tensor *t, int k)
     return j;
 }
 
+/* The engine of layer term `term` reading `rows` rows of its input. Dim 0 of a
+ * Conv, Gemm or MatMul input indexes rows computed independently, so where it
+ * is the batch the layer runs on the real images only (a short batch's
+ * padding is never computed). A device engine is kept across batches
+ * (building one sets up the device and times kernels); a CPU engine is built
+ * for each use, so that only one layer's activations are held at a time. */
+static qf_status layer_engine(qf_auto_chooser *a, auto_term *term, int rows)
+{
+    if (term->e && term->rows == rows) return QF_OK;
+    free_layer(term);
+    const qf_graph *g = a->g;
+    const qf_node *nd = &g->nodes[term->node];
+    if (!term->one && !(term->one = qfi_calloc(1, sizeof *term->one))) return QF_ERR_NOMEM;
+    qfi_one_node *one = term->one;
+    if (!qfi_one_node_init(one, g, nd))
+        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s: too many inputs to run alone", g->source, nd->name);
+    if (rows != g->batch) {
+        one->vals[one->ins[0]].dims[0] = rows;
+        one->g.batch = rows;
+        qf_status st = qfi_ops[nd->op]->infer(&one->g, &one->node);
+        if (st != QF_OK) return qfi_error_node(st, g, nd);
+    }
+    term->rows = rows;
+    qf_engine_opts eo = {.device = a->eo.device, .device_index = a->eo.device_index, .threads = a->eo.threads};
+    return qf_engine_create(&one->g, &eo, &term->e);
+}
+
 /* Measures one layer term: the node run alone on the exact tensor, then on each candidate's. */
-static qf_status judge_layer(qf_auto_chooser *a, auto_term *term, const float *x, size_t n)
+static qf_status judge_layer(qf_auto_chooser *a, auto_term *term, const float *x)
 {
     const qf_graph *g = a->g;
     const auto_tensor *t = &a->tensors[term->tensor];
-    const qf_node *nd = &g->nodes[term->node];
-    qfi_one_node *one = qfi_calloc(1, sizeof *one);
-    if (!one) return QF_ERR_NOMEM;
-    if (!qfi_one_node_init(one, g, nd)) {
-        free(one);
-        return qf_error(QF_ERR_UNSUPPORTED, "%s: node %s: too many inputs to run alone", g->source, nd->name);
-    }
-    qf_engine_opts eo = {.device = QF_DEVICE_CPU, .threads = a->threads};
-    qf_engine *e = NULL;
-    qf_status st = qf_engine_create(&one->g, &eo, &e);
-    size_t per;
-    int images;
-    image_split(a, &g->values[nd->out[0]], &per, &images);
-    size_t out_n = (size_t)qf_value_numel(&g->values[nd->out[0]]);
-    float *in = st == QF_OK ? qf_engine_input(e, 0) : NULL;
+    const qf_value *xv = &g->values[g->nodes[term->node].in[0]];
+    const bool by_image = xv->ndim >= 1 && xv->dims[0] == g->batch;
+    QF_CHECK(layer_engine(a, term, by_image ? a->images : g->batch));
+    const qf_value *in_v = &term->one->vals[term->one->ins[0]], *out_v = &term->one->vals[term->one->outs[0]];
+    size_t in_n = (size_t)qf_value_numel(in_v), out_n = (size_t)qf_value_numel(out_v);
+    int units = by_image ? term->rows : 1;
+    size_t out_per = out_n / (size_t)units;
+    /* the output's counted images: the engine's rows, or image_split's reading of the full output */
+    int counted = units;
+    if (!by_image) image_split(a, &g->values[g->nodes[term->node].out[0]], &out_per, &counted);
+    float *in = qf_engine_input(term->e, 0);
+    memcpy(in, x, in_n * sizeof *in);
+    qf_status st = qf_engine_run(term->e);
     if (st == QF_OK) {
-        memcpy(in, x, n * sizeof *in);
-        st = qf_engine_run(e);
-    }
-    if (st == QF_OK) {
-        memcpy(a->exact, qf_engine_output(e, 0), out_n * sizeof *a->exact);
-        term->signal += sq_sum(NULL, a->exact, per, images);
+        memcpy(a->exact, qf_engine_output(term->e, 0), out_n * sizeof *a->exact);
+        term->signal += sq_sum(a, (sq_job){.r = a->exact, .per = out_per}, counted);
     }
     for (int k = 0; k < K && st == QF_OK; k++) {
         if (same_as(t, k) != k) continue;
-        qfi_fake_quantize(in, x, n, t->cand[k]);
-        if ((st = qf_engine_run(e)) == QF_OK) term->noise[k] += sq_sum(qf_engine_output(e, 0), a->exact, per, images);
+        fake_quantize(a, in, x, in_n / (size_t)units, units, t->cand[k]);
+        if ((st = qf_engine_run(term->e)) == QF_OK)
+            term->noise[k] += sq_sum(a, (sq_job){.y = qf_engine_output(term->e, 0), .r = a->exact, .per = out_per}, counted);
     }
-    qf_engine_free(e);
-    free(one);
+    if (a->eo.device == QF_DEVICE_CPU) free_layer(term);
     return st;
+}
+
+/* Measures the tensor's own term. */
+static void judge_itself(qf_auto_chooser *a, auto_term *term, const qf_value *v, const float *x)
+{
+    const auto_tensor *t = &a->tensors[term->tensor];
+    size_t per;
+    int images;
+    image_split(a, v, &per, &images);
+    term->signal += sq_sum(a, (sq_job){.r = x, .per = per}, images);
+    for (int k = 0; k < K; k++)
+        if (same_as(t, k) == k)
+            term->noise[k] += sq_sum(a, (sq_job){.r = x, .per = per, .quantized = true, .amax = t->cand[k]}, images);
 }
 
 static void observe(void *user, const qf_graph *g, int v, const void *data)
@@ -190,29 +330,19 @@ static void observe(void *user, const qf_graph *g, int v, const void *data)
     qf_auto_chooser *a = user;
     int ti = a->tensor_of_value[v];
     if (ti < 0 || a->st != QF_OK) return;
-    auto_tensor *t = &a->tensors[ti];
-    t->seen = true;
-    const float *x = data;
-    size_t n = (size_t)qf_value_numel(&g->values[v]), per;
-    int images;
-    image_split(a, &g->values[v], &per, &images);
+    a->tensors[ti].seen = true;
     for (int i = 0; i < a->n_terms; i++) {
         auto_term *term = &a->terms[i];
         if (term->tensor != ti) continue;
-        if (term->node >= 0) {
-            qf_status st = judge_layer(a, term, x, n);
-            if (st != QF_OK) {
-                a->st = st;
-                snprintf(a->msg, sizeof a->msg, "%s", qf_error_message());
-                return;
-            }
+        if (term->node < 0) {
+            judge_itself(a, term, &g->values[v], data);
             continue;
         }
-        term->signal += sq_sum(NULL, x, per, images);
-        for (int k = 0; k < K; k++) {
-            if (same_as(t, k) != k) continue;
-            qfi_fake_quantize(a->x_q, x, n, t->cand[k]);
-            term->noise[k] += sq_sum(a->x_q, x, per, images);
+        qf_status st = judge_layer(a, term, data);
+        if (st != QF_OK) {
+            a->st = st;
+            snprintf(a->msg, sizeof a->msg, "%s", qf_error_message());
+            return;
         }
     }
 }
@@ -221,9 +351,39 @@ qf_status qf_auto_chooser_run(qf_auto_chooser *a, const float *input, int images
 {
     const qf_graph *g = a->g;
     a->images = images > 0 && images < g->batch ? images : g->batch;
-    qf_status st = qfi_run_observed(g, a->threads, input, observe, a);
+    if (!a->graph) {
+        qf_engine_opts eo = a->eo;
+        eo.observer = observe;
+        eo.observer_user = a;
+        QF_CHECK(qf_engine_create(g, &eo, &a->graph));
+    }
+    memcpy(qf_engine_input(a->graph, 0), input, (size_t)qf_value_numel(&g->values[g->inputs[0]]) * sizeof *input);
+    qf_status st = qf_engine_run(a->graph);
     if (st == QF_OK && a->st != QF_OK) st = qf_error(a->st, "calibration (auto): %s", a->msg);
     return st;
+}
+
+/* Each candidate's score: the sum over the tensor's terms of the relative squared error. */
+static void tensor_scores(const qf_auto_chooser *a, int ti, double score[K])
+{
+    const auto_tensor *at = &a->tensors[ti];
+    for (int k = 0; k < K; k++) score[k] = 0.0;
+    for (int i = 0; i < a->n_terms; i++) {
+        const auto_term *term = &a->terms[i];
+        if (term->tensor != ti) continue;
+        for (int k = 0; k < K; k++) {
+            double noise = term->noise[same_as(at, k)];
+            score[k] += term->signal > 0.0 ? noise / term->signal : noise;
+        }
+    }
+}
+
+bool qfi_auto_chooser_scores(const qf_auto_chooser *a, int value, double score[K])
+{
+    int ti = value >= 0 && value < a->g->n_values ? a->tensor_of_value[value] : -1;
+    if (ti < 0 || !a->tensors[ti].seen) return false;
+    tensor_scores(a, ti, score);
+    return true;
 }
 
 void qf_auto_chooser_apply(const qf_auto_chooser *a, qf_calib_table *t, int64_t chosen[K])
@@ -231,15 +391,8 @@ void qf_auto_chooser_apply(const qf_auto_chooser *a, qf_calib_table *t, int64_t 
     for (int ti = 0; ti < a->n_tensors; ti++) {
         const auto_tensor *at = &a->tensors[ti];
         if (!at->seen) continue;
-        double score[K] = {0};
-        for (int i = 0; i < a->n_terms; i++) {
-            const auto_term *term = &a->terms[i];
-            if (term->tensor != ti) continue;
-            for (int k = 0; k < K; k++) {
-                double noise = term->noise[same_as(at, k)];
-                score[k] += term->signal > 0.0 ? noise / term->signal : noise;
-            }
-        }
+        double score[K];
+        tensor_scores(a, ti, score);
         int best = 0;
         for (int k = 1; k < K; k++)
             if (score[k] < score[best]) best = k;

@@ -22,4 +22,9 @@ const qf_histogram *qfi_calib_value_hist(const qf_calib *c, int value);
  * input. histogram.c. */
 void qfi_histogram_add_relu(qf_histogram *h, qf_histogram *hr, const float *x, size_t n);
 
+/* The chooser's score of each auto candidate for graph value `value` (the sum
+ * qf_auto_chooser_apply() compares); false if the value is not judged or was
+ * never seen. auto.c. */
+bool qfi_auto_chooser_scores(const qf_auto_chooser *a, int value, double score[QF_CALIB_AUTO_CANDIDATES]);
+
 #endif

@@ -183,15 +183,16 @@ static qf_status chooser_batch(void *user, const float *input, int images)
 }
 
 /* auto's pass: QF_CALIB_AUTO_IMAGES images through a qf_auto_chooser over the
- * histograms of `cal`, on the CPU. */
+ * histograms of `cal`, on the device the histograms were built on. */
 static qf_status choose_auto(const qf_graph *g, const qf_dataset *ds, const qf_preprocess *pp,
-                             const qf_calibrate_opts *o, int decode, const qf_calib *cal, qf_calib_table *t,
-                             qf_calibrate_info *info)
+                             const qf_calibrate_opts *o, qf_device_kind device, int decode, const qf_calib *cal,
+                             qf_calib_table *t, qf_calibrate_info *info)
 {
     double t0 = seconds_now();
     qf_auto_chooser *a = NULL;
     int64_t images = 0;
     qf_status st = qf_auto_chooser_create(cal, t, o->threads, &a);
+    if (st == QF_OK && device != QF_DEVICE_CPU) st = qf_auto_chooser_set_device(a, device, o->device_index);
     if (st == QF_OK)
         st = qf_calib_sample_batches(g, ds, pp, QF_CALIB_AUTO_IMAGES, decode, o->strict, chooser_batch, a, &images);
     if (st == QF_OK) qf_auto_chooser_apply(a, t, info ? info->auto_chosen : NULL);
@@ -265,7 +266,7 @@ qf_status qf_calibrate(const qf_graph *g, const qf_dataset *ds, const qf_preproc
     if (st == QF_OK && info) *info = (qf_calibrate_info){.device = eo.device, .images = sh.images,
                                                          .skipped = qf_loader_skipped(sh.ld), .seconds = secs};
     if (st == QF_OK && (o->methods & (1u << QF_CALIB_AUTO)))
-        st = choose_auto(g, ds, pp, o, decode, wk[0].cal, *table, info);
+        st = choose_auto(g, ds, pp, o, eo.device, decode, wk[0].cal, *table, info);
     if (st != QF_OK) {
         qf_calib_table_free(*table);
         *table = NULL;

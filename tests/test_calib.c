@@ -789,6 +789,162 @@ START_TEST(auto_judges_by_the_reader)
 }
 END_TEST
 
+/* The chooser's scores recomputed plainly: every image of every tensor kept,
+ * each candidate quantized element by element, the layers computed in double.
+ * x (4,4,96,96) is read by two 1x1 Convs; one's output goes through Relu,
+ * GlobalAveragePool and Flatten into a Gemm, the other is a graph output. Two
+ * batches on 2 threads, the second short (3 images) and padded with large
+ * values that must not count: a chooser that reused an engine's rows, an
+ * input or a sum wrongly across batches, candidates or threads would differ. */
+enum { SC_B = 4, SC_C = 4, SC_HW = 96 * 96, SC_M1 = 5, SC_M2 = 3, SC_N = 7 };
+
+typedef struct sc_capture {
+    float *v[64];  /* per graph value: its data in each batch, (2 batches) x its numel */
+    int batch;
+} sc_capture;
+
+static void sc_observe(void *user, const qf_graph *g, int v, const void *data)
+{
+    sc_capture *cap = user;
+    if (v >= 64 || g->values[v].dtype != QF_F32) return;
+    size_t n = (size_t)qf_value_numel(&g->values[v]);
+    if (!cap->v[v]) cap->v[v] = calloc(2 * n, sizeof(float));
+    memcpy(cap->v[v] + (size_t)cap->batch * n, data, n * sizeof(float));
+}
+
+/* Layer node n (a 1x1 Conv or a Gemm) in double on one image `in`. */
+static void sc_layer(const qf_graph *g, const qf_node *n, const float *in, double *out)
+{
+    const float *w = g->values[n->in[1]].data, *bias = n->n_in > 2 && n->in[2] >= 0 ? g->values[n->in[2]].data : NULL;
+    if (n->op == QF_OP_CONV) {
+        int64_t m = g->values[n->in[1]].dims[0];
+        for (int64_t o = 0; o < m; o++)
+            for (int p = 0; p < SC_HW; p++) {
+                double s = bias ? bias[o] : 0.0;
+                for (int c = 0; c < SC_C; c++) s += (double)w[o * SC_C + c] * in[c * SC_HW + p];
+                out[o * SC_HW + p] = s;
+            }
+    } else {
+        for (int j = 0; j < SC_N; j++) {
+            double s = bias ? bias[j] : 0.0;
+            for (int k = 0; k < SC_M1; k++) s += (double)in[k] * w[k * SC_N + j];
+            out[j] = s;
+        }
+    }
+}
+
+START_TEST(auto_scores_match_a_plain_recomputation)
+{
+    rng = 5;
+    qf_graph *g = qf_graph_new("scores.onnx");
+    int x = input(g, "x", 4, (int64_t[]){SC_B, SC_C, 96, 96});
+    int w1 = weight(g, "w1", 4, (int64_t[]){SC_M1, SC_C, 1, 1}, -1.0f, 1.0f);
+    int b1 = weight(g, "b1", 1, (int64_t[]){SC_M1}, -0.2f, 0.2f);
+    int w2 = weight(g, "w2", 4, (int64_t[]){SC_M2, SC_C, 1, 1}, -1.0f, 1.0f);
+    int wg = weight(g, "wg", 2, (int64_t[]){SC_M1, SC_N}, -1.0f, 1.0f);
+    int bg = weight(g, "bg", 1, (int64_t[]){SC_N}, -0.1f, 0.1f);
+    int c1 = value(g, "c1"), c2 = value(g, "c2"), r = value(g, "r"), p = value(g, "p"), f = value(g, "f"),
+        y = value(g, "y");
+    conv_node(g, "conv1", x, w1, b1, c1, 0, 1);
+    conv_node(g, "conv2", x, w2, -1, c2, 0, 1);
+    op(g, "relu", QF_OP_RELU, 1, (int[]){c1}, r);
+    op(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, 1, (int[]){r}, p);
+    op(g, "flat", QF_OP_FLATTEN, 1, (int[]){p}, f);
+    op(g, "gemm", QF_OP_GEMM, 3, (int[]){f, wg, bg}, y);
+    output(g, y);
+    output(g, c2);
+    prepare_graph(g, SC_B);
+    const size_t per = SC_C * SC_HW;
+    const int real[2] = {SC_B, 3};
+    float *in[2];
+    for (int b = 0; b < 2; b++) {
+        in[b] = malloc(SC_B * per * sizeof *in[b]);
+        for (size_t i = 0; i < SC_B * per; i++) in[b][i] = frand(-1.0f, 1.0f) * frand(0.0f, 1.0f);
+        in[b][7 * SC_HW + 11] = 6.0f; /* an outlier only the wider candidates keep */
+        for (size_t i = (size_t)real[b] * per; i < SC_B * per; i++) in[b][i] *= 40.0f; /* padding */
+    }
+    // the histograms, and every value of both batches kept
+    qf_calib *c;
+    OK(qf_calib_create(g, NULL, &c));
+    sc_capture cap = {0};
+    for (int b = 0; b < 2; b++) {
+        qf_calib_set_batch_valid(c, real[b]);
+        free(run(g, in[b], qf_calib_observe, c));
+        cap.batch = b;
+        free(run(g, in[b], sc_observe, &cap));
+    }
+    qf_calib_meta meta = {.images = SC_B + 3, .model_sha256 = SHA};
+    qf_calib_table *t;
+    OK(qf_calib_finalize(c, 1u << QF_CALIB_AUTO, QF_CALIB_PERCENTILE_DEFAULT, &meta, &t));
+    qf_auto_chooser *a;
+    OK(qf_auto_chooser_create(c, t, 2, &a));
+    for (int b = 0; b < 2; b++) OK(qf_auto_chooser_run(a, in[b], real[b]));
+
+    double *ly = malloc(SC_M1 * SC_HW * sizeof *ly), *lq = malloc(SC_M1 * SC_HW * sizeof *lq);
+    float *xq = malloc(per * sizeof *xq);
+    int judged = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        double got[QF_CALIB_AUTO_CANDIDATES];
+        if (!qfi_auto_chooser_scores(a, v, got)) continue;
+        judged++;
+        const qf_value *val = &g->values[v];
+        const size_t vper = (size_t)qf_value_numel(val) / SC_B;
+        float cand[QF_CALIB_AUTO_CANDIDATES];
+        qf_calib_auto_candidates(qfi_calib_value_hist(c, v), cand);
+        for (int k = 0; k < QF_CALIB_AUTO_CANDIDATES; k++) {
+            const float s = qf_calib_scale(cand[k]);
+            double want = 0.0;
+            bool itself = false; // a graph output, or read by an op other than a judging layer
+            for (int j = 0; j < g->n_outputs; j++) itself |= g->outputs[j] == v;
+            for (int i = 0; i < g->n_nodes; i++) {
+                const qf_node *n = &g->nodes[i];
+                if (!(n->in[0] == v && qfi_int8_layer(g, n))) {
+                    for (int j = 0; j < n->n_in; j++) itself |= n->in[j] == v;
+                    continue;
+                }
+                double noise = 0.0, signal = 0.0;
+                size_t on = (size_t)qf_value_numel(&g->values[n->out[0]]) / SC_B;
+                for (int b = 0; b < 2; b++)
+                    for (int m = 0; m < real[b]; m++) {
+                        const float *xv = cap.v[v] + ((size_t)b * SC_B + (size_t)m) * vper;
+                        for (size_t e = 0; e < vper; e++) xq[e] = qfi_dequantize_i8(qfi_quantize_f32(xv[e], s), s);
+                        sc_layer(g, n, xv, ly);
+                        sc_layer(g, n, xq, lq);
+                        for (size_t e = 0; e < on; e++) {
+                            noise += (lq[e] - ly[e]) * (lq[e] - ly[e]);
+                            signal += ly[e] * ly[e];
+                        }
+                    }
+                want += noise / signal;
+            }
+            if (itself) {
+                double noise = 0.0, signal = 0.0;
+                for (int b = 0; b < 2; b++)
+                    for (size_t e = 0; e < (size_t)real[b] * vper; e++) {
+                        float xv = cap.v[v][(size_t)b * SC_B * vper + e];
+                        double d = (double)qfi_dequantize_i8(qfi_quantize_f32(xv, s), s) - xv;
+                        noise += d * d;
+                        signal += (double)xv * xv;
+                    }
+                want += noise / signal;
+            }
+            ck_assert_msg(fabs(got[k] - want) <= 1e-4 * want, "%s, candidate %d (%g): score %.9g, recomputed %.9g",
+                          val->name, k, cand[k], got[k], want);
+        }
+    }
+    ck_assert_int_eq(judged, 7); // x, c1, c2, r, p, f, y
+    free(ly);
+    free(lq);
+    free(xq);
+    for (int v = 0; v < 64; v++) free(cap.v[v]);
+    for (int b = 0; b < 2; b++) free(in[b]);
+    qf_auto_chooser_free(a);
+    qf_calib_table_free(t);
+    qf_calib_free(c);
+    qf_graph_free(g);
+}
+END_TEST
+
 /* Every tensor whose range is degenerate is named in one warning line at
  * finalize: all zeros, NaN or Inf among its values, only NaN/Inf and zeros,
  * a largest |x| no INT8 scale can hold; a tensor with a usable range is not. */
@@ -1244,6 +1400,7 @@ static Suite *calib_suite(void)
     tcase_add_test(tc, calib_zero_and_nonfinite);
     tcase_add_test(tc, method_parse);
     tcase_add_test(tc, auto_judges_by_the_reader);
+    tcase_add_test(tc, auto_scores_match_a_plain_recomputation);
     tcase_add_test(tc, observer_independent_of_batch_and_threads);
     tcase_add_test(tc, finalize_warns_degenerate_ranges);
     tcase_add_test(tc, finalize_rejects_bad_meta);

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include "internal.h"
 #include "qforge/calib.h"
+#include "../calib/calib_internal.h"
 #include "testutil.h"
 
 /* ---- graph building ---------------------------------------------------------------- */
@@ -904,6 +905,76 @@ START_TEST(calibrate_on_device)
 }
 END_TEST
 
+/* qf_calibrate's auto pass on the device (qf_auto_chooser_set_device) against
+ * the CPU's, on a residual block with a classifier, two batches, the second
+ * short: each candidate's score agrees within 1e-3 (FP32 in another order),
+ * and where the CPU's best candidate leads by more than 1 % the device
+ * chooses it too. */
+START_TEST(auto_chooser_on_device)
+{
+    rng_use_xorshift(31);
+    qf_graph *g = new_graph("auto_device");
+    int x = input(g, "x", 4, DIMS(4, 8, 12, 12));
+    int r1 = unary(g, "r1", QF_OP_RELU, conv(g, "c1", x, 8, 16, 3, 1, P1, 1, 1, true));
+    int sum = binary(g, "sum", QF_OP_ADD, r1, conv(g, "c2", r1, 16, 16, 1, 1, P0, 1, 1, true));
+    int f = unary(g, "flat", QF_OP_FLATTEN, unary(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, sum));
+    int wg = weight(g, "fc.w", 2, DIMS(16, 10), -0.5f, 0.5f), bg = weight(g, "fc.b", 1, DIMS(10), -0.1f, 0.1f);
+    int y = value(g, "fc");
+    op(g, "fc", QF_OP_GEMM, 3, IN(f, wg, bg), y);
+    output(g, y);
+    prepare(g, 4);
+    const int real[2] = {4, 3};
+    const size_t n = (size_t)qf_value_numel(&g->values[x]);
+    float *in[2];
+    for (int b = 0; b < 2; b++) {
+        in[b] = malloc(n * sizeof *in[b]);
+        for (size_t i = 0; i < n; i++) in[b][i] = frand(-1.0f, 1.0f) * frand(0.0f, 1.0f);
+        in[b][5] = 4.0f;
+    }
+    qf_calib *c;
+    OK(qf_calib_create(g, NULL, &c));
+    for (int b = 0; b < 2; b++) {
+        qf_calib_set_batch_valid(c, real[b]);
+        free(run(g, in[b], qf_calib_observe, c));
+    }
+    qf_calib_meta meta = {.images = 7, .model_sha256 = "0000000000000000000000000000000000000000000000000000000000000000"};
+    qf_calib_table *t[2];
+    qf_auto_chooser *a[2];
+    for (int k = 0; k < 2; k++) {
+        OK(qf_calib_finalize(c, 1u << QF_CALIB_AUTO, QF_CALIB_PERCENTILE_DEFAULT, &meta, &t[k]));
+        OK(qf_auto_chooser_create(c, t[k], 2, &a[k]));
+        if (k) OK(qf_auto_chooser_set_device(a[k], dut, 0));
+        for (int b = 0; b < 2; b++) OK(qf_auto_chooser_run(a[k], in[b], real[b]));
+        qf_auto_chooser_apply(a[k], t[k], NULL);
+    }
+    int judged = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        double s[2][QF_CALIB_AUTO_CANDIDATES];
+        if (!qfi_auto_chooser_scores(a[0], v, s[0])) continue;
+        ck_assert(qfi_auto_chooser_scores(a[1], v, s[1]));
+        judged++;
+        int best = 0;
+        for (int k = 0; k < QF_CALIB_AUTO_CANDIDATES; k++) {
+            ck_assert_msg(fabs(s[0][k] - s[1][k]) <= 1e-3 * s[0][k], "%s, candidate %d: %.9g on the CPU, %.9g on the device",
+                          g->values[v].name, k, s[0][k], s[1][k]);
+            if (s[0][k] < s[0][best]) best = k;
+        }
+        bool clear = true;
+        for (int k = 0; k < QF_CALIB_AUTO_CANDIDATES; k++) clear &= k == best || s[0][k] == s[0][best] || s[0][k] > 1.01 * s[0][best];
+        int e = qf_calib_table_find(t[0], g->values[v].name);
+        if (clear) ck_assert_float_eq(t[0]->entries[e].amax[QF_CALIB_AUTO], t[1]->entries[e].amax[QF_CALIB_AUTO]);
+    }
+    ck_assert_int_ge(judged, 6); // x, c1's and c2's outputs, r1, sum, gap, flat, fc (Flatten may fold)
+    for (int k = 0; k < 2; k++) {
+        qf_auto_chooser_free(a[k]);
+        qf_calib_table_free(t[k]);
+        free(in[k]);
+    }
+    qf_calib_free(c);
+    qf_graph_free(g);
+}
+END_TEST
+
 /* ---- host nodes ----------------------------------------------------------------------------- */
 
 /* Nodes the device kernels refuse, so the CUDA engine runs them on the host
@@ -1335,6 +1406,7 @@ int main(void)
     tcase_add_test(ops, observer_matches_cpu);
     tcase_add_test(ops, device_histograms_match_host);
     tcase_add_test(ops, calibrate_on_device);
+    tcase_add_test(ops, auto_chooser_on_device);
     tcase_add_test(ops, t_host_refusals);
     tcase_add_test(ops, host_all_exact);
     tcase_add_test(ops, host_mixed);

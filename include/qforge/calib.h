@@ -206,7 +206,8 @@ qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percenti
                             const qf_calib_meta *meta, qf_calib_table **out);
 
 /* --method auto by the error where it lands. A chooser runs batches of images
- * through c's FP32 graph on the CPU and measures, for every tensor of t, each
+ * through c's FP32 graph (on the CPU unless qf_auto_chooser_set_device says
+ * otherwise) and measures, for every tensor of t, each
  * candidate threshold's INT8 error (rounding and clipping) in the outputs of the
  * layers that read the tensor: the relative squared error of each Conv, Gemm or
  * MatMul with constant weights that reads it (computed in FP32 from the
@@ -218,9 +219,15 @@ qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percenti
 typedef struct qf_auto_chooser qf_auto_chooser;
 
 /* c (its graph prepared, its histograms complete) and t (with its entries) must
- * outlive the chooser; threads: of the CPU engines, 0 = all cores. */
+ * outlive the chooser; threads: of the CPU engines and the host's quantizing
+ * and summing, 0 = all cores. */
 qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int threads, qf_auto_chooser **out);
 void qf_auto_chooser_free(qf_auto_chooser *a);
+/* Runs the graph and the layers judged on `device` (cuda:index) instead, before
+ * the first batch; quantizing and summing stay on the host. A device computes
+ * FP32 in another order than the CPU, so where two candidates cost nearly the
+ * same a device may choose the other one. */
+qf_status qf_auto_chooser_set_device(qf_auto_chooser *a, qf_device_kind device, int index);
 /* One batch: `input` laid out as the graph's input at its batch, the first
  * `images` images real (0: all). */
 qf_status qf_auto_chooser_run(qf_auto_chooser *a, const float *input, int images);
@@ -236,8 +243,9 @@ void qf_auto_chooser_apply(const qf_auto_chooser *a, qf_calib_table *t, int64_t 
  * at the end; on a CUDA device the engine builds each activation's histogram
  * where it is (hist_observer) instead of copying it to the host. With auto among
  * the methods, a qf_auto_chooser then runs QF_CALIB_AUTO_IMAGES of the images
- * (evenly spaced) on the CPU. Either way the table is the same for any batch,
- * thread count or device. */
+ * (evenly spaced) on the same device. Either way the table is the same for any
+ * batch or thread count, and for any device but for FP32 rounding (which can
+ * tip auto's choice between two candidates of nearly the same cost). */
 #define QF_CALIB_AUTO_IMAGES 32
 
 /* Runs fn on batches of `count` images evenly spaced among the dataset's (all
