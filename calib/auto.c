@@ -3,8 +3,9 @@
  * observer takes each tensor as it is written, quantizes it at every
  * candidate and runs the Conv/Gemm/MatMul layers that read it alone on that
  * input (one-node graphs, lib/passes.c's helper), against their output from
- * the exact tensor. The engines run where qf_auto_chooser_set_device says (the
- * CPU by default); quantizing and summing run on the host, image by image. */
+ * the exact tensor, which the graph's own run of the layer provides. The
+ * engines run where qf_auto_chooser_set_device says (the CPU by default);
+ * quantizing and summing run on the host, image by image. */
 #include <math.h>
 #include "calib_internal.h"
 #include "quant_math.h"
@@ -24,6 +25,7 @@ typedef struct auto_term {
     qfi_one_node *one;      /* the layer alone, reading `rows` rows of its input */
     qf_engine *e;           /* its engine (kept across batches where it runs on a device) */
     int rows;
+    float *held;            /* those rows of the input, from its observation until the layer's output's */
 } auto_term;
 
 typedef struct auto_tensor {
@@ -36,12 +38,15 @@ struct qf_auto_chooser {
     const qf_graph *g;
     qf_engine_opts eo;      /* where the graph and the layers run; threads also of the host loops */
     qf_engine *graph;       /* the FP32 graph with the observer, built at the first batch */
+    bool keep;              /* layer engines are kept across batches (on a device, while memory lasts) */
     int images;             /* real images of the batch being run */
     int *tensor_of_value;   /* -1: not judged */
+    int *term_of_output;    /* the layer term whose layer writes each value; -1: none */
     int n_tensors, n_terms;
     auto_tensor *tensors;
     auto_term *terms;
-    float *exact;           /* one layer's output from the exact tensor */
+    float *exact;           /* a layer's output from the exact tensor, where the graph's was not seen */
+    size_t largest_out;     /* elements of the largest layer output */
     double *part;           /* per image sums, g->batch of them */
     qf_status st;           /* the first failure inside the observer, and its message */
     char msg[1024];
@@ -61,7 +66,7 @@ static bool is_graph_output(const qf_graph *g, int v)
     return false;
 }
 
-static void free_layer(auto_term *term)
+static void free_engine(auto_term *term)
 {
     qf_engine_free(term->e);
     term->e = NULL;
@@ -71,11 +76,13 @@ void qf_auto_chooser_free(qf_auto_chooser *a)
 {
     if (!a) return;
     for (int i = 0; i < a->n_terms; i++) {
-        free_layer(&a->terms[i]);
+        free_engine(&a->terms[i]);
         free(a->terms[i].one);
+        free(a->terms[i].held);
     }
     qf_engine_free(a->graph);
     free(a->tensor_of_value);
+    free(a->term_of_output);
     free(a->tensors);
     free(a->terms);
     free(a->exact);
@@ -92,12 +99,13 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
     a->g = g;
     a->eo = (qf_engine_opts){.device = QF_DEVICE_CPU, .threads = threads};
     a->tensor_of_value = qfi_calloc((size_t)g->n_values + 1, sizeof *a->tensor_of_value);
+    a->term_of_output = qfi_calloc((size_t)g->n_values + 1, sizeof *a->term_of_output);
     a->tensors = qfi_calloc((size_t)g->n_values + 1, sizeof *a->tensors);
     /* at most one term per tensor for itself and one per node (a layer reads one tensor as data) */
     a->terms = qfi_calloc((size_t)g->n_values + (size_t)g->n_nodes + 1, sizeof *a->terms);
     a->part = qfi_calloc((size_t)g->batch + 1, sizeof *a->part);
-    if (!a->tensor_of_value || !a->tensors || !a->terms || !a->part) goto nomem;
-    size_t largest_out = 1;
+    if (!a->tensor_of_value || !a->term_of_output || !a->tensors || !a->terms || !a->part) goto nomem;
+    for (int v = 0; v < g->n_values; v++) a->term_of_output[v] = -1;
     for (int v = 0; v < g->n_values; v++) {
         a->tensor_of_value[v] = -1;
         const qf_histogram *h = qfi_calib_value_hist(c, v);
@@ -118,14 +126,13 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
                 itself = true;
                 continue;
             }
+            a->term_of_output[n->out[0]] = a->n_terms;
             a->terms[a->n_terms++] = (auto_term){.tensor = ti, .node = i};
             size_t on = (size_t)qf_value_numel(&g->values[n->out[0]]);
-            if (on > largest_out) largest_out = on;
+            if (on > a->largest_out) a->largest_out = on;
         }
         if (itself || !read) a->terms[a->n_terms++] = (auto_term){.tensor = ti, .node = -1};
     }
-    a->exact = qfi_calloc(largest_out, sizeof *a->exact);
-    if (!a->exact) goto nomem;
     *out = a;
     return QF_OK;
 nomem:
@@ -138,6 +145,7 @@ qf_status qf_auto_chooser_set_device(qf_auto_chooser *a, qf_device_kind device, 
     if (a->graph) return qf_error(QF_ERR_USAGE, "calibration (auto): the device is set before the first batch");
     a->eo.device = device;
     a->eo.device_index = index;
+    a->keep = device != QF_DEVICE_CPU;
     return QF_OK;
 }
 
@@ -253,16 +261,25 @@ static int same_as(const auto_tensor *t, int k)
     return j;
 }
 
-/* The engine of layer term `term` reading `rows` rows of its input. Dim 0 of a
- * Conv, Gemm or MatMul input indexes rows computed independently, so where it
- * is the batch the layer runs on the real images only (a short batch's
- * padding is never computed). A device engine is kept across batches
- * (building one sets up the device and times kernels); a CPU engine is built
- * for each use, so that only one layer's activations are held at a time. */
+/* The rows of its input a layer term reads: dim 0 of a Conv, Gemm or MatMul
+ * input indexes rows computed independently, so where it is the batch the
+ * layer runs on the real images only (a short batch's padding is never
+ * computed). */
+static int layer_rows(const qf_auto_chooser *a, const auto_term *term, bool *by_image)
+{
+    const qf_value *x = &a->g->values[a->g->nodes[term->node].in[0]];
+    *by_image = x->ndim >= 1 && x->dims[0] == a->g->batch;
+    return *by_image ? a->images : a->g->batch;
+}
+
+/* The engine of layer term `term` reading `rows` rows. A device engine is
+ * kept across batches (building one sets up the device and times kernels)
+ * until the device's memory runs short; a CPU engine is built for each use,
+ * so that one layer's activations are held at a time. */
 static qf_status layer_engine(qf_auto_chooser *a, auto_term *term, int rows)
 {
     if (term->e && term->rows == rows) return QF_OK;
-    free_layer(term);
+    free_engine(term);
     const qf_graph *g = a->g;
     const qf_node *nd = &g->nodes[term->node];
     if (!term->one && !(term->one = qfi_calloc(1, sizeof *term->one))) return QF_ERR_NOMEM;
@@ -277,38 +294,68 @@ static qf_status layer_engine(qf_auto_chooser *a, auto_term *term, int rows)
     }
     term->rows = rows;
     qf_engine_opts eo = {.device = a->eo.device, .device_index = a->eo.device_index, .threads = a->eo.threads};
-    return qf_engine_create(&one->g, &eo, &term->e);
+    qf_status st = qf_engine_create(&one->g, &eo, &term->e);
+    if (st == QF_ERR_NOMEM && a->keep) { /* the kept engines give their memory back, and keeping stops */
+        for (int i = 0; i < a->n_terms; i++) free_engine(&a->terms[i]);
+        a->keep = false;
+        st = qf_engine_create(&one->g, &eo, &term->e);
+    }
+    return st;
 }
 
-/* Measures one layer term: the node run alone on the exact tensor, then on each candidate's. */
-static qf_status judge_layer(qf_auto_chooser *a, auto_term *term, const float *x)
+/* Keeps the rows of input x a layer term reads until the graph has run the
+ * layer on them (its output is the exact result the candidates are compared
+ * with: running the layer alone on x once more would give the same). */
+static qf_status hold_input(qf_auto_chooser *a, auto_term *term, const float *x)
+{
+    bool by_image;
+    int rows = layer_rows(a, term, &by_image);
+    const qf_value *xv = &a->g->values[a->g->nodes[term->node].in[0]];
+    size_t n = (size_t)qf_value_numel(xv) / (size_t)a->g->batch * (size_t)rows;
+    if (!by_image) n = (size_t)qf_value_numel(xv);
+    free(term->held);
+    if (!(term->held = malloc(n * sizeof *term->held))) return qf_error(QF_ERR_NOMEM, "calibration (auto): out of memory");
+    memcpy(term->held, x, n * sizeof *x);
+    return QF_OK;
+}
+
+/* Measures one layer term on its held input: the layer's output from the
+ * exact input is `exact` (as the graph wrote it; NULL: the layer runs alone on
+ * the input for it), then the layer runs alone on each candidate's. */
+static qf_status judge_layer(qf_auto_chooser *a, auto_term *term, const float *exact)
 {
     const qf_graph *g = a->g;
     const auto_tensor *t = &a->tensors[term->tensor];
-    const qf_value *xv = &g->values[g->nodes[term->node].in[0]];
-    const bool by_image = xv->ndim >= 1 && xv->dims[0] == g->batch;
-    QF_CHECK(layer_engine(a, term, by_image ? a->images : g->batch));
-    const qf_value *in_v = &term->one->vals[term->one->ins[0]], *out_v = &term->one->vals[term->one->outs[0]];
-    size_t in_n = (size_t)qf_value_numel(in_v), out_n = (size_t)qf_value_numel(out_v);
-    int units = by_image ? term->rows : 1;
-    size_t out_per = out_n / (size_t)units;
-    /* the output's counted images: the engine's rows, or image_split's reading of the full output */
-    int counted = units;
-    if (!by_image) image_split(a, &g->values[g->nodes[term->node].out[0]], &out_per, &counted);
-    float *in = qf_engine_input(term->e, 0);
-    memcpy(in, x, in_n * sizeof *in);
-    qf_status st = qf_engine_run(term->e);
+    bool by_image;
+    qf_status st = layer_engine(a, term, layer_rows(a, term, &by_image));
+    const float *x = term->held;
     if (st == QF_OK) {
-        memcpy(a->exact, qf_engine_output(term->e, 0), out_n * sizeof *a->exact);
-        term->signal += sq_sum(a, (sq_job){.r = a->exact, .per = out_per}, counted);
+        const qf_value *in_v = &term->one->vals[term->one->ins[0]], *out_v = &term->one->vals[term->one->outs[0]];
+        size_t in_n = (size_t)qf_value_numel(in_v), out_n = (size_t)qf_value_numel(out_v);
+        int units = by_image ? term->rows : 1;
+        size_t out_per = out_n / (size_t)units;
+        /* the output's counted images: the engine's rows, or image_split's reading of the full output */
+        int counted = units;
+        if (!by_image) image_split(a, &g->values[g->nodes[term->node].out[0]], &out_per, &counted);
+        float *in = qf_engine_input(term->e, 0);
+        if (!exact && !a->exact && !(a->exact = malloc(a->largest_out * sizeof *a->exact)))
+            st = qf_error(QF_ERR_NOMEM, "calibration (auto): out of memory");
+        if (!exact && st == QF_OK) {
+            memcpy(in, x, in_n * sizeof *in);
+            if ((st = qf_engine_run(term->e)) == QF_OK) memcpy(a->exact, qf_engine_output(term->e, 0), out_n * sizeof *a->exact);
+            exact = a->exact;
+        }
+        if (st == QF_OK) term->signal += sq_sum(a, (sq_job){.r = exact, .per = out_per}, counted);
+        for (int k = 0; k < K && st == QF_OK; k++) {
+            if (same_as(t, k) != k) continue;
+            fake_quantize(a, in, x, in_n / (size_t)units, units, t->cand[k]);
+            if ((st = qf_engine_run(term->e)) == QF_OK)
+                term->noise[k] += sq_sum(a, (sq_job){.y = qf_engine_output(term->e, 0), .r = exact, .per = out_per}, counted);
+        }
     }
-    for (int k = 0; k < K && st == QF_OK; k++) {
-        if (same_as(t, k) != k) continue;
-        fake_quantize(a, in, x, in_n / (size_t)units, units, t->cand[k]);
-        if ((st = qf_engine_run(term->e)) == QF_OK)
-            term->noise[k] += sq_sum(a, (sq_job){.y = qf_engine_output(term->e, 0), .r = a->exact, .per = out_per}, counted);
-    }
-    if (a->eo.device == QF_DEVICE_CPU) free_layer(term);
+    free(term->held);
+    term->held = NULL;
+    if (!a->keep) free_engine(term);
     return st;
 }
 
@@ -325,26 +372,32 @@ static void judge_itself(qf_auto_chooser *a, auto_term *term, const qf_value *v,
             term->noise[k] += sq_sum(a, (sq_job){.r = x, .per = per, .quantized = true, .amax = t->cand[k]}, images);
 }
 
+/* The first failure inside the observer, kept for qf_auto_chooser_run to return. */
+static void record_failure(qf_auto_chooser *a, qf_status st)
+{
+    if (st == QF_OK || a->st != QF_OK) return;
+    a->st = st;
+    snprintf(a->msg, sizeof a->msg, "%s", qf_error_message());
+}
+
 static void observe(void *user, const qf_graph *g, int v, const void *data)
 {
     qf_auto_chooser *a = user;
+    if (a->st != QF_OK) return;
+    qf_status st = QF_OK;
     int ti = a->tensor_of_value[v];
-    if (ti < 0 || a->st != QF_OK) return;
-    a->tensors[ti].seen = true;
-    for (int i = 0; i < a->n_terms; i++) {
+    if (ti >= 0) a->tensors[ti].seen = true;
+    for (int i = 0; i < a->n_terms && ti >= 0 && st == QF_OK; i++) {
         auto_term *term = &a->terms[i];
         if (term->tensor != ti) continue;
-        if (term->node < 0) {
+        if (term->node < 0)
             judge_itself(a, term, &g->values[v], data);
-            continue;
-        }
-        qf_status st = judge_layer(a, term, data);
-        if (st != QF_OK) {
-            a->st = st;
-            snprintf(a->msg, sizeof a->msg, "%s", qf_error_message());
-            return;
-        }
+        else
+            st = hold_input(a, term, data);
     }
+    int li = a->term_of_output[v];
+    if (st == QF_OK && li >= 0 && a->terms[li].held) st = judge_layer(a, &a->terms[li], data);
+    record_failure(a, st);
 }
 
 qf_status qf_auto_chooser_run(qf_auto_chooser *a, const float *input, int images)
@@ -359,6 +412,9 @@ qf_status qf_auto_chooser_run(qf_auto_chooser *a, const float *input, int images
     }
     memcpy(qf_engine_input(a->graph, 0), input, (size_t)qf_value_numel(&g->values[g->inputs[0]]) * sizeof *input);
     qf_status st = qf_engine_run(a->graph);
+    /* a layer whose output the engine did not show (none on the CPU) is run alone for it */
+    for (int i = 0; i < a->n_terms && st == QF_OK && a->st == QF_OK; i++)
+        if (a->terms[i].held) record_failure(a, judge_layer(a, &a->terms[i], NULL));
     if (st == QF_OK && a->st != QF_OK) st = qf_error(a->st, "calibration (auto): %s", a->msg);
     return st;
 }
