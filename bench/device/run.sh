@@ -14,8 +14,13 @@
 # against ONNX Runtime on the CPU; ORT quantizes the Q/DQ models here), issue 18.
 # `best`: MobileNetV2 `quant --precision best --max-drop 0.1` calibrated and
 # checked on the GPU, then b256 speed of it, all-INT8 and FP16, issue 15.
+# `calib`: qforge calib's default method (auto) with --device cuda on ResNet-20,
+# MobileNetV2 and ResNet-50 (torchvision, random weights, exported here), 3
+# runs each of this build and, where .device/before.tar.xz holds one, of the
+# earlier build, interleaved; then this build's GPU table against its CPU
+# table (auto thresholds that differ, INT8 SQNR of each): bench/calib_speed.md.
 # Usage: bash bench/device/run.sh [MODE...], MODE one of tests (the default),
-# bench, all (tests and bench), compare, profile, qdq, best, triton; several run in that order.
+# bench, all (tests and bench), compare, profile, qdq, best, triton, calib; several run in that order.
 set -o pipefail
 R=$PWD
 L=$OUT/logs
@@ -135,4 +140,40 @@ if want triton; then
   echo "bench_triton rc=$?"
   grep -v "^|" $L/triton.log | tail -n 20
   cat $L/triton/triton.md
+fi
+if want calib; then
+  D=$R/.device/data W=/tmp/c
+  mkdir -p $W
+  python3 bench/peers/torch_cnn.py resnet50 $W/resnet50.onnx --batches 1 --seconds 0.1 > $L/torch_calib.json 2>&1
+  builds=/tmp/q
+  if [ -f .device/before.tar.xz ]; then
+    mkdir -p /tmp/old && tar -xJf .device/before.tar.xz -C /tmp/old
+    for l in /tmp/q/lib/*.so*; do [ -e /tmp/old/lib/$(basename $l) ] || ln -s $l /tmp/old/lib/; done
+    builds="/tmp/old /tmp/q"
+  fi
+  qf() { local b=$1; shift; LD_LIBRARY_PATH=$b/lib:${LD_LIBRARY_PATH:-} $b/bin/qforge "$@"; }
+  for m in r20 mnv2 r50; do
+    case $m in
+      r20) M=$D/cifar10/resnet20.onnx CAL=$D/cifar10/calib VAL=$D/cifar10/test PP="--preset cifar10" N=1000 ;;
+      mnv2) M=$D/imagenet/mobilenetv2-fp32.onnx CAL=$D/imagenet/images/calib VAL=$D/imagenet/images/val PP="--preset imagenet" N=100 ;;
+      r50) M=$W/resnet50.onnx CAL=$D/imagenet/images/calib VAL=$D/imagenet/images/val PP="--preset imagenet" N=100 ;;
+    esac
+    [ -f $M ] || { echo "calib $m: no $M"; continue; }
+    for r in 1 2 3; do
+      for b in $builds; do
+        s=$(date +%s%N)
+        LD_LIBRARY_PATH=$b/lib:${LD_LIBRARY_PATH:-} timeout 600 $b/bin/qforge calib $M --images $CAL -n $N $PP \
+          --device cuda -o $W/$m.$(basename $b).calib > $W/log 2>&1
+        echo "calib $m $(basename $b) run $r rc=$? wall $(( ($(date +%s%N) - s) / 1000000 )) ms: $(grep -o 'chosen on.*' $W/log)"
+      done
+    done
+    qf /tmp/q calib $M --images $CAL -n $N $PP --device cpu -o $W/$m.cpu.calib > $W/log 2>&1
+    echo "calib $m cpu: $(grep -o 'chosen on.*' $W/log)"
+    echo "calib $m: auto thresholds differing GPU/CPU: $(diff <(sed -n '7,$p' $W/$m.q.calib) <(sed -n '7,$p' $W/$m.cpu.calib) | grep -c '^<') of $(sed -n 's/^tensors //p' $W/$m.cpu.calib)"
+    for t in q cpu; do
+      qf /tmp/q quant $M --calib $W/$m.$t.calib --precision int8 -o $W/$m.$t.qfm --quiet &&
+        qf /tmp/q eval $W/$m.$t.qfm --images $VAL $PP --reference $M --device cuda --json --quiet > $W/$m.$t.json
+      echo "calib $m table from $t: INT8 $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["reference"]; print("SQNR", r["sqnr_db"], "dB, agreement", r["agreement"])' $W/$m.$t.json)"
+    done
+  done
 fi
