@@ -16,7 +16,7 @@
 # checked on the GPU, then b256 speed of it, all-INT8 and FP16, issue 15.
 # `calib`: qforge calib's default method (auto) with --device cuda on ResNet-20,
 # MobileNetV2 and ResNet-50 (torchvision, random weights, exported here), 3
-# runs each of this build and, where .device/before.tar.xz holds one, of the
+# runs each (CALIB_RUNS) of this build and, where .device/before.tar.xz holds one, of the
 # earlier build, interleaved; then this build's GPU table against its CPU
 # table (auto thresholds that differ, INT8 SQNR of each): bench/calib_speed.md.
 # Usage: bash bench/device/run.sh [MODE...], MODE one of tests (the default),
@@ -159,7 +159,7 @@ if want calib; then
       r50) M=$W/resnet50.onnx CAL=$D/imagenet/images/calib VAL=$D/imagenet/images/val PP="--preset imagenet" N=100 ;;
     esac
     [ -f $M ] || { echo "calib $m: no $M"; continue; }
-    for r in 1 2 3; do
+    for r in $(seq ${CALIB_RUNS:-3}); do
       for b in $builds; do
         s=$(date +%s%N)
         LD_LIBRARY_PATH=$b/lib:${LD_LIBRARY_PATH:-} timeout 600 $b/bin/qforge calib $M --images $CAL -n $N $PP \
