@@ -2,7 +2,7 @@
 # Triton Inference Server with the qforge backend on one GPU against `qforge
 # bench` in the same run: the .qfm at batch 256 by qforge bench, then served by
 # tritonserver (KIND_GPU, dynamic batching up to 256) under perf_analyzer at
-# each concurrency, one image per request, inputs in system shared memory over
+# each concurrency, PA_BATCH images per request (default 1), inputs in system shared memory over
 # gRPC. Writes OUT_DIR/triton.md: images/s and p50/p99 latency per concurrency
 # and engine set, and the best throughput as a share of qforge bench b256.
 #   usage: bench/bench_triton.sh QFORGE BACKEND.so MODEL.qfm TRITON_DIR OUT_DIR
@@ -19,6 +19,8 @@
 #   QUEUE_US     dynamic batcher's max_queue_delay_microseconds (default 1000)
 #   INTERVAL_MS  perf_analyzer measurement window (default 4000); STABILITY its
 #                stability threshold in % (default 15, perf_analyzer's is 10)
+#   PA_BATCH     images per request (perf_analyzer -b, default 1: one client, one image);
+#                perf_analyzer's images/s counts images
 #   KIND         GPU or CPU instances (default GPU; CPU to try the script on a
 #                machine without one), MAX_BATCH (default 256)
 set -eu
@@ -78,7 +80,7 @@ EOF
   for c in $CONCURRENCY; do
     csv=$OUT/pa_${sizes}${count}_c$c.csv
     LD_LIBRARY_PATH=$TRITON/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$TRITON/bin/perf_analyzer" -m "$name" -u "$url" \
-      -i "$PROTOCOL" --shared-memory "$SHM" --concurrency-range "$c:$c" -b 1 \
+      -i "$PROTOCOL" --shared-memory "$SHM" --concurrency-range "$c:$c" -b "${PA_BATCH:-1}" \
       --measurement-interval "${INTERVAL_MS:-4000}" --max-trials 8 --stability-percentage "${STABILITY:-15}" -f "$csv" > "$OUT/pa_${sizes}${count}_c$c.log" 2>&1 ||
       { echo "perf_analyzer failed at concurrency $c"; tail -n 20 "$OUT/pa_${sizes}${count}_c$c.log"; continue; }
     # the CSV's columns by name; latencies are in microseconds
@@ -98,7 +100,7 @@ done
   echo "# $name through Triton, KIND_$KIND ($(date -u +%Y-%m-%d))"
   echo
   echo "qforge bench, batch $MAX_BATCH, same run: **$ref images/s**. perf_analyzer: $PROTOCOL, shared memory $SHM,"
-  echo "one image per request, dynamic batching up to $MAX_BATCH (max_queue_delay ${QUEUE_US:-1000} us)."
+  echo "${PA_BATCH:-1} image(s) per request, dynamic batching up to $MAX_BATCH (max_queue_delay ${QUEUE_US:-1000} us)."
   echo
   cat "$OUT/rows.md"
   echo

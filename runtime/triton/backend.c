@@ -203,6 +203,10 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
             err = qfi_triton_qf_error(st, what);
         } else {
             arena += qf_engine_arena_bytes(in->engines[k]);
+            // zeros once: a batch's padding is left as the last batch wrote it (execute.c)
+            for (int i = 0; i < in->m->n_inputs; i++)
+                memset(qf_engine_input(in->engines[k], in->m->inputs[i].index), 0,
+                       in->m->inputs[i].item_bytes * (size_t)in->m->sizes[k]);
         }
     }
     if (!err) err = TRITONBACKEND_ModelInstanceSetState(instance, in);
