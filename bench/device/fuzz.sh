@@ -17,7 +17,7 @@ mkdir -p "$L"
 secs=${1:-540}
 W=$OUT/fuzz
 mkdir -p $W/crashes
-export FUZZ_BIN=/tmp/q/bin TMPDIR=/dev/shm
+export FUZZ_BIN=/tmp/q/bin TMPDIR=/dev/shm top_srcdir=$R
 trap 'tar -czf $OUT/fuzz.tgz -C $OUT fuzz logs 2>/dev/null; rm -rf $W $L' EXIT
 for hw in ${WORKERS:-onnx:3 qfm:3 labels:3 triton:2 image:2 calib:1 tactics:1}; do
   h=${hw%%:*} n=${hw#*:}

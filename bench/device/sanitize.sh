@@ -17,6 +17,7 @@ R=$PWD
 L=$OUT/logs
 mkdir -p "$L"
 . bench/device/env.sh
+export top_srcdir=$R  # test_cuda's tests/bad models, from this checkout
 trap 'tar -czf $OUT/logs.tgz -C $OUT logs && rm -rf $L' EXIT
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 [ -x "$CS" ] || { echo "sanitize: no compute-sanitizer on this machine"; exit 1; }
@@ -32,7 +33,10 @@ one() {
   if [ "$pin" = lt ]; then env="QFORGE_CUDA_CONV_TACTIC=lt"; else env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$pin"; fi
   case $tool in
     memcheck) opts="--leak-check full" ;;
-    racecheck) opts="--racecheck-report all" ;;
+    # cuBLASLt's own Hopper kernels (nvjet_*) synchronize shared memory through
+    # TMA and mbarriers, which racecheck does not model: it reported WAR hazards
+    # in nvjet_sm90_hsh_* and nowhere else (2026-12-02); qforge's kernels stay checked
+    racecheck) opts="--racecheck-report all --kernel-name-exclude kns=nvjet" ;;
     *) opts="" ;;
   esac
   # one process (CK_FORK=no) under the sanitizer, no tactic cache
@@ -49,7 +53,7 @@ export CS L
 # memcheck first (it finds the most), then initcheck, then racecheck (the slowest)
 list=
 for tool in ${TOOLS:-memcheck initcheck racecheck}; do
-  for pin in lt 0 1 2 3 4 5 6 7 8 9; do list="$list $tool:$pin"; done
+  for pin in ${PINS:-lt 0 1 2 3 4 5 6 7 8 9}; do list="$list $tool:$pin"; done
 done
 left=
 running=0

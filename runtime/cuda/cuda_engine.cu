@@ -631,7 +631,10 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         CU_CHECK(cudaMallocHost(&c->h_in[i], bytes ? bytes : 64));
         memset(c->h_in[i], 0, bytes);
         if (!c->vals[v].ptr) QF_CHECK(cu_alloc(c, bytes, &c->vals[v].ptr)); /* an input nothing reads */
-        if (cu_is_nhwc(c, v)) QF_CHECK(cu_alloc(c, bytes, &c->d_in[i]));
+        if (cu_is_nhwc(c, v)) {
+            QF_CHECK(cu_alloc(c, bytes, &c->d_in[i]));
+            CU_CHECK(cudaMemset(c->d_in[i], 0, bytes)); /* the build's eager pass reads it before any upload */
+        }
         e->inputs[i] = c->h_in[i];
     }
     for (int i = 0; i < g->n_outputs; i++) {

@@ -374,7 +374,10 @@ static void write_models(void)
     if (mkdir(repo, 0700) || mkdir(dir, 0700)) die("cannot make the model repository");
     qf_load_opts lo = {.batch = 1};
     qf_graph *g = NULL;
-    if (qf_model_load(QF_SRCDIR "/tests/bad/seed.onnx", &lo, &g) != QF_OK) die("seed.onnx");
+    // top_srcdir: the checkout where the harness runs away from its build (bench/device/fuzz.sh)
+    char seed[4096];
+    snprintf(seed, sizeof seed, "%s/tests/bad/seed.onnx", getenv("top_srcdir") ? getenv("top_srcdir") : QF_SRCDIR);
+    if (qf_model_load(seed, &lo, &g) != QF_OK) die("seed.onnx");
     qf_qfm_meta meta;
     qf_qfm_meta_init(&meta);
     snprintf(meta.preprocess, sizeof meta.preprocess, "--resize 8 --crop 8");
