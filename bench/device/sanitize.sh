@@ -45,7 +45,7 @@ one() {
     timeout "$secs" "$CS" --tool "$tool" $opts --print-limit 20 /tmp/q/bin/test_cuda > "$L/sanitizer/${tool}_$pin.log" 2>&1
   rc=$?
   [ $rc = 124 ] && echo "$tool pin $pin: cut at the time limit"
-  echo "$tool pin $pin rc=$rc $(grep -h 'ERROR SUMMARY' "$L/sanitizer/${tool}_$pin.log" | tail -n 1)" \
+  echo "$tool pin $pin rc=$rc $(grep -hE '(ERROR|RACECHECK) SUMMARY' "$L/sanitizer/${tool}_$pin.log" | tail -n 1)" \
     "$(grep -hE '^[0-9]+%: Checks' "$L/sanitizer/${tool}_$pin.log" | tail -n 1)"
 }
 export -f one
@@ -70,8 +70,10 @@ for tool in ${TOOLS:-memcheck initcheck racecheck}; do
   logs=$(ls "$L/sanitizer/${tool}_"*.log 2>/dev/null)
   [ -n "$logs" ] || { echo "$tool: not run"; continue; }
   n=$(echo "$logs" | wc -l)
-  errors=$(cat $logs | sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' | awk '{s += $1} END {print s + 0}')
-  summaries=$(cat $logs | grep -c 'ERROR SUMMARY')
+  # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)"
+  errors=$(cat $logs | sed -n -e 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' \
+    -e 's/.*RACECHECK SUMMARY: .*(\([0-9]*\) errors.*/\1/p' | awk '{s += $1} END {print s + 0}')
+  summaries=$(cat $logs | grep -cE '(ERROR|RACECHECK) SUMMARY')
   fails=$(cat $logs | grep -cE '^[^ ]*:[0-9]+:[EF]:')
   echo "$tool: ERROR SUMMARY: $errors errors over $summaries of $n runs; failed checks $fails"
 done
