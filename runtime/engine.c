@@ -93,7 +93,15 @@ const void *qf_engine_output(const qf_engine *e, int i)
     return i >= 0 && i < e->g->n_outputs ? e->outputs[i] : NULL;
 }
 
-qf_status qf_engine_run(qf_engine *e) { return e->be->run(e); }
+qf_status qf_engine_run(qf_engine *e) { return e->be->run(e, e->g->batch > 0 ? e->g->batch : 1); }
+
+qf_status qf_engine_run_items(qf_engine *e, int items)
+{
+    int batch = e->g->batch > 0 ? e->g->batch : 1;
+    if (items < 1 || items > batch)
+        return qf_error(QF_ERR_USAGE, "qf_engine_run_items: %d items for an engine at batch %d", items, batch);
+    return e->be->run(e, items);
+}
 
 size_t qf_engine_arena_bytes(const qf_engine *e) { return e->arena_bytes; }
 
@@ -104,7 +112,7 @@ qf_status qf_engine_bench(qf_engine *e, int iterations, double *ms)
     for (int i = 0; i < iterations; i++) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        QF_CHECK(e->be->run(e));
+        QF_CHECK(qf_engine_run(e));
         clock_gettime(CLOCK_MONOTONIC, &t1);
         ms[i] = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
     }

@@ -7,7 +7,10 @@
 typedef struct qfi_backend {
     const char *name;
     qf_status (*create)(qf_engine *e);
-    qf_status (*run)(qf_engine *e);
+    /* items: the leading items of the batch whose results are wanted (the
+     * graph's batch for a whole run); a device engine uploads only their
+     * inputs and computes the rest on whatever its buffers held */
+    qf_status (*run)(qf_engine *e, int items);
     void (*destroy)(qf_engine *e);
     /* optional (NULL: qf_engine_bench times run() on the host; profile unsupported) */
     qf_status (*bench)(qf_engine *e, int iterations, double *ms);

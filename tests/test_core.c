@@ -213,6 +213,31 @@ START_TEST(batch_that_fits)
 }
 END_TEST
 
+/* qf_engine_run_items: the leading items of a padded batch; 1 to the batch */
+START_TEST(run_items_bounds)
+{
+    qf_graph *g = qf_graph_new("items.onnx");
+    int x = input(g, "x", 2, (const int64_t[]){1, 3});
+    int y = value(g, "y");
+    op(g, "r", QF_OP_RELU, 1, &x, y);
+    output(g, y);
+    OK(qf_graph_prepare(g, 4));
+    qf_engine *e;
+    qf_engine_opts cpu = {.device = QF_DEVICE_CPU};
+    OK(qf_engine_create(g, &cpu, &e));
+    float *in = qf_engine_input(e, 0);
+    for (int k = 0; k < 12; k++) in[k] = (float)(k - 6);
+    OK(qf_engine_run_items(e, 3));
+    const float *out = qf_engine_output(e, 0);
+    for (int k = 0; k < 9; k++) ck_assert_float_eq(out[k], k < 6 ? 0.0f : (float)(k - 6));
+    ck_assert_int_eq(qf_engine_run_items(e, 0), QF_ERR_USAGE);
+    ck_assert_int_eq(qf_engine_run_items(e, 5), QF_ERR_USAGE);
+    ck_assert_str_eq(qf_error_message(), "qf_engine_run_items: 5 items for an engine at batch 4");
+    qf_engine_free(e);
+    qf_graph_free(g);
+}
+END_TEST
+
 START_TEST(broadcast_shapes)
 {
     int64_t a[3] = {2, 1, 4}, b[2] = {3, 1}, out[QF_MAX_DIMS];
@@ -254,6 +279,7 @@ int main(void)
     tcase_add_test(tc, graph_cycle_rejected);
     tcase_add_test(tc, memory_plan_reuses_dead_buffers);
     tcase_add_test(tc, batch_that_fits);
+    tcase_add_test(tc, run_items_bounds);
     tcase_add_test(tc, broadcast_shapes);
     tcase_add_test(tc, device_parse);
     suite_add_tcase(s, tc);

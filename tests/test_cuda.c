@@ -620,18 +620,30 @@ static void compare(qf_graph *g, qf_precision prec, int runs, const char *label,
     OK(qf_engine_create(g, &co, &cpu));
     OK(qf_engine_create(g, &go, &gpu));
     for (int r = 0; r < runs; r++) {
+        /* the last of several runs leaves the batch's last item out
+         * (qf_engine_run_items, as the Triton backend pads a batch): the
+         * device engine gets other inputs there, which must not reach the
+         * items before it */
+        bool padded = runs > 1 && r == runs - 1 && g->batch > 1;
         for (int i = 0; i < g->n_inputs; i++) {
             float *a = qf_engine_input(cpu, i), *b = qf_engine_input(gpu, i);
-            int64_t n = qf_value_numel(&g->values[g->inputs[i]]);
+            const qf_value *iv = &g->values[g->inputs[i]];
+            int64_t n = qf_value_numel(iv), lead = iv->dims[0] == g->batch ? n / g->batch * (g->batch - 1) : n;
             for (int64_t k = 0; k < n; k++) a[k] = b[k] = frand(-1.0f, 1.0f);
+            if (padded)
+                for (int64_t k = lead; k < n; k++) b[k] = 100.0f;
         }
         OK(qf_engine_run(cpu));
-        OK(qf_engine_run(gpu));
+        OK(padded ? qf_engine_run_items(gpu, g->batch - 1) : qf_engine_run(gpu));
         for (int o = 0; o < g->n_outputs; o++) {
             const qf_value *ov = &g->values[g->outputs[o]];
             ck_assert_int_eq(ov->dtype, QF_F32);
             const float *ref = qf_engine_output(cpu, o), *got = qf_engine_output(gpu, o);
             int64_t n = qf_value_numel(ov);
+            if (padded) {
+                if (ov->dims[0] != g->batch) continue;
+                n = n / g->batch * (g->batch - 1);
+            }
             double mx = 0.0, err = 0.0;
             int64_t worst = 0, same = 0;
             for (int64_t k = 0; k < n; k++) mx = fmax(mx, fabs(ref[k]));

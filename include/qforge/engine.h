@@ -78,6 +78,11 @@ void qf_engine_free(qf_engine *e);
  * to be filled before qf_engine_run(). */
 void *qf_engine_input(qf_engine *e, int i);
 qf_status qf_engine_run(qf_engine *e);
+/* A run of which only the first `items` items of the batch matter (1 to the
+ * batch): a server's batch padded to the engine's size. A device engine
+ * uploads only those items' inputs; the other items' outputs are
+ * unspecified (computed from whatever the buffers held: items never mix). */
+qf_status qf_engine_run_items(qf_engine *e, int items);
 /* Host buffer of graph output i after a run. */
 const void *qf_engine_output(const qf_engine *e, int i);
 /* Bytes of working memory the plan reserved for activations. */

@@ -152,8 +152,9 @@ nomem:
     return qfi_error_file(qf_error(QF_ERR_NOMEM, "out of memory planning the CPU engine"), g->source);
 }
 
-static qf_status cpu_run(qf_engine *e)
+static qf_status cpu_run(qf_engine *e, int items)
 {
+    (void)items; /* the inputs are read in place: nothing to leave out */
     const qf_graph *g = e->g;
     cpu_engine *c = e->impl;
     int threads = e->opts.threads > 0 ? e->opts.threads : qfi_cpu_count();

@@ -533,11 +533,14 @@ static qf_status forward(cu_engine *c, bool observed)
     return fetch_outputs(c, s);
 }
 
-static qf_status upload_inputs(cu_engine *c)
+/* The first `items` items of each input batch: padding behind them is not sent. */
+static qf_status upload_inputs(cu_engine *c, int items)
 {
     const qf_graph *g = c->g;
     for (int i = 0; i < g->n_inputs; i++) {
-        size_t bytes = qf_value_bytes(&g->values[g->inputs[i]]);
+        const qf_value *val = &g->values[g->inputs[i]];
+        size_t bytes = qf_value_bytes(val);
+        if (val->ndim > 0 && val->dims[0] == g->batch && items < g->batch) bytes = bytes / (size_t)g->batch * (size_t)items;
         void *dst = c->d_in[i] ? c->d_in[i] : c->vals[g->inputs[i]].ptr;
         if (bytes) CU_CHECK(cudaMemcpyAsync(dst, c->h_in[i], bytes, cudaMemcpyHostToDevice, c->copy));
     }
@@ -773,14 +776,14 @@ static qf_status cu_create(qf_engine *e)
     return st;
 }
 
-static qf_status cu_run(qf_engine *e)
+static qf_status cu_run(qf_engine *e, int items)
 {
     cu_engine *c = (cu_engine *)e->impl;
     CU_CHECK(cudaSetDevice(c->device));
     const qf_graph *g = c->g;
     if (e->opts.observer)
         for (int i = 0; i < g->n_inputs; i++) e->opts.observer(e->opts.observer_user, g, g->inputs[i], c->h_in[i]);
-    QF_CHECK(upload_inputs(c));
+    QF_CHECK(upload_inputs(c, items));
     if (c->graph) {
         CU_CHECK(cudaGraphLaunch(c->graph, c->stream));
     } else {

@@ -337,7 +337,7 @@ static void run_batch(tq_instance *in, tq_job *jobs, uint32_t n, uint64_t exec_s
                 memset(dst + jobs[j].first * t->item_bytes, 0, t->item_bytes * (size_t)jobs[j].items);
     }
     uint64_t compute_start = now_ns();
-    qf_status st = qf_engine_run(e);
+    qf_status st = qf_engine_run_items(e, total); /* the padding is not uploaded */
     uint64_t compute_end = now_ns();
     for (uint32_t j = 0; j < n; j++) {
         if (jobs[j].error) continue;
