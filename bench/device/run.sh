@@ -9,7 +9,8 @@
 # of an earlier make_bundle.sh) on ResNet-50 and MobileNetV2 b256
 # (bench/device/compare.sh), with PyTorch eager FP16 timed beside them.
 # `profile`: per-layer GPU times (qforge bench --profile, INT8 and FP16 b256) of
-# PROFILE_ARCHS (default the zoo's slowest against PyTorch), for issue 14.
+# PROFILE_ARCHS (default the zoo's slowest against PyTorch), for issue 14;
+# PROFILE_OPSET=17 for the transformers (vit_b_16 swin_t convnext_tiny), issue 13.
 # `qdq`: bench/bench_qdq.sh with qforge on the GPU (models quantized elsewhere
 # against ONNX Runtime on the CPU; ORT quantizes the Q/DQ models here), issue 18.
 # `best`: MobileNetV2 `quant --precision best --max-drop 0.1` calibrated and
@@ -97,7 +98,8 @@ fi
 if want profile; then
   mkdir -p /tmp/p
   for a in ${PROFILE_ARCHS:-efficientnet_b0 resnext50_32x4d regnet_y_800mf densenet121}; do
-    python3 bench/peers/torch_cnn.py $a /tmp/p/$a.onnx --batches 256 --seconds 1 > $L/torch_$a.json 2> $L/torch_$a.err
+    python3 bench/peers/torch_cnn.py $a /tmp/p/$a.onnx --batches 256 --seconds 1 --opset ${PROFILE_OPSET:-13} \
+      > $L/torch_$a.json 2> $L/torch_$a.err
     /tmp/q/bin/qforge calib /tmp/p/$a.onnx --images $R/.device/data/imagenet/images/calib --preset imagenet -n 50 \
       --device cuda --batch 50 --quiet -o /tmp/p/$a.calib
     for p in int8 fp16; do

@@ -3,7 +3,8 @@ GPU machine) to ONNX for qforge, and times PyTorch eager FP16 on it as the
 peer of `qforge bench`: channels_last, cudnn.benchmark, inputs resident on the
 GPU, CUDA events around back-to-back forward passes.
 
-usage: torch_cnn.py ARCH OUT.onnx [--batches 1,32,256] [--seconds 2]
+usage: torch_cnn.py ARCH OUT.onnx [--batches 1,32,256] [--seconds 2] [--opset 13]
+(the vision transformers need --opset 17: scaled_dot_product_attention and LayerNormalization)
 prints one JSON object: {"arch", "peer", "results": [{"batch", "images_per_second", "latency_ms": {"p50"...}}]}"""
 import argparse
 import json
@@ -13,10 +14,10 @@ import torch
 import torchvision
 
 
-def export(model, path):
+def export(model, path, opset=13):
     x = torch.randn(1, 3, 224, 224)
     kw = dict(input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
-              opset_version=13)
+              opset_version=opset)
     try:
         torch.onnx.export(model, x, path, dynamo=False, **kw)
     except TypeError:  # a torch without the dynamo switch
@@ -74,10 +75,11 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--batches", default="1,32,256")
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--opset", type=int, default=13)
     a = ap.parse_args()
     torch.manual_seed(0)
     model = getattr(torchvision.models, a.arch)(weights=None).eval()
-    export(model, a.out)
+    export(model, a.out, a.opset)
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
