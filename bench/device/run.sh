@@ -59,6 +59,19 @@ if want tests; then
     QFORGE_CUDA_NOLT=1 timeout 300 /tmp/q/bin/test_backend_ops > $L/test_backend_ops_nolt.log 2>&1
     echo "test_backend_ops without cuBLASLt rc=$?"; grep -E "Checks|F:" $L/test_backend_ops_nolt.log | head -20
   fi
+  # issue 17: a batch that cannot fit in GPU memory is one line naming the
+  # batch and the bytes (with the batch that would fit), exit 1, no output file
+  M=$R/.device/data/imagenet/mobilenetv2-fp32.onnx I=$R/.device/data/imagenet/images/calib
+  if [ -f $M ]; then
+    for c in "bench $M --batch 65536" "eval $M --images $I --preset imagenet --batch 65536" \
+             "calib $M --images $I --preset imagenet --batch 65536 -o /tmp/huge.calib"; do
+      rm -f /tmp/huge.calib
+      timeout 300 /tmp/q/bin/qforge ${c%% *} --device cuda ${c#* } > /tmp/huge.out 2> /tmp/huge.err
+      echo "too large a batch: qforge ${c%% *} rc=$? stderr lines $(wc -l < /tmp/huge.err)" \
+        "output file left: $([ -e /tmp/huge.calib ] && echo yes || echo no)"
+      cat /tmp/huge.err
+    done
+  fi
   if [ $rc -ne 0 ] && [ -n "$SANITIZE" ]; then
     CK_RUN_CASE=ops timeout 200 compute-sanitizer --tool memcheck /tmp/q/bin/test_cuda > $L/sanitizer.log 2>&1
     grep -E "ERROR SUMMARY|Invalid|Error|F:" $L/sanitizer.log | head -40
