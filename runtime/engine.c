@@ -93,6 +93,20 @@ const void *qf_engine_output(const qf_engine *e, int i)
     return i >= 0 && i < e->g->n_outputs ? e->outputs[i] : NULL;
 }
 
+qf_status qf_engine_write_input(qf_engine *e, int i, size_t offset, const void *src, size_t bytes)
+{
+    if (i < 0 || i >= e->g->n_inputs) return qf_error(QF_ERR_USAGE, "qf_engine_write_input: no input %d", i);
+    const qf_value *v = &e->g->values[e->g->inputs[i]];
+    size_t size = qf_value_bytes(v);
+    if (offset > size || bytes > size - offset)
+        return qf_error(QF_ERR_USAGE, "qf_engine_write_input: %zu bytes at %zu of input %s, which has %zu", bytes, offset,
+                        v->name, size);
+    if (!bytes) return QF_OK;
+    if (e->be->write_input) return e->be->write_input(e, i, offset, src, bytes);
+    memcpy((char *)e->inputs[i] + offset, src, bytes);
+    return QF_OK;
+}
+
 qf_status qf_engine_run(qf_engine *e) { return e->be->run(e, e->g->batch > 0 ? e->g->batch : 1); }
 
 qf_status qf_engine_run_items(qf_engine *e, int items)

@@ -233,6 +233,14 @@ START_TEST(run_items_bounds)
     ck_assert_int_eq(qf_engine_run_items(e, 0), QF_ERR_USAGE);
     ck_assert_int_eq(qf_engine_run_items(e, 5), QF_ERR_USAGE);
     ck_assert_str_eq(qf_error_message(), "qf_engine_run_items: 5 items for an engine at batch 4");
+    /* qf_engine_write_input: into the host buffer on the CPU engine, within the input */
+    const float two[2] = {7.0f, -7.0f};
+    OK(qf_engine_write_input(e, 0, 10 * sizeof(float), two, sizeof two));
+    ck_assert_float_eq(in[10], 7.0f);
+    ck_assert_float_eq(in[11], -7.0f);
+    ck_assert_int_eq(qf_engine_write_input(e, 0, 11 * sizeof(float), two, sizeof two), QF_ERR_USAGE);
+    ck_assert_str_eq(qf_error_message(), "qf_engine_write_input: 8 bytes at 44 of input x, which has 48");
+    ck_assert_int_eq(qf_engine_write_input(e, 1, 0, two, sizeof two), QF_ERR_USAGE);
     qf_engine_free(e);
     qf_graph_free(g);
 }

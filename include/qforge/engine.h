@@ -83,6 +83,14 @@ qf_status qf_engine_run(qf_engine *e);
  * uploads only those items' inputs; the other items' outputs are
  * unspecified (computed from whatever the buffers held: items never mix). */
 qf_status qf_engine_run_items(qf_engine *e, int items);
+/* Copies `bytes` from src into graph input i at byte `offset` of its batch.
+ * The CPU engine takes host memory (a copy into qf_engine_input's buffer).
+ * A CUDA engine takes host memory or memory of its GPU (CUDA's unified
+ * addressing tells which) and copies straight to the device: the next run
+ * then takes input i from what this wrote, not from the host buffer, so a
+ * caller writes every item it wants computed. src must stay valid until the
+ * next run returns. */
+qf_status qf_engine_write_input(qf_engine *e, int i, size_t offset, const void *src, size_t bytes);
 /* Host buffer of graph output i after a run. */
 const void *qf_engine_output(const qf_engine *e, int i);
 /* Bytes of working memory the plan reserved for activations. */

@@ -271,6 +271,7 @@ static void cu_destroy(qf_engine *e)
     free(c->h_in);
     free(c->h_out);
     free(c->d_in);
+    free(c->in_written);
     free(c->d_out);
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->uploaded) cudaEventDestroy(c->uploaded);
@@ -533,16 +534,27 @@ static qf_status forward(cu_engine *c, bool observed)
     return fetch_outputs(c, s);
 }
 
-/* The first `items` items of each input batch: padding behind them is not sent. */
+/* Where input i's bytes go on the device: the staging buffer of a layout
+ * conversion, or the value itself. */
+static void *input_on_device(cu_engine *c, int i)
+{
+    return c->d_in[i] ? c->d_in[i] : c->vals[c->g->inputs[i]].ptr;
+}
+
+/* The first `items` items of each input batch: padding behind them is not
+ * sent; nor is an input that qf_engine_write_input filled on the device. */
 static qf_status upload_inputs(cu_engine *c, int items)
 {
     const qf_graph *g = c->g;
     for (int i = 0; i < g->n_inputs; i++) {
+        if (c->in_written[i]) {
+            c->in_written[i] = false;
+            continue;
+        }
         const qf_value *val = &g->values[g->inputs[i]];
         size_t bytes = qf_value_bytes(val);
         if (val->ndim > 0 && val->dims[0] == g->batch && items < g->batch) bytes = bytes / (size_t)g->batch * (size_t)items;
-        void *dst = c->d_in[i] ? c->d_in[i] : c->vals[g->inputs[i]].ptr;
-        if (bytes) CU_CHECK(cudaMemcpyAsync(dst, c->h_in[i], bytes, cudaMemcpyHostToDevice, c->copy));
+        if (bytes) CU_CHECK(cudaMemcpyAsync(input_on_device(c, i), c->h_in[i], bytes, cudaMemcpyHostToDevice, c->copy));
     }
     CU_CHECK(cudaEventRecord(c->uploaded, c->copy));
     CU_CHECK(cudaStreamWaitEvent(c->stream, c->uploaded, 0));
@@ -594,10 +606,11 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     c->layers = (cu_layer *)qfi_calloc((size_t)g->n_nodes + 1, sizeof(cu_layer));
     c->h_in = (void **)qfi_calloc((size_t)g->n_inputs + 1, sizeof(void *));
     c->d_in = (void **)qfi_calloc((size_t)g->n_inputs + 1, sizeof(void *));
+    c->in_written = (bool *)qfi_calloc((size_t)g->n_inputs + 1, sizeof(bool));
     c->h_out = (void **)qfi_calloc((size_t)g->n_outputs + 1, sizeof(void *));
     c->d_out = (void **)qfi_calloc((size_t)g->n_outputs + 1, sizeof(void *));
     qf_value *plan_values = (qf_value *)qfi_calloc((size_t)g->n_values + 1, sizeof(qf_value));
-    if (!c->vals || !c->layers || !c->h_in || !c->d_in || !c->h_out || !c->d_out || !plan_values) {
+    if (!c->vals || !c->layers || !c->h_in || !c->d_in || !c->in_written || !c->h_out || !c->d_out || !plan_values) {
         free(plan_values);
         return QF_ERR_NOMEM;
     }
@@ -800,6 +813,17 @@ static qf_status cu_run(qf_engine *e, int items)
     return cu_host_status(c);
 }
 
+/* A copy on the upload stream, from host memory or this GPU's (a server's
+ * request already on the device skips the host); the run waits for it. */
+static qf_status cu_write_input(qf_engine *e, int i, size_t offset, const void *src, size_t bytes)
+{
+    cu_engine *c = (cu_engine *)e->impl;
+    CU_CHECK(cudaSetDevice(c->device));
+    CU_CHECK(cudaMemcpyAsync((char *)input_on_device(c, i) + offset, src, bytes, cudaMemcpyDefault, c->copy));
+    c->in_written[i] = true;
+    return QF_OK;
+}
+
 /* Replays the pass back to back on the resident inputs, an event between
  * replays: each interval is one run as a pipelined deployment sees it. */
 static qf_status cu_bench(qf_engine *e, int iterations, double *ms)
@@ -888,6 +912,6 @@ static qf_device_kind cu_node_device(const qf_engine *e, int node)
 }
 
 extern "C" const qfi_backend qfi_cuda_backend = {
-    "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile, cu_op_precisions, check_node, cu_free_memory,
-    cu_node_device,
+    "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile, cu_write_input, cu_op_precisions, check_node,
+    cu_free_memory, cu_node_device,
 };

@@ -145,6 +145,7 @@ struct cu_engine {
      * layout conversion sits between the host bytes and the value */
     void **h_in, **h_out;
     void **d_in, **d_out;
+    bool *in_written;         /* per input: filled on the device by qf_engine_write_input since the last run */
     cudaGraphExec_t graph;
     bool fuse;                /* peephole fusions allowed (no observer) */
     qfi_tactic_cache *tactics; /* tuning results of earlier builds on this device (NULL: off) */

@@ -189,6 +189,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelIns
     in->m = m;
     in->ti = instance;
     snprintf(in->name, sizeof in->name, "%s", name);
+    in->gpu = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU;
     qf_engine_opts opts = {
         .device = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU ? QF_DEVICE_CUDA : QF_DEVICE_CPU,
         .device_index = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU ? device : 0,

@@ -80,6 +80,7 @@ typedef struct tq_instance {
     tq_model *m;
     TRITONBACKEND_ModelInstance *ti;
     char name[256];
+    bool gpu;                         /* KIND_GPU: inputs may also come in that GPU's memory */
     qf_engine *engines[TQ_MAX_SIZES]; /* one per m->sizes[k] */
     tq_job *jobs;                     /* per-request state, grown as batches need */
     uint32_t jobs_cap;

@@ -49,9 +49,64 @@ static TRITONSERVER_Error *host_buffer(const tq_model *m, TRITONBACKEND_Input *i
     if (err) return err;
     if (!host_memory(mt))
         return qfi_triton_error(TRITONSERVER_ERROR_UNSUPPORTED,
-                                "model '%s': input '%s' is in GPU memory; the qforge backend takes inputs in host "
-                                "memory (system shared memory works)", m->name, name);
+                                "model '%s': input '%s' is in GPU memory; raw images and KIND_CPU instances take "
+                                "host memory (system shared memory works)", m->name, name);
     return NULL;
+}
+
+/* Whether any buffer of the request's input t lies in GPU memory. */
+static bool input_on_gpu(TRITONBACKEND_Request *request, const tq_tensor *t)
+{
+    TRITONBACKEND_Input *input;
+    uint32_t nbuf = 0;
+    TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(request, t->name, &input);
+    if (!err) err = TRITONBACKEND_InputProperties(input, NULL, NULL, NULL, NULL, NULL, &nbuf);
+    if (err) { /* checked before: the host path will report it */
+        TRITONSERVER_ErrorDelete(err);
+        return false;
+    }
+    for (uint32_t b = 0; b < nbuf; b++) {
+        const void *p;
+        uint64_t size;
+        TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+        int64_t id = 0;
+        if ((err = TRITONBACKEND_InputBuffer(input, b, &p, &size, &mt, &id))) {
+            TRITONSERVER_ErrorDelete(err);
+            return false;
+        }
+        if (!host_memory(mt)) return true;
+    }
+    return false;
+}
+
+/* Input t of a job written straight into the engine's device input, buffer by
+ * buffer, wherever each lies (the GPU path: a client's CUDA shared memory
+ * costs no trip through the host). */
+static TRITONSERVER_Error *write_device_input(tq_instance *in, qf_engine *e, const tq_tensor *t, const tq_job *job)
+{
+    TRITONBACKEND_Input *input;
+    uint32_t nbuf;
+    TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(job->request, t->name, &input);
+    if (!err) err = TRITONBACKEND_InputProperties(input, NULL, NULL, NULL, NULL, NULL, &nbuf);
+    size_t off = (size_t)job->first * t->item_bytes, end = off + t->item_bytes * (size_t)job->items;
+    for (uint32_t b = 0; !err && b < nbuf; b++) {
+        const void *p;
+        uint64_t size;
+        TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+        int64_t id = 0;
+        if ((err = TRITONBACKEND_InputBuffer(input, b, &p, &size, &mt, &id))) break;
+        if (size > end - off)
+            return qfi_triton_error(TRITONSERVER_ERROR_INTERNAL, "model '%s': input '%s' has more data than its size",
+                                    in->m->name, t->name);
+        qf_status st = qf_engine_write_input(e, t->index, off, p, size);
+        if (st != QF_OK) {
+            char what[300];
+            snprintf(what, sizeof what, "instance '%s'", in->name);
+            return qfi_triton_qf_error(st, what);
+        }
+        off += size;
+    }
+    return err;
 }
 
 /* Checks one input of a request against the model; *items is its batch. */
@@ -94,7 +149,8 @@ static TRITONSERVER_Error *check_input(const tq_model *m, const tq_tensor *t, TR
                                 "model '%s': input '%s' has %llu bytes of data; shape %s of %s takes %llu", m->name, t->name,
                                 (unsigned long long)bytes, shape_text(shape, ndim, got, sizeof got),
                                 TRITONSERVER_DataTypeString(type), (unsigned long long)(item * (uint64_t)*items));
-    for (uint32_t b = 0; b < nbuf; b++) {
+    // raw images are preprocessed on the host; a model's tensors may lie in GPU memory (KIND_GPU, run_batch)
+    for (uint32_t b = 0; t->image && b < nbuf; b++) {
         const void *p;
         uint64_t size;
         if ((err = host_buffer(m, input, t->name, b, &p, &size))) return err;
@@ -320,6 +376,19 @@ static void run_batch(tq_instance *in, tq_job *jobs, uint32_t n, uint64_t exec_s
     }
     for (int i = 0; i < m->n_inputs; i++) {
         const tq_tensor *t = &m->inputs[i];
+        // an input that any request sends in GPU memory goes to the device
+        // directly for the whole batch (the padding is not written)
+        bool on_gpu = false;
+        for (uint32_t j = 0; j < n && !on_gpu; j++) on_gpu = !jobs[j].error && !t->image && input_on_gpu(jobs[j].request, t);
+        if (on_gpu) {
+            for (uint32_t j = 0; j < n; j++)
+                if (!jobs[j].error)
+                    jobs[j].error = in->gpu ? write_device_input(in, e, t, &jobs[j])
+                                            : qfi_triton_error(TRITONSERVER_ERROR_UNSUPPORTED,
+                                                               "model '%s': input '%s' is in GPU memory; a KIND_CPU "
+                                                               "instance takes host memory", m->name, t->name);
+            continue;
+        }
         uint8_t *dst = qf_engine_input(e, t->index);
         size_t pieces = 0;
         for (uint32_t j = 0; j < n; j++)
