@@ -107,6 +107,20 @@ qf_status qf_engine_write_input(qf_engine *e, int i, size_t offset, const void *
     return QF_OK;
 }
 
+qf_status qf_engine_read_output(const qf_engine *e, int i, size_t offset, void *dst, size_t bytes)
+{
+    if (i < 0 || i >= e->g->n_outputs) return qf_error(QF_ERR_USAGE, "qf_engine_read_output: no output %d", i);
+    const qf_value *v = &e->g->values[e->g->outputs[i]];
+    size_t size = qf_value_bytes(v);
+    if (offset > size || bytes > size - offset)
+        return qf_error(QF_ERR_USAGE, "qf_engine_read_output: %zu bytes at %zu of output %s, which has %zu", bytes, offset,
+                        v->name, size);
+    if (!bytes) return QF_OK;
+    if (e->be->read_output) return e->be->read_output(e, i, offset, dst, bytes);
+    memcpy(dst, (const char *)e->outputs[i] + offset, bytes);
+    return QF_OK;
+}
+
 qf_status qf_engine_run(qf_engine *e) { return e->be->run(e, e->g->batch > 0 ? e->g->batch : 1); }
 
 qf_status qf_engine_run_items(qf_engine *e, int items)

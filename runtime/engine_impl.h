@@ -18,6 +18,8 @@ typedef struct qfi_backend {
     /* optional (NULL: a copy into the host buffer): bytes of input i at byte
      * offset from src, checked against the input's size by the caller */
     qf_status (*write_input)(qf_engine *e, int i, size_t offset, const void *src, size_t bytes);
+    /* optional (NULL: a copy from the host buffer): the same for output i into dst */
+    qf_status (*read_output)(const qf_engine *e, int i, size_t offset, void *dst, size_t bytes);
     /* What the engine's kernel table covers, answered from the graph alone
      * (no device): the precisions (QFI_PREC_BIT) at which it has a kernel for
      * op, and whether it runs node n of g at n's precision (QF_OK, or

@@ -241,6 +241,11 @@ START_TEST(run_items_bounds)
     ck_assert_int_eq(qf_engine_write_input(e, 0, 11 * sizeof(float), two, sizeof two), QF_ERR_USAGE);
     ck_assert_str_eq(qf_error_message(), "qf_engine_write_input: 8 bytes at 44 of input x, which has 48");
     ck_assert_int_eq(qf_engine_write_input(e, 1, 0, two, sizeof two), QF_ERR_USAGE);
+    /* qf_engine_read_output: out of the last run's output, within it */
+    float got[3];
+    OK(qf_engine_read_output(e, 0, 6 * sizeof(float), got, sizeof got));
+    for (int k = 0; k < 3; k++) ck_assert_float_eq(got[k], out[6 + k]);
+    ck_assert_int_eq(qf_engine_read_output(e, 0, 40, got, sizeof got), QF_ERR_USAGE);
     qf_engine_free(e);
     qf_graph_free(g);
 }

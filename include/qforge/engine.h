@@ -91,6 +91,9 @@ qf_status qf_engine_run_items(qf_engine *e, int items);
  * caller writes every item it wants computed. src must stay valid until the
  * next run returns. */
 qf_status qf_engine_write_input(qf_engine *e, int i, size_t offset, const void *src, size_t bytes);
+/* Copies `bytes` of graph output i at byte `offset` of its batch, after a run,
+ * into dst: host memory, or on a CUDA engine also memory of its GPU. */
+qf_status qf_engine_read_output(const qf_engine *e, int i, size_t offset, void *dst, size_t bytes);
 /* Host buffer of graph output i after a run. */
 const void *qf_engine_output(const qf_engine *e, int i);
 /* Bytes of working memory the plan reserved for activations. */

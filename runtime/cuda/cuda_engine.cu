@@ -824,6 +824,16 @@ static qf_status cu_write_input(qf_engine *e, int i, size_t offset, const void *
     return QF_OK;
 }
 
+/* From the run's pinned host copy of the output to dst, host or this GPU's
+ * memory (a server's response buffer in CUDA shared memory). */
+static qf_status cu_read_output(const qf_engine *e, int i, size_t offset, void *dst, size_t bytes)
+{
+    const cu_engine *c = (const cu_engine *)e->impl;
+    CU_CHECK(cudaSetDevice(c->device));
+    CU_CHECK(cudaMemcpy(dst, (const char *)c->h_out[i] + offset, bytes, cudaMemcpyDefault));
+    return QF_OK;
+}
+
 /* Replays the pass back to back on the resident inputs, an event between
  * replays: each interval is one run as a pipelined deployment sees it. */
 static qf_status cu_bench(qf_engine *e, int iterations, double *ms)
@@ -912,6 +922,6 @@ static qf_device_kind cu_node_device(const qf_engine *e, int node)
 }
 
 extern "C" const qfi_backend qfi_cuda_backend = {
-    "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile, cu_write_input, cu_op_precisions, check_node,
-    cu_free_memory, cu_node_device,
+    "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile, cu_write_input, cu_read_output, cu_op_precisions,
+    check_node, cu_free_memory, cu_node_device,
 };

@@ -346,13 +346,23 @@ static TRITONSERVER_Error *fill_outputs(tq_instance *in, qf_engine *e, tq_job *j
         if ((err = TRITONBACKEND_ResponseOutput(job->response, &out, name, t->wire, shape, (uint32_t)(t->ndim + lead))) ||
             (err = TRITONBACKEND_OutputBuffer(out, &buf, bytes, &mt, &id)))
             break;
-        if (!host_memory(mt)) {
+        size_t at = t->item_bytes * (size_t)first;
+        if (host_memory(mt)) {
+            memcpy(buf, (const uint8_t *)qf_engine_output(e, t->index) + at, bytes);
+        } else if (!in->gpu) {
             err = qfi_triton_error(TRITONSERVER_ERROR_UNSUPPORTED,
-                                   "model '%s': output '%s' was asked for in GPU memory; the qforge backend writes "
-                                   "outputs to host memory (system shared memory works)", m->name, name);
+                                   "model '%s': output '%s' was asked for in GPU memory; a KIND_CPU instance writes "
+                                   "host memory (system shared memory works)", m->name, name);
             break;
+        } else {
+            qf_status st = qf_engine_read_output(e, t->index, at, buf, bytes); /* a client's CUDA shared memory */
+            if (st != QF_OK) {
+                char what[300];
+                snprintf(what, sizeof what, "instance '%s'", in->name);
+                err = qfi_triton_qf_error(st, what);
+                break;
+            }
         }
-        memcpy(buf, (const uint8_t *)qf_engine_output(e, t->index) + t->item_bytes * (size_t)first, bytes);
     }
     return err;
 }
