@@ -93,14 +93,22 @@ const void *qf_engine_output(const qf_engine *e, int i)
     return i >= 0 && i < e->g->n_outputs ? e->outputs[i] : NULL;
 }
 
-qf_status qf_engine_write_input(qf_engine *e, int i, size_t offset, const void *src, size_t bytes)
+/* Whether `bytes` at `offset` lie within graph input (or output) i; `fn` names the caller. */
+static qf_status check_span(const qf_engine *e, const char *fn, bool output, int i, size_t offset, size_t bytes)
 {
-    if (i < 0 || i >= e->g->n_inputs) return qf_error(QF_ERR_USAGE, "qf_engine_write_input: no input %d", i);
-    const qf_value *v = &e->g->values[e->g->inputs[i]];
+    const char *kind = output ? "output" : "input";
+    int count = output ? e->g->n_outputs : e->g->n_inputs;
+    if (i < 0 || i >= count) return qf_error(QF_ERR_USAGE, "%s: no %s %d", fn, kind, i);
+    const qf_value *v = &e->g->values[output ? e->g->outputs[i] : e->g->inputs[i]];
     size_t size = qf_value_bytes(v);
     if (offset > size || bytes > size - offset)
-        return qf_error(QF_ERR_USAGE, "qf_engine_write_input: %zu bytes at %zu of input %s, which has %zu", bytes, offset,
-                        v->name, size);
+        return qf_error(QF_ERR_USAGE, "%s: %zu bytes at %zu of %s %s, which has %zu", fn, bytes, offset, kind, v->name, size);
+    return QF_OK;
+}
+
+qf_status qf_engine_write_input(qf_engine *e, int i, size_t offset, const void *src, size_t bytes)
+{
+    QF_CHECK(check_span(e, "qf_engine_write_input", false, i, offset, bytes));
     if (!bytes) return QF_OK;
     if (e->be->write_input) return e->be->write_input(e, i, offset, src, bytes);
     memcpy((char *)e->inputs[i] + offset, src, bytes);
@@ -109,12 +117,7 @@ qf_status qf_engine_write_input(qf_engine *e, int i, size_t offset, const void *
 
 qf_status qf_engine_read_output(const qf_engine *e, int i, size_t offset, void *dst, size_t bytes)
 {
-    if (i < 0 || i >= e->g->n_outputs) return qf_error(QF_ERR_USAGE, "qf_engine_read_output: no output %d", i);
-    const qf_value *v = &e->g->values[e->g->outputs[i]];
-    size_t size = qf_value_bytes(v);
-    if (offset > size || bytes > size - offset)
-        return qf_error(QF_ERR_USAGE, "qf_engine_read_output: %zu bytes at %zu of output %s, which has %zu", bytes, offset,
-                        v->name, size);
+    QF_CHECK(check_span(e, "qf_engine_read_output", true, i, offset, bytes));
     if (!bytes) return QF_OK;
     if (e->be->read_output) return e->be->read_output(e, i, offset, dst, bytes);
     memcpy(dst, (const char *)e->outputs[i] + offset, bytes);
