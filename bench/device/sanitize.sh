@@ -31,12 +31,14 @@ jobs=${JOBS:-$(( $(nproc) / 2 > 8 ? 8 : $(nproc) / 2 ))}
 one() {
   tool=$1 pin=$2 secs=$3
   if [ "$pin" = lt ]; then env="QFORGE_CUDA_CONV_TACTIC=lt"; else env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$pin"; fi
+  # racecheck: every GEMM on qforge's kernels (see below); RACECHECK_NOLT=0 keeps cuBLASLt
+  [ "$tool" = racecheck ] && env="$env QFORGE_CUDA_NOLT=${RACECHECK_NOLT:-1}"
   case $tool in
     memcheck) opts="--leak-check full" ;;
     # racecheck reports WAR hazards inside cuBLASLt's own Hopper kernels
     # (nvjet_sm90_*, synchronized through TMA and mbarriers); leaving them out
     # with --kernel-name-exclude made the sanitizer fault (2026-12-02), so
-    # QFORGE_CUDA_NOLT=1 puts every GEMM on qforge's kernels for a clean check
+    # racecheck runs with QFORGE_CUDA_NOLT=1: every GEMM on qforge's kernels
     racecheck) opts="--racecheck-report all" ;;
     *) opts="" ;;
   esac
