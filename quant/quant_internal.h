@@ -74,6 +74,12 @@ qf_status qfi_value_ranges(const qf_graph *g, qfi_range **out);
  * [-128, 0]: a Relu output gets twice symmetric INT8's resolution. */
 void qfi_quant_act_params(float amax, float lo, bool asymmetric, float *scale, int32_t *zero_point);
 
+/* quant/quantize.c: the plan qf_quantize makes of the prepared FP32 graph g
+ * with table t and options o (the table's method by default), anchors whose
+ * bias fits no weight scale already kept float (qfi_quant_check_biases, whose
+ * warnings it logs); nothing reported, nothing in the graph touched. On
+ * failure *p holds nothing to free. */
+qf_status qfi_quant_plan(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qfi_qplan *p);
 /* quant/assign.c: fills p->nodes and p->values; touches nothing in the graph. */
 qf_status qfi_quant_assign(qfi_qplan *p);
 /* quant/assign.c, after qfi_quant_assign: marks in float_anchor (one byte per
@@ -120,6 +126,47 @@ static inline bool qfi_qconst(const qfi_qplan *p, int v)
 {
     return v >= 0 && (p->g->values[v].flags & QF_VALUE_CONST);
 }
+
+/* ---- quant/layer_feed.c ----------------------------------------------------------
+ * The INT8 layers' inputs as calibration images bring them, for the passes that
+ * learn from images before quantizing (quant/bias.c). The
+ * plan qf_quantize would make (qfi_quant_plan, at INT8 with the caller's
+ * options) names the INT8 Conv/Gemm/MatMul anchors, their fused epilogues and
+ * the scale and zero point of each one's input; a batch of the FP32 graph run
+ * on the CPU (qfi_run_observed) hands each anchor its exact input and that
+ * input as INT8 holds it. */
+typedef struct qfi_feed_layer {
+    int node;              /* in the FP32 graph */
+    int bias_add;          /* the fused bias Add's constant (qfi_anchor_f_make), or -1 */
+    int residual;          /* the value a fused residual Add adds, or -1 */
+    qf_act act;            /* the fused activation (Clip: to [act_lo, act_hi]) */
+    float act_lo, act_hi;
+    float scale;           /* its input's INT8 scale and zero point */
+    int32_t zero_point;
+    bool no_range;         /* INT8 holds its input as zeros */
+} qfi_feed_layer;
+/* Layer `layer`'s input of one batch: x exact, xq as INT8 holds it (n elements
+ * each, the whole batch, of which the first `images` images are real). */
+typedef qf_status (*qfi_feed_fn)(void *user, int layer, const float *x, const float *xq, size_t n, int images);
+typedef struct qfi_layer_feed {
+    const qf_graph *g;     /* prepared FP32; must outlive the feed */
+    int threads;
+    const char *what;      /* the pass, in messages */
+    int n;
+    qfi_feed_layer *layers;
+    float *xq;             /* room for the largest input */
+    qfi_feed_fn fn;        /* the current run's */
+    void *user;
+    int images;
+    qf_status st;          /* the first failure inside the observer, and its message */
+    char msg[1024];
+} qfi_layer_feed;
+qf_status qfi_layer_feed_init(qfi_layer_feed *f, const qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o,
+                              int threads, const char *what);
+/* One batch (g->batch images, the first `images` real; 0: all): fn for every
+ * layer as the graph writes its input; the first failure stops the batch. */
+qf_status qfi_layer_feed_run(qfi_layer_feed *f, const float *input, int images, qfi_feed_fn fn, void *user);
+void qfi_layer_feed_free(qfi_layer_feed *f);
 
 /* ---- quant/weights.c ------------------------------------------------------------- */
 /* An anchor (Conv/Gemm/MatMul) in float as quantization reads it: the weights

@@ -27,6 +27,33 @@ void qf_quant_opts_init(qf_quant_opts *o)
     o->method = QF_CALIB_METHOD_COUNT;
 }
 
+qf_status qfi_quant_plan(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qfi_qplan *p)
+{
+    memset(p, 0, sizeof *p);
+    qf_calib_method method = t && o->method == QF_CALIB_METHOD_COUNT ? qf_calib_table_default_method(t) : o->method;
+    if (t && ((unsigned)method >= QF_CALIB_METHOD_COUNT || !(t->methods & (1u << method))))
+        return qf_error(QF_ERR_USAGE, "%s: the calibration table has no %s thresholds (calibrate with --method %s or all)",
+                        g->source, (unsigned)method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(method) : "?",
+                        (unsigned)method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(method) : "?");
+    unsigned char *float_anchor = qfi_calloc((size_t)g->n_nodes + 1, 1);
+    if (!float_anchor) return QF_ERR_NOMEM;
+    /* planned again while anchors turn out to need float: each round marks at
+     * least one more, so this ends */
+    qf_status st;
+    for (;;) {
+        *p = (qfi_qplan){.g = g, .t = t, .o = *o, .method = method, .float_anchor = float_anchor};
+        st = qfi_quant_assign(p);
+        int marked = 0;
+        if (st == QF_OK && o->precision == QF_PREC_INT8) st = qfi_quant_check_biases(p, float_anchor, &marked);
+        if (st != QF_OK || !marked) break;
+        qfi_quant_plan_free(p);
+    }
+    free(float_anchor);
+    p->float_anchor = NULL;
+    if (st != QF_OK) qfi_quant_plan_free(p);
+    return st;
+}
+
 qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qf_quant_summary *summary)
 {
     qf_quant_opts def;
@@ -52,28 +79,9 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
     }
     if (o->precision == QF_PREC_INT8 && !t)
         return qf_error(QF_ERR_USAGE, "%s: INT8 quantization needs a calibration table", g->source);
-    qf_calib_method method = t && o->method == QF_CALIB_METHOD_COUNT ? qf_calib_table_default_method(t) : o->method;
-    if (t && ((unsigned)method >= QF_CALIB_METHOD_COUNT || !(t->methods & (1u << method))))
-        return qf_error(QF_ERR_USAGE, "%s: the calibration table has no %s thresholds (calibrate with --method %s or all)",
-                        g->source, (unsigned)method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(method) : "?",
-                        (unsigned)method < QF_CALIB_METHOD_COUNT ? qf_calib_method_name(method) : "?");
-    unsigned char *float_anchor = qfi_calloc((size_t)g->n_nodes + 1, 1);
-    if (!float_anchor) return QF_ERR_NOMEM;
-    /* planned again while anchors turn out to need float: each round marks at
-     * least one more, so this ends */
     qfi_qplan p;
-    qf_status st;
-    for (;;) {
-        p = (qfi_qplan){.g = g, .t = t, .o = *o, .method = method, .float_anchor = float_anchor};
-        st = qfi_quant_assign(&p);
-        int marked = 0;
-        if (st == QF_OK && o->precision == QF_PREC_INT8) st = qfi_quant_check_biases(&p, float_anchor, &marked);
-        if (st != QF_OK || !marked) break;
-        qfi_quant_plan_free(&p);
-    }
+    qf_status st = qfi_quant_plan(g, t, o, &p);
     if (st == QF_OK && o->precision == QF_PREC_INT8) qfi_quant_report_float(&p);
-    free(float_anchor);
-    p.float_anchor = NULL;
     if (st == QF_OK) qfi_quant_warn_ranges(&p);
     if (st == QF_OK && o->precision != QF_PREC_FP32) st = qfi_quant_rewrite(&p);
     /* (qf_graph_prepare already made every Reshape target batch-free) */
