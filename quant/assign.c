@@ -515,7 +515,7 @@ qf_status qfi_quant_check_biases(qfi_qplan *p, unsigned char *float_anchor, int 
         const qf_node *n = &g->nodes[i];
         const float s_in = p->values[n->in[0]].scale;
         qfi_anchor_f af;
-        QF_CHECK(qfi_anchor_f_make(g, n, p->nodes[i].bias_add, p->o.bias_fix, &af));
+        QF_CHECK(qfi_anchor_f_make(g, n, p->nodes[i].bias_add, &p->o, &af));
         float *s_w = qfi_calloc((size_t)af.ch + 1, sizeof *s_w);
         if (!s_w) {
             qfi_anchor_f_free(&af);
@@ -533,7 +533,7 @@ qf_status qfi_quant_check_biases(qfi_qplan *p, unsigned char *float_anchor, int 
                 qfi_anchor_f_free(&af);
                 return QF_ERR_NOMEM;
             }
-            qfi_quant_weights_at(af.w, af.outer, af.ch, af.inner, s_w, wq);
+            qfi_anchor_weights_at(&af, s_w, wq);
             bad = qfi_quant_anchor_biases(&af, s_in, s_w, z_in, wq, bq);
             zp_overflow = bad >= 0;
             free(wq), free(bq);

@@ -42,13 +42,15 @@ int qf_bias_fix_layers(const qf_bias_fix *b)
     return b ? b->feed.n : 0;
 }
 
-/* The weight of layer node n as INT8 holds it (qfi_quant_weights), back in float.
+/* The weight of layer node n as INT8 holds it (qfi_anchor_weights_at at
+ * qfi_quant_weight_scales, with the options' learned rounding), back in float.
  * (A dead channel's raised scale, qfi_quant_anchor_scales, is not applied: that
  * needs the plan's input scale, and its weights are near zero either way.) */
 static qf_status dequantized_weight(const qf_graph *g, const qf_node *n, const qf_quant_opts *o, fix_layer *l)
 {
     qfi_anchor_f af;
-    QF_CHECK(qfi_anchor_f_make(g, n, -1, NULL, &af));
+    const qf_quant_opts wo = {.adaround = o->adaround};
+    QF_CHECK(qfi_anchor_f_make(g, n, -1, &wo, &af));
     const int64_t cnt = af.outer * af.ch * af.inner;
     int8_t *q = qfi_calloc((size_t)cnt + 1, 1);
     float *s = qfi_calloc((size_t)af.ch + 1, sizeof *s);
@@ -58,7 +60,8 @@ static qf_status dequantized_weight(const qf_graph *g, const qf_node *n, const q
     if (st == QF_OK) {
         /* Gemm's alpha is folded into af.w; the node multiplies by it again */
         float alpha = n->op == QF_OP_GEMM ? ((const qfi_gemm_params *)n->params)->alpha : 1.0f;
-        qfi_quant_weights(af.w, af.outer, af.ch, af.inner, !o->per_tensor_weights, q, s);
+        qfi_quant_weight_scales(af.w, af.outer, af.ch, af.inner, !o->per_tensor_weights, s);
+        qfi_anchor_weights_at(&af, s, q);
         for (int64_t o = 0; o < af.outer; o++)
             for (int64_t c = 0; c < af.ch; c++)
                 for (int64_t i = 0; i < af.inner; i++) {

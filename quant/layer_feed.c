@@ -1,8 +1,8 @@
 /* The INT8 layers' inputs as calibration images bring them, for the passes
- * that learn from images before quantizing (bias correction, quant/bias.c):
- * the plan qf_quantize would make names the layers and their inputs' INT8
- * form, and a batch of the FP32 graph hands each layer its exact input beside
- * that input as INT8 holds it. */
+ * that learn from images before quantizing (bias correction, quant/bias.c;
+ * learned rounding, quant/adaround.c): the plan qf_quantize would make names
+ * the layers and their inputs' INT8 form, and a batch of the FP32 graph hands
+ * each layer its exact input beside that input as INT8 holds it. */
 #include "quant_internal.h"
 #include "quant_math.h"
 

@@ -129,7 +129,7 @@ static inline bool qfi_qconst(const qfi_qplan *p, int v)
 
 /* ---- quant/layer_feed.c ----------------------------------------------------------
  * The INT8 layers' inputs as calibration images bring them, for the passes that
- * learn from images before quantizing (quant/bias.c). The
+ * learn from images before quantizing (quant/bias.c, quant/adaround.c). The
  * plan qf_quantize would make (qfi_quant_plan, at INT8 with the caller's
  * options) names the INT8 Conv/Gemm/MatMul anchors, their fused epilogues and
  * the scale and zero point of each one's input; a batch of the FP32 graph run
@@ -176,14 +176,26 @@ typedef struct qfi_anchor_f {
     int64_t outer, ch, inner;
     float *w;     /* outer * ch * inner */
     float *bias;  /* ch; zeros without a bias */
+    const int8_t *learned;  /* learned rounding of w (quant/adaround.c), in w's layout, or NULL */
+    const float *learned_s; /* ch: the scales it was learned at */
 } qfi_anchor_f;
-/* Fills *a for node n (bias_add: the fused bias Add's constant, or -1), its
- * bias corrected by `fix` (may be NULL); a weight that holds NaN or Inf is an
- * error naming it. */
-qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, const qf_bias_fix *fix,
+/* Fills *a for node n (bias_add: the fused bias Add's constant, or -1) with
+ * what the options (may be NULL) learned from images: the bias corrected by
+ * o->bias_fix, the rounding of o->adaround; a weight that holds NaN or Inf is
+ * an error naming it. */
+qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, const qf_quant_opts *o,
                             qfi_anchor_f *a);
 /* Adds node `name`'s corrections to bias[0..ch) (quant/bias.c); nothing if it has none. */
 void qfi_bias_fix_add(const qf_bias_fix *fix, const char *name, float *bias, int64_t ch);
+/* Node `name`'s learned int8 weights (count of them, ch output channels) and
+ * the scales they were learned at (quant/adaround.c); NULLs if it has none. */
+void qfi_adaround_find(const qf_adaround *r, const char *name, int64_t count, int64_t ch, const int8_t **q,
+                       const float **s);
+/* Anchor a's int8 weights at scales s (qfi_anchor_f_make's view), the one
+ * place the plan and the rewrite make them: rounded to nearest
+ * (qfi_quant_weights_at), except the channels whose rounding was learned at
+ * these very scales. */
+void qfi_anchor_weights_at(const qfi_anchor_f *a, const float *s, int8_t *q);
 void qfi_anchor_f_free(qfi_anchor_f *a);
 /* Symmetric INT8 weights. w is viewed as (outer, channels, inner); channel c is
  * every w[o][c][i]. Per channel: s[c] = qf_calib_scale(absmax of channel c)

@@ -166,7 +166,7 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
     const int wv = n->in[1];
     const qf_value *W = &g->values[wv];
     qfi_anchor_f af;
-    QF_CHECK(qfi_anchor_f_make(g, n, qn->bias_add, r->p->o.bias_fix, &af));
+    QF_CHECK(qfi_anchor_f_make(g, n, qn->bias_add, &r->p->o, &af));
     const int64_t ch = af.ch;
     int8_t *wq = qfi_calloc((size_t)qf_value_numel(W) + 1, 1);
     float *sc = qfi_calloc((size_t)ch, sizeof *sc);
@@ -179,7 +179,7 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
     int64_t bad = -1;
     /* the plan's scales and biases: qfi_quant_check_biases kept in float an anchor these fail for */
     QF_ASSERT(qfi_quant_anchor_scales(&af, s_in, !r->p->o.per_tensor_weights, sc, &bad) >= 0);
-    qfi_quant_weights_at(af.w, af.outer, ch, af.inner, sc, wq);
+    qfi_anchor_weights_at(&af, sc, wq);
     QF_ASSERT(qfi_quant_anchor_biases(&af, s_in, sc, g->values[x].zero_point, wq, bq) < 0);
     qfi_anchor_f_free(&af);
     char name[1024];

@@ -13,7 +13,7 @@ void qfi_anchor_f_free(qfi_anchor_f *a)
     memset(a, 0, sizeof *a);
 }
 
-qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, const qf_bias_fix *fix,
+qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, const qf_quant_opts *o,
                             qfi_anchor_f *a)
 {
     memset(a, 0, sizeof *a);
@@ -48,8 +48,22 @@ qf_status qfi_anchor_f_make(const qf_graph *g, const qf_node *n, int bias_add, c
         float f = k == 0 && n->op == QF_OP_GEMM ? beta : 1.0f;
         for (int64_t c = 0; c < a->ch; c++) a->bias[c] += f * b[one ? 0 : c];
     }
-    if (fix) qfi_bias_fix_add(fix, n->name, a->bias, a->ch);
+    if (o && o->bias_fix) qfi_bias_fix_add(o->bias_fix, n->name, a->bias, a->ch);
+    if (o && o->adaround) qfi_adaround_find(o->adaround, n->name, cnt, a->ch, &a->learned, &a->learned_s);
     return QF_OK;
+}
+
+void qfi_anchor_weights_at(const qfi_anchor_f *a, const float *s, int8_t *q)
+{
+    qfi_quant_weights_at(a->w, a->outer, a->ch, a->inner, s, q);
+    if (!a->learned) return;
+    for (int64_t c = 0; c < a->ch; c++) {
+        if (a->learned_s[c] != s[c]) continue; /* a scale raised for the bias: rounded to nearest at it */
+        for (int64_t o = 0; o < a->outer; o++) {
+            const int64_t at = (o * a->ch + c) * a->inner;
+            memcpy(q + at, a->learned + at, (size_t)a->inner);
+        }
+    }
 }
 
 void qfi_quant_weight_scales(const float *w, int64_t outer, int64_t channels, int64_t inner, bool per_channel,

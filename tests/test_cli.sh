@@ -48,6 +48,10 @@ expect 1 "size\|channels\|crop\|28" "preprocessing that does not fit the model" 
 printf 'qforge-calib 1\ngarbage here\n' > "$tmp/garbage.calib"
 if "$QFORGE" help quant > /dev/null 2>&1; then
   expect 2 "bias-correction" "--bias-correction without images" -- "$QFORGE" quant "$model" --calib "$tmp/garbage.calib" --bias-correction
+  expect 2 "optimize-rounding.*images" "--optimize-rounding without images" -- \
+    "$QFORGE" quant "$model" --calib "$tmp/garbage.calib" --optimize-rounding
+  expect 2 "optimize-rounding.*int8" "--optimize-rounding at fp16" -- \
+    "$QFORGE" quant "$model" --images "$tmp/test" --precision fp16 --optimize-rounding
   expect 1 "garbage.calib" "garbage calibration table" -- "$QFORGE" quant "$model" --calib "$tmp/garbage.calib" -o "$tmp/x.qfm"
   [ ! -e "$tmp/x.qfm" ] && pass "no partial .qfm left" || fail "partial .qfm left behind"
 fi
@@ -71,6 +75,12 @@ else fail "calib default auto: $(cat "$tmp/d.err")"; fi
 "$QFORGE" quant "$model" --images "$tmp/test" -n 100 --held-out 50 $pp --bias-correction -o "$tmp/bc.qfm" > /dev/null 2> "$tmp/bc.err"
 if grep -q 'bias correction of [1-9][0-9]* layers measured on 32 images' "$tmp/bc.err" && [ -s "$tmp/bc.qfm" ]
 then pass "quant --bias-correction"; else fail "quant --bias-correction: $(cat "$tmp/bc.err")"; fi
+# learned rounding, bias correction measured with it; the .qfm runs
+"$QFORGE" quant "$model" --images "$tmp/test" -n 100 --held-out 50 $pp --optimize-rounding --bias-correction \
+  -o "$tmp/ar.qfm" > /dev/null 2> "$tmp/ar.err"
+if grep -q 'rounding learned for [1-9][0-9]* INT8 layers on 64 images in [0-9.]* s' "$tmp/ar.err" &&
+   "$QFORGE" eval "$tmp/ar.qfm" --images "$tmp/test" -n 100 $pp --json --quiet | grep -q '"images": 100,'
+then pass "quant --optimize-rounding"; else fail "quant --optimize-rounding: $(cat "$tmp/ar.err")"; fi
 expect 2 "asymmetric" "--asymmetric at fp16" -- "$QFORGE" quant "$model" --precision fp16 --asymmetric
 # zero points reach the .qfm (the Relu outputs': -128), with bias correction measured alike
 "$QFORGE" quant "$model" --images "$tmp/test" -n 100 --held-out 50 $pp --asymmetric --bias-correction -o "$tmp/zp.qfm" \

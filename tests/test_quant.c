@@ -7,6 +7,7 @@
 #include <check.h>
 #include <math.h>
 #include <float.h>
+#include <unistd.h>
 #include "internal.h"
 #include "testutil.h"
 #include "qforge/quant.h"
@@ -377,6 +378,127 @@ START_TEST(bias_correction_removes_the_mean_error)
     qf_bias_fix_free(fix);
     qf_calib_table_free(t);
     free(x);
+    free(y32);
+    qf_graph_free(ref);
+}
+END_TEST
+
+/* x (16,8,8,8) -> Conv 3x3 in 2 groups to 8 channels -> Relu -> y, with every
+ * input value on x's INT8 grid (k / 127, the table's threshold 1): INT8 holds
+ * the input exactly, and the layer's error is its weights' rounding alone. */
+static qf_graph *grid_conv(void)
+{
+    qf_graph *g = qf_graph_new("grid.onnx");
+    int x = input(g, "x", 4, (int64_t[]){16, 8, 8, 8});
+    rng = 9;
+    int w = weight(g, "w", 4, (int64_t[]){8, 4, 3, 3}, -1.0f, 1.0f);
+    int b = weight(g, "b", 1, (int64_t[]){8}, -0.5f, 0.5f);
+    int c = value(g, "c"), y = value(g, "y");
+    conv_node(g, "conv", x, w, b, c, 1, 2);
+    op(g, "relu", QF_OP_RELU, 1, (int[]){c}, y);
+    output(g, y);
+    prepare_graph(g, 16);
+    return g;
+}
+
+/* Images whose channels and neighbouring pixels are correlated, as real
+ * activations are (with independent values round to nearest is the best
+ * rounding on average: nothing is left to learn), on the INT8 grid of [-1, 1]. */
+static float *grid_input(const qf_graph *g, uint64_t seed)
+{
+    float *x = random_input(g, seed, -1.0f, 1.0f); /* the noise */
+    for (int n = 0; n < 16; n++) {
+        const float a = frand(0.0f, 6.3f), b = frand(0.0f, 6.3f);
+        for (int c = 0; c < 8; c++) {
+            const float gain = frand(0.3f, 0.8f);
+            for (int i = 0; i < 64; i++) {
+                float *v = &x[(n * 8 + c) * 64 + i];
+                *v = gain * sinf(0.7f * (float)(i / 8) + a) * cosf(0.5f * (float)(i % 8) + b) + 0.2f * *v;
+                *v = rintf(*v * 127.0f) / 127.0f;
+            }
+        }
+    }
+    return x;
+}
+
+static double mse(const float *a, const float *r, int64_t n)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += ((double)a[i] - r[i]) * ((double)a[i] - r[i]);
+    return s / (double)n;
+}
+
+static void keep_layer(void *user, int index, int total, const qf_adaround_layer *l)
+{
+    *(qf_adaround_layer *)user = *l;
+    ck_assert_int_eq(total, 1);
+    ck_assert_int_eq(index, 0);
+}
+
+START_TEST(learned_rounding_beats_nearest)
+{
+    qf_graph *ref = grid_conv();
+    float *x = grid_input(ref, 21), *fresh = grid_input(ref, 22);
+    float *y32 = run(ref, fresh, NULL, NULL);
+    const int64_t n = qf_value_numel(&ref->values[ref->outputs[0]]);
+    qf_calib_table *t = calibrate_minmax(ref, x);
+    t->entries[qf_calib_table_find(t, "x")].amax[QF_CALIB_MINMAX] = 1.0f;
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    qf_adaround *r;
+    OK(qf_adaround_create(ref, t, &o, &(qf_adaround_opts){.iterations = 300, .images = 16, .threads = 2}, &r));
+    ck_assert_int_eq(qf_adaround_layers(r), 1);
+    OK(qf_adaround_run(r, x, 16));
+    qf_adaround_layer info = {0};
+    OK(qf_adaround_learn(r, keep_layer, &info));
+    ck_assert_str_eq(info.node, "conv");
+    ck_assert_int_eq(info.weights, 8 * 4 * 9);
+    ck_assert_int_eq(info.channels, 8);
+    ck_assert_int_eq(info.positions, 16 * 64); // every position of every image (the sample's cap is larger)
+    ck_assert_int_gt(info.learned, 0);
+    ck_assert_double_lt(info.error, 0.8 * info.nearest_error);
+    double err[2];
+    for (int k = 0; k < 2; k++) {
+        qf_graph *g = grid_conv();
+        o.adaround = k ? r : NULL;
+        OK(qf_quantize(g, t, &o, NULL));
+        const qf_node *conv = node_named(g, "conv");
+        ck_assert(conv && conv->precision == QF_PREC_INT8);
+        const int8_t *wq = g->values[conv->in[1]].data;
+        const float *s = g->values[conv->in[3]].data, *w = ref->values[node_named(ref, "conv")->in[1]].data;
+        int moved = 0;
+        for (int i = 0; i < 8 * 36; i++) {
+            // rounding only: each weight at the floor or the ceiling of w / s
+            const float v = w[i] / s[i / 36];
+            ck_assert_msg(wq[i] == floorf(v) || wq[i] == ceilf(v), "weight %d: %d for %g", i, wq[i], v);
+            moved += wq[i] != qfi_quantize_f32(w[i], s[i / 36]);
+        }
+        ck_assert_int_eq(moved > 0, k); // round to nearest without the learned rounding
+        float *y8 = run(g, fresh, NULL, NULL);
+        err[k] = mse(y8, y32, n);
+        if (k) { // the .qfm keeps the learned weights: loaded again, it computes the same
+            char path[] = "/tmp/qforge-test-adaround-XXXXXX";
+            int fd = mkstemp(path);
+            ck_assert_int_ge(fd, 0);
+            close(fd);
+            OK(qf_qfm_write(g, NULL, path));
+            qf_graph *back;
+            OK(qf_qfm_read(path, 16, &back, NULL));
+            unlink(path);
+            float *yb = run(back, fresh, NULL, NULL);
+            ck_assert(memcmp(yb, y8, (size_t)n * sizeof *yb) == 0);
+            free(yb);
+            qf_graph_free(back);
+        }
+        free(y8);
+        qf_graph_free(g);
+    }
+    // on images it never saw, the output is closer to FP32's than round to nearest brings it
+    ck_assert_msg(err[1] < 0.8 * err[0], "MSE %g learned, %g nearest", err[1], err[0]);
+    qf_adaround_free(r);
+    qf_calib_table_free(t);
+    free(x);
+    free(fresh);
     free(y32);
     qf_graph_free(ref);
 }
@@ -1395,6 +1517,7 @@ int main(void)
     tcase_add_test(tg, fp16_overflow_stays_fp32);
     tcase_add_test(tg, qdq_nodes_roundtrip);
     tcase_add_test(tg, bias_correction_removes_the_mean_error);
+    tcase_add_test(tg, learned_rounding_beats_nearest);
     tcase_add_test(tg, per_layer_sqnr_finds_the_bad_layer);
     tcase_add_test(tg, value_ranges_follow_the_graph);
     tcase_add_test(tg, zero_points_for_one_sided_activations);

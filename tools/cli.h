@@ -32,11 +32,13 @@ void cli_log_level(qf_log_level min_level);
 /* ---- progress bar (progress.c) ---------------------------------------------- */
 typedef struct progress {
     const char *label;
+    const char *unit;   /* what is counted: "img" unless progress_start_units */
     int64_t total, done;
     double t0, last;
     bool enabled;
 } progress;
 void progress_start(progress *p, const char *label, int64_t total);
+void progress_start_units(progress *p, const char *label, int64_t total, const char *unit);
 void progress_update(progress *p, int64_t done);
 /* Clears the bar; returns seconds since progress_start. */
 double progress_end(progress *p);

@@ -14,7 +14,13 @@ static double now(void)
 
 void progress_start(progress *p, const char *label, int64_t total)
 {
+    progress_start_units(p, label, total, "img");
+}
+
+void progress_start_units(progress *p, const char *label, int64_t total, const char *unit)
+{
     p->label = label;
+    p->unit = unit;
     p->total = total;
     p->done = 0;
     p->t0 = now();
@@ -32,9 +38,9 @@ void progress_update(progress *p, int64_t done)
     double rate = done / (t - p->t0 + 1e-9);
     double eta = rate > 0 ? (p->total - done) / rate : 0;
     int width = 30, fill = p->total ? (int)(width * done / p->total) : width;
-    fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld  %.0f img/s  ETA %02d:%02d ", p->label, fill,
-            "##############################", width - fill, "", (long long)done, (long long)p->total, rate,
-            (int)eta / 60, (int)eta % 60);
+    fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld  %.*f %s/s  ETA %02d:%02d ", p->label, fill,
+            "##############################", width - fill, "", (long long)done, (long long)p->total, rate < 10 ? 1 : 0,
+            rate, p->unit, (int)eta / 60, (int)eta % 60);
     fflush(stderr);
 }
 

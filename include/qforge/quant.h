@@ -40,6 +40,8 @@ typedef struct qf_quant_opts {
     int n_float_nodes;
     /* INT8: per-channel bias corrections measured on images (qf_bias_fix), or NULL. */
     const struct qf_bias_fix *bias_fix;
+    /* INT8: weight rounding learned on images (qf_adaround), or NULL: round to nearest. */
+    const struct qf_adaround *adaround;
     /* INT8: also the Conv, Gemm and MatMul nodes that read a globally pooled
      * tensor (one value per channel per image: squeeze-and-excitation convs,
      * the classifier after the global pool), which otherwise stay FP16. */
@@ -75,6 +77,64 @@ qf_status qf_bias_fix_run(qf_bias_fix *b, const float *input, int images);
 void qf_bias_fix_free(qf_bias_fix *b);
 /* The layers it measures. */
 int qf_bias_fix_layers(const qf_bias_fix *b);
+
+/* ---- learned weight rounding (AdaRound) ------------------------------------------------
+ * Each INT8 weight rounds down or up, whichever its layer's output on images
+ * prefers, instead of to the nearest level (Nagel et al. 2020, "Up or Down?
+ * Adaptive Rounding for Post-Training Quantization"): a weight w of output
+ * channel c becomes floor(w / s[c]) or that plus one, at the quantizer's own
+ * per-channel scale s[c], so only the rounding changes. For each INT8 layer
+ * of the plan qf_quantize would make with the same table and options,
+ * positions of its input are sampled from the FP32 graph run on images and
+ * quantized as the layer's INT8 input holds them; the rounding of each output
+ * channel is learned (a soft rounding variable per weight, a regularizer that
+ * drives it to 0 or 1, Adam) so that the channel's output after the fused
+ * activation, on those quantized inputs, comes closest to the FP32 layer's on
+ * the exact ones. A channel keeps round-to-nearest unless the learned rounding
+ * has the smaller error on held-out positions (a fifth of them, never trained
+ * on). Runs on the CPU (OpenBLAS sgemm over blocks of output channels, spread
+ * over the threads). Kept by node name with the scales it was learned at, for
+ * any later load of the same model; a channel whose scale the quantizer then
+ * raises (its bias would not fit the accumulator) rounds to nearest. */
+typedef struct qf_adaround qf_adaround;
+/* Per layer: training steps of QF_ADAROUND_BATCH positions each... */
+#define QF_ADAROUND_ITERATIONS 1000
+#define QF_ADAROUND_BATCH 256
+/* ...out of at most this many sampled positions (fewer where a position's
+ * input is long: a layer's sample holds at most 2^21 floats). */
+#define QF_ADAROUND_POSITIONS 2048
+/* Images the command samples the positions from. */
+#define QF_ADAROUND_IMAGES 64
+
+typedef struct qf_adaround_opts {
+    int iterations;   /* per layer; 0: QF_ADAROUND_ITERATIONS */
+    int images;       /* how many images the runs will bring, over which the positions spread;
+                         0: QF_ADAROUND_IMAGES */
+    int threads;      /* 0: all cores */
+} qf_adaround_opts;
+
+/* What learning one layer did (qf_adaround_learn's progress). Errors are sums
+ * of squared output differences from FP32 over the held-out positions. */
+typedef struct qf_adaround_layer {
+    const char *node;
+    int64_t weights, positions;    /* positions sampled (a fifth held out) */
+    int channels, learned;         /* output channels; those that keep the learned rounding */
+    double nearest_error, error;   /* round-to-nearest's; the result's (learned where it is smaller) */
+} qf_adaround_layer;
+typedef void (*qf_adaround_progress_fn)(void *user, int index, int total, const qf_adaround_layer *layer);
+
+/* g: prepared FP32, outliving the runs and the learning; t and o: as
+ * qf_quantize will get them (o->adaround and o->bias_fix are not read). */
+qf_status qf_adaround_create(const qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o,
+                             const qf_adaround_opts *ao, qf_adaround **out);
+/* One batch (as qf_bias_fix_run): samples every layer's input. */
+qf_status qf_adaround_run(qf_adaround *r, const float *input, int images);
+/* Learns every layer's rounding from the samples, layer after layer, calling
+ * `progress` (may be NULL) after each; frees the samples. */
+qf_status qf_adaround_learn(qf_adaround *r, qf_adaround_progress_fn progress, void *user);
+/* The layers it learns for. */
+int qf_adaround_layers(const qf_adaround *r);
+void qf_adaround_free(qf_adaround *r);
 
 /* What a qf_quantize call did. */
 typedef struct qf_quant_summary {
