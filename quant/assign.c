@@ -568,5 +568,6 @@ void qfi_quant_plan_free(qfi_qplan *p)
     free(p->values);
     free(p->use_start);
     free(p->use_node);
+    free(p->float_anchor);
     memset(p, 0, sizeof *p);
 }

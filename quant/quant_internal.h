@@ -50,7 +50,7 @@ typedef struct qfi_qplan {
     qf_graph *g;
     const qf_calib_table *t;
     qf_quant_opts o;
-    const unsigned char *float_anchor; /* per node, or NULL: a Conv/Gemm/MatMul kept in float (caller's) */
+    unsigned char *float_anchor; /* per node, or NULL: a Conv/Gemm/MatMul kept in float (the plan's; the summary's reasons read it) */
     qf_calib_method method;
     int n_nodes, n_values; /* of the graph before the rewrite */
     qfi_qnode *nodes;

@@ -46,10 +46,10 @@ qf_status qfi_quant_plan(qf_graph *g, const qf_calib_table *t, const qf_quant_op
         int marked = 0;
         if (st == QF_OK && o->precision == QF_PREC_INT8) st = qfi_quant_check_biases(p, float_anchor, &marked);
         if (st != QF_OK || !marked) break;
+        p->float_anchor = NULL; /* kept for the next round */
         qfi_quant_plan_free(p);
     }
-    free(float_anchor);
-    p->float_anchor = NULL;
+    /* the plan keeps the marks: its float-node summary names why each anchor stayed float */
     if (st != QF_OK) qfi_quant_plan_free(p);
     return st;
 }
