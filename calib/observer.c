@@ -296,7 +296,8 @@ qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percenti
 
     qf_calib_table *t = qfi_calloc(1, sizeof *t);
     if (!t) return QF_ERR_NOMEM;
-    t->version = QF_CALIB_TABLE_VERSION;
+    memcpy(t->equalized, c->g->equalized, sizeof t->equalized);
+    t->version = t->equalized[0] ? 2 : 1;
     t->methods = methods;
     t->percentile = (methods & (1u << QF_CALIB_PERCENTILE)) ? percentile : QF_CALIB_PERCENTILE_DEFAULT;
     t->images = meta->images;

@@ -135,6 +135,8 @@ static qf_status table_validate(const qf_calib_table *t, const char *path)
         return qf_error(QF_ERR_USAGE, "%s: percentile %g is not in (0, 100]", path, t->percentile);
     if (!qfi_is_sha256_hex(t->model_sha256))
         return qf_error(QF_ERR_USAGE, "%s: the model SHA-256 must be 64 lowercase hex digits", path);
+    if (t->equalized[0] && !qfi_is_sha256_hex(t->equalized))
+        return qf_error(QF_ERR_USAGE, "%s: the equalization digest must be 64 lowercase hex digits", path);
     if (t->images < 0) return qf_error(QF_ERR_USAGE, "%s: negative image count", path);
     if (t->n < 0 || t->n > QF_MAX_VALUES) return qf_error(QF_ERR_USAGE, "%s: %d tensors", path, t->n);
     for (int i = 0; i < t->n; i++) {
@@ -148,6 +150,11 @@ static qf_status table_validate(const qf_calib_table *t, const char *path)
     return QF_OK;
 }
 
+/* The oldest format version that holds t: 2 adds the 'equalized' line, so
+ * that a qforge older than it refuses such a table instead of applying its
+ * thresholds to the graph it was not made on. */
+static int table_version(const qf_calib_table *t) { return t->equalized[0] ? 2 : 1; }
+
 qf_status qf_calib_table_write(const qf_calib_table *t, const char *path)
 {
     QF_CHECK(table_validate(t, path));
@@ -156,7 +163,7 @@ qf_status qf_calib_table_write(const qf_calib_table *t, const char *path)
     FILE *f = af.f;
     char list[128];
     methods_string(t->methods, t->percentile, list, sizeof list);
-    fprintf(f, "%s %d\n", TABLE_MAGIC, QF_CALIB_TABLE_VERSION);
+    fprintf(f, "%s %d\n", TABLE_MAGIC, table_version(t));
     fprintf(f, "method %s\n", list);
     fprintf(f, "images %lld\n", (long long)t->images);
     fprintf(f, "model-sha256 %s\n", t->model_sha256);
@@ -166,6 +173,7 @@ qf_status qf_calib_table_write(const qf_calib_table *t, const char *path)
         put_escaped(f, t->preprocess, false);
     }
     fputc('\n', f);
+    if (t->equalized[0]) fprintf(f, "equalized %s\n", t->equalized);
     fprintf(f, "tensors %d\n", t->n);
     bool single = !(t->methods & (t->methods - 1));
     for (int i = 0; i < t->n; i++) {
@@ -189,6 +197,9 @@ qf_status qf_calib_table_write_trt(const qf_calib_table *t, qf_calib_method m, c
 {
     if ((unsigned)m >= QF_CALIB_METHOD_COUNT || !(t->methods & (1u << m)))
         return qf_error(QF_ERR_USAGE, "%s: the table has no %s thresholds", path, qf_calib_method_name(m));
+    if (t->equalized[0])
+        return qf_error(QF_ERR_USAGE, "%s: the table describes the cross-layer equalized graph, whose tensors are "
+                        "not the ONNX model's that TensorRT runs; calibrate without --equalize", path);
     for (int i = 0; i < t->n; i++) {
         const char *name = t->entries[i].name;
         if (!name || !name[0] || strpbrk(name, "\n\r"))
@@ -385,8 +396,8 @@ static qf_status parse_header(reader *r, qf_calib_table *t, int64_t *ntensors)
         return bad_line(r, "not a qforge calibration table (it must start with '%s %d')", TABLE_MAGIC, QF_CALIB_TABLE_VERSION);
     int64_t version;
     if (!parse_int64(v, INT32_MAX, &version)) return bad_line(r, "bad format version '%s'", v);
-    if (version != QF_CALIB_TABLE_VERSION)
-        return bad_line(r, "format version %lld is not supported (this qforge reads version %d)",
+    if (version < 1 || version > QF_CALIB_TABLE_VERSION)
+        return bad_line(r, "format version %lld is not supported (this qforge reads versions 1 to %d)",
                    (long long)version, QF_CALIB_TABLE_VERSION);
     t->version = (int)version;
 
@@ -409,6 +420,13 @@ static qf_status parse_header(reader *r, qf_calib_table *t, int64_t *ntensors)
     else if (!(v = after_key(line, "preprocess")) || !*v) return bad_line(r, "expected 'preprocess [DESCRIPTION]'");
     if (!unescape(v)) return bad_line(r, "malformed %%XX escape in the preprocessing description");
     if (!(t->preprocess = qfi_strdup(v))) return QF_ERR_NOMEM;
+
+    if (t->version >= 2) {
+        QF_CHECK(need_line(r, &line, "the 'equalized' line"));
+        if (!(v = after_key(line, "equalized")) || !qfi_is_sha256_hex(v))
+            return bad_line(r, "expected 'equalized' and 64 lowercase hex digits");
+        memcpy(t->equalized, v, 65);
+    }
 
     QF_CHECK(need_line(r, &line, "the 'tensors' line"));
     if (!(v = after_key(line, "tensors")) || !parse_int64(v, QF_MAX_VALUES, ntensors))

@@ -160,10 +160,11 @@ static void *tensor_alloc(rd *r, uint64_t bytes)
 
 /* ---- META ---- */
 
-enum { META_TOOL, META_PRECISION, META_METHOD, META_IMAGES, META_SHA, META_PREPROCESS, META_SCALES, META_KEY_COUNT };
+enum { META_TOOL, META_PRECISION, META_METHOD, META_IMAGES, META_SHA, META_PREPROCESS, META_SCALES, META_EQUALIZED,
+       META_KEY_COUNT };
 static const char *const meta_keys[META_KEY_COUNT] = {"tool_version",  "precision",     "calib_method",
                                                        "calib_images", "source_sha256", "preprocess",
-                                                       "scale_source"};
+                                                       "scale_source", "equalized"};
 
 static qf_status read_meta(rd *r, qf_qfm_meta *m)
 {
@@ -224,6 +225,10 @@ static qf_status read_meta(rd *r, qf_qfm_meta *m)
         case META_SHA:
             if (n && !qfi_is_sha256_hex(val)) rd_fail(r, "'%.70s' is not 64 lowercase hex digits", val);
             else memcpy(m->source_sha256, val, n + 1);
+            break;
+        case META_EQUALIZED:
+            if (n && !qfi_is_sha256_hex(val)) rd_fail(r, "'%.70s' is not 64 lowercase hex digits", val);
+            else memcpy(m->equalized, val, n + 1);
             break;
         case META_PREPROCESS: {
             qf_preprocess pp;
@@ -719,6 +724,7 @@ static qf_status parse_file(const char *path, const uint8_t *f, uint64_t size, i
         return st;
     }
     m.batch = (int)get32(f + known[SEC_GRAPH].off + 24);
+    memcpy(g->equalized, m.equalized, sizeof g->equalized);
     if (meta) *meta = m;
     *out = g;
     return QF_OK;

@@ -75,9 +75,11 @@ static void write_meta(wbuf *b, const qf_qfm_meta *m)
         {"source_sha256", m->source_sha256},
         {"preprocess", m->preprocess},
         {"scale_source", m->scale_source},
+        {"equalized", m->equalized}, /* last: left out when empty, as files before 1.2 are */
     };
-    wb_u32(b, (uint32_t)QF_ARRAY_LEN(kv));
-    for (size_t i = 0; i < QF_ARRAY_LEN(kv); i++) {
+    const size_t n = QF_ARRAY_LEN(kv) - !m->equalized[0];
+    wb_u32(b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
         wb_str(b, kv[i][0]);
         wb_str(b, kv[i][1]);
     }
@@ -87,7 +89,8 @@ static qf_status check_meta(const qf_qfm_meta *m)
 {
     if (memchr(m->preprocess, 0, sizeof m->preprocess) == NULL || memchr(m->calib_method, 0, sizeof m->calib_method) == NULL ||
         memchr(m->source_sha256, 0, sizeof m->source_sha256) == NULL ||
-        memchr(m->scale_source, 0, sizeof m->scale_source) == NULL)
+        memchr(m->scale_source, 0, sizeof m->scale_source) == NULL ||
+        memchr(m->equalized, 0, sizeof m->equalized) == NULL)
         return qf_error(QF_ERR_USAGE, "a metadata string is not NUL-terminated");
     if (m->scale_source[0] && !qfi_qfm_is_scale_source(m->scale_source))
         return qf_error(QF_ERR_USAGE, "unknown scale source '%s'", m->scale_source);
@@ -97,6 +100,8 @@ static qf_status check_meta(const qf_qfm_meta *m)
         return qf_error(QF_ERR_USAGE, "unknown calibration method '%s'", m->calib_method);
     if (m->source_sha256[0] && !qfi_is_sha256_hex(m->source_sha256))
         return qf_error(QF_ERR_USAGE, "source SHA-256 '%s' is not 64 lowercase hex digits", m->source_sha256);
+    if (m->equalized[0] && !qfi_is_sha256_hex(m->equalized))
+        return qf_error(QF_ERR_USAGE, "the graph's equalization digest '%s' is not 64 lowercase hex digits", m->equalized);
     qf_preprocess pp;
     qf_preprocess_init(&pp);
     if (qfi_qfm_has_control((const uint8_t *)m->preprocess, strlen(m->preprocess)))
@@ -253,6 +258,7 @@ qf_status qf_qfm_write(const qf_graph *g, const qf_qfm_meta *meta, const char *p
     qf_qfm_meta m;
     if (meta) m = *meta;
     else qf_qfm_meta_init(&m);
+    memcpy(m.equalized, g->equalized, sizeof m.equalized);
     qf_status st = check_meta(&m);
     if (st != QF_OK) return qfi_error_file(st, path);
 

@@ -80,6 +80,7 @@ qf_status qf_bias_fix_create(const qf_graph *g, const qf_calib_table *t, const q
                              qf_bias_fix **out)
 {
     *out = NULL;
+    QF_CHECK(qfi_equalize_check_table(g, t));
     qf_bias_fix *b = qfi_calloc(1, sizeof *b);
     if (!b) return QF_ERR_NOMEM;
     qf_quant_opts fo = *o;

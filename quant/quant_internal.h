@@ -80,6 +80,10 @@ void qfi_quant_act_params(float amax, float lo, bool asymmetric, float *scale, i
  * warnings it logs); nothing reported, nothing in the graph touched. On
  * failure *p holds nothing to free. */
 qf_status qfi_quant_plan(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qfi_qplan *p);
+/* quant/equalize.c: fails naming g's source unless table t was made on a graph
+ * equalized as g is (qf_graph.equalized; both "" when neither is). */
+qf_status qfi_equalize_check_table(const qf_graph *g, const qf_calib_table *t);
+
 /* quant/assign.c: fills p->nodes and p->values; touches nothing in the graph. */
 qf_status qfi_quant_assign(qfi_qplan *p);
 /* quant/assign.c, after qfi_quant_assign: marks in float_anchor (one byte per

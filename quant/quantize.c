@@ -30,6 +30,7 @@ void qf_quant_opts_init(qf_quant_opts *o)
 qf_status qfi_quant_plan(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qfi_qplan *p)
 {
     memset(p, 0, sizeof *p);
+    if (t) QF_CHECK(qfi_equalize_check_table(g, t));
     qf_calib_method method = t && o->method == QF_CALIB_METHOD_COUNT ? qf_calib_table_default_method(t) : o->method;
     if (t && ((unsigned)method >= QF_CALIB_METHOD_COUNT || !(t->methods & (1u << method))))
         return qf_error(QF_ERR_USAGE, "%s: the calibration table has no %s thresholds (calibrate with --method %s or all)",

@@ -88,6 +88,27 @@ expect 2 "asymmetric" "--asymmetric at fp16" -- "$QFORGE" quant "$model" --preci
 if "$QFORGE" info "$tmp/zp.qfm" --nodes 2> /dev/null | grep -q ' zp -128 '
 then pass "quant --asymmetric: zero points in the model"; else fail "quant --asymmetric: $(cat "$tmp/zp.err")"; fi
 
+# ---- --equalize: the table records it, quant --calib follows it, mismatches are refused --
+expect 2 "equalize" "--equalize at fp16" -- "$QFORGE" quant "$model" --precision fp16 --equalize
+expect 2 "trt-cache" "calib --equalize --trt-cache" -- \
+  "$QFORGE" calib "$model" --images "$tmp/test" -n 50 $pp --equalize --trt-cache "$tmp/eq.cache"
+"$QFORGE" calib "$model" --images "$tmp/test" -n 100 $pp --equalize -o "$tmp/eq.calib" 2> "$tmp/eq.err"
+if head -1 "$tmp/eq.calib" | grep -q '^qforge-calib 2$' && grep -Eq '^equalized [0-9a-f]{64}$' "$tmp/eq.calib" &&
+   grep -q 'equalized 2 of 2 conv pairs' "$tmp/eq.err"
+then pass "calib --equalize records it in the table"; else fail "calib --equalize: $(cat "$tmp/eq.err")"; fi
+"$QFORGE" quant "$model" --calib "$tmp/eq.calib" -o "$tmp/eq.qfm" 2> "$tmp/eqq.err"
+if grep -q 'equalizing alike' "$tmp/eqq.err" && "$QFORGE" info "$tmp/eq.qfm" 2> /dev/null | grep -q '^equalized '
+then pass "quant --calib follows an equalized table; the .qfm records it"
+else fail "quant --calib with an equalized table: $(cat "$tmp/eqq.err")"; fi
+"$QFORGE" calib "$model" --images "$tmp/test" -n 100 $pp -o "$tmp/plain.calib" --quiet
+expect 2 "calibrate with --equalize" "--equalize with a table made without it" -- \
+  "$QFORGE" quant "$model" --calib "$tmp/plain.calib" --equalize -o "$tmp/bad.qfm"
+[ ! -e "$tmp/bad.qfm" ] && pass "no .qfm from a mismatched table" || fail "a mismatched table left $tmp/bad.qfm"
+# per layer, the reference is equalized alike: no tensor compares as far off as a scaled channel would
+"$QFORGE" eval "$tmp/eq.qfm" --images "$tmp/test" -n 64 $pp --reference "$model" --per-layer > "$tmp/eql.txt" 2> "$tmp/eql.err"
+if grep -q 'per-layer' "$tmp/eql.txt" && ! awk '/ dB /{ if ($1 + 0 < 15) bad = 1 } END { exit !bad }' "$tmp/eql.txt"
+then pass "eval --per-layer of an equalized model"; else fail "eval --per-layer equalized: $(head -5 "$tmp/eql.txt") $(cat "$tmp/eql.err")"; fi
+
 # ---- eval JSON: accuracy of the example on an evenly spaced subset ----------------------
 "$QFORGE" eval "$model" --images "$tmp/test" -n 500 $pp --json --reference "$model" > "$tmp/eval.json"
 top1=$(sed -n 's/.*"top1": \([0-9.]*\).*/\1/p' "$tmp/eval.json" | head -1)

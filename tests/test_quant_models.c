@@ -152,6 +152,63 @@ START_TEST(mobilenetv2_imagenet)
 }
 END_TEST
 
+/* Cross-layer equalization keeps the FP32 function of a real model: the same
+ * outputs (relative error <= 1e-5 asked; the moves are powers of two, so they
+ * are the same bits) on 8 of its images, and the pairs' weight ranges nearer. */
+static void equalized_same_outputs(const char *rel, const char *images, const char *preset, int min_moved)
+{
+    char model[1100], dir[1100];
+    path(model, sizeof model, rel);
+    path(dir, sizeof dir, images);
+    qf_preprocess pp;
+    qf_preprocess_init(&pp);
+    OK(qf_preprocess_preset(&pp, preset));
+    qf_load_opts lo = {.batch = 8};
+    qf_graph *g0, *g1;
+    OK(qf_model_load(model, &lo, &g0));
+    OK(qf_model_load(model, &lo, &g1));
+    const qf_value *in = &g0->values[g0->inputs[0]];
+    OK(qf_preprocess_fit(&pp, in->ndim, in->dims));
+    qf_equalize_info info;
+    OK(qf_graph_equalize(g1, &info));
+    printf("%s: %d of %d pairs (%d through a Clip) moved, %lld of %lld channels, %d sweeps, imbalance %.2f -> %.2f\n",
+           rel, info.pairs_moved, info.pairs, info.pairs_clipped, (long long)info.channels_moved,
+           (long long)info.channels, info.sweeps, info.imbalance_before, info.imbalance_after);
+    ck_assert_int_ge(info.channels_moved, min_moved);
+    ck_assert_double_lt(info.imbalance_after, info.imbalance_before);
+    qf_dataset *ds;
+    OK(qf_dataset_open(dir, &ds));
+    qf_dataset_subset(ds, 8);
+    qf_loader_options lopt = {.batch = 8, .threads = 2};
+    qf_loader *l;
+    OK(qf_loader_create(ds, &pp, &lopt, &l));
+    float *x = malloc(qf_value_bytes(&g0->values[g0->inputs[0]]));
+    int cnt;
+    OK(qf_loader_next(l, x, NULL, &cnt));
+    ck_assert_int_eq(cnt, 8);
+    const double worst = assert_same_function(g0, g1, x);
+    printf("%s: FP32 outputs after equalization: largest difference %g\n", rel, worst);
+    free(x);
+    qf_loader_free(l);
+    qf_dataset_free(ds);
+    qf_graph_free(g0);
+    qf_graph_free(g1);
+}
+
+START_TEST(resnet20_equalized_same_outputs)
+{
+    /* 9 conv -> Relu -> conv pairs, one in each residual block */
+    equalized_same_outputs("cifar10/resnet20.onnx", "cifar10/test", "cifar10", 200);
+}
+END_TEST
+
+START_TEST(mobilenetv2_equalized_same_outputs)
+{
+    /* through ReLU6 only the depthwise channels proven below 6 move */
+    equalized_same_outputs("imagenet/mobilenetv2-fp32.onnx", "imagenet/images/val", "imagenet", 500);
+}
+END_TEST
+
 int main(void)
 {
     const char *top = getenv("top_srcdir");
@@ -168,10 +225,12 @@ int main(void)
     TCase *tc = tcase_create("accuracy");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, resnet20_cifar10);
+    tcase_add_test(tc, resnet20_equalized_same_outputs);
     path(probe, sizeof probe, "imagenet/mobilenetv2-fp32.onnx");
     if ((f = fopen(probe, "rb"))) {
         fclose(f);
         tcase_add_test(tc, mobilenetv2_imagenet);
+        tcase_add_test(tc, mobilenetv2_equalized_same_outputs);
     }
     suite_add_tcase(s, tc);
     return run_suite(s);

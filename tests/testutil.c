@@ -162,6 +162,24 @@ float *run(const qf_graph *g, const float *x, qf_observer_fn obs, void *user)
     return y;
 }
 
+double assert_same_function(const qf_graph *g0, const qf_graph *g1, const float *x)
+{
+    float *y0 = run(g0, x, NULL, NULL), *y1 = run(g1, x, NULL, NULL);
+    const int64_t n = qf_value_numel(&g0->values[g0->outputs[0]]);
+    ck_assert_int_eq(n, qf_value_numel(&g1->values[g1->outputs[0]]));
+    double worst = 0.0, scale = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        worst = fmax(worst, fabs((double)y0[i] - y1[i]));
+        scale = fmax(scale, fabs((double)y0[i]));
+    }
+    ck_assert_double_gt(scale, 0.0);
+    ck_assert_msg(worst <= 1e-5 * scale, "outputs differ by up to %g of %g", worst, scale);
+    ck_assert_msg(!memcmp(y0, y1, (size_t)n * sizeof *y0), "outputs differ by up to %g of %g", worst, scale);
+    free(y0);
+    free(y1);
+    return worst;
+}
+
 /* The model hash the tables record: a placeholder, these graphs come from no file. */
 static void zero_sha(char sha[65])
 {

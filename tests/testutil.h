@@ -63,6 +63,10 @@ float *random_input(const qf_graph *g, uint64_t seed, float lo, float hi);
 /* Runs g (batch g->batch) on x with an optional observer on the CPU engine (2 threads);
  * returns a copy of output 0, asserted to be F32 (caller frees). */
 float *run(const qf_graph *g, const float *x, qf_observer_fn obs, void *user);
+/* Runs g0 and g1 on x (run()) and asserts that their outputs are the same
+ * bits (and within 1e-5 of the largest |output|, which the message names
+ * when they are not); returns the largest difference. */
+double assert_same_function(const qf_graph *g0, const qf_graph *g1, const float *x);
 /* 10 log10(sum ref^2 / sum (y - ref)^2) in dB; +inf when y equals ref. */
 double sqnr_db(const float *ref, const float *y, int64_t n);
 /* A minmax calibration table of g's tensors observed on one run of x. */

@@ -69,6 +69,10 @@ const char *cli_device_name(const qf_engine_opts *eo, char *buf, size_t size);
 /* MODEL's file name with its extension replaced by `ext` (".calib", ".qfm"),
  * in the current folder: where calib and quant write by default. */
 void cli_default_output(const char *model, const char *ext, char *out, size_t size);
+/* --equalize: cross-layer equalization of the prepared FP32 graph g
+ * (qf_graph_equalize), with one line on stderr saying what moved unless
+ * `quiet` (or --quiet). */
+qf_status cli_equalize(qf_graph *g, bool quiet);
 /* Fills model-given fields of pp (channels, height, width, layout) from the
  * graph's first input, which must be (N,C,H,W) float. */
 qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp);

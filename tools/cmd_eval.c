@@ -43,6 +43,12 @@ static qf_status open_compared(eval_model *m, eval_model *ref, const char *model
     qf_graph *qg = NULL, *rg = NULL;
     qf_status st = eval_model_load(model, batch, precision, eo, meta, &qg);
     if (st == QF_OK) st = eval_model_load(reference, batch, NULL, eo, NULL, &rg);
+    /* a model quantized from the equalized graph holds its tensors scaled per
+     * channel: compare them with the reference's equalized alike */
+    if (st == QF_OK && qg->equalized[0]) st = cli_equalize(rg, true);
+    if (st == QF_OK && strcmp(qg->equalized, rg->equalized))
+        st = qf_error(QF_ERR_INVALID, "%s was quantized from an equalized graph that %s does not equalize to (another "
+                      "source model or qforge version?)", model, reference);
     if (st == QF_OK) st = qf_layer_cmp_create(qg, rg, layers);
     if (st != QF_OK) {
         qf_graph_free(qg);

@@ -46,6 +46,7 @@ static void print_meta(const qf_qfm_meta *m)
     else if (m->calib_method[0]) printf("calibrated %s on %lld images\n", m->calib_method, (long long)m->calib_images);
     else printf("calibrated (no table)\n");
     printf("preprocess %s\n", m->preprocess[0] ? m->preprocess : "(none recorded)");
+    if (m->equalized[0]) printf("equalized cross-layer before calibration (digest %.16s...)\n", m->equalized);
 }
 
 static void print_precisions(const qf_graph *g)

@@ -19,8 +19,10 @@ static const char quant_help[] =
     "                    [--threads T] [--json] [--strict]\n"
     "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
     "       qforge quant MODEL-QDQ.onnx [-o MODEL.qfm]   (a Q/DQ or QOperator model: its own scales)\n"
-    "  both: [--per-tensor-weights] [--asymmetric] [--fp16-layers NAME,...] [--export-onnx FILE.onnx]\n"
-    "        [--force] [--quiet]\n"
+    "  both: [--per-tensor-weights] [--asymmetric] [--equalize] [--fp16-layers NAME,...]\n"
+    "        [--export-onnx FILE.onnx] [--force] [--quiet]\n"
+    "  --equalize  cross-layer equalization of the FP32 graph before calibrating and quantizing\n"
+    "              (the same function; with --calib, the table says whether: calib --equalize)\n"
     "  --bias-correction  with --images: add to each INT8 layer's bias the mean error INT8\n"
     "              brings to its output channels, measured on 32 calibration images\n"
     "  --optimize-rounding  with --images: round each INT8 weight up or down, whichever\n"
@@ -50,6 +52,8 @@ typedef struct quant_args {
     const char *model, *calib, *precision, *method, *out_path, *onnx_out, *calib_out, *report, *device;
     bool per_tensor, force, json, best;
     bool asymmetric;       /* --asymmetric: zero points for one-sided activations */
+    bool equalize;         /* --equalize, or a table calibrated with it: every graph of MODEL is equalized */
+    bool equalize_told;    /* its summary line was printed (the graph is loaded several times) */
     bool bias_correction;  /* --bias-correction: measured on the calibration part */
     qf_bias_fix *bias_fix; /* its corrections, once measured */
     bool optimize_rounding; /* --optimize-rounding: learned on the calibration part */
@@ -71,6 +75,20 @@ static qf_status load_as_is(const char *path, int batch, qf_graph **g)
     if (qf_qfm_probe(path)) return cli_load_model(path, batch, g, NULL);
     qf_load_opts lo = {.batch = batch};
     return qf_model_load(path, &lo, g);
+}
+
+/* MODEL as the quantizer sees it: load_as_is, cross-layer equalized where
+ * --equalize (or the table) asks, the same way on every load. */
+static qf_status load_source(quant_args *a, int batch, qf_graph **g)
+{
+    QF_CHECK_CLI(load_as_is(a->model, batch, g));
+    qf_status st = a->equalize ? cli_equalize(*g, a->equalize_told) : QF_OK;
+    a->equalize_told |= a->equalize;
+    if (st != QF_OK) {
+        qf_graph_free(*g);
+        *g = NULL;
+    }
+    return st;
 }
 
 /* *own: whether MODEL carries its own quantization (Q/DQ or QOperator ONNX),
@@ -128,6 +146,7 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
         } else if (!strcmp(arg, "--quiet") || !strcmp(arg, "-q")) cli_quiet = true;
         else if (!strcmp(arg, "--per-tensor-weights")) a->per_tensor = true;
         else if (!strcmp(arg, "--asymmetric")) a->asymmetric = true;
+        else if (!strcmp(arg, "--equalize")) a->equalize = true;
         else if (!strcmp(arg, "--bias-correction")) a->bias_correction = true;
         else if (!strcmp(arg, "--optimize-rounding")) a->optimize_rounding = true;
         else if (!strcmp(arg, "--force")) a->force = true;
@@ -198,6 +217,11 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
     if ((a->optimize_rounding || a->bias_correction) && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
         return cli_usage_error("quant", "%s goes with --precision int8 or best",
                                a->optimize_rounding ? "--optimize-rounding" : "--bias-correction");
+    if (a->equalize && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
+        return cli_usage_error("quant", "--equalize goes with --precision int8 or best");
+    if (a->equalize && own)
+        return cli_usage_error("quant", "--equalize: %s carries its own scales (QuantizeLinear/DequantizeLinear), "
+                               "made for its own weights", a->model);
     if (a->max_drop < 0) a->max_drop = 0.5;
     if (!images && (a->calib_out || a->report || a->json))
         return cli_usage_error("quant", "%s goes with --images DIR",
@@ -241,12 +265,12 @@ static qf_status quant_options(const quant_args *a, const qf_calib_table *t, con
 }
 
 /* Loads MODEL at `batch` and quantizes it as asked. */
-static qf_status quantized_graph(const quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
+static qf_status quantized_graph(quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
                                  int batch, qf_graph **g, qf_quant_summary *sum)
 {
     qf_quant_opts qo;
     QF_CHECK_CLI(quant_options(a, t, floats, n_floats, &qo));
-    QF_CHECK_CLI(load_as_is(a->model, batch, g));
+    QF_CHECK_CLI(load_source(a, batch, g));
     qf_status st = QF_OK;
     for (int k = 0; k < qo.n_float_nodes && st == QF_OK; k++) {
         int i = 0;
@@ -265,7 +289,7 @@ static qf_status quantized_graph(const quant_args *a, const qf_calib_table *t, c
 
 /* Quantizes and writes the .qfm (and the Q/DQ ONNX file when asked), with the
  * table's method, image count and preprocessing as provenance. */
-static qf_status write_model(const quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
+static qf_status write_model(quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
                              const char *sha, qf_quant_summary *sum)
 {
     qf_qfm_meta meta;
@@ -333,7 +357,7 @@ static void calib_progress(void *user, int64_t done, int64_t total)
 
 /* Calibrates on the calibration part (as qforge calib -n COUNT would) and keeps
  * the table and report when asked. */
-static qf_status calibrate(const quant_args *a, const qf_dataset *cal, const char *sha, qf_engine_opts *eo,
+static qf_status calibrate(quant_args *a, const qf_dataset *cal, const char *sha, qf_engine_opts *eo,
                            qf_calib_table **t)
 {
     qf_calibrate_opts co;
@@ -349,7 +373,7 @@ static qf_status calibrate(const quant_args *a, const qf_dataset *cal, const cha
     co.progress = calib_progress;
     co.progress_user = &pr;
     qf_graph *g;
-    QF_CHECK_CLI(cli_load_model(a->model, a->batch ? a->batch : 16, &g, NULL));
+    QF_CHECK_CLI(load_source(a, a->batch ? a->batch : 16, &g));
     qf_calib *hists = NULL;
     qf_calibrate_info info;
     qf_status st = qf_calibrate(g, cal, &a->io.pp, &co, t, a->report ? &hists : NULL, &info);
@@ -375,7 +399,7 @@ static qf_status measure_bias(quant_args *a, const qf_calib_table *t, const qf_d
     qf_quant_opts qo;
     QF_CHECK_CLI(quant_options(a, t, NULL, 0, &qo));
     qf_graph *g;
-    QF_CHECK_CLI(cli_load_model(a->model, a->batch ? a->batch : 16, &g, NULL));
+    QF_CHECK_CLI(load_source(a, a->batch ? a->batch : 16, &g));
     qf_status st = qf_bias_fix_create(g, t, &qo, a->io.threads, &a->bias_fix);
     int64_t images = 0;
     if (st == QF_OK)
@@ -425,7 +449,7 @@ static qf_status learn_rounding(quant_args *a, const qf_calib_table *t, const qf
     qo.adaround = NULL;
     qo.bias_fix = NULL;
     qf_graph *g;
-    QF_CHECK_CLI(cli_load_model(a->model, a->batch ? a->batch : 16, &g, NULL));
+    QF_CHECK_CLI(load_source(a, a->batch ? a->batch : 16, &g));
     const int64_t have = qf_dataset_count(cal);
     qf_adaround_opts ao = {.images = have < QF_ADAROUND_IMAGES ? (int)have : QF_ADAROUND_IMAGES, .threads = a->io.threads};
     qf_status st = qf_adaround_create(g, t, &qo, &ao, &a->adaround);
@@ -478,7 +502,7 @@ static int cmp_ranked(const void *x, const void *y)
 
 /* Scores the model quantized with `floats` kept out of INT8 on ds against the
  * reference (whose outputs ref keeps after the first pass). */
-static qf_status score_variant(const quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
+static qf_status score_variant(quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
                                const qf_dataset *ds, qf_engine_opts *eo, eval_ref *ref, const char *label,
                                eval_scores *s)
 {
@@ -493,7 +517,7 @@ static qf_status score_variant(const quant_args *a, const qf_calib_table *t, con
 }
 
 /* The INT8 Conv/Gemm/MatMul layers of the fully INT8 model, in graph order. */
-static qf_status int8_layers(const quant_args *a, const qf_calib_table *t, ranked **out, int *n)
+static qf_status int8_layers(quant_args *a, const qf_calib_table *t, ranked **out, int *n)
 {
     qf_graph *g;
     QF_CHECK_CLI(quantized_graph(a, t, NULL, 0, 1, &g, NULL));
@@ -519,7 +543,7 @@ static qf_status int8_layers(const quant_args *a, const qf_calib_table *t, ranke
  * one per layer, the CPU's cost on deep models). *layers (n_layers) come out
  * in that order, the first n_floats returned; *s holds the held-out scores of
  * the model chosen. */
-static qf_status best_search(const quant_args *a, const qf_calib_table *t, const qf_dataset *sens,
+static qf_status best_search(quant_args *a, const qf_calib_table *t, const qf_dataset *sens,
                              const qf_dataset *held, qf_engine_opts *eo, eval_ref *ref_held, eval_model *ref,
                              ranked **layers, int *n_layers, int *n_floats, eval_scores *s)
 {
@@ -749,6 +773,16 @@ static int quant_images(quant_args *a, qf_calib_table *t, const char *sha)
     return rc;
 }
 
+/* --calib: a table made on the equalized graph (calib --equalize) is used on
+ * the graph equalized alike, asked or not; the quantizer refuses the other
+ * mismatch (--equalize with a table made without it). */
+static void follow_table(quant_args *a, const qf_calib_table *t)
+{
+    if (!t->equalized[0] || a->equalize) return;
+    a->equalize = true;
+    if (!cli_quiet) fprintf(stderr, "qforge: %s was calibrated on the equalized graph: equalizing alike\n", a->calib);
+}
+
 /* The command, its arguments parsed. */
 static int quant_run(quant_args *a)
 {
@@ -757,6 +791,7 @@ static int quant_run(quant_args *a)
     qf_status st = qf_sha256_file(a->model, sha);
     if (st == QF_OK && a->calib) st = qf_calib_table_read(a->calib, &t);
     if (st == QF_OK && t) st = qf_calib_table_check_model(t, a->calib, sha, a->force);
+    if (st == QF_OK && t) follow_table(a, t);
     bool own = false;
     if (st == QF_OK && a->io.images) st = model_has_qdq(a->model, &own);
     if (st == QF_OK && own)

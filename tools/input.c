@@ -98,6 +98,18 @@ void cli_default_output(const char *model, const char *ext, char *out, size_t si
     snprintf(out, size, "%s%s", base, ext);
 }
 
+qf_status cli_equalize(qf_graph *g, bool quiet)
+{
+    qf_equalize_info info;
+    QF_CHECK_CLI(qf_graph_equalize(g, &info));
+    if (quiet || cli_quiet) return QF_OK;
+    fprintf(stderr, "qforge: equalized %d of %d conv pairs (%d through a Clip such as ReLU6): %lld of %lld channels "
+            "rescaled in %d sweep%s; weight-range imbalance (mean |log2 r1/r2|) %.2f -> %.2f\n", info.pairs_moved,
+            info.pairs, info.pairs_clipped, (long long)info.channels_moved, (long long)info.channels, info.sweeps,
+            info.sweeps == 1 ? "" : "s", info.imbalance_before, info.imbalance_after);
+    return QF_OK;
+}
+
 qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp)
 {
     if (g->n_inputs != 1)

@@ -102,7 +102,9 @@ float qf_calib_threshold(const qf_histogram *h, qf_calib_method m, double percen
 float qf_calib_scale(float amax);
 
 /* ---- tables (table.calib, qforge-calib(5)) ------------------------------------------ */
-#define QF_CALIB_TABLE_VERSION 1
+/* The newest format version read and written; a table is written at the
+ * oldest version that holds it (2 only for an equalized graph's). */
+#define QF_CALIB_TABLE_VERSION 2
 
 typedef struct qf_calib_entry {
     char *name;                         /* tensor (graph value) name */
@@ -116,6 +118,8 @@ typedef struct qf_calib_table {
     int64_t images;           /* images calibrated on */
     char model_sha256[65];    /* lowercase hex of the FP32 model file's SHA-256 */
     char *preprocess;         /* one-line description of the preprocessing ("" if none) */
+    char equalized[65];       /* qf_graph.equalized of the graph calibrated: "" unless it was
+                               * cross-layer equalized (qf_graph_equalize) */
     int n;
     qf_calib_entry *entries;  /* in graph order */
 } qf_calib_table;

@@ -127,6 +127,10 @@ typedef struct qf_graph {
     qf_node *nodes;       /* topological order after qf_graph_prepare() */
     int n_inputs, n_outputs;
     int *inputs, *outputs;
+    /* After qf_graph_equalize moved weights between layers: the SHA-256 (hex)
+     * of what it did, which calibration tables and .qfm files record, so that
+     * a table is only used on a graph equalized alike; "" otherwise. */
+    char equalized[65];
 } qf_graph;
 
 qf_graph *qf_graph_new(const char *source);

@@ -17,7 +17,7 @@ extern "C" {
 /* The format version this qforge writes: major.minor. A reader accepts every
  * minor of its major and refuses a newer major (QF_ERR_UNSUPPORTED). */
 #define QF_QFM_VERSION_MAJOR 1
-#define QF_QFM_VERSION_MINOR 1
+#define QF_QFM_VERSION_MINOR 2
 
 /* What a .qfm says about where it came from. Strings are NUL-terminated; ""
  * means unknown. */
@@ -31,6 +31,9 @@ typedef struct qf_qfm_meta {
     qf_precision precision;  /* the --precision that was asked for */
     char tool_version[64];   /* qf_version() of the qforge that wrote the file (set by the writer) */
     int batch;               /* batch size the graph is stored at (set from the graph by the writer) */
+    char equalized[65];      /* qf_graph.equalized of the graph stored: "" unless it was cross-layer
+                              * equalized before it was quantized (set from the graph by the writer,
+                              * and given back to the graph by the reader) */
 } qf_qfm_meta;
 
 /* Empty strings, no images, INT8. */

@@ -58,6 +58,41 @@ typedef struct qf_quant_opts {
 /* INT8, the table's default method, per-channel weights. */
 void qf_quant_opts_init(qf_quant_opts *o);
 
+/* ---- cross-layer equalization --------------------------------------------------------
+ * Moves weight range between consecutive convolutions of a prepared FP32 graph
+ * (Nagel et al. 2019, sec. 4.1) so that per-channel ranges even out before
+ * calibration: where Conv A alone feeds Conv B, directly, through a Relu or
+ * through a Clip(0, hi) (ReLU6), output channel c of A (weights and bias) is
+ * divided by 2^k and input channel c of B multiplied by it, k chosen so that
+ * the two channels' largest |weight| lie within a factor 2; sweeps repeat
+ * until no pair moves (depthwise layers join two pairs). Grouped and
+ * depthwise convolutions included.
+ * The graph computes the same function, bit for bit: the scales are powers of
+ * two and a channel moves only where each weight it touches stays a normal
+ * float. A Clip with an upper bound does not commute with scaling: through
+ * it, a channel moves only where a bound from the weights and the Clip's
+ * input range proves that it never reaches the upper bound, before and after
+ * the move (in MobileNetV2, a share of the depthwise layers' channels; the
+ * expand layers' inputs are unbounded, so their channels stay).
+ * g->equalized then holds a digest of the moves, which calibration tables made
+ * on the graph record: qf_quantize and qf_bias_fix_create refuse a table whose
+ * record differs from the graph's. A graph equalized already, or quantized,
+ * is refused. */
+typedef struct qf_equalize_info {
+    int pairs;                 /* Conv pairs found */
+    int pairs_clipped;         /* of them, joined by a Clip with an upper bound (ReLU6) */
+    int pairs_moved;           /* pairs with at least one channel moved */
+    int64_t channels;          /* channels of all pairs */
+    int64_t channels_moved;    /* channels scaled by 2^k, k != 0 */
+    int sweeps;                /* sweeps that moved something */
+    /* the mean over the pairs' channels of |log2(r1 / r2)|, r1 the largest |w|
+     * of A's output channel and r2 of B's input channel, before and after */
+    double imbalance_before, imbalance_after;
+} qf_equalize_info;
+
+/* info may be NULL. */
+qf_status qf_graph_equalize(qf_graph *g, qf_equalize_info *info);
+
 /* ---- bias correction ------------------------------------------------------------------
  * The mean error INT8 brings to each output channel of a layer (Conv, Gemm or
  * MatMul with constant weights), measured on images and added to the layer's

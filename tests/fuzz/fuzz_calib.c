@@ -22,6 +22,7 @@ static void same_table(const qf_calib_table *a, const qf_calib_table *b)
     if ((a->methods & (1u << QF_CALIB_PERCENTILE)) && a->percentile != b->percentile) fail("percentile");
     if (strcmp(a->model_sha256, b->model_sha256) || strcmp(a->preprocess ? a->preprocess : "", b->preprocess ? b->preprocess : ""))
         fail("model hash or preprocessing");
+    if (strcmp(a->equalized, b->equalized)) fail("equalization record");
     for (int i = 0; i < a->n; i++) {
         if (strcmp(a->entries[i].name, b->entries[i].name)) fail("a tensor name");
         for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
