@@ -2,7 +2,8 @@
 # Accuracy of quantized models, qforge against ONNX Runtime, in one run:
 #   qforge: calib --method all on the calibration images, then quant at INT8
 #   with each method the table holds (auto, the default, first), with auto and
-#   --asymmetric (zero points for one-sided activations: "auto+zp") and at
+#   --asymmetric (zero points for one-sided activations: "auto+zp"), with
+#   calib --equalize (cross-layer equalization: "auto+eq", "auto+eq+zp") and at
 #   FP16, then eval with --reference the FP32 model on the evaluation images;
 #   ONNX Runtime: bench/peers/ort_quant.py (quantize_static, QDQ, per-channel,
 #   QInt8 and QUInt8 ("+uint8": asymmetric), MinMax and Entropy) on the same
@@ -69,6 +70,16 @@ bench_model() {
   "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision int8 --method auto --asymmetric -o "$tmp/$name.zp.qfm"
   "$qforge" eval "$tmp/$name.zp.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet > "$tmp/$name.zp.json"
   qrow "$name" auto+zp int8 "$tmp/$name.zp.json"
+  echo "== $name: qforge calib --equalize (cross-layer equalization); quant auto, auto --asymmetric; eval" >&2
+  "$qforge" calib "$model" --images "$calib" $pp --equalize -o "$tmp/$name.eq.calib" --quiet
+  for zp in "" --asymmetric; do
+    "$qforge" quant "$model" --calib "$tmp/$name.eq.calib" --precision int8 $zp -o "$tmp/$name.eq$zp.qfm" --quiet
+    "$qforge" eval "$tmp/$name.eq$zp.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet \
+      > "$tmp/$name.eq$zp.json"
+    label=auto+eq
+    [ -n "$zp" ] && label=auto+eq+zp
+    qrow "$name" "$label" int8 "$tmp/$name.eq$zp.json"
+  done
   echo "== $name: qforge quant --precision fp16; eval" >&2
   "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision fp16 -o "$tmp/$name.fp16.qfm"
   "$qforge" eval "$tmp/$name.fp16.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet \
