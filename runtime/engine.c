@@ -124,11 +124,14 @@ qf_status qf_engine_read_output(const qf_engine *e, int i, size_t offset, void *
     return QF_OK;
 }
 
-qf_status qf_engine_run(qf_engine *e) { return e->be->run(e, e->g->batch > 0 ? e->g->batch : 1); }
+/* The batch the engine's graph was prepared at. */
+static int engine_batch(const qf_engine *e) { return e->g->batch > 0 ? e->g->batch : 1; }
+
+qf_status qf_engine_run(qf_engine *e) { return e->be->run(e, engine_batch(e)); }
 
 qf_status qf_engine_run_items(qf_engine *e, int items)
 {
-    int batch = e->g->batch > 0 ? e->g->batch : 1;
+    int batch = engine_batch(e);
     if (items < 1 || items > batch)
         return qf_error(QF_ERR_USAGE, "qf_engine_run_items: %d items for an engine at batch %d", items, batch);
     return e->be->run(e, items);

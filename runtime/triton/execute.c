@@ -54,6 +54,14 @@ static TRITONSERVER_Error *host_buffer(const tq_model *m, TRITONBACKEND_Input *i
     return NULL;
 }
 
+/* The error of a failed qforge call on instance `in` (its engine's message). */
+static TRITONSERVER_Error *instance_error(const tq_instance *in, qf_status st)
+{
+    char what[300];
+    snprintf(what, sizeof what, "instance '%s'", in->name);
+    return qfi_triton_qf_error(st, what);
+}
+
 /* Whether any buffer of the request's input t lies in GPU memory. */
 static bool input_on_gpu(TRITONBACKEND_Request *request, const tq_tensor *t)
 {
@@ -99,11 +107,7 @@ static TRITONSERVER_Error *write_device_input(tq_instance *in, qf_engine *e, con
             return qfi_triton_error(TRITONSERVER_ERROR_INTERNAL, "model '%s': input '%s' has more data than its size",
                                     in->m->name, t->name);
         qf_status st = qf_engine_write_input(e, t->index, off, p, size);
-        if (st != QF_OK) {
-            char what[300];
-            snprintf(what, sizeof what, "instance '%s'", in->name);
-            return qfi_triton_qf_error(st, what);
-        }
+        if (st != QF_OK) return instance_error(in, st);
         off += size;
     }
     return err;
@@ -357,9 +361,7 @@ static TRITONSERVER_Error *fill_outputs(tq_instance *in, qf_engine *e, tq_job *j
         } else {
             qf_status st = qf_engine_read_output(e, t->index, at, buf, bytes); /* a client's CUDA shared memory */
             if (st != QF_OK) {
-                char what[300];
-                snprintf(what, sizeof what, "instance '%s'", in->name);
-                err = qfi_triton_qf_error(st, what);
+                err = instance_error(in, st);
                 break;
             }
         }
@@ -421,9 +423,7 @@ static void run_batch(tq_instance *in, tq_job *jobs, uint32_t n, uint64_t exec_s
     for (uint32_t j = 0; j < n; j++) {
         if (jobs[j].error) continue;
         if (st != QF_OK) {
-            char what[300];
-            snprintf(what, sizeof what, "instance '%s'", in->name);
-            jobs[j].error = qfi_triton_qf_error(st, what);
+            jobs[j].error = instance_error(in, st);
         } else {
             jobs[j].error = fill_outputs(in, e, &jobs[j], jobs[j].first);
         }
