@@ -736,7 +736,18 @@ static void real_model(const char *model_rel, const char *calib_rel, const char 
     qf_engine *e0, *e1;
     OK(qf_engine_create(g, &o1, &e0));
     OK(qf_engine_create(r1, &o1, &e1));
-    int same_file = 0, same_batch = 0;
+    /* A float Conv/Gemm/MatMul (the classifier that reads MobileNetV2's
+     * global pool stays FP16) sums through OpenBLAS, whose kernel depends on
+     * the matrix shape (its small-matrix kernels on AVX-512): at another batch
+     * its sums may round differently. Integer sums may not. */
+    int float_sums = 0;
+    for (int k = 0; k < g->n_nodes; k++) {
+        const qf_node *n = &g->nodes[k];
+        float_sums += (n->op == QF_OP_CONV || n->op == QF_OP_GEMM || n->op == QF_OP_MATMUL) &&
+                      n->precision != QF_PREC_INT8;
+    }
+    int same_file = 0, same_batch = 0, same_top1 = 0;
+    double max_rel = 0.0;
     for (int i = 0; i < B; i++) {
         memcpy(qf_engine_input(e0, 0), x + i * img, img * sizeof(float));
         memcpy(qf_engine_input(e1, 0), x + i * img, img * sizeof(float));
@@ -745,11 +756,26 @@ static void real_model(const char *model_rel, const char *calib_rel, const char 
         const float *y0 = qf_engine_output(e0, 0), *y1 = qf_engine_output(e1, 0);
         same_file += memcmp(y0, y1, ncls * sizeof(float)) == 0;
         same_batch += memcmp(y0, yb + i * ncls, ncls * sizeof(float)) == 0;
+        size_t a0 = 0, ab = 0;
+        double peak = 0.0, diff = 0.0;
+        for (size_t k = 0; k < ncls; k++) {
+            const float b = yb[i * ncls + k];
+            if (y0[k] > y0[a0]) a0 = k;
+            if (b > yb[i * ncls + ab]) ab = k;
+            if (fabs(y0[k]) > peak) peak = fabs(y0[k]);
+            if (fabs(y0[k] - b) > diff) diff = fabs(y0[k] - b);
+        }
+        same_top1 += a0 == ab;
+        if (peak > 0 && diff / peak > max_rel) max_rel = diff / peak;
     }
-    printf("%s %s: %d of %d images bit-identical from the file at batch 1, %d of %d at batch %d\n", model_rel,
-           qf_precision_name(prec), same_file, B, same_batch, B, B);
+    printf("%s %s: %d of %d images bit-identical from the file at batch 1, %d of %d at batch %d (max |diff| / max |y| "
+           "%.2g, top-1 the same on %d; %d float Conv/Gemm/MatMul)\n",
+           model_rel, qf_precision_name(prec), same_file, B, same_batch, B, B, max_rel, same_top1, float_sums);
     ck_assert_int_eq(same_file, B);
-    ck_assert_int_eq(same_batch, B);
+    if (float_sums == 0) ck_assert_int_eq(same_batch, B);
+    /* FP16 rounding of the float sums: about one half-precision step */
+    ck_assert_msg(max_rel < 2e-3, "batch %d differs from batch 1 by %g of the logits' range", B, max_rel);
+    ck_assert_int_eq(same_top1, B);
     qf_engine_free(e0);
     qf_engine_free(e1);
     free(x), free(yb);
