@@ -165,6 +165,21 @@ static qf_graph *b_conv_grouped_dilated(void)
     output(g, conv(g, "dil", y, 12, 8, 5, 1, DIMS(1, 2, 3, 0), 1, 2, true));
     return g;
 }
+/* Grouped convs with several channels a group (the vectorized kernels):
+ * 4 a group as ResNeXt's, 16 with a residual Add, 24 at stride 2 as
+ * RegNet's, Cg != Mg, and 6 outputs a group (no whole INT8 vector). */
+static qf_graph *b_conv_grouped_vectors(void)
+{
+    qf_graph *g = new_graph("conv_grouped_vectors");
+    int x = input(g, "x", 4, DIMS(2, 32, 9, 9));
+    int a = unary(g, "ra", QF_OP_RELU, conv(g, "g4", x, 32, 32, 3, 1, P1, 8, 1, true));
+    int r = unary(g, "rr", QF_OP_RELU, binary(g, "res", QF_OP_ADD, conv(g, "g16", a, 32, 32, 3, 1, P1, 2, 1, true), a));
+    int b = unary(g, "rb", QF_OP_RELU, conv(g, "pw", r, 32, 48, 1, 1, P0, 1, 1, true));
+    int c = unary(g, "rc", QF_OP_RELU, conv(g, "g24s2", b, 48, 48, 3, 2, P1, 2, 1, true));
+    int d = unary(g, "rd", QF_OP_RELU, conv(g, "g8to4", c, 48, 24, 3, 1, P1, 6, 1, false));
+    output(g, conv(g, "g4to6", d, 24, 36, 3, 1, P1, 6, 1, true));
+    return g;
+}
 static qf_graph *b_conv_relu_pool(void)
 {
     qf_graph *g = new_graph("conv_relu_pool");
@@ -729,6 +744,7 @@ OP_TEST(conv_1x1)
 OP_TEST(conv_depthwise)
 OP_TEST(depthwise_vectors)
 OP_TEST(conv_grouped_dilated)
+OP_TEST(conv_grouped_vectors)
 OP_TEST(conv_relu_pool)
 OP_TEST(residual)
 OP_TEST(residual_wide)
@@ -1418,6 +1434,7 @@ int main(void)
     tcase_add_test(ops, t_conv_depthwise);
     tcase_add_test(ops, t_depthwise_vectors);
     tcase_add_test(ops, t_conv_grouped_dilated);
+    tcase_add_test(ops, t_conv_grouped_vectors);
     tcase_add_test(ops, t_conv_relu_pool);
     tcase_add_test(ops, t_residual);
     tcase_add_test(ops, t_residual_wide);

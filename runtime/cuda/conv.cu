@@ -26,7 +26,7 @@ typedef struct conv_state {
     bool im2col;
     int64_t K, Kpad, P;
     int64_t chunk;        /* output positions per GEMM (P when not chunked) */
-    void *w;              /* GEMM: [Mrows][Kpad]; direct: [kh][kw][C/group][M] */
+    void *w;              /* GEMM: [Mrows][Kpad]; direct: reorder_weights() */
     void *bias;           /* float paths: M elements of the output's dtype, or NULL */
     cu_gemm *gm, *gm_tail; /* chunk rows, and the last chunk's when P % chunk != 0 */
     int64_t ldacc;        /* INT8: accumulator row length (M rounded up to 4) */
@@ -190,11 +190,15 @@ static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const
 
 /* ---- building ---------------------------------------------------------------------------------- */
 
+/* Weight layouts: the GEMM's, and the direct kernels' (cu_direct_conv_words). */
+enum weight_layout { W_GEMM, W_DIRECT, W_DIRECT_WORDS };
+
 /* Reorders W (M, Cg, kh, kw) of `es`-byte elements: GEMM layout [rows][Kpad]
  * (k = (ikh*kw + ikw)*C + c, zeros past K and past M), or the direct
- * kernel's [kh][kw][Cg][M]. */
-static void *reorder_weights(const void *w, size_t es, const conv_geo &p, bool direct, int64_t rows, int64_t Kpad)
+ * kernels' [kh][kw][Cg][M] or [kh][kw][M][Cg]. */
+static void *reorder_weights(const void *w, size_t es, const conv_geo &p, weight_layout lay, int64_t rows, int64_t Kpad)
 {
+    const bool direct = lay != W_GEMM;
     const int64_t Cg = p.C / p.group;
     size_t n = direct ? (size_t)(p.kh * p.kw * Cg * p.M) : (size_t)(rows * Kpad);
     char *out = (char *)calloc(n + 1, es);
@@ -205,8 +209,10 @@ static void *reorder_weights(const void *w, size_t es, const conv_geo &p, bool d
             for (int kh = 0; kh < p.kh; kh++)
                 for (int kw = 0; kw < p.kw; kw++) {
                     size_t from = (size_t)(((m * Cg + c) * p.kh + kh) * p.kw + kw);
-                    size_t to = direct ? (size_t)(((int64_t)(kh * p.kw + kw) * Cg + c) * p.M + m)
-                                       : (size_t)(m * Kpad + (int64_t)(kh * p.kw + kw) * p.C + c);
+                    const int64_t tap = kh * p.kw + kw;
+                    size_t to = lay == W_DIRECT         ? (size_t)((tap * Cg + c) * p.M + m)
+                                : lay == W_DIRECT_WORDS ? (size_t)((tap * p.M + m) * Cg + c)
+                                                        : (size_t)(m * Kpad + tap * p.C + c);
                     memcpy(out + to * es, src + from * es, es);
                 }
     return out;
@@ -246,7 +252,7 @@ static qf_status conv_plan_gemm(cu_engine *c, cu_layer *L, conv_state *st, const
         QF_CHECK(cu_value_ptr(c, L->residual, &rp));
     }
     const int64_t rows = i8 ? st->ldacc : p.M;
-    void *hw = reorder_weights(w->data, es, p, false, rows, st->Kpad);
+    void *hw = reorder_weights(w->data, es, p, W_GEMM, rows, st->Kpad);
     if (!hw) return QF_ERR_NOMEM;
     qf_status s = cu_upload(c, hw, (size_t)(rows * st->Kpad) * es, &st->w);
     free(hw);
@@ -386,7 +392,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)st->K);
     if (p.group != 1) {
         st->direct = true;
-        void *hw = reorder_weights(w->data, es, p, true, 0, 0);
+        void *hw = reorder_weights(w->data, es, p, cu_direct_conv_words(&p, i8) ? W_DIRECT_WORDS : W_DIRECT, 0, 0);
         if (!hw) return QF_ERR_NOMEM;
         qf_status s = cu_upload(c, hw, (size_t)(p.kh * p.kw * (p.C / p.group) * p.M) * es, &st->w);
         free(hw);

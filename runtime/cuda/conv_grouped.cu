@@ -9,7 +9,9 @@
  * a vector of consecutive channels of one output pixel: vector loads of
  * input and weights per tap, index arithmetic once per vector; INT8 3x3
  * layers (MobileNet's) a row of pixels with a sliding window. The general
- * grouped case keeps one thread per output element. */
+ * grouped case gives each thread a vector of consecutive outputs of one
+ * group (INT8: dp4a over the group's channels, 4 at a time, where they come
+ * in whole words); other shapes keep one thread per output element. */
 #include "cuda_internal.h"
 #include <type_traits>
 
@@ -64,6 +66,92 @@ __global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bi
         }
         if constexpr (I8) qfi_requant_elem(&q, y, i, acc, m, res);
         else ((T *)y)[i] = (T)float_activation(acc, relu, lo, hi);
+    }
+}
+
+/* ---- grouped with several channels a group: V outputs of one group a thread ---------------------- */
+
+/* INT8, a group's input channels in whole 32-bit words (Cg % 4 == 0): one
+ * dp4a per 4 channels and output, weights as [kh][kw][M][Cg] so that an
+ * output's channels of one tap are consecutive words. Consecutive threads
+ * take consecutive V-blocks of one pixel, so a warp reads whole pixels. */
+template <int V>
+__global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q,
+                                        const int8_t *res, int total)
+{
+    const int C = (int)p.C, M = (int)p.M, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
+    const int Cg = C / (int)p.group, Mg = M / (int)p.group, CW = Cg / 4, MV = M / V;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int mv = i % MV, pix = i / MV, ow = pix % Wo, t = pix / Wo, oh = t % Ho, n = t / Ho;
+        const int m0 = mv * V, c0 = m0 / Mg * Cg;
+        int32_t acc[V];
+#pragma unroll
+        for (int v = 0; v < V; v++) acc[v] = 0;
+        for (int kh = 0; kh < p.kh; kh++) {
+            const int ih = oh * p.sh - p.ph + kh * p.dh;
+            if ((unsigned)ih >= (unsigned)H) continue;
+            for (int kw = 0; kw < p.kw; kw++) {
+                const int iw = ow * p.sw - p.pw + kw * p.dw;
+                if ((unsigned)iw >= (unsigned)W) continue;
+                const int *xp = (const int *)(x + ((size_t)(n * H + ih) * W + iw) * C + c0);
+                const int *wp = (const int *)(w + ((size_t)(kh * p.kw + kw) * M + m0) * Cg);
+                for (int cw = 0; cw < CW; cw++) {
+                    const int xv = xp[cw];
+#pragma unroll
+                    for (int v = 0; v < V; v++) acc[v] = __dp4a(xv, wp[v * CW + cw], acc[v]);
+                }
+            }
+        }
+        const size_t o = (size_t)pix * M + m0;
+        if (q.out == QF_I8 && !res) {
+            cu_vec<int8_t, V> out;
+#pragma unroll
+            for (int v = 0; v < V; v++) out.e[v] = qfi_round_i8(qfi_requant_acc(&q, acc[v], m0 + v, false, 0.0f));
+            out.store((int8_t *)y + o);
+        } else {
+#pragma unroll
+            for (int v = 0; v < V; v++) qfi_requant_elem(&q, y, (int64_t)(o + v), acc[v], m0 + v, res);
+        }
+    }
+}
+
+/* Float (f32, f16): V consecutive outputs of one group a thread, weights
+ * [kh][kw][Cg][M] read as vectors; each output's sum in the CPU kernel's
+ * order (bias, then taps in (kh, kw, c) order). */
+template <typename T, int V>
+__global__ void grouped_vec_kernel(T *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, float lo,
+                                   float hi, int total)
+{
+    const int C = (int)p.C, M = (int)p.M, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
+    const int Cg = C / (int)p.group, Mg = M / (int)p.group, MV = M / V;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int mv = i % MV, pix = i / MV, ow = pix % Wo, t = pix / Wo, oh = t % Ho, n = t / Ho;
+        const int m0 = mv * V, c0 = m0 / Mg * Cg;
+        float acc[V];
+        cu_vec<T, V> wv;
+        if (bias) wv.load(bias + m0);
+#pragma unroll
+        for (int v = 0; v < V; v++) acc[v] = bias ? to_f32(wv.e[v]) : 0.0f;
+        for (int kh = 0; kh < p.kh; kh++) {
+            const int ih = oh * p.sh - p.ph + kh * p.dh;
+            if ((unsigned)ih >= (unsigned)H) continue;
+            for (int kw = 0; kw < p.kw; kw++) {
+                const int iw = ow * p.sw - p.pw + kw * p.dw;
+                if ((unsigned)iw >= (unsigned)W) continue;
+                const T *xp = x + ((size_t)(n * H + ih) * W + iw) * C + c0;
+                const T *wp = w + (size_t)(kh * p.kw + kw) * Cg * M + m0;
+                for (int c = 0; c < Cg; c++) {
+                    const float xv = to_f32(xp[c]);
+                    wv.load(wp + (size_t)c * M);
+#pragma unroll
+                    for (int v = 0; v < V; v++) acc[v] = __fadd_rn(acc[v], __fmul_rn(to_f32(wv.e[v]), xv));
+                }
+            }
+        }
+        cu_vec<T, V> out;
+#pragma unroll
+        for (int v = 0; v < V; v++) out.e[v] = (T)float_activation(acc[v], relu, lo, hi);
+        out.store(y + (size_t)pix * M + m0);
     }
 }
 
@@ -232,7 +320,42 @@ void launch_depthwise(cudaStream_t s, const cu_conv_geo &g, const void *x, const
                                                   total);
 }
 
+template <typename T, int V>
+void launch_grouped_vec(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const void *bias, bool relu,
+                        float lo, float hi, void *y)
+{
+    const int total = (int)(g.N * g.Ho * g.Wo * (g.M / V));
+    unsigned b = cu_blocks(total, 256);
+    if (b > 262144) b = 262144;
+    grouped_vec_kernel<T, V><<<b, 256, 0, s>>>((T *)y, (const T *)x, (const T *)w, (const T *)bias, g, relu, lo, hi, total);
+}
+
+/* Tensors small enough for the vectorized kernels' 32-bit indices. */
+bool fits_i32(const cu_conv_geo *g)
+{
+    return g->N * g->H * g->W * g->C < INT32_MAX && g->N * g->Ho * g->Wo * g->M < INT32_MAX;
+}
+
+/* Outputs a thread of the grouped kernels takes: the widest vector that a
+ * group's outputs divide into (at most 16 bytes of float output); 1: the
+ * general kernel. */
+int grouped_vector(const cu_conv_geo *g, qf_dtype dt)
+{
+    const int64_t Cg = g->C / g->group, Mg = g->M / g->group;
+    if (g->group == 1 || Cg == 1 || !fits_i32(g)) return 1;
+    if (dt == QF_I8) return Cg % 4 ? 1 : Mg % 8 == 0 ? 8 : Mg % 4 == 0 ? 4 : 1;
+    const int maxv = dt == QF_F16 ? 8 : 4;
+    for (int v = maxv; v > 1; v /= 2)
+        if (Mg % v == 0) return v;
+    return 1;
+}
+
 } // namespace
+
+bool cu_direct_conv_words(const cu_conv_geo *g, bool int8)
+{
+    return int8 && grouped_vector(g, QF_I8) > 1;
+}
 
 qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
                              const void *bias, bool relu, float lo, float hi, const cu_requant *rq, const int8_t *res,
@@ -241,7 +364,7 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     const int64_t total = g->N * g->Ho * g->Wo * g->M;
     if (total == 0) return QF_OK;
     /* depthwise with whole vectors and 32-bit indices: the vectorized kernel */
-    const bool dw = g->group == g->C && g->M == g->C && g->N * g->H * g->W * g->C < INT32_MAX && total < INT32_MAX;
+    const bool dw = g->group == g->C && g->M == g->C && fits_i32(g);
     const bool dw3x3 = dw && rq && rq->out == QF_I8 && g->C % 4 == 0 && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
                        g->dw == 1 && (g->sw == 1 || g->sw == 2);
     if (dw3x3 && g->sw == 1) {
@@ -256,6 +379,22 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
         launch_depthwise<__half, float, 8>(s, *g, x, w, bias, relu, lo, hi, NULL, NULL, y);
     } else if (dw && !rq && dt == QF_F32 && g->C % 4 == 0) {
         launch_depthwise<float, float, 4>(s, *g, x, w, bias, relu, lo, hi, NULL, NULL, y);
+    } else if (rq && grouped_vector(g, QF_I8) > 1) {
+        const int V = grouped_vector(g, QF_I8), t = (int)(total / V);
+        unsigned b = cu_blocks(t, 256);
+        if (b > 262144) b = 262144;
+        if (V == 8)
+            grouped_i8_words_kernel<8><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
+        else
+            grouped_i8_words_kernel<4><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
+    } else if (!rq && (dt == QF_F16 || dt == QF_F32) && grouped_vector(g, dt) > 1) {
+        switch (dt == QF_F16 ? grouped_vector(g, dt) : -grouped_vector(g, dt)) {
+        case 8: launch_grouped_vec<__half, 8>(s, *g, x, w, bias, relu, lo, hi, y); break;
+        case 4: launch_grouped_vec<__half, 4>(s, *g, x, w, bias, relu, lo, hi, y); break;
+        case 2: launch_grouped_vec<__half, 2>(s, *g, x, w, bias, relu, lo, hi, y); break;
+        case -4: launch_grouped_vec<float, 4>(s, *g, x, w, bias, relu, lo, hi, y); break;
+        default: launch_grouped_vec<float, 2>(s, *g, x, w, bias, relu, lo, hi, y); break;
+        }
     } else {
         unsigned b = cu_blocks(total, 256);
         if (b > 262144) b = 262144;
