@@ -19,7 +19,7 @@ mkdir -p "$L"
 . bench/device/env.sh
 trap 'kill $holder 2>/dev/null; tar -czf $OUT/logs.tgz -C $OUT logs && rm -rf $L' EXIT
 Q=/tmp/q/bin/qforge
-IMG=$R/.device/data/imagenet/images
+IMG=${OOM_IMAGES:-$R/.device/data/imagenet/images}  # a folder of ImageNet JPEGs
 W=/tmp/oom
 mkdir -p $W
 export QFORGE_CACHE_DIR=
