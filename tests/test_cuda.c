@@ -652,13 +652,19 @@ static void compare(qf_graph *g, qf_precision prec, int runs, const char *label,
                  * qf_engine_write_input (on a CUDA engine a copy straight to
                  * the device, as the Triton backend does for a request in GPU
                  * memory); the host buffer then holds other values, unread */
-                size_t bytes = (size_t)n * sizeof(float);
+                size_t bytes = (size_t)n * sizeof(float), half = bytes / 2 / sizeof(float) * sizeof(float);
                 float *src = malloc(bytes);
+                void *dsrc;
                 ck_assert_ptr_nonnull(src);
                 memcpy(src, b, bytes);
                 for (int64_t k = 0; k < n; k++) b[k] = 50.0f;
-                OK(qf_engine_write_input(gpu, i, 0, src, bytes));
+                /* the first half from host memory, the rest from device memory */
+                ck_assert_int_eq(cudaMalloc(&dsrc, bytes), cudaSuccess);
+                ck_assert_int_eq(cudaMemcpy(dsrc, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+                OK(qf_engine_write_input(gpu, i, 0, src, half));
+                OK(qf_engine_write_input(gpu, i, half, (char *)dsrc + half, bytes - half));
                 free(src);
+                cudaFree(dsrc);
             }
         }
         OK(qf_engine_run(cpu));
@@ -674,6 +680,15 @@ static void compare(qf_graph *g, qf_precision prec, int runs, const char *label,
                 ck_assert_ptr_nonnull(copy);
                 OK(qf_engine_read_output(gpu, o, 0, copy, bytes));
                 ck_assert_int_eq(memcmp(copy, got, bytes), 0);
+                /* and into device memory (a server's CUDA shared memory), at an offset */
+                void *dst;
+                const size_t off = bytes / 2 / sizeof(float) * sizeof(float);
+                ck_assert_int_eq(cudaMalloc(&dst, bytes), cudaSuccess);
+                OK(qf_engine_read_output(gpu, o, off, dst, bytes - off));
+                memset(copy, 0, bytes);
+                ck_assert_int_eq(cudaMemcpy(copy, dst, bytes - off, cudaMemcpyDeviceToHost), cudaSuccess);
+                ck_assert_int_eq(memcmp(copy, (const char *)got + off, bytes - off), 0);
+                cudaFree(dst);
                 free(copy);
             }
             if (padded) {

@@ -824,13 +824,24 @@ static qf_status cu_write_input(qf_engine *e, int i, size_t offset, const void *
     return QF_OK;
 }
 
-/* From the run's pinned host copy of the output to dst, host or this GPU's
- * memory (a server's response buffer in CUDA shared memory). */
+/* Into host memory from the run's pinned host copy of the output; into this
+ * GPU's memory (a server's response buffer in CUDA shared memory) from the
+ * output on the device, on the copy stream: no trip through the host, and no
+ * synchronous cudaMemcpy on the legacy stream between a server's instances. */
 static qf_status cu_read_output(const qf_engine *e, int i, size_t offset, void *dst, size_t bytes)
 {
-    const cu_engine *c = (const cu_engine *)e->impl;
+    cu_engine *c = (cu_engine *)e->impl;
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, dst) != cudaSuccess || a.type != cudaMemoryTypeDevice) {
+        (void)cudaGetLastError(); /* a plain host pointer */
+        memcpy(dst, (const char *)c->h_out[i] + offset, bytes);
+        return QF_OK;
+    }
     CU_CHECK(cudaSetDevice(c->device));
-    CU_CHECK(cudaMemcpy(dst, (const char *)c->h_out[i] + offset, bytes, cudaMemcpyDefault));
+    const void *src = c->d_out[i];
+    if (!src) QF_CHECK(cu_value_ptr(c, c->g->outputs[i], (void **)&src));
+    CU_CHECK(cudaMemcpyAsync(dst, (const char *)src + offset, bytes, cudaMemcpyDeviceToDevice, c->copy));
+    CU_CHECK(cudaStreamSynchronize(c->copy));
     return QF_OK;
 }
 
