@@ -6,6 +6,7 @@
 #include <math.h>
 #include "quant_internal.h"
 #include "fusion.h"
+#include "ops/nn.h"
 
 static bool is_output(const qf_graph *g, int v) { return v >= 0 && (g->values[v].flags & QF_VALUE_OUTPUT); }
 
@@ -81,6 +82,18 @@ static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
     if (!p->o.int8_pooled && globally_pooled(p->g, x)) return false;
     if (b >= 0 && (!qfi_qfloat(p, b) || !qfi_qconst(p, b))) return false;
     return !d->int8_ok || d->int8_ok(p->g, n);
+}
+
+/* A MatMul of two float activations that int8_attention makes an INT8
+ * product (QFI_QROLE_PRODUCT): attention's QK^T and AV. */
+static bool product_candidate(const qfi_qplan *p, const qf_node *n)
+{
+    if (!p->o.int8_attention || n->op != QF_OP_MATMUL || kept_float(p, n) || n->n_in != 2 || n->n_out != 1 ||
+        n->out[0] < 0 || !qfi_qfloat(p, n->out[0]))
+        return false;
+    for (int k = 0; k < 2; k++)
+        if (!qfi_qfloat(p, n->in[k]) || qfi_qconst(p, n->in[k])) return false;
+    return qfi_matmul_product_fits(p->g, n);
 }
 
 /* Whether value v is read by a LayerNormalization: v is then a transformer's
@@ -331,7 +344,10 @@ qf_status qfi_quant_assign(qfi_qplan *p)
             qn->prec = QF_PREC_INT8;
             continue;
         }
-        if (int8 && int8_role(g, n, QFI_INT8_REQUANT) && int8_inputs(p, n)) {
+        if (int8 && product_candidate(p, n)) {
+            qn->role = QFI_QROLE_PRODUCT;
+            qn->prec = QF_PREC_INT8;
+        } else if (int8 && int8_role(g, n, QFI_INT8_REQUANT) && int8_inputs(p, n)) {
             qn->role = QFI_QROLE_REQUANT;
             qn->prec = QF_PREC_INT8;
         } else if (int8 && int8_role(g, n, QFI_INT8_PASS) && int8_inputs(p, n)) {
@@ -352,7 +368,7 @@ qf_status qfi_quant_assign(qfi_qplan *p)
         if (qn->role == QFI_QROLE_ANCHOR) {
             p->values[n->in[0]].read_i8 = true;
             if (qn->residual >= 0) p->values[qn->residual].read_i8 = true;
-        } else if (qn->role == QFI_QROLE_PASS || qn->role == QFI_QROLE_REQUANT) {
+        } else if (qn->role == QFI_QROLE_PASS || qn->role == QFI_QROLE_REQUANT || qn->role == QFI_QROLE_PRODUCT) {
             for (int k = 0; k < n->n_in; k++)
                 if (qfi_qfloat(p, n->in[k]) && !qfi_qconst(p, n->in[k])) p->values[n->in[k]].read_i8 = true;
         }
@@ -370,7 +386,8 @@ qf_status qfi_quant_assign(qfi_qplan *p)
             case QFI_QROLE_PASS: qv->store = QF_I8; break;
             case QFI_QROLE_FLOAT: qv->store = qn->prec == QF_PREC_FP16 ? QF_F16 : QF_F32; break;
             default: {
-                /* INT8 compute: int8 for INT8 readers, else float straight from the epilogue */
+                /* INT8 compute (and requantizing ops): int8 for INT8 readers, else float straight
+                 * from the epilogue */
                 bool half_reader = false;
                 for (int u = p->use_start[v]; u < p->use_start[v + 1]; u++)
                     half_reader |= p->nodes[p->use_node[u]].prec == QF_PREC_FP16;
@@ -448,7 +465,9 @@ static const char *float_reason(const qfi_qplan *p, int i)
         if (p->float_anchor && p->float_anchor[i]) return "bias beyond the INT8 accumulator (warned above)";
         if (!p->o.int8_pooled && n->n_in >= 1 && globally_pooled(p->g, n->in[0]))
             return "reads a globally pooled tensor (SE, classifier)";
-        if (n->n_in >= 2 && !qfi_qconst(p, n->in[1])) return "activation x activation (attention's QK^T and AV)";
+        if (n->n_in >= 2 && !qfi_qconst(p, n->in[1]))
+            return p->o.int8_attention ? "activation x activation in a shape the INT8 product does not take"
+                                       : "activation x activation (attention's QK^T and AV; --int8-attention)";
         return "weights in a shape INT8 does not take";
     case QFI_INT8_NONE:
         if (n->op == QF_OP_ADD && !qfi_qconst(p, n->in[0]) && !qfi_qconst(p, n->in[1]))

@@ -19,6 +19,8 @@ typedef enum qfi_qrole {
     QFI_QROLE_ANCHOR,   /* INT8 Conv/Gemm/MatMul: int32 accumulation, requantizing epilogue */
     QFI_QROLE_REQUANT,  /* INT8 op with its own output scale, through the FP32 kernel (GlobalAveragePool) */
     QFI_QROLE_PASS,     /* INT8 op that moves or selects values: output scale = input scale */
+    QFI_QROLE_PRODUCT,  /* INT8 MatMul of two activations (int8_attention): int32 product, the
+                         * epilogue's per-tensor multiplier s_a * s_b / s_out, nothing fused */
 } qfi_qrole;
 
 typedef struct qfi_qnode {

@@ -19,7 +19,7 @@ static const char quant_help[] =
     "                    [--threads T] [--json] [--strict]\n"
     "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
     "       qforge quant MODEL-QDQ.onnx [-o MODEL.qfm]   (a Q/DQ or QOperator model: its own scales)\n"
-    "  both: [--per-tensor-weights] [--asymmetric] [--equalize] [--fp16-layers NAME,...]\n"
+    "  both: [--per-tensor-weights] [--asymmetric] [--int8-attention] [--equalize] [--fp16-layers NAME,...]\n"
     "        [--export-onnx FILE.onnx] [--force] [--quiet]\n"
     "  --equalize  cross-layer equalization of the FP32 graph before calibrating and quantizing\n"
     "              (the same function; with --calib, the table says whether: calib --equalize)\n"
@@ -31,6 +31,8 @@ static const char quant_help[] =
     "  --asymmetric  zero points for activations the graph bounds from below (after Relu,\n"
     "              HardSwish, SiLU, ...): all 256 levels on their range (the CUDA engine\n"
     "              runs such nodes on the host)\n"
+    "  --int8-attention  MatMuls of two activations (attention's QK^T and AV) in INT8 too\n"
+    "              (per-tensor scales, exact int32 products); without it they stay FP16\n"
     "  --images:   calibrate on up to COUNT images of DIR (default 500), quantize, and check\n"
     "              the model against FP32 on up to --held-out others (default 500)\n"
     "  --precision int8 (default) | fp16 | fp32 | best (INT8, the layers that cost the most\n"
@@ -52,6 +54,7 @@ typedef struct quant_args {
     const char *model, *calib, *precision, *method, *out_path, *onnx_out, *calib_out, *report, *device;
     bool per_tensor, force, json, best;
     bool asymmetric;       /* --asymmetric: zero points for one-sided activations */
+    bool int8_attention;   /* --int8-attention: MatMuls of two activations in INT8 */
     bool equalize;         /* --equalize, or a table calibrated with it: every graph of MODEL is equalized */
     bool equalize_told;    /* its summary line was printed (the graph is loaded several times) */
     bool bias_correction;  /* --bias-correction: measured on the calibration part */
@@ -146,6 +149,7 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
         } else if (!strcmp(arg, "--quiet") || !strcmp(arg, "-q")) cli_quiet = true;
         else if (!strcmp(arg, "--per-tensor-weights")) a->per_tensor = true;
         else if (!strcmp(arg, "--asymmetric")) a->asymmetric = true;
+        else if (!strcmp(arg, "--int8-attention")) a->int8_attention = true;
         else if (!strcmp(arg, "--equalize")) a->equalize = true;
         else if (!strcmp(arg, "--bias-correction")) a->bias_correction = true;
         else if (!strcmp(arg, "--optimize-rounding")) a->optimize_rounding = true;
@@ -214,6 +218,8 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
         return cli_usage_error("quant", "--fp16-layers goes with --precision int8 (best chooses its own)");
     if (a->asymmetric && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
         return cli_usage_error("quant", "--asymmetric goes with --precision int8 or best");
+    if (a->int8_attention && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
+        return cli_usage_error("quant", "--int8-attention goes with --precision int8 or best");
     if ((a->optimize_rounding || a->bias_correction) && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
         return cli_usage_error("quant", "%s goes with --precision int8 or best",
                                a->optimize_rounding ? "--optimize-rounding" : "--bias-correction");
@@ -244,6 +250,7 @@ static qf_status quant_options(const quant_args *a, const qf_calib_table *t, con
     qf_quant_opts_init(qo);
     qo->per_tensor_weights = a->per_tensor;
     qo->asymmetric = a->asymmetric;
+    qo->int8_attention = a->int8_attention;
     qo->float_nodes = floats ? floats : a->fp16_layers;
     qo->n_float_nodes = floats ? n_floats : a->n_fp16_layers;
     qo->bias_fix = a->bias_fix;

@@ -23,7 +23,8 @@ qf_status qf_precision_parse(const char *s, qf_precision *out);
 
 typedef struct qf_quant_opts {
     /* FP32: nothing changes. FP16: every float op in FP16 (half storage, FP32
-     * arithmetic). INT8: Conv, Gemm and MatMul with constant weights, and the
+     * arithmetic). INT8: Conv, Gemm and MatMul with constant weights (and
+     * MatMuls of two activations with int8_attention), and the
      * ops between them that can stay INT8 (max-pool, concat, reshape, ...), in
      * INT8; FP16 elsewhere. FP32 is kept wherever FP16 would overflow (a
      * calibrated |x| above 65504). */
@@ -53,6 +54,12 @@ typedef struct qf_quant_opts {
      * INT8's: scale (threshold - bound) / 255. False: every activation is
      * symmetric (zero point 0), as TensorRT's INT8 is. */
     bool asymmetric;
+    /* INT8: also the MatMul nodes whose two inputs are both activations
+     * (attention's Q x K^T and softmax(A) x V): each input quantized per
+     * tensor at its calibrated scale, an exact int32 product, the requantizing
+     * epilogue with the one multiplier s_a * s_b / s_out. False (the default):
+     * they stay FP16. */
+    bool int8_attention;
 } qf_quant_opts;
 
 /* INT8, the table's default method, per-channel weights. */

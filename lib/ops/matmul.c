@@ -10,11 +10,37 @@ static qf_status matmul_parse(qf_graph *g, qf_node *n)
     return qfi_check_arity(g, n, 2, n->precision == QF_PREC_INT8 ? 5 : 2);
 }
 
+/* The operands of an INT8 product (qfi_matmul_is_product). */
+static qf_status product_operands(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *y = qfi_out(g, n, 0);
+    for (int k = 0; k < 2; k++) {
+        const qf_value *v = qfi_in(g, n, k);
+        if (v->dtype != QF_I8 || (v->flags & QF_VALUE_CONST) || !(v->scale > 0.0f) || !isfinite(v->scale))
+            return qf_error(QF_ERR_INVALID, "INT8 MatMul of two activations: input %s must be an int8 activation "
+                            "with a scale (it has dtype %s, scale %g%s)", v->name, qf_dtype_info(v->dtype)->name,
+                            (double)v->scale, (v->flags & QF_VALUE_CONST) ? ", constant" : "");
+    }
+    if (n->act != QF_ACT_NONE) return qf_error(QF_ERR_INVALID, "INT8 MatMul of two activations with a fused activation");
+    if (y->dtype == QF_I8 ? !(y->scale > 0.0f) || !isfinite(y->scale) : y->dtype != QF_F32 && y->dtype != QF_F16)
+        return qf_error(QF_ERR_INVALID, "INT8 output %s has dtype %s, scale %g", y->name,
+                        qf_dtype_info(y->dtype)->name, (double)y->scale);
+    return QF_OK;
+}
+
+bool qfi_matmul_product_fits(const qf_graph *g, const qf_node *n)
+{
+    const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1);
+    return a && b && a->ndim >= 2 && b->ndim >= 2 && a->dims[a->ndim - 1] <= QFI_INT8_PRODUCT_MAX_K;
+}
+
 qf_status qfi_matmul_geometry(const qf_graph *g, const qf_node *n, qfi_matmul_geom *geo)
 {
     const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1);
     QF_ASSERT(a && b);
-    if (n->precision == QF_PREC_INT8) {
+    if (qfi_matmul_is_product(n)) {
+        QF_CHECK(product_operands(g, n));
+    } else if (n->precision == QF_PREC_INT8) {
         QF_CHECK(qfi_int8_operands(g, n, b->ndim ? b->dims[b->ndim - 1] : 0));
     } else {
         QF_CHECK(qfi_require_f32(g, n, a, "input A"));
@@ -32,6 +58,10 @@ qf_status qfi_matmul_geometry(const qf_graph *g, const qf_node *n, qfi_matmul_ge
     if (kb != geo->K)
         return qf_error(QF_ERR_INVALID, "inner dims disagree: A %s has K=%lld, B %s has K=%lld", a->name,
                         (long long)geo->K, b->name, (long long)kb);
+    if (qfi_matmul_is_product(n) && (a_vec || b_vec || geo->K > QFI_INT8_PRODUCT_MAX_K))
+        return qf_error(QF_ERR_UNSUPPORTED, "an INT8 MatMul of two activations takes operands of 2 or more dims and "
+                        "K up to %d (A %s has %d dims, B %s %d, K=%lld)", QFI_INT8_PRODUCT_MAX_K, a->name, a->ndim,
+                        b->name, b->ndim, (long long)geo->K);
     int na = a_vec ? 0 : a->ndim - 2, nb = b_vec ? 0 : b->ndim - 2;
     qf_status st = qfi_broadcast_shape(na, a->dims, nb, b->dims, &geo->nbatch, geo->batch);
     if (st != QF_OK) return qf_error_prefix(st, "batch dims");

@@ -128,6 +128,21 @@ typedef struct qfi_matmul_geom {
     int64_t y_dims[QF_MAX_DIMS];
 } qfi_matmul_geom;
 qf_status qfi_matmul_geometry(const qf_graph *g, const qf_node *n, qfi_matmul_geom *geo);
+/* INT8 MatMul of two activations (quant's int8_attention: attention's Q x
+ * K^T and softmax(A) x V): inputs A and B only, both i8 activations with a
+ * scale (and zero point); Y = the exact int32 product of the stored integers
+ * less their zero points, through the requantizing epilogue with the one
+ * multiplier s_a * s_b / s_out and no bias, residual or activation. */
+static inline bool qfi_matmul_is_product(const qf_node *n)
+{
+    return n->op == QF_OP_MATMUL && n->precision == QF_PREC_INT8 && n->n_in == 2;
+}
+/* Its longest reduction: |a - z_a| and |b - z_b| are at most 255, so 32768
+ * terms keep the int32 sum exact. */
+#define QFI_INT8_PRODUCT_MAX_K 32768
+/* Whether an FP32 MatMul of two activations has a shape the INT8 product
+ * takes: A and B of 2 or more dims, K within QFI_INT8_PRODUCT_MAX_K. */
+bool qfi_matmul_product_fits(const qf_graph *g, const qf_node *n);
 
 /* ---- BatchNormalization, Softmax, ReduceMean ------------------------------------------ */
 typedef struct qfi_batchnorm_params {

@@ -54,7 +54,7 @@ static int64_t padded_columns(int64_t N) { return (N + 15) / 16 * 16; }
 qf_status qfi_cpu_gemm_prepare(const qf_graph *g, const qf_node *n, void **state)
 {
     *state = NULL;
-    if (n->precision != QF_PREC_INT8) return QF_OK;
+    if (n->precision != QF_PREC_INT8 || qfi_matmul_is_product(n)) return QF_OK; /* no weights to pack */
     igemm_shape s;
     QF_CHECK(int8_shape(g, n, &s));
     const int64_t quads = (s.K + 3) / 4, npad = padded_columns(s.N);

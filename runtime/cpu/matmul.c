@@ -1,5 +1,6 @@
 /* MatMul on the CPU: one cblas_sgemm per broadcast batch matrix, spread over
- * threads; when B has no batch dims the whole batch of A is one tall sgemm. */
+ * threads; when B has no batch dims the whole batch of A is one tall sgemm.
+ * INT8 with a constant weight: gemm_int8.c; INT8 of two activations: below. */
 #include "kernels.h"
 #include "ops/nn.h"
 #include <cblas.h>
@@ -28,8 +29,75 @@ static void matmul_item(void *arg, int64_t i)
                 j->B + ib * K * N, (int)N, 0.0f, j->Y + i * M * N, (int)N);
 }
 
+/* ---- INT8 product of two activations (qfi_matmul_is_product) ------------------------------
+ * Portable C: attention's matrices are small (197x64 by 64x197 a head). The
+ * int32 sums of (a - z_a)(b - z_b) are exact in any order, and the epilogue
+ * is lib/quant_math.h's, so the CUDA engine's result is the same bits. */
+typedef struct product_job {
+    const qfi_matmul_geom *geo;
+    const int8_t *A, *B;
+    int32_t za, zb;
+    const qfi_requant *rq;
+    void *Y;
+    size_t ysize;
+    int32_t *acc; /* scratch: N a batch matrix */
+} product_job;
+
+static void product_item(void *arg, int64_t i)
+{
+    const product_job *j = arg;
+    const qfi_matmul_geom *geo = j->geo;
+    int64_t ia = 0, ib = 0, rest = i;
+    for (int d = geo->nbatch - 1; d >= 0; d--) {
+        int64_t idx = rest % geo->batch[d];
+        rest /= geo->batch[d];
+        ia += idx * geo->a_stride[d];
+        ib += idx * geo->b_stride[d];
+    }
+    const int64_t M = geo->M, N = geo->N, K = geo->K;
+    const int8_t *A = j->A + ia * M * K, *B = j->B + ib * K * N;
+    int32_t *acc = j->acc + i * N; /* batch matrix i's row of accumulators */
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t c = 0; c < N; c++) acc[c] = 0;
+        for (int64_t k = 0; k < K; k++) {
+            const int32_t av = (int32_t)A[m * K + k] - j->za;
+            const int8_t *brow = B + k * N;
+            for (int64_t c = 0; c < N; c++) acc[c] += av * ((int32_t)brow[c] - j->zb);
+        }
+        /* one multiplier for every element: channel 0, step 0 */
+        qfi_requantize(j->rq, acc, NULL, N, 0, 0, (char *)j->Y + (size_t)((i * M + m) * N) * j->ysize);
+    }
+}
+
+static qf_status matmul_product(const qfi_kernel_args *a)
+{
+    qfi_matmul_geom geo;
+    QF_CHECK(qfi_matmul_geometry(a->g, a->n, &geo));
+    const qf_value *av = qfi_in(a->g, a->n, 0), *bv = qfi_in(a->g, a->n, 1), *yv = qfi_out(a->g, a->n, 0);
+    float m;
+    qfi_requant rq;
+    qfi_requant_init(&rq, &m, 1, av->scale, &bv->scale, NULL, 0.0f, 0, yv->dtype, yv->scale, yv->zero_point,
+                     QF_ACT_NONE, 0.0f, 0.0f);
+    product_job j = {.geo = &geo, .A = a->in[0], .B = a->in[1], .za = av->zero_point, .zb = bv->zero_point,
+                     .rq = &rq, .Y = a->out[0], .ysize = qf_dtype_info(yv->dtype)->size, .acc = a->scratch};
+    const int64_t nb = qfi_numel(geo.nbatch, geo.batch);
+    if (nb == 0 || geo.M == 0 || geo.N == 0) return QF_OK;
+    if (!a->scratch) return qf_error(QF_ERR_USAGE, "no INT8 scratch was provided");
+    qfi_parallel_for(a->threads, nb, product_item, &j);
+    return QF_OK;
+}
+
+static size_t matmul_scratch(const qf_graph *g, const qf_node *n)
+{
+    qfi_matmul_geom geo;
+    if (!qfi_matmul_is_product(n)) return qfi_cpu_gemm_scratch(g, n);
+    if (qfi_matmul_geometry(g, n, &geo) != QF_OK) return 0;
+    return (size_t)(qfi_numel(geo.nbatch, geo.batch) * geo.N) * sizeof(int32_t);
+}
+
 static qf_status matmul_run(const qfi_kernel_args *a)
 {
+    if (qfi_matmul_is_product(a->n)) return matmul_product(a);
     if (a->n->precision == QF_PREC_INT8) return qfi_cpu_gemm_int8(a);
     qfi_matmul_geom geo;
     QF_CHECK(qfi_matmul_geometry(a->g, a->n, &geo));
@@ -56,6 +124,6 @@ static qf_status matmul_run(const qfi_kernel_args *a)
 }
 
 const qfi_cpu_kernel qfi_cpu_matmul = {.run = matmul_run,
-                                       .scratch = qfi_cpu_gemm_scratch,
+                                       .scratch = matmul_scratch,
                                        .prepare = qfi_cpu_gemm_prepare,
                                        .release = qfi_cpu_int8_release};

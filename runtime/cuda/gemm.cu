@@ -424,6 +424,11 @@ typedef struct mm_state {
     qfi_matmul_geom geo;
     bool batched;
     int64_t nb, outer;
+    /* INT8 product of two activations (qfi_matmul_is_product): B transposed
+     * into CU_SCR_COL as nb_b matrices (ldacc, K), accumulators [nb*M][ldacc]
+     * in CU_SCR_ACC, then the requantize kernel over all of them */
+    bool product;
+    int64_t nb_b;
 } mm_state;
 
 /* Where batch matrix i of a MatMul reads A and B, in matrices. */
@@ -517,6 +522,96 @@ static qf_status mm_prepare_int8(cu_engine *c, cu_layer *L, mm_state *st)
     return QF_OK;
 }
 
+/* INT8 MatMul of two activations (attention's QK^T and AV under quant
+ * --int8-attention): int8 x int8 -> int32 in one strided-batched GEMM per
+ * run of whole matrices, as the float path batches. cuBLASLt's int8 GEMMs
+ * want the "TN" form (ARCHITECTURE.md), so B is transposed into scratch as
+ * (N, K) matrices padded to ldacc rows of zeros; where cuBLASLt still offers
+ * nothing (K not a multiple of 4, say) cu_gemm's own kernel computes the same
+ * exact sums. The requantize kernel then applies lib/quant_math.h's epilogue
+ * with the one multiplier s_a * s_b / s_out, as the CPU engine does. */
+static qf_status mm_prepare_product(cu_engine *c, cu_layer *L, mm_state *st)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    QF_CHECK(qfi_matmul_geometry(g, n, &st->geo));
+    const qfi_matmul_geom *geo = &st->geo;
+    const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1), *y = qfi_out(g, n, 0);
+    if (geo->K == 0) return qf_error(QF_ERR_UNSUPPORTED, "an INT8 product with K = 0");
+    st->int8 = st->product = st->batched = true;
+    st->nb = qfi_numel(geo->nbatch, geo->batch);
+    st->nb_b = qf_value_numel(b) / (geo->K * geo->N);
+    st->rows = st->nb * geo->M;
+    st->N = geo->N;
+    st->ldacc = (geo->N + 3) / 4 * 4; /* IMMA wants 16-byte rows of int32 */
+    /* the epilogue: one multiplier, repeated per column for the requantize kernel */
+    float *sw = (float *)qfi_calloc((size_t)geo->N + 1, sizeof *sw), *m = (float *)qfi_calloc((size_t)geo->N + 1, sizeof *m);
+    if (!sw || !m) {
+        free(sw), free(m);
+        return QF_ERR_NOMEM;
+    }
+    for (int64_t k = 0; k < geo->N; k++) sw[k] = b->scale;
+    qfi_requant_init(&st->rq, m, geo->N, a->scale, sw, NULL, 0.0f, 0, y->dtype, y->scale, y->zero_point, QF_ACT_NONE,
+                     0.0f, 0.0f);
+    st->rq.m = NULL, st->rq.bias = NULL;
+    st->rq.m0 = m[0];
+    st->rq.uniform = true;
+    qf_status s = cu_upload(c, m, (size_t)geo->N * sizeof *m, (void **)&st->rq.m);
+    free(sw), free(m);
+    QF_CHECK(s);
+    if (st->nb * geo->M == 0 || geo->N == 0) return QF_OK;
+    cu_gemm_shape sh;
+    memset(&sh, 0, sizeof sh);
+    sh.kind = CU_GEMM_I8;
+    sh.rows = geo->M, sh.cols = st->ldacc, sh.K = geo->K;
+    sh.lda = geo->K, sh.ldb = geo->K, sh.ldy = st->ldacc;
+    sh.trans_b = true;
+    sh.alpha = 1.0f;
+    sh.batch = strided_run(geo);
+    sh.stride_a = geo->M * geo->K, sh.stride_b = st->ldacc * geo->K, sh.stride_y = geo->M * st->ldacc;
+    st->outer = st->nb / sh.batch;
+    /* every matrix starts at a multiple of its size from a 256-byte boundary */
+    uint32_t al = 16;
+    while (al > 1 && (sh.stride_a % al || geo->K % al)) al /= 2;
+    sh.min_align = al;
+    cu_need_scratch(c, CU_SCR_COL, (size_t)(st->nb_b * st->ldacc * geo->K));
+    cu_need_scratch(c, CU_SCR_ACC, (size_t)(st->rows * st->ldacc) * 4);
+    if (a->ndim == 4) cu_need_input_as(c, L, 0, CU_LOGICAL);
+    if (b->ndim == 4) cu_need_input_as(c, L, 1, CU_LOGICAL);
+    return cu_gemm_create(c, &sh, &st->gm);
+}
+
+/* bt[j] (ld, K) = b[j] (K, N) transposed, rows N..ld zero: 32x32 tiles through shared memory. */
+__global__ void transpose_b_kernel(const int8_t *b, int8_t *bt, int64_t K, int64_t N, int64_t ld)
+{
+    __shared__ int8_t t[32][33];
+    const int64_t j = blockIdx.z;
+    const int64_t k0 = blockIdx.y * 32, n0 = blockIdx.x * 32;
+    b += j * K * N;
+    bt += j * ld * K;
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) { /* read rows k of b, columns n */
+        const int64_t k = k0 + r, col = n0 + threadIdx.x;
+        t[r][threadIdx.x] = k < K && col < N ? b[k * N + col] : 0;
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < 32; r += blockDim.y) { /* write rows n of bt, columns k */
+        const int64_t col = n0 + r, k = k0 + threadIdx.x;
+        if (col < ld && k < K) bt[col * K + k] = t[threadIdx.x][r];
+    }
+}
+
+static qf_status transpose_b(cudaStream_t s, const mm_state *st, const void *B, void *Bt)
+{
+    const int64_t K = st->geo.K, ld = st->ldacc;
+    if (st->nb_b > 65535 || (K + 31) / 32 > 65535)
+        return qf_error(QF_ERR_UNSUPPORTED, "%lld matrices of K = %lld exceed the transpose's grid", (long long)st->nb_b,
+                        (long long)K);
+    dim3 grid((unsigned)((ld + 31) / 32), (unsigned)((K + 31) / 32), (unsigned)st->nb_b), block(32, 8);
+    transpose_b_kernel<<<grid, block, 0, s>>>((const int8_t *)B, (int8_t *)Bt, K, st->geo.N, ld);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
 /* Float operands of one dtype (INT8 ones are checked by the INT8 path). */
 static qf_status mm_check(const qf_graph *g, const qf_node *n)
 {
@@ -536,6 +631,7 @@ static qf_status mm_prepare(cu_engine *c, cu_layer *L)
     if (!st) return QF_ERR_NOMEM;
     L->state = st;
     L->free_state = mm_free;
+    if (qfi_matmul_is_product(n)) return mm_prepare_product(c, L, st);
     if (n->precision == QF_PREC_INT8) return mm_prepare_int8(c, L, st);
     const qf_graph *gg = cu_geo_graph(c, n);
     const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1);
@@ -636,6 +732,12 @@ __global__ void relu_inplace_kernel(void *y, qf_dtype dt, int64_t n)
 static qf_status mm_buffers(cu_engine *c, cu_layer *L, cudaStream_t s, const void **A, const void **B, void **Y)
 {
     const mm_state *st = (const mm_state *)L->state;
+    if (st->product) { /* B: its transpose, made by transpose_b */
+        QF_CHECK(cu_input_as(c, L, 0, CU_LOGICAL, s, A));
+        *B = c->scratch[CU_SCR_COL];
+        *Y = c->scratch[CU_SCR_ACC];
+        return QF_OK;
+    }
     if (st->int8) {
         QF_CHECK(cu_input_as(c, L, 0, CU_LOGICAL, s, A));
         *B = st->w;
@@ -654,6 +756,11 @@ static qf_status mm_tune(cu_engine *c, cu_layer *L)
     const void *A, *B;
     void *Y;
     QF_CHECK(mm_buffers(c, L, c->stream, &A, &B, &Y));
+    if (st->product) { /* the candidates run on B's transpose */
+        const void *b;
+        QF_CHECK(cu_input_as(c, L, 1, CU_LOGICAL, c->stream, &b));
+        QF_CHECK(transpose_b(c->stream, st, b, (void *)B));
+    }
     QF_CHECK(cu_gemm_tune(c, st->gm, A, B, Y));
     qf_log(QF_LOG_DEBUG, "%s: node %s: %s", c->g->source, L->n->name, cu_gemm_describe(st->gm));
     return QF_OK;
@@ -668,6 +775,23 @@ static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const void *A, *B;
     void *Y;
     QF_CHECK(mm_buffers(c, L, s, &A, &B, &Y));
+    if (st->product) {
+        const void *b;
+        QF_CHECK(cu_input_as(c, L, 1, CU_LOGICAL, s, &b));
+        QF_CHECK(transpose_b(s, st, b, (void *)B));
+        const qfi_matmul_geom *geo = &st->geo;
+        const int64_t inner = st->nb / st->outer;
+        for (int64_t o = 0; o < st->outer; o++) { /* broadcast outer dims: one batched GEMM each */
+            int64_t i = o * inner, ia, ib;
+            batch_offsets(geo, i, &ia, &ib);
+            QF_CHECK(cu_gemm_run(c, st->gm, (const int8_t *)A + ia * geo->M * geo->K,
+                                 (const int8_t *)B + ib * st->ldacc * geo->K, NULL,
+                                 (int32_t *)Y + i * geo->M * st->ldacc, s));
+        }
+        void *out;
+        QF_CHECK(cu_value_ptr(c, cu_out_value(L, 0), &out));
+        return cu_requant_launch(s, &st->rq, (const int32_t *)Y, st->rows, st->N, st->ldacc, NULL, out);
+    }
     if (st->int8) {
         QF_CHECK(cu_gemm_run(c, st->gm, A, B, NULL, Y, s));
         const int8_t *res = NULL;
