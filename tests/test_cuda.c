@@ -264,6 +264,52 @@ static qf_graph *b_matmul(void)
     output(g, binary(g, "bmm", QF_OP_MATMUL, a, b));
     return g;
 }
+/* Linear layer: MatMul(x, W (k, n)) + b. */
+static int linear(qf_graph *g, const char *name, int x, int64_t k, int64_t n)
+{
+    char wn[64], bn[64], mn[64];
+    snprintf(wn, sizeof wn, "%s.w", name);
+    snprintf(bn, sizeof bn, "%s.b", name);
+    snprintf(mn, sizeof mn, "%s.mm", name);
+    float r = 1.5f / sqrtf((float)k);
+    int w = weight(g, wn, 2, DIMS(k, n), -r, r), b = weight(g, bn, 1, DIMS(n), -0.1f, 0.1f);
+    return binary(g, name, QF_OP_ADD, binary(g, mn, QF_OP_MATMUL, x, w), b);
+}
+static int reshape_to(qf_graph *g, const char *name, int x, int nd, const int64_t *shape)
+{
+    char sn[64];
+    snprintf(sn, sizeof sn, "%s.shape", name);
+    return binary(g, name, QF_OP_RESHAPE, x, ints(g, sn, nd, shape));
+}
+static int transpose4(qf_graph *g, const char *name, int x, const int64_t *perm)
+{
+    int y = unary(g, name, QF_OP_TRANSPOSE, x);
+    set_ints(&g->nodes[g->n_nodes - 1], "perm", 4, perm);
+    return y;
+}
+/* Attention's MatMuls of two activations on Q, K, V from Linear layers:
+ * x (2 images, 10 tokens, 32 features), 4 heads of 8; "qk" = Q x K^T (4-D
+ * batched, K = 8: cuBLASLt's int8 GEMM, N = 10 padded to 12 accumulator
+ * columns); "av" = P x V with V one head broadcast over the heads
+ * (multi-query; a loop of GEMMs) and K = 10 tokens, not a multiple of 4 (the
+ * fallback kernel). P is Relu(qk) rather than Softmax: with
+ * --int8-attention every op here is exact on both engines, so the outputs
+ * compare bit for bit (a Softmax's float rounding may differ by an ulp). */
+static qf_graph *b_attention(void)
+{
+    qf_graph *g = new_graph("attention");
+    int x = input(g, "x", 3, DIMS(2, 10, 32));
+    int q = transpose4(g, "q.t", reshape_to(g, "q.r", linear(g, "q", x, 32, 32), 4, DIMS(0, 10, 4, 8)), DIMS(0, 2, 1, 3));
+    int kt = transpose4(g, "k.t", reshape_to(g, "k.r", linear(g, "k", x, 32, 32), 4, DIMS(0, 10, 4, 8)), DIMS(0, 2, 3, 1));
+    int v = reshape_to(g, "v.r", linear(g, "v", x, 32, 8), 4, DIMS(0, 1, 10, 8));
+    int qk = binary(g, "qk", QF_OP_MATMUL, q, kt);
+    output(g, qk);
+    int av = binary(g, "av", QF_OP_MATMUL, unary(g, "p", QF_OP_RELU, qk), v);
+    output(g, av);
+    output(g, linear(g, "proj", reshape_to(g, "merge", transpose4(g, "av.t", av, DIMS(0, 2, 1, 3)), 3, DIMS(0, 10, 32)),
+                     32, 32));
+    return g;
+}
 static qf_graph *b_binary(void)
 {
     qf_graph *g = new_graph("binary");
@@ -779,6 +825,44 @@ OP_TEST(conv_transpose)
 OP_TEST(se_block)
 
 START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
+END_TEST
+
+/* quant --int8-attention: QK^T and AV as INT8 products on the device
+ * (cuBLASLt, and without it the fallback kernel) bit for bit against the
+ * CPU engine; every precision without the option as the other op graphs. */
+START_TEST(t_int8_attention)
+{
+    check_graph(b_attention, false);
+    for (int nolt = 0; nolt < 2; nolt++) {
+        uint64_t seed = rng;
+        qf_graph *ref = b_attention(), *g;
+        prepare(ref, 2);
+        qf_calib_table *t = calibrate_random(ref);
+        qf_graph_free(ref);
+        rng = seed;
+        g = b_attention();
+        prepare(g, 2);
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.method = QF_CALIB_MINMAX;
+        o.int8_attention = true;
+        OK(qf_quantize(g, t, &o, NULL));
+        qf_calib_table_free(t);
+        const int qk = node_index(g, "qk"), av = node_index(g, "av");
+        ck_assert_int_eq(g->nodes[qk].precision, QF_PREC_INT8);
+        ck_assert_int_eq(g->nodes[av].precision, QF_PREC_INT8);
+        if (nolt) setenv("QFORGE_CUDA_NOLT", "1", 1);
+        qf_engine_opts go = {.device = dut};
+        qf_engine *e;
+        OK(qf_engine_create(g, &go, &e));
+        ck_assert_int_eq(qf_engine_node_device(e, qk), dut);
+        ck_assert_int_eq(qf_engine_node_device(e, av), dut);
+        qf_engine_free(e);
+        compare(g, QF_PREC_INT8, 2, nolt ? "int8attn-nolt" : "int8attn", true);
+        unsetenv("QFORGE_CUDA_NOLT");
+        qf_graph_free(g);
+    }
+}
 END_TEST
 
 /* ---- engine behaviour ----------------------------------------------------------------------- */
@@ -1457,6 +1541,7 @@ int main(void)
     tcase_add_test(ops, t_gemm_bias);
     tcase_add_test(ops, t_gemm_general);
     tcase_add_test(ops, t_matmul);
+    tcase_add_test(ops, t_int8_attention);
     tcase_add_test(ops, t_binary);
     tcase_add_test(ops, t_unary);
     tcase_add_test(ops, t_batchnorm_softmax);
