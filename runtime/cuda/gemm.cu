@@ -169,14 +169,15 @@ __device__ __forceinline__ void store_y(int8_t *y, const int8_t *cm, int32_t acc
 #define TILE 16
 
 template <typename TA, typename TACC, typename TY>
-__global__ void gemm_tile_kernel(const TA *A, const TA *B, const TY *C, TY *Y, cu_gemm_shape s)
+__global__ void gemm_tile_kernel(const TA *A, const TA *B, const TY *C, TY *Y, cu_gemm_shape s, int64_t z0)
 {
     __shared__ TACC As[TILE][TILE + 1], Bs[TILE][TILE + 1];
-    /* the batch's matrix blockIdx.z */
-    A += blockIdx.z * s.stride_a;
-    B += blockIdx.z * s.stride_b;
-    C += blockIdx.z * s.stride_y;
-    Y += blockIdx.z * s.stride_y;
+    /* the batch's matrix z0 + blockIdx.z */
+    const int64_t z = z0 + blockIdx.z;
+    A += z * s.stride_a;
+    B += z * s.stride_b;
+    C += z * s.stride_y;
+    Y += z * s.stride_y;
     const int64_t row = blockIdx.y * (int64_t)TILE + threadIdx.y, col = blockIdx.x * (int64_t)TILE + threadIdx.x;
     TACC acc = 0;
     for (int64_t k0 = 0; k0 < s.K; k0 += TILE) {
@@ -201,30 +202,32 @@ static qf_status fallback_run(const cu_gemm *gm, const void *A, const void *B, c
     if (s.rows == 0 || s.cols == 0) return QF_OK;
     if ((s.rows + TILE - 1) / TILE > 65535)
         return qf_error(QF_ERR_UNSUPPORTED, "%lld rows exceed the fallback GEMM's grid", (long long)s.rows);
-    if (s.batch > 65535)
-        return qf_error(QF_ERR_UNSUPPORTED, "a batch of %lld products exceeds the fallback GEMM's grid", (long long)s.batch);
-    dim3 grid((unsigned)((s.cols + TILE - 1) / TILE), (unsigned)((s.rows + TILE - 1) / TILE),
-              (unsigned)(s.batch > 1 ? s.batch : 1)),
-        block(TILE, TILE);
-    switch (s.kind) {
-    case CU_GEMM_F32:
-        gemm_tile_kernel<float, float, float><<<grid, block, 0, st>>>((const float *)A, (const float *)B, (const float *)C,
-                                                                      (float *)Y, s);
-        break;
-    case CU_GEMM_F16:
-        gemm_tile_kernel<__half, float, __half><<<grid, block, 0, st>>>((const __half *)A, (const __half *)B,
-                                                                        (const __half *)C, (__half *)Y, s);
-        break;
-    case CU_GEMM_I8:
-        gemm_tile_kernel<int8_t, int32_t, int32_t><<<grid, block, 0, st>>>((const int8_t *)A, (const int8_t *)B,
-                                                                           (const int32_t *)C, (int32_t *)Y, s);
-        break;
-    case CU_GEMM_I8Q:
-        gemm_tile_kernel<int8_t, int32_t, int8_t><<<grid, block, 0, st>>>((const int8_t *)A, (const int8_t *)B,
-                                                                          (const int8_t *)C, (int8_t *)Y, s);
-        break;
+    /* a batch beyond the grid's 65535 in z: launches of 65535 matrices */
+    const int64_t batch = s.batch > 1 ? s.batch : 1;
+    for (int64_t z0 = 0; z0 < batch; z0 += 65535) {
+        dim3 grid((unsigned)((s.cols + TILE - 1) / TILE), (unsigned)((s.rows + TILE - 1) / TILE),
+                  (unsigned)(batch - z0 < 65535 ? batch - z0 : 65535)),
+            block(TILE, TILE);
+        switch (s.kind) {
+        case CU_GEMM_F32:
+            gemm_tile_kernel<float, float, float><<<grid, block, 0, st>>>((const float *)A, (const float *)B,
+                                                                          (const float *)C, (float *)Y, s, z0);
+            break;
+        case CU_GEMM_F16:
+            gemm_tile_kernel<__half, float, __half><<<grid, block, 0, st>>>((const __half *)A, (const __half *)B,
+                                                                            (const __half *)C, (__half *)Y, s, z0);
+            break;
+        case CU_GEMM_I8:
+            gemm_tile_kernel<int8_t, int32_t, int32_t><<<grid, block, 0, st>>>((const int8_t *)A, (const int8_t *)B,
+                                                                               (const int32_t *)C, (int32_t *)Y, s, z0);
+            break;
+        case CU_GEMM_I8Q:
+            gemm_tile_kernel<int8_t, int32_t, int8_t><<<grid, block, 0, st>>>((const int8_t *)A, (const int8_t *)B,
+                                                                              (const int8_t *)C, (int8_t *)Y, s, z0);
+            break;
+        }
+        CU_LAUNCHED();
     }
-    CU_LAUNCHED();
     return QF_OK;
 }
 
@@ -537,7 +540,9 @@ static qf_status mm_prepare_product(cu_engine *c, cu_layer *L, mm_state *st)
     QF_CHECK(qfi_matmul_geometry(g, n, &st->geo));
     const qfi_matmul_geom *geo = &st->geo;
     const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1), *y = qfi_out(g, n, 0);
-    if (geo->K == 0) return qf_error(QF_ERR_UNSUPPORTED, "an INT8 product with K = 0");
+    if (geo->K == 0 || geo->N > ((int64_t)1 << 30) || geo->M > (int64_t)65535 * 16) /* the fallback grid's rows */
+        return qf_error(QF_ERR_UNSUPPORTED, "an INT8 product of M = %lld, N = %lld, K = %lld", (long long)geo->M,
+                        (long long)geo->N, (long long)geo->K);
     st->int8 = st->product = st->batched = true;
     st->nb = qfi_numel(geo->nbatch, geo->batch);
     st->nb_b = qf_value_numel(b) / (geo->K * geo->N);
@@ -581,33 +586,35 @@ static qf_status mm_prepare_product(cu_engine *c, cu_layer *L, mm_state *st)
     return cu_gemm_create(c, &sh, &st->gm);
 }
 
-/* bt[j] (ld, K) = b[j] (K, N) transposed, rows N..ld zero: 32x32 tiles through shared memory. */
-__global__ void transpose_b_kernel(const int8_t *b, int8_t *bt, int64_t K, int64_t N, int64_t ld)
+/* bt[j] (ld, K) = b[j] (K, N) transposed, rows N..ld zero, for the nb
+ * matrices j: 32x32 tiles through shared memory, the grid's z striding over j. */
+__global__ void transpose_b_kernel(const int8_t *b, int8_t *bt, int64_t nb, int64_t K, int64_t N, int64_t ld)
 {
     __shared__ int8_t t[32][33];
-    const int64_t j = blockIdx.z;
     const int64_t k0 = blockIdx.y * 32, n0 = blockIdx.x * 32;
-    b += j * K * N;
-    bt += j * ld * K;
-    for (int r = threadIdx.y; r < 32; r += blockDim.y) { /* read rows k of b, columns n */
-        const int64_t k = k0 + r, col = n0 + threadIdx.x;
-        t[r][threadIdx.x] = k < K && col < N ? b[k * N + col] : 0;
-    }
-    __syncthreads();
-    for (int r = threadIdx.y; r < 32; r += blockDim.y) { /* write rows n of bt, columns k */
-        const int64_t col = n0 + r, k = k0 + threadIdx.x;
-        if (col < ld && k < K) bt[col * K + k] = t[threadIdx.x][r];
+    for (int64_t j = blockIdx.z; j < nb; j += gridDim.z) {
+        const int8_t *bj = b + j * K * N;
+        int8_t *btj = bt + j * ld * K;
+        for (int r = threadIdx.y; r < 32; r += blockDim.y) { /* read rows k of b, columns n */
+            const int64_t k = k0 + r, col = n0 + threadIdx.x;
+            t[r][threadIdx.x] = k < K && col < N ? bj[k * N + col] : 0;
+        }
+        __syncthreads();
+        for (int r = threadIdx.y; r < 32; r += blockDim.y) { /* write rows n of bt, columns k */
+            const int64_t col = n0 + r, k = k0 + threadIdx.x;
+            if (col < ld && k < K) btj[col * K + k] = t[threadIdx.x][r];
+        }
+        __syncthreads();
     }
 }
 
 static qf_status transpose_b(cudaStream_t s, const mm_state *st, const void *B, void *Bt)
 {
     const int64_t K = st->geo.K, ld = st->ldacc;
-    if (st->nb_b > 65535 || (K + 31) / 32 > 65535)
-        return qf_error(QF_ERR_UNSUPPORTED, "%lld matrices of K = %lld exceed the transpose's grid", (long long)st->nb_b,
-                        (long long)K);
-    dim3 grid((unsigned)((ld + 31) / 32), (unsigned)((K + 31) / 32), (unsigned)st->nb_b), block(32, 8);
-    transpose_b_kernel<<<grid, block, 0, s>>>((const int8_t *)B, (int8_t *)Bt, K, st->geo.N, ld);
+    /* (K and ld/32 are within the grid: K <= QFI_INT8_PRODUCT_MAX_K, and N by mm_prepare_product) */
+    dim3 grid((unsigned)((ld + 31) / 32), (unsigned)((K + 31) / 32), (unsigned)(st->nb_b < 65535 ? st->nb_b : 65535)),
+        block(32, 8);
+    transpose_b_kernel<<<grid, block, 0, s>>>((const int8_t *)B, (int8_t *)Bt, st->nb_b, K, st->geo.N, ld);
     CU_LAUNCHED();
     return QF_OK;
 }
