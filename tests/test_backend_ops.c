@@ -18,6 +18,7 @@
 #include "internal.h"
 #include "testutil.h"
 #include "../quant/quant_internal.h"
+#include "ops/nn.h"
 
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
 #define IN(...) ((const int[]){__VA_ARGS__})
@@ -108,6 +109,11 @@ static void b_matmul_4d(qf_graph *g, qf_op o, qf_precision p)
 static void b_matmul_broadcast(qf_graph *g, qf_op o, qf_precision p)
 {
     node(g, o, 2, IN(input(g, "a", 4, DIMS(2, 3, 4, 8)), weight(g, "b", 3, DIMS(3, 8, 5), -0.5f, 0.5f)));
+}
+/* multi-query attention's AV: one head of V broadcast over three, (2,3,4,8) x (2,1,8,5) */
+static void b_matmul_heads_broadcast(qf_graph *g, qf_op o, qf_precision p)
+{
+    node(g, o, 2, IN(input(g, "p", 4, DIMS(2, 3, 4, 8)), input(g, "v", 4, DIMS(2, 1, 8, 5))));
 }
 /* A broadcast over the outer batch dim: (1,3,4,8) x (2,3,8,4) (the CUDA engine
  * runs two strided batches of three, the second reading A's first matrices again) */
@@ -404,6 +410,7 @@ static const op_case cases[] = {
     {QF_OP_MATMUL, "4-D x 4-D (attention)", b_matmul_4d, -1.0f, 1.0f},
     {QF_OP_MATMUL, "4-D x 3-D broadcast", b_matmul_broadcast, -1.0f, 1.0f},
     {QF_OP_MATMUL, "4-D x 4-D, A broadcast", b_matmul_broadcast_a, -1.0f, 1.0f},
+    {QF_OP_MATMUL, "4-D x 4-D, heads broadcast", b_matmul_heads_broadcast, -1.0f, 1.0f},
     {QF_OP_ADD, "per-channel", b_binary, -1.0f, 1.0f},
     {QF_OP_SUB, "per-channel", b_binary, -1.0f, 1.0f},
     {QF_OP_MUL, "per-channel", b_binary, -1.0f, 1.0f},
@@ -577,7 +584,8 @@ static qf_graph *lower(const op_case *c, qf_precision p, uint64_t seed, float s_
     qf_node *n = &g->nodes[0];
     const float s_in = range_scale(c->lo, c->hi);
     if (p == QF_PREC_FP16) lower_fp16(g, n);
-    else if (d->int8 == QFI_INT8_COMPUTE) lower_compute(g, n, s_in, s_out);
+    else if (d->int8 == QFI_INT8_COMPUTE && (qfi_in(g, n, 1)->flags & QF_VALUE_CONST)) lower_compute(g, n, s_in, s_out);
+    /* (a MatMul of two activations: the INT8 product, both inputs and the output int8, quant --int8-attention) */
     else lower_int8(g, n, s_in, d->int8 == QFI_INT8_PASS ? s_in : s_out);
     n = &g->nodes[0];
     n->precision = p;
@@ -833,15 +841,20 @@ static void print_matrix(int cell[][N_ENGINES][QF_PRECISION_COUNT], const bool *
 }
 
 /* Whether case c's node has the INT8 form of its op: a compute op's node
- * only where its descriptor takes it (constant weights of the right shape:
- * attention's activation x activation MatMul stays float). */
+ * only where its descriptor takes it (constant weights of the right shape),
+ * or a MatMul of two activations the INT8 product takes (attention's, under
+ * quant --int8-attention). */
 static bool int8_applies(const op_case *c)
 {
     const qfi_op_desc *d = qfi_ops[c->op];
     if (d->int8 != QFI_INT8_COMPUTE) return true;
     qf_graph *g = build(c, QF_PREC_FP32, 1);
     const qf_node *n = &g->nodes[0];
-    bool ok = n->n_in >= 2 && (qfi_in(g, n, 1)->flags & QF_VALUE_CONST) && (!d->int8_ok || d->int8_ok(g, n));
+    const bool varying[2] = {n->n_in >= 2 && !(qfi_in(g, n, 0)->flags & QF_VALUE_CONST),
+                             n->n_in >= 2 && !(qfi_in(g, n, 1)->flags & QF_VALUE_CONST)};
+    bool ok = n->n_in >= 2 && (((qfi_in(g, n, 1)->flags & QF_VALUE_CONST) && (!d->int8_ok || d->int8_ok(g, n))) ||
+                               (c->op == QF_OP_MATMUL && n->n_in == 2 && varying[0] && varying[1] &&
+                                qfi_matmul_product_fits(g, n)));
     qf_graph_free(g);
     return ok;
 }
