@@ -1222,6 +1222,22 @@ START_TEST(int8_attention_products)
             ck_assert_int_eq(memcmp(yb, y8, (size_t)ny * sizeof *yb), 0);
             free(yb);
             qf_graph_free(back);
+            /* Q/DQ ONNX: each product a float MatMul between DequantizeLinear and
+             * QuantizeLinear, which qforge reads back and runs */
+            char onnx[] = "/tmp/qforge-test-attention-onnx-XXXXXX";
+            fd = mkstemp(onnx);
+            ck_assert_int_ge(fd, 0);
+            close(fd);
+            OK(qf_export_onnx(g, onnx));
+            qf_load_opts lo = {.batch = 2};
+            OK(qf_model_load(onnx, &lo, &back));
+            unlink(onnx);
+            OK(qf_quantize(back, NULL, NULL, NULL));
+            yb = run(back, x, NULL, NULL);
+            double dbx = sqnr_db(y32, yb, ny);
+            ck_assert_msg(dbx > 30.0, "exported Q/DQ model: SQNR %.1f dB", dbx);
+            free(yb);
+            qf_graph_free(back);
         }
         printf("  attention block, int8_attention %d: SQNR %.2f dB vs FP32, %d INT8 nodes\n", on, db,
                sum.nodes[QF_PREC_INT8]);
