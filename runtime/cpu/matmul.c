@@ -38,10 +38,23 @@ typedef struct product_job {
     const int8_t *A, *B;
     int32_t za, zb;
     const qfi_requant *rq;
+    const qfi_i8_kernels *k; /* its vector epilogue (int8_simd.c: the same bits as qfi_requantize) */
     void *Y;
-    size_t ysize;
     int32_t *acc; /* scratch: N a batch matrix */
 } product_job;
+
+/* acc[0..N) = row a (K) times B (K, N), less the zero points: rows of B
+ * scaled and added, which vectorizes (one clone per instruction set). */
+QFI_SIMD_CLONES static void product_row(int32_t *restrict acc, const int8_t *restrict a, const int8_t *restrict B,
+                                        int64_t K, int64_t N, int32_t za, int32_t zb)
+{
+    for (int64_t c = 0; c < N; c++) acc[c] = 0;
+    for (int64_t k = 0; k < K; k++) {
+        const int32_t av = (int32_t)a[k] - za;
+        const int8_t *brow = B + k * N;
+        for (int64_t c = 0; c < N; c++) acc[c] += av * ((int32_t)brow[c] - zb);
+    }
+}
 
 static void product_item(void *arg, int64_t i)
 {
@@ -58,14 +71,9 @@ static void product_item(void *arg, int64_t i)
     const int8_t *A = j->A + ia * M * K, *B = j->B + ib * K * N;
     int32_t *acc = j->acc + i * N; /* batch matrix i's row of accumulators */
     for (int64_t m = 0; m < M; m++) {
-        for (int64_t c = 0; c < N; c++) acc[c] = 0;
-        for (int64_t k = 0; k < K; k++) {
-            const int32_t av = (int32_t)A[m * K + k] - j->za;
-            const int8_t *brow = B + k * N;
-            for (int64_t c = 0; c < N; c++) acc[c] += av * ((int32_t)brow[c] - j->zb);
-        }
-        /* one multiplier for every element: channel 0, step 0 */
-        qfi_requantize(j->rq, acc, NULL, N, 0, 0, (char *)j->Y + (size_t)((i * M + m) * N) * j->ysize);
+        product_row(acc, A + m * K, B, K, N, j->za, j->zb);
+        /* one multiplier for every element */
+        j->k->requant_run(j->rq, acc, N, 0, j->rq->m[0], NULL, j->Y, (i * M + m) * N);
     }
 }
 
@@ -79,7 +87,7 @@ static qf_status matmul_product(const qfi_kernel_args *a)
     qfi_requant_init(&rq, &m, 1, av->scale, &bv->scale, NULL, 0.0f, 0, yv->dtype, yv->scale, yv->zero_point,
                      QF_ACT_NONE, 0.0f, 0.0f);
     product_job j = {.geo = &geo, .A = a->in[0], .B = a->in[1], .za = av->zero_point, .zb = bv->zero_point,
-                     .rq = &rq, .Y = a->out[0], .ysize = qf_dtype_info(yv->dtype)->size, .acc = a->scratch};
+                     .rq = &rq, .k = qfi_cpu_i8_kernels(qfi_cpu_i8_isa()), .Y = a->out[0], .acc = a->scratch};
     const int64_t nb = qfi_numel(geo.nbatch, geo.batch);
     if (nb == 0 || geo.M == 0 || geo.N == 0) return QF_OK;
     if (!a->scratch) return qf_error(QF_ERR_USAGE, "no INT8 scratch was provided");
