@@ -255,6 +255,8 @@ class Run:
         self.stamp = {"date": datetime.date.today().isoformat(), "commit": a.commit, "device": a.device_name,
                       "calib_images": a.calib_n, "eval_images": a.eval_n, "bn_images": a.bn_n,
                       "calib_method": a.calib_method or "default"}
+        if a.quant_flags:
+            self.stamp["quant_flags"] = a.quant_flags
         for d in ("onnx", "q", "logits", "logs"):
             os.makedirs(os.path.join(a.work, d), exist_ok=True)
         os.makedirs(a.results, exist_ok=True)
@@ -370,7 +372,7 @@ class Run:
                                       "--quiet", "-o", table] + pp_args(pp) + dev +
                                      (["--method", a.calib_method] if a.calib_method else [])) is not None
             ok = ok and self.sh(r, "quant_int8", [a.qforge, "quant", onnx_path, "--calib", table, "--precision",
-                                                  "int8", "-o", q8, "--quiet"]) is not None
+                                                  "int8", "-o", q8, "--quiet"] + a.quant_flags.split()) is not None
             if ok:
                 self.eval(r, "eval_int8", q8, onnx_path, pp)
             if speed and self.sh(r, "quant_fp16", [a.qforge, "quant", onnx_path, "--precision", "fp16", "-o", q16,
@@ -644,6 +646,9 @@ def main():
     r.add_argument("--skip-speed", action="store_true")
     r.add_argument("--calib-method", default="",
                    help="qforge calib --method (default: qforge's default); recorded with each result")
+    r.add_argument("--quant-flags", default="",
+                   help="more `qforge quant` flags for the INT8 model, e.g. --int8-attention; recorded with each "
+                        "result (give such a run its own --results)")
     r.add_argument("--compile", default="",
                    help="comma-separated models also timed under torch.compile (inductor, reduce-overhead, FP16; "
                         "about a minute of compiling each)")
