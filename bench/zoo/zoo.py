@@ -648,7 +648,7 @@ def main():
                    help="qforge calib --method (default: qforge's default); recorded with each result")
     r.add_argument("--quant-flags", default="",
                    help="more `qforge quant` flags for the INT8 model, e.g. --int8-attention; recorded with each "
-                        "result (give such a run its own --results)")
+                        "result (as quant_flags: keep such results apart from the default's)")
     r.add_argument("--compile", default="",
                    help="comma-separated models also timed under torch.compile (inductor, reduce-overhead, FP16; "
                         "about a minute of compiling each)")
