@@ -527,11 +527,12 @@ static qf_status mm_prepare_int8(cu_engine *c, cu_layer *L, mm_state *st)
 
 /* INT8 MatMul of two activations (attention's QK^T and AV under quant
  * --int8-attention): int8 x int8 -> int32 in one strided-batched GEMM per
- * run of whole matrices, as the float path batches. cuBLASLt's int8 GEMMs
- * want the "TN" form (ARCHITECTURE.md), so B is transposed into scratch as
- * (N, K) matrices padded to ldacc rows of zeros; where cuBLASLt still offers
- * nothing (K not a multiple of 4, say) cu_gemm's own kernel computes the same
- * exact sums. The requantize kernel then applies lib/quant_math.h's epilogue
+ * run of whole matrices, as the float path batches. cuBLASLt's int8 (IMMA)
+ * GEMMs take both operands K-major, the "TN" form the INT8 layers' weights
+ * [N][K] and patches [P][K] have (ARCHITECTURE.md's measured facts), so B is
+ * transposed into scratch as (N, K) matrices padded to ldacc rows of zeros;
+ * where cuBLASLt still offers nothing (K not a multiple of 4, say) cu_gemm's
+ * own kernel computes the same exact sums. The requantize kernel then applies lib/quant_math.h's epilogue
  * with the one multiplier s_a * s_b / s_out, as the CPU engine does. */
 static qf_status mm_prepare_product(cu_engine *c, cu_layer *L, mm_state *st)
 {
@@ -545,7 +546,7 @@ static qf_status mm_prepare_product(cu_engine *c, cu_layer *L, mm_state *st)
                         (long long)geo->N, (long long)geo->K);
     st->int8 = st->product = st->batched = true;
     st->nb = qfi_numel(geo->nbatch, geo->batch);
-    st->nb_b = qf_value_numel(b) / (geo->K * geo->N);
+    st->nb_b = geo->N ? qf_value_numel(b) / (geo->K * geo->N) : 0;
     st->rows = st->nb * geo->M;
     st->N = geo->N;
     st->ldacc = (geo->N + 3) / 4 * 4; /* IMMA wants 16-byte rows of int32 */
