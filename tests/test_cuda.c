@@ -704,13 +704,18 @@ static void compare(qf_graph *g, qf_precision prec, int runs, const char *label,
                 ck_assert_ptr_nonnull(src);
                 memcpy(src, b, bytes);
                 for (int64_t k = 0; k < n; k++) b[k] = 50.0f;
-                /* the first half from host memory, the rest from device memory */
-                ck_assert_int_eq(cudaMalloc(&dsrc, bytes), cudaSuccess);
-                ck_assert_int_eq(cudaMemcpy(dsrc, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+                /* the first half from host memory, the rest from device
+                 * memory (host memory again when the CPU engine is under test) */
+                if (dut == QF_DEVICE_CUDA) {
+                    ck_assert_int_eq(cudaMalloc(&dsrc, bytes), cudaSuccess);
+                    ck_assert_int_eq(cudaMemcpy(dsrc, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+                } else {
+                    dsrc = src;
+                }
                 OK(qf_engine_write_input(gpu, i, 0, src, half));
                 OK(qf_engine_write_input(gpu, i, half, (char *)dsrc + half, bytes - half));
+                if (dsrc != src) cudaFree(dsrc);
                 free(src);
-                cudaFree(dsrc);
             }
         }
         OK(qf_engine_run(cpu));
@@ -727,14 +732,16 @@ static void compare(qf_graph *g, qf_precision prec, int runs, const char *label,
                 OK(qf_engine_read_output(gpu, o, 0, copy, bytes));
                 ck_assert_int_eq(memcmp(copy, got, bytes), 0);
                 /* and into device memory (a server's CUDA shared memory), at an offset */
-                void *dst;
-                const size_t off = bytes / 2 / sizeof(float) * sizeof(float);
-                ck_assert_int_eq(cudaMalloc(&dst, bytes), cudaSuccess);
-                OK(qf_engine_read_output(gpu, o, off, dst, bytes - off));
-                memset(copy, 0, bytes);
-                ck_assert_int_eq(cudaMemcpy(copy, dst, bytes - off, cudaMemcpyDeviceToHost), cudaSuccess);
-                ck_assert_int_eq(memcmp(copy, (const char *)got + off, bytes - off), 0);
-                cudaFree(dst);
+                if (dut == QF_DEVICE_CUDA) {
+                    void *dst;
+                    const size_t off = bytes / 2 / sizeof(float) * sizeof(float);
+                    ck_assert_int_eq(cudaMalloc(&dst, bytes), cudaSuccess);
+                    OK(qf_engine_read_output(gpu, o, off, dst, bytes - off));
+                    memset(copy, 0, bytes);
+                    ck_assert_int_eq(cudaMemcpy(copy, dst, bytes - off, cudaMemcpyDeviceToHost), cudaSuccess);
+                    ck_assert_int_eq(memcmp(copy, (const char *)got + off, bytes - off), 0);
+                    cudaFree(dst);
+                }
                 free(copy);
             }
             if (padded) {
