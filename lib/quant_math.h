@@ -172,10 +172,14 @@ static QFI_HD float qfi_requant_value(const qfi_requant *rq, float a, float m, b
     return qfi_requant_value_at(rq, a, m, has_res, r, true);
 }
 /* The same from the int32 accumulator of channel c. */
-static QFI_HD float qfi_requant_acc(const qfi_requant *rq, int32_t acc, int64_t c, bool has_res, float r)
+static QFI_HD float qfi_requant_acc_at(const qfi_requant *rq, int32_t acc, int64_t c, bool has_res, float r, bool smooth)
 {
     const int32_t a = rq->bias ? acc + rq->bias[c] : acc;
-    return qfi_requant_value(rq, qfi_i2f(a), rq->m[c], has_res, r);
+    return qfi_requant_value_at(rq, qfi_i2f(a), rq->m[c], has_res, r, smooth);
+}
+static QFI_HD float qfi_requant_acc(const qfi_requant *rq, int32_t acc, int64_t c, bool has_res, float r)
+{
+    return qfi_requant_acc_at(rq, acc, c, has_res, r, true);
 }
 /* Stores an epilogue result as element i of y in the output dtype. */
 static QFI_HD void qfi_requant_store(const qfi_requant *rq, void *y, int64_t i, float v)
@@ -188,10 +192,15 @@ static QFI_HD void qfi_requant_store(const qfi_requant *rq, void *y, int64_t i, 
 }
 /* The whole epilogue of output element i: its int32 accumulator of channel c
  * and residual res[i] (res may be NULL), stored into y in rq->out's dtype. */
-static QFI_HD void qfi_requant_elem(const qfi_requant *rq, void *y, int64_t i, int32_t acc, int64_t c, const int8_t *res)
+static QFI_HD void qfi_requant_elem_at(const qfi_requant *rq, void *y, int64_t i, int32_t acc, int64_t c,
+                                       const int8_t *res, bool smooth)
 {
     const float r = res ? (float)((int32_t)res[i] - rq->z_r) : 0.0f;
-    qfi_requant_store(rq, y, i, qfi_requant_acc(rq, acc, c, res != NULL, r));
+    qfi_requant_store(rq, y, i, qfi_requant_acc_at(rq, acc, c, res != NULL, r, smooth));
+}
+static QFI_HD void qfi_requant_elem(const qfi_requant *rq, void *y, int64_t i, int32_t acc, int64_t c, const int8_t *res)
+{
+    qfi_requant_elem_at(rq, y, i, acc, c, res, true);
 }
 
 /* ---- exact conversions through the float 1.5*2^23 ---------------------------------
