@@ -1,12 +1,88 @@
 /* Float functions that the CPU and CUDA engines compute bit for bit alike:
- * built from lib/quant_math.h's single IEEE operations (nothing fused), where
+ * built from single IEEE operations (below; nothing fused), where
  * libm's expf and CUDA's differ by an ulp or two, and an INT8 model fragile
  * enough turns that ulp into a different class (EfficientNet's SiLU and SE
  * gates). Under nvcc the functions are __host__ __device__. */
 #ifndef QFORGE_FLOAT_MATH_H
 #define QFORGE_FLOAT_MATH_H
 
-#include "quant_math.h"
+#include <stdint.h>
+#include <stdbool.h>
+#include <string.h>
+#include <math.h>
+
+#ifdef __CUDACC__
+#define QFI_HD __host__ __device__ __forceinline__
+#else
+#define QFI_HD inline
+#endif
+
+/* ---- one IEEE operation each --------------------------------------------------
+ * nvcc contracts a*b + c into a fused multiply-add unless told not to, and
+ * the CPU engine computes the two roundings: device code says so explicitly.
+ * (C is compiled with -std=c11, whose default is -ffp-contract=off.) */
+static QFI_HD float qfi_mul(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+static QFI_HD float qfi_add(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+static QFI_HD float qfi_sub(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+static QFI_HD float qfi_div(float a, float b)
+{
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+/* int32 -> float, rounded to nearest (exact below 2^24 in magnitude) */
+static QFI_HD float qfi_i2f(int32_t a)
+{
+#ifdef __CUDA_ARCH__
+    return __int2float_rn(a);
+#else
+    return (float)a;
+#endif
+}
+/* ---- float bit patterns (IEEE binary32) ---------------------------------------- */
+static QFI_HD uint32_t qfi_f32_bits(float x)
+{
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(x);
+#else
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+#endif
+}
+static QFI_HD float qfi_bits_f32(uint32_t u)
+{
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+#endif
+}
 
 /* 2^k for k in [-126, 127]: a normal float made from its exponent bits. */
 static QFI_HD float qfi_pow2i(int k) { return qfi_bits_f32((uint32_t)(k + 127) << 23); }
@@ -37,13 +113,28 @@ static QFI_HD float qfi_exp(float x)
     return qfi_mul(qfi_mul(p, qfi_pow2i(k1)), qfi_pow2i(ki - k1));
 }
 
-/* 1 / (1 + e^-x), with e of a non-positive argument only, so that large |x|
- * neither overflows nor loses the tail. */
+/* sigmoid(x) = 1 / (1 + e^-x) as n / d, with e = e^-|x| (a non-positive
+ * argument only, so that large |x| neither overflows nor loses the tail):
+ * d = 1 + e, and n = 1 for x >= 0, else e. One e^x and no branch. */
+static QFI_HD float qfi_sigmoid_parts(float x, float *d)
+{
+    const float e = qfi_exp(-fabsf(x));
+    *d = qfi_add(1.0f, e);
+    return x >= 0.0f ? 1.0f : e;
+}
 static QFI_HD float qfi_sigmoid(float x)
 {
-    if (x >= 0.0f) return qfi_div(1.0f, qfi_add(1.0f, qfi_exp(-x)));
-    const float e = qfi_exp(x);
-    return qfi_div(e, qfi_add(1.0f, e));
+    float d;
+    const float n = qfi_sigmoid_parts(x, &d);
+    return qfi_div(n, d);
+}
+
+/* ONNX HardSigmoid, max(0, min(1, alpha x + beta)): the product, then the sum
+ * (HardSwish is x times it with alpha 1/6, beta 1/2). NaN stays NaN. */
+static QFI_HD float qfi_hard_sigmoid(float x, float alpha, float beta)
+{
+    const float h = qfi_add(qfi_mul(alpha, x), beta);
+    return h < 0.0f ? 0.0f : h > 1.0f ? 1.0f : h;
 }
 
 /* One Horner step, p t + c, rounded twice (never fused). */

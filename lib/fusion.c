@@ -1,7 +1,8 @@
 /* The epilogue fusion planner (lib/fusion.h): walks each anchor's chain of
- * sole readers -- bias Add, residual Add, Relu, Clip -- and asks the caller's
- * rules about every link. What a link needs of the graph (one reader, the
- * Add's other operand, Clip's bounds) is worked out here, once. */
+ * sole readers -- bias Add, residual Add, Relu, Clip, a smooth activation --
+ * and asks the caller's rules about every link. What a link needs of the
+ * graph (one reader, or SiLU's two; the Add's other operand, Clip's bounds)
+ * is worked out here, once. */
 #include "fusion.h"
 #include "ops/tensor_ops.h"
 
@@ -11,7 +12,8 @@ typedef struct planner {
     qfi_fusion *f;
     int n;
     int *readers;  /* per value: input edges that read it, +1 for a graph output */
-    int *reader;   /* per value: a node that reads it */
+    int *reader;   /* per value: the last node that reads it */
+    int *first;    /* per value: the first node that reads it, or -1 */
     int *chain;    /* per value: the chain it ends, or -1 */
     int *born;     /* per value: the node that writes it once the planned fusions are applied */
     int *absorbed; /* per node: the chain it joined, or -1 */
@@ -35,6 +37,12 @@ static bool offer(planner *P, int fi, qfi_fuse_candidate *c)
     if (c->link == QFI_FUSE_BIAS) f->bias = c->other;
     if (c->link == QFI_FUSE_RESIDUAL) f->residual = c->other;
     if (c->link == QFI_FUSE_CLIP) f->clip_lo = c->lo, f->clip_hi = c->hi;
+    if (c->link == QFI_FUSE_ACT) f->act = c->act;
+    if (c->gate) {
+        const int k = (int)(c->gate - P->g->nodes);
+        f->node[QFI_FUSE_GATE] = k;
+        P->absorbed[k] = fi;
+    }
     P->chain[f->out] = -1;
     P->chain[y] = fi;
     P->born[y] = f->anchor;
@@ -62,7 +70,53 @@ static void try_bias(planner *P, int fi)
     offer(P, fi, &c);
 }
 
-/* Relu, then Clip, after the chain's end. */
+/* x * HardSigmoid(x) is HardSwish only at HardSwish's own constants. */
+static bool hard_swish_gate(const qf_node *n)
+{
+    const qfi_unary_params *p = n->params;
+    return p && p->alpha == 1.0f / 6.0f && p->beta == 0.5f;
+}
+
+/* The smooth activation of the chain's end v: its sole reader Sigmoid or
+ * HardSwish, or Mul(v, g) (either order) with g = Sigmoid(v) or HardSigmoid(v),
+ * the two nodes v's only readers and the Mul g's only one (PyTorch's SiLU and
+ * older HardSwish exports). */
+static void try_smooth(planner *P, int fi)
+{
+    const qf_graph *g = P->g;
+    const int v = P->f[fi].out;
+    qfi_fuse_candidate c = {.link = QFI_FUSE_ACT};
+    const int j = sole_reader(P, v);
+    if (j >= 0) {
+        c.node = &g->nodes[j];
+        if (c.node->op == QF_OP_SIGMOID) c.act = QF_ACT_SIGMOID;
+        else if (c.node->op == QF_OP_HARD_SWISH) c.act = QF_ACT_HARD_SWISH;
+        else return;
+        offer(P, fi, &c);
+        return;
+    }
+    if (P->readers[v] != 2 || (g->values[v].flags & QF_VALUE_OUTPUT)) return;
+    int s = P->first[v], m = P->reader[v];
+    if (s == m || P->absorbed[s] >= 0 || P->absorbed[m] >= 0) return; /* Mul(v, v) reads v twice */
+    if (g->nodes[s].op == QF_OP_MUL) {
+        const int t = s;
+        s = m;
+        m = t;
+    }
+    const qf_node *gate = &g->nodes[s], *mul = &g->nodes[m];
+    if (mul->op != QF_OP_MUL || mul->n_in != 2 || gate->n_in != 1 || gate->n_out < 1) return;
+    const int gv = gate->out[0];
+    if (gv < 0 || sole_reader(P, gv) != m || !((mul->in[0] == v && mul->in[1] == gv) || (mul->in[0] == gv && mul->in[1] == v)))
+        return;
+    if (gate->op == QF_OP_SIGMOID) c.act = QF_ACT_SILU;
+    else if (gate->op == QF_OP_HARD_SIGMOID && hard_swish_gate(gate)) c.act = QF_ACT_HARD_SWISH;
+    else return;
+    c.node = mul;
+    c.gate = gate;
+    offer(P, fi, &c);
+}
+
+/* Relu, then Clip, then a smooth activation, after the chain's end. */
 static void try_activations(planner *P, int fi)
 {
     int j = sole_reader(P, P->f[fi].out);
@@ -71,10 +125,12 @@ static void try_activations(planner *P, int fi)
         offer(P, fi, &c);
     }
     j = sole_reader(P, P->f[fi].out);
-    if (j < 0 || P->g->nodes[j].op != QF_OP_CLIP) return;
-    qfi_fuse_candidate c = {.link = QFI_FUSE_CLIP, .node = &P->g->nodes[j]};
-    if (qfi_clip_bounds(P->g, c.node, &c.lo, &c.hi) != QF_OK) return; /* the Clip's own kernel reports it */
-    offer(P, fi, &c);
+    if (j >= 0 && P->g->nodes[j].op == QF_OP_CLIP) {
+        qfi_fuse_candidate c = {.link = QFI_FUSE_CLIP, .node = &P->g->nodes[j]};
+        /* bounds it cannot give: the Clip's own kernel reports them */
+        if (qfi_clip_bounds(P->g, c.node, &c.lo, &c.hi) == QF_OK) offer(P, fi, &c);
+    }
+    try_smooth(P, fi);
 }
 
 /* Add a: the chains that end at one of its inputs are offered it as their
@@ -114,16 +170,17 @@ qf_status qfi_fusion_plan(const qf_graph *g, const qfi_fusion_rules *rules, qfi_
     P.f = qfi_calloc(nn, sizeof *P.f);
     P.readers = qfi_calloc(nv, sizeof *P.readers);
     P.reader = qfi_calloc(nv, sizeof *P.reader);
+    P.first = qfi_calloc(nv, sizeof *P.first);
     P.chain = qfi_calloc(nv, sizeof *P.chain);
     P.born = qfi_calloc(nv, sizeof *P.born);
     P.absorbed = qfi_calloc(nn, sizeof *P.absorbed);
     qf_status st = QF_OK;
-    if (!P.f || !P.readers || !P.reader || !P.chain || !P.born || !P.absorbed) {
+    if (!P.f || !P.readers || !P.reader || !P.first || !P.chain || !P.born || !P.absorbed) {
         st = QF_ERR_NOMEM;
         goto out;
     }
     for (int v = 0; v < g->n_values; v++) {
-        P.chain[v] = -1;
+        P.chain[v] = P.first[v] = -1;
         P.born[v] = g->values[v].producer;
         P.readers[v] = (g->values[v].flags & QF_VALUE_OUTPUT) != 0;
     }
@@ -134,6 +191,7 @@ qf_status qfi_fusion_plan(const qf_graph *g, const qfi_fusion_rules *rules, qfi_
             if (v < 0) continue;
             P.readers[v]++;
             P.reader[v] = i;
+            if (P.first[v] < 0) P.first[v] = i;
         }
     }
     for (int i = 0; i < g->n_nodes; i++) {
@@ -159,6 +217,7 @@ out:
     free(P.f);
     free(P.readers);
     free(P.reader);
+    free(P.first);
     free(P.chain);
     free(P.born);
     free(P.absorbed);

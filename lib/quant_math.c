@@ -23,7 +23,11 @@ void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, c
     /* saturation, in output levels relative to the zero point */
     rq->lo = q ? (float)(-128 - z_out) : -INFINITY;
     rq->hi = q ? (float)(127 - z_out) : INFINITY;
-    if (act == QF_ACT_RELU) {
+    rq->act = QF_ACT_NONE;
+    rq->act_s = s_out;
+    if (act == QF_ACT_SIGMOID || act == QF_ACT_SILU || act == QF_ACT_HARD_SWISH) {
+        rq->act = act;
+    } else if (act == QF_ACT_RELU) {
         rq->lo = fmaxf(rq->lo, 0.0f);
     } else if (act == QF_ACT_CLIP) {
         /* the bounds in output units; for int8 a whole level, so clamping before

@@ -11,12 +11,10 @@
 #include <string.h>
 #include <math.h>
 #include "qforge/graph.h" /* qf_dtype, qf_act */
+#include "float_math.h" /* QFI_HD, the single IEEE operations, sigmoid */
 
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
-#define QFI_HD __host__ __device__ __forceinline__
-#else
-#define QFI_HD inline
 #endif
 
 /* ---- INT8 accumulator bounds -------------------------------------------------
@@ -27,51 +25,6 @@
 #define QFI_INT8_BIAS_LIMIT ((int32_t)1 << 30)
 #define QFI_INT8_MAX_REDUCTION 65536
 
-/* ---- one IEEE operation each --------------------------------------------------
- * nvcc contracts a*b + c into a fused multiply-add unless told not to, and
- * the CPU engine computes the two roundings: device code says so explicitly.
- * (C is compiled with -std=c11, whose default is -ffp-contract=off.) */
-static QFI_HD float qfi_mul(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-static QFI_HD float qfi_add(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-static QFI_HD float qfi_sub(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-static QFI_HD float qfi_div(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fdiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
-/* int32 -> float, rounded to nearest (exact below 2^24 in magnitude) */
-static QFI_HD float qfi_i2f(int32_t a)
-{
-#ifdef __CUDA_ARCH__
-    return __int2float_rn(a);
-#else
-    return (float)a;
-#endif
-}
 /* v (an integer range already clamped into [-128, 127]) rounded half to
  * even, as rintf in the default rounding mode */
 static QFI_HD int8_t qfi_round_i8(float v)
@@ -98,28 +51,6 @@ static QFI_HD uint16_t qfi_f16_bits(float v)
     return __half_as_ushort(__float2half_rn(v));
 #else
     return qf_f32_to_f16(v);
-#endif
-}
-
-/* ---- float bit patterns (IEEE binary32) ---------------------------------------- */
-static QFI_HD uint32_t qfi_f32_bits(float x)
-{
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(x);
-#else
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-#endif
-}
-static QFI_HD float qfi_bits_f32(uint32_t u)
-{
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
 #endif
 }
 
@@ -154,7 +85,8 @@ static QFI_HD float qfi_dequantize_i8(int8_t q, float s) { return qfi_dequantize
  * accumulator acc of output channel c and an optional residual r:
  *     v = (float)(acc + bias[c]) * m[c]            (one FP32 product, rounded)
  *     v = v + (float)(r - z_r) * m_r               (residual: product, then sum)
- *     v = min(max(v, lo), hi)                      (activation and saturation)
+ *     v = act(v)                                   (Sigmoid, SiLU, HardSwish: qfi_act_value)
+ *     v = min(max(v, lo), hi)                      (Relu, Clip and saturation)
  *     y = int8: rint(v) (ties to even) + z_out; f32: v; f16: v rounded to half
  * with m[c] = s_in * s_w[c] / s_out and m_r = s_r / s_out in FP32 (s_out = 1
  * when the output is float), computed once by qfi_requant_init
@@ -172,6 +104,11 @@ typedef struct qfi_requant {
     float lo, hi;          /* output units relative to z_out: integers in [-128 - z_out, 127 - z_out] for int8 */
     qf_dtype out;          /* QF_I8, QF_F16 or QF_F32 */
     int32_t z_r, z_out;    /* zero points of the residual and of an int8 output */
+    /* QF_ACT_SIGMOID, SILU or HARD_SWISH: applied before the clamp, at the
+     * real value v * act_s (act_s: the int8 output's scale, else 1);
+     * QF_ACT_NONE otherwise (Relu and Clip are lo and hi) */
+    qf_act act;
+    float act_s;
 } qfi_requant;
 
 #ifdef __cplusplus
@@ -201,20 +138,48 @@ void qfi_requantize(const qfi_requant *rq, const int32_t *acc, const int8_t *res
 }
 #endif
 
+/* A smooth fused activation of v in output units (real value x = v s):
+ * Sigmoid n / (d s) with sigmoid(x) = n / d (qfi_sigmoid_parts), SiLU
+ * v sigmoid(x), HardSwish v HardSigmoid(x); with s = 1 (a float output)
+ * exactly what the unfused ops compute. One e^x and one division at most:
+ * GPU kernels unroll their epilogues over many elements. Other kinds leave v
+ * as it is. */
+static QFI_HD float qfi_act_value(qf_act act, float v, float s)
+{
+    if (act != QF_ACT_SIGMOID && act != QF_ACT_SILU && act != QF_ACT_HARD_SWISH) return v;
+    const float x = qfi_mul(v, s);
+    if (act == QF_ACT_HARD_SWISH) return qfi_mul(v, qfi_hard_sigmoid(x, 1.0f / 6.0f, 0.5f));
+    float d;
+    const float n = qfi_sigmoid_parts(x, &d);
+    return act == QF_ACT_SIGMOID ? qfi_div(n, qfi_mul(d, s)) : qfi_mul(v, qfi_div(n, d));
+}
+
 /* The epilogue from a = acc + bias[c] already converted to float (exactly:
  * qfi_i2f, or a GPU kernel's own exact conversion below) and the channel's
- * multiplier m; r is the residual as a float, read only when has_res. */
-static QFI_HD float qfi_requant_value(const qfi_requant *rq, float a, float m, bool has_res, float r)
+ * multiplier m; r is the residual as a float, read only when has_res.
+ * `smooth`: whether rq->act may be a smooth activation; a kernel passes a
+ * compile-time false only where its host side made sure rq->act is none,
+ * and so leaves e^x out of its code. */
+static QFI_HD float qfi_requant_value_at(const qfi_requant *rq, float a, float m, bool has_res, float r, bool smooth)
 {
     float v = qfi_mul(a, m);
     if (has_res) v = qfi_add(v, qfi_mul(r, rq->m_r));
+    if (smooth && rq->act != QF_ACT_NONE) v = qfi_act_value(rq->act, v, rq->act_s);
     return fminf(fmaxf(v, rq->lo), rq->hi);
 }
+static QFI_HD float qfi_requant_value(const qfi_requant *rq, float a, float m, bool has_res, float r)
+{
+    return qfi_requant_value_at(rq, a, m, has_res, r, true);
+}
 /* The same from the int32 accumulator of channel c. */
-static QFI_HD float qfi_requant_acc(const qfi_requant *rq, int32_t acc, int64_t c, bool has_res, float r)
+static QFI_HD float qfi_requant_acc_at(const qfi_requant *rq, int32_t acc, int64_t c, bool has_res, float r, bool smooth)
 {
     const int32_t a = rq->bias ? acc + rq->bias[c] : acc;
-    return qfi_requant_value(rq, qfi_i2f(a), rq->m[c], has_res, r);
+    return qfi_requant_value_at(rq, qfi_i2f(a), rq->m[c], has_res, r, smooth);
+}
+static QFI_HD float qfi_requant_acc(const qfi_requant *rq, int32_t acc, int64_t c, bool has_res, float r)
+{
+    return qfi_requant_acc_at(rq, acc, c, has_res, r, true);
 }
 /* Stores an epilogue result as element i of y in the output dtype. */
 static QFI_HD void qfi_requant_store(const qfi_requant *rq, void *y, int64_t i, float v)
@@ -227,10 +192,15 @@ static QFI_HD void qfi_requant_store(const qfi_requant *rq, void *y, int64_t i, 
 }
 /* The whole epilogue of output element i: its int32 accumulator of channel c
  * and residual res[i] (res may be NULL), stored into y in rq->out's dtype. */
-static QFI_HD void qfi_requant_elem(const qfi_requant *rq, void *y, int64_t i, int32_t acc, int64_t c, const int8_t *res)
+static QFI_HD void qfi_requant_elem_at(const qfi_requant *rq, void *y, int64_t i, int32_t acc, int64_t c,
+                                       const int8_t *res, bool smooth)
 {
     const float r = res ? (float)((int32_t)res[i] - rq->z_r) : 0.0f;
-    qfi_requant_store(rq, y, i, qfi_requant_acc(rq, acc, c, res != NULL, r));
+    qfi_requant_store(rq, y, i, qfi_requant_acc_at(rq, acc, c, res != NULL, r, smooth));
+}
+static QFI_HD void qfi_requant_elem(const qfi_requant *rq, void *y, int64_t i, int32_t acc, int64_t c, const int8_t *res)
+{
+    qfi_requant_elem_at(rq, y, i, acc, c, res, true);
 }
 
 /* ---- exact conversions through the float 1.5*2^23 ---------------------------------

@@ -253,15 +253,26 @@ static float act_apply(const learn_job *j, float z)
 {
     if (j->act == QF_ACT_RELU) return z > 0.0f ? z : 0.0f;
     if (j->act == QF_ACT_CLIP) return z < j->lo ? j->lo : z > j->hi ? j->hi : z;
-    return z;
+    return qfi_act_value(j->act, z, 1.0f); /* the smooth ones as the epilogue computes them; else z */
 }
 
-/* Whether the activation passes a change of z through (its derivative is 1). */
-static bool act_passes(const learn_job *j, float z)
+/* The activation's derivative at z. */
+static float act_slope(const learn_job *j, float z)
 {
-    if (j->act == QF_ACT_RELU) return z > 0.0f;
-    if (j->act == QF_ACT_CLIP) return z > j->lo && z < j->hi;
-    return true;
+    switch (j->act) {
+    case QF_ACT_RELU: return z > 0.0f;
+    case QF_ACT_CLIP: return z > j->lo && z < j->hi;
+    case QF_ACT_SIGMOID: {
+        const float s = qfi_sigmoid(z);
+        return s * (1.0f - s);
+    }
+    case QF_ACT_SILU: {
+        const float s = qfi_sigmoid(z);
+        return s + z * s * (1.0f - s);
+    }
+    case QF_ACT_HARD_SWISH: return z <= -3.0f ? 0.0f : z >= 3.0f ? 1.0f : z / 3.0f + 0.5f;
+    default: return 1.0f;
+    }
 }
 
 /* Block b's channels: [*c0, *c0 + *cb) of group *grp. */
@@ -377,7 +388,8 @@ static void block_step(const learn_job *j, block *bk, int t)
         const float scale = (float)(2.0 * bk->norm[c] / (double)B), bias = j->af->bias[bk->c0 + c];
         for (int64_t i = 0; i < B; i++) {
             const float z = bk->e[c * B + i] + bias;
-            bk->e[c * B + i] = act_passes(j, z) ? (act_apply(j, z) - tg[i]) * scale : 0.0f;
+            const float d = act_slope(j, z);
+            bk->e[c * B + i] = d != 0.0f ? (act_apply(j, z) - tg[i]) * d * scale : 0.0f;
         }
     }
     /* d loss / d soft weight = e (cb x B) times the window's rows (B x k) */

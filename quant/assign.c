@@ -1,8 +1,9 @@
 /* Precision assignment: which Conv/Gemm/MatMul become INT8 and which Add,
- * Relu and Clip fold into their epilogues; which ops between them stay INT8;
- * FP16 elsewhere and FP32 where FP16 would overflow; then what dtype each value
- * is stored in and the scale of every INT8 value (shared through the ops that
- * only move values). Reads the graph and the table, writes only the plan. */
+ * Relu, Clip, Sigmoid, SiLU and HardSwish fold into their epilogues; which
+ * ops between them stay INT8; FP16 elsewhere and FP32 where FP16 would
+ * overflow; then what dtype each value is stored in and the scale of every
+ * INT8 value (shared through the ops that only move values). Reads the graph
+ * and the table, writes only the plan. */
 #include <math.h>
 #include "quant_internal.h"
 #include "fusion.h"
@@ -107,8 +108,9 @@ static bool feeds_layer_norm(const qfi_qplan *p, int v)
 }
 
 /* The INT8 epilogue's rules for lib/fusion.c's chains: Conv/Gemm/MatMul ->
- * [Add constant bias (Gemm/MatMul)] -> [Add residual] -> [Relu | Clip]. The
- * fused node takes the place of its chain's last node, where every input exists. */
+ * [Add constant bias (Gemm/MatMul)] -> [Add residual] -> [Relu | Clip |
+ * Sigmoid | SiLU | HardSwish]. The fused node takes the place of its chain's
+ * last node, where every input exists. */
 static bool int8_anchor(void *user, const qf_graph *g, int i)
 {
     const qfi_qplan *p = user;
@@ -129,6 +131,7 @@ static bool int8_accept(void *user, const qf_graph *g, const qfi_fusion *f, cons
                !feeds_layer_norm(p, c->other) && !feeds_layer_norm(p, c->node->out[0]);
     case QFI_FUSE_RELU: return true;
     case QFI_FUSE_CLIP: return f->node[QFI_FUSE_RELU] < 0; /* one activation */
+    case QFI_FUSE_ACT: return f->node[QFI_FUSE_RELU] < 0 && f->node[QFI_FUSE_CLIP] < 0 && same_shape(y, cur);
     default: return false;
     }
 }
@@ -159,6 +162,7 @@ static qf_status plan_fusions(qfi_qplan *p)
             qa->act_lo = f->clip_lo;
             qa->act_hi = f->clip_hi;
         }
+        if (f->node[QFI_FUSE_ACT] >= 0) qa->act = f->act;
     }
     free(fs);
     return QF_OK;

@@ -232,7 +232,9 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
     }
 
     const bool mm_bias = n->op == QF_OP_MATMUL && bias_nonzero, res = qfi_in(g, n, 4) != NULL;
-    int left = 1 + mm_bias + res + (n->act != QF_ACT_NONE); /* float ops still to emit */
+    /* float ops still to emit (SiLU and HardSwish: a gate and a Mul) */
+    const bool gated = n->act == QF_ACT_SILU || n->act == QF_ACT_HARD_SWISH;
+    int left = 1 + mm_bias + res + (n->act != QF_ACT_NONE) + gated;
     const char *cur = chain_out(e, y, --left == 0, "op");
     const char *in[3] = {x, wd, bias};
     int n_in = n->op == QF_OP_MATMUL || !bias ? 2 : 3;
@@ -267,6 +269,32 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
             cur, qfi_onnx_add_floats(&e->ob, qfi_onnx_printf(&e->ob, "%s/clip_min", n->name), 0, 1, &n->act_lo),
             qfi_onnx_add_floats(&e->ob, qfi_onnx_printf(&e->ob, "%s/clip_max", n->name), 0, 1, &n->act_hi)};
         if (!qfi_onnx_add_node(&e->ob, "Clip", qfi_onnx_printf(&e->ob, "%s/clip", n->name), 3, ci, 1, &o))
+            return QF_ERR_NOMEM;
+        cur = o;
+    } else if (n->act == QF_ACT_SIGMOID) {
+        const char *o = chain_out(e, y, --left == 0, "sigmoid");
+        if (!qfi_onnx_add_node(&e->ob, "Sigmoid", qfi_onnx_printf(&e->ob, "%s/sigmoid", n->name), 1, &cur, 1, &o))
+            return QF_ERR_NOMEM;
+        cur = o;
+    } else if (gated) {
+        /* x * Sigmoid(x) and x * HardSigmoid(x) (HardSwish's constants: any
+         * opset, where the HardSwish op needs 14), as PyTorch exports them */
+        const bool silu = n->act == QF_ACT_SILU;
+        const char *s = chain_out(e, y, --left == 0, "gate"), *o = chain_out(e, y, --left == 0, "act");
+        Onnx__NodeProto *gn = qfi_onnx_add_node(&e->ob, silu ? "Sigmoid" : "HardSigmoid",
+                                                qfi_onnx_printf(&e->ob, "%s/gate", n->name), 1, &cur, 1, &s);
+        if (!gn) return QF_ERR_NOMEM;
+        if (!silu) {
+            const float ab[2] = {1.0f / 6.0f, 0.5f};
+            for (int k = 0; k < 2; k++) {
+                Onnx__AttributeProto *a =
+                    qfi_onnx_add_attr(&e->ob, gn, k ? "beta" : "alpha", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+                if (!a) return QF_ERR_NOMEM;
+                a->has_f = 1, a->f = ab[k];
+            }
+        }
+        const char *mi[2] = {cur, s};
+        if (!qfi_onnx_add_node(&e->ob, "Mul", qfi_onnx_printf(&e->ob, "%s/act", n->name), 2, mi, 1, &o))
             return QF_ERR_NOMEM;
         cur = o;
     }

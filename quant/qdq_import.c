@@ -154,6 +154,9 @@ static bool rule_accept(void *user, const qf_graph *g, const qfi_fusion *f, cons
         return m->act_of[c->other] >= 0 && same_shape(&g->values[c->other], cur) && same_shape(y, cur);
     case QFI_FUSE_RELU: return true;
     case QFI_FUSE_CLIP: return f->node[QFI_FUSE_RELU] < 0;
+    case QFI_FUSE_ACT: /* a Mul form's gate, too, is a float node of the model */
+        return f->node[QFI_FUSE_RELU] < 0 && f->node[QFI_FUSE_CLIP] < 0 && same_shape(y, cur) &&
+               (!c->gate || c->gate->precision == QF_PREC_FP32);
     default: return false;
     }
 }
@@ -354,6 +357,7 @@ static qf_status emit_anchor(imp *m, qf_node *old, const anchor *a)
     float lo = 0.0f, hi = 0.0f;
     if (a->f.node[QFI_FUSE_RELU] >= 0) act = QF_ACT_RELU;
     if (a->f.node[QFI_FUSE_CLIP] >= 0) act = QF_ACT_CLIP, lo = a->f.clip_lo, hi = a->f.clip_hi;
+    if (a->f.node[QFI_FUSE_ACT] >= 0) act = a->f.act;
     return qfi_quant_int8_node(g, &old[a->f.anchor], a->x, w, bqv, scv, a->res, a->out, act, lo, hi);
 }
 

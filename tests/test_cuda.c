@@ -601,6 +601,38 @@ static qf_graph *b_se_block(void)
     output(g, mp);
     return g;
 }
+/* EfficientNet's and MobileNetV3's activations fused into INT8 epilogues:
+ * SiLU (Mul(y, Sigmoid(y)), either order) after a 3x3 conv, a depthwise 3x3
+ * (the sliding-window kernel), a depthwise 3x3 with a residual, a 1x1 conv
+ * and a 3x3 conv with a residual; HardSwish after a strided depthwise conv
+ * (the vector kernel) and as x * HardSigmoid(x) after a 1x1 conv; Sigmoid
+ * after a grouped conv (the general kernel). */
+static qf_graph *b_smooth_epilogues(void)
+{
+    qf_graph *g = new_graph("smooth_epilogues");
+    int x = input(g, "x", 4, DIMS(2, 16, 9, 9));
+    int c = conv(g, "c3", x, 16, 32, 3, 1, P1, 1, 1, true);
+    int a = binary(g, "silu3", QF_OP_MUL, c, unary(g, "sig3", QF_OP_SIGMOID, c));
+    output(g, a);
+    int d = conv(g, "dw", a, 32, 32, 3, 1, P1, 32, 1, true);
+    int b = binary(g, "silu_dw", QF_OP_MUL, unary(g, "sig_dw", QF_OP_SIGMOID, d), d);
+    int r = binary(g, "dw_res", QF_OP_ADD, conv(g, "dwr", b, 32, 32, 3, 1, P1, 32, 1, true), b);
+    int e = binary(g, "silu_res", QF_OP_MUL, r, unary(g, "sig_res", QF_OP_SIGMOID, r));
+    int f = unary(g, "hswish_dw", QF_OP_HARD_SWISH, conv(g, "dw2", e, 32, 32, 3, 2, P1, 32, 1, true));
+    int gs = unary(g, "sig_grp", QF_OP_SIGMOID, conv(g, "grp", f, 32, 32, 3, 1, P1, 4, 1, true));
+    output(g, gs);
+    int p = conv(g, "pw", gs, 32, 32, 1, 1, P0, 1, 1, true);
+    int q = binary(g, "silu_pw", QF_OP_MUL, p, unary(g, "sig_pw", QF_OP_SIGMOID, p));
+    int h = conv(g, "pw2", q, 32, 24, 1, 1, P0, 1, 1, false), hg = value(g, "hsig");
+    qf_node *n = op(g, "hsig", QF_OP_HARD_SIGMOID, 1, IN(h), hg);
+    set_float(n, "alpha", 1.0f / 6.0f);
+    set_float(n, "beta", 0.5f);
+    int hs = binary(g, "hswish_pw", QF_OP_MUL, h, hg);
+    int k = binary(g, "res3", QF_OP_ADD, conv(g, "c3r", hs, 24, 24, 3, 1, P1, 1, 1, true), hs);
+    output(g, binary(g, "silu_c3r", QF_OP_MUL, unary(g, "sig_c3r", QF_OP_SIGMOID, k), k));
+    return g;
+}
+
 /* Only kernels that compute as the CPU does, operation for operation (no
  * GEMM): a max pool (NHWC), then Pad, Resize, Gather and ReduceMean of it.
  * Checked bit for bit at every precision. */
@@ -869,6 +901,52 @@ START_TEST(t_int8_attention)
         unsetenv("QFORGE_CUDA_NOLT");
         qf_graph_free(g);
     }
+}
+END_TEST
+
+/* INT8 with the activations above in every conv's epilogue: the CUDA engine
+ * bit for bit with the CPU engine, with per-channel and per-tensor weight
+ * scales (a smooth activation keeps a layer out of cuBLASLt's int8 epilogue)
+ * and through each conv tactic (the implicit GEMM, and im2col + int32 GEMM +
+ * qforge's requantize kernel). */
+START_TEST(smooth_epilogues_exact)
+{
+    const char *tactics[3] = {NULL, "igemm", "lt"};
+    for (int v = 0; v < 2; v++)
+        for (int tc = 0; tc < 3; tc++) {
+            uint64_t seed = rng;
+            qf_graph *g = b_smooth_epilogues(), *ref;
+            prepare(g, 2);
+            rng = seed;
+            ref = b_smooth_epilogues();
+            prepare(ref, 2);
+            qf_calib_table *t = calibrate_random(ref);
+            qf_graph_free(ref);
+            qf_quant_opts o;
+            qf_quant_opts_init(&o);
+            o.method = QF_CALIB_MINMAX;
+            o.per_tensor_weights = v == 1;
+            OK(qf_quantize(g, t, &o, NULL));
+            qf_calib_table_free(t);
+            int convs = 0;
+            for (int i = 0; i < g->n_nodes; i++) {
+                const qf_node *nd = &g->nodes[i];
+                ck_assert_msg(nd->op != QF_OP_SIGMOID && nd->op != QF_OP_MUL && nd->op != QF_OP_HARD_SWISH &&
+                                  nd->op != QF_OP_HARD_SIGMOID && nd->op != QF_OP_ADD,
+                              "node %s (%s) was not fused", nd->name, qf_op_name(nd->op));
+                if (nd->op != QF_OP_CONV) continue;
+                convs++;
+                ck_assert_int_eq(nd->precision, QF_PREC_INT8);
+                ck_assert_msg(nd->act >= QF_ACT_SIGMOID, "conv %s: act %d", nd->name, nd->act);
+            }
+            ck_assert_int_eq(convs, 8);
+            if (tactics[tc]) setenv("QFORGE_CUDA_CONV_TACTIC", tactics[tc], 1);
+            char label[32];
+            snprintf(label, sizeof label, "%s/%s", v ? "int8pt" : "int8", tactics[tc] ? tactics[tc] : "tuned");
+            compare(g, QF_PREC_INT8, 2, label, true);
+            unsetenv("QFORGE_CUDA_CONV_TACTIC");
+            qf_graph_free(g);
+        }
 }
 END_TEST
 
@@ -1534,6 +1612,7 @@ int main(void)
     tcase_add_checked_fixture(ops, clear_host_ops, NULL); /* a failed test may leave it set */
     tcase_set_timeout(ops, 600);
     tcase_add_test(ops, t_conv3x3);
+    tcase_add_test(ops, smooth_epilogues_exact);
     tcase_add_test(ops, t_conv_tiles);
     tcase_add_test(ops, t_conv_rgb_s2);
     tcase_add_test(ops, t_conv_1x1);

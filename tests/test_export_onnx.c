@@ -162,6 +162,13 @@ static const qf_node *qnode(const qf_graph *g, const char *name)
 /* Checks that compute node `name` reads its weight through a DequantizeLinear of
  * an int8 initializer with qforge's scales, per channel along `axis` (or per
  * tensor when axis < 0); returns the weight's DequantizeLinear. */
+static int count_nodes(const qf_graph *g, qf_op o)
+{
+    int k = 0;
+    for (int i = 0; i < g->n_nodes; i++) k += g->nodes[i].op == o;
+    return k;
+}
+
 static const Onnx__NodeProto *check_weight(const Onnx__GraphProto *gp, const qf_graph *gq, const char *name, int axis)
 {
     const Onnx__NodeProto *n = NULL;
@@ -500,6 +507,103 @@ START_TEST(export_reimport_roundtrip)
 }
 END_TEST
 
+/* x (2,8,6,6) -> conv_a 3x3 -> Mul(a, Sigmoid(a)) -> conv_b 1x1 -> HardSwish ->
+ * conv_c 3x3 -> Sigmoid = y: INT8 convs with SiLU, HardSwish and Sigmoid in
+ * their epilogues, written back as float ops between Q/DQ pairs. */
+static qf_graph *smooth_net(int batch)
+{
+    rng = 23;
+    qf_graph *g = qf_graph_new("export-smooth");
+    int x = input(g, "x", 4, (int64_t[]){2, 8, 6, 6});
+    int wa = weight(g, "wa", 4, (int64_t[]){8, 8, 3, 3}, -0.3f, 0.3f), ba = weight(g, "ba", 1, (int64_t[]){8}, -0.3f, 0.3f);
+    int wb = weight(g, "wb", 4, (int64_t[]){8, 8, 1, 1}, -0.8f, 0.8f), bb = weight(g, "bb", 1, (int64_t[]){8}, -1, 1);
+    int wc = weight(g, "wc", 4, (int64_t[]){4, 8, 3, 3}, -0.3f, 0.3f), bc = weight(g, "bc", 1, (int64_t[]){4}, -0.3f, 0.3f);
+    int a = value(g, "a"), sa = value(g, "sa"), ya = value(g, "ya"), b = value(g, "b"), yb = value(g, "yb");
+    int c = value(g, "c"), y = value(g, "y");
+    conv3x3(g, "conv_a", x, wa, ba, a);
+    op(g, "sig_a", QF_OP_SIGMOID, 1, (int[]){a}, sa);
+    op(g, "silu_a", QF_OP_MUL, 2, (int[]){a, sa}, ya);
+    set_ints(op(g, "conv_b", QF_OP_CONV, 3, (int[]){ya, wb, bb}, b), "kernel_shape", 2, (int64_t[]){1, 1});
+    op(g, "hswish_b", QF_OP_HARD_SWISH, 1, (int[]){b}, yb);
+    conv3x3(g, "conv_c", yb, wc, bc, c);
+    op(g, "sig_c", QF_OP_SIGMOID, 1, (int[]){c}, y);
+    output(g, y);
+    g->opset = 14;
+    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
+    OK(qf_graph_prepare(g, batch));
+    return g;
+}
+
+/* The smooth activations go out as Sigmoid, and Sigmoid or HardSigmoid (at
+ * HardSwish's constants) times the conv's output; run as float ops the export
+ * gives the INT8 engine's results but where a level's rounding falls the other
+ * way, and read back as a Q/DQ model the same INT8 nodes. */
+START_TEST(export_smooth_activations)
+{
+    make_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/smooth.onnx", tmpdir);
+    qf_graph *g = smooth_net(2);
+    float *x = random_input(g, 7, -1.5f, 1.5f);
+    qf_calib_table *t = calibrate_minmax(g, x);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    OK(qf_quantize(g, t, &o, NULL));
+    ck_assert_int_eq(qnode(g, "conv_a")->act, QF_ACT_SILU);
+    ck_assert_int_eq(qnode(g, "conv_b")->act, QF_ACT_HARD_SWISH);
+    ck_assert_int_eq(qnode(g, "conv_c")->act, QF_ACT_SIGMOID);
+    OK(qf_export_onnx(g, path));
+    Onnx__ModelProto *m = read_model(path);
+    const Onnx__GraphProto *gp = m->graph;
+    ck_assert_int_eq(count_op(gp, "Sigmoid"), 2);
+    ck_assert_int_eq(count_op(gp, "HardSigmoid"), 1);
+    ck_assert_int_eq(count_op(gp, "Mul"), 2);
+    ck_assert_int_eq(count_op(gp, "HardSwish"), 0);
+    const Onnx__NodeProto *hs = node_of(gp, "HardSigmoid", 0);
+    ck_assert(onnx_attr(hs, "alpha")->f == 1.0f / 6.0f && onnx_attr(hs, "beta")->f == 0.5f);
+    /* SiLU: Mul(conv, Sigmoid(conv)) -> QuantizeLinear */
+    const Onnx__NodeProto *mul = node_of(gp, "Mul", 0);
+    ck_assert_str_eq(producer(gp, mul->input[0])->op_type, "Conv");
+    ck_assert_str_eq(producer(gp, mul->input[1])->op_type, "Sigmoid");
+    ck_assert_str_eq(producer(gp, producer(gp, mul->input[1])->input[0])->op_type, "Conv");
+    /* the last Sigmoid writes the float graph output */
+    ck_assert_str_eq(producer(gp, "y")->op_type, "Sigmoid");
+    onnx__model_proto__free_unpacked(m, NULL);
+
+    float *yq[1], *ye[1];
+    run_outputs(g, x, yq);
+    qf_graph *re;
+    qf_load_opts lo = {.batch = 2};
+    OK(qf_model_load(path, &lo, &re));
+    run_outputs(re, x, ye);
+    const int n = 2 * 4 * 36;
+    int same = 0;
+    double worst = 0;
+    for (int i = 0; i < n; i++) {
+        worst = fmax(worst, fabs(ye[0][i] - yq[0][i]));
+        same += fabs(ye[0][i] - yq[0][i]) <= 1e-6;
+    }
+    ck_assert_msg(worst < 0.02 && same >= n * 9 / 10, "float rerun: worst %g, %d of %d within 1e-6", worst, same, n);
+    free(ye[0]);
+    qf_graph_free(re);
+
+    OK(qf_model_load(path, &lo, &re));
+    OK(qf_quantize(re, NULL, &o, NULL));
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == QF_OP_CONV) same_int8_node(g, &g->nodes[i], re, qnode(re, g->nodes[i].name));
+    ck_assert_int_eq(count_nodes(re, QF_OP_SIGMOID) + count_nodes(re, QF_OP_MUL) + count_nodes(re, QF_OP_HARD_SIGMOID), 0);
+    run_outputs(re, x, ye);
+    for (int i = 0; i < n; i++) ck_assert_msg(ye[0][i] == yq[0][i], "element %d: %g vs %g", i, ye[0][i], yq[0][i]);
+    free(yq[0]), free(ye[0]);
+    qf_graph_free(re);
+    qf_graph_free(g);
+    qf_calib_table_free(t);
+    free(x);
+    unlink(path);
+    rmdir(tmpdir);
+}
+END_TEST
+
 START_TEST(export_failure_leaves_nothing)
 {
     make_tmpdir();
@@ -580,6 +684,7 @@ int main(void)
     tcase_add_test(tc, export_structure_and_rerun);
     tcase_add_test(tc, export_per_tensor_weights_and_fp32);
     tcase_add_loop_test(tc, export_reimport_roundtrip, 0, 2);
+    tcase_add_test(tc, export_smooth_activations);
     tcase_add_test(tc, export_failure_leaves_nothing);
     tcase_add_test(tc, dequantize_per_axis);
     suite_add_tcase(s, tc);

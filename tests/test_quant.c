@@ -87,6 +87,61 @@ START_TEST(requant_activations)
 }
 END_TEST
 
+/* The smooth activations (Sigmoid, SiLU, HardSwish) against the same
+ * functions in double, within one output level; exact where the function is
+ * flat; float outputs exactly as the unfused ops compute them. */
+static double smooth_ref(qf_act act, double x)
+{
+    const double s = 1.0 / (1.0 + exp(-x));
+    if (act == QF_ACT_SIGMOID) return s;
+    if (act == QF_ACT_SILU) return x * s;
+    return x * fmin(1.0, fmax(0.0, x / 6.0 + 0.5));
+}
+
+START_TEST(requant_smooth_activations)
+{
+    const qf_act acts[3] = {QF_ACT_SIGMOID, QF_ACT_SILU, QF_ACT_HARD_SWISH};
+    const float s_in = 0.02f, s_w = 0.03f, s_out[2] = {0.04f, 0.0078125f};
+    for (int a = 0; a < 3; a++)
+        for (int so = 0; so < 2; so++) {
+            int off = 0;
+            for (int32_t acc = -20000; acc <= 20000; acc += 7) {
+                const double z = (double)acc * s_in * s_w, want = fmin(127.0, fmax(-128.0, rint(smooth_ref(acts[a], z) / s_out[so])));
+                const int got = q1(s_in, s_w, s_out[so], acc, 0, acts[a], 0, 0);
+                ck_assert_msg(fabs(got - want) <= 1.0, "act %d acc %d: %d, want %g", acts[a], acc, got, want);
+                off += got != want;
+            }
+            ck_assert_int_le(off, 40); /* of 5715: only near the rounding ties */
+        }
+    /* flat parts: sigmoid's ends, HardSwish below -3 and above 3, SiLU's zero */
+    ck_assert_int_eq(q1(1, 1, 0.01f, 0, 0, QF_ACT_SIGMOID, 0, 0), 50);
+    ck_assert_int_eq(q1(1, 1, 0.01f, 100, 0, QF_ACT_SIGMOID, 0, 0), 100);
+    ck_assert_int_eq(q1(1, 1, 0.01f, -100, 0, QF_ACT_SIGMOID, 0, 0), 0);
+    ck_assert_int_eq(q1(1, 1, 0.05f, -4, 0, QF_ACT_HARD_SWISH, 0, 0), 0);
+    ck_assert_int_eq(q1(1, 1, 0.05f, 4, 0, QF_ACT_HARD_SWISH, 0, 0), 80);
+    ck_assert_int_eq(q1(1, 1, 0.05f, 0, 0, QF_ACT_SILU, 0, 0), 0);
+    ck_assert_int_eq(q1(1, 1, 0.05f, 1000, 0, QF_ACT_SILU, 0, 0), 127); /* saturates after the activation */
+    /* Relu and Clip stay clamps; the smooth kinds keep the saturation bounds */
+    qfi_requant rq;
+    float m, sw = 1.0f;
+    qfi_requant_init(&rq, &m, 1, 1.0f, &sw, NULL, 0.0f, 0, QF_I8, 0.1f, 0, QF_ACT_RELU, 0, 0);
+    ck_assert_int_eq(rq.act, QF_ACT_NONE);
+    qfi_requant_init(&rq, &m, 1, 1.0f, &sw, NULL, 0.0f, 0, QF_I8, 0.1f, 0, QF_ACT_SILU, 0, 0);
+    ck_assert(rq.act == QF_ACT_SILU && rq.act_s == 0.1f && rq.lo == -128.0f && rq.hi == 127.0f);
+    /* a float output: the unfused ops' arithmetic, bit for bit */
+    for (int a = 0; a < 3; a++) {
+        qfi_requant_init(&rq, &m, 1, 0.5f, &sw, NULL, 0.0f, 0, QF_F32, 0.0f, 0, acts[a], 0, 0);
+        for (int32_t acc = -50; acc <= 50; acc++) {
+            const float v = (float)acc * 0.5f, g = qfi_sigmoid(v), h = qfi_hard_sigmoid(v, 1.0f / 6.0f, 0.5f);
+            const float want = acts[a] == QF_ACT_SIGMOID ? g : acts[a] == QF_ACT_SILU ? v * g : v * h;
+            float y;
+            qfi_requantize(&rq, &acc, NULL, 1, 0, 0, &y);
+            ck_assert_msg(y == want, "act %d acc %d: %.9g, want %.9g", acts[a], acc, y, want);
+        }
+    }
+}
+END_TEST
+
 START_TEST(requant_per_channel_and_residual)
 {
     /* channels along a row (ch_step 1): m = {0.5, 2, 1/3} */
@@ -1095,6 +1150,52 @@ static qf_graph *attention_block(void)
     return g;
 }
 
+/* ---- smooth activations in the epilogue --------------------------------------------- */
+
+/* x (2,8,6,6) -> A 3x3 -> Mul(Sigmoid(a), a) = ya -> B depthwise 3x3 -> Mul(b,
+ * Sigmoid(b)) = yb -> C 1x1 -> HardSwish = yc -> D 1x1 -> Mul(d, HardSigmoid(d))
+ * (HardSwish's constants) = yd -> E 3x3 -> Sigmoid = ye -> F 1x1 -> Mul(f,
+ * Sigmoid(f)) = out, where Sigmoid(f) is also a graph output (not fusable).
+ * ya..ye are graph outputs too, so that each layer's int8 output can be read. */
+static qf_graph *smooth_net(uint64_t seed)
+{
+    rng = seed;
+    qf_graph *g = qf_graph_new("smooth");
+    int x = input(g, "x", 4, (int64_t[]){2, 8, 6, 6});
+    int wa = weight(g, "wa", 4, (int64_t[]){8, 8, 3, 3}, -0.3f, 0.3f), ba = weight(g, "ba", 1, (int64_t[]){8}, -0.5f, 0.5f);
+    int wb = weight(g, "wb", 4, (int64_t[]){8, 1, 3, 3}, -0.8f, 0.8f), bb = weight(g, "bb", 1, (int64_t[]){8}, -0.5f, 0.5f);
+    int wc = weight(g, "wc", 4, (int64_t[]){8, 8, 1, 1}, -0.9f, 0.9f);
+    int wd = weight(g, "wd", 4, (int64_t[]){8, 8, 1, 1}, -0.9f, 0.9f), bd = weight(g, "bd", 1, (int64_t[]){8}, -1, 1);
+    int we = weight(g, "we", 4, (int64_t[]){8, 8, 3, 3}, -0.3f, 0.3f);
+    int wf = weight(g, "wf", 4, (int64_t[]){4, 8, 1, 1}, -0.9f, 0.9f);
+    int a = value(g, "a"), sa = value(g, "sa"), ya = value(g, "ya"), b = value(g, "b"), sb = value(g, "sb");
+    int yb = value(g, "yb"), c = value(g, "c"), yc = value(g, "yc"), d = value(g, "d"), hd = value(g, "hd");
+    int yd = value(g, "yd"), e = value(g, "e"), ye = value(g, "ye"), f = value(g, "f"), sf = value(g, "sf");
+    int out = value(g, "out");
+    conv_node(g, "A", x, wa, ba, a, 1, 1);
+    op(g, "sig_a", QF_OP_SIGMOID, 1, (int[]){a}, sa);
+    op(g, "mul_a", QF_OP_MUL, 2, (int[]){sa, a}, ya);
+    conv_node(g, "B", ya, wb, bb, b, 1, 8);
+    op(g, "sig_b", QF_OP_SIGMOID, 1, (int[]){b}, sb);
+    op(g, "mul_b", QF_OP_MUL, 2, (int[]){b, sb}, yb);
+    conv_node(g, "C", yb, wc, -1, c, 0, 1);
+    op(g, "hswish_c", QF_OP_HARD_SWISH, 1, (int[]){c}, yc);
+    conv_node(g, "D", yc, wd, bd, d, 0, 1);
+    qf_node *hs = op(g, "hsig_d", QF_OP_HARD_SIGMOID, 1, (int[]){d}, hd);
+    set_float(hs, "alpha", 1.0f / 6.0f);
+    set_float(hs, "beta", 0.5f);
+    op(g, "mul_d", QF_OP_MUL, 2, (int[]){d, hd}, yd);
+    conv_node(g, "E", yd, we, -1, e, 1, 1);
+    op(g, "sig_e", QF_OP_SIGMOID, 1, (int[]){e}, ye);
+    conv_node(g, "F", ye, wf, -1, f, 0, 1);
+    op(g, "sig_f", QF_OP_SIGMOID, 1, (int[]){f}, sf);
+    op(g, "mul_f", QF_OP_MUL, 2, (int[]){f, sf}, out);
+    const int outs[7] = {ya, yb, yc, yd, ye, out, sf};
+    for (int k = 0; k < 7; k++) output(g, outs[k]);
+    prepare_graph(g, 2);
+    return g;
+}
+
 typedef struct product_seen {
     const qf_node *n;
     void *a, *b, *y;
@@ -1251,6 +1352,115 @@ START_TEST(int8_attention_products)
 }
 END_TEST
 
+/* Output element i of anchor n (NCHW, stride 1, kernel k, pad k / 2, any
+ * group) over the int8 input levels xq: the exact int32 accumulator plus bias. */
+static int64_t ref_acc(const qf_graph *g, const qf_node *n, const int8_t *xq, int64_t i)
+{
+    const qf_value *X = &g->values[n->in[0]], *W = &g->values[n->in[1]], *Y = &g->values[n->out[0]];
+    const int64_t C = X->dims[1], H = X->dims[2], Wd = X->dims[3], M = W->dims[0], Cg = W->dims[1], K = W->dims[2];
+    const int64_t j = i % Wd, h = i / Wd % H, m = i / (Wd * H) % M, b = i / (Wd * H * M), grp = m / (M / (C / Cg));
+    ck_assert_int_eq(Y->dims[1], M);
+    const int8_t *w = W->data;
+    int64_t s = n->in[2] >= 0 ? ((const int32_t *)g->values[n->in[2]].data)[m] : 0;
+    for (int64_t c = 0; c < Cg; c++)
+        for (int64_t ki = 0; ki < K; ki++)
+            for (int64_t kj = 0; kj < K; kj++) {
+                const int64_t ii = h + ki - K / 2, jj = j + kj - K / 2;
+                if (ii < 0 || ii >= H || jj < 0 || jj >= Wd) continue;
+                s += w[((m * Cg + c) * K + ki) * K + kj] * xq[((b * C + grp * Cg + c) * H + ii) * Wd + jj];
+            }
+    return s;
+}
+
+START_TEST(smooth_activations_fuse)
+{
+    qf_graph *ref = smooth_net(61), *g = smooth_net(61);
+    float *x = random_input(g, 62, -2, 2);
+    qf_calib_table *t = calibrate_minmax(g, x);
+    qf_quant_summary sum;
+    ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
+    /* A..E absorb 2 + 2 + 1 + 2 + 1 nodes; F's Sigmoid has a second reader */
+    ck_assert_int_eq(sum.fused, 8);
+    const qf_act want[6] = {QF_ACT_SILU, QF_ACT_SILU, QF_ACT_HARD_SWISH, QF_ACT_HARD_SWISH, QF_ACT_SIGMOID, QF_ACT_NONE};
+    for (int k = 0; k < 6; k++) {
+        const int i = find_node(g, QF_OP_CONV, k);
+        ck_assert_int_ge(i, 0);
+        ck_assert_int_eq(g->nodes[i].precision, QF_PREC_INT8);
+        ck_assert_msg(g->nodes[i].act == want[k], "conv %d: act %d, want %d", k, g->nodes[i].act, want[k]);
+    }
+    ck_assert_int_eq(find_node(g, QF_OP_HARD_SWISH, 0), -1);
+    ck_assert_int_eq(find_node(g, QF_OP_HARD_SIGMOID, 0), -1);
+    ck_assert_int_ge(find_node(g, QF_OP_SIGMOID, 0), 0); /* F's, unfused */
+    ck_assert_int_eq(find_node(g, QF_OP_SIGMOID, 1), -1);
+    ck_assert_int_eq(find_node(g, QF_OP_MUL, 1), -1);
+
+    /* each layer over its own int8 input: bit for bit the epilogue, and within
+     * one level of the unfused activations in double */
+    qf_engine_opts eo = {.device = QF_DEVICE_CPU, .threads = 2};
+    qf_engine *e8;
+    ck_assert_int_eq(qf_engine_create(g, &eo, &e8), QF_OK);
+    memcpy(qf_engine_input(e8, 0), x, qf_value_bytes(&g->values[g->inputs[0]]));
+    ck_assert_int_eq(qf_engine_run(e8), QF_OK);
+    const qf_node *A = &g->nodes[find_node(g, QF_OP_CONV, 0)];
+    const int64_t numel = 2 * 8 * 36;
+    int8_t *xq = malloc(numel), *yq = malloc(numel);
+    const float s_x = g->values[A->in[0]].scale;
+    for (int64_t i = 0; i < numel; i++) xq[i] = qfi_quantize_f32(x[i], s_x);
+    int off = 0;
+    for (int k = 0; k < 5; k++) {
+        const qf_node *n = &g->nodes[find_node(g, QF_OP_CONV, k)];
+        const qf_value *X = &g->values[n->in[0]], *Y = &g->values[n->out[0]];
+        const float *sw = g->values[n->in[3]].data, *yf = qf_engine_output(e8, k);
+        const int64_t ch = g->values[n->in[3]].dims[0];
+        float *mm = malloc(ch * sizeof *mm);
+        qfi_requant rq;
+        qfi_requant_init(&rq, mm, ch, X->scale, sw, NULL, 0.0f, 0, Y->dtype, Y->scale, 0, n->act, 0, 0);
+        ck_assert_int_eq(Y->dtype, QF_I8);
+        for (int64_t i = 0; i < numel; i++) {
+            const int64_t c = i / 36 % 8, acc = ref_acc(g, n, xq, i);
+            yq[i] = (int8_t)rintf(yf[i] / Y->scale);
+            ck_assert(yf[i] == (float)yq[i] * Y->scale);
+            ck_assert_int_eq(yq[i], qfi_round_i8(qfi_requant_acc(&rq, (int32_t)acc, c, false, 0.0f)));
+            const double z = (double)acc * X->scale * sw[c];
+            const double lvl = fmin(127, fmax(-128, rint(smooth_ref(n->act, z) / Y->scale)));
+            ck_assert_msg(fabs(yq[i] - lvl) <= 1.0, "conv %d element %lld: %d, unfused %g", k, (long long)i, yq[i], lvl);
+            off += yq[i] != lvl;
+        }
+        free(mm);
+        memcpy(xq, yq, numel);
+    }
+    ck_assert_int_le(off, numel * 5 / 100);
+
+    /* the .qfm keeps the activations, and the same outputs */
+    char path[] = "/tmp/qforge_smooth_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    OK(qf_qfm_write(g, NULL, path));
+    qf_graph *back;
+    OK(qf_qfm_read(path, 2, &back, NULL));
+    unlink(path);
+    for (int k = 0; k < 6; k++) ck_assert_int_eq(back->nodes[find_node(back, QF_OP_CONV, k)].act, want[k]);
+    qf_engine *eb;
+    ck_assert_int_eq(qf_engine_create(back, &eo, &eb), QF_OK);
+    memcpy(qf_engine_input(eb, 0), x, qf_value_bytes(&g->values[g->inputs[0]]));
+    ck_assert_int_eq(qf_engine_run(eb), QF_OK);
+    for (int k = 0; k < 7; k++)
+        ck_assert(!memcmp(qf_engine_output(eb, k), qf_engine_output(e8, k), qf_value_bytes(&g->values[g->outputs[k]])));
+    /* and the whole net stays close to FP32 */
+    float *y32 = run(ref, x, NULL, NULL);
+    double db = sqnr_db(y32, qf_engine_output(e8, 0), numel);
+    ck_assert_msg(db > 30.0, "SQNR %.1f dB", db);
+    qf_engine_free(eb);
+    qf_engine_free(e8);
+    qf_graph_free(back);
+    free(y32), free(xq), free(yq), free(x);
+    qf_calib_table_free(t);
+    qf_graph_free(g);
+    qf_graph_free(ref);
+}
+END_TEST
+
 /* ---- the fusion planner (lib/fusion.c) with rules of the test's own ------------------ */
 
 typedef struct test_rules {
@@ -1333,7 +1543,7 @@ START_TEST(fusion_planner_links_and_rules)
 }
 END_TEST
 
-/* x -> Conv1 -> Sigmoid -> Conv2 -> MaxPool -> out: an FP16 island between INT8
+/* x -> Conv1 -> Tanh -> Conv2 -> MaxPool -> out: an FP16 island between INT8
  * ops, and an int8 graph output */
 START_TEST(int8_fp16_boundaries)
 {
@@ -1346,7 +1556,7 @@ START_TEST(int8_fp16_boundaries)
         int w2 = weight(g, "w2", 4, (int64_t[]){4, 6, 3, 3}, -0.5f, 0.5f);
         int c1 = value(g, "c1"), sg = value(g, "sg"), c2 = value(g, "c2"), out = value(g, "out");
         conv_node(g, "conv1", x, w1, -1, c1, 1, 1);
-        op(g, "sigmoid", QF_OP_SIGMOID, 1, (int[]){c1}, sg);
+        op(g, "tanh", QF_OP_TANH, 1, (int[]){c1}, sg); /* no INT8 form (a Sigmoid would fuse into conv1) */
         conv_node(g, "conv2", sg, w2, -1, c2, 1, 1);
         qf_node *p = op(g, "pool", QF_OP_MAX_POOL, 1, (int[]){c2}, out);
         set_ints(p, "kernel_shape", 2, (int64_t[]){2, 2});
@@ -1359,7 +1569,7 @@ START_TEST(int8_fp16_boundaries)
     qf_calib_table *t = calibrate_minmax(g, x);
     qf_quant_summary sum;
     ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
-    /* Quantize(x), conv1 (writes f16 for its only reader), sigmoid FP16,
+    /* Quantize(x), conv1 (writes f16 for its only reader), tanh FP16,
      * Quantize(sg), conv2, pool (int8), Dequantize to the f32 output */
     ck_assert_int_eq(sum.conversions, 3);
     ck_assert_int_eq(sum.nodes[QF_PREC_FP16], 1);
@@ -1719,6 +1929,7 @@ int main(void)
     tcase_add_test(tc, requant_rounding_ties_to_even);
     tcase_add_test(tc, requant_saturation);
     tcase_add_test(tc, requant_activations);
+    tcase_add_test(tc, requant_smooth_activations);
     tcase_add_test(tc, requant_per_channel_and_residual);
     tcase_add_test(tc, activation_quantize);
     tcase_add_test(tc, magic_conversions_are_exact);
@@ -1737,6 +1948,7 @@ int main(void)
     tcase_add_test(tg, residual_stream_of_layer_norms_stays_float);
     tcase_add_test(tg, int8_attention_products);
     tcase_add_test(tg, fusion_planner_links_and_rules);
+    tcase_add_test(tg, smooth_activations_fuse);
     tcase_add_test(tg, int8_fp16_boundaries);
     tcase_add_test(tg, fp16_overflow_stays_fp32);
     tcase_add_test(tg, qdq_nodes_roundtrip);

@@ -78,6 +78,9 @@ static void print_quant_columns(const qf_graph *g, const qf_node *n)
     switch (n->act) {
     case QF_ACT_RELU: printf(" +relu"); break;
     case QF_ACT_CLIP: printf(" +clip[%g,%g]", (double)n->act_lo, (double)n->act_hi); break;
+    case QF_ACT_SIGMOID: printf(" +sigmoid"); break;
+    case QF_ACT_SILU: printf(" +silu"); break;
+    case QF_ACT_HARD_SWISH: printf(" +hardswish"); break;
     default: break;
     }
     /* INT8 Conv/Gemm/MatMul: inputs x, w, bias, per-channel weight scales (, residual) */

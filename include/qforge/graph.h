@@ -73,11 +73,14 @@ typedef enum qf_precision {
     QF_PRECISION_COUNT
 } qf_precision;
 
-/* Activation fused into a node's epilogue. */
+/* Activation fused into a node's epilogue (stored in .qfm files: append only). */
 typedef enum qf_act {
     QF_ACT_NONE = 0,
     QF_ACT_RELU,
-    QF_ACT_CLIP,      /* clamp to [act_lo, act_hi] (ReLU6 is CLIP 0..6) */
+    QF_ACT_CLIP,       /* clamp to [act_lo, act_hi] (ReLU6 is CLIP 0..6) */
+    QF_ACT_SIGMOID,    /* 1 / (1 + e^-x) */
+    QF_ACT_SILU,       /* x * sigmoid(x) (Swish) */
+    QF_ACT_HARD_SWISH, /* x * max(0, min(1, x / 6 + 1/2)) */
     QF_ACT_COUNT
 } qf_act;
 

@@ -17,7 +17,7 @@ extern "C" {
 /* The format version this qforge writes: major.minor. A reader accepts every
  * minor of its major and refuses a newer major (QF_ERR_UNSUPPORTED). */
 #define QF_QFM_VERSION_MAJOR 1
-#define QF_QFM_VERSION_MINOR 2
+#define QF_QFM_VERSION_MINOR 3
 
 /* What a .qfm says about where it came from. Strings are NUL-terminated; ""
  * means unknown. */

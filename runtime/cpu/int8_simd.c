@@ -247,7 +247,8 @@ DEFINE_DW_EXPAND256(dw_expand_evex, TEVEX)
  * one product, the residual's product and sum, then glibc's fmaxf(v, lo) and
  * fminf(v, hi) -- v if v >= lo (resp. <= hi), else the bound, so a NaN gives
  * the bound and a zero keeps its sign -- and rint (cvtps2dq, ties to even,
- * like rintf in the same rounding mode). Float outputs take the C loop. */
+ * like rintf in the same rounding mode). Float outputs and the smooth
+ * activations (Sigmoid, SiLU, HardSwish: qfi_act_value) take the C loop. */
 T512 static inline __m512i requant16(__m512i a, __m512 m, __m512 r, __m512 m_r, bool has_res, __m512 lo, __m512 hi)
 {
     __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), m);
@@ -260,7 +261,7 @@ T512 static inline __m512i requant16(__m512i a, __m512 m, __m512 r, __m512 m_r, 
 T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
                                 const int8_t *res, void *y, int64_t at)
 {
-    if (rq->out != QF_I8) {
+    if (rq->out != QF_I8 || rq->act != QF_ACT_NONE) {
         requant_run_c(rq, acc, n, add, m, res, y, at);
         return;
     }
@@ -282,7 +283,7 @@ T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64
 T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
                                  const float *m, const int8_t *res, void *y, int64_t at)
 {
-    if (rq->out != QF_I8) {
+    if (rq->out != QF_I8 || rq->act != QF_ACT_NONE) {
         requant_cols_c(rq, acc, n, add0, add, m, res, y, at);
         return;
     }
@@ -327,7 +328,7 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
                                            const int8_t *res, void *y, int64_t at)                                     \
     {                                                                                                                  \
         int64_t i = 0;                                                                                                 \
-        if (rq->out == QF_I8) {                                                                                        \
+        if (rq->out == QF_I8 && rq->act == QF_ACT_NONE) {                                                                                        \
             const __m256i va = _mm256_set1_epi32(add),                                                                 \
                               vzr = _mm256_set1_epi32(rq->z_r), vzo = _mm256_set1_epi32(rq->z_out);                    \
             const __m256 vm = _mm256_set1_ps(m), vmr = _mm256_set1_ps(rq->m_r), lo = _mm256_set1_ps(rq->lo),          \
@@ -346,7 +347,7 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
                                             int64_t at)                                                                \
     {                                                                                                                  \
         int64_t i = 0;                                                                                                 \
-        if (rq->out == QF_I8) {                                                                                        \
+        if (rq->out == QF_I8 && rq->act == QF_ACT_NONE) {                                                                                        \
             const __m256i va0 = _mm256_set1_epi32(add0),                                                               \
                               vzr = _mm256_set1_epi32(rq->z_r), vzo = _mm256_set1_epi32(rq->z_out);                    \
             const __m256 vmr = _mm256_set1_ps(rq->m_r), lo = _mm256_set1_ps(rq->lo), hi = _mm256_set1_ps(rq->hi);     \

@@ -44,8 +44,7 @@ QFI_SIMD_CLONES static void run_f32(const unary_job *j, const float *x, float *y
     case QF_OP_HARD_SIGMOID:
     case QF_OP_HARD_SWISH:
         for (int64_t i = 0; i < n; i++) {
-            float h = p->alpha * x[i] + p->beta;
-            h = h < 0.0f ? 0.0f : h > 1.0f ? 1.0f : h;
+            const float h = qfi_hard_sigmoid(x[i], p->alpha, p->beta);
             y[i] = j->n->op == QF_OP_HARD_SWISH ? x[i] * h : h;
         }
         break;

@@ -404,9 +404,10 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
     const bool pointwise = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0 &&
                            geo.w.pad_end[1] == 0 && geo.w.pad_end[2] == 0;
     st->im2col = !(pointwise && st->Kpad == p.C);
-    /* per-tensor requantization without ReLU/Clip bounds other than ReLU's: cuBLASLt's int8 epilogue */
+    /* per-tensor requantization without ReLU/Clip bounds other than ReLU's and
+     * no smooth activation (cuBLASLt's epilogue has none of qforge's): cuBLASLt's int8 epilogue */
     st->q8 = i8 && st->rq.uniform && st->rq.out == QF_I8 && st->rq.hi == 127.0f &&
-             (st->rq.lo == -128.0f || st->rq.lo == 0.0f) && !getenv("QFORGE_CUDA_NO_I8EPI");
+             (st->rq.lo == -128.0f || st->rq.lo == 0.0f) && st->rq.act == QF_ACT_NONE && !getenv("QFORGE_CUDA_NO_I8EPI");
     QF_CHECK(conv_plan_gemm(c, L, st, w, dt));
     if (st->q8 && st->gm && !cu_gemm_uses_lt(st->gm)) {
         /* cuBLASLt offers no int8-output algorithm here: the int32 path's is far faster than the fallback kernel */
@@ -516,6 +517,8 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
         snprintf(key, sizeof key, "conv:i8:%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:r%d:q%d:l%d:n%d:v%08x", (long long)p.N,
                  (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.M, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh,
                  p.dw, L->n->n_in > 4 && L->n->in[4] >= 0, L->quant_in >= 0, st->rq.lo == 0.0f, n, cu_igemm_signature(st->ig));
+        /* a smooth activation changes the epilogue's cost: its own key (keys without one stay as they were) */
+        if (st->rq.act != QF_ACT_NONE) snprintf(key + strlen(key), sizeof key - strlen(key), ":a%d", (int)st->rq.act);
         int cached;
         if (qfi_tactic_cache_get(c->tactics, key, &cached) && cached >= (L->quant_in >= 0 ? 1 : 0) && cached < n && cached < 16) {
             st->use_ig = cached;

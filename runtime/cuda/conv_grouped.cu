@@ -11,7 +11,12 @@
  * layers (MobileNet's) a row of pixels with a sliding window. The general
  * grouped case gives each thread a vector of consecutive outputs of one
  * group (INT8: dp4a over the group's channels, 4 at a time, where they come
- * in whole words); other shapes keep one thread per output element. */
+ * in whole words); other shapes keep one thread per output element.
+ *
+ * The vectorized INT8 kernels take ACT: whether the epilogue's smooth
+ * activation (Sigmoid, SiLU, HardSwish: an e^x per output) is compiled in;
+ * the launchers pick by q.act, so layers without one run the code they ran
+ * before. The general kernel checks q.act as it goes. */
 #include "cuda_internal.h"
 #include <type_traits>
 
@@ -75,7 +80,7 @@ __global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bi
  * dp4a per 4 channels and output, weights as [kh][kw][M][Cg] so that an
  * output's channels of one tap are consecutive words. Consecutive threads
  * take consecutive V-blocks of one pixel, so a warp reads whole pixels. */
-template <int V>
+template <int V, bool ACT>
 __global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q,
                                         const int8_t *res, int total)
 {
@@ -106,11 +111,11 @@ __global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *
         if (q.out == QF_I8 && !res) {
             cu_vec<int8_t, V> out;
 #pragma unroll
-            for (int v = 0; v < V; v++) out.e[v] = qfi_round_i8(qfi_requant_acc(&q, acc[v], m0 + v, false, 0.0f));
+            for (int v = 0; v < V; v++) out.e[v] = qfi_round_i8(qfi_requant_acc_at(&q, acc[v], m0 + v, false, 0.0f, ACT));
             out.store((int8_t *)y + o);
         } else {
 #pragma unroll
-            for (int v = 0; v < V; v++) qfi_requant_elem(&q, y, (int64_t)(o + v), acc[v], m0 + v, res);
+            for (int v = 0; v < V; v++) qfi_requant_elem_at(&q, y, (int64_t)(o + v), acc[v], m0 + v, res, ACT);
         }
     }
 }
@@ -160,7 +165,7 @@ __global__ void grouped_vec_kernel(T *y, const T *x, const T *w, const T *bias, 
 /* Acc is int32_t for int8 (requantized by q), else float (bias, then ReLU).
  * Indices in 32 bits: the host checks that the tensors stay below 2^31
  * elements. */
-template <typename T, typename Acc, int V>
+template <typename T, typename Acc, int V, bool ACT>
 __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, float lo, float hi,
                                  qfi_requant q, const int8_t *res, int total)
 {
@@ -200,11 +205,11 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
                 /* the common case in one vector store */
                 cu_vec<int8_t, V> out;
 #pragma unroll
-                for (int v = 0; v < V; v++) out.e[v] = qfi_round_i8(qfi_requant_acc(&q, acc[v], c0 + v, false, 0.0f));
+                for (int v = 0; v < V; v++) out.e[v] = qfi_round_i8(qfi_requant_acc_at(&q, acc[v], c0 + v, false, 0.0f, ACT));
                 out.store((int8_t *)y + o);
             } else {
 #pragma unroll
-                for (int v = 0; v < V; v++) qfi_requant_elem(&q, y, (int64_t)(o + v), acc[v], c0 + v, res);
+                for (int v = 0; v < V; v++) qfi_requant_elem_at(&q, y, (int64_t)(o + v), acc[v], c0 + v, res, ACT);
             }
         } else {
             cu_vec<T, V> out;
@@ -220,7 +225,7 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
  * row, with its 36 weights widened once into registers and a sliding window
  * of input columns, so each input word is loaded and widened once per
  * thread instead of once per tap. */
-template <int SW, int TW>
+template <int SW, int TW, bool ACT>
 __global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q,
                                        const int8_t *res, int total)
 {
@@ -280,7 +285,8 @@ __global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t 
                 for (int r = 0; r < 3; r++)
 #pragma unroll
                     for (int k = 0; k < 3; k++) acc += wr[r * 3 + k][v] * cols[k][r][v];
-                const float f = qfi_requant_value(&q, qfi_i2f(acc + bias[v]), m[v], res, (float)(int8_t)(rw >> (8 * v)));
+                const float f =
+                    qfi_requant_value_at(&q, qfi_i2f(acc + bias[v]), m[v], res, (float)(int8_t)(rw >> (8 * v)), ACT);
                 packed |= (uint32_t)(uint8_t)qfi_round_i8(f) << (8 * v);
             }
             *(uint32_t *)(y + o) = packed;
@@ -304,7 +310,12 @@ void launch_depthwise3x3_i8(cudaStream_t s, const cu_conv_geo &g, const void *x,
     const int total = (int)(g.N * g.Ho * ((g.Wo + TW - 1) / TW) * (g.C / 4));
     unsigned b = cu_blocks(total, 128);
     if (b > 262144) b = 262144;
-    depthwise3x3_i8_kernel<SW, TW><<<b, 128, 0, s>>>((int8_t *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, res, total);
+    if (rq->act != QF_ACT_NONE)
+        depthwise3x3_i8_kernel<SW, TW, true><<<b, 128, 0, s>>>((int8_t *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, res,
+                                                               total);
+    else
+        depthwise3x3_i8_kernel<SW, TW, false><<<b, 128, 0, s>>>((int8_t *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, res,
+                                                                total);
 }
 
 template <typename T, typename Acc, int V>
@@ -316,8 +327,15 @@ void launch_depthwise(cudaStream_t s, const cu_conv_geo &g, const void *x, const
     if (b > 262144) b = 262144;
     qfi_requant q = {};
     if (rq) q = *rq;
-    depthwise_kernel<T, Acc, V><<<b, 256, 0, s>>>(y, (const T *)x, (const T *)w, (const T *)bias, g, relu, lo, hi, q, res,
-                                                  total);
+    if constexpr (std::is_same<Acc, int32_t>::value) {
+        if (q.act != QF_ACT_NONE) {
+            depthwise_kernel<T, Acc, V, true><<<b, 256, 0, s>>>(y, (const T *)x, (const T *)w, (const T *)bias, g, relu, lo, hi,
+                                                                q, res, total);
+            return;
+        }
+    }
+    depthwise_kernel<T, Acc, V, false><<<b, 256, 0, s>>>(y, (const T *)x, (const T *)w, (const T *)bias, g, relu, lo, hi, q,
+                                                         res, total);
 }
 
 template <typename T, int V>
@@ -383,10 +401,15 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
         const int V = grouped_vector(g, QF_I8), t = (int)(total / V);
         unsigned b = cu_blocks(t, 256);
         if (b > 262144) b = 262144;
-        if (V == 8)
-            grouped_i8_words_kernel<8><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
+        const bool act = rq->act != QF_ACT_NONE;
+        if (V == 8 && act)
+            grouped_i8_words_kernel<8, true><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
+        else if (V == 8)
+            grouped_i8_words_kernel<8, false><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
+        else if (act)
+            grouped_i8_words_kernel<4, true><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
         else
-            grouped_i8_words_kernel<4><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
+            grouped_i8_words_kernel<4, false><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
     } else if (!rq && (dt == QF_F16 || dt == QF_F32) && grouped_vector(g, dt) > 1) {
         switch (dt == QF_F16 ? grouped_vector(g, dt) : -grouped_vector(g, dt)) {
         case 8: launch_grouped_vec<__half, 8>(s, *g, x, w, bias, relu, lo, hi, y); break;

@@ -257,8 +257,9 @@ __device__ __forceinline__ void init_acc(const igemm_params &p, int32_t (&acc)[M
  * already in Ew) into Ew: c0,c1 are (row g, channels 2t, 2t+1), c2,c3 the
  * same channels of row g+8 of each 16x8 piece; the warp tile's first
  * channel is ch0. lib/quant_math.h's operations, in its order; SMALL: every
- * |acc + bias| < 2^22 (the host proves it from K and the bias); RES: p.res. */
-template <int MT, int NT, int EW, bool SMALL, bool RES>
+ * |acc + bias| < 2^22 (the host proves it from K and the bias); RES: p.res;
+ * ACT: p.rq's smooth activation (without, p.rq.act is none). */
+template <int MT, int NT, int EW, bool SMALL, bool RES, bool ACT>
 __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int32_t (&acc)[MT][NT][4], int8_t *Ew, int ch0,
                                                 int lane)
 {
@@ -275,10 +276,10 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                 uint16_t *e = (uint16_t *)(Ew + (mt * 16 + g + h * 8) * EW + cl);
                 const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
                 const uint32_t r = RES ? (uint32_t)*e ^ 0x8080u : 0u;
-                const float v0 = qfi_requant_value(&p.rq, SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), m0, RES,
-                                                   residual_to_float<0>(r));
-                const float v1 = qfi_requant_value(&p.rq, SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1), m1, RES,
-                                                   residual_to_float<1>(r));
+                const float v0 = qfi_requant_value_at(&p.rq, SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), m0, RES,
+                                                      residual_to_float<0>(r), ACT);
+                const float v1 = qfi_requant_value_at(&p.rq, SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1), m1, RES,
+                                                      residual_to_float<1>(r), ACT);
                 *e = (uint16_t)__byte_perm(qfi_magic_round(v0), qfi_magic_round(v1), 0x0040);
             }
     }
@@ -301,7 +302,7 @@ template <int MW> __device__ __forceinline__ int wgmma_row(int r)
  * never crosses a tap). 4 stages of cp.async. WG: the MMAs by wgmma, each
  * warpgroup taking BM / 2 rows as MW = BM / 128 blocks of 64 (WARPS_M = 8:
  * a warp's accumulators are MW x 16 rows x BN, laid out as mma.sync's). */
-template <int BM, int BN, int WARPS_M, int VEC, bool WG>
+template <int BM, int BN, int WARPS_M, int VEC, bool WG, bool ACT>
 __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_kernel(igemm_params p)
 {
     constexpr int STAGES = 4;
@@ -505,12 +506,15 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
             }
             __syncwarp(); /* every lane's residual vectors landed */
         }
-        if (p.small_acc) {
-            if (has_res) requantize_warp<MT, NT, wt::EW, true, true>(p, acc, Ew, ch0, lane);
-            else requantize_warp<MT, NT, wt::EW, true, false>(p, acc, Ew, ch0, lane);
+        if constexpr (ACT) { /* e^x dominates: no SMALL form (the host clears small_acc) */
+            if (has_res) requantize_warp<MT, NT, wt::EW, false, true, true>(p, acc, Ew, ch0, lane);
+            else requantize_warp<MT, NT, wt::EW, false, false, true>(p, acc, Ew, ch0, lane);
+        } else if (p.small_acc) {
+            if (has_res) requantize_warp<MT, NT, wt::EW, true, true, false>(p, acc, Ew, ch0, lane);
+            else requantize_warp<MT, NT, wt::EW, true, false, false>(p, acc, Ew, ch0, lane);
         } else {
-            if (has_res) requantize_warp<MT, NT, wt::EW, false, true>(p, acc, Ew, ch0, lane);
-            else requantize_warp<MT, NT, wt::EW, false, false>(p, acc, Ew, ch0, lane);
+            if (has_res) requantize_warp<MT, NT, wt::EW, false, true, false>(p, acc, Ew, ch0, lane);
+            else requantize_warp<MT, NT, wt::EW, false, false, false>(p, acc, Ew, ch0, lane);
         }
         __syncwarp();
         wt::store(p, Ew, pos0, ch0, lane);
@@ -607,20 +611,36 @@ struct cu_igemm {
 template <int VEC> static igemm_fn kernel_for(int bm, int bn, bool wg)
 {
     if (wg) {
-        if (bm == 256) return bn == 128 ? igemm_kernel<256, 128, 8, VEC, true> : igemm_kernel<256, 64, 8, VEC, true>;
-        return bn == 256 ? igemm_kernel<128, 256, 8, VEC, true>
-             : bn == 128 ? igemm_kernel<128, 128, 8, VEC, true> : igemm_kernel<128, 64, 8, VEC, true>;
+        if (bm == 256) return bn == 128 ? igemm_kernel<256, 128, 8, VEC, true, false> : igemm_kernel<256, 64, 8, VEC, true, false>;
+        return bn == 256 ? igemm_kernel<128, 256, 8, VEC, true, false>
+             : bn == 128 ? igemm_kernel<128, 128, 8, VEC, true, false> : igemm_kernel<128, 64, 8, VEC, true, false>;
     }
-    if (bn == 256) return igemm_kernel<128, 256, 2, VEC, false>;
-    if (bn == 128) return igemm_kernel<128, 128, 2, VEC, false>;
-    return bm == 256 ? igemm_kernel<256, 64, 4, VEC, false> : igemm_kernel<128, 64, 4, VEC, false>;
+    if (bn == 256) return igemm_kernel<128, 256, 2, VEC, false, false>;
+    if (bn == 128) return igemm_kernel<128, 128, 2, VEC, false, false>;
+    return bm == 256 ? igemm_kernel<256, 64, 4, VEC, false, false> : igemm_kernel<128, 64, 4, VEC, false, false>;
+}
+/* With a smooth activation: an e^x in each of the epilogue's unrolled
+ * elements makes these kernels large, so fewer shapes (one of each kind the
+ * variant list needs for any M, and the wgmma 128x256 and 256x128 of wide
+ * layers); NULL for the others. */
+template <int VEC> static igemm_fn kernel_for_act(int bm, int bn, bool wg)
+{
+    if (wg) {
+        if (bm == 256) return bn == 128 ? igemm_kernel<256, 128, 8, VEC, true, true> : NULL;
+        return bn == 256 ? igemm_kernel<128, 256, 8, VEC, true, true>
+             : bn == 128 ? igemm_kernel<128, 128, 8, VEC, true, true> : igemm_kernel<128, 64, 8, VEC, true, true>;
+    }
+    if (bm != 128 || bn == 256) return NULL;
+    return bn == 128 ? igemm_kernel<128, 128, 2, VEC, false, true> : igemm_kernel<128, 64, 4, VEC, false, true>;
 }
 /* Tile shapes: 128x128 (warps 64x32), 128x256 for M > 128 (warps 64x64:
  * the gathered patches serve twice the channels), and for M <= 64 128x64
  * (warps 32x32) or 256x64 (warps 64x32: twice the MMAs per shared-memory
  * load); wgmma: BM 128 or 256 (warps BM / 8 x BN) by BN 64, 128 or 256. */
-static igemm_fn pick_kernel(int bm, int bn, bool wg, int vec)
+static igemm_fn pick_kernel(int bm, int bn, bool wg, int vec, bool act)
 {
+    if (act)
+        return vec == 16 ? kernel_for_act<16>(bm, bn, wg) : vec == 8 ? kernel_for_act<8>(bm, bn, wg) : kernel_for_act<4>(bm, bn, wg);
     return vec == 16 ? kernel_for<16>(bm, bn, wg) : vec == 8 ? kernel_for<8>(bm, bn, wg) : kernel_for<4>(bm, bn, wg);
 }
 
@@ -742,7 +762,8 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.w = (const int8_t *)dw;
     p.taps = (const int2 *)dt;
     p.rq = *rq;
-    p.small_acc = acc_bound(g, w, bias) < QFI_MAGIC_LIMIT;
+    const bool act = rq->act != QF_ACT_NONE; /* the kernels with the smooth activation's code */
+    p.small_acc = acc_bound(g, w, bias) < QFI_MAGIC_LIMIT && !act;
     p.H = q.H, p.W = q.W, p.Cp = q.Cp, p.Ho = (int)g->Ho, p.Wo = (int)g->Wo, p.M = (int)g->M;
     p.P = (int)(g->N * g->Ho * g->Wo);
     p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
@@ -765,7 +786,8 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
         {
             igemm_variant base;
             memset(&base, 0, sizeof base);
-            base.fn = pick_kernel(bm, bn, wg, vec);
+            base.fn = pick_kernel(bm, bn, wg, vec, act);
+            if (!base.fn) continue;
             base.bm = bm, base.bn = bn, base.wg = wg;
             base.n_tiles = (int)((g->M + bn - 1) / bn);
             base.p_tiles = (int)((P + bm - 1) / bm);

@@ -32,8 +32,7 @@ __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
     case QF_OP_SIGMOID: return qfi_sigmoid(x);
     case QF_OP_HARD_SIGMOID:
     case QF_OP_HARD_SWISH: {
-        float h = __fadd_rn(__fmul_rn(p.alpha, x), p.beta);
-        h = h < 0.0f ? 0.0f : h > 1.0f ? 1.0f : h;
+        const float h = qfi_hard_sigmoid(x, p.alpha, p.beta);
         return p.op == QF_OP_HARD_SWISH ? __fmul_rn(x, h) : h;
     }
     case QF_OP_TANH: return qfi_tanh(x);

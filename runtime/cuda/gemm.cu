@@ -342,17 +342,20 @@ qf_status cu_gemm_tune(cu_engine *c, cu_gemm *gm, const void *A, const void *B, 
 
 /* ---- the INT8 epilogue ------------------------------------------------------------------------ */
 
+/* ACT: the smooth activation's code compiled in (cu_requant_launch picks by q.act). */
+template <bool ACT>
 __global__ void requant_kernel(qfi_requant q, const int32_t *acc, int64_t rows, int64_t cols, int64_t ld,
                                const int8_t *res, void *y)
 {
     const int64_t n = rows * cols;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t r = i / cols, ch = i - r * cols;
-        qfi_requant_elem(&q, y, i, acc[r * ld + ch], ch, res);
+        qfi_requant_elem_at(&q, y, i, acc[r * ld + ch], ch, res, ACT);
     }
 }
 
 /* Four channels a thread: int4 accumulators in, char4 out (cols % 4 == 0, ld % 4 == 0). */
+template <bool ACT>
 __global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, int64_t rows, int64_t cols4, int64_t ld4,
                                     const char4 *res, char4 *y)
 {
@@ -361,10 +364,10 @@ __global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, int64_t rows
         int64_t r = i / cols4, c4 = i - r * cols4, ch = c4 * 4;
         int4 a = acc[r * ld4 + c4];
         char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
-        y[i] = make_char4(qfi_round_i8(qfi_requant_acc(&q, a.x, ch, res, rv.x)),
-                          qfi_round_i8(qfi_requant_acc(&q, a.y, ch + 1, res, rv.y)),
-                          qfi_round_i8(qfi_requant_acc(&q, a.z, ch + 2, res, rv.z)),
-                          qfi_round_i8(qfi_requant_acc(&q, a.w, ch + 3, res, rv.w)));
+        y[i] = make_char4(qfi_round_i8(qfi_requant_acc_at(&q, a.x, ch, res, rv.x, ACT)),
+                          qfi_round_i8(qfi_requant_acc_at(&q, a.y, ch + 1, res, rv.y, ACT)),
+                          qfi_round_i8(qfi_requant_acc_at(&q, a.z, ch + 2, res, rv.z, ACT)),
+                          qfi_round_i8(qfi_requant_acc_at(&q, a.w, ch + 3, res, rv.w, ACT)));
     }
 }
 
@@ -372,14 +375,22 @@ qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t 
                             int64_t ld, const int8_t *res, void *y)
 {
     if (!rows || !cols) return QF_OK;
+    const bool act = rq->act != QF_ACT_NONE;
     if (rq->out == QF_I8 && cols % 4 == 0 && ld % 4 == 0) {
         int64_t n = rows * cols / 4;
         unsigned b = cu_blocks(n, 256);
-        requant_i8x4_kernel<<<b > 65536 ? 65536 : b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
-                                                                  (const char4 *)res, (char4 *)y);
+        if (b > 65536) b = 65536;
+        if (act)
+            requant_i8x4_kernel<true><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4, (const char4 *)res,
+                                                       (char4 *)y);
+        else
+            requant_i8x4_kernel<false><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4, (const char4 *)res,
+                                                        (char4 *)y);
     } else {
         unsigned b = cu_blocks(rows * cols, 256);
-        requant_kernel<<<b > 65536 ? 65536 : b, 256, 0, s>>>(*rq, acc, rows, cols, ld, res, y);
+        if (b > 65536) b = 65536;
+        if (act) requant_kernel<true><<<b, 256, 0, s>>>(*rq, acc, rows, cols, ld, res, y);
+        else requant_kernel<false><<<b, 256, 0, s>>>(*rq, acc, rows, cols, ld, res, y);
     }
     CU_LAUNCHED();
     return QF_OK;
