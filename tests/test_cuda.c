@@ -165,9 +165,10 @@ static qf_graph *b_conv_grouped_dilated(void)
     output(g, conv(g, "dil", y, 12, 8, 5, 1, DIMS(1, 2, 3, 0), 1, 2, true));
     return g;
 }
-/* Grouped convs with several channels a group (the vectorized kernels):
- * 4 a group as ResNeXt's, 16 with a residual Add, 24 at stride 2 as
- * RegNet's, Cg != Mg, and 6 outputs a group (no whole INT8 vector). */
+/* Grouped convs with several channels a group (the vectorized kernels; INT8
+ * by dp4a at 4 and 8 channels a group, the general kernel from 16): 4 a
+ * group as ResNeXt's, 16 with a residual Add, 24 at stride 2 as RegNet's,
+ * Cg != Mg, and 6 outputs a group (no whole INT8 vector). */
 static qf_graph *b_conv_grouped_vectors(void)
 {
     qf_graph *g = new_graph("conv_grouped_vectors");

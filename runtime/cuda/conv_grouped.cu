@@ -361,7 +361,12 @@ int grouped_vector(const cu_conv_geo *g, qf_dtype dt)
 {
     const int64_t Cg = g->C / g->group, Mg = g->M / g->group;
     if (g->group == 1 || Cg == 1 || !fits_i32(g)) return 1;
-    if (dt == QF_I8) return Cg % 4 ? 1 : Mg % 8 == 0 ? 8 : Mg % 4 == 0 ? 4 : 1;
+    /* INT8 by dp4a only for groups of 4 or 8 channels: its [M][Cg] weight
+     * words put a warp's loads Cg bytes apart, and from 16 channels on the
+     * general kernel (coalesced weights) was faster on the H200 (RegNetY-800MF
+     * INT8 b256 7,241 images/s against 8,480; ResNeXt's 16- and 32-channel
+     * groups 3.3 ms a layer against FP16's 0.6); bench/zoo/NOTES.md */
+    if (dt == QF_I8) return Cg % 4 || Cg > 8 ? 1 : Mg % 8 == 0 ? 8 : Mg % 4 == 0 ? 4 : 1;
     const int maxv = dt == QF_F16 ? 8 : 4;
     for (int v = maxv; v > 1; v /= 2)
         if (Mg % v == 0) return v;
