@@ -128,6 +128,17 @@ typedef struct qfi_matmul_geom {
     int64_t y_dims[QF_MAX_DIMS];
 } qfi_matmul_geom;
 qf_status qfi_matmul_geometry(const qf_graph *g, const qf_node *n, qfi_matmul_geom *geo);
+/* Where batch matrix i of Y (row-major over the batch dims) reads A and B, in matrices. */
+static inline void qfi_matmul_batch_offsets(const qfi_matmul_geom *geo, int64_t i, int64_t *ia, int64_t *ib)
+{
+    *ia = *ib = 0;
+    for (int d = geo->nbatch - 1; d >= 0; d--) {
+        const int64_t idx = i % geo->batch[d];
+        i /= geo->batch[d];
+        *ia += idx * geo->a_stride[d];
+        *ib += idx * geo->b_stride[d];
+    }
+}
 /* INT8 MatMul of two activations (quant's int8_attention: attention's Q x
  * K^T and softmax(A) x V): inputs A and B only, both i8 activations with a
  * scale (and zero point); Y = the exact int32 product of the stored integers

@@ -17,13 +17,8 @@ static void matmul_item(void *arg, int64_t i)
 {
     const matmul_job *j = arg;
     const qfi_matmul_geom *geo = j->geo;
-    int64_t ia = 0, ib = 0, rest = i;
-    for (int d = geo->nbatch - 1; d >= 0; d--) {
-        int64_t idx = rest % geo->batch[d];
-        rest /= geo->batch[d];
-        ia += idx * geo->a_stride[d];
-        ib += idx * geo->b_stride[d];
-    }
+    int64_t ia, ib;
+    qfi_matmul_batch_offsets(geo, i, &ia, &ib);
     const int64_t M = geo->M, N = geo->N, K = geo->K;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, j->A + ia * M * K, (int)K,
                 j->B + ib * K * N, (int)N, 0.0f, j->Y + i * M * N, (int)N);
@@ -60,13 +55,8 @@ static void product_item(void *arg, int64_t i)
 {
     const product_job *j = arg;
     const qfi_matmul_geom *geo = j->geo;
-    int64_t ia = 0, ib = 0, rest = i;
-    for (int d = geo->nbatch - 1; d >= 0; d--) {
-        int64_t idx = rest % geo->batch[d];
-        rest /= geo->batch[d];
-        ia += idx * geo->a_stride[d];
-        ib += idx * geo->b_stride[d];
-    }
+    int64_t ia, ib;
+    qfi_matmul_batch_offsets(geo, i, &ia, &ib);
     const int64_t M = geo->M, N = geo->N, K = geo->K;
     const int8_t *A = j->A + ia * M * K, *B = j->B + ib * K * N;
     int32_t *acc = j->acc + i * N; /* batch matrix i's row of accumulators */

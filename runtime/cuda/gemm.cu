@@ -445,18 +445,6 @@ typedef struct mm_state {
     int64_t nb_b;
 } mm_state;
 
-/* Where batch matrix i of a MatMul reads A and B, in matrices. */
-static void batch_offsets(const qfi_matmul_geom *geo, int64_t i, int64_t *ia, int64_t *ib)
-{
-    *ia = *ib = 0;
-    for (int d = geo->nbatch - 1; d >= 0; d--) {
-        int64_t idx = i % geo->batch[d];
-        i /= geo->batch[d];
-        *ia += idx * geo->a_stride[d];
-        *ib += idx * geo->b_stride[d];
-    }
-}
-
 /* The most batch matrices, a trailing run of the batch dims, over which both
  * A and B step one whole matrix at a time, so that one strided-batched GEMM
  * computes them (broadcast dims break the run; the rest loop over it). */
@@ -464,11 +452,11 @@ static int64_t strided_run(const qfi_matmul_geom *geo)
 {
     for (int d0 = 0; d0 < geo->nbatch; d0++) {
         int64_t inner = qfi_numel(geo->nbatch - d0, geo->batch + d0), a0, b0;
-        batch_offsets(geo, 0, &a0, &b0);
+        qfi_matmul_batch_offsets(geo, 0, &a0, &b0);
         bool linear = true;
         for (int64_t i = 1; i < inner && linear; i++) {
             int64_t ia, ib;
-            batch_offsets(geo, i, &ia, &ib);
+            qfi_matmul_batch_offsets(geo, i, &ia, &ib);
             linear = ia == a0 + i && ib == b0 + i;
         }
         if (linear) return inner;
@@ -802,7 +790,7 @@ static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         const int64_t inner = st->nb / st->outer;
         for (int64_t o = 0; o < st->outer; o++) { /* broadcast outer dims: one batched GEMM each */
             int64_t i = o * inner, ia, ib;
-            batch_offsets(geo, i, &ia, &ib);
+            qfi_matmul_batch_offsets(geo, i, &ia, &ib);
             QF_CHECK(cu_gemm_run(c, st->gm, (const int8_t *)A + ia * geo->M * geo->K,
                                  (const int8_t *)B + ib * st->ldacc * geo->K, NULL,
                                  (int32_t *)Y + i * geo->M * st->ldacc, s));
@@ -843,7 +831,7 @@ static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         const int64_t inner = st->nb / st->outer;
         for (int64_t o = 0; o < st->outer; o++) {
             int64_t i = o * inner, ia, ib;
-            batch_offsets(geo, i, &ia, &ib);
+            qfi_matmul_batch_offsets(geo, i, &ia, &ib);
             QF_CHECK(cu_gemm_run(c, st->gm, (const char *)A + (size_t)(ia * geo->M * geo->K) * es,
                                  (const char *)B + (size_t)(ib * geo->K * geo->N) * es, NULL,
                                  (char *)Y + (size_t)(i * geo->M * geo->N) * es, s));
