@@ -195,7 +195,7 @@ enum weight_layout { W_GEMM, W_DIRECT, W_DIRECT_WORDS };
 
 /* Reorders W (M, Cg, kh, kw) of `es`-byte elements: GEMM layout [rows][Kpad]
  * (k = (ikh*kw + ikw)*C + c, zeros past K and past M), or the direct
- * kernels' [kh][kw][Cg][M] or [kh][kw][M][Cg]. */
+ * kernels' [kh][kw][Cg][M] or words [kh][kw][Cg/4][M] of 4 channels. */
 static void *reorder_weights(const void *w, size_t es, const conv_geo &p, weight_layout lay, int64_t rows, int64_t Kpad)
 {
     const bool direct = lay != W_GEMM;
@@ -211,7 +211,7 @@ static void *reorder_weights(const void *w, size_t es, const conv_geo &p, weight
                     size_t from = (size_t)(((m * Cg + c) * p.kh + kh) * p.kw + kw);
                     const int64_t tap = kh * p.kw + kw;
                     size_t to = lay == W_DIRECT         ? (size_t)((tap * Cg + c) * p.M + m)
-                                : lay == W_DIRECT_WORDS ? (size_t)((tap * p.M + m) * Cg + c)
+                                : lay == W_DIRECT_WORDS ? (size_t)(((tap * (Cg / 4) + c / 4) * p.M + m) * 4 + c % 4)
                                                         : (size_t)(m * Kpad + tap * p.C + c);
                     memcpy(out + to * es, src + from * es, es);
                 }

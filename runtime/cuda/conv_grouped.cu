@@ -77,9 +77,12 @@ __global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bi
 /* ---- grouped with several channels a group: V outputs of one group a thread ---------------------- */
 
 /* INT8, a group's input channels in whole 32-bit words (Cg % 4 == 0): one
- * dp4a per 4 channels and output, weights as [kh][kw][M][Cg] so that an
- * output's channels of one tap are consecutive words. Consecutive threads
- * take consecutive V-blocks of one pixel, so a warp reads whole pixels. */
+ * dp4a per 4 channels and output. Weights are words [kh][kw][Cg/4][M] (the
+ * word of output m holds its 4 channels): a thread's V outputs are one
+ * vector load, and a warp's consecutive V-blocks one contiguous run, where
+ * [M][Cg] words had each thread read V words Cg bytes apart (3.3 ms a
+ * ResNeXt layer3 conv at b256, 5x its FP16). Consecutive threads take
+ * consecutive V-blocks of one pixel, so a warp reads whole pixels. */
 template <int V, bool ACT>
 __global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q,
                                         const int8_t *res, int total)
@@ -99,11 +102,17 @@ __global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *
                 const int iw = ow * p.sw - p.pw + kw * p.dw;
                 if ((unsigned)iw >= (unsigned)W) continue;
                 const int *xp = (const int *)(x + ((size_t)(n * H + ih) * W + iw) * C + c0);
-                const int *wp = (const int *)(w + ((size_t)(kh * p.kw + kw) * M + m0) * Cg);
+                const int *wp = (const int *)w + (size_t)(kh * p.kw + kw) * CW * M + m0;
                 for (int cw = 0; cw < CW; cw++) {
                     const int xv = xp[cw];
+                    /* the V outputs' words of channels 4cw..4cw+3, 16 bytes a load */
 #pragma unroll
-                    for (int v = 0; v < V; v++) acc[v] = __dp4a(xv, wp[v * CW + cw], acc[v]);
+                    for (int h = 0; h < V; h += 4) {
+                        cu_vec<int, 4> wv;
+                        wv.load(wp + (size_t)cw * M + h);
+#pragma unroll
+                        for (int v = 0; v < 4; v++) acc[h + v] = __dp4a(xv, wv.e[v], acc[h + v]);
+                    }
                 }
             }
         }
@@ -361,12 +370,12 @@ int grouped_vector(const cu_conv_geo *g, qf_dtype dt)
 {
     const int64_t Cg = g->C / g->group, Mg = g->M / g->group;
     if (g->group == 1 || Cg == 1 || !fits_i32(g)) return 1;
-    /* INT8 by dp4a only for groups of 4 or 8 channels: its [M][Cg] weight
-     * words put a warp's loads Cg bytes apart, and from 16 channels on the
-     * general kernel (coalesced weights) was faster on the H200 (RegNetY-800MF
-     * INT8 b256 7,241 images/s against 8,480; ResNeXt's 16- and 32-channel
-     * groups 3.3 ms a layer against FP16's 0.6); bench/zoo/NOTES.md */
-    if (dt == QF_I8) return Cg % 4 || Cg > 8 ? 1 : Mg % 8 == 0 ? 8 : Mg % 4 == 0 ? 4 : 1;
+    /* INT8 by dp4a over whole words of a group's channels. The words were
+     * [M][Cg] until a warp's loads Cg bytes apart made 16- and 32-channel
+     * groups slower than the general kernel (bench/zoo/NOTES.md);
+     * QFORGE_CUDA_GROUPED_MAXCG (benchmarks) caps the group size it takes. */
+    static const long maxcg = getenv("QFORGE_CUDA_GROUPED_MAXCG") ? atol(getenv("QFORGE_CUDA_GROUPED_MAXCG")) : 1L << 30;
+    if (dt == QF_I8) return Cg % 4 || Cg > maxcg ? 1 : Mg % 8 == 0 ? 8 : Mg % 4 == 0 ? 4 : 1;
     const int maxv = dt == QF_F16 ? 8 : 4;
     for (int v = maxv; v > 1; v /= 2)
         if (Mg % v == 0) return v;

@@ -349,8 +349,9 @@ qf_status cu_histogram(cudaStream_t s, const float *x, int64_t n, cu_hist *dev, 
  * residual res or NULL), else float of dtype dt with bias (or NULL), a
  * fused ReLU and then a clip to [lo, hi] (infinite bounds: none), as
  * Clip computes it. */
-/* Whether the direct INT8 kernel for g reads its weights as [kh][kw][M][Cg]
- * (dp4a over whole words of a group's channels) rather than [kh][kw][Cg][M]. */
+/* Whether the direct INT8 kernel for g reads its weights as words of 4
+ * channels [kh][kw][Cg/4][M] (dp4a over whole words of a group's channels)
+ * rather than [kh][kw][Cg][M]. */
 bool cu_direct_conv_words(const cu_conv_geo *g, bool int8);
 qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
                              const void *bias, bool relu, float lo, float hi, const cu_requant *rq, const int8_t *res,
