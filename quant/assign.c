@@ -125,6 +125,31 @@ static bool read_by_compute_ops(const qfi_qplan *p, int v)
     return true;
 }
 
+/* Elementwise float ops: each output element from the same elements of the
+ * inputs, so the op can quantize what it stores itself. */
+static bool elementwise(qf_op op)
+{
+    switch (op) {
+    case QF_OP_ADD: case QF_OP_SUB: case QF_OP_MUL: case QF_OP_DIV: case QF_OP_RELU: case QF_OP_CLIP:
+    case QF_OP_SIGMOID: case QF_OP_HARD_SIGMOID: case QF_OP_HARD_SWISH: case QF_OP_TANH: case QF_OP_GELU:
+        return true;
+    default: return false;
+    }
+}
+
+/* Whether every reader of v reads it as int8 (an INT8 node, or an epilogue
+ * that absorbed the reader) and v is not a graph output. */
+static bool read_only_as_int8(const qfi_qplan *p, int v)
+{
+    if (is_output(p->g, v)) return false;
+    for (int u = p->use_start[v]; u < p->use_start[v + 1]; u++) {
+        int j = p->use_node[u];
+        if (p->nodes[j].absorbed_by >= 0) j = p->nodes[j].absorbed_by;
+        if (p->nodes[j].role == QFI_QROLE_FLOAT) return false;
+    }
+    return p->use_start[v + 1] > p->use_start[v];
+}
+
 /* The INT8 epilogue's rules for lib/fusion.c's chains: Conv/Gemm/MatMul ->
  * [Add constant bias (Gemm/MatMul)] -> [Add residual] -> [Relu | Clip |
  * Sigmoid | SiLU | HardSwish]. The fused node takes the place of its chain's
@@ -408,7 +433,16 @@ qf_status qfi_quant_assign(qfi_qplan *p)
             qfi_qvalue *qv = &p->values[v];
             switch (qn->role) {
             case QFI_QROLE_PASS: qv->store = QF_I8; break;
-            case QFI_QROLE_FLOAT: qv->store = qn->prec == QF_PREC_FP16 ? QF_F16 : QF_F32; break;
+            case QFI_QROLE_FLOAT:
+                /* an FP16 elementwise op read only by INT8 nodes (the squeeze-excitation gate Mul
+                 * before the projection conv) stores int8 itself: no half tensor and QuantizeLinear
+                 * between (FP32 nodes run the plain float kernels, which store float) */
+                qv->store = qv->read_i8 && qn->prec == QF_PREC_FP16 && elementwise(g->nodes[i].op) &&
+                                    read_only_as_int8(p, v)
+                                ? QF_I8
+                            : qn->prec == QF_PREC_FP16                                              ? QF_F16
+                                                                                                    : QF_F32;
+                break;
             default: {
                 /* INT8 compute (and requantizing ops): int8 for INT8 readers, else float straight
                  * from the epilogue */

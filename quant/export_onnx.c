@@ -405,7 +405,7 @@ static qf_status emit_plain(ex *e, const qf_node *n)
     for (int k = 0; k < n_out; k++) {
         int v = n->out[k];
         if (v < 0) out[k] = "";
-        else if (int8 && is_i8_activation(&g->values[v]))
+        else if (is_i8_activation(&g->values[v])) /* an INT8 node, or a float one that quantizes its output */
             out[k] = qfi_onnx_tensor_name(&e->ob, qfi_onnx_printf(&e->ob, "%s/float", g->values[v].name));
         else out[k] = out_name(e, v);
         if (!out[k]) return QF_ERR_NOMEM;
@@ -421,7 +421,7 @@ static qf_status emit_plain(ex *e, const qf_node *n)
                 np->attribute[a]->i = qf_dtype_info(QF_F32)->onnx_type;
     if (g->opset < EXPORT_MIN_OPSET) QF_CHECK(upgrade_to_13(e, n, np));
     for (int k = 0; k < n_out; k++)
-        if (n->out[k] >= 0 && int8 && is_i8_activation(&g->values[n->out[k]]))
+        if (n->out[k] >= 0 && is_i8_activation(&g->values[n->out[k]]))
             QF_CHECK(quantize_to(e, out[k], n->out[k]));
     return QF_OK;
 }

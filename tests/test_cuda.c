@@ -574,17 +574,20 @@ static qf_graph *b_conv_transpose(void)
  * HardSwish, and a squeeze-excitation whose channel weights multiply the
  * NHWC feature map by broadcasting; an average pool with ceil_mode and
  * count_include_pad and a max pool with ceil_mode. */
-static qf_graph *b_se_block(void)
+/* A squeeze-excitation block: the pool (one block per 32 channels of an
+ * image on the device), the gate Mul broadcast per image and channel (the
+ * vector path; int8 out where only INT8 nodes read it), pools after it. */
+static qf_graph *se_block(const char *name, int64_t C, int64_t H)
 {
-    qf_graph *g = new_graph("se_block");
-    int x = input(g, "x", 4, DIMS(2, 16, 7, 7));
-    int c = conv(g, "c", x, 16, 16, 3, 1, P1, 1, 1, true);
+    qf_graph *g = new_graph(name);
+    int x = input(g, "x", 4, DIMS(2, C, H, H));
+    int c = conv(g, "c", x, C, C, 3, 1, P1, 1, 1, true);
     int silu = binary(g, "silu", QF_OP_MUL, c, unary(g, "sig", QF_OP_SIGMOID, c));
     int m = reduce_mean(g, "squeeze", silu, 2, DIMS(2, 3), 1); /* becomes a GlobalAveragePool */
-    int e = unary(g, "se_relu", QF_OP_RELU, conv(g, "se1", m, 16, 4, 1, 1, P0, 1, 1, true));
-    int gate = unary(g, "se_gate", QF_OP_HARD_SIGMOID, conv(g, "se2", e, 4, 16, 1, 1, P0, 1, 1, true));
+    int e = unary(g, "se_relu", QF_OP_RELU, conv(g, "se1", m, C, C / 4, 1, 1, P0, 1, 1, true));
+    int gate = unary(g, "se_gate", QF_OP_HARD_SIGMOID, conv(g, "se2", e, C / 4, C, 1, 1, P0, 1, 1, true));
     int scaled = binary(g, "excite", QF_OP_MUL, silu, gate);
-    int hs = unary(g, "hswish", QF_OP_HARD_SWISH, conv(g, "c3", scaled, 16, 16, 1, 1, P0, 1, 1, true));
+    int hs = unary(g, "hswish", QF_OP_HARD_SWISH, conv(g, "c3", scaled, C, C, 1, 1, P0, 1, 1, true));
     output(g, hs);
     int a = value(g, "avg_ceil");
     qf_node *n = op(g, "avg_ceil", QF_OP_AVERAGE_POOL, 1, IN(hs), a);
@@ -602,6 +605,9 @@ static qf_graph *b_se_block(void)
     output(g, mp);
     return g;
 }
+static qf_graph *b_se_block(void) { return se_block("se_block", 16, 7); }
+/* 40 channels: a block's last 8 lanes idle; 400 positions, 50 a warp */
+static qf_graph *b_se_block_wide(void) { return se_block("se_block_wide", 40, 20); }
 /* EfficientNet's and MobileNetV3's activations fused into INT8 epilogues:
  * SiLU (Mul(y, Sigmoid(y)), either order) after a 3x3 conv, a depthwise 3x3
  * (the sliding-window kernel), a depthwise 3x3 with a residual, a 1x1 conv
@@ -863,6 +869,7 @@ OP_TEST(reduce_mean)
 OP_TEST(gather)
 OP_TEST(conv_transpose)
 OP_TEST(se_block)
+OP_TEST(se_block_wide)
 
 START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
 END_TEST
@@ -1639,6 +1646,7 @@ int main(void)
     tcase_add_test(ops, t_gather);
     tcase_add_test(ops, t_conv_transpose);
     tcase_add_test(ops, t_se_block);
+    tcase_add_test(ops, t_se_block_wide);
     tcase_add_test(ops, t_moves_exact);
     tcase_add_test(ops, observer_matches_cpu);
     tcase_add_test(ops, device_histograms_match_host);

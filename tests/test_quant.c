@@ -1569,11 +1569,16 @@ START_TEST(int8_fp16_boundaries)
     qf_calib_table *t = calibrate_minmax(g, x);
     qf_quant_summary sum;
     ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
-    /* Quantize(x), conv1 (writes f16 for its only reader), tanh FP16,
-     * Quantize(sg), conv2, pool (int8), Dequantize to the f32 output */
-    ck_assert_int_eq(sum.conversions, 3);
+    /* Quantize(x), conv1 (writes f16 for its only reader), tanh FP16
+     * storing int8 for conv2, its only reader (no Quantize between), conv2,
+     * pool (int8), Dequantize to the f32 output */
+    ck_assert_int_eq(sum.conversions, 2);
     ck_assert_int_eq(sum.nodes[QF_PREC_FP16], 1);
     ck_assert_int_eq(g->values[qf_graph_find_value(g, "c1")].dtype, QF_F16);
+    const qf_value *sgv = &g->values[qf_graph_find_value(g, "sg")];
+    ck_assert_int_eq(sgv->dtype, QF_I8);
+    ck_assert(sgv->scale == qf_calib_scale(table_amax(t, "sg")));
+    ck_assert_int_eq(g->nodes[find_node(g, QF_OP_TANH, 0)].precision, QF_PREC_FP16);
     ck_assert_int_eq(g->nodes[g->n_nodes - 1].op, QF_OP_DEQUANTIZE_LINEAR);
     ck_assert_str_eq(g->values[g->nodes[g->n_nodes - 1].out[0]].name, "out");
     const qf_value *pooled = &g->values[g->nodes[g->n_nodes - 1].in[0]];

@@ -22,8 +22,6 @@
 
 namespace {
 
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ int32_t to_i32(int8_t v) { return v; }
 
 /* A float output's fused activations: Relu (NaN -> 0, as Relu computes it),

@@ -368,6 +368,9 @@ const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t
 /* ---- device element helpers -------------------------------------------------------- */
 #ifdef __CUDACC__
 /* Reads element i as float: f32, f16 exactly, int8 as q*scale (one rounding). */
+/* An element of a typed kernel as float. */
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float cu_load(const void *p, qf_dtype dt, float scale, int64_t i)
 {
     switch (dt) {

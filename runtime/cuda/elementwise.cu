@@ -10,6 +10,7 @@
 #include "cuda_internal.h"
 #include "float_math.h" /* Sigmoid, Tanh, Erf, Gelu: as the CPU engine computes them */
 #include <float.h>
+#include <type_traits>
 
 /* ---- activations ------------------------------------------------------------------------ */
 
@@ -152,6 +153,12 @@ typedef struct bin_state {
     bin_desc d;
     int64_t total;
     bool flat;              /* both operands walk with the output */
+    /* The vector path: operand `full` walks with the output, the other one
+     * (`part`) reads element (i / (mid * inner)) * so + i % inner * si, i.e.
+     * per image and channel in NHWC (the squeeze-excitation gate), per
+     * channel (a bias), or the whole of it; vectors of V along inner. */
+    bool vec, swapped;      /* swapped: a is the partial operand (Add, Mul only) */
+    int64_t mid, inner, so, si;
 } bin_state;
 
 __device__ __forceinline__ float binary_apply(int op, float x, float y)
@@ -189,6 +196,33 @@ __global__ void binary_kernel(void *z, cu_elem ze, const void *a, cu_elem ae, co
     }
 }
 
+/* Half or float operands of one type T, output T or int8 (quantized with
+ * zq as cu_store does): V consecutive outputs a thread, the same arithmetic
+ * as binary_kernel. */
+template <typename T, typename O, int V>
+__global__ void binary_vec_kernel(O *z, float zq, const T *full, const T *part, bool swapped, int64_t nvec, int64_t mid,
+                                  int64_t inner, int64_t so, int64_t si, int op)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t e = i * V, o = e / (mid * inner), c = e % inner;
+        cu_vec<T, V> a, b;
+        a.load(full + e);
+        if (si) b.load(part + o * so + c);
+#pragma unroll
+        for (int v = 0; v < V; v++)
+            if (!si) b.e[v] = part[o * so];
+        cu_vec<O, V> out;
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+            const float x = to_f32(a.e[v]), y = to_f32(b.e[v]);
+            const float r = swapped ? binary_apply(op, y, x) : binary_apply(op, x, y);
+            if constexpr (std::is_same<O, int8_t>::value) out.e[v] = qfi_quantize_f32(r, zq);
+            else out.e[v] = (O)r;
+        }
+        out.store(z + e);
+    }
+}
+
 /* Strides of operand v along each of the output's logical dims (right-aligned, 0 where broadcast). */
 static void operand_strides(const cu_engine *c, int v, const qf_value *z, int64_t *out)
 {
@@ -212,6 +246,40 @@ static qf_status binary_check(const qf_graph *g, const qf_node *n)
     if (!cu_float_like(g, n, z))
         return qf_error(QF_ERR_UNSUPPORTED, "no CUDA kernel for output dtype %s", qf_dtype_info(z->dtype)->name);
     return QF_OK;
+}
+
+/* Elements a vector of binary_vec_kernel takes for operands of dtype dt
+ * (16 bytes of them), 0 if none. */
+static int vector_of(qf_dtype dt) { return dt == QF_F16 ? 8 : dt == QF_F32 ? 4 : 0; }
+
+/* Whether the collapsed walk d is [outer, mid, inner] with operand `full`
+ * contiguous and the other one reading per outer step (stride so) and along
+ * inner (stride si, 1 or 0), whole vectors along inner: then the vector path. */
+static void plan_vector(const cu_engine *c, const cu_layer *L, bin_state *st)
+{
+    const qf_node *n = L->n;
+    const bin_desc *d = &st->d;
+    const qf_dtype at = c->g->values[n->in[0]].dtype, bt = c->g->values[n->in[1]].dtype,
+                   zt = c->g->values[cu_out_value(L, 0)].dtype;
+    const int V = vector_of(at);
+    if (!V || at != bt || (zt != at && zt != QF_I8) || d->nd > 3) return;
+    int64_t dims[3] = {1, 1, 1}, sa[3] = {0, 0, 0}, sb[3] = {0, 0, 0};
+    for (int k = 0; k < d->nd; k++) { /* right-aligned into [outer, mid, inner] */
+        int j = 3 - d->nd + k;
+        dims[j] = d->dims[k], sa[j] = d->sa[k], sb[j] = d->sb[k];
+    }
+    const bool commutes = n->op == QF_OP_ADD || n->op == QF_OP_MUL;
+    for (int swap = 0; swap < (commutes ? 2 : 1); swap++) {
+        const int64_t *f = swap ? sb : sa, *q = swap ? sa : sb;
+        const bool full = f[2] == 1 && (dims[1] == 1 || f[1] == dims[2]) && (dims[0] == 1 || f[0] == dims[1] * dims[2]);
+        const bool part = (dims[1] == 1 || q[1] == 0) && (q[2] == 1 || q[2] == 0) && (dims[0] > 1 || q[0] == 0);
+        if (full && part && dims[2] % V == 0 && (q[2] == 0 || q[0] % V == 0)) {
+            st->vec = true;
+            st->swapped = swap;
+            st->mid = dims[1], st->inner = dims[2], st->so = q[0], st->si = q[2];
+            return;
+        }
+    }
 }
 
 static qf_status binary_prepare(cu_engine *c, cu_layer *L)
@@ -258,6 +326,7 @@ static qf_status binary_prepare(cu_engine *c, cu_layer *L)
         d->sa[0] = d->sb[0] = 0;
     }
     st->flat = d->nd == 1 && d->sa[0] == 1 && d->sb[0] == 1;
+    plan_vector(c, L, st);
     return QF_OK;
 }
 
@@ -272,7 +341,25 @@ static qf_status binary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     QF_CHECK(cu_value_ptr(c, zv, &z));
     if (!st->total) return QF_OK;
     cu_elem ae = cu_elem_of(c, n, av), be = cu_elem_of(c, n, bv), ze = cu_elem_of(c, n, zv);
-    if (st->flat)
+    const bool aligned = ((uintptr_t)a | (uintptr_t)b | (uintptr_t)z) % 16 == 0;
+    if (st->vec && aligned && (ze.dt != QF_I8 || ze.scale > 0.0f)) {
+        const void *full = st->swapped ? b : a, *part = st->swapped ? a : b;
+        const int V = vector_of(ae.dt);
+        const int64_t nvec = st->total / V;
+        const unsigned grid = grid_for(nvec);
+        if (ae.dt == QF_F16 && ze.dt == QF_I8)
+            binary_vec_kernel<__half, int8_t, 8><<<grid, 256, 0, s>>>((int8_t *)z, ze.scale, (const __half *)full,
+                (const __half *)part, st->swapped, nvec, st->mid, st->inner, st->so, st->si, n->op);
+        else if (ae.dt == QF_F16)
+            binary_vec_kernel<__half, __half, 8><<<grid, 256, 0, s>>>((__half *)z, 0.0f, (const __half *)full,
+                (const __half *)part, st->swapped, nvec, st->mid, st->inner, st->so, st->si, n->op);
+        else if (ze.dt == QF_I8)
+            binary_vec_kernel<float, int8_t, 4><<<grid, 256, 0, s>>>((int8_t *)z, ze.scale, (const float *)full,
+                (const float *)part, st->swapped, nvec, st->mid, st->inner, st->so, st->si, n->op);
+        else
+            binary_vec_kernel<float, float, 4><<<grid, 256, 0, s>>>((float *)z, 0.0f, (const float *)full,
+                (const float *)part, st->swapped, nvec, st->mid, st->inner, st->so, st->si, n->op);
+    } else if (st->flat)
         binary_flat_kernel<<<grid_for(st->total), 256, 0, s>>>(z, ze, a, ae, b, be, st->total, n->op);
     else
         binary_kernel<<<grid_for(st->total), 256, 0, s>>>(z, ze, a, ae, b, be, st->d, st->total, n->op);

@@ -1,6 +1,7 @@
 /* Pooling on the device: MaxPool and AveragePool over NHWC 2-D images (one
  * thread per output element, channels fastest so reads coalesce), and
- * GlobalAveragePool / GlobalMaxPool (one thread per (image, channel)). The
+ * GlobalAveragePool / GlobalMaxPool (one thread per (image, channel); in NHWC
+ * the average takes a block per 32 channels of an image). The
  * arithmetic is runtime/cpu/pool.c's and global_pool.c's: sums in double,
  * padding never wins a max, the same divisor rules. */
 #include "cuda_internal.h"
@@ -213,6 +214,29 @@ __global__ void global_pool_kernel(void *y, cu_elem ye, const void *x, cu_elem x
     }
 }
 
+/* GlobalAveragePool over channels-contiguous (NHWC) x: a block takes 32
+ * channels of one image, each of its 8 warps every 8th position, and adds the
+ * 8 partial sums in a fixed order. In double, sums of int8 or half values
+ * are exact whatever their order (the CPU's one-thread-a-channel loop gets
+ * the same), and a warp reads 32 neighbouring channels at a time. */
+__global__ void global_avg_pool_nhwc_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, gpool_state p,
+                                            int64_t cblocks)
+{
+    __shared__ double part[8][32];
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    const int64_t n = blockIdx.x / cblocks, c = blockIdx.x % cblocks * 32 + tx;
+    double acc = 0.0;
+    if (c < p.C)
+        for (int64_t s = ty; s < p.S; s += 8) acc += cu_load(x, xe.dt, xe.scale, n * p.sn + c + s * p.ss);
+    part[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && c < p.C) {
+        double sum = 0.0;
+        for (int k = 0; k < 8; k++) sum += part[k][tx];
+        cu_store(y, ye.dt, ye.scale, n * p.C + c, p.S ? (float)(sum / (double)p.S) : 0.0f);
+    }
+}
+
 /* Float-like (N, C, ...) tensors. */
 static qf_status global_pool_check(const qf_graph *g, const qf_node *n)
 {
@@ -252,8 +276,12 @@ static qf_status global_pool_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     QF_CHECK(cu_value_ptr(c, L->n->in[0], &x));
     QF_CHECK(cu_value_ptr(c, yv, &y));
     if (!p->N || !p->C) return QF_OK;
-    global_pool_kernel<<<grid_for(p->N * p->C), 256, 0, s>>>(y, cu_elem_of(c, L->n, yv), x,
-                                                             cu_elem_of(c, L->n, L->n->in[0]), *p);
+    const cu_elem ye = cu_elem_of(c, L->n, yv), xe = cu_elem_of(c, L->n, L->n->in[0]);
+    const int64_t cblocks = (p->C + 31) / 32;
+    if (!p->is_max && p->sc == 1 && p->ss == p->C && p->N * cblocks <= INT32_MAX)
+        global_avg_pool_nhwc_kernel<<<(unsigned)(p->N * cblocks), 256, 0, s>>>(y, ye, x, xe, *p, cblocks);
+    else
+        global_pool_kernel<<<grid_for(p->N * p->C), 256, 0, s>>>(y, ye, x, xe, *p);
     CU_LAUNCHED();
     return QF_OK;
 }
