@@ -46,7 +46,7 @@ __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
 __global__ void unary_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n, unary_params p)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(y, ye.dt, ye.scale, i, unary_apply(p, cu_load(x, xe.dt, xe.scale, i)));
+        cu_store(y, ye, i, unary_apply(p, cu_load(x, xe, i)));
 }
 
 /* The same for float or half in and out, 16 bytes a thread (the n / V whole
@@ -171,7 +171,7 @@ __global__ void binary_flat_kernel(void *z, cu_elem ze, const void *a, cu_elem a
                                    int64_t n, int op)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(z, ze.dt, ze.scale, i, binary_apply(op, cu_load(a, ae.dt, ae.scale, i), cu_load(b, be.dt, be.scale, i)));
+        cu_store(z, ze, i, binary_apply(op, cu_load(a, ae, i), cu_load(b, be, i)));
 }
 
 __global__ void binary_kernel(void *z, cu_elem ze, const void *a, cu_elem ae, const void *b, cu_elem be, bin_desc d,
@@ -185,7 +185,7 @@ __global__ void binary_kernel(void *z, cu_elem ze, const void *a, cu_elem ae, co
             ob += idx * d.sb[k];
             r = q;
         }
-        cu_store(z, ze.dt, ze.scale, i, binary_apply(op, cu_load(a, ae.dt, ae.scale, oa), cu_load(b, be.dt, be.scale, ob)));
+        cu_store(z, ze, i, binary_apply(op, cu_load(a, ae, oa), cu_load(b, be, ob)));
     }
 }
 
@@ -294,7 +294,7 @@ __global__ void batchnorm_kernel(void *y, cu_elem ye, const void *x, cu_elem xe,
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t ch = (i / inner) % C;
-        cu_store(y, ye.dt, ye.scale, i, __fadd_rn(__fmul_rn(cu_load(x, xe.dt, xe.scale, i), ab[ch]), ab[C + ch]));
+        cu_store(y, ye, i, __fadd_rn(__fmul_rn(cu_load(x, xe, i), ab[ch]), ab[C + ch]));
     }
 }
 
