@@ -181,11 +181,16 @@ static QFI_HD float qfi_requant_acc(const qfi_requant *rq, int32_t acc, int64_t 
 {
     return qfi_requant_acc_at(rq, acc, c, has_res, r, true);
 }
+/* An int8 output's stored level for an epilogue result v (clamped, relative
+ * to z_out): rint(v) + z_out. Every kernel that stores int8 goes through it. */
+static QFI_HD int8_t qfi_requant_level(const qfi_requant *rq, float v) { return (int8_t)(qfi_round_i32(v) + rq->z_out); }
+/* A residual's stored level r as the epilogue's operand: r - z_r, exactly. */
+static QFI_HD float qfi_requant_residual(const qfi_requant *rq, int8_t r) { return (float)((int32_t)r - rq->z_r); }
 /* Stores an epilogue result as element i of y in the output dtype. */
 static QFI_HD void qfi_requant_store(const qfi_requant *rq, void *y, int64_t i, float v)
 {
     switch (rq->out) {
-    case QF_I8: ((int8_t *)y)[i] = (int8_t)(qfi_round_i32(v) + rq->z_out); break;
+    case QF_I8: ((int8_t *)y)[i] = qfi_requant_level(rq, v); break;
     case QF_F16: ((uint16_t *)y)[i] = qfi_f16_bits(v); break;
     default: ((float *)y)[i] = v;
     }
@@ -195,7 +200,7 @@ static QFI_HD void qfi_requant_store(const qfi_requant *rq, void *y, int64_t i, 
 static QFI_HD void qfi_requant_elem_at(const qfi_requant *rq, void *y, int64_t i, int32_t acc, int64_t c,
                                        const int8_t *res, bool smooth)
 {
-    const float r = res ? (float)((int32_t)res[i] - rq->z_r) : 0.0f;
+    const float r = res ? qfi_requant_residual(rq, res[i]) : 0.0f;
     qfi_requant_store(rq, y, i, qfi_requant_acc_at(rq, acc, c, res != NULL, r, smooth));
 }
 static QFI_HD void qfi_requant_elem(const qfi_requant *rq, void *y, int64_t i, int32_t acc, int64_t c, const int8_t *res)
@@ -220,8 +225,17 @@ static QFI_HD float qfi_magic_to_f32(int32_t bits) { return qfi_sub(qfi_bits_f32
 /* v in [-2^22, 2^22] rounded to an integer: the low byte of the result is
  * rint(v) as an int8 when v is in [-128, 127]. */
 static QFI_HD uint32_t qfi_magic_round(float v) { return qfi_f32_bits(qfi_add(v, QFI_MAGIC)); }
+/* The same plus a zero point z, as integers (adding z to v before rounding
+ * would move ties to even for odd z): the low byte is rint(v) + z, the
+ * stored level of an epilogue result v relative to z (qfi_requant_level). */
+static QFI_HD uint32_t qfi_magic_round_zp(float v, int32_t z) { return qfi_magic_round(v) + (uint32_t)z; }
 /* An int8 r given as u = r ^ 0x80 (that is r + 128) in the low byte of
- * QFI_MAGIC_BITS, as the float r. */
-static QFI_HD float qfi_magic_u8_to_f32(uint32_t bits) { return qfi_sub(qfi_bits_f32(bits), QFI_MAGIC + 128.0f); }
+ * QFI_MAGIC_BITS, as the float r - z (exactly: the subtrahend
+ * QFI_MAGIC + 128 + z is an integer of QFI_MAGIC's binade). */
+static QFI_HD float qfi_magic_u8_to_f32_zp(uint32_t bits, int32_t z)
+{
+    return qfi_sub(qfi_bits_f32(bits), QFI_MAGIC + (float)(128 + z));
+}
+static QFI_HD float qfi_magic_u8_to_f32(uint32_t bits) { return qfi_magic_u8_to_f32_zp(bits, 0); }
 
 #endif

@@ -660,6 +660,93 @@ static qf_graph *b_moves_exact(void)
     return g;
 }
 
+/* quant --asymmetric: activations after Relu, ReLU6, SiLU and Sigmoid (and
+ * what pools, moves or concatenates them) carry zero points, so nearly every
+ * INT8 path reads or writes one. Convs on an input with a zero point: 3x3
+ * stride 1 and 2 with padding, an RGB-like 3-channel layer (the implicit
+ * GEMM's space-to-depth and widened inputs, padded with the zero point),
+ * depthwise 3x3 stride 1 and 2 (the sliding-window kernel), 5x5 (the vector
+ * kernel) and 3x3 of 6 channels (the general kernel), grouped of 4 channels
+ * a group (dp4a) and 16 (general), 1x1; residual Adds fused into the
+ * epilogue with an output zero point (after a Relu) and without (linear);
+ * SiLU and a squeeze-excitation gate; average pools with and without
+ * count_include_pad, global average and max pools, a max pool with padding,
+ * Concat (its inputs share its scale and zero point), Pad with its value,
+ * Gemm after a global pool. */
+static qf_graph *b_asymmetric(void)
+{
+    qf_graph *g = new_graph("asymmetric");
+    int x = input(g, "x", 4, DIMS(2, 16, 9, 9));
+    int c0 = unary(g, "r0", QF_OP_RELU, conv(g, "c0", x, 16, 32, 3, 1, P1, 1, 1, true));
+    int c1 = unary(g, "r1", QF_OP_RELU, conv(g, "c1", c0, 32, 32, 3, 1, P1, 1, 1, true));
+    int c2 = unary(g, "r2", QF_OP_RELU, conv(g, "c2", c1, 32, 48, 3, 2, P1, 1, 1, true)); /* 5x5 */
+    int dw = unary(g, "rdw", QF_OP_RELU, conv(g, "dw", c2, 48, 48, 3, 1, P1, 48, 1, true));
+    int dws2 = unary(g, "rdws2", QF_OP_RELU, conv(g, "dws2", dw, 48, 48, 3, 2, P1, 48, 1, true)); /* 3x3 */
+    int c0v = weight(g, "c0v", 0, NULL, 0.0f, 0.0f), c6v = weight(g, "c6v", 0, NULL, 6.0f, 6.0f), dw5 = value(g, "relu6");
+    op(g, "relu6", QF_OP_CLIP, 3, IN(conv(g, "dw5", dws2, 48, 48, 5, 1, DIMS(2, 2, 2, 2), 48, 1, true), c0v, c6v), dw5);
+    output(g, dw5);
+    int g4 = unary(g, "rg4", QF_OP_RELU, conv(g, "g4", c2, 48, 48, 3, 1, P1, 12, 1, true));
+    int g16 = unary(g, "rg16", QF_OP_RELU, conv(g, "g16", g4, 48, 48, 3, 1, P1, 3, 1, true));
+    /* residuals with a zero point, into an output with one (Relu) and one without (linear) */
+    int res1 = unary(g, "rres1", QF_OP_RELU, binary(g, "add1", QF_OP_ADD, conv(g, "cr1", g16, 48, 48, 3, 1, P1, 1, 1, true), g16));
+    int res2 = binary(g, "add2", QF_OP_ADD, conv(g, "cr2", res1, 48, 48, 1, 1, P0, 1, 1, true), res1);
+    output(g, res2);
+    int cs = conv(g, "cs", res1, 48, 32, 3, 1, P1, 1, 1, true);
+    int silu = binary(g, "silu", QF_OP_MUL, cs, unary(g, "sig", QF_OP_SIGMOID, cs));
+    int sq = unary(g, "squeeze", QF_OP_GLOBAL_AVERAGE_POOL, silu);
+    int e = unary(g, "se_relu", QF_OP_RELU, conv(g, "se1", sq, 32, 8, 1, 1, P0, 1, 1, true));
+    int gate = unary(g, "se_gate", QF_OP_SIGMOID, conv(g, "se2", e, 8, 32, 1, 1, P0, 1, 1, true));
+    int excite = binary(g, "excite", QF_OP_MUL, silu, gate);
+    output(g, conv(g, "proj", excite, 32, 24, 1, 1, P0, 1, 1, true));
+    /* SiLU in an epilogue whose int8 output has a zero point (a conv alone reads it) */
+    int cz = conv(g, "cz", res1, 48, 32, 3, 1, P1, 1, 1, true);
+    output(g, conv(g, "cz2", binary(g, "siluz", QF_OP_MUL, cz, unary(g, "sigz", QF_OP_SIGMOID, cz)), 32, 16, 3, 1, P1, 1, 1,
+                   true));
+    /* odd channel counts: the general depthwise kernel and a 1x1 of 20 outputs (no implicit GEMM) */
+    int c6 = unary(g, "r6", QF_OP_RELU, conv(g, "c6", c1, 32, 6, 1, 1, P0, 1, 1, true));
+    output(g, conv(g, "dw6", c6, 6, 6, 3, 1, P1, 6, 1, true));
+    output(g, conv(g, "pw20", c1, 32, 20, 1, 1, P0, 1, 1, true));
+    /* a 3-channel input with a zero point (a Sigmoid of the image) */
+    int x3 = input(g, "x3", 4, DIMS(2, 3, 11, 11));
+    int sx = unary(g, "sig_in", QF_OP_SIGMOID, x3);
+    output(g, unary(g, "rrgb2", QF_OP_RELU, conv(g, "rgb2", sx, 3, 16, 3, 2, P1, 1, 1, true)));
+    output(g, conv(g, "rgb1", sx, 3, 8, 3, 1, P1, 1, 1, true));
+    /* pools */
+    int a = value(g, "avg_pad"), b = value(g, "avg"), m = value(g, "maxp");
+    qf_node *n = op(g, "avg_pad", QF_OP_AVERAGE_POOL, 1, IN(res1), a);
+    set_ints(n, "kernel_shape", 2, DIMS(3, 3));
+    set_ints(n, "pads", 4, DIMS(1, 1, 1, 1));
+    set_int(n, "count_include_pad", 1);
+    n = op(g, "avg", QF_OP_AVERAGE_POOL, 1, IN(c1), b);
+    set_ints(n, "kernel_shape", 2, DIMS(3, 3));
+    set_ints(n, "strides", 2, DIMS(2, 2));
+    set_ints(n, "pads", 4, DIMS(1, 1, 1, 1));
+    n = op(g, "maxp", QF_OP_MAX_POOL, 1, IN(c1), m);
+    set_ints(n, "kernel_shape", 2, DIMS(3, 3));
+    set_ints(n, "strides", 2, DIMS(2, 2));
+    set_ints(n, "pads", 4, DIMS(1, 1, 1, 1));
+    output(g, a);
+    output(g, conv(g, "cav", b, 32, 16, 1, 1, P0, 1, 1, true)); /* the average pool's int8 output */
+    output(g, m);
+    /* Concat of Relu outputs */
+    int cat = value(g, "cat"), ca = unary(g, "rca", QF_OP_RELU, conv(g, "ca", c2, 48, 48, 1, 1, P0, 1, 1, true));
+    int cb = unary(g, "rcb", QF_OP_RELU, conv(g, "cb", c2, 48, 56, 3, 1, P1, 1, 1, true));
+    set_int(op(g, "cat", QF_OP_CONCAT, 2, IN(ca, cb), cat), "axis", 1);
+    output(g, unary(g, "gmax", QF_OP_GLOBAL_MAX_POOL, cat));
+    output(g, pad(g, "pad_value", g4, NULL, DIMS(0, 0, 1, 2, 0, 0, 2, 0), weight(g, "pv", 0, NULL, 0.25f, 0.25f)));
+    /* fully connected after a global pool, into a Relu and linear */
+    int fl = value(g, "flat");
+    set_int(op(g, "flat", QF_OP_FLATTEN, 1, IN(unary(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, cat)), fl), "axis", 1);
+    int w1 = weight(g, "f1w", 2, DIMS(40, 104), -0.2f, 0.2f), b1 = weight(g, "f1b", 1, DIMS(40), -0.1f, 0.1f);
+    int f1 = value(g, "fc1");
+    set_int(op(g, "fc1", QF_OP_GEMM, 3, IN(fl, w1, b1), f1), "transB", 1);
+    int w2 = weight(g, "f2w", 2, DIMS(10, 40), -0.3f, 0.3f), b2 = weight(g, "f2b", 1, DIMS(10), -0.1f, 0.1f);
+    int f2 = value(g, "fc2");
+    set_int(op(g, "fc2", QF_OP_GEMM, 3, IN(unary(g, "rfc1", QF_OP_RELU, f1), w2, b2), f2), "transB", 1);
+    output(g, f2);
+    return g;
+}
+
 /* ---- running and comparing -------------------------------------------------------------- */
 
 static qf_calib_table *calibrate_random(qf_graph *g)
@@ -955,6 +1042,96 @@ START_TEST(smooth_epilogues_exact)
             unsetenv("QFORGE_CUDA_CONV_TACTIC");
             qf_graph_free(g);
         }
+}
+END_TEST
+
+/* quant --asymmetric (b_asymmetric): the CUDA engine bit for bit with the
+ * CPU engine through each INT8 conv tactic the engine has -- tuned; cuBLASLt
+ * after im2col, whole and in chunks; the fallback GEMM kernel (NOLT); the
+ * implicit GEMM in each of its first variants, on a small persistent grid
+ * too -- with every node on the device. */
+START_TEST(asymmetric_exact)
+{
+    static const struct {
+        const char *label, *tactic, *variant, *chunk, *blocks;
+        bool nolt;
+    } runs[] = {
+        {"tuned", NULL, NULL, NULL, NULL, false},
+        {"lt", "lt", NULL, NULL, NULL, false},
+        {"lt-chunked", "lt", NULL, "32", NULL, false},
+        {"lt-nolt", "lt", NULL, NULL, NULL, true},
+        {"igemm", "igemm", NULL, NULL, NULL, false},
+        {"igemm-v0", "igemm", "0", NULL, NULL, false},
+        {"igemm-v1", "igemm", "1", NULL, NULL, false},
+        {"igemm-v2", "igemm", "2", NULL, NULL, false},
+        {"igemm-v3", "igemm", "3", NULL, NULL, false},
+        {"igemm-v4-persistent", "igemm", "4", NULL, "2", false},
+        {"igemm-v5-persistent", "igemm", "5", NULL, "2", false},
+    };
+    /* inputs that must carry a zero point for the test to mean something */
+    static const char *zp_in[] = {"c1", "c2", "dw", "dws2", "dw5", "g4", "g16", "cr1", "cr2", "cs", "cav", "dw6", "c6",
+                                  "pw20", "rgb2", "rgb1", "avg", "avg_pad", "maxp", "fc1", "fc2", "gmax"};
+    uint64_t seed = rng;
+    qf_graph *ref = b_asymmetric();
+    prepare(ref, 2);
+    qf_calib_table *t = calibrate_random(ref);
+    qf_graph_free(ref);
+    for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
+        rng = seed;
+        qf_graph *g = b_asymmetric();
+        prepare(g, 2);
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.method = QF_CALIB_MINMAX;
+        o.asymmetric = true;
+        o.int8_pooled = true; /* the SE convs and the classifier INT8 too */
+        OK(qf_quantize(g, t, &o, NULL));
+        if (r == 0 && getenv("QFORGE_DEBUG"))
+            for (int i = 0; i < g->n_nodes; i++) {
+                const qf_node *n = &g->nodes[i];
+                const qf_value *x = &g->values[n->in[0]], *y = &g->values[n->out[0]];
+                printf("  %-10s %-20s %s in %s z %4d, out %s z %4d\n", n->name, qf_op_name(n->op),
+                       qf_precision_name(n->precision), qf_dtype_info(x->dtype)->name, (int)x->zero_point,
+                       qf_dtype_info(y->dtype)->name, (int)y->zero_point);
+            }
+        int missing = 0;
+        for (size_t k = 0; k < sizeof zp_in / sizeof *zp_in; k++) {
+            const qf_node *n = &g->nodes[node_index(g, zp_in[k])];
+            if (g->values[n->in[0]].zero_point == 0)
+                printf("node %s reads %s without a zero point\n", n->name, g->values[n->in[0]].name), missing++;
+        }
+        ck_assert_int_eq(missing, 0);
+        /* the residual Adds are in the conv epilogues, their residuals with zero points */
+        for (int k = 0; k < 2; k++) {
+            const qf_node *n = &g->nodes[node_index(g, k ? "cr2" : "cr1")];
+            ck_assert_int_eq(n->precision, QF_PREC_INT8);
+            ck_assert_msg(n->n_in > 4 && n->in[4] >= 0 && g->values[n->in[4]].zero_point != 0, "%s: no residual", n->name);
+            ck_assert_int_eq(g->values[n->out[0]].zero_point == 0, k == 1); /* cr2: a linear output */
+        }
+        if (runs[r].tactic) setenv("QFORGE_CUDA_CONV_TACTIC", runs[r].tactic, 1);
+        if (runs[r].variant) setenv("QFORGE_CUDA_IGEMM_VARIANT", runs[r].variant, 1);
+        if (runs[r].chunk) setenv("QFORGE_CUDA_CHUNK_ROWS", runs[r].chunk, 1);
+        if (runs[r].blocks) setenv("QFORGE_CUDA_IGEMM_BLOCKS", runs[r].blocks, 1);
+        if (runs[r].nolt) setenv("QFORGE_CUDA_NOLT", "1", 1);
+        /* every node on the device: nothing with a zero point falls back to the host */
+        qf_engine_opts go = {.device = dut};
+        qf_engine *e;
+        OK(qf_engine_create(g, &go, &e));
+        for (int i = 0; i < g->n_nodes; i++)
+            ck_assert_msg(qf_engine_node_device(e, i) == dut, "%s: node %s (%s) runs on the host", runs[r].label,
+                          g->nodes[i].name, qf_op_name(g->nodes[i].op));
+        qf_engine_free(e);
+        char label[48];
+        snprintf(label, sizeof label, "asym/%s", runs[r].label);
+        compare(g, QF_PREC_INT8, 2, label, true);
+        unsetenv("QFORGE_CUDA_CONV_TACTIC");
+        unsetenv("QFORGE_CUDA_IGEMM_VARIANT");
+        unsetenv("QFORGE_CUDA_CHUNK_ROWS");
+        unsetenv("QFORGE_CUDA_IGEMM_BLOCKS");
+        unsetenv("QFORGE_CUDA_NOLT");
+        qf_graph_free(g);
+    }
+    qf_calib_table_free(t);
 }
 END_TEST
 
@@ -1539,7 +1716,8 @@ static void model_agreement(const char *name, const char *model_rel, const char 
  * seed of tests/bad (uint8 activations with zero points) and, where
  * ../shared/data has it, the zoo's QOperator MobileNetV2 give the CPU
  * engine's outputs bit for bit. Nodes touching a nonzero zero point run on
- * the host (the device kernels are symmetric); the rest on the device. */
+ * the device like the rest, wherever the engine says it has a kernel for
+ * them (it refuses only INT8 products of activations with zero points). */
 static void quantized_elsewhere(const char *path, int batch)
 {
     qf_load_opts lo = {.batch = batch};
@@ -1561,7 +1739,8 @@ static void quantized_elsewhere(const char *path, int batch)
         }
         zp += any;
         host += qf_engine_node_device(e, i) == QF_DEVICE_CPU;
-        if (any) ck_assert_msg(qf_engine_node_device(e, i) == QF_DEVICE_CPU, "%s: node %s", path, n->name);
+        if (any && qf_engine_supports(dut, g, n))
+            ck_assert_msg(qf_engine_node_device(e, i) == dut, "%s: node %s runs on the host", path, n->name);
     }
     printf("  %s: %d nodes, %d with a zero point, %d on the host\n", path, g->n_nodes, zp, host);
     qf_engine_free(e);
@@ -1661,6 +1840,11 @@ int main(void)
         tcase_add_test(ops, host_errors_reach_the_caller);
     }
     suite_add_tcase(s, ops);
+    TCase *asym = tcase_create("asymmetric"); /* CK_RUN_CASE=asymmetric runs it alone */
+    tcase_add_checked_fixture(asym, clear_host_ops, NULL);
+    tcase_set_timeout(asym, 600);
+    tcase_add_test(asym, asymmetric_exact);
+    suite_add_tcase(s, asym);
     TCase *models = tcase_create("models");
     tcase_set_timeout(models, 900);
     if (exists("cifar10/resnet20.onnx")) tcase_add_test(models, resnet20_cifar10);

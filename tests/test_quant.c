@@ -222,8 +222,13 @@ START_TEST(magic_conversions_are_exact)
 {
     for (int32_t a = -(int32_t)QFI_MAGIC_LIMIT + 1; a < (int32_t)QFI_MAGIC_LIMIT; a++)
         if (qfi_magic_to_f32(QFI_MAGIC_BITS + a) != (float)a) ck_abort_msg("accumulator %d", a);
-    for (int r = -128; r <= 127; r++)
+    for (int r = -128; r <= 127; r++) {
         ck_assert(qfi_magic_u8_to_f32((uint32_t)QFI_MAGIC_BITS | ((uint8_t)r ^ 0x80u)) == (float)r);
+        for (int z = -128; z <= 127; z++) /* a residual's zero point, and an output's on the rounded level */
+            if (qfi_magic_u8_to_f32_zp((uint32_t)QFI_MAGIC_BITS | ((uint8_t)r ^ 0x80u), z) != (float)(r - z) ||
+                (int8_t)qfi_magic_round_zp((float)(r - z) + 0.25f, z) != (int8_t)r)
+                ck_abort_msg("residual %d, zero point %d", r, z);
+    }
     /* rounding: a fine grid over the int8 range, every tie and its neighbours */
     for (int32_t k = -128 * 4096; k <= 127 * 4096; k++) {
         const float v = (float)k / 4096.0f;
@@ -241,7 +246,8 @@ END_TEST
 
 /* conv_igemm.cu's epilogue as the GPU computes it -- accumulators started at
  * QFI_MAGIC_BITS + bias, the residual byte through the magic, the result's
- * low byte -- equals qfi_requantize bit for bit. */
+ * low byte -- equals qfi_requantize bit for bit, with and without the zero
+ * points of the residual and the output (quant --asymmetric). */
 START_TEST(magic_epilogue_matches_requantize)
 {
     uint32_t seed = 12345;
@@ -250,16 +256,21 @@ START_TEST(magic_epilogue_matches_requantize)
         const int32_t acc = (int32_t)(seed >> 11) - (1 << 20), bias = (int32_t)(seed % 4001) - 2000;
         const int8_t r = (int8_t)(seed >> 3);
         const float s_w = 1e-3f * (float)(1 + seed % 97), s_out = 0.05f + 1e-3f * (float)(seed % 13);
+        const bool zp = t % 4 >= 2;
+        const int32_t z_r = zp ? (int8_t)(seed >> 17) : 0, z_out = zp ? (int8_t)(seed >> 24) : 0;
         float m;
         qfi_requant rq;
-        qfi_requant_init(&rq, &m, 1, 0.02f, &s_w, &bias, t % 2 ? 0.07f : 0.0f, 0, QF_I8, s_out, 0,
+        qfi_requant_init(&rq, &m, 1, 0.02f, &s_w, &bias, t % 2 ? 0.07f : 0.0f, z_r, QF_I8, s_out, z_out,
                          t % 3 == 0 ? QF_ACT_RELU : t % 3 == 1 ? QF_ACT_CLIP : QF_ACT_NONE, 0.0f, 6.0f);
         int8_t want;
         const bool res = t % 2;
         qfi_requantize(&rq, &acc, res ? &r : NULL, 1, 0, 0, &want);
-        const float rf = qfi_magic_u8_to_f32((uint32_t)QFI_MAGIC_BITS | ((uint8_t)r ^ 0x80u));
+        const float rf = qfi_magic_u8_to_f32_zp((uint32_t)QFI_MAGIC_BITS | ((uint8_t)r ^ 0x80u), rq.z_r);
         const float v = qfi_requant_value(&rq, qfi_magic_to_f32(QFI_MAGIC_BITS + bias + acc), m, res, rf);
-        ck_assert_int_eq((int8_t)qfi_magic_round(v), want);
+        ck_assert_int_eq((int8_t)qfi_magic_round_zp(v, rq.z_out), want);
+        /* and the plain helpers every other GPU epilogue stores with */
+        ck_assert_int_eq(qfi_requant_level(&rq, qfi_requant_value(&rq, qfi_i2f(acc + bias), m, res,
+                                                                  qfi_requant_residual(&rq, r))), want);
     }
 }
 END_TEST

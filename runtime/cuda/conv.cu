@@ -14,7 +14,9 @@
  * unfolded patches or the int32 accumulators of the whole batch would not fit
  * in L2, the output positions are processed in chunks that do, so those
  * intermediates never travel to device memory. Grouped and depthwise
- * convolutions run directly (conv_grouped.cu), taps in the CPU kernel's order. */
+ * convolutions run directly (conv_grouped.cu), taps in the CPU kernel's order.
+ * INT8 padding taps read the input's zero point, as the CPU engine's do (the
+ * quantizer's bias holds -z_in times the weights' sums; runtime/cpu/conv_int8.c). */
 #include "cuda_internal.h"
 
 typedef cu_conv_geo conv_geo;
@@ -48,12 +50,22 @@ static void conv_free(void *p)
 
 /* ---- im2col: x (N,H,W,C) -> col [P][Kpad], k = (ikh*kw + ikw)*C + c -------------------------- */
 
+/* Every kernel below writes `fill` where a patch has no input element: taps
+ * in the padding, which INT8 reads as the input's zero point (zero for
+ * float), and k past K, whose weights are zero. */
+template <typename V> static V fill_of(uint8_t byte)
+{
+    V v;
+    memset(&v, byte, sizeof v);
+    return v;
+}
+
 /* Rows p0 .. p0+rows of the patch matrix. A warp walks one row along k (the
  * writes coalesce; reads run along C within a tap); V is one element, or four
  * channels at once when C % 4 == 0. Index arithmetic in 32 bits: one image
  * and one row are far below 2^31 elements. */
 template <typename V>
-__global__ void im2col_kernel(V *col, const V *x, conv_geo p, int Cv, int Kv, int Kpadv, int64_t p0, int64_t rows)
+__global__ void im2col_kernel(V *col, const V *x, conv_geo p, int Cv, int Kv, int Kpadv, int64_t p0, int64_t rows, V fill)
 {
     const int HoWo = (int)(p.Ho * p.Wo);
     for (int64_t r = blockIdx.x * (int64_t)blockDim.y + threadIdx.y; r < rows; r += (int64_t)gridDim.x * blockDim.y) {
@@ -63,8 +75,7 @@ __global__ void im2col_kernel(V *col, const V *x, conv_geo p, int Cv, int Kv, in
         const V *xn = x + n * p.H * p.W * Cv;
         V *out = col + r * Kpadv;
         for (int k = threadIdx.x; k < Kpadv; k += blockDim.x) {
-            V v;
-            memset(&v, 0, sizeof v);
+            V v = fill;
             if (k < Kv) {
                 const int t = k / Cv, c = k - t * Cv, ikh = t / p.kw, ikw = t - ikh * p.kw;
                 const int ih = ih0 + ikh * p.dh, iw = iw0 + ikw * p.dw;
@@ -78,13 +89,14 @@ __global__ void im2col_kernel(V *col, const V *x, conv_geo p, int Cv, int Kv, in
 /* C * sizeof(T) % 16 == 0: one thread a 16-byte vector of one row (one tap's
  * channels), the threads of a warp on consecutive vectors, so every load and
  * store is 16 bytes and coalesced; 32-bit index arithmetic within a chunk. */
-__global__ void im2col_c16_kernel(int4 *col, const int4 *x, conv_geo p, int Cv, int Kv, int Kpadv, int64_t p0, int rows)
+__global__ void im2col_c16_kernel(int4 *col, const int4 *x, conv_geo p, int Cv, int Kv, int Kpadv, int64_t p0, int rows,
+                                  int4 fill)
 {
     const int HoWo = (int)(p.Ho * p.Wo), total = rows * Kpadv;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         const int r = i / Kpadv, kv = i - r * Kpadv;
         const int64_t pos = p0 + r, n = pos / HoWo;
-        int4 v = make_int4(0, 0, 0, 0);
+        int4 v = fill;
         if (kv < Kv) {
             const int rem = (int)(pos - n * HoWo), oh = rem / (int)p.Wo, ow = rem - oh * (int)p.Wo;
             const int t = kv / Cv, c = kv - t * Cv, ikh = t / p.kw, ikw = t - ikh * p.kw;
@@ -101,7 +113,7 @@ __global__ void im2col_c16_kernel(int4 *col, const int4 *x, conv_geo p, int Cv, 
  * divided out per element. CC > 0 is C known at compile time (3: RGB), so the
  * walk costs no division. 32-bit indices within a chunk (the caller checks). */
 template <typename T, int CC>
-__global__ void im2col_v16_kernel(int4 *col, const T *x, conv_geo p, int K, int Kv16, int64_t p0, int rows)
+__global__ void im2col_v16_kernel(int4 *col, const T *x, conv_geo p, int K, int Kv16, int64_t p0, int rows, T fill)
 {
     constexpr int VW = 16 / sizeof(T);
     const int HoWo = (int)(p.Ho * p.Wo), C = CC > 0 ? CC : (int)p.C, H = (int)p.H, W = (int)p.W, Wo = (int)p.Wo;
@@ -120,7 +132,7 @@ __global__ void im2col_v16_kernel(int4 *col, const T *x, conv_geo p, int K, int 
         } u;
 #pragma unroll
         for (int j = 0; j < VW; j++, k++) {
-            T v = 0;
+            T v = fill;
             const int ih = ih0 + ikh * p.dh, iw = iw0 + ikw * p.dw;
             if (k < K && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W) v = xn[(ih * W + iw) * C + c];
             u.e[j] = v;
@@ -138,12 +150,13 @@ static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const
 {
     const conv_geo &p = st->p;
     const int64_t es = (int64_t)qf_dtype_info(dt)->size;
+    const uint8_t fb = dt == QF_I8 ? (uint8_t)st->rq.z_in : 0; /* the fill's every byte */
     if ((p.C * es) % 16 == 0 && (st->Kpad * es) % 16 == 0 && rows * (st->Kpad * es / 16) < INT32_MAX) {
         const int vw = (int)(16 / es), Kpadv = (int)(st->Kpad / vw);
         int64_t nb = (rows * Kpadv + 255) / 256;
         unsigned g1 = (unsigned)(nb > 262144 ? 262144 : nb < 1 ? 1 : nb);
         im2col_c16_kernel<<<g1, 256, 0, s>>>((int4 *)col, (const int4 *)x, p, (int)(p.C / vw), (int)(st->K / vw), Kpadv,
-                                             p0, (int)rows);
+                                             p0, (int)rows, fill_of<int4>(fb));
         CU_LAUNCHED();
         return QF_OK;
     }
@@ -155,9 +168,9 @@ static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const
     unsigned grid = (unsigned)(b > 262144 ? 262144 : b < 1 ? 1 : b);
     if (vec) {
         switch (dt) {
-        case QF_I8: im2col_kernel<char4><<<grid, block, 0, s>>>((char4 *)col, (const char4 *)x, p, Cv, Kv, Kpadv, p0, rows); break;
-        case QF_F16: im2col_kernel<uint2><<<grid, block, 0, s>>>((uint2 *)col, (const uint2 *)x, p, Cv, Kv, Kpadv, p0, rows); break;
-        default: im2col_kernel<float4><<<grid, block, 0, s>>>((float4 *)col, (const float4 *)x, p, Cv, Kv, Kpadv, p0, rows);
+        case QF_I8: im2col_kernel<char4><<<grid, block, 0, s>>>((char4 *)col, (const char4 *)x, p, Cv, Kv, Kpadv, p0, rows, fill_of<char4>(fb)); break;
+        case QF_F16: im2col_kernel<uint2><<<grid, block, 0, s>>>((uint2 *)col, (const uint2 *)x, p, Cv, Kv, Kpadv, p0, rows, fill_of<uint2>(0)); break;
+        default: im2col_kernel<float4><<<grid, block, 0, s>>>((float4 *)col, (const float4 *)x, p, Cv, Kv, Kpadv, p0, rows, fill_of<float4>(0));
         }
     } else if ((st->Kpad * es) % 16 == 0 && rows * (st->Kpad * es / 16) < INT32_MAX && p.H * p.W * p.C < INT32_MAX) {
         const int Kv16 = (int)(st->Kpad * es / 16), K = (int)st->K, R = (int)rows;
@@ -166,22 +179,22 @@ static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const
         const bool rgb = p.C == 3;
         switch (dt) {
         case QF_I8:
-            if (rgb) im2col_v16_kernel<int8_t, 3><<<g2, 256, 0, s>>>((int4 *)col, (const int8_t *)x, p, K, Kv16, p0, R);
-            else im2col_v16_kernel<int8_t, 0><<<g2, 256, 0, s>>>((int4 *)col, (const int8_t *)x, p, K, Kv16, p0, R);
+            if (rgb) im2col_v16_kernel<int8_t, 3><<<g2, 256, 0, s>>>((int4 *)col, (const int8_t *)x, p, K, Kv16, p0, R, (int8_t)fb);
+            else im2col_v16_kernel<int8_t, 0><<<g2, 256, 0, s>>>((int4 *)col, (const int8_t *)x, p, K, Kv16, p0, R, (int8_t)fb);
             break;
         case QF_F16:
-            if (rgb) im2col_v16_kernel<uint16_t, 3><<<g2, 256, 0, s>>>((int4 *)col, (const uint16_t *)x, p, K, Kv16, p0, R);
-            else im2col_v16_kernel<uint16_t, 0><<<g2, 256, 0, s>>>((int4 *)col, (const uint16_t *)x, p, K, Kv16, p0, R);
+            if (rgb) im2col_v16_kernel<uint16_t, 3><<<g2, 256, 0, s>>>((int4 *)col, (const uint16_t *)x, p, K, Kv16, p0, R, 0);
+            else im2col_v16_kernel<uint16_t, 0><<<g2, 256, 0, s>>>((int4 *)col, (const uint16_t *)x, p, K, Kv16, p0, R, 0);
             break;
         default:
-            if (rgb) im2col_v16_kernel<float, 3><<<g2, 256, 0, s>>>((int4 *)col, (const float *)x, p, K, Kv16, p0, R);
-            else im2col_v16_kernel<float, 0><<<g2, 256, 0, s>>>((int4 *)col, (const float *)x, p, K, Kv16, p0, R);
+            if (rgb) im2col_v16_kernel<float, 3><<<g2, 256, 0, s>>>((int4 *)col, (const float *)x, p, K, Kv16, p0, R, 0.0f);
+            else im2col_v16_kernel<float, 0><<<g2, 256, 0, s>>>((int4 *)col, (const float *)x, p, K, Kv16, p0, R, 0.0f);
         }
     } else {
         switch (dt) {
-        case QF_I8: im2col_kernel<int8_t><<<grid, block, 0, s>>>((int8_t *)col, (const int8_t *)x, p, Cv, Kv, Kpadv, p0, rows); break;
-        case QF_F16: im2col_kernel<uint16_t><<<grid, block, 0, s>>>((uint16_t *)col, (const uint16_t *)x, p, Cv, Kv, Kpadv, p0, rows); break;
-        default: im2col_kernel<float><<<grid, block, 0, s>>>((float *)col, (const float *)x, p, Cv, Kv, Kpadv, p0, rows);
+        case QF_I8: im2col_kernel<int8_t><<<grid, block, 0, s>>>((int8_t *)col, (const int8_t *)x, p, Cv, Kv, Kpadv, p0, rows, (int8_t)fb); break;
+        case QF_F16: im2col_kernel<uint16_t><<<grid, block, 0, s>>>((uint16_t *)col, (const uint16_t *)x, p, Cv, Kv, Kpadv, p0, rows, (uint16_t)0); break;
+        default: im2col_kernel<float><<<grid, block, 0, s>>>((float *)col, (const float *)x, p, Cv, Kv, Kpadv, p0, rows, 0.0f);
         }
     }
     CU_LAUNCHED();
@@ -404,10 +417,12 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
     const bool pointwise = p.kh == 1 && p.kw == 1 && p.sh == 1 && p.sw == 1 && p.ph == 0 && p.pw == 0 &&
                            geo.w.pad_end[1] == 0 && geo.w.pad_end[2] == 0;
     st->im2col = !(pointwise && st->Kpad == p.C);
-    /* per-tensor requantization without ReLU/Clip bounds other than ReLU's and
-     * no smooth activation (cuBLASLt's epilogue has none of qforge's): cuBLASLt's int8 epilogue */
+    /* per-tensor requantization without ReLU/Clip bounds other than ReLU's, no
+     * smooth activation and no output or residual zero point (cuBLASLt's
+     * epilogue has none of qforge's): cuBLASLt's int8 epilogue */
     st->q8 = i8 && st->rq.uniform && st->rq.out == QF_I8 && st->rq.hi == 127.0f &&
-             (st->rq.lo == -128.0f || st->rq.lo == 0.0f) && st->rq.act == QF_ACT_NONE && !getenv("QFORGE_CUDA_NO_I8EPI");
+             (st->rq.lo == -128.0f || st->rq.lo == 0.0f) && st->rq.act == QF_ACT_NONE && st->rq.z_out == 0 &&
+             st->rq.z_r == 0 && !getenv("QFORGE_CUDA_NO_I8EPI");
     QF_CHECK(conv_plan_gemm(c, L, st, w, dt));
     if (st->q8 && st->gm && !cu_gemm_uses_lt(st->gm)) {
         /* cuBLASLt offers no int8-output algorithm here: the int32 path's is far faster than the fallback kernel */
@@ -587,8 +602,8 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     if (L->quant_in >= 0) {
         int64_t xs[4];
         cu_strides(c, L->quant_in, xs);
-        return cu_igemm_run_quantizing(st->ig, st->use_ig - 1, s, (const float *)x, xs, L->quant_scale, res, (int8_t *)y,
-                                       c->scratch[CU_SCR_COL]);
+        return cu_igemm_run_quantizing(st->ig, st->use_ig - 1, s, (const float *)x, xs, L->quant_scale, L->quant_zp, res,
+                                       (int8_t *)y, c->scratch[CU_SCR_COL]);
     }
     if (st->use_ig) return cu_igemm_run(st->ig, st->use_ig - 1, s, (const int8_t *)x, res, (int8_t *)y, c->scratch[CU_SCR_COL]);
     if (st->direct)

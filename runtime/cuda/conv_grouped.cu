@@ -16,7 +16,11 @@
  * The vectorized INT8 kernels take ACT: whether the epilogue's smooth
  * activation (Sigmoid, SiLU, HardSwish: an e^x per output) is compiled in;
  * the launchers pick by q.act, so layers without one run the code they ran
- * before. The general kernel checks q.act as it goes. */
+ * before. The general kernel checks q.act as it goes.
+ *
+ * INT8 taps in the padding read the input's zero point zx, as the CPU
+ * engine's do; with zx = 0 (symmetric, and every float kernel) they are
+ * skipped, as they always were. */
 #include "cuda_internal.h"
 #include <type_traits>
 
@@ -35,13 +39,16 @@ __device__ __forceinline__ float float_activation(float v, bool relu, float lo, 
     return v > hi ? hi : v;
 }
 
+/* The INT8 input's zero point zx in each byte of a word: what four channels of a padding tap hold. */
+__device__ __forceinline__ uint32_t zp_word(int32_t zx) { return (uint32_t)(uint8_t)zx * 0x01010101u; }
+
 /* ---- general grouped convolution: one thread per output element ---------------------------------- */
 
 /* Acc is int32_t for int8 (requantized by q, residual res), else float
  * (bias, then ReLU). */
 template <typename T, typename Acc>
 __global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, float lo,
-                                    float hi, qfi_requant q, const int8_t *res, int64_t total)
+                                    float hi, qfi_requant q, int32_t zx, const int8_t *res, int64_t total)
 {
     constexpr bool I8 = std::is_same<Acc, int32_t>::value;
     const int64_t Cg = p.C / p.group, Mg = p.M / p.group;
@@ -55,14 +62,16 @@ __global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bi
         if constexpr (!I8) acc = bias ? to_f32(bias[m]) : 0.0f;
         for (int kh = 0; kh < p.kh; kh++) {
             int64_t ih = oh * p.sh - p.ph + (int64_t)kh * p.dh;
-            if (ih < 0 || ih >= p.H) continue;
+            const bool vh = ih >= 0 && ih < p.H;
+            if (!vh && zx == 0) continue;
             for (int kw = 0; kw < p.kw; kw++) {
                 int64_t iw = ow * p.sw - p.pw + (int64_t)kw * p.dw;
-                if (iw < 0 || iw >= p.W) continue;
-                const T *xp = x + ((n * p.H + ih) * p.W + iw) * p.C + c0;
+                const bool in = vh && iw >= 0 && iw < p.W;
+                if (!in && zx == 0) continue;
+                const T *xp = x + (in ? ((n * p.H + ih) * p.W + iw) * p.C + c0 : 0);
                 const T *wp = w + ((int64_t)(kh * p.kw + kw) * Cg) * p.M + m;
                 for (int64_t c = 0; c < Cg; c++) {
-                    if constexpr (I8) acc += to_i32(wp[c * p.M]) * to_i32(xp[c]);
+                    if constexpr (I8) acc += to_i32(wp[c * p.M]) * (in ? to_i32(xp[c]) : zx);
                     else acc = __fadd_rn(acc, __fmul_rn(to_f32(wp[c * p.M]), to_f32(xp[c])));
                 }
             }
@@ -82,9 +91,10 @@ __global__ void grouped_conv_kernel(void *y, const T *x, const T *w, const T *bi
  * ResNeXt layer3 conv at b256, 5x its FP16). Consecutive threads take
  * consecutive V-blocks of one pixel, so a warp reads whole pixels. */
 template <int V, bool ACT>
-__global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q,
+__global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q, int32_t zx,
                                         const int8_t *res, int total)
 {
+    const int zw = (int)zp_word(zx);
     const int C = (int)p.C, M = (int)p.M, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
     const int Cg = C / (int)p.group, Mg = M / (int)p.group, CW = Cg / 4, MV = M / V;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
@@ -95,14 +105,16 @@ __global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *
         for (int v = 0; v < V; v++) acc[v] = 0;
         for (int kh = 0; kh < p.kh; kh++) {
             const int ih = oh * p.sh - p.ph + kh * p.dh;
-            if ((unsigned)ih >= (unsigned)H) continue;
+            const bool vh = (unsigned)ih < (unsigned)H;
+            if (!vh && zx == 0) continue;
             for (int kw = 0; kw < p.kw; kw++) {
                 const int iw = ow * p.sw - p.pw + kw * p.dw;
-                if ((unsigned)iw >= (unsigned)W) continue;
-                const int *xp = (const int *)(x + ((size_t)(n * H + ih) * W + iw) * C + c0);
+                const bool in = vh && (unsigned)iw < (unsigned)W;
+                if (!in && zx == 0) continue;
+                const int *xp = (const int *)(x + (in ? ((size_t)(n * H + ih) * W + iw) * C + c0 : 0));
                 const int *wp = (const int *)w + (size_t)(kh * p.kw + kw) * CW * M + m0;
                 for (int cw = 0; cw < CW; cw++) {
-                    const int xv = xp[cw];
+                    const int xv = in ? xp[cw] : zw;
                     /* the V outputs' words of channels 4cw..4cw+3, 16 bytes a load */
 #pragma unroll
                     for (int h = 0; h < V; h += 4) {
@@ -118,7 +130,7 @@ __global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *
         if (q.out == QF_I8 && !res) {
             cu_vec<int8_t, V> out;
 #pragma unroll
-            for (int v = 0; v < V; v++) out.e[v] = qfi_round_i8(qfi_requant_acc_at(&q, acc[v], m0 + v, false, 0.0f, ACT));
+            for (int v = 0; v < V; v++) out.e[v] = qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[v], m0 + v, false, 0.0f, ACT));
             out.store((int8_t *)y + o);
         } else {
 #pragma unroll
@@ -174,7 +186,7 @@ __global__ void grouped_vec_kernel(T *y, const T *x, const T *w, const T *bias, 
  * elements. */
 template <typename T, typename Acc, int V, bool ACT>
 __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, float lo, float hi,
-                                 qfi_requant q, const int8_t *res, int total)
+                                 qfi_requant q, int32_t zx, const int8_t *res, int total)
 {
     const int C = (int)p.C, G = C / V, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
@@ -192,12 +204,19 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
         }
         for (int kh = 0; kh < p.kh; kh++) {
             const int ih = oh * p.sh - p.ph + kh * p.dh;
-            if ((unsigned)ih >= (unsigned)H) continue;
+            const bool vh = (unsigned)ih < (unsigned)H;
+            if (!vh && zx == 0) continue;
             for (int kw = 0; kw < p.kw; kw++) {
                 const int iw = ow * p.sw - p.pw + kw * p.dw;
-                if ((unsigned)iw >= (unsigned)W) continue;
+                const bool in = vh && (unsigned)iw < (unsigned)W;
+                if (!in && zx == 0) continue;
                 cu_vec<T, V> xv, wv;
-                xv.load(x + ((size_t)(n * H + ih) * W + iw) * C + c0);
+                if (in) {
+                    xv.load(x + ((size_t)(n * H + ih) * W + iw) * C + c0);
+                } else if constexpr (std::is_same<Acc, int32_t>::value) { /* (floats pass zx = 0: never here) */
+#pragma unroll
+                    for (int v = 0; v < V; v++) xv.e[v] = (T)zx;
+                }
                 wv.load(w + (size_t)(kh * p.kw + kw) * C + c0);
 #pragma unroll
                 for (int v = 0; v < V; v++) {
@@ -212,7 +231,7 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
                 /* the common case in one vector store */
                 cu_vec<int8_t, V> out;
 #pragma unroll
-                for (int v = 0; v < V; v++) out.e[v] = qfi_round_i8(qfi_requant_acc_at(&q, acc[v], c0 + v, false, 0.0f, ACT));
+                for (int v = 0; v < V; v++) out.e[v] = qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[v], c0 + v, false, 0.0f, ACT));
                 out.store((int8_t *)y + o);
             } else {
 #pragma unroll
@@ -233,10 +252,11 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
  * of input columns, so each input word is loaded and widened once per
  * thread instead of once per tap. */
 template <int SW, int TW, bool ACT>
-__global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q,
+__global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q, int32_t zx,
                                        const int8_t *res, int total)
 {
     const int C = (int)p.C, G = C / 4, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
+    const uint32_t zw = zp_word(zx);
     const int strips = (Wo + TW - 1) / TW;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         const int cg = i % G, r0 = i / G, strip = r0 % strips, r1 = r0 / strips, oh = r1 % Ho, n = r1 / Ho;
@@ -268,7 +288,7 @@ __global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t 
             const bool in = (unsigned)iw < (unsigned)W;
 #pragma unroll
             for (int r = 0; r < 3; r++) {
-                const uint32_t word = in && row_ok[r] ? *(const uint32_t *)(rows[r] + (size_t)iw * C) : 0u;
+                const uint32_t word = in && row_ok[r] ? *(const uint32_t *)(rows[r] + (size_t)iw * C) : zw;
 #pragma unroll
                 for (int v = 0; v < 4; v++) col[r][v] = (int8_t)(word >> (8 * v));
             }
@@ -292,9 +312,9 @@ __global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t 
                 for (int r = 0; r < 3; r++)
 #pragma unroll
                     for (int k = 0; k < 3; k++) acc += wr[r * 3 + k][v] * cols[k][r][v];
-                const float f =
-                    qfi_requant_value_at(&q, qfi_i2f(acc + bias[v]), m[v], res, (float)(int8_t)(rw >> (8 * v)), ACT);
-                packed |= (uint32_t)(uint8_t)qfi_round_i8(f) << (8 * v);
+                const float f = qfi_requant_value_at(&q, qfi_i2f(acc + bias[v]), m[v], res,
+                                                     qfi_requant_residual(&q, (int8_t)(rw >> (8 * v))), ACT);
+                packed |= (uint32_t)(uint8_t)qfi_requant_level(&q, f) << (8 * v);
             }
             *(uint32_t *)(y + o) = packed;
             /* slide: the next pixel's first column(s) are this one's last */
@@ -318,11 +338,11 @@ void launch_depthwise3x3_i8(cudaStream_t s, const cu_conv_geo &g, const void *x,
     unsigned b = cu_blocks(total, 128);
     if (b > 262144) b = 262144;
     if (rq->act != QF_ACT_NONE)
-        depthwise3x3_i8_kernel<SW, TW, true><<<b, 128, 0, s>>>((int8_t *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, res,
-                                                               total);
+        depthwise3x3_i8_kernel<SW, TW, true><<<b, 128, 0, s>>>((int8_t *)y, (const int8_t *)x, (const int8_t *)w, g, *rq,
+                                                               rq->z_in, res, total);
     else
-        depthwise3x3_i8_kernel<SW, TW, false><<<b, 128, 0, s>>>((int8_t *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, res,
-                                                                total);
+        depthwise3x3_i8_kernel<SW, TW, false><<<b, 128, 0, s>>>((int8_t *)y, (const int8_t *)x, (const int8_t *)w, g, *rq,
+                                                                rq->z_in, res, total);
 }
 
 template <typename T, typename Acc, int V>
@@ -334,15 +354,16 @@ void launch_depthwise(cudaStream_t s, const cu_conv_geo &g, const void *x, const
     if (b > 262144) b = 262144;
     qfi_requant q = {};
     if (rq) q = *rq;
+    const int32_t zx = rq ? rq->z_in : 0;
     if constexpr (std::is_same<Acc, int32_t>::value) {
         if (q.act != QF_ACT_NONE) {
             depthwise_kernel<T, Acc, V, true><<<b, 256, 0, s>>>(y, (const T *)x, (const T *)w, (const T *)bias, g, relu, lo, hi,
-                                                                q, res, total);
+                                                                q, zx, res, total);
             return;
         }
     }
     depthwise_kernel<T, Acc, V, false><<<b, 256, 0, s>>>(y, (const T *)x, (const T *)w, (const T *)bias, g, relu, lo, hi, q,
-                                                         res, total);
+                                                         zx, res, total);
 }
 
 template <typename T, int V>
@@ -415,13 +436,13 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
         if (b > 262144) b = 262144;
         const bool act = rq->act != QF_ACT_NONE;
         if (V == 8 && act)
-            grouped_i8_words_kernel<8, true><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
+            grouped_i8_words_kernel<8, true><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, rq->z_in, res, t);
         else if (V == 8)
-            grouped_i8_words_kernel<8, false><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
+            grouped_i8_words_kernel<8, false><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, rq->z_in, res, t);
         else if (act)
-            grouped_i8_words_kernel<4, true><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
+            grouped_i8_words_kernel<4, true><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, rq->z_in, res, t);
         else
-            grouped_i8_words_kernel<4, false><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, res, t);
+            grouped_i8_words_kernel<4, false><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, *g, *rq, rq->z_in, res, t);
     } else if (!rq && (dt == QF_F16 || dt == QF_F32) && grouped_vector(g, dt) > 1) {
         switch (dt == QF_F16 ? grouped_vector(g, dt) : -grouped_vector(g, dt)) {
         case 8: launch_grouped_vec<__half, 8>(s, *g, x, w, bias, relu, lo, hi, y); break;
@@ -437,13 +458,13 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
         if (rq) q = *rq;
         if (rq)
             grouped_conv_kernel<int8_t, int32_t><<<b, 256, 0, s>>>(y, (const int8_t *)x, (const int8_t *)w, NULL, *g, false,
-                                                                  0.0f, 0.0f, q, res, total);
+                                                                  0.0f, 0.0f, q, rq->z_in, res, total);
         else if (dt == QF_F16)
             grouped_conv_kernel<__half, float><<<b, 256, 0, s>>>(y, (const __half *)x, (const __half *)w,
-                                                                (const __half *)bias, *g, relu, lo, hi, q, NULL, total);
+                                                                (const __half *)bias, *g, relu, lo, hi, q, 0, NULL, total);
         else
             grouped_conv_kernel<float, float><<<b, 256, 0, s>>>(y, (const float *)x, (const float *)w, (const float *)bias,
-                                                               *g, relu, lo, hi, q, NULL, total);
+                                                               *g, relu, lo, hi, q, 0, NULL, total);
     }
     CU_LAUNCHED();
     return QF_OK;

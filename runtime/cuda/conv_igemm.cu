@@ -16,7 +16,8 @@
  * which of its windows' taps are inside the input. Tiles: BM positions x BN
  * channels x 64 bytes of K per stage, 4 stages of cp.async, 8 warps; the
  * MMAs by wgmma (Hopper, sm_90a: m64nNk32 from shared memory) or by
- * mma.sync m16n8k32 (any sm_80+), whichever the tuner times faster. */
+ * mma.sync m16n8k32 (any sm_80+), whichever the tuner times faster.
+ * Taps in the padding read the input's zero point, as the CPU engine's do. */
 #include "cuda_internal.h"
 #include <type_traits>
 
@@ -52,6 +53,7 @@ struct igemm_params {
     const int8_t *res;      /* [P][M] or NULL */
     qfi_requant rq;         /* the epilogue: multipliers, bias, residual scale, bounds (int8 output) */
     const int2 *taps;       /* per VEC bytes of K: (offset in the input from the window's corner, tap); tap 31 past K */
+    const int8_t *zpad;     /* 16 bytes of the input's zero point, which padding taps read; NULL: zero (cp.async's fill) */
     int H, W, Cp, Ho, Wo, M, P, K;
     int sh, sw, ph, pw;
     int kh, kw, dh, dw;     /* taps and dilation: kh * kw <= MAX_TAPS */
@@ -62,7 +64,7 @@ struct igemm_params {
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-/* 16/8/4 bytes global -> shared; src_bytes 0 writes zeros (padding, tails). */
+/* 16/8/4 bytes global -> shared; src_bytes 0 (valid false) writes zeros. */
 template <int VEC>
 __device__ __forceinline__ void cp_async(uint32_t dst, const void *src, bool valid)
 {
@@ -231,10 +233,10 @@ template <int WTM, int WTN> struct warp_tile {
  * goes into the low byte of QFI_MAGIC_BITS; and the clamped result plus
  * 1.5*2^23 holds rint(v) in its low byte (lib/quant_math.h clamps to integer
  * bounds before rounding too). */
-/* byte `which` (0 or 1) of the xor-0x80 residual pair x, as a float */
-template <int WHICH> __device__ __forceinline__ float residual_to_float(uint32_t x)
+/* byte `which` (0 or 1) of the xor-0x80 residual pair x, less the residual's zero point z, as a float */
+template <int WHICH> __device__ __forceinline__ float residual_to_float(uint32_t x, int32_t z)
 {
-    return qfi_magic_u8_to_f32(__byte_perm(x, (uint32_t)QFI_MAGIC_BITS, 0x7650 + WHICH));
+    return qfi_magic_u8_to_f32_zp(__byte_perm(x, (uint32_t)QFI_MAGIC_BITS, 0x7650 + WHICH), z);
 }
 
 /* The accumulators' starting values for the tile whose warp tile starts at
@@ -277,10 +279,10 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                 const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
                 const uint32_t r = RES ? (uint32_t)*e ^ 0x8080u : 0u;
                 const float v0 = qfi_requant_value_at(&p.rq, SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), m0, RES,
-                                                      residual_to_float<0>(r), ACT);
+                                                      residual_to_float<0>(r, p.rq.z_r), ACT);
                 const float v1 = qfi_requant_value_at(&p.rq, SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1), m1, RES,
-                                                      residual_to_float<1>(r), ACT);
-                *e = (uint16_t)__byte_perm(qfi_magic_round(v0), qfi_magic_round(v1), 0x0040);
+                                                      residual_to_float<1>(r, p.rq.z_r), ACT);
+                *e = (uint16_t)__byte_perm(qfi_magic_round_zp(v0, p.rq.z_out), qfi_magic_round_zp(v1, p.rq.z_out), 0x0040);
             }
     }
 }
@@ -349,6 +351,9 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
     /* this thread's 16-byte chunks: A rows (tid >> 2) + 64 i, B row (tid >> 2) + 64 i, chunk tid & 3, at
      * fixed offsets from a stage's base (the swizzle repeats every 8 rows) */
     const uint32_t a_dst = swz(tid >> 2, a_chunk), b_dst = swz(tid >> 2, tid & 3);
+    /* where a tap outside the input reads from: nothing (zeros), or the zero point's bytes */
+    const bool pad_read = p.zpad != nullptr;
+    const int8_t *const pad_src = pad_read ? p.zpad : p.x;
 
     auto load_next = [&]() {
         if (l_kt == 0) {
@@ -385,7 +390,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
 #pragma unroll
             for (int i = 0; i < A_CHUNKS; i++) {
                 const bool ok = (a_in[i] & bit) != 0;
-                cp_async<VEC>(as + i * (THREADS / 4) * BK + sub * VEC, p.x + (ok ? a_base[i] + e.x : 0), ok);
+                cp_async<VEC>(as + i * (THREADS / 4) * BK + sub * VEC, ok ? p.x + a_base[i] + e.x : pad_src, ok || pad_read);
             }
         }
         /* B: [BN][BK] of the weights, 16 bytes a thread (a second row set when BN > 64) */
@@ -533,11 +538,12 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
 /* An input of C < 4 channels rearranged for the gather, one thread per
  * output pixel: F = 1 widens each pixel to 4 channels; F = 2 is
  * space-to-depth, pixel (i, j) of the output holding the 2x2 block at
- * (2i, 2j) as phases (bh*2 + bw) of 4 channels each, zeros past the edge.
- * src(n, c, ih, iw) reads one input element as int8. 32-bit indices within
- * an image (the caller checks H*W*C < 2^31). */
+ * (2i, 2j) as phases (bh*2 + bw) of 4 channels each, the zero point `pad`
+ * past the edge (padding taps read it). Channels past C (zero weights) get
+ * zeros. src(n, c, ih, iw) reads one input element as int8. 32-bit indices
+ * within an image (the caller checks H*W*C < 2^31). */
 template <int F, typename Src>
-__global__ void prep_input_kernel(int8_t *y, Src src, int H, int W, int C, int H2, int W2, int64_t total)
+__global__ void prep_input_kernel(int8_t *y, Src src, int H, int W, int C, int H2, int W2, int8_t pad, int64_t total)
 {
     typedef typename std::conditional<F == 2, int4, int>::type out_t;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -552,7 +558,7 @@ __global__ void prep_input_kernel(int8_t *y, Src src, int H, int W, int C, int H
             const int ih = i2 * F + ph / F, iw = j2 * F + ph % F;
             const bool in = ih < H && iw < W;
 #pragma unroll
-            for (int c = 0; c < 4; c++) u.b[ph * 4 + c] = in && c < C ? src(n, c, ih, iw) : 0;
+            for (int c = 0; c < 4; c++) u.b[ph * 4 + c] = c >= C ? 0 : in ? src(n, c, ih, iw) : pad;
         }
         ((out_t *)y)[i] = u.v;
     }
@@ -568,14 +574,15 @@ struct int8_nhwc {
     }
 };
 /* An f32 input (N,C,H,W) with element strides, quantized on the way
- * (QuantizeLinear's rounding and saturation). */
+ * (QuantizeLinear's rounding, zero point and saturation). */
 struct f32_quantized {
     const float *x;
     int64_t sn, sc, sh, sw;
     float scale;
+    int32_t zp;
     __device__ __forceinline__ int8_t operator()(int64_t n, int c, int ih, int iw) const
     {
-        return qfi_quantize_f32(x[n * sn + c * sc + ih * sh + iw * sw], scale);
+        return qfi_quantize_f32_zp(x[n * sn + c * sc + ih * sh + iw * sw], scale, zp);
     }
 };
 
@@ -602,6 +609,7 @@ struct cu_igemm {
     cu_conv_geo geo;        /* the layer as the graph has it */
     input_prep prep;
     int H2, W2;             /* prepared input's size */
+    int32_t z_in;           /* the input's zero point: what the padding holds */
     int vec;                /* 16, 8 or 4 */
     igemm_params p;         /* the GEMM the kernel runs (prepared geometry); tiles set per variant */
     igemm_variant v[16];
@@ -746,9 +754,14 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
         const int a = (int)(tap / q.kw), b = (int)(tap % q.kw);
         ht[i] = k < K ? make_int2((a * q.dh * q.W + b * q.dw) * q.Cp + (int)(k % q.Cp), (int)tap) : make_int2(0, MAX_TAPS);
     }
-    void *dw = NULL, *dt = NULL;
+    void *dw = NULL, *dt = NULL, *dz = NULL;
     qf_status s = cu_upload(c, hw, (size_t)(g->M * K16), &dw);
     if (s == QF_OK) s = cu_upload(c, ht, (size_t)n_taps * sizeof *ht, &dt);
+    if (s == QF_OK && rq->z_in != 0) {
+        int8_t hz[16];
+        memset(hz, (int)rq->z_in, sizeof hz);
+        s = cu_upload(c, hz, sizeof hz, &dz);
+    }
     free(hw), free(ht);
     if (s != QF_OK) {
         free(ig);
@@ -756,11 +769,13 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     }
     ig->geo = *g;
     ig->prep = q.prep;
+    ig->z_in = rq->z_in;
     ig->H2 = q.H, ig->W2 = q.W;
     ig->vec = vec;
     igemm_params &p = ig->p;
     p.w = (const int8_t *)dw;
     p.taps = (const int2 *)dt;
+    p.zpad = (const int8_t *)dz;
     p.rq = *rq;
     const bool act = rq->act != QF_ACT_NONE; /* the kernels with the smooth activation's code */
     p.small_acc = acc_bound(g, w, bias) < QFI_MAGIC_LIMIT && !act;
@@ -862,10 +877,11 @@ static qf_status prep_and_launch(const cu_igemm *ig, int variant, cudaStream_t s
     const int64_t total = g.N * ig->H2 * ig->W2;
     unsigned b = cu_blocks(total, 256);
     if (b > 262144) b = 262144;
+    const int8_t pad = (int8_t)ig->z_in;
     if (ig->prep == PREP_S2D)
-        prep_input_kernel<2><<<b, 256, 0, s>>>((int8_t *)scratch, src, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, total);
+        prep_input_kernel<2><<<b, 256, 0, s>>>((int8_t *)scratch, src, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, pad, total);
     else
-        prep_input_kernel<1><<<b, 256, 0, s>>>((int8_t *)scratch, src, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, total);
+        prep_input_kernel<1><<<b, 256, 0, s>>>((int8_t *)scratch, src, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, pad, total);
     CU_LAUNCHED();
     return launch_gemm(ig, variant, s, (const int8_t *)scratch, res, y);
 }
@@ -879,10 +895,10 @@ qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const in
 }
 
 qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t s, const float *x, const int64_t *xs,
-                                  float scale, const int8_t *res, int8_t *y, void *scratch)
+                                  float scale, int32_t zp, const int8_t *res, int8_t *y, void *scratch)
 {
     if (ig->prep == PREP_NONE) return qf_error(QF_ERR_USAGE, "quantizing implicit-GEMM conv of %lld channels", (long long)ig->geo.C);
-    return prep_and_launch(ig, variant, s, f32_quantized{x, xs[0], xs[1], xs[2], xs[3], scale}, res, y, scratch);
+    return prep_and_launch(ig, variant, s, f32_quantized{x, xs[0], xs[1], xs[2], xs[3], scale, zp}, res, y, scratch);
 }
 
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)

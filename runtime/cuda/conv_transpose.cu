@@ -43,11 +43,11 @@ __global__ void conv_transpose_kernel(void *y, cu_elem ye, const void *x, cu_ele
                 const int64_t xb = ((n * p.H + ih) * p.W + iw) * p.C + gi * p.cg;
                 const float *wr = w + (((int64_t)kh * p.kw + kw) * p.C + gi * p.cg) * p.mg + mm;
                 float dot = 0.0f;
-                for (int64_t c = 0; c < p.cg; c++) dot = fmaf(cu_load(x, xe.dt, xe.scale, xb + c), wr[c * p.mg], dot);
+                for (int64_t c = 0; c < p.cg; c++) dot = fmaf(cu_load(x, xe, xb + c), wr[c * p.mg], dot);
                 acc = qfi_add(acc, dot);
             }
         }
-        cu_store(y, ye.dt, ye.scale, i, acc);
+        cu_store(y, ye, i, acc);
     }
 }
 

@@ -1,5 +1,5 @@
 /* Data movement on the device: one strided-copy kernel (with dtype and int8
- * scale conversion where source and destination differ) that serves layout
+ * scale and zero-point conversion where source and destination differ) that serves layout
  * conversion (NCHW <-> NHWC) and the ops that only move elements: Reshape,
  * Flatten, Squeeze, Unsqueeze, Identity, Dropout, Transpose, Slice, Concat
  * (each input written at its offset along the axis of the output, NHWC
@@ -41,7 +41,7 @@ __global__ void copy_convert_kernel(void *dst, cu_elem de, const void *src, cu_e
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t so, dof;
         copy_offsets(d, i, so, dof);
-        cu_store(dst, de.dt, de.scale, dof, cu_load(src, se.dt, se.scale, so));
+        cu_store(dst, de, dof, cu_load(src, se, so));
     }
 }
 
@@ -50,7 +50,7 @@ static bool float_like_dt(qf_dtype t) { return t == QF_F32 || t == QF_F16 || t =
 qf_status cu_strided_copy(cudaStream_t s, void *dst, cu_elem de, const int64_t *ds, int64_t do_, const void *src,
                           cu_elem se, const int64_t *ss, int64_t so, int nd, const int64_t *dims)
 {
-    const bool convert = de.dt != se.dt || (de.dt == QF_I8 && de.scale != se.scale);
+    const bool convert = !cu_elems_alike(de, se);
     if (convert && !(float_like_dt(de.dt) && float_like_dt(se.dt)))
         return qf_error(QF_ERR_UNSUPPORTED, "no device conversion from %s to %s", qf_dtype_info(se.dt)->name,
                         qf_dtype_info(de.dt)->name);
@@ -121,7 +121,7 @@ void cu_elem_bytes(cu_elem e, float v, void *out)
         uint16_t h = qf_f32_to_f16(v);
         memcpy(out, &h, 2);
     } else if (e.dt == QF_I8) {
-        int8_t q = qfi_quantize_f32(v, e.scale);
+        int8_t q = qfi_quantize_f32_zp(v, e.scale, e.zp);
         memcpy(out, &q, 1);
     } else if (e.dt == QF_F32) {
         memcpy(out, &v, 4);

@@ -58,13 +58,6 @@ qf_status cu_check_kernel(const qf_graph *g, const qf_node *n)
     if (!(op->precisions & QFI_PREC_BIT(n->precision)))
         return qf_error(QF_ERR_UNSUPPORTED, "the CUDA engine has no %s kernel for %s", qf_precision_name(n->precision),
                         qf_op_name(n->op));
-    /* asymmetric INT8 (a model imported with uint8 activations) runs on the host for now */
-    for (int k = 0; k < n->n_in + n->n_out; k++) {
-        int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
-        if (v >= 0 && g->values[v].zero_point != 0)
-            return qf_error(QF_ERR_UNSUPPORTED, "tensor %s has zero point %d; the CUDA kernels are symmetric INT8 only",
-                            g->values[v].name, (int)g->values[v].zero_point);
-    }
     return op->check ? op->check(g, n) : QF_OK;
 }
 
@@ -176,7 +169,9 @@ cu_elem cu_elem_of(const cu_engine *c, const qf_node *n, int v)
     const qf_value *val = &c->g->values[v];
     cu_elem e;
     e.dt = val->dtype;
-    e.scale = val->dtype == QF_I8 && (!n || n->precision != QF_PREC_FP32) ? val->scale : 0.0f;
+    const bool quantized = val->dtype == QF_I8 && (!n || n->precision != QF_PREC_FP32);
+    e.scale = quantized ? val->scale : 0.0f;
+    e.zp = quantized ? val->zero_point : 0;
     return e;
 }
 

@@ -104,7 +104,8 @@ struct cu_layer {
     bool clip;          /* a fused Clip to [clip_lo, clip_hi] (float grouped Conv) */
     float clip_lo, clip_hi;
     int quant_in;       /* >= 0: a fused input QuantizeLinear; the layer reads this float value and quantizes it */
-    float quant_scale;  /* that QuantizeLinear's scale */
+    float quant_scale;  /* that QuantizeLinear's scale and zero point */
+    int32_t quant_zp;
 };
 
 /* The kernel families of include/qforge/ops.def: cu_op_<family>, defined in
@@ -230,25 +231,29 @@ void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values);
 typedef struct cu_elem {
     qf_dtype dt;
     float scale;              /* int8: the value's scale; else ignored */
+    int32_t zp;               /* int8 with a scale: the value's zero point (0: symmetric); else 0 */
 } cu_elem;
 qf_status cu_strided_copy(cudaStream_t s, void *dst, cu_elem dt_dst, const int64_t *ds, int64_t do_, const void *src,
                           cu_elem dt_src, const int64_t *ss, int64_t so, int nd, const int64_t *dims);
-/* cu_elem of value v (scale only for quantized int8 use). */
+/* cu_elem of value v (scale and zero point only for quantized int8 use). */
 cu_elem cu_elem_of(const cu_engine *c, const qf_node *n, int v);
 /* f32, f16, or int8 with a scale: elements cu_load and cu_store convert. */
 static inline bool cu_elem_float_like(cu_elem e)
 {
     return e.dt == QF_F32 || e.dt == QF_F16 || (e.dt == QF_I8 && e.scale > 0.0f);
 }
-/* Same dtype, and for int8 the same scale: a copy of the stored bytes converts nothing. */
-static inline bool cu_elems_alike(cu_elem a, cu_elem b) { return a.dt == b.dt && (a.dt != QF_I8 || a.scale == b.scale); }
+/* Same dtype, and for int8 the same scale and zero point: a copy of the stored bytes converts nothing. */
+static inline bool cu_elems_alike(cu_elem a, cu_elem b)
+{
+    return a.dt == b.dt && (a.dt != QF_I8 || (a.scale == b.scale && a.zp == b.zp));
+}
 /* Whether cu_with_mover has a mover from x to y (prepare checks it; launch relies on it). */
 static inline bool cu_can_move(cu_elem y, cu_elem x)
 {
     return (cu_elems_alike(y, x) && qf_dtype_info(y.dt)->size <= 8) || (cu_elem_float_like(y) && cu_elem_float_like(x));
 }
 /* The stored bytes of v as an element e (f32; f16 rounded to nearest even;
- * int8 quantized with e's scale), at out (8 bytes, zeroed first). */
+ * int8 quantized with e's scale and zero point), at out (8 bytes, zeroed first). */
 void cu_elem_bytes(cu_elem e, float v, void *out);
 
 /* A value's dims in its storage order (NHWC: N, H, W, C) and the logical
@@ -307,6 +312,9 @@ struct cu_requant : qfi_requant {
      * scalar-alpha INT8 epilogue can compute it (within one unit, conv.cu) */
     bool uniform;
     float m0;
+    /* the input's zero point: what a conv's padding taps read, as the CPU
+     * engine's do (the bias holds -z_in times the weights' sum); 0: symmetric */
+    int32_t z_in;
 };
 qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t *acc, int64_t rows, int64_t cols,
                             int64_t ld, const int8_t *res, void *y);
@@ -359,23 +367,24 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
                        void *scratch);
 /* The same from an f32 input (N,C,H,W) with element strides xs[4], quantized
- * to int8 with `scale` (QuantizeLinear's rule) while it is rearranged; only
- * for C < 4, whose input is rearranged anyway. */
+ * to int8 with `scale` and zero point `zp` (QuantizeLinear's rule) while it
+ * is rearranged; only for C < 4, whose input is rearranged anyway. */
 qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t s, const float *x, const int64_t *xs,
-                                  float scale, const int8_t *res, int8_t *y, void *scratch);
+                                  float scale, int32_t zp, const int8_t *res, int8_t *y, void *scratch);
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len);
 
 /* ---- device element helpers -------------------------------------------------------- */
 #ifdef __CUDACC__
-/* Reads element i as float: f32, f16 exactly, int8 as q*scale (one rounding). */
 /* An element of a typed kernel as float. */
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float cu_load(const void *p, qf_dtype dt, float scale, int64_t i)
+/* Reads element i of e's dtype as float: f32, f16 exactly, int8 as
+ * (q - zp) * scale (one rounding). */
+__device__ __forceinline__ float cu_load(const void *p, cu_elem e, int64_t i)
 {
-    switch (dt) {
+    switch (e.dt) {
     case QF_F16: return __half2float(((const __half *)p)[i]);
-    case QF_I8: return qfi_dequantize_i8(((const int8_t *)p)[i], scale);
+    case QF_I8: return qfi_dequantize_i8_zp(((const int8_t *)p)[i], e.scale, e.zp);
     default: return ((const float *)p)[i];
     }
 }
@@ -399,12 +408,13 @@ template <typename T, int V> struct cu_vec {
     __device__ __forceinline__ void load(const T *p, int i) { raw = ((const raw_t *)p)[i]; }
     __device__ __forceinline__ void store(T *p, int i) const { ((raw_t *)p)[i] = raw; }
 };
-/* Writes v as element i: f32, f16 rounded to nearest even, int8 quantized with `scale`. */
-__device__ __forceinline__ void cu_store(void *p, qf_dtype dt, float scale, int64_t i, float v)
+/* Writes v as element i of e's dtype: f32, f16 rounded to nearest even,
+ * int8 quantized with e's scale and zero point. */
+__device__ __forceinline__ void cu_store(void *p, cu_elem e, int64_t i, float v)
 {
-    switch (dt) {
+    switch (e.dt) {
     case QF_F16: ((__half *)p)[i] = __float2half_rn(v); break;
-    case QF_I8: ((int8_t *)p)[i] = qfi_quantize_f32(v, scale); break;
+    case QF_I8: ((int8_t *)p)[i] = qfi_quantize_f32_zp(v, e.scale, e.zp); break;
     default: ((float *)p)[i] = v;
     }
 }
@@ -441,9 +451,9 @@ struct cu_convert_mover {
     float fill;
     __device__ __forceinline__ void copy(int64_t i, int64_t j) const
     {
-        cu_store(y, ye.dt, ye.scale, i, cu_load(x, xe.dt, xe.scale, j));
+        cu_store(y, ye, i, cu_load(x, xe, j));
     }
-    __device__ __forceinline__ void set(int64_t i) const { cu_store(y, ye.dt, ye.scale, i, fill); }
+    __device__ __forceinline__ void set(int64_t i) const { cu_store(y, ye, i, fill); }
 };
 /* Calls launch(mover) (a generic lambda that launches the op's kernel
  * template with it) with the mover for x -> y. fill: the float the f32 view

@@ -47,7 +47,7 @@ __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
 __global__ void unary_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n, unary_params p)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(y, ye.dt, ye.scale, i, unary_apply(p, cu_load(x, xe.dt, xe.scale, i)));
+        cu_store(y, ye, i, unary_apply(p, cu_load(x, xe, i)));
 }
 
 /* The same for float or half in and out, 16 bytes a thread (the n / V whole
@@ -178,7 +178,7 @@ __global__ void binary_flat_kernel(void *z, cu_elem ze, const void *a, cu_elem a
                                    int64_t n, int op)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(z, ze.dt, ze.scale, i, binary_apply(op, cu_load(a, ae.dt, ae.scale, i), cu_load(b, be.dt, be.scale, i)));
+        cu_store(z, ze, i, binary_apply(op, cu_load(a, ae, i), cu_load(b, be, i)));
 }
 
 __global__ void binary_kernel(void *z, cu_elem ze, const void *a, cu_elem ae, const void *b, cu_elem be, bin_desc d,
@@ -192,15 +192,15 @@ __global__ void binary_kernel(void *z, cu_elem ze, const void *a, cu_elem ae, co
             ob += idx * d.sb[k];
             r = q;
         }
-        cu_store(z, ze.dt, ze.scale, i, binary_apply(op, cu_load(a, ae.dt, ae.scale, oa), cu_load(b, be.dt, be.scale, ob)));
+        cu_store(z, ze, i, binary_apply(op, cu_load(a, ae, oa), cu_load(b, be, ob)));
     }
 }
 
 /* Half or float operands of one type T, output T or int8 (quantized with
- * zq as cu_store does): V consecutive outputs a thread, the same arithmetic
+ * ze's scale and zero point as cu_store does): V consecutive outputs a thread, the same arithmetic
  * as binary_kernel. */
 template <typename T, typename O, int V>
-__global__ void binary_vec_kernel(O *z, float zq, const T *full, const T *part, bool swapped, int64_t nvec, int64_t mid,
+__global__ void binary_vec_kernel(O *z, cu_elem ze, const T *full, const T *part, bool swapped, int64_t nvec, int64_t mid,
                                   int64_t inner, int64_t so, int64_t si, int op)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec; i += (int64_t)gridDim.x * blockDim.x) {
@@ -216,7 +216,7 @@ __global__ void binary_vec_kernel(O *z, float zq, const T *full, const T *part, 
         for (int v = 0; v < V; v++) {
             const float x = to_f32(a.e[v]), y = to_f32(b.e[v]);
             const float r = swapped ? binary_apply(op, y, x) : binary_apply(op, x, y);
-            if constexpr (std::is_same<O, int8_t>::value) out.e[v] = qfi_quantize_f32(r, zq);
+            if constexpr (std::is_same<O, int8_t>::value) out.e[v] = qfi_quantize_f32_zp(r, ze.scale, ze.zp);
             else out.e[v] = (O)r;
         }
         out.store(z + e);
@@ -348,16 +348,16 @@ static qf_status binary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         const int64_t nvec = st->total / V;
         const unsigned grid = grid_for(nvec);
         if (ae.dt == QF_F16 && ze.dt == QF_I8)
-            binary_vec_kernel<__half, int8_t, 8><<<grid, 256, 0, s>>>((int8_t *)z, ze.scale, (const __half *)full,
+            binary_vec_kernel<__half, int8_t, 8><<<grid, 256, 0, s>>>((int8_t *)z, ze, (const __half *)full,
                 (const __half *)part, st->swapped, nvec, st->mid, st->inner, st->so, st->si, n->op);
         else if (ae.dt == QF_F16)
-            binary_vec_kernel<__half, __half, 8><<<grid, 256, 0, s>>>((__half *)z, 0.0f, (const __half *)full,
+            binary_vec_kernel<__half, __half, 8><<<grid, 256, 0, s>>>((__half *)z, ze, (const __half *)full,
                 (const __half *)part, st->swapped, nvec, st->mid, st->inner, st->so, st->si, n->op);
         else if (ze.dt == QF_I8)
-            binary_vec_kernel<float, int8_t, 4><<<grid, 256, 0, s>>>((int8_t *)z, ze.scale, (const float *)full,
+            binary_vec_kernel<float, int8_t, 4><<<grid, 256, 0, s>>>((int8_t *)z, ze, (const float *)full,
                 (const float *)part, st->swapped, nvec, st->mid, st->inner, st->so, st->si, n->op);
         else
-            binary_vec_kernel<float, float, 4><<<grid, 256, 0, s>>>((float *)z, 0.0f, (const float *)full,
+            binary_vec_kernel<float, float, 4><<<grid, 256, 0, s>>>((float *)z, ze, (const float *)full,
                 (const float *)part, st->swapped, nvec, st->mid, st->inner, st->so, st->si, n->op);
     } else if (st->flat)
         binary_flat_kernel<<<grid_for(st->total), 256, 0, s>>>(z, ze, a, ae, b, be, st->total, n->op);
@@ -381,7 +381,7 @@ __global__ void batchnorm_kernel(void *y, cu_elem ye, const void *x, cu_elem xe,
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t ch = (i / inner) % C;
-        cu_store(y, ye.dt, ye.scale, i, __fadd_rn(__fmul_rn(cu_load(x, xe.dt, xe.scale, i), ab[ch]), ab[C + ch]));
+        cu_store(y, ye, i, __fadd_rn(__fmul_rn(cu_load(x, xe, i), ab[ch]), ab[C + ch]));
     }
 }
 

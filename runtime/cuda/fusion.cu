@@ -126,7 +126,8 @@ void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values)
         if (((const qfi_conv_params *)cv->params)->group != 1 || w->ndim != 4 || w->dims[0] % 8 || y->dtype != QF_I8)
             continue;
         float scale;
-        if (qfi_qdq_scale(g, q, &scale) != QF_OK) continue; /* the QuantizeLinear layer will say why */
+        int32_t zp;
+        if (qfi_qdq_params(g, q, &scale, &zp) != QF_OK) continue; /* the QuantizeLinear layer will say why */
         const int ci = (int)(cv - g->nodes);
         /* only the implicit GEMM quantizes as it reads (ViT's 16x16 patch conv
          * has more taps than it takes: the QuantizeLinear then runs on its own) */
@@ -134,6 +135,7 @@ void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values)
         c->layers[qi].skip = true;
         c->layers[ci].quant_in = x;
         c->layers[ci].quant_scale = scale;
+        c->layers[ci].quant_zp = zp;
         plan_values[v].producer = -1;
     }
 }

@@ -364,10 +364,10 @@ __global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, int64_t rows
         int64_t r = i / cols4, c4 = i - r * cols4, ch = c4 * 4;
         int4 a = acc[r * ld4 + c4];
         char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
-        y[i] = make_char4(qfi_round_i8(qfi_requant_acc_at(&q, a.x, ch, res, rv.x, ACT)),
-                          qfi_round_i8(qfi_requant_acc_at(&q, a.y, ch + 1, res, rv.y, ACT)),
-                          qfi_round_i8(qfi_requant_acc_at(&q, a.z, ch + 2, res, rv.z, ACT)),
-                          qfi_round_i8(qfi_requant_acc_at(&q, a.w, ch + 3, res, rv.w, ACT)));
+        auto level = [&](int32_t a, int64_t c, int8_t r) {
+            return qfi_requant_level(&q, qfi_requant_acc_at(&q, a, c, res, qfi_requant_residual(&q, r), ACT));
+        };
+        y[i] = make_char4(level(a.x, ch, rv.x), level(a.y, ch + 1, rv.y), level(a.z, ch + 2, rv.z), level(a.w, ch + 3, rv.w));
     }
 }
 
@@ -409,6 +409,7 @@ qf_status cu_requant_setup(cu_engine *c, const qf_node *n, int64_t channels, cu_
                      rv ? rv->scale : 0.0f, rv ? rv->zero_point : 0, yv->dtype, yv->scale, yv->zero_point, n->act,
                      n->act_lo, n->act_hi);
     rq->m = NULL, rq->bias = NULL; /* the device copies, below */
+    rq->z_in = xv->zero_point;
     rq->m0 = m[0];
     rq->uniform = channels > 0;
     for (int64_t k = 1; k < channels; k++) rq->uniform &= m[k] == m[0];
@@ -622,6 +623,16 @@ static qf_status transpose_b(cudaStream_t s, const mm_state *st, const void *B, 
 /* Float operands of one dtype (INT8 ones are checked by the INT8 path). */
 static qf_status mm_check(const qf_graph *g, const qf_node *n)
 {
+    if (qfi_matmul_is_product(n)) {
+        /* the sums of (a - z_a)(b - z_b) would need A's row and B's column
+         * sums beside the GEMM: such products run on the host */
+        for (int k = 0; k < 2; k++) {
+            const qf_value *v = qfi_in(g, n, k);
+            if (v->zero_point != 0)
+                return qf_error(QF_ERR_UNSUPPORTED, "INT8 product of an input with a zero point (%s: %d)", v->name,
+                                (int)v->zero_point);
+        }
+    }
     if (n->precision == QF_PREC_INT8) return QF_OK;
     const qf_value *a = qfi_in(g, n, 0), *b = qfi_in(g, n, 1), *y = qfi_out(g, n, 0);
     if ((a->dtype != QF_F32 && a->dtype != QF_F16) || b->dtype != a->dtype || y->dtype != a->dtype)
@@ -727,11 +738,11 @@ __global__ void fill_c_kernel(T *y, const T *cm, int64_t M, int64_t N, int64_t c
     }
 }
 
-__global__ void relu_inplace_kernel(void *y, qf_dtype dt, int64_t n)
+__global__ void relu_inplace_kernel(void *y, cu_elem ye, int64_t n)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        float v = cu_load(y, dt, 1.0f, i);
-        cu_store(y, dt, 1.0f, i, v > 0.0f ? v : 0.0f);
+        float v = cu_load(y, ye, i);
+        cu_store(y, ye, i, v > 0.0f ? v : 0.0f);
     }
 }
 
@@ -839,7 +850,7 @@ static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     }
     if (st->relu_pass && ycnt) {
         unsigned b = cu_blocks(ycnt, 256);
-        relu_inplace_kernel<<<b > 65536 ? 65536 : b, 256, 0, s>>>(Y, yv->dtype, ycnt);
+        relu_inplace_kernel<<<b > 65536 ? 65536 : b, 256, 0, s>>>(Y, cu_elem{yv->dtype, 1.0f, 0}, ycnt);
         CU_LAUNCHED();
     }
     return QF_OK;

@@ -38,19 +38,19 @@ __global__ void layer_norm_kernel(void *y, cu_elem ye, const void *x, cu_elem xe
     for (int64_t r = blockIdx.x; r < p.outer; r += gridDim.x) {
         const int64_t base = r * p.len;
         double s = 0.0;
-        for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) s += cu_load(x, xe.dt, xe.scale, base + i);
+        for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) s += cu_load(x, xe, base + i);
         const float mean = (float)(ln_block_sum(s, shared) / (double)p.len);
         double ss = 0.0;
         for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) {
-            double d = (double)cu_load(x, xe.dt, xe.scale, base + i) - mean;
+            double d = (double)cu_load(x, xe, base + i) - mean;
             ss += d * d;
         }
         const float inv = (float)(1.0 / sqrt(ln_block_sum(ss, shared) / (double)p.len + p.eps));
         for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) {
-            float v = __fmul_rn(__fmul_rn(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + i), mean), inv),
+            float v = __fmul_rn(__fmul_rn(__fsub_rn(cu_load(x, xe, base + i), mean), inv),
                                 sb[p.scalar_scale ? 0 : i]);
             if (p.has_bias) v = __fadd_rn(v, sb[p.bias_at + (p.scalar_bias ? 0 : i)]);
-            cu_store(y, ye.dt, ye.scale, base + i, v);
+            cu_store(y, ye, base + i, v);
         }
     }
 }

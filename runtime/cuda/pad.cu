@@ -62,7 +62,8 @@ static qf_status pad_prepare(cu_engine *c, cu_layer *L)
         memcpy(st->fill_raw, cv->data, qf_dtype_info(cv->dtype)->size);
         if (cv->dtype == QF_F32) st->fill = ((const float *)cv->data)[0];
         else if (cv->dtype == QF_F16) st->fill = qf_f16_to_f32(((const uint16_t *)cv->data)[0]);
-        else if (cv->dtype == QF_I8 && cv->scale > 0.0f) st->fill = qfi_dequantize_i8(((const int8_t *)cv->data)[0], cv->scale);
+        else if (cv->dtype == QF_I8 && cv->scale > 0.0f)
+            st->fill = qfi_dequantize_i8_zp(((const int8_t *)cv->data)[0], cv->scale, cv->zero_point);
     } else if (qfi_f32_view_dtype(x) == QF_F32) {
         st->fill = p->value;
     }

@@ -33,7 +33,7 @@ __global__ void pool_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, pool
                 bool inw = iw < p.W + p.pe_w, vw = iw >= 0 && iw < p.W;
                 n_padded += inh && inw;
                 if (!(vh && vw)) continue;
-                float v = cu_load(x, xe.dt, xe.scale, ((n * p.H + ih) * p.W + iw) * p.C + c);
+                float v = cu_load(x, xe, ((n * p.H + ih) * p.W + iw) * p.C + c);
                 n_in++;
                 sum += v;
                 if (v > mx) mx = v;
@@ -41,13 +41,14 @@ __global__ void pool_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, pool
         }
         int64_t div = p.count_include_pad ? n_padded : n_in;
         float out = p.is_max ? mx : div ? (float)(sum / (double)div) : 0.0f;
-        cu_store(y, ye.dt, ye.scale, i, out);
+        cu_store(y, ye, i, out);
     }
 }
 
-/* MaxPool that keeps the dtype (and int8 scale): the max of the stored
- * values is the stored max, so no conversion; 32-bit indexing. The start
- * value is what the CPU's -FLT_MAX becomes in the dtype. */
+/* MaxPool that keeps the dtype (and int8 scale and zero point): the max of
+ * the stored values is the stored max, so no conversion; 32-bit indexing.
+ * The start value is what the CPU's -FLT_MAX becomes in the dtype (-128
+ * whatever the zero point). */
 __device__ __forceinline__ bool greater(float a, float b) { return a > b; }
 __device__ __forceinline__ bool greater(__half a, __half b) { return __half2float(a) > __half2float(b); }
 __device__ __forceinline__ bool greater(int8_t a, int8_t b) { return a > b; }
@@ -164,7 +165,7 @@ static qf_status pool_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     int64_t total = p->N * p->Ho * p->Wo * p->C;
     if (!total) return QF_OK;
     const cu_elem xe = cu_elem_of(c, L->n, L->n->in[0]), ye = cu_elem_of(c, L->n, yv);
-    const bool direct = p->is_max && xe.dt == ye.dt && (xe.dt != QF_I8 || xe.scale == ye.scale) &&
+    const bool direct = p->is_max && cu_elems_alike(xe, ye) &&
                         p->N * p->H * p->W * p->C < INT32_MAX && total < INT32_MAX;
     if (direct) {
         switch (xe.dt) {
@@ -198,19 +199,19 @@ __global__ void global_pool_kernel(void *y, cu_elem ye, const void *x, cu_elem x
         int64_t base = n * p.sn + c * p.sc;
         float out;
         if (p.is_max) {
-            float m = p.S ? cu_load(x, xe.dt, xe.scale, base) : 0.0f;
+            float m = p.S ? cu_load(x, xe, base) : 0.0f;
             for (int64_t s = 1; s < p.S; s++) {
-                float v = cu_load(x, xe.dt, xe.scale, base + s * p.ss);
+                float v = cu_load(x, xe, base + s * p.ss);
                 if (v > m) m = v;
             }
             out = m;
         } else {
             double sum = 0.0;
-            for (int64_t s = 0; s < p.S; s++) sum += cu_load(x, xe.dt, xe.scale, base + s * p.ss);
+            for (int64_t s = 0; s < p.S; s++) sum += cu_load(x, xe, base + s * p.ss);
             out = p.S ? (float)(sum / (double)p.S) : 0.0f;
         }
         /* y is (N, C) in either layout */
-        cu_store(y, ye.dt, ye.scale, i, out);
+        cu_store(y, ye, i, out);
     }
 }
 
@@ -227,13 +228,13 @@ __global__ void global_avg_pool_nhwc_kernel(void *y, cu_elem ye, const void *x, 
     const int64_t n = blockIdx.x / cblocks, c = blockIdx.x % cblocks * 32 + tx;
     double acc = 0.0;
     if (c < p.C)
-        for (int64_t s = ty; s < p.S; s += 8) acc += cu_load(x, xe.dt, xe.scale, n * p.sn + c + s * p.ss);
+        for (int64_t s = ty; s < p.S; s += 8) acc += cu_load(x, xe, n * p.sn + c + s * p.ss);
     part[ty][tx] = acc;
     __syncthreads();
     if (ty == 0 && c < p.C) {
         double sum = 0.0;
         for (int k = 0; k < 8; k++) sum += part[k][tx];
-        cu_store(y, ye.dt, ye.scale, n * p.C + c, p.S ? (float)(sum / (double)p.S) : 0.0f);
+        cu_store(y, ye, n * p.C + c, p.S ? (float)(sum / (double)p.S) : 0.0f);
     }
 }
 

@@ -1,44 +1,47 @@
 /* Precision conversions on the device: QuantizeLinear (f32/f16 -> int8, x/s
- * rounded half to even and saturated, lib/quant_math.h's qfi_quantize_f32),
- * DequantizeLinear (int8 -> f32/f16, q*s; per tensor, or per axis with a
- * constant scale vector as exported Q/DQ weights carry) and Cast between f32
- * and f16. Outputs keep their input's layout. */
+ * rounded half to even, plus the zero point, saturated: lib/quant_math.h's
+ * qfi_quantize_f32_zp), DequantizeLinear (int8 -> f32/f16, (q - z)*s; per
+ * tensor, or per axis with constant scale and zero-point vectors as exported
+ * Q/DQ weights carry) and Cast between f32 and f16. Outputs keep their
+ * input's layout. */
 #include "cuda_internal.h"
 
 typedef struct qdq_state {
-    float scale;
+    cu_elem q;              /* the int8 side: i8, scale, zero point (per tensor) */
     const float *scales;    /* per-axis DequantizeLinear: device, `channels` scales */
+    const int8_t *zps;      /* and their zero points (device; zeros where the model gives none) */
     int64_t channels, inner;
 } qdq_state;
 
-__global__ void quantize_kernel(int8_t *y, const void *x, qf_dtype xt, float s, int64_t n)
+/* A float side of dtype dt, as cu_load and cu_store read and write it. */
+static cu_elem float_elem(qf_dtype dt) { return cu_elem{dt, 1.0f, 0}; }
+
+/* y = x quantized as q says; dequantized: x = y read as q says (cu_load and
+ * cu_store hold lib/quant_math.h's conversions). */
+__global__ void convert_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = qfi_quantize_f32(cu_load(x, xt, 1.0f, i), s);
+        cu_store(y, ye, i, cu_load(x, xe, i));
 }
 
 /* Four int8 at a time from f32: the common graph-input case. */
-__global__ void quantize_f32x4_kernel(char4 *y, const float4 *x, float s, int64_t n4)
+__global__ void quantize_f32x4_kernel(char4 *y, const float4 *x, float s, int32_t z, int64_t n4)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
         float4 v = x[i];
-        y[i] = make_char4(qfi_quantize_f32(v.x, s), qfi_quantize_f32(v.y, s), qfi_quantize_f32(v.z, s),
-                          qfi_quantize_f32(v.w, s));
+        y[i] = make_char4(qfi_quantize_f32_zp(v.x, s, z), qfi_quantize_f32_zp(v.y, s, z), qfi_quantize_f32_zp(v.z, s, z),
+                          qfi_quantize_f32_zp(v.w, s, z));
     }
 }
 
-__global__ void dequantize_kernel(void *y, qf_dtype yt, const int8_t *q, float s, int64_t n)
+/* Per axis: element i of x viewed as (outer, channels, inner) uses channel (i / inner) % channels. */
+__global__ void dequantize_axis_kernel(void *y, cu_elem ye, const int8_t *q, const float *s, const int8_t *z,
+                                       int64_t channels, int64_t inner, int64_t n)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(y, yt, 1.0f, i, qfi_dequantize_i8(q[i], s));
-}
-
-/* Per axis: element i of x viewed as (outer, channels, inner) uses s[(i / inner) % channels]. */
-__global__ void dequantize_axis_kernel(void *y, qf_dtype yt, const int8_t *q, const float *s, int64_t channels,
-                                       int64_t inner, int64_t n)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(y, yt, 1.0f, i, qfi_dequantize_i8(q[i], s[(i / inner) % channels]));
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t c = (i / inner) % channels;
+        cu_store(y, ye, i, qfi_dequantize_i8_zp(q[i], s[c], z[c]));
+    }
 }
 
 static unsigned grid_for(int64_t n)
@@ -72,16 +75,25 @@ static qf_status qdq_prepare(cu_engine *c, cu_layer *L)
     if (n->op == QF_OP_DEQUANTIZE_LINEAR) {
         qfi_qdq_geom geo;
         QF_CHECK(qfi_qdq_geometry(g, n, &geo));
-        st->scale = geo.s1;
+        st->q = cu_elem{QF_I8, geo.s1, geo.z1};
         st->channels = geo.channels;
         st->inner = geo.inner;
         if (geo.channels > 1) {
             if (cu_is_nhwc(c, n->in[0]))
                 return qf_error(QF_ERR_UNSUPPORTED, "per-axis DequantizeLinear of an NHWC activation");
             QF_CHECK(cu_upload(c, geo.s, (size_t)geo.channels * sizeof(float), (void **)&st->scales));
+            int8_t *hz = (int8_t *)qfi_calloc((size_t)geo.channels, 1);
+            if (!hz) return QF_ERR_NOMEM;
+            if (geo.z) memcpy(hz, geo.z, (size_t)geo.channels);
+            qf_status s = cu_upload(c, hz, (size_t)geo.channels, (void **)&st->zps);
+            free(hz);
+            QF_CHECK(s);
         }
     } else {
-        QF_CHECK(qfi_qdq_scale(g, n, &st->scale));
+        int32_t z;
+        QF_CHECK(qfi_qdq_params(g, n, &st->q.scale, &z));
+        st->q.dt = QF_I8;
+        st->q.zp = z;
     }
     void *p;
     return cu_value_ptr(c, n->in[0], &p);
@@ -100,14 +112,15 @@ static qf_status qdq_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     if (!cnt) return QF_OK;
     if (n->op == QF_OP_QUANTIZE_LINEAR) {
         if (x->dtype == QF_F32 && cnt % 4 == 0)
-            quantize_f32x4_kernel<<<grid_for(cnt / 4), 256, 0, s>>>((char4 *)yp, (const float4 *)xp, st->scale, cnt / 4);
+            quantize_f32x4_kernel<<<grid_for(cnt / 4), 256, 0, s>>>((char4 *)yp, (const float4 *)xp, st->q.scale, st->q.zp,
+                                                                   cnt / 4);
         else
-            quantize_kernel<<<grid_for(cnt), 256, 0, s>>>((int8_t *)yp, xp, x->dtype, st->scale, cnt);
+            convert_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, st->q, xp, float_elem(x->dtype), cnt);
     } else if (st->scales) {
-        dequantize_axis_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, y->dtype, (const int8_t *)xp, st->scales, st->channels,
-                                                             st->inner, cnt);
+        dequantize_axis_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, float_elem(y->dtype), (const int8_t *)xp, st->scales,
+                                                             st->zps, st->channels, st->inner, cnt);
     } else {
-        dequantize_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, y->dtype, (const int8_t *)xp, st->scale, cnt);
+        convert_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, float_elem(y->dtype), xp, st->q, cnt);
     }
     CU_LAUNCHED();
     return QF_OK;
@@ -116,12 +129,6 @@ static qf_status qdq_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
 const cu_op cu_op_qdq = {qdq_prepare, NULL, qdq_launch, CU_RULE_FOLLOW, CU_ALL_PRECISIONS, qdq_check};
 
 /* ---- Cast (f32 <-> f16; same-type copies) ------------------------------------------------------ */
-
-__global__ void cast_kernel(void *y, qf_dtype yt, const void *x, qf_dtype xt, int64_t n)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(y, yt, 1.0f, i, cu_load(x, xt, 1.0f, i));
-}
 
 /* Between f32 and f16, or to the same dtype. */
 static qf_status cast_check(const qf_graph *g, const qf_node *n)
@@ -153,7 +160,7 @@ static qf_status cast_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         CU_CHECK(cudaMemcpyAsync(yp, xp, qf_value_bytes(x), cudaMemcpyDeviceToDevice, s));
         return QF_OK;
     }
-    cast_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, y->dtype, xp, x->dtype, cnt);
+    convert_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, float_elem(y->dtype), xp, float_elem(x->dtype), cnt);
     CU_LAUNCHED();
     return QF_OK;
 }

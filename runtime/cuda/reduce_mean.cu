@@ -24,7 +24,7 @@ __global__ void reduce_mean_kernel(void *y, cu_elem ye, const void *x, cu_elem x
         double sum = 0.0;
         int64_t idx[QF_MAX_DIMS] = {0}, off = 0;
         for (int64_t t = 0; t < d.nred; t++) {
-            sum += cu_load(x, xe.dt, xe.scale, base + off);
+            sum += cu_load(x, xe, base + off);
             for (int k = 0; k < d.nr; k++) { /* odometer over the reduced dims */
                 off += d.rstr[k];
                 if (++idx[k] < d.rdim[k]) break;
@@ -32,7 +32,7 @@ __global__ void reduce_mean_kernel(void *y, cu_elem ye, const void *x, cu_elem x
                 idx[k] = 0;
             }
         }
-        cu_store(y, ye.dt, ye.scale, o, d.nred ? (float)(sum / (double)d.nred) : NAN);
+        cu_store(y, ye, o, d.nred ? (float)(sum / (double)d.nred) : NAN);
     }
 }
 

@@ -63,7 +63,7 @@ __global__ void resize_linear_kernel(void *y, cu_elem ye, const void *x, cu_elem
         int nb;
         qfi_resize_tap t;
         if (d.nd == 0 || !resize_terms(d, i, off, nb, b0, b1, bw, t)) {
-            cu_store(y, ye.dt, ye.scale, i, d.nd == 0 ? cu_load(x, xe.dt, xe.scale, 0) : d.extrapolation);
+            cu_store(y, ye, i, d.nd == 0 ? cu_load(x, xe, 0) : d.extrapolation);
             continue;
         }
         const int64_t s = d.xs[d.nd - 1], j0 = t.i0 * s, j1 = t.i1 * s;
@@ -76,10 +76,10 @@ __global__ void resize_linear_kernel(void *y, cu_elem ye, const void *x, cu_elem
                 w = qfi_mul(w, second ? bw[j] : qfi_sub(1.0f, bw[j]));
                 row += second ? b1[j] : b0[j];
             }
-            const float v = qfi_resize_lerp(t.w1, cu_load(x, xe.dt, xe.scale, row + j0), cu_load(x, xe.dt, xe.scale, row + j1));
+            const float v = qfi_resize_lerp(t.w1, cu_load(x, xe, row + j0), cu_load(x, xe, row + j1));
             acc = qfi_add(acc, qfi_mul(w, v));
         }
-        cu_store(y, ye.dt, ye.scale, i, acc);
+        cu_store(y, ye, i, acc);
     }
 }
 

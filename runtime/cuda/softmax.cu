@@ -17,15 +17,15 @@ __global__ void softmax_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, s
         int64_t base = o * p.len * p.inner + i; /* len elements, `inner` apart */
         float mx = -INFINITY;
         for (int64_t l = 0; l < p.len; l++) {
-            float v = cu_load(x, xe.dt, xe.scale, base + l * p.inner);
+            float v = cu_load(x, xe, base + l * p.inner);
             if (v > mx) mx = v;
         }
         double sum = 0.0;
-        for (int64_t l = 0; l < p.len; l++) sum += qfi_exp(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l * p.inner), mx));
+        for (int64_t l = 0; l < p.len; l++) sum += qfi_exp(__fsub_rn(cu_load(x, xe, base + l * p.inner), mx));
         float inv = (float)(1.0 / sum);
         for (int64_t l = 0; l < p.len; l++) {
-            float e = qfi_exp(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l * p.inner), mx));
-            cu_store(y, ye.dt, ye.scale, base + l * p.inner, __fmul_rn(e, inv));
+            float e = qfi_exp(__fsub_rn(cu_load(x, xe, base + l * p.inner), mx));
+            cu_store(y, ye, base + l * p.inner, __fmul_rn(e, inv));
         }
     }
 }
@@ -41,14 +41,14 @@ __global__ void softmax_rows_kernel(void *y, cu_elem ye, const void *x, cu_elem 
     for (int64_t r = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
         const int64_t base = r * len;
         float mx = -INFINITY;
-        for (int64_t l = lane; l < len; l += 32) mx = fmaxf(mx, cu_load(x, xe.dt, xe.scale, base + l));
+        for (int64_t l = lane; l < len; l += 32) mx = fmaxf(mx, cu_load(x, xe, base + l));
         for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         double sum = 0.0;
-        for (int64_t l = lane; l < len; l += 32) sum += qfi_exp(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l), mx));
+        for (int64_t l = lane; l < len; l += 32) sum += qfi_exp(__fsub_rn(cu_load(x, xe, base + l), mx));
         for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
         const float inv = (float)(1.0 / sum);
         for (int64_t l = lane; l < len; l += 32)
-            cu_store(y, ye.dt, ye.scale, base + l, __fmul_rn(qfi_exp(__fsub_rn(cu_load(x, xe.dt, xe.scale, base + l), mx)), inv));
+            cu_store(y, ye, base + l, __fmul_rn(qfi_exp(__fsub_rn(cu_load(x, xe, base + l), mx)), inv));
     }
 }
 
