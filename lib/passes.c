@@ -328,14 +328,32 @@ static int add_shape_const(qf_graph *g, const qf_node *n, const char *what, cons
     return v;
 }
 
-/* A Reshape whose target was folded from the batch: the one element that
- * depends on it (`mask`, from the second pass at another batch: MHA's
- * (seq, batch * heads, dim), Swin's (batch * windows, 49, C)) becomes -1,
- * which the input's size then fixes at any batch, when the target has no
- * other -1 or 0. Without that pass (mask 0) a leading batch of an input whose
- * dim 0 is not the batch (fix_reshape_batch handles those) does. */
-static qf_status free_reshape_target(qf_graph *g, qf_node *n, uint64_t mask)
+/* Whether element `at` of the folded target of Reshape node i equals its
+ * input's dim `at` both here and in the graph `sg` folded at another batch
+ * (NULL: not known), so that ONNX's 0 (copy the input's dim) is that element
+ * at every batch. */
+static bool target_copies_dim(const qf_graph *g, const qf_graph *sg, int i, int at)
 {
+    const qf_node *n = &g->nodes[i], *sn = sg ? &sg->nodes[i] : NULL;
+    if (!sn || sn->n_in < 2 || sn->in[0] < 0 || sn->in[1] < 0 || qfi_attr_int(n, "allowzero", 0) != 0) return false;
+    const qf_value *x = &g->values[n->in[0]], *sx = &sg->values[sn->in[0]], *ss = &sg->values[sn->in[1]];
+    return at < x->ndim && sx->ndim == x->ndim && (ss->flags & QF_VALUE_CONST) && ss->data && ss->dtype == QF_I64 &&
+           ss->ndim == 1 && ss->dims[0] > at && ((const int64_t *)g->values[n->in[1]].data)[at] == x->dims[at] &&
+           ((const int64_t *)ss->data)[at] == sx->dims[at];
+}
+
+/* Reshape node i, whose target was folded from the batch: the one element
+ * that depends on it (`mask`, from the second pass at another batch, whose
+ * folded graph is `sg`: MHA's (seq, batch * heads, dim), Swin's (batch *
+ * windows, 49, C)) becomes -1, which the input's size then fixes at any batch,
+ * when the target has no other -1 or 0; where it has (a flatten of the
+ * trailing dims, timm's and Ultralytics' (batch, C, -1)), 0 when that element
+ * is the input's dim at both batches. Without that pass (mask 0) a leading
+ * batch of an input whose dim 0 is not the batch (fix_reshape_batch handles
+ * those) does. */
+static qf_status free_reshape_target(qf_graph *g, int i, uint64_t mask, const qf_graph *sg)
+{
+    qf_node *n = &g->nodes[i];
     const qf_value *x = &g->values[n->in[0]], *sv = &g->values[n->in[1]];
     if (sv->dtype != QF_I64 || sv->ndim != 1 || sv->dims[0] < 1 || sv->dims[0] > QF_MAX_DIMS) return QF_ERR_UNSUPPORTED;
     int64_t s[QF_MAX_DIMS];
@@ -347,9 +365,12 @@ static qf_status free_reshape_target(qf_graph *g, qf_node *n, uint64_t mask)
         if (x->ndim >= 1 && x->dims[0] == g->batch) return QF_OK; /* fix_reshape_batch's case */
         if (s[0] != g->batch) return QF_ERR_UNSUPPORTED;
     }
-    for (int i = 0; i < cnt; i++)
-        if (i != at && (s[i] == -1 || (s[i] == 0 && qfi_attr_int(n, "allowzero", 0) == 0))) return QF_ERR_UNSUPPORTED;
-    s[at] = -1;
+    bool inferred = false;
+    for (int k = 0; k < cnt; k++)
+        inferred |= k != at && (s[k] == -1 || (s[k] == 0 && qfi_attr_int(n, "allowzero", 0) == 0));
+    if (!inferred) s[at] = -1;
+    else if (mask && target_copies_dim(g, sg, i, at)) s[at] = 0;
+    else return QF_ERR_UNSUPPORTED;
     int v = add_shape_const(g, n, "batch_free_shape", s, cnt);
     if (v < 0) return QF_ERR_NOMEM;
     n->in[1] = v;
@@ -384,8 +405,9 @@ static qf_status gather_iota_to_reshape(qf_graph *g, qf_node *n)
 }
 
 /* Each live node that reads a value folded from the batch is made batch-free
- * or named in a warning: the graph is right only at this batch. */
-static qf_status free_batch_deps(qf_graph *g, const batch_deps *d)
+ * or named in a warning: the graph is right only at this batch. sg: the graph
+ * the marks were found with, folded at another batch (NULL without). */
+static qf_status free_batch_deps(qf_graph *g, const batch_deps *d, const qf_graph *sg)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         qf_node *n = &g->nodes[i];
@@ -394,7 +416,7 @@ static qf_status free_batch_deps(qf_graph *g, const batch_deps *d)
         while (k < n->n_in && !is_dep(d, n->in[k])) k++;
         if (k == n->n_in) continue;
         qf_status st = QF_ERR_UNSUPPORTED;
-        if (n->op == QF_OP_RESHAPE && k == 1) st = free_reshape_target(g, n, d->exact ? dep_mask(d, n->in[1]) : 0);
+        if (n->op == QF_OP_RESHAPE && k == 1) st = free_reshape_target(g, i, d->exact ? dep_mask(d, n->in[1]) : 0, sg);
         else if (n->op == QF_OP_EXPAND && k == 1 && d->exact && dep_mask(d, n->in[1]) == 1) st = QF_OK; /* fix_expand_batch */
         else if (n->op == QF_OP_GATHER && k == 1) st = gather_iota_to_reshape(g, n);
         if (st == QF_ERR_UNSUPPORTED)
@@ -705,8 +727,8 @@ static qf_status infer_shapes(qf_graph *g, int64_t declared_batch)
     }
     dep.exact = sh != NULL;
     qf_status st = infer_loop(g, declared_batch, &dep, sh);
+    if (st == QF_OK) st = free_batch_deps(g, &dep, sh ? &sh->g : NULL);
     shadow_free(sh);
-    if (st == QF_OK) st = free_batch_deps(g, &dep);
     free(dep.mask);
     compact(g);
     return st;

@@ -2,7 +2,11 @@
  * CNNs (bench/zoo): SE block, HardSwish, SiLU, TF "same" padding, dynamic-batch
  * flattens, grouped and depthwise convs, dense concat, inception pooling, and
  * the transformer exports' patterns: LayerNorm and GELU written out, the head
- * split's batch * heads reshape, ViT's class token expanded to the batch. Each
+ * split's batch * heads reshape, ViT's class token expanded to the batch; and
+ * YOLOv8's (bench/zoo/yolo.py): C2f's channel split, SPPF's chained max pools,
+ * the neck's nearest 2x upsampling beside a skip, the head's DFL decoding
+ * (a (batch, 4, 16, -1) view, softmax over the bins, a fixed 1x1 conv with
+ * weights 0..15, a (batch, 4, -1) view). Each
  * is built with a symbolic batch; the FP32 CPU result must match a naive
  * reference written here (independent of the engines' kernels), the graph
  * prepared at batch 1 must give the same after a .qfm round trip at batch 3
@@ -548,6 +552,126 @@ static zt class_token(zb *b, zt x)
     return y;
 }
 
+/* ---- YOLOv8's patterns ------------------------------------------------------------------------ */
+
+/* Split of x's channels into two halves (C2f's chunk(2, 1)), by a split input as at opset 13. */
+static void split_halves(zb *b, zt x, zt *lo, zt *hi)
+{
+    *lo = zt_new(b, x.c / 2, x.h, x.w);
+    *hi = zt_new(b, x.c - x.c / 2, x.h, x.w);
+    char name[32];
+    snprintf(name, sizeof name, "n%d", b->count++);
+    int outs[2] = {lo->v, hi->v};
+    int i = qf_graph_add_node(b->g, name, QF_OP_SPLIT, 2,
+                              (int[]){x.v, int64_const(b, 2, (int64_t[]){lo->c, hi->c})}, 2, outs);
+    ck_assert_int_ge(i, 0);
+    set_int(&b->g->nodes[i], "axis", 1);
+    const size_t plane = (size_t)x.h * x.w;
+    for (int n = 0; n < x.n; n++) {
+        memcpy(at(*lo, n, 0, 0, 0), at(x, n, 0, 0, 0), lo->c * plane * sizeof(float));
+        memcpy(at(*hi, n, 0, 0, 0), at(x, n, lo->c, 0, 0), hi->c * plane * sizeof(float));
+    }
+}
+
+/* Conv + SiLU (x * Sigmoid(x)), Ultralytics' Conv block with BatchNorm folded. */
+static zt conv_silu(zb *b, zt x, int m, int k, int s)
+{
+    const int p = k / 2, pads[4] = {p, p, p, p};
+    zt c = conv(b, x, m, k, s, pads, 1);
+    return mul(b, c, act(b, c, SIGMOID));
+}
+
+/* A C2f block (1x1 conv, split, a residual bottleneck on the second half, concat,
+ * 1x1 conv), then SPPF: 1x1 conv, three 5x5 stride-1 max pools in a row, concat, 1x1 conv. */
+static zt c2f_sppf(zb *b, zt x)
+{
+    zt lo, hi;
+    split_halves(b, conv_silu(b, x, 8, 1, 1), &lo, &hi);
+    zt m = add(b, hi, conv_silu(b, conv_silu(b, hi, 4, 3, 1), 4, 3, 1));
+    zt c = conv_silu(b, concat(b, 3, (zt[]){lo, hi, m}), 8, 1, 1);
+    zt s0 = conv_silu(b, c, 4, 1, 1);
+    zt s1 = pool(b, s0, true, 5, 1, 2, false, false);
+    zt s2 = pool(b, s1, true, 5, 1, 2, false, false);
+    zt s3 = pool(b, s2, true, 5, 1, 2, false, false);
+    return conv_silu(b, concat(b, 4, (zt[]){s0, s1, s2, s3}), 8, 1, 1);
+}
+
+/* nn.Upsample(scale_factor=2, mode="nearest") as the TorchScript exporter
+ * writes it at opset 11+: Resize with scales (1, 1, 2, 2), asymmetric, floor. */
+static zt upsample2(zb *b, zt x)
+{
+    const float *unused;
+    const float sc[4] = {1, 1, 2, 2};
+    int scales = param(b, 1, (int64_t[]){4}, 0, 0, &unused);
+    memcpy(b->g->values[scales].data, sc, sizeof sc);
+    zt y = zt_new(b, x.c, 2 * x.h, 2 * x.w);
+    qf_node *n = node(b, QF_OP_RESIZE, 3, (int[]){x.v, -1, scales}, y.v); /* no roi ("") */
+    attr(n, "mode", QF_ATTR_STRING)->s = strdup("nearest");
+    attr(n, "coordinate_transformation_mode", QF_ATTR_STRING)->s = strdup("asymmetric");
+    attr(n, "nearest_mode", QF_ATTR_STRING)->s = strdup("floor");
+    for (int i = 0; i < x.n; i++)
+        for (int c = 0; c < x.c; c++)
+            for (int p = 0; p < y.h; p++)
+                for (int q = 0; q < y.w; q++) *at(y, i, c, p, q) = *at(x, i, c, p / 2, q / 2);
+    return y;
+}
+
+/* The PAN neck's top-down step: the coarser level upsampled 2x, concatenated
+ * with the finer one, a 3x3 conv over both. */
+static zt pan_upsample(zb *b, zt x)
+{
+    zt fine = conv_silu(b, x, 6, 3, 1);
+    zt coarse = conv_silu(b, fine, 8, 3, 2);
+    return conv_silu(b, concat(b, 2, (zt[]){upsample2(b, coarse), fine}), 6, 3, 1);
+}
+
+/* Value x (batch first) viewed as (batch, dims...) by a target written as
+ * exporters write one: the batch from Shape -> Gather(0) -> Unsqueeze,
+ * concatenated with constant dims that hold a -1 (a flatten of the trailing
+ * dims: Ultralytics' view(n, c, -1), timm's flatten(2)), into value y. */
+static void view_batch(zb *b, int x, int cnt, const int64_t *dims, int y)
+{
+    int tgt = value(b->g, "vtgt");
+    set_int(node(b, QF_OP_CONCAT, 2, (int[]){batch_of(b, (zt){.v = x}), int64_const(b, cnt, dims)}, tgt), "axis", 0);
+    node(b, QF_OP_RESHAPE, 2, (int[]){x, tgt}, y);
+}
+
+/* Detect's box branch at one level and its DFL decoding: a 1x1 conv to
+ * 4 * 16 bin logits viewed (batch, 4, 16, h * w), transposed to (batch, 16,
+ * 4, h * w), softmax over the bins, the expectation as a 1x1 conv with
+ * weights 0..15 and no bias, viewed (batch, 4, h * w). */
+static zt dfl(zb *b, zt x)
+{
+    enum { BINS = 16 };
+    qf_graph *g = b->g;
+    zt logits = conv(b, conv_silu(b, x, 8, 3, 1), 4 * BINS, 1, 1, P0, 1);
+    const int a = x.h * x.w;
+    int v = value(g, "bins"), tr = value(g, "tr"), sm = value(g, "sm"), ex = value(g, "ex");
+    view_batch(b, logits.v, 3, (int64_t[]){4, BINS, -1}, v);
+    set_ints(node(b, QF_OP_TRANSPOSE, 1, (int[]){v}, tr), "perm", 4, (int64_t[]){0, 2, 1, 3});
+    set_int(node(b, QF_OP_SOFTMAX, 1, (int[]){tr}, sm), "axis", 1);
+    const float *unused;
+    int w = param(b, 4, (int64_t[]){1, BINS, 1, 1}, 0, 0, &unused);
+    for (int k = 0; k < BINS; k++) ((float *)g->values[w].data)[k] = (float)k;
+    qf_node *n = node(b, QF_OP_CONV, 2, (int[]){sm, w}, ex);
+    set_ints(n, "kernel_shape", 2, (int64_t[]){1, 1});
+    zt y = zt_new(b, 4, 1, a);
+    view_batch(b, ex, 2, (int64_t[]){4, -1}, y.v);
+    for (int i = 0; i < x.n; i++)
+        for (int side = 0; side < 4; side++)
+            for (int p = 0; p < a; p++) {
+                double mx = -INFINITY, sum = 0, exp_k = 0;
+                for (int k = 0; k < BINS; k++) mx = fmax(mx, logits.d[((int64_t)i * 4 * BINS + side * BINS + k) * a + p]);
+                for (int k = 0; k < BINS; k++) {
+                    double e_k = exp(logits.d[((int64_t)i * 4 * BINS + side * BINS + k) * a + p] - mx);
+                    sum += e_k;
+                    exp_k += k * e_k;
+                }
+                y.d[((int64_t)i * 4 + side) * a + p] = (float)(exp_k / sum);
+            }
+    return y;
+}
+
 typedef struct zcase {
     const char *name;
     zt (*block)(zb *b, zt x);
@@ -571,6 +695,9 @@ static const zcase cases[] = {
     {"gelu_chain", gelu_chain, 3, 4, 8, 35, QF_OP_ERF},
     {"heads_reshape", heads_reshape, 4, 3, 5, 35, QF_OP_SHAPE},
     {"class_token", class_token, 3, 4, 6, 35, QF_OP_SHAPE},
+    {"c2f_sppf", c2f_sppf, 3, 10, 10, 35, QF_OP_COUNT},
+    {"pan_upsample", pan_upsample, 3, 8, 8, 35, QF_OP_COUNT},
+    {"dfl", dfl, 3, 4, 5, 30, QF_OP_SHAPE},
 };
 
 /* The case's graph with input dims (batch, c, h, w) and its reference output on x (BATCH images). */

@@ -136,13 +136,21 @@ typedef struct eval_ref {
     qf_layer_cmp *layers;
 } eval_ref;
 
-/* Tallies of one pass. */
+/* Tallies of one pass. A detector's outputs (boxes, scores) differ in range
+ * by orders of magnitude: one SQNR over all of them would be the largest's. */
+#define EVAL_MAX_OUTPUTS 8
 typedef struct eval_scores {
     int64_t images, skipped;
     int64_t top1, top5;         /* the model's, against labels */
     int64_t ref_top1, ref_top5; /* the reference's */
     int64_t agree;              /* images whose top-1 class is the reference's */
-    double sig, noise;          /* sum of ref^2 and of (out - ref)^2 over every score */
+    double sig, noise;          /* sum of ref^2 and of (out - ref)^2 over every score of output 0 */
+    /* the same per output (k = 0 is sig, noise) for the first n_outputs
+     * outputs: every output both models have alike (float32, the same size),
+     * up to EVAL_MAX_OUTPUTS, where the reference model runs beside; output 0
+     * alone where its outputs are kept (eval_ref.saved) */
+    int n_outputs;
+    double out_sig[EVAL_MAX_OUTPUTS], out_noise[EVAL_MAX_OUTPUTS];
     bool labeled, referenced;
     double seconds;
 } eval_scores;
@@ -150,8 +158,10 @@ typedef struct eval_scores {
  * (may be NULL), with a progress bar labelled `label`. */
 qf_status eval_run(eval_model *m, eval_ref *ref, const qf_dataset *ds, const qf_preprocess *pp, int decode_threads,
                    bool strict, const char *label, eval_scores *s);
-/* Output SQNR against the reference in dB (300 for identical outputs). */
+/* Output SQNR against the reference in dB (300 for identical outputs): of
+ * output 0, resp. of output k < s->n_outputs. */
 double eval_sqnr(const eval_scores *s);
+double eval_output_sqnr(const eval_scores *s, int k);
 /* Fraction of images whose top-1 class is the reference's. */
 double eval_agreement(const eval_scores *s);
 

@@ -187,7 +187,13 @@ int cmd_eval(int argc, char **argv)
             printf("\"reference\": {");
             json_frac("top1", sc.ref_top1, images, labeled, true);
             json_frac("top5", sc.ref_top5, images, labeled, true);
-            printf("\"agreement\": %.6f, \"sqnr_db\": %.3f}, ", eval_agreement(&sc), sqnr);
+            printf("\"agreement\": %.6f, \"sqnr_db\": %.3f, \"outputs\": [", eval_agreement(&sc), sqnr);
+            for (int k = 0; k < sc.n_outputs; k++) {
+                printf("%s{\"name\": ", k ? ", " : "");
+                json_string(stdout, m.g->values[m.g->outputs[k]].name);
+                printf(", \"sqnr_db\": %.3f}", eval_output_sqnr(&sc, k));
+            }
+            printf("]}, ");
         } else {
             printf("\"reference\": null, ");
         }
@@ -203,6 +209,8 @@ int cmd_eval(int argc, char **argv)
             if (labeled)
                 printf("reference  top1 %.4f  top5 %.4f\n", (double)sc.ref_top1 / images, (double)sc.ref_top5 / images);
             printf("agreement  %.4f\nsqnr       %.2f dB\n", eval_agreement(&sc), sqnr);
+            for (int k = 0; sc.n_outputs > 1 && k < sc.n_outputs; k++)
+                printf("  output   %.2f dB  %s\n", eval_output_sqnr(&sc, k), m.g->values[m.g->outputs[k]].name);
         }
         printf("speed      %.1f images/s\n", ips);
         if (layers) print_layers_text(rows, n_rows);

@@ -95,11 +95,38 @@ static void tally_label(int64_t *top1, int64_t *top5, const float *scores, int c
     *top5 += r < 5;
 }
 
-double eval_sqnr(const eval_scores *s)
+static double sqnr_db(double sig, double noise)
 {
     /* identical outputs have unbounded SQNR: report a large finite number */
-    double db = s->noise > 0 ? 10 * log10(s->sig / s->noise) : QF_SQNR_EXACT_DB;
+    double db = noise > 0 ? 10 * log10(sig / noise) : QF_SQNR_EXACT_DB;
     return db > QF_SQNR_EXACT_DB ? QF_SQNR_EXACT_DB : db;
+}
+
+double eval_sqnr(const eval_scores *s) { return sqnr_db(s->sig, s->noise); }
+
+double eval_output_sqnr(const eval_scores *s, int k) { return sqnr_db(s->out_sig[k], s->out_noise[k]); }
+
+/* How many leading outputs of m and the reference model are alike: float32
+ * and the same number of values per image (output 0 is checked on opening). */
+static int outputs_alike(const eval_model *m, const eval_model *r)
+{
+    int n = 1;
+    while (n < m->g->n_outputs && n < r->g->n_outputs && n < EVAL_MAX_OUTPUTS) {
+        const qf_value *a = &m->g->values[m->g->outputs[n]], *b = &r->g->values[r->g->outputs[n]];
+        if (a->dtype != QF_F32 || b->dtype != QF_F32 || qf_value_numel(a) / m->g->batch != qf_value_numel(b) / r->g->batch)
+            break;
+        n++;
+    }
+    return n;
+}
+
+/* Adds output k's (out - ref)^2 and ref^2 of the first `count` images. */
+static void tally_output(eval_scores *s, int k, const float *out, const float *ref, size_t per_image, int count)
+{
+    for (size_t i = 0; i < (size_t)count * per_image; i++) {
+        s->out_sig[k] += (double)ref[i] * ref[i];
+        s->out_noise[k] += (double)(out[i] - ref[i]) * (out[i] - ref[i]);
+    }
 }
 
 double eval_agreement(const eval_scores *s) { return s->images ? (double)s->agree / s->images : 0.0; }
@@ -143,6 +170,8 @@ qf_status eval_run(eval_model *m, eval_ref *ref, const qf_dataset *ds, const qf_
     }
     s->labeled = qf_dataset_has_labels(ds);
     s->referenced = ref != NULL;
+    /* the outputs after the first only beside a reference model that runs */
+    s->n_outputs = !ref ? 0 : ref->saved ? 1 : outputs_alike(m, ref->model);
     const qf_classes *named = qf_dataset_classes(ds);
     if (s->labeled && named && qf_classes_count(named) != m->classes)
         qf_log(QF_LOG_WARN, "the labels name %d classes but %s scores %d: top-1 compares unrelated indices "
@@ -175,8 +204,17 @@ qf_status eval_run(eval_model *m, eval_ref *ref, const qf_dataset *ds, const qf_
                 s->noise += (double)(o[k] - r[k]) * (o[k] - r[k]);
             }
         }
+        for (int k = 1; k < s->n_outputs; k++) {
+            const qf_value *v = &m->g->values[m->g->outputs[k]];
+            tally_output(s, k, qf_engine_output(m->e, k), qf_engine_output(ref->model->e, k),
+                         (size_t)(qf_value_numel(v) / batch), count);
+        }
         s->images += count;
         progress_update(&pr, s->images);
+    }
+    if (s->n_outputs) {
+        s->out_sig[0] = s->sig;
+        s->out_noise[0] = s->noise;
     }
     s->seconds = progress_end(&pr);
     s->skipped = qf_loader_skipped(ld);

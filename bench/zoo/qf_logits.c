@@ -1,7 +1,9 @@
 /* Zoo helper (bench/zoo/zoo.py): runs a model (.onnx at FP32, or a .qfm at its
  * stored precisions) on a raw float32 input file of N whole (C,H,W) samples
- * and writes its first output as raw float32 (N, K), so the logits can be
- * compared with onnxruntime's, or one engine's with another's.
+ * and writes its outputs as raw float32, one after another, each (N, K_i)
+ * (a classifier's one output: its logits (N, K)), so they can be compared
+ * with onnxruntime's, or one engine's with another's (a detector's boxes and
+ * scores each on their own).
  * Usage: qf_logits MODEL IN.f32 OUT.f32 [--device cpu|cuda[:N]] [--batch B] [--threads T] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,14 +58,20 @@ int main(int argc, char **argv)
     qf_load_opts lo = {.batch = batch};
     if ((qf_qfm_probe(pos[0]) ? qf_qfm_read(pos[0], batch, &g, &meta) : qf_model_load(pos[0], &lo, &g)) != QF_OK)
         return fail(NULL);
-    const qf_value *in = &g->values[g->inputs[0]], *out = &g->values[g->outputs[0]];
-    if (g->n_inputs != 1 || in->dtype != QF_F32 || out->dtype != QF_F32 || in->ndim < 1 || out->ndim < 1) {
-        fprintf(stderr, "qf_logits: %s: expects one float32 input and a float32 first output\n", pos[0]);
+    const qf_value *in = &g->values[g->inputs[0]];
+    bool ok = g->n_inputs == 1 && in->dtype == QF_F32 && in->ndim >= 1 && g->n_outputs >= 1;
+    for (int k = 0; ok && k < g->n_outputs; k++) {
+        const qf_value *out = &g->values[g->outputs[k]];
+        ok = out->dtype == QF_F32 && out->ndim >= 1 && out->dims[0] == in->dims[0];
+    }
+    if (!ok) {
+        fprintf(stderr, "qf_logits: %s: expects one float32 input and float32 outputs, batch first\n", pos[0]);
         return 1;
     }
-    /* per-sample element counts; the batch is dim 0 of both */
+    /* per-sample element counts; the batch is dim 0 of all; per_out of all outputs together */
     const size_t per_in = (size_t)(qf_value_numel(in) / in->dims[0]);
-    const size_t per_out = (size_t)(qf_value_numel(out) / out->dims[0]);
+    size_t per_out = 0;
+    for (int k = 0; k < g->n_outputs; k++) per_out += (size_t)(qf_value_numel(&g->values[g->outputs[k]]) / in->dims[0]);
     long bytes = 0;
     float *x = read_all(pos[1], &bytes);
     if (!x) {
@@ -86,7 +94,13 @@ int main(int argc, char **argv)
         memset(ein, 0, (size_t)batch * per_in * sizeof(float));
         memcpy(ein, x + s * per_in, (size_t)cnt * per_in * sizeof(float));
         if (qf_engine_run(e) != QF_OK) return fail(pos[0]);
-        memcpy(y + s * per_out, qf_engine_output(e, 0), (size_t)cnt * per_out * sizeof(float));
+        /* output k's rows s .. s+cnt go after the n rows of the outputs before it */
+        float *dst = y;
+        for (int k = 0; k < g->n_outputs; k++) {
+            const size_t per = (size_t)(qf_value_numel(&g->values[g->outputs[k]]) / in->dims[0]);
+            memcpy(dst + s * per, qf_engine_output(e, k), (size_t)cnt * per * sizeof(float));
+            dst += (size_t)n * per;
+        }
     }
     FILE *f = fopen(pos[2], "wb");
     if (!f || fwrite(y, sizeof *y, (size_t)n * per_out, f) != (size_t)n * per_out || fclose(f) != 0) {

