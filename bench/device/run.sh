@@ -105,8 +105,10 @@ if want compare; then
     python3 bench/peers/torch_cnn.py $a /tmp/b/$a.onnx --batches 256 > $L/torch_$a.json 2> $L/torch_$a.err
     echo "torch eager FP16 $a: $(cat $L/torch_$a.json | cut -c1-300)"
   done
+  # calibration images: the data subset's, else the zoo's (a call carrying only the bundles and .device/zoo/images)
+  I=$R/.device/data/imagenet/images/calib; [ -d $I ] || I=$R/.device/zoo/images/calib
   REPS=${REPS:-3} timeout ${COMPARE_TIMEOUT:-400} bash bench/device/compare.sh /tmp/old /tmp/q /tmp/b \
-    $R/.device/data/imagenet/images/calib ${ARCHS:-resnet50 mobilenet_v2} 2>&1 | tee $L/compare.txt
+    $I ${ARCHS:-resnet50 mobilenet_v2} 2>&1 | tee $L/compare.txt
 fi
 if want profile; then
   mkdir -p /tmp/p
