@@ -54,6 +54,11 @@ extern const qfi_backend qfi_cuda_backend;
  * that produces them (inputs: before the first) to their last reader (outputs:
  * to the end), and two values share bytes only if their lives do not overlap. */
 qf_status qfi_plan_memory(const qf_graph *g, size_t align, size_t *offsets, size_t *total);
+/* The same where some values are views: view_of[v] >= 0 names the value
+ * whose bytes v shares (a root, itself no view; neither an input nor an
+ * output), -1 otherwise. A view gets its root's offset, and every reader of
+ * a view keeps the root alive. */
+qf_status qfi_plan_memory_views(const qf_graph *g, const int *view_of, size_t align, size_t *offsets, size_t *total);
 
 /* Checked by each backend before it allocates: an engine for g at its batch
  * needs `need` bytes of `where` ("memory", "cuda:0 memory") that grow with

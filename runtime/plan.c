@@ -18,6 +18,11 @@ static int by_size_desc(const void *a, const void *b)
 
 qf_status qfi_plan_memory(const qf_graph *g, size_t align, size_t *offsets, size_t *total)
 {
+    return qfi_plan_memory_views(g, NULL, align, offsets, total);
+}
+
+qf_status qfi_plan_memory_views(const qf_graph *g, const int *view_of, size_t align, size_t *offsets, size_t *total)
+{
     int nv = g->n_values;
     life *lv = qfi_calloc((size_t)nv + 1, sizeof *lv);
     int *index = qfi_calloc((size_t)nv + 1, sizeof *index);
@@ -34,6 +39,7 @@ qf_status qfi_plan_memory(const qf_graph *g, size_t align, size_t *offsets, size
     for (int v = 0; v < nv; v++) {
         const qf_value *val = &g->values[v];
         if (val->flags & QF_VALUE_CONST) continue;
+        if (view_of && view_of[v] >= 0) continue; /* placed with its root, below */
         bool is_in = val->flags & QF_VALUE_INPUT;
         if (!is_in && val->producer < 0) continue; /* unused */
         size_t sz = qf_value_bytes(val);
@@ -48,6 +54,7 @@ qf_status qfi_plan_memory(const qf_graph *g, size_t align, size_t *offsets, size
         const qf_node *nd = &g->nodes[i];
         for (int k = 0; k < nd->n_in; k++) {
             int v = nd->in[k];
+            if (v >= 0 && view_of && view_of[v] >= 0) v = view_of[v]; /* a view's reader keeps its root alive */
             if (v >= 0 && index[v] >= 0 && lv[index[v]].last < i) lv[index[v]].last = i;
         }
     }
@@ -72,6 +79,9 @@ qf_status qfi_plan_memory(const qf_graph *g, size_t align, size_t *offsets, size
         offsets[lv[i].value] = off;
         if (off + lv[i].size > top) top = off + lv[i].size;
     }
+    if (view_of)
+        for (int v = 0; v < nv; v++)
+            if (view_of[v] >= 0) offsets[v] = offsets[view_of[v]];
     *total = top;
     free(lv);
     free(index);

@@ -160,6 +160,10 @@ static void b_softmax(qf_graph *g, qf_op o, qf_precision p) { node(g, o, 1, IN(i
 /* rows of ViT-B/16's attention scores (197 tokens): the CUDA engine's warp-per-row kernel */
 static void b_softmax_rows(qf_graph *g, qf_op o, qf_precision p) { node(g, o, 1, IN(input(g, "x", 3, DIMS(2, 12, 197)))); }
 
+/* Swin's 7x7 windows (rows of 49) and rows longer than the CUDA engine keeps in registers */
+static void b_softmax_49(qf_graph *g, qf_op o, qf_precision p) { node(g, o, 1, IN(input(g, "x", 3, DIMS(2, 6, 49)))); }
+static void b_softmax_long(qf_graph *g, qf_op o, qf_precision p) { node(g, o, 1, IN(input(g, "x", 3, DIMS(2, 2, 600)))); }
+
 static void b_pool(qf_graph *g, qf_op o, qf_precision p)
 {
     qf_node *n = node(g, o, 1, IN(input(g, "x", 4, DIMS(2, 3, 9, 9))));
@@ -207,6 +211,17 @@ static void b_unsqueeze(qf_graph *g, qf_op o, qf_precision p)
 static void b_transpose(qf_graph *g, qf_op o, qf_precision p)
 {
     set_ints(node(g, o, 1, IN(input(g, "x", 3, DIMS(2, 3, 4)))), "perm", 3, DIMS(0, 2, 1));
+}
+
+/* the CUDA engine's tiled transpose (both inner dims >= 8, tails of 32-wide tiles) */
+static void b_transpose_tiled(qf_graph *g, qf_op o, qf_precision p)
+{
+    set_ints(node(g, o, 1, IN(input(g, "x", 3, DIMS(2, 40, 36)))), "perm", 3, DIMS(0, 2, 1));
+}
+/* attention's head split: rows of 8 contiguous on both sides (moved as vectors) */
+static void b_transpose_heads(qf_graph *g, qf_op o, qf_precision p)
+{
+    set_ints(node(g, o, 1, IN(input(g, "x", 4, DIMS(2, 5, 3, 8)))), "perm", 4, DIMS(0, 2, 1, 3));
 }
 
 static void b_pad(qf_graph *g, qf_op o, qf_precision p)
@@ -261,6 +276,18 @@ static void b_gather(qf_graph *g, qf_op o, qf_precision p)
     set_int(node(g, o, 2, IN(x, ints_const(g, "idx", 3, DIMS(4, 0, 2)))), "axis", 1);
 }
 
+/* one scalar index (ViT's q, k, v taken from one tensor): a strided copy on the CUDA engine */
+static void b_gather_scalar(qf_graph *g, qf_op o, qf_precision p)
+{
+    int x = input(g, "x", 4, DIMS(2, 3, 4, 8));
+    int idx = qf_graph_add_value(g, "idx", QF_I64, 0, NULL);
+    int64_t *d = malloc(sizeof *d);
+    *d = -2;
+    g->values[idx].data = d;
+    g->values[idx].flags |= QF_VALUE_CONST;
+    set_int(node(g, o, 2, IN(x, idx)), "axis", 1);
+}
+
 static void b_identity(qf_graph *g, qf_op o, qf_precision p) { node(g, o, 1, IN(input(g, "x", 3, DIMS(2, 3, 4)))); }
 
 static void b_constant(qf_graph *g, qf_op o, qf_precision p)
@@ -297,6 +324,20 @@ static void b_layer_norm(qf_graph *g, qf_op o, qf_precision p)
     int x = input(g, "x", 3, DIMS(2, 5, 24));
     int s = weight(g, "scale", 1, DIMS(24), 0.5f, 1.5f), b = weight(g, "bias", 1, DIMS(24), -0.5f, 0.5f);
     set_float(node(g, o, 3, IN(x, s, b)), "epsilon", 1e-6f);
+}
+/* rows of 96 (ConvNeXt's and Swin's first stage: a warp a row on the CUDA
+ * engine) and of 1100 (a block a row) */
+static void b_layer_norm_96(qf_graph *g, qf_op o, qf_precision p)
+{
+    int x = input(g, "x", 3, DIMS(2, 7, 96));
+    int s = weight(g, "scale", 1, DIMS(96), 0.5f, 1.5f), b = weight(g, "bias", 1, DIMS(96), -0.5f, 0.5f);
+    set_float(node(g, o, 3, IN(x, s, b)), "epsilon", 1e-6f);
+}
+static void b_layer_norm_long(qf_graph *g, qf_op o, qf_precision p)
+{
+    int x = input(g, "x", 3, DIMS(2, 3, 1100));
+    int s = weight(g, "scale", 1, DIMS(1100), 0.5f, 1.5f), b = weight(g, "bias", 1, DIMS(1100), -0.5f, 0.5f);
+    set_float(node(g, o, 3, IN(x, s, b)), "epsilon", 1e-5f);
 }
 static void b_layer_norm_2d(qf_graph *g, qf_op o, qf_precision p)
 {
@@ -428,6 +469,8 @@ static const op_case cases[] = {
     {QF_OP_TANH, "", b_unary, -2.0f, 2.0f},
     {QF_OP_SOFTMAX, "last axis", b_softmax, -3.0f, 3.0f},
     {QF_OP_SOFTMAX, "last axis, rows of 197", b_softmax_rows, -8.0f, 8.0f},
+    {QF_OP_SOFTMAX, "last axis, rows of 49", b_softmax_49, -8.0f, 8.0f},
+    {QF_OP_SOFTMAX, "last axis, rows of 600", b_softmax_long, -8.0f, 8.0f},
     {QF_OP_MAX_POOL, "3x3 s2 pad 1", b_pool, -1.0f, 1.0f},
     {QF_OP_AVERAGE_POOL, "3x3 s2 pad 1", b_pool, -1.0f, 1.0f},
     {QF_OP_GLOBAL_AVERAGE_POOL, "", b_global_pool, -1.0f, 1.0f},
@@ -437,6 +480,8 @@ static const op_case cases[] = {
     {QF_OP_RESHAPE, "", b_reshape, -1.0f, 1.0f},
     {QF_OP_FLATTEN, "", b_flatten, -1.0f, 1.0f},
     {QF_OP_TRANSPOSE, "", b_transpose, -1.0f, 1.0f},
+    {QF_OP_TRANSPOSE, "inner dims swapped, 40x36", b_transpose_tiled, -1.0f, 1.0f},
+    {QF_OP_TRANSPOSE, "heads (0,2,1,3)", b_transpose_heads, -1.0f, 1.0f},
     {QF_OP_SQUEEZE, "", b_squeeze, -1.0f, 1.0f},
     {QF_OP_UNSQUEEZE, "", b_unsqueeze, -1.0f, 1.0f},
     {QF_OP_PAD, "constant", b_pad, -1.0f, 1.0f},
@@ -447,6 +492,7 @@ static const op_case cases[] = {
     {QF_OP_REDUCE_MEAN, "", b_reduce_mean, -1.0f, 1.0f},
     {QF_OP_SHAPE, "", b_shape, -1.0f, 1.0f},
     {QF_OP_GATHER, "", b_gather, -1.0f, 1.0f},
+    {QF_OP_GATHER, "scalar index", b_gather_scalar, -1.0f, 1.0f},
     {QF_OP_CAST, "f32/f16", b_cast, -1.0f, 1.0f},
     {QF_OP_IDENTITY, "", b_identity, -1.0f, 1.0f},
     {QF_OP_DROPOUT, "inference", b_identity, -1.0f, 1.0f},
@@ -456,6 +502,8 @@ static const op_case cases[] = {
     {QF_OP_RANGE, "float", b_range, -1.0f, 1.0f},
     {QF_OP_CONSTANT_OF_SHAPE, "value 0.75", b_constant_of_shape, -1.0f, 1.0f},
     {QF_OP_LAYER_NORM, "last axis", b_layer_norm, -2.0f, 3.0f},
+    {QF_OP_LAYER_NORM, "rows of 96", b_layer_norm_96, -2.0f, 3.0f},
+    {QF_OP_LAYER_NORM, "rows of 1100", b_layer_norm_long, -2.0f, 3.0f},
     {QF_OP_LAYER_NORM, "axis 1, no bias", b_layer_norm_2d, -2.0f, 3.0f},
     {QF_OP_ERF, "", b_unary, -3.0f, 3.0f},
     {QF_OP_GELU, "erf", b_unary, -4.0f, 4.0f},

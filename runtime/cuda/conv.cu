@@ -310,9 +310,10 @@ static qf_status conv_plan_gemm(cu_engine *c, cu_layer *L, conv_state *st, const
     return QF_OK;
 }
 
-/* QFORGE_CUDA_CONV_TACTIC=lt|igemm pins INT8 convs to cuBLASLt or to the
- * implicit GEMM (tests exercise each; the default times them all per layer). */
-static bool tactic_forced(const char *name)
+/* QFORGE_CUDA_CONV_TACTIC=lt|igemm pins INT8 convs (and INT8 Linear layers)
+ * to cuBLASLt or to the implicit GEMM (tests exercise each; the default times
+ * them all per layer). */
+bool cu_tactic_forced(const char *name)
 {
     const char *t = getenv("QFORGE_CUDA_CONV_TACTIC");
     return t && strcmp(t, name) == 0;
@@ -435,7 +436,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
     }
     if (L->quant_in >= 0 && !cu_igemm_fits(&p, st->rq.out))
         return qf_error(QF_ERR_UNSUPPORTED, "a fused input quantization needs the implicit-GEMM kernel");
-    if (i8 && cu_igemm_fits(&p, st->rq.out) && (!tactic_forced("lt") || L->quant_in >= 0)) {
+    if (i8 && cu_igemm_fits(&p, st->rq.out) && (!cu_tactic_forced("lt") || L->quant_in >= 0)) {
         /* a second tactic, timed against the GEMM path at tune time */
         const int32_t *bias = geo.has_bias ? (const int32_t *)qfi_in(g, n, 2)->data : NULL;
         QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, bias, &st->rq, &st->ig));
@@ -468,8 +469,6 @@ static qf_status conv_buffers(cu_engine *c, cu_layer *L, const void *x, int64_t 
     return QF_OK;
 }
 
-static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s);
-
 /* Median time of the whole layer (gather, GEMM, epilogue) under the tactic set in its state. */
 static qf_status time_layer(cu_engine *c, cu_layer *L, float *ms)
 {
@@ -483,10 +482,10 @@ static qf_status time_layer(cu_engine *c, cu_layer *L, float *ms)
         cudaEventDestroy(a);
         return cu_fail(e, "cudaEventCreate", __FILE__, __LINE__);
     }
-    st = conv_launch(c, L, c->stream); /* warm-up */
+    st = L->op->launch(c, L, c->stream); /* warm-up */
     for (int r = 0; r < RUNS && st == QF_OK; r++) {
         e = cudaEventRecord(a, c->stream);
-        if (e == cudaSuccess && (st = conv_launch(c, L, c->stream)) == QF_OK) e = cudaEventRecord(b, c->stream);
+        if (e == cudaSuccess && (st = L->op->launch(c, L, c->stream)) == QF_OK) e = cudaEventRecord(b, c->stream);
         if (e == cudaSuccess && st == QF_OK) e = cudaEventSynchronize(b);
         if (e == cudaSuccess && st == QF_OK) e = cudaEventElapsedTime(&t[r], a, b);
         if (e != cudaSuccess && st == QF_OK) st = cu_fail(e, "timing a conv tactic", __FILE__, __LINE__);
@@ -500,6 +499,50 @@ static qf_status time_layer(cu_engine *c, cu_layer *L, float *ms)
             t[j] = t[j - 1], t[j - 1] = x;
         }
     *ms = t[RUNS / 2];
+    return QF_OK;
+}
+
+qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const char *key0, qf_act act, bool gemm_ok,
+                          int *use, char *how, size_t how_len)
+{
+    /* TensorRT-style tactic choice: the whole layer timed every way on its real buffers */
+    const int n = 1 + cu_igemm_variants(ig);
+    float t[16];
+    const char *pin = getenv("QFORGE_CUDA_IGEMM_VARIANT"); /* tests: run one variant (index mod count) */
+    gemm_ok = gemm_ok && !cu_tactic_forced("igemm");
+    int best = -1;
+    /* the choice of an earlier build of the same layer on this device */
+    char key[320];
+    snprintf(key, sizeof key, "%s:n%d:v%08x", key0, n, cu_igemm_signature(ig));
+    /* a smooth activation changes the epilogue's cost: its own key (keys without one stay as they were) */
+    if (act != QF_ACT_NONE) snprintf(key + strlen(key), sizeof key - strlen(key), ":a%d", (int)act);
+    int cached;
+    if (qfi_tactic_cache_get(c->tactics, key, &cached) && cached >= (gemm_ok ? 0 : 1) && cached < n && cached < 16) {
+        *use = cached;
+        char d[160];
+        if (cached > 0) snprintf(how, how_len, "%s", cu_igemm_describe(ig, cached - 1, d, sizeof d));
+        snprintf(how + strlen(how), how_len - strlen(how), " (cached)");
+        return QF_OK;
+    }
+    for (int v = gemm_ok ? 0 : 1; v < n && v < 16; v++) {
+        if (pin && v > 0 && v != 1 + atoi(pin) % (n - 1)) continue;
+        *use = v;
+        QF_CHECK(time_layer(c, L, &t[v]));
+        if (best < 0 || t[v] < t[best]) best = v;
+    }
+    *use = best;
+    qfi_tactic_cache_put(c->tactics, key, best);
+    char d[160];
+    if (best > 0) snprintf(how, how_len, "%s", cu_igemm_describe(ig, best - 1, d, sizeof d));
+    size_t len = strlen(how);
+    snprintf(how + len, how_len - len, " (%.3f ms", t[best]);
+    for (int v = 0; v < n && v < 16; v++) {
+        len = strlen(how);
+        if (v != best && (v == 0 ? gemm_ok : !pin))
+            snprintf(how + len, how_len - len, "; %s %.3f", v == 0 ? "GEMM path" : cu_igemm_describe(ig, v - 1, d, sizeof d), t[v]);
+    }
+    len = strlen(how);
+    snprintf(how + len, how_len - len, ")");
     return QF_OK;
 }
 
@@ -520,49 +563,13 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
                  (long long)((st->P + st->chunk - 1) / st->chunk));
     }
     if (st->ig) {
-        /* TensorRT-style tactic choice: the whole layer timed both ways on its real buffers */
-        /* 0: the GEMM path; 1..n: the implicit-GEMM variants */
-        const int n = 1 + cu_igemm_variants(st->ig);
-        float t[16];
-        const char *pin = getenv("QFORGE_CUDA_IGEMM_VARIANT"); /* tests: run one variant (index mod count) */
-        int best = -1;
-        /* the choice of an earlier build of the same layer on this device */
         const conv_geo &p = st->p;
         char key[256];
-        snprintf(key, sizeof key, "conv:i8:%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:r%d:q%d:l%d:n%d:v%08x", (long long)p.N,
+        snprintf(key, sizeof key, "conv:i8:%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:r%d:q%d:l%d", (long long)p.N,
                  (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.M, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh,
-                 p.dw, L->n->n_in > 4 && L->n->in[4] >= 0, L->quant_in >= 0, st->rq.lo == 0.0f, n, cu_igemm_signature(st->ig));
-        /* a smooth activation changes the epilogue's cost: its own key (keys without one stay as they were) */
-        if (st->rq.act != QF_ACT_NONE) snprintf(key + strlen(key), sizeof key - strlen(key), ":a%d", (int)st->rq.act);
-        int cached;
-        if (qfi_tactic_cache_get(c->tactics, key, &cached) && cached >= (L->quant_in >= 0 ? 1 : 0) && cached < n && cached < 16) {
-            st->use_ig = cached;
-            char d[160];
-            if (cached > 0) snprintf(how, sizeof how, "%s", cu_igemm_describe(st->ig, cached - 1, d, sizeof d));
-            snprintf(how + strlen(how), sizeof how - strlen(how), " (cached)");
-            qf_log(QF_LOG_DEBUG, "%s: node %s: %s", c->g->source, L->n->name, how);
-            return QF_OK;
-        }
-        /* with a fused input quantization only the implicit GEMM can run */
-        for (int v = tactic_forced("igemm") || L->quant_in >= 0 ? 1 : 0; v < n && v < 16; v++) {
-            if (pin && v > 0 && v != 1 + atoi(pin) % (n - 1)) continue;
-            st->use_ig = v;
-            QF_CHECK(time_layer(c, L, &t[v]));
-            if (best < 0 || t[v] < t[best]) best = v;
-        }
-        st->use_ig = best;
-        qfi_tactic_cache_put(c->tactics, key, best);
-        char d[160];
-        if (best > 0) snprintf(how, sizeof how, "%s", cu_igemm_describe(st->ig, best - 1, d, sizeof d));
-        size_t len = strlen(how);
-        snprintf(how + len, sizeof how - len, " (%.3f ms", t[best]);
-        for (int v = 0; v < n && v < 16; v++) {
-            len = strlen(how);
-            if (v != best && (v == 0 ? !tactic_forced("igemm") && L->quant_in < 0 : !pin))
-                snprintf(how + len, sizeof how - len, "; %s %.3f", v == 0 ? "GEMM path" : cu_igemm_describe(st->ig, v - 1, d, sizeof d), t[v]);
-        }
-        len = strlen(how);
-        snprintf(how + len, sizeof how - len, ")");
+                 p.dw, L->n->n_in > 4 && L->n->in[4] >= 0, L->quant_in >= 0, st->rq.lo == 0.0f);
+        /* with a fused input quantization the implicit GEMM alone can run */
+        QF_CHECK(cu_igemm_choose(c, L, st->ig, key, st->rq.act, L->quant_in < 0, &st->use_ig, how, sizeof how));
     }
     qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s%s", c->g->source, L->n->name, how, L->quant_in >= 0 ? ", input quantized in the gather" : "",
            L->residual >= 0 || (st->prec == QF_PREC_INT8 && L->n->n_in > 4 && L->n->in[4] >= 0) ? " + residual" : "");

@@ -36,6 +36,39 @@ __global__ void copy_raw_kernel(T *dst, const T *src, copy_desc d, int64_t total
     }
 }
 
+/* A transpose by 32 x 32 tiles through shared memory: the innermost dim i is
+ * contiguous in the destination, dim j in the source, so that the reads
+ * (along j) and the writes (along i) both coalesce; the other dims are
+ * batches (`batch`, iterated like copy_desc). Blocks of 32 x 8 threads. */
+typedef struct tile_desc {
+    copy_desc batch;
+    int64_t ni, nj;     /* the two dims' sizes */
+    int64_t si, dj;     /* i's source stride and j's destination stride (the other two are 1) */
+    int64_t ti, tj, nb; /* tiles along i and j, batches */
+} tile_desc;
+
+template <typename T>
+__global__ void __launch_bounds__(256) copy_tiled_kernel(T *dst, const T *src, tile_desc t)
+{
+    __shared__ T tile[32][33];
+    const int64_t per = t.ti * t.tj, n = t.nb * per;
+    for (int64_t b = blockIdx.x; b < n; b += gridDim.x) {
+        int64_t so, dof;
+        copy_offsets(t.batch, b / per, so, dof);
+        const int64_t r = b % per, i0 = r / t.tj * 32, j0 = r % t.tj * 32;
+        for (int k = threadIdx.y; k < 32; k += 8) {
+            const int64_t i = i0 + k, j = j0 + threadIdx.x;
+            if (i < t.ni && j < t.nj) tile[k][threadIdx.x] = src[so + i * t.si + j];
+        }
+        __syncthreads();
+        for (int k = threadIdx.y; k < 32; k += 8) {
+            const int64_t j = j0 + k, i = i0 + threadIdx.x;
+            if (i < t.ni && j < t.nj) dst[dof + j * t.dj + i] = tile[threadIdx.x][k];
+        }
+        __syncthreads();
+    }
+}
+
 __global__ void copy_convert_kernel(void *dst, cu_elem de, const void *src, cu_elem se, copy_desc d, int64_t total)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -46,6 +79,85 @@ __global__ void copy_convert_kernel(void *dst, cu_elem de, const void *src, cu_e
 }
 
 static bool float_like_dt(qf_dtype t) { return t == QF_F32 || t == QF_F16 || t == QF_I8; }
+
+template <typename T> static void launch_raw(cudaStream_t s, void *dst, const void *src, const copy_desc &d, int64_t total)
+{
+    unsigned blocks = cu_blocks(total, 256);
+    copy_raw_kernel<<<blocks > 65536 ? 65536 : blocks, 256, 0, s>>>((T *)dst, (const T *)src, d, total);
+}
+
+template <typename T> static void launch_tiled(cudaStream_t s, void *dst, const void *src, const tile_desc &t)
+{
+    const int64_t n = t.nb * t.ti * t.tj;
+    copy_tiled_kernel<<<n > 65536 ? 65536 : (unsigned)n, dim3(32, 8), 0, s>>>((T *)dst, (const T *)src, t);
+}
+
+/* A copy of es-byte elements without conversion, d's dims merged and in the
+ * destination's order: one memcpy where both sides are contiguous; a row
+ * contiguous in both moves in the widest vectors (up to 16 bytes) that its
+ * length, the other strides and both addresses allow; a transpose (the
+ * destination's innermost dim strided in the source, another dim
+ * contiguous there) goes through shared-memory tiles; else one element a
+ * thread. */
+static qf_status copy_raw(cudaStream_t s, void *dst, const void *src, size_t es, copy_desc d, int64_t total)
+{
+    if (es != 1 && es != 2 && es != 4 && es != 8)
+        return qf_error(QF_ERR_UNSUPPORTED, "no device copy for %zu-byte elements", es);
+    const int in = d.nd - 1;
+    if (d.nd == 1 && d.ss[0] == 1 && d.ds[0] == 1) {
+        CU_CHECK(cudaMemcpyAsync(dst, src, (size_t)total * es, cudaMemcpyDeviceToDevice, s));
+        return QF_OK;
+    }
+    if (d.ss[in] == 1 && d.ds[in] == 1) {
+        size_t v = 16;
+        for (; v > es; v /= 2) {
+            bool fits = (d.dims[in] * (int64_t)es) % (int64_t)v == 0 && (uintptr_t)dst % v == 0 && (uintptr_t)src % v == 0;
+            for (int k = 0; k < in && fits; k++) fits = (d.ss[k] * (int64_t)es) % (int64_t)v == 0 && (d.ds[k] * (int64_t)es) % (int64_t)v == 0;
+            if (fits) break;
+        }
+        if (v > es) { /* the same copy of v-byte elements */
+            const int64_t f = (int64_t)(v / es);
+            d.dims[in] /= f;
+            for (int k = 0; k < in; k++) d.ss[k] /= f, d.ds[k] /= f;
+            total /= f;
+            es = v;
+        }
+    } else if (d.ds[in] == 1 && d.dims[in] >= 8) {
+        int j = -1;
+        for (int k = 0; k < in; k++)
+            if (d.ss[k] == 1 && d.dims[k] >= 8) j = k;
+        if (j >= 0) {
+            tile_desc t;
+            t.ni = d.dims[in], t.nj = d.dims[j], t.si = d.ss[in], t.dj = d.ds[j];
+            t.ti = (t.ni + 31) / 32, t.tj = (t.nj + 31) / 32;
+            t.batch.nd = 0;
+            t.nb = 1;
+            for (int k = 0; k < in; k++)
+                if (k != j) {
+                    t.batch.dims[t.batch.nd] = d.dims[k], t.batch.ss[t.batch.nd] = d.ss[k], t.batch.ds[t.batch.nd] = d.ds[k];
+                    t.batch.nd++;
+                    t.nb *= d.dims[k];
+                }
+            switch (es) {
+            case 1: launch_tiled<uint8_t>(s, dst, src, t); break;
+            case 2: launch_tiled<uint16_t>(s, dst, src, t); break;
+            case 4: launch_tiled<uint32_t>(s, dst, src, t); break;
+            default: launch_tiled<uint64_t>(s, dst, src, t); break;
+            }
+            CU_LAUNCHED();
+            return QF_OK;
+        }
+    }
+    switch (es) {
+    case 1: launch_raw<uint8_t>(s, dst, src, d, total); break;
+    case 2: launch_raw<uint16_t>(s, dst, src, d, total); break;
+    case 4: launch_raw<uint32_t>(s, dst, src, d, total); break;
+    case 8: launch_raw<uint64_t>(s, dst, src, d, total); break;
+    default: launch_raw<uint4>(s, dst, src, d, total); break;
+    }
+    CU_LAUNCHED();
+    return QF_OK;
+}
 
 qf_status cu_strided_copy(cudaStream_t s, void *dst, cu_elem de, const int64_t *ds, int64_t do_, const void *src,
                           cu_elem se, const int64_t *ss, int64_t so, int nd, const int64_t *dims)
@@ -90,28 +202,15 @@ qf_status cu_strided_copy(cudaStream_t s, void *dst, cu_elem de, const int64_t *
         d.ss[0] = d.ds[0] = 1;
     }
     const size_t es = qf_dtype_info(de.dt)->size;
-    if (!convert && d.nd == 1 && d.ss[0] == 1 && d.ds[0] == 1) {
-        CU_CHECK(cudaMemcpyAsync((char *)dst + do_ * (int64_t)es, (const char *)src + so * (int64_t)es,
-                                 (size_t)total * es, cudaMemcpyDeviceToDevice, s));
-        return QF_OK;
-    }
-    unsigned blocks = cu_blocks(total, 256);
-    if (blocks > 65536) blocks = 65536;
     if (convert) {
         const size_t ses = qf_dtype_info(se.dt)->size;
-        copy_convert_kernel<<<blocks, 256, 0, s>>>((char *)dst + do_ * (int64_t)es, de, (const char *)src + so * (int64_t)ses,
-                                                   se, d, total);
-    } else {
-        switch (es) {
-        case 1: copy_raw_kernel<<<blocks, 256, 0, s>>>((uint8_t *)dst + do_, (const uint8_t *)src + so, d, total); break;
-        case 2: copy_raw_kernel<<<blocks, 256, 0, s>>>((uint16_t *)dst + do_, (const uint16_t *)src + so, d, total); break;
-        case 4: copy_raw_kernel<<<blocks, 256, 0, s>>>((uint32_t *)dst + do_, (const uint32_t *)src + so, d, total); break;
-        case 8: copy_raw_kernel<<<blocks, 256, 0, s>>>((uint64_t *)dst + do_, (const uint64_t *)src + so, d, total); break;
-        default: return qf_error(QF_ERR_UNSUPPORTED, "no device copy for %zu-byte elements", es);
-        }
+        unsigned blocks = cu_blocks(total, 256);
+        copy_convert_kernel<<<blocks > 65536 ? 65536 : blocks, 256, 0, s>>>((char *)dst + do_ * (int64_t)es, de,
+                                                                           (const char *)src + so * (int64_t)ses, se, d, total);
+        CU_LAUNCHED();
+        return QF_OK;
     }
-    CU_LAUNCHED();
-    return QF_OK;
+    return copy_raw(s, (char *)dst + do_ * (int64_t)es, (const char *)src + so * (int64_t)es, es, d, total);
 }
 
 void cu_elem_bytes(cu_elem e, float v, void *out)
@@ -167,6 +266,7 @@ static qf_status reshape_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     void *src, *dst;
     QF_CHECK(cu_value_ptr(c, xv, &src));
     QF_CHECK(cu_value_ptr(c, yv, &dst));
+    if (src == dst) return QF_OK; /* a view of its input (cuda_engine.cu, find_views) */
     int64_t ss[QF_MAX_DIMS], ds[QF_MAX_DIMS];
     cu_strides(c, xv, ss);
     logical_strides(x->ndim, x->dims, ds);

@@ -388,15 +388,45 @@ static void assign_layouts(cu_engine *c)
     }
 }
 
+/* Reshape, Flatten, Squeeze and Unsqueeze of a logical-layout value move no
+ * bytes: their output is a view of the input's buffer (reshape_launch then
+ * copies nothing). Values the host reads or writes (graph inputs and outputs)
+ * keep buffers of their own. view_of as qfi_plan_memory_views takes it. */
+static void find_views(const cu_engine *c, const qf_value *plan_values, int *view_of)
+{
+    const qf_graph *g = c->g;
+    for (int v = 0; v < g->n_values; v++) view_of[v] = -1;
+    const int io = QF_VALUE_INPUT | QF_VALUE_OUTPUT | QF_VALUE_CONST;
+    for (int i = 0; i < c->n_layers; i++) {
+        const cu_layer *L = &c->layers[i];
+        if (L->skip || L->op != &cu_op_reshape || L->out_override >= 0) continue;
+        const int x = L->n->in[0], y = L->n->out[0];
+        if (x < 0 || y < 0 || plan_values[y].producer != i) continue;
+        const int root = view_of[x] >= 0 ? view_of[x] : x;
+        if ((g->values[root].flags & io) || (g->values[y].flags & io) || plan_values[root].producer < 0) continue;
+        if (cu_is_nhwc(c, x) || cu_is_nhwc(c, y) || g->values[x].dtype != g->values[y].dtype ||
+            qf_value_bytes(&g->values[x]) != qf_value_bytes(&g->values[y]))
+            continue;
+        view_of[y] = root;
+    }
+}
+
 static qf_status plan_arena(cu_engine *c, const qf_value *plan_values)
 {
     const qf_graph *g = c->g;
     qf_graph pg = *g;
     pg.values = (qf_value *)plan_values;
     size_t *off = (size_t *)qfi_calloc((size_t)g->n_values + 1, sizeof *off);
-    if (!off) return QF_ERR_NOMEM;
+    int *view_of = (int *)qfi_calloc((size_t)g->n_values + 1, sizeof *view_of);
+    if (!off || !view_of) {
+        free(off);
+        free(view_of);
+        return QF_ERR_NOMEM;
+    }
     size_t total = 0;
-    qf_status st = qfi_plan_memory(&pg, 256, off, &total);
+    find_views(c, plan_values, view_of);
+    qf_status st = qfi_plan_memory_views(&pg, view_of, 256, off, &total);
+    free(view_of);
     /* before anything large is allocated: a batch that cannot fit says so, with its bytes */
     uint64_t avail = 0;
     qf_engine_opts o = {};

@@ -372,6 +372,15 @@ qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const in
 qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t s, const float *x, const int64_t *xs,
                                   float scale, int32_t zp, const int8_t *res, int8_t *y, void *scratch);
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len);
+/* The tactic of an INT8 layer that has an implicit-GEMM kernel ig (conv.cu):
+ * *use = 0 for the layer's GEMM path (when gemm_ok), v + 1 for ig's variant
+ * v; each timed through L's own launch on its real buffers, or taken from
+ * the tactic cache under key0 (plus ig's variant list and act). `how`
+ * describes the choice and the times. */
+qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const char *key0, qf_act act, bool gemm_ok,
+                          int *use, char *how, size_t how_len);
+/* QFORGE_CUDA_CONV_TACTIC names this tactic ("lt" or "igemm"): tests pin INT8 layers to one. */
+bool cu_tactic_forced(const char *name);
 
 /* ---- device element helpers -------------------------------------------------------- */
 #ifdef __CUDACC__

@@ -1,8 +1,8 @@
 /* Gather on the device: slices of data along an axis picked by constant
  * indices (checked and made non-negative once, at build; indices computed
  * at run time leave the node to the host, where runtime/cpu/gather.c checks
- * them). One thread per output element (logical layout); the data may be
- * NHWC. INT8 is a pass-through. */
+ * them). One thread per output element (logical layout), or a strided copy
+ * for a single index; the data may be NHWC. INT8 is a pass-through. */
 #include "cuda_internal.h"
 
 /* y is data.dims[:axis] + indices.dims + data.dims[axis+1:]. Output dim k
@@ -15,6 +15,10 @@ typedef struct gather_desc {
     int64_t is[QF_MAX_DIMS];
     int64_t axis_stride;        /* the data's element stride along the axis */
     const int64_t *idx;         /* device, non-negative */
+    /* one index (ViT's q, k, v picked from one tensor): a strided copy from
+     * the data at `first` (cu_strided_copy moves whole rows in vectors) */
+    bool single;
+    int64_t first;
 } gather_desc;
 
 template <typename M> __global__ void gather_kernel(M m, gather_desc d, int64_t total)
@@ -77,6 +81,11 @@ static qf_status gather_prepare(cu_engine *c, cu_layer *L)
         d->xs[k] = in_idx ? 0 : k < p->norm ? xs[k] : xs[k - iv->ndim + 1];
         d->is[k] = in_idx ? istr[k - p->norm] : 0;
     }
+    if (nidx == 1) {
+        int64_t i0 = iv->dtype == QF_I64 ? ((const int64_t *)iv->data)[0] : ((const int32_t *)iv->data)[0];
+        d->single = true;
+        d->first = (i0 < 0 ? i0 + dim : i0) * xs[p->norm];
+    }
     void *ptr;
     return cu_value_ptr(c, n->in[0], &ptr);
 }
@@ -84,6 +93,17 @@ static qf_status gather_prepare(cu_engine *c, cu_layer *L)
 static qf_status gather_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
 {
     const gather_desc *d = (const gather_desc *)L->state;
+    if (d->single) {
+        const int xv = L->n->in[0], yv = cu_out_value(L, 0);
+        const qf_value *y = &c->g->values[yv];
+        void *x, *yp;
+        QF_CHECK(cu_value_ptr(c, xv, &x));
+        QF_CHECK(cu_value_ptr(c, yv, &yp));
+        int64_t ys[QF_MAX_DIMS];
+        qfi_contiguous_strides(y->ndim, y->dims, ys);
+        return cu_strided_copy(s, yp, cu_elem_of(c, L->n, yv), ys, 0, x, cu_elem_of(c, L->n, xv), d->xs, d->first,
+                               y->ndim, y->dims);
+    }
     return cu_move_node(c, L, 0.0f, NULL, [&](auto m, unsigned blocks, int64_t total) {
         gather_kernel<<<blocks, 256, 0, s>>>(m, *d, total);
         CU_LAUNCHED();

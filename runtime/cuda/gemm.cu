@@ -444,6 +444,11 @@ typedef struct mm_state {
      * in CU_SCR_ACC, then the requantize kernel over all of them */
     bool product;
     int64_t nb_b;
+    /* INT8 with a constant weight: the implicit-GEMM kernel as a 1x1 conv
+     * over the rows (requantized in its epilogue, no int32 round trip
+     * through memory), timed against cuBLASLt + requantize at tune time */
+    cu_igemm *ig;
+    int use_ig;         /* 0: cuBLASLt path; v + 1: ig's variant v */
 } mm_state;
 
 /* The most batch matrices, a trailing run of the batch dims, over which both
@@ -469,6 +474,7 @@ static void mm_free(void *p)
 {
     mm_state *st = (mm_state *)p;
     cu_gemm_free(st->gm);
+    cu_igemm_free(st->ig);
     free(st);
 }
 
@@ -508,6 +514,14 @@ static qf_status mm_prepare_int8(cu_engine *c, cu_layer *L, mm_state *st)
     for (int64_t j = 0; j < N; j++)   /* wt is (ldacc, K): row j = output channel j, zero rows after N */
         for (int64_t k = 0; k < K; k++) wt[j * K + k] = trans_b ? wsrc[j * K + k] : wsrc[k * N + j];
     qf_status s = cu_upload(c, wt, (size_t)(st->ldacc * K), &st->w);
+    /* the same product as a 1x1 conv of `rows` images of 1x1 pixels of K
+     * channels: wt's first N rows are its (M, C, 1, 1) weights */
+    cu_conv_geo cg = {st->rows, K, 1, 1, N, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1};
+    if (s == QF_OK && st->rows > 0 && cu_igemm_fits(&cg, st->rq.out) && !cu_tactic_forced("lt")) {
+        const qf_value *bv = qfi_in(g, n, 2);
+        s = cu_igemm_create(c, &cg, wt, bv ? (const int32_t *)bv->data : NULL, &st->rq, &st->ig);
+        if (s == QF_OK) cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(&cg));
+    }
     free(wt);
     QF_CHECK(s);
     cu_gemm_shape sh;
@@ -780,7 +794,14 @@ static qf_status mm_tune(cu_engine *c, cu_layer *L)
         QF_CHECK(transpose_b(c->stream, st, b, (void *)B));
     }
     QF_CHECK(cu_gemm_tune(c, st->gm, A, B, Y));
-    qf_log(QF_LOG_DEBUG, "%s: node %s: %s", c->g->source, L->n->name, cu_gemm_describe(st->gm));
+    char how[1024] = "";
+    if (st->ig) {
+        char key[160];
+        snprintf(key, sizeof key, "mm:i8:%lld,%lld,%lld:r%d:l%d", (long long)st->rows, (long long)st->gm->sh.K,
+                 (long long)st->N, L->n->n_in > 4 && L->n->in[4] >= 0, st->rq.lo == 0.0f);
+        QF_CHECK(cu_igemm_choose(c, L, st->ig, key, st->rq.act, true, &st->use_ig, how, sizeof how));
+    }
+    qf_log(QF_LOG_DEBUG, "%s: node %s: %s", c->g->source, L->n->name, st->use_ig ? how : cu_gemm_describe(st->gm));
     return QF_OK;
 }
 
@@ -811,11 +832,13 @@ static qf_status mm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         return cu_requant_launch(s, &st->rq, (const int32_t *)Y, st->rows, st->N, st->ldacc, NULL, out);
     }
     if (st->int8) {
-        QF_CHECK(cu_gemm_run(c, st->gm, A, B, NULL, Y, s));
         const int8_t *res = NULL;
         if (n->n_in > 4 && n->in[4] >= 0) QF_CHECK(cu_value_ptr(c, n->in[4], (void **)&res));
         void *out;
         QF_CHECK(cu_value_ptr(c, cu_out_value(L, 0), &out));
+        if (st->use_ig)
+            return cu_igemm_run(st->ig, st->use_ig - 1, s, (const int8_t *)A, res, (int8_t *)out, c->scratch[CU_SCR_COL]);
+        QF_CHECK(cu_gemm_run(c, st->gm, A, B, NULL, Y, s));
         return cu_requant_launch(s, &st->rq, (const int32_t *)Y, st->rows, st->N, st->ldacc, res, out);
     }
     const qf_value *yv = &g->values[cu_out_value(L, 0)];

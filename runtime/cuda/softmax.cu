@@ -1,7 +1,8 @@
 /* Softmax on the device over x viewed as (outer, len, inner), normalized
  * along len: the row max subtracted first, the sum in double, e^x from
  * lib/float_math.h, as runtime/cpu/softmax.c computes it; one warp per row
- * along the last axis, one thread per row otherwise. */
+ * along the last axis (rows of up to 512 held in registers), one thread per
+ * row otherwise. */
 #include "cuda_internal.h"
 #include "float_math.h" /* e^x as the CPU engine computes it */
 
@@ -52,6 +53,40 @@ __global__ void softmax_rows_kernel(void *y, cu_elem ye, const void *x, cu_elem 
     }
 }
 
+/* Rows of at most 32 * PER elements (attention's 49 to 197 tokens): the row
+ * read once into registers and each e^x computed once, kept for the output;
+ * the same operations as softmax_rows_kernel. */
+template <int PER>
+__global__ void softmax_rows_reg_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int64_t rows, int64_t len)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t r = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32; r < rows; r += warps) {
+        const int64_t base = r * len;
+        float v[PER];
+        float mx = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            const int64_t l = lane + 32 * k;
+            v[k] = l < len ? cu_load(x, xe, base + l) : -INFINITY;
+            mx = fmaxf(mx, v[k]);
+        }
+        for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        double sum = 0.0;
+#pragma unroll
+        for (int k = 0; k < PER; k++)
+            if (lane + 32 * k < len) {
+                v[k] = qfi_exp(__fsub_rn(v[k], mx));
+                sum += v[k];
+            }
+        for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const float inv = (float)(1.0 / sum);
+#pragma unroll
+        for (int k = 0; k < PER; k++)
+            if (lane + 32 * k < len) cu_store(y, ye, base + lane + 32 * k, __fmul_rn(v[k], inv));
+    }
+}
+
 /* Float-like tensors. */
 static qf_status softmax_check(const qf_graph *g, const qf_node *n)
 {
@@ -85,6 +120,16 @@ static qf_status softmax_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     if (!rows || !p->len) return QF_OK;
     if (p->inner == 1 && p->len >= 32) {
         unsigned blocks = cu_blocks(rows, 8); /* 8 warps a block */
+        if (blocks > 65536) blocks = 65536;
+        const cu_elem ye = cu_elem_of(c, L->n, yv), xe = cu_elem_of(c, L->n, L->n->in[0]);
+        if (p->len <= 32 * 16) {
+            if (p->len <= 32 * 2) softmax_rows_reg_kernel<2><<<blocks, 256, 0, s>>>(y, ye, x, xe, rows, p->len);
+            else if (p->len <= 32 * 4) softmax_rows_reg_kernel<4><<<blocks, 256, 0, s>>>(y, ye, x, xe, rows, p->len);
+            else if (p->len <= 32 * 8) softmax_rows_reg_kernel<8><<<blocks, 256, 0, s>>>(y, ye, x, xe, rows, p->len);
+            else softmax_rows_reg_kernel<16><<<blocks, 256, 0, s>>>(y, ye, x, xe, rows, p->len);
+            CU_LAUNCHED();
+            return QF_OK;
+        }
         softmax_rows_kernel<<<blocks > 65536 ? 65536 : blocks, 256, 0, s>>>(y, cu_elem_of(c, L->n, yv), x,
                                                                          cu_elem_of(c, L->n, L->n->in[0]), rows, p->len);
         CU_LAUNCHED();
