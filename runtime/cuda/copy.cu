@@ -13,25 +13,27 @@ typedef struct copy_desc {
     int64_t ds[QF_MAX_DIMS];
 } copy_desc;
 
-/* Element i of the iteration space -> source and destination offsets. */
-__device__ __forceinline__ void copy_offsets(const copy_desc &d, int64_t i, int64_t &so, int64_t &dof)
+/* Element i of the iteration space -> source and destination offsets, in
+ * index type I (32 bits where they fit: cu_index_fits). */
+template <typename I = int64_t>
+__device__ __forceinline__ void copy_offsets(const copy_desc &d, int64_t i64, int64_t &so, int64_t &dof)
 {
-    so = 0;
-    dof = 0;
+    I i = (I)i64, s = 0, t = 0;
     for (int k = d.nd - 1; k >= 0; k--) {
-        int64_t q = i / d.dims[k], r = i - q * d.dims[k];
-        so += r * d.ss[k];
-        dof += r * d.ds[k];
+        I q = i / (I)d.dims[k], r = i - q * (I)d.dims[k];
+        s += r * (I)d.ss[k];
+        t += r * (I)d.ds[k];
         i = q;
     }
+    so = (int64_t)s, dof = (int64_t)t;
 }
 
-template <typename T>
+template <typename T, typename I>
 __global__ void copy_raw_kernel(T *dst, const T *src, copy_desc d, int64_t total)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         int64_t so, dof;
-        copy_offsets(d, i, so, dof);
+        copy_offsets<I>(d, i, so, dof);
         dst[dof] = src[so];
     }
 }
@@ -83,7 +85,9 @@ static bool float_like_dt(qf_dtype t) { return t == QF_F32 || t == QF_F16 || t =
 template <typename T> static void launch_raw(cudaStream_t s, void *dst, const void *src, const copy_desc &d, int64_t total)
 {
     unsigned blocks = cu_blocks(total, 256);
-    copy_raw_kernel<<<blocks > 65536 ? 65536 : blocks, 256, 0, s>>>((T *)dst, (const T *)src, d, total);
+    if (blocks > 65536) blocks = 65536;
+    if (cu_index_fits(d.nd, d.dims, d.ss, d.ds)) copy_raw_kernel<T, uint32_t><<<blocks, 256, 0, s>>>((T *)dst, (const T *)src, d, total);
+    else copy_raw_kernel<T, int64_t><<<blocks, 256, 0, s>>>((T *)dst, (const T *)src, d, total);
 }
 
 template <typename T> static void launch_tiled(cudaStream_t s, void *dst, const void *src, const tile_desc &t)

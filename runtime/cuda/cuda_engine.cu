@@ -388,10 +388,27 @@ static void assign_layouts(cu_engine *c)
     }
 }
 
-/* Reshape, Flatten, Squeeze and Unsqueeze of a logical-layout value move no
- * bytes: their output is a view of the input's buffer (reshape_launch then
- * copies nothing). Values the host reads or writes (graph inputs and outputs)
- * keep buffers of their own. view_of as qfi_plan_memory_views takes it. */
+/* Whether L's output holds its input's bytes as they are: Reshape, Flatten,
+ * Squeeze and Unsqueeze of a logical-layout value, and a Pad that adds
+ * nothing (Swin's pads to whole windows where the size is one already). */
+static bool moves_nothing(const cu_engine *c, const cu_layer *L, int x, int y)
+{
+    const qf_value *xv = &c->g->values[x], *yv = &c->g->values[y];
+    if (xv->dtype != yv->dtype || qf_value_bytes(xv) != qf_value_bytes(yv)) return false;
+    if (L->op == &cu_op_reshape) return !cu_is_nhwc(c, x) && !cu_is_nhwc(c, y);
+    if (L->op != &cu_op_pad || xv->ndim != yv->ndim || cu_is_nhwc(c, x) != cu_is_nhwc(c, y) ||
+        !cu_elems_alike(cu_elem_of(c, L->n, y), cu_elem_of(c, L->n, x)))
+        return false;
+    const qfi_pad_params *p = (const qfi_pad_params *)L->n->params;
+    for (int k = 0; k < xv->ndim; k++)
+        if (p->begin[k] != 0 || xv->dims[k] != yv->dims[k]) return false;
+    return true;
+}
+
+/* Nodes that move no bytes (moves_nothing) make their output a view of the
+ * input's buffer (their launch then copies nothing). Values the host reads
+ * or writes (graph inputs and outputs) keep buffers of their own. view_of as
+ * qfi_plan_memory_views takes it. */
 static void find_views(const cu_engine *c, const qf_value *plan_values, int *view_of)
 {
     const qf_graph *g = c->g;
@@ -399,15 +416,12 @@ static void find_views(const cu_engine *c, const qf_value *plan_values, int *vie
     const int io = QF_VALUE_INPUT | QF_VALUE_OUTPUT | QF_VALUE_CONST;
     for (int i = 0; i < c->n_layers; i++) {
         const cu_layer *L = &c->layers[i];
-        if (L->skip || L->op != &cu_op_reshape || L->out_override >= 0) continue;
+        if (L->skip || L->out_override >= 0 || (L->op != &cu_op_reshape && L->op != &cu_op_pad)) continue;
         const int x = L->n->in[0], y = L->n->out[0];
         if (x < 0 || y < 0 || plan_values[y].producer != i) continue;
         const int root = view_of[x] >= 0 ? view_of[x] : x;
         if ((g->values[root].flags & io) || (g->values[y].flags & io) || plan_values[root].producer < 0) continue;
-        if (cu_is_nhwc(c, x) || cu_is_nhwc(c, y) || g->values[x].dtype != g->values[y].dtype ||
-            qf_value_bytes(&g->values[x]) != qf_value_bytes(&g->values[y]))
-            continue;
-        view_of[y] = root;
+        if (moves_nothing(c, L, x, y)) view_of[y] = root;
     }
 }
 

@@ -382,6 +382,21 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
 /* QFORGE_CUDA_CONV_TACTIC names this tactic ("lt" or "igemm"): tests pin INT8 layers to one. */
 bool cu_tactic_forced(const char *name);
 
+/* Whether a walk over dims (nd of them) and every offset it makes with the
+ * strides s1 and s2 (non-negative) fit 32-bit unsigned index arithmetic. */
+static inline bool cu_index_fits(int nd, const int64_t *dims, const int64_t *s1, const int64_t *s2)
+{
+    int64_t total = 1, m1 = 0, m2 = 0;
+    for (int k = 0; k < nd; k++) {
+        if (dims[k] < 0 || s1[k] < 0 || s2[k] < 0) return false;
+        total *= dims[k];
+        m1 += (dims[k] - 1) * s1[k];
+        m2 += (dims[k] - 1) * s2[k];
+        if (total > INT32_MAX || m1 > INT32_MAX || m2 > INT32_MAX) return false;
+    }
+    return true;
+}
+
 /* ---- device element helpers -------------------------------------------------------- */
 #ifdef __CUDACC__
 /* An element of a typed kernel as float. */

@@ -16,6 +16,12 @@ typedef struct qdq_state {
 /* A float side of dtype dt, as cu_load and cu_store read and write it. */
 static cu_elem float_elem(qf_dtype dt) { return cu_elem{dt, 1.0f, 0}; }
 
+static unsigned grid_for(int64_t n)
+{
+    unsigned b = cu_blocks(n, 256);
+    return b > 32768 ? 32768 : b;
+}
+
 /* y = x quantized as q says; dequantized: x = y read as q says (cu_load and
  * cu_store hold lib/quant_math.h's conversions). */
 __global__ void convert_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n)
@@ -24,14 +30,69 @@ __global__ void convert_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, i
         cu_store(y, ye, i, cu_load(x, xe, i));
 }
 
-/* Four int8 at a time from f32: the common graph-input case. */
-__global__ void quantize_f32x4_kernel(char4 *y, const float4 *x, float s, int32_t z, int64_t n4)
+/* The same, V elements a thread (16 bytes of the wider side, read and
+ * written as vectors; TI and TO are int8_t, __half or float), each converted
+ * as cu_load and cu_store do: the passes between INT8 and FP16 layers are bound by memory, and
+ * one element a thread left most of it unused (7.3 ms of ViT-B/16's 57 a
+ * batch went to its QuantizeLinear and DequantizeLinear nodes). */
+/* cu_load's and cu_store's conversions, by element type */
+__device__ __forceinline__ float elem_in(int8_t q, cu_elem e) { return qfi_dequantize_i8_zp(q, e.scale, e.zp); }
+__device__ __forceinline__ float elem_in(__half h, cu_elem) { return __half2float(h); }
+__device__ __forceinline__ float elem_in(float f, cu_elem) { return f; }
+__device__ __forceinline__ void elem_out(int8_t &o, float v, cu_elem e) { o = qfi_quantize_f32_zp(v, e.scale, e.zp); }
+__device__ __forceinline__ void elem_out(__half &o, float v, cu_elem) { o = __float2half_rn(v); }
+__device__ __forceinline__ void elem_out(float &o, float v, cu_elem) { o = v; }
+
+template <typename TI, typename TO, int V>
+__global__ void convert_vec_kernel(TO *y, cu_elem ye, const TI *x, cu_elem xe, int64_t nvec)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
-        float4 v = x[i];
-        y[i] = make_char4(qfi_quantize_f32_zp(v.x, s, z), qfi_quantize_f32_zp(v.y, s, z), qfi_quantize_f32_zp(v.z, s, z),
-                          qfi_quantize_f32_zp(v.w, s, z));
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec; i += (int64_t)gridDim.x * blockDim.x) {
+        cu_vec<TI, V> a;
+        cu_vec<TO, V> b;
+        a.load(x + i * V);
+#pragma unroll
+        for (int k = 0; k < V; k++) elem_out(b.e[k], elem_in(a.e[k], xe), ye);
+        b.store(y + i * V);
     }
+}
+
+/* Launches convert_vec_kernel over the n / V whole vectors; returns the elements done. */
+template <typename TI, typename TO>
+static int64_t launch_vec(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n)
+{
+    constexpr int V = 16 / (sizeof(TI) > sizeof(TO) ? sizeof(TI) : sizeof(TO));
+    if ((uintptr_t)x % (V * sizeof(TI)) || (uintptr_t)y % (V * sizeof(TO)) || n < V) return 0;
+    convert_vec_kernel<TI, TO, V><<<grid_for(n / V), 256, 0, s>>>((TO *)y, ye, (const TI *)x, xe, n / V);
+    return n / V * V;
+}
+
+template <typename TI> static int64_t launch_vec_to(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n)
+{
+    switch (qf_dtype_info(ye.dt)->size) {
+    case 1: return launch_vec<TI, int8_t>(s, y, ye, x, xe, n);
+    case 2: return launch_vec<TI, __half>(s, y, ye, x, xe, n);
+    default: return launch_vec<TI, float>(s, y, ye, x, xe, n);
+    }
+}
+
+/* n elements of x (f32, f16 or int8 as xe says) converted into y: whole
+ * vectors where both addresses allow, the rest one a thread. */
+static qf_status convert(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n)
+{
+    const size_t ei = qf_dtype_info(xe.dt)->size, eo = qf_dtype_info(ye.dt)->size;
+    int64_t done;
+    switch (ei) {
+    case 1: done = launch_vec_to<int8_t>(s, y, ye, x, xe, n); break;
+    case 2: done = launch_vec_to<__half>(s, y, ye, x, xe, n); break;
+    default: done = launch_vec_to<float>(s, y, ye, x, xe, n); break;
+    }
+    if (done) CU_LAUNCHED();
+    if (done < n) {
+        convert_kernel<<<grid_for(n - done), 256, 0, s>>>((char *)y + done * (int64_t)eo, ye, (const char *)x + done * (int64_t)ei,
+                                                          xe, n - done);
+        CU_LAUNCHED();
+    }
+    return QF_OK;
 }
 
 /* Per axis: element i of x viewed as (outer, channels, inner) uses channel (i / inner) % channels. */
@@ -42,12 +103,6 @@ __global__ void dequantize_axis_kernel(void *y, cu_elem ye, const int8_t *q, con
         const int64_t c = (i / inner) % channels;
         cu_store(y, ye, i, qfi_dequantize_i8_zp(q[i], s[c], z[c]));
     }
-}
-
-static unsigned grid_for(int64_t n)
-{
-    unsigned b = cu_blocks(n, 256);
-    return b > 32768 ? 32768 : b;
 }
 
 /* Float to int8 or int8 to float. */
@@ -110,18 +165,10 @@ static qf_status qdq_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     QF_CHECK(cu_value_ptr(c, cu_out_value(L, 0), &yp));
     int64_t cnt = qf_value_numel(x);
     if (!cnt) return QF_OK;
-    if (n->op == QF_OP_QUANTIZE_LINEAR) {
-        if (x->dtype == QF_F32 && cnt % 4 == 0)
-            quantize_f32x4_kernel<<<grid_for(cnt / 4), 256, 0, s>>>((char4 *)yp, (const float4 *)xp, st->q.scale, st->q.zp,
-                                                                   cnt / 4);
-        else
-            convert_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, st->q, xp, float_elem(x->dtype), cnt);
-    } else if (st->scales) {
-        dequantize_axis_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, float_elem(y->dtype), (const int8_t *)xp, st->scales,
-                                                             st->zps, st->channels, st->inner, cnt);
-    } else {
-        convert_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, float_elem(y->dtype), xp, st->q, cnt);
-    }
+    if (n->op == QF_OP_QUANTIZE_LINEAR) return convert(s, yp, st->q, xp, float_elem(x->dtype), cnt);
+    if (!st->scales) return convert(s, yp, float_elem(y->dtype), xp, st->q, cnt);
+    dequantize_axis_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, float_elem(y->dtype), (const int8_t *)xp, st->scales, st->zps,
+                                                         st->channels, st->inner, cnt);
     CU_LAUNCHED();
     return QF_OK;
 }
@@ -160,9 +207,7 @@ static qf_status cast_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         CU_CHECK(cudaMemcpyAsync(yp, xp, qf_value_bytes(x), cudaMemcpyDeviceToDevice, s));
         return QF_OK;
     }
-    convert_kernel<<<grid_for(cnt), 256, 0, s>>>(yp, float_elem(y->dtype), xp, float_elem(x->dtype), cnt);
-    CU_LAUNCHED();
-    return QF_OK;
+    return convert(s, yp, float_elem(y->dtype), xp, float_elem(x->dtype), cnt);
 }
 
 const cu_op cu_op_cast = {cast_prepare, NULL, cast_launch, CU_RULE_FOLLOW, CU_ALL_PRECISIONS, cast_check};
