@@ -1,9 +1,11 @@
 /* Unit tests for the compute ops of the CPU engine (Conv, ConvTranspose, Gemm,
  * MatMul, MaxPool/AveragePool, global pools, BatchNormalization, Softmax,
  * ReduceMean): every kernel against a naive double-precision loop written
- * here, on random inputs over shapes and attribute combinations; inferred
- * shapes, FLOP counts, the errors of unsupported forms, and one small network
- * through qf_graph_prepare and the CPU engine. */
+ * here, on random inputs over shapes and attribute combinations; the rows of
+ * Gemm and tall MatMuls the same bits at any row count; inferred shapes, FLOP
+ * counts, the errors of unsupported forms, and one small network through
+ * qf_graph_prepare and the CPU engine. */
+#include <cblas.h>
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -569,6 +571,94 @@ START_TEST(matmul_matches_naive)
 }
 END_TEST
 
+/* ---- batch invariance of the row GEMMs (runtime/cpu/sgemm_rows.c) ----------------------
+ * A row of Gemm, or of a MatMul of a tall A by one matrix, gets the same bits
+ * alone as among 37 rows (blocks, a padded tail, threads): OpenBLAS's kernels
+ * differ by a row's position in the call, which the fixed row blocks avoid. */
+
+typedef struct rows_case {
+    qf_op op;
+    bool ta, tb;
+    float alpha, beta;
+    bool c;     /* Gemm: a C of (1, N) */
+    int64_t mk; /* MatMul: A is (rows, mk, K), 0: (rows, K) */
+} rows_case;
+
+static const rows_case rows_cases[] = {
+    {QF_OP_GEMM, false, true, 0.5f, 1.0f, true, 0}, /* test_qfm's classifier */
+    {QF_OP_GEMM, false, false, 1.0f, 1.0f, false, 0},
+    {QF_OP_GEMM, true, false, 1.0f, 0.35f, true, 0},
+    {QF_OP_GEMM, true, true, -1.5f, 0.0f, true, 0},
+    {QF_OP_MATMUL, false, false, 1.0f, 1.0f, false, 0},
+    {QF_OP_MATMUL, false, false, 1.0f, 1.0f, false, 3},
+};
+
+/* Runs the case at `rows` rows on `threads` threads, its inputs rows r0.. of
+ * src (A of src_rows rows, B, C); returns the output (caller frees). */
+static float *rows_run(const rows_case *c, int64_t rows, int64_t N, int64_t K, float *const *src, int64_t src_rows,
+                       int64_t r0, int threads)
+{
+    one *t = one_new(13);
+    const int64_t per = c->mk ? c->mk : 1; /* rows of A (and Y) per row of the case */
+    int64_t ad[3] = {rows, K, 0}, bd[2] = {c->tb ? N : K, c->tb ? K : N}, cd[2] = {1, N};
+    int na = 2;
+    if (c->mk) ad[1] = c->mk, ad[2] = K, na = 3;
+    if (c->ta) ad[0] = K, ad[1] = rows;
+    float *A = one_input(t, na, ad), *B = one_input(t, 2, bd), *C = c->c ? one_input(t, 2, cd) : NULL;
+    if (c->ta) /* A is (K, rows): columns r0.. of the source's */
+        for (int64_t k = 0; k < K; k++) memcpy(A + k * rows, src[0] + k * src_rows + r0, (size_t)rows * sizeof *A);
+    else
+        memcpy(A, src[0] + r0 * per * K, (size_t)(rows * per * K) * sizeof *A);
+    memcpy(B, src[1], (size_t)(N * K) * sizeof *B);
+    if (C) memcpy(C, src[2], (size_t)N * sizeof *C);
+    qf_node *n = one_node(t, c->op, 1);
+    if (c->ta) set_int(n, "transA", 1);
+    if (c->tb) set_int(n, "transB", 1);
+    if (c->alpha != 1.0f) set_float(n, "alpha", c->alpha);
+    if (c->beta != 1.0f) set_float(n, "beta", c->beta);
+    ck_assert_msg(one_run(t, threads) == QF_OK, "%s", qf_error_message());
+    const size_t bytes = qf_value_bytes(one_y(t, 0));
+    float *y = malloc(bytes);
+    memcpy(y, t->y[0], bytes);
+    one_free(t);
+    return y;
+}
+
+START_TEST(row_gemms_are_batch_invariant)
+{
+    const rows_case *c = &rows_cases[_i];
+    const int64_t R = 37, N = 300, K = 400; /* 4.4M multiply-adds: spread over threads */
+    const int64_t per = c->mk ? c->mk : 1;
+    openblas_set_num_threads(1); /* as the CPU engine runs OpenBLAS (cpu_engine.c) */
+    float *src[3] = {NULL, NULL, NULL};
+    src[0] = malloc((size_t)(R * per * K) * sizeof(float));
+    src[1] = malloc((size_t)(N * K) * sizeof(float));
+    src[2] = malloc((size_t)N * sizeof(float));
+    for (int64_t i = 0; i < R * per * K; i++) src[0][i] = frand(-1, 1);
+    for (int64_t i = 0; i < N * K; i++) src[1][i] = frand(-1, 1);
+    for (int64_t i = 0; i < N; i++) src[2][i] = frand(-1, 1);
+    float *all = rows_run(c, R, N, K, src, R, 0, 2), *one_thread = rows_run(c, R, N, K, src, R, 0, 1);
+    ck_assert_msg(memcmp(all, one_thread, (size_t)(R * per * N) * sizeof *all) == 0, "case %d: threads differ", _i);
+    /* every row alone, and runs of 2, 6 and 13 rows at odd offsets */
+    const int64_t runs[][2] = {{2, 0}, {6, 2}, {13, 5}, {13, 24}};
+    for (int64_t r = 0; r < R; r++) {
+        float *y = rows_run(c, 1, N, K, src, R, r, 1);
+        ck_assert_msg(memcmp(y, all + r * per * N, (size_t)(per * N) * sizeof *y) == 0, "case %d: row %lld differs alone",
+                      _i, (long long)r);
+        free(y);
+    }
+    for (size_t k = 0; k < QF_ARRAY_LEN(runs); k++) {
+        float *y = rows_run(c, runs[k][0], N, K, src, R, runs[k][1], 1);
+        ck_assert_msg(memcmp(y, all + runs[k][1] * per * N, (size_t)(runs[k][0] * per * N) * sizeof *y) == 0,
+                      "case %d: rows %lld-%lld differ at %lld rows", _i, (long long)runs[k][1],
+                      (long long)(runs[k][1] + runs[k][0] - 1), (long long)runs[k][0]);
+        free(y);
+    }
+    free(all), free(one_thread);
+    for (int k = 0; k < 3; k++) free(src[k]);
+}
+END_TEST
+
 /* ---- MaxPool / AveragePool ---------------------------------------------------------------- */
 
 typedef struct pool_case {
@@ -1109,6 +1199,7 @@ static Suite *suite(void)
     tcase_add_test(tc, conv_transpose_same_upper_known_answer);
     tcase_add_loop_test(tc, gemm_matches_naive, 0, (int)QF_ARRAY_LEN(gemm_cases));
     tcase_add_loop_test(tc, matmul_matches_naive, 0, (int)QF_ARRAY_LEN(matmul_cases));
+    tcase_add_loop_test(tc, row_gemms_are_batch_invariant, 0, (int)QF_ARRAY_LEN(rows_cases));
     tcase_add_loop_test(tc, pool_matches_naive, 0, (int)QF_ARRAY_LEN(pool_cases));
     tcase_add_test(tc, global_pool_matches_naive);
     tcase_add_test(tc, batchnorm_matches_naive);

@@ -1,9 +1,8 @@
-/* Gemm on the CPU: Y (M,N) = beta * C broadcast into Y, then one cblas_sgemm
- * adds alpha * op(A) * op(B). */
+/* Gemm on the CPU: Y (M,N) = beta * C broadcast into Y, then cblas_sgemm
+ * adds alpha * op(A) * op(B) in fixed blocks of rows (sgemm_rows.c), so that
+ * a row's result does not depend on the batch. */
 #include "kernels.h"
 #include "ops/nn.h"
-#include <cblas.h>
-#include <limits.h>
 
 static qf_status gemm_run(const qfi_kernel_args *a)
 {
@@ -17,8 +16,6 @@ static qf_status gemm_run(const qfi_kernel_args *a)
     float *Y = a->out[0];
     const int64_t M = geo.M, N = geo.N, K = geo.K;
     if (M == 0 || N == 0) return QF_OK;
-    if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
-        return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
     float beta = 0.0f;
     /* beta == 0 ignores C entirely (as ONNX Runtime does), even if C holds inf/NaN */
     if (C && p->beta != 0.0f) {
@@ -34,11 +31,20 @@ static qf_status gemm_run(const qfi_kernel_args *a)
         return QF_OK;
     }
     /* A is stored (M,K) or, transposed, (K,M); B (K,N) or (N,K): ld is the stored row length */
-    const int lda = (int)qfi_in(g, n, 0)->dims[1], ldb = (int)qfi_in(g, n, 1)->dims[1];
-    cblas_sgemm(CblasRowMajor, p->trans_a ? CblasTrans : CblasNoTrans, p->trans_b ? CblasTrans : CblasNoTrans, (int)M,
-                (int)N, (int)K, p->alpha, A, lda, B, ldb, beta, Y, (int)N);
-    return QF_OK;
+    const int64_t lda = qfi_in(g, n, 0)->dims[1], ldb = qfi_in(g, n, 1)->dims[1];
+    return qfi_cpu_sgemm_rows(p->trans_a, p->trans_b, M, N, K, p->alpha, A, lda, B, ldb, beta, Y, a->scratch,
+                              a->threads);
+}
+
+/* INT8: gemm_int8.c's; FP32 (and FP16 on the f32 view): the row blocks' padding. */
+static size_t gemm_scratch(const qf_graph *g, const qf_node *n)
+{
+    if (n->precision == QF_PREC_INT8) return qfi_cpu_gemm_scratch(g, n);
+    const qfi_gemm_params *p = n->params;
+    qfi_gemm_geom geo;
+    if (!p || qfi_gemm_geometry(g, n, &geo) != QF_OK) return 0;
+    return qfi_cpu_sgemm_rows_scratch(geo.M, geo.N, geo.K, p->trans_a);
 }
 
 const qfi_cpu_kernel qfi_cpu_gemm = {
-    .run = gemm_run, .scratch = qfi_cpu_gemm_scratch, .prepare = qfi_cpu_gemm_prepare, .release = qfi_cpu_int8_release};
+    .run = gemm_run, .scratch = gemm_scratch, .prepare = qfi_cpu_gemm_prepare, .release = qfi_cpu_int8_release};

@@ -90,6 +90,16 @@ static inline void qfi_copy_floats(float *__restrict r, const float *__restrict 
     for (; i < n; i++) r[i] = x[i];
 }
 
+/* Y (rows, N) = alpha * op(A) (rows, K) x op(B) (K, N) + beta * Y, row-major
+ * as cblas_sgemm (lda, ldb: stored row lengths), in fixed blocks of rows so
+ * that a row gets the same bits whatever the other rows are: for GEMMs whose
+ * rows grow with the batch. Blocks of large GEMMs are spread over `threads`
+ * (<= 0: all cores). runtime/cpu/sgemm_rows.c. */
+size_t qfi_cpu_sgemm_rows_scratch(int64_t rows, int64_t N, int64_t K, bool trans_a);
+qf_status qfi_cpu_sgemm_rows(bool trans_a, bool trans_b, int64_t rows, int64_t N, int64_t K, float alpha,
+                             const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *Y,
+                             void *scratch, int threads);
+
 size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n);
 size_t qfi_cpu_conv_transpose_scratch(const qf_graph *g, const qf_node *n);
 /* Unfolds one group of one image for Conv: x is (Cg, D,H,W), col is
@@ -209,7 +219,7 @@ size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n);
 qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **state);
 /* Gemm and MatMul nodes of precision INT8; runtime/cpu/gemm_int8.c. */
 qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a);
-/* Scratch and state of a Gemm or MatMul node: none unless it is INT8. */
+/* Scratch and state of an INT8 Gemm or MatMul node (none for other precisions). */
 size_t qfi_cpu_gemm_scratch(const qf_graph *g, const qf_node *n);
 qf_status qfi_cpu_gemm_prepare(const qf_graph *g, const qf_node *n, void **state);
 /* Frees what the INT8 prepares built (one allocation each). */

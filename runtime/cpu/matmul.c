@@ -1,5 +1,7 @@
 /* MatMul on the CPU: one cblas_sgemm per broadcast batch matrix, spread over
- * threads; when B has no batch dims the whole batch of A is one tall sgemm.
+ * threads; when B has no batch dims the whole batch of A is one tall GEMM, in
+ * fixed blocks of rows (sgemm_rows.c) so that a row's result does not depend
+ * on the batch.
  * INT8 with a constant weight: gemm_int8.c; INT8 of two activations: below. */
 #include "kernels.h"
 #include "ops/nn.h"
@@ -85,12 +87,22 @@ static qf_status matmul_product(const qfi_kernel_args *a)
     return QF_OK;
 }
 
+/* Rows of the tall GEMM: A's batch is contiguous and B is one matrix, Y
+ * (nb*M, N) = A (nb*M, K) x B (K, N); 0 where each batch matrix is its own. */
+static int64_t tall_rows(const qf_graph *g, const qf_node *n, const qfi_matmul_geom *geo)
+{
+    const int64_t nb = qfi_numel(geo->nbatch, geo->batch);
+    const qf_value *av = qfi_in(g, n, 0), *bv = qfi_in(g, n, 1);
+    return bv->ndim <= 2 && qf_value_numel(av) == nb * geo->M * geo->K ? nb * geo->M : 0;
+}
+
 static size_t matmul_scratch(const qf_graph *g, const qf_node *n)
 {
     qfi_matmul_geom geo;
-    if (!qfi_matmul_is_product(n)) return qfi_cpu_gemm_scratch(g, n);
     if (qfi_matmul_geometry(g, n, &geo) != QF_OK) return 0;
-    return (size_t)(qfi_numel(geo.nbatch, geo.batch) * geo.N) * sizeof(int32_t);
+    if (qfi_matmul_is_product(n)) return (size_t)(qfi_numel(geo.nbatch, geo.batch) * geo.N) * sizeof(int32_t);
+    if (n->precision == QF_PREC_INT8) return qfi_cpu_gemm_scratch(g, n);
+    return qfi_cpu_sgemm_rows_scratch(tall_rows(g, n, &geo), geo.N, geo.K, false);
 }
 
 static qf_status matmul_run(const qfi_kernel_args *a)
@@ -106,17 +118,12 @@ static qf_status matmul_run(const qfi_kernel_args *a)
         memset(j.Y, 0, (size_t)(nb * geo.M * geo.N) * sizeof(float));
         return QF_OK;
     }
-    const qf_value *av = qfi_in(a->g, a->n, 0), *bv = qfi_in(a->g, a->n, 1);
-    bool b_shared = bv->ndim <= 2, a_full = qf_value_numel(av) == nb * geo.M * geo.K;
-    int64_t rows = b_shared && a_full ? nb * geo.M : geo.M;
-    if (rows > INT_MAX || geo.N > INT_MAX || geo.K > INT_MAX)
+    const int64_t rows = tall_rows(a->g, a->n, &geo);
+    if (rows > 0)
+        return qfi_cpu_sgemm_rows(false, false, rows, geo.N, geo.K, 1.0f, j.A, geo.K, j.B, geo.N, 0.0f, j.Y,
+                                  a->scratch, a->threads);
+    if (geo.M > INT_MAX || geo.N > INT_MAX || geo.K > INT_MAX)
         return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
-    if (b_shared && a_full) {
-        /* A's batch is contiguous and B is one matrix: Y (nb*M, N) = A (nb*M, K) x B (K, N) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)geo.N, (int)geo.K, 1.0f, j.A,
-                    (int)geo.K, j.B, (int)geo.N, 0.0f, j.Y, (int)geo.N);
-        return QF_OK;
-    }
     qfi_parallel_for(a->threads, nb, matmul_item, &j);
     return QF_OK;
 }
