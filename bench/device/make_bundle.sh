@@ -48,4 +48,4 @@ fi
 if [ -n "${TRITON_VENV:-}" ] && [ ! -f $D/triton.tar.xz ]; then
   sh "$(dirname "$0")/pack_triton.sh" "$TRITON_VENV" $D/triton.tar.xz
 fi
-du -sh $D/bundle.tar.xz $D/data $D/triton.tar.xz 2>/dev/null
+du -sh $D/bundle.tar.xz $D/data $D/triton.tar.xz 2>/dev/null || true # (no triton.tar.xz unless TRITON_VENV was given)
