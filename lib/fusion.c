@@ -77,8 +77,8 @@ static bool hard_swish_gate(const qf_node *n)
     return p && p->alpha == 1.0f / 6.0f && p->beta == 0.5f;
 }
 
-/* The smooth activation of the chain's end v: its sole reader Sigmoid or
- * HardSwish, or Mul(v, g) (either order) with g = Sigmoid(v) or HardSigmoid(v),
+/* The smooth activation of the chain's end v: its sole reader Sigmoid,
+ * HardSwish or Gelu, or Mul(v, g) (either order) with g = Sigmoid(v) or HardSigmoid(v),
  * the two nodes v's only readers and the Mul g's only one (PyTorch's SiLU and
  * older HardSwish exports). */
 static void try_smooth(planner *P, int fi)
@@ -91,6 +91,8 @@ static void try_smooth(planner *P, int fi)
         c.node = &g->nodes[j];
         if (c.node->op == QF_OP_SIGMOID) c.act = QF_ACT_SIGMOID;
         else if (c.node->op == QF_OP_HARD_SWISH) c.act = QF_ACT_HARD_SWISH;
+        else if (c.node->op == QF_OP_GELU) /* the transformers' MLP: Linear, GELU, Linear */
+            c.act = ((const qfi_unary_params *)c.node->params)->tanh_approx ? QF_ACT_GELU_TANH : QF_ACT_GELU;
         else return;
         offer(P, fi, &c);
         return;

@@ -15,8 +15,8 @@ typedef enum qfi_fuse_link {
     QFI_FUSE_RESIDUAL, /* an Add of another tensor */
     QFI_FUSE_RELU,
     QFI_FUSE_CLIP,
-    QFI_FUSE_ACT,  /* a smooth activation (qfi_fusion.act): a Sigmoid or HardSwish node, or the
-                    * Mul of x * Sigmoid(x) (SiLU) or x * HardSigmoid(x) (HardSwish) */
+    QFI_FUSE_ACT,  /* a smooth activation (qfi_fusion.act): a Sigmoid, HardSwish or Gelu node, or
+                    * the Mul of x * Sigmoid(x) (SiLU) or x * HardSigmoid(x) (HardSwish) */
     QFI_FUSE_GATE, /* with ACT's Mul: the Sigmoid or HardSigmoid it multiplies by */
     QFI_FUSE_LINK_COUNT
 } qfi_fuse_link;

@@ -25,7 +25,7 @@ void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, c
     rq->hi = q ? (float)(127 - z_out) : INFINITY;
     rq->act = QF_ACT_NONE;
     rq->act_s = s_out;
-    if (act == QF_ACT_SIGMOID || act == QF_ACT_SILU || act == QF_ACT_HARD_SWISH) {
+    if (qfi_act_smooth(act)) {
         rq->act = act;
     } else if (act == QF_ACT_RELU) {
         rq->lo = fmaxf(rq->lo, 0.0f);

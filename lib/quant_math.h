@@ -138,16 +138,24 @@ void qfi_requantize(const qfi_requant *rq, const int32_t *acc, const int8_t *res
 }
 #endif
 
+/* Whether act is a smooth activation (applied by qfi_act_value), not a clamp. */
+static QFI_HD bool qfi_act_smooth(qf_act act)
+{
+    return act == QF_ACT_SIGMOID || act == QF_ACT_SILU || act == QF_ACT_HARD_SWISH || act == QF_ACT_GELU ||
+           act == QF_ACT_GELU_TANH;
+}
+
 /* A smooth fused activation of v in output units (real value x = v s):
  * Sigmoid n / (d s) with sigmoid(x) = n / d (qfi_sigmoid_parts), SiLU
- * v sigmoid(x), HardSwish v HardSigmoid(x); with s = 1 (a float output)
- * exactly what the unfused ops compute. One e^x and one division at most:
- * GPU kernels unroll their epilogues over many elements. Other kinds leave v
- * as it is. */
+ * v sigmoid(x), HardSwish v HardSigmoid(x), GELU gelu(x) / s (the Gelu op's
+ * arithmetic, lib/float_math.h); with s = 1 (a float output) exactly what
+ * the unfused ops compute. One e^x and one division at most: GPU kernels
+ * unroll their epilogues over many elements. Other kinds leave v as it is. */
 static QFI_HD float qfi_act_value(qf_act act, float v, float s)
 {
-    if (act != QF_ACT_SIGMOID && act != QF_ACT_SILU && act != QF_ACT_HARD_SWISH) return v;
+    if (!qfi_act_smooth(act)) return v;
     const float x = qfi_mul(v, s);
+    if (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) return qfi_div(qfi_gelu(x, act == QF_ACT_GELU_TANH), s);
     if (act == QF_ACT_HARD_SWISH) return qfi_mul(v, qfi_hard_sigmoid(x, 1.0f / 6.0f, 0.5f));
     float d;
     const float n = qfi_sigmoid_parts(x, &d);

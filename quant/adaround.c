@@ -271,6 +271,9 @@ static float act_slope(const learn_job *j, float z)
         return s + z * s * (1.0f - s);
     }
     case QF_ACT_HARD_SWISH: return z <= -3.0f ? 0.0f : z >= 3.0f ? 1.0f : z / 3.0f + 0.5f;
+    case QF_ACT_GELU:
+    case QF_ACT_GELU_TANH: /* Phi(z) + z phi(z), for both forms (the tanh one approximates it) */
+        return 0.5f * (1.0f + erff(z * 0.70710678f)) + z * 0.39894228f * expf(-0.5f * z * z);
     default: return 1.0f;
     }
 }

@@ -176,6 +176,48 @@ static const char *chain_out(ex *e, int y, bool last, const char *suffix)
     return qfi_onnx_tensor_name(&e->ob, qfi_onnx_printf(&e->ob, "%s/%s", e->g->values[y].name, suffix));
 }
 
+/* One float node of an anchor's epilogue chain: op(a, b) (b NULL: unary),
+ * its output the chain's next value (*left counts the nodes still to come). */
+static qf_status chain_node(ex *e, const qf_node *n, int y, int *left, const char *op, const char *suffix,
+                            const char *a, const char *b, const char **out)
+{
+    const char *in[2] = {a, b}, *o = chain_out(e, y, --*left == 0, suffix);
+    if (!qfi_onnx_add_node(&e->ob, op, qfi_onnx_printf(&e->ob, "%s/%s", n->name, suffix), b ? 2 : 1, in, 1, &o))
+        return QF_ERR_NOMEM;
+    *out = o;
+    return QF_OK;
+}
+
+static const char *chain_const(ex *e, const qf_node *n, const char *suffix, float v)
+{
+    return qfi_onnx_add_floats(&e->ob, qfi_onnx_printf(&e->ob, "%s/%s", n->name, suffix), 0, 1, &v);
+}
+
+/* A GELU epilogue as the ops lib/float_math.h's qfi_gelu performs, in its
+ * order (PyTorch's decompositions; ONNX's Gelu op needs opset 20):
+ * erf: x*0.5 * (1 + Erf(x / sqrt 2)), 5 nodes; tanh: x*0.5 * (1 + Tanh(c (x
+ * + 0.044715 x^3))), 9 nodes. */
+static qf_status chain_gelu(ex *e, const qf_node *n, int y, int *left, const char **cur)
+{
+    const char *x = *cur, *inner, *t;
+    if (n->act == QF_ACT_GELU) {
+        QF_CHECK(chain_node(e, n, y, left, "Div", "gelu_div", x, chain_const(e, n, "gelu_sqrt2", 1.41421354f), &t));
+        QF_CHECK(chain_node(e, n, y, left, "Erf", "gelu_erf", t, NULL, &inner));
+    } else {
+        const char *x2, *x3, *cx3, *sum, *arg;
+        QF_CHECK(chain_node(e, n, y, left, "Mul", "gelu_x2", x, x, &x2));
+        QF_CHECK(chain_node(e, n, y, left, "Mul", "gelu_x3", x2, x, &x3));
+        QF_CHECK(chain_node(e, n, y, left, "Mul", "gelu_cx3", chain_const(e, n, "gelu_c3", 0.044715f), x3, &cx3));
+        QF_CHECK(chain_node(e, n, y, left, "Add", "gelu_sum", x, cx3, &sum));
+        QF_CHECK(chain_node(e, n, y, left, "Mul", "gelu_arg", chain_const(e, n, "gelu_c1", 0.797884583f), sum, &arg));
+        QF_CHECK(chain_node(e, n, y, left, "Tanh", "gelu_tanh", arg, NULL, &inner));
+    }
+    const char *half, *onep;
+    QF_CHECK(chain_node(e, n, y, left, "Mul", "gelu_half", x, chain_const(e, n, "gelu_0.5", 0.5f), &half));
+    QF_CHECK(chain_node(e, n, y, left, "Add", "gelu_1p", chain_const(e, n, "gelu_1", 1.0f), inner, &onep));
+    return chain_node(e, n, y, left, "Mul", "gelu", half, onep, cur);
+}
+
 static qf_status emit_anchor(ex *e, const qf_node *n)
 {
     const qf_graph *g = e->g;
@@ -234,7 +276,8 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
     const bool mm_bias = n->op == QF_OP_MATMUL && bias_nonzero, res = qfi_in(g, n, 4) != NULL;
     /* float ops still to emit (SiLU and HardSwish: a gate and a Mul) */
     const bool gated = n->act == QF_ACT_SILU || n->act == QF_ACT_HARD_SWISH;
-    int left = 1 + mm_bias + res + (n->act != QF_ACT_NONE) + gated;
+    const int gelu_nodes = n->act == QF_ACT_GELU ? 5 : n->act == QF_ACT_GELU_TANH ? 9 : 0;
+    int left = 1 + mm_bias + res + (gelu_nodes ? gelu_nodes : (n->act != QF_ACT_NONE) + gated);
     const char *cur = chain_out(e, y, --left == 0, "op");
     const char *in[3] = {x, wd, bias};
     int n_in = n->op == QF_OP_MATMUL || !bias ? 2 : 3;
@@ -276,6 +319,8 @@ static qf_status emit_anchor(ex *e, const qf_node *n)
         if (!qfi_onnx_add_node(&e->ob, "Sigmoid", qfi_onnx_printf(&e->ob, "%s/sigmoid", n->name), 1, &cur, 1, &o))
             return QF_ERR_NOMEM;
         cur = o;
+    } else if (gelu_nodes) {
+        QF_CHECK(chain_gelu(e, n, y, &left, &cur));
     } else if (gated) {
         /* x * Sigmoid(x) and x * HardSigmoid(x) (HardSwish's constants: any
          * opset, where the HardSwish op needs 14), as PyTorch exports them */

@@ -311,6 +311,20 @@ static qf_graph *b_attention(void)
                      32, 32));
     return g;
 }
+/* A transformer MLP, Linear layers on (2 images, 10 tokens): GELU (erf) and
+ * GELU (tanh) in INT8 epilogues, then a Relu one, each with an int8 output
+ * (the implicit GEMM is timed for them), then a float output (cuBLASLt). */
+static qf_graph *b_mlp(void)
+{
+    qf_graph *g = new_graph("mlp");
+    int x = input(g, "x", 3, DIMS(2, 10, 32));
+    int h = unary(g, "gelu1", QF_OP_GELU, linear(g, "fc1", x, 32, 64));
+    h = unary(g, "gelu2", QF_OP_GELU, linear(g, "fc2", h, 64, 64));
+    attr(&g->nodes[g->n_nodes - 1], "approximate", QF_ATTR_STRING)->s = strdup("tanh");
+    h = unary(g, "relu3", QF_OP_RELU, linear(g, "fc3", h, 64, 32));
+    output(g, linear(g, "fc4", h, 32, 16));
+    return g;
+}
 static qf_graph *b_binary(void)
 {
     qf_graph *g = new_graph("binary");
@@ -957,6 +971,7 @@ OP_TEST(gather)
 OP_TEST(conv_transpose)
 OP_TEST(se_block)
 OP_TEST(se_block_wide)
+OP_TEST(mlp)
 
 START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
 END_TEST
@@ -1826,6 +1841,7 @@ int main(void)
     tcase_add_test(ops, t_conv_transpose);
     tcase_add_test(ops, t_se_block);
     tcase_add_test(ops, t_se_block_wide);
+    tcase_add_test(ops, t_mlp);
     tcase_add_test(ops, t_moves_exact);
     tcase_add_test(ops, observer_matches_cpu);
     tcase_add_test(ops, device_histograms_match_host);

@@ -604,6 +604,86 @@ START_TEST(export_smooth_activations)
 }
 END_TEST
 
+/* A transformer MLP: x (2,5,16) -> MatMul + bias -> Gelu (erf) -> MatMul +
+ * bias -> Gelu (tanh) -> MatMul = y. The Gelus go into the INT8 MatMuls'
+ * epilogues (their outputs feed MatMuls), and out again as the float chains
+ * PyTorch writes; the erf chain reads back as the same INT8 node. */
+static qf_graph *gelu_net(int batch)
+{
+    rng = 29;
+    qf_graph *g = qf_graph_new("export-gelu");
+    int x = input(g, "x", 3, (int64_t[]){2, 5, 16});
+    int w1 = weight(g, "w1", 2, (int64_t[]){16, 24}, -0.5f, 0.5f), b1 = weight(g, "b1", 1, (int64_t[]){24}, -0.5f, 0.5f);
+    int w2 = weight(g, "w2", 2, (int64_t[]){24, 24}, -0.4f, 0.4f), b2 = weight(g, "b2", 1, (int64_t[]){24}, -0.5f, 0.5f);
+    int w3 = weight(g, "w3", 2, (int64_t[]){24, 8}, -0.4f, 0.4f);
+    int m1 = value(g, "m1"), a1 = value(g, "a1"), g1 = value(g, "g1"), m2 = value(g, "m2"), a2 = value(g, "a2");
+    int g2 = value(g, "g2"), y = value(g, "y");
+    op(g, "fc1", QF_OP_MATMUL, 2, (int[]){x, w1}, m1);
+    op(g, "fc1_bias", QF_OP_ADD, 2, (int[]){m1, b1}, a1);
+    op(g, "gelu1", QF_OP_GELU, 1, (int[]){a1}, g1);
+    op(g, "fc2", QF_OP_MATMUL, 2, (int[]){g1, w2}, m2);
+    op(g, "fc2_bias", QF_OP_ADD, 2, (int[]){m2, b2}, a2);
+    qf_node *gt = op(g, "gelu2", QF_OP_GELU, 1, (int[]){a2}, g2);
+    attr(gt, "approximate", QF_ATTR_STRING)->s = strdup("tanh");
+    op(g, "fc3", QF_OP_MATMUL, 2, (int[]){g2, w3}, y);
+    output(g, y);
+    g->opset = 20;
+    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
+    OK(qf_graph_prepare(g, batch));
+    return g;
+}
+
+START_TEST(export_gelu_epilogues)
+{
+    make_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/gelu.onnx", tmpdir);
+    qf_graph *g = gelu_net(2);
+    float *x = random_input(g, 11, -1.5f, 1.5f);
+    qf_calib_table *t = calibrate_minmax(g, x);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    OK(qf_quantize(g, t, &o, NULL));
+    ck_assert_int_eq(qnode(g, "fc1")->act, QF_ACT_GELU);
+    ck_assert_int_eq(qnode(g, "fc2")->act, QF_ACT_GELU_TANH);
+    ck_assert_int_eq(count_nodes(g, QF_OP_GELU), 0);
+    OK(qf_export_onnx(g, path));
+    Onnx__ModelProto *m = read_model(path);
+    ck_assert_int_eq(count_op(m->graph, "Erf"), 1);
+    ck_assert_int_eq(count_op(m->graph, "Tanh"), 1);
+    ck_assert_int_eq(count_op(m->graph, "Gelu"), 0);
+    onnx__model_proto__free_unpacked(m, NULL);
+
+    /* run as float ops, the export gives the INT8 engine's results but where a level rounds the other way */
+    float *yq[1], *ye[1];
+    run_outputs(g, x, yq);
+    qf_graph *re;
+    qf_load_opts lo = {.batch = 2};
+    OK(qf_model_load(path, &lo, &re));
+    ck_assert_int_eq(count_nodes(re, QF_OP_GELU), 1); /* the erf chain, fused again at load */
+    run_outputs(re, x, ye);
+    const int n = 2 * 5 * 8;
+    double worst = 0, ymax = 0;
+    for (int i = 0; i < n; i++) worst = fmax(worst, fabs(ye[0][i] - yq[0][i])), ymax = fmax(ymax, fabs(yq[0][i]));
+    ck_assert_msg(worst <= 0.05 * ymax, "float rerun: worst %g of %g", worst, ymax);
+    free(ye[0]);
+    qf_graph_free(re);
+
+    /* read back as a Q/DQ model: fc1 is the same INT8 node, GELU in its epilogue */
+    OK(qf_model_load(path, &lo, &re));
+    OK(qf_quantize(re, NULL, &o, NULL));
+    same_int8_node(g, qnode(g, "fc1"), re, qnode(re, "fc1"));
+    ck_assert_int_eq(qnode(re, "fc1")->act, QF_ACT_GELU);
+    free(yq[0]);
+    qf_graph_free(re);
+    qf_graph_free(g);
+    qf_calib_table_free(t);
+    free(x);
+    unlink(path);
+    rmdir(tmpdir);
+}
+END_TEST
+
 START_TEST(export_failure_leaves_nothing)
 {
     make_tmpdir();
@@ -685,6 +765,7 @@ int main(void)
     tcase_add_test(tc, export_per_tensor_weights_and_fp32);
     tcase_add_loop_test(tc, export_reimport_roundtrip, 0, 2);
     tcase_add_test(tc, export_smooth_activations);
+    tcase_add_test(tc, export_gelu_epilogues);
     tcase_add_test(tc, export_failure_leaves_nothing);
     tcase_add_test(tc, dequantize_per_axis);
     suite_add_tcase(s, tc);

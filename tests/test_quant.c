@@ -87,12 +87,14 @@ START_TEST(requant_activations)
 }
 END_TEST
 
-/* The smooth activations (Sigmoid, SiLU, HardSwish) against the same
+/* The smooth activations (Sigmoid, SiLU, HardSwish, GELU) against the same
  * functions in double, within one output level; exact where the function is
  * flat; float outputs exactly as the unfused ops compute them. */
 static double smooth_ref(qf_act act, double x)
 {
     const double s = 1.0 / (1.0 + exp(-x));
+    if (act == QF_ACT_GELU) return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    if (act == QF_ACT_GELU_TANH) return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
     if (act == QF_ACT_SIGMOID) return s;
     if (act == QF_ACT_SILU) return x * s;
     return x * fmin(1.0, fmax(0.0, x / 6.0 + 0.5));
@@ -100,9 +102,9 @@ static double smooth_ref(qf_act act, double x)
 
 START_TEST(requant_smooth_activations)
 {
-    const qf_act acts[3] = {QF_ACT_SIGMOID, QF_ACT_SILU, QF_ACT_HARD_SWISH};
+    const qf_act acts[5] = {QF_ACT_SIGMOID, QF_ACT_SILU, QF_ACT_HARD_SWISH, QF_ACT_GELU, QF_ACT_GELU_TANH};
     const float s_in = 0.02f, s_w = 0.03f, s_out[2] = {0.04f, 0.0078125f};
-    for (int a = 0; a < 3; a++)
+    for (int a = 0; a < 5; a++)
         for (int so = 0; so < 2; so++) {
             int off = 0;
             for (int32_t acc = -20000; acc <= 20000; acc += 7) {
@@ -129,11 +131,12 @@ START_TEST(requant_smooth_activations)
     qfi_requant_init(&rq, &m, 1, 1.0f, &sw, NULL, 0.0f, 0, QF_I8, 0.1f, 0, QF_ACT_SILU, 0, 0);
     ck_assert(rq.act == QF_ACT_SILU && rq.act_s == 0.1f && rq.lo == -128.0f && rq.hi == 127.0f);
     /* a float output: the unfused ops' arithmetic, bit for bit */
-    for (int a = 0; a < 3; a++) {
+    for (int a = 0; a < 5; a++) {
         qfi_requant_init(&rq, &m, 1, 0.5f, &sw, NULL, 0.0f, 0, QF_F32, 0.0f, 0, acts[a], 0, 0);
         for (int32_t acc = -50; acc <= 50; acc++) {
             const float v = (float)acc * 0.5f, g = qfi_sigmoid(v), h = qfi_hard_sigmoid(v, 1.0f / 6.0f, 0.5f);
-            const float want = acts[a] == QF_ACT_SIGMOID ? g : acts[a] == QF_ACT_SILU ? v * g : v * h;
+            const float want = acts[a] == QF_ACT_SIGMOID ? g : acts[a] == QF_ACT_SILU ? v * g
+                               : acts[a] == QF_ACT_HARD_SWISH ? v * h : qfi_gelu(v, acts[a] == QF_ACT_GELU_TANH);
             float y;
             qfi_requantize(&rq, &acc, NULL, 1, 0, 0, &y);
             ck_assert_msg(y == want, "act %d acc %d: %.9g, want %.9g", acts[a], acc, y, want);

@@ -81,6 +81,8 @@ static void print_quant_columns(const qf_graph *g, const qf_node *n)
     case QF_ACT_SIGMOID: printf(" +sigmoid"); break;
     case QF_ACT_SILU: printf(" +silu"); break;
     case QF_ACT_HARD_SWISH: printf(" +hardswish"); break;
+    case QF_ACT_GELU: printf(" +gelu"); break;
+    case QF_ACT_GELU_TANH: printf(" +gelu(tanh)"); break;
     default: break;
     }
     /* INT8 Conv/Gemm/MatMul: inputs x, w, bias, per-channel weight scales (, residual) */

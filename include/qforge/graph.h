@@ -81,6 +81,8 @@ typedef enum qf_act {
     QF_ACT_SIGMOID,    /* 1 / (1 + e^-x) */
     QF_ACT_SILU,       /* x * sigmoid(x) (Swish) */
     QF_ACT_HARD_SWISH, /* x * max(0, min(1, x / 6 + 1/2)) */
+    QF_ACT_GELU,       /* x/2 (1 + erf(x / sqrt 2)) */
+    QF_ACT_GELU_TANH,  /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     QF_ACT_COUNT
 } qf_act;
 
