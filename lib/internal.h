@@ -155,6 +155,10 @@ enum {
     QFI_OP_EPILOGUE = 1u << 0,   /* an INT8 node carries a fused activation and residual (qf_op_has_epilogue) */
     QFI_OP_CONVERSION = 1u << 1, /* only changes dtypes (qf_op_is_conversion) */
     QFI_OP_KEEP_FP32 = 1u << 2,  /* stays FP32 in an FP16 graph (conversions, Constant, Shape) */
+    /* each output element from the same elements of the inputs, computed
+     * by the engines' elementwise kernels: an FP16 node of the op can store
+     * its output quantized itself (quant/assign.c) */
+    QFI_OP_ELEMENTWISE = 1u << 3,
 };
 
 #define QFI_PREC_BIT(p) (1u << (p))

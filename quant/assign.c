@@ -125,18 +125,6 @@ static bool read_by_compute_ops(const qfi_qplan *p, int v)
     return true;
 }
 
-/* Elementwise float ops: each output element from the same elements of the
- * inputs, so the op can quantize what it stores itself. */
-static bool elementwise(qf_op op)
-{
-    switch (op) {
-    case QF_OP_ADD: case QF_OP_SUB: case QF_OP_MUL: case QF_OP_DIV: case QF_OP_RELU: case QF_OP_CLIP:
-    case QF_OP_SIGMOID: case QF_OP_HARD_SIGMOID: case QF_OP_HARD_SWISH: case QF_OP_TANH: case QF_OP_GELU:
-        return true;
-    default: return false;
-    }
-}
-
 /* Whether every reader of v reads it as int8 (an INT8 node, or an epilogue
  * that absorbed the reader) and v is not a graph output. */
 static bool read_only_as_int8(const qfi_qplan *p, int v)
@@ -437,7 +425,7 @@ qf_status qfi_quant_assign(qfi_qplan *p)
                 /* an FP16 elementwise op read only by INT8 nodes (the squeeze-excitation gate Mul
                  * before the projection conv) stores int8 itself: no half tensor and QuantizeLinear
                  * between (FP32 nodes run the plain float kernels, which store float) */
-                qv->store = qv->read_i8 && qn->prec == QF_PREC_FP16 && elementwise(g->nodes[i].op) &&
+                qv->store = qv->read_i8 && qn->prec == QF_PREC_FP16 && (qfi_ops[g->nodes[i].op]->traits & QFI_OP_ELEMENTWISE) &&
                                     read_only_as_int8(p, v)
                                 ? QF_I8
                             : qn->prec == QF_PREC_FP16                                              ? QF_F16

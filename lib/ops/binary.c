@@ -100,10 +100,10 @@ static qfi_range mul_range(const qf_graph *g, const qf_node *n, const qfi_range 
     return r;
 }
 
-const qfi_op_desc qfi_op_add = {.parse = binary_parse, .infer = binary_infer, .range = add_range};
-const qfi_op_desc qfi_op_sub = {.parse = binary_parse, .infer = binary_infer};
-const qfi_op_desc qfi_op_mul = {.parse = binary_parse, .infer = binary_infer, .range = mul_range};
-const qfi_op_desc qfi_op_div = {.parse = binary_parse, .infer = binary_infer};
+const qfi_op_desc qfi_op_add = {.parse = binary_parse, .infer = binary_infer, .traits = QFI_OP_ELEMENTWISE, .range = add_range};
+const qfi_op_desc qfi_op_sub = {.parse = binary_parse, .infer = binary_infer, .traits = QFI_OP_ELEMENTWISE};
+const qfi_op_desc qfi_op_mul = {.parse = binary_parse, .infer = binary_infer, .traits = QFI_OP_ELEMENTWISE, .range = mul_range};
+const qfi_op_desc qfi_op_div = {.parse = binary_parse, .infer = binary_infer, .traits = QFI_OP_ELEMENTWISE};
 /* shape arithmetic (exporters' index and mask computations): folded at load time */
 const qfi_op_desc qfi_op_mod = {.parse = mod_parse, .infer = binary_infer};
 const qfi_op_desc qfi_op_equal = {.parse = binary_parse, .infer = binary_infer, .traits = QFI_OP_KEEP_FP32};

@@ -125,15 +125,15 @@ static qfi_range gelu_range(const qf_graph *g, const qf_node *n, const qfi_range
 }
 
 /* Relu of an int8 value is exact at the input's scale. */
-const qfi_op_desc qfi_op_relu = {.parse = unary_parse, .infer = unary_infer, .int8 = QFI_INT8_PASS, .range = relu_range};
+const qfi_op_desc qfi_op_relu = {.parse = unary_parse, .infer = unary_infer, .traits = QFI_OP_ELEMENTWISE, .int8 = QFI_INT8_PASS, .range = relu_range};
 const qfi_op_desc qfi_op_leaky_relu = {.parse = unary_parse, .infer = unary_infer};
-const qfi_op_desc qfi_op_clip = {.parse = unary_parse, .infer = unary_infer, .range = clip_range};
-const qfi_op_desc qfi_op_sigmoid = {.parse = unary_parse, .infer = unary_infer, .range = unit_range};
-const qfi_op_desc qfi_op_hard_sigmoid = {.parse = unary_parse, .infer = unary_infer, .range = unit_range};
-const qfi_op_desc qfi_op_hard_swish = {.parse = unary_parse, .infer = unary_infer, .range = hard_swish_range};
-const qfi_op_desc qfi_op_tanh = {.parse = unary_parse, .infer = unary_infer, .range = unit_range};
+const qfi_op_desc qfi_op_clip = {.parse = unary_parse, .infer = unary_infer, .traits = QFI_OP_ELEMENTWISE, .range = clip_range};
+const qfi_op_desc qfi_op_sigmoid = {.parse = unary_parse, .infer = unary_infer, .traits = QFI_OP_ELEMENTWISE, .range = unit_range};
+const qfi_op_desc qfi_op_hard_sigmoid = {.parse = unary_parse, .infer = unary_infer, .traits = QFI_OP_ELEMENTWISE, .range = unit_range};
+const qfi_op_desc qfi_op_hard_swish = {.parse = unary_parse, .infer = unary_infer, .traits = QFI_OP_ELEMENTWISE, .range = hard_swish_range};
+const qfi_op_desc qfi_op_tanh = {.parse = unary_parse, .infer = unary_infer, .traits = QFI_OP_ELEMENTWISE, .range = unit_range};
 const qfi_op_desc qfi_op_erf = {.parse = unary_parse, .infer = unary_infer};
-const qfi_op_desc qfi_op_gelu = {.parse = unary_parse, .infer = unary_infer, .range = gelu_range};
+const qfi_op_desc qfi_op_gelu = {.parse = unary_parse, .infer = unary_infer, .traits = QFI_OP_ELEMENTWISE, .range = gelu_range};
 const qfi_op_desc qfi_op_sqrt = {.parse = unary_parse, .infer = unary_infer};
 /* bool shape arithmetic (Swin's masks): folded at load time, never quantized */
 const qfi_op_desc qfi_op_not = {.parse = unary_parse, .infer = unary_infer, .traits = QFI_OP_KEEP_FP32};
