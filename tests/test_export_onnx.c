@@ -33,6 +33,13 @@ static void conv3x3(qf_graph *g, const char *name, int x, int w, int b, int out)
     set_ints(n, "kernel_shape", 2, (int64_t[]){3, 3});
 }
 
+/* A graph built node by node here: every node's attributes parsed, shapes inferred at `batch`. */
+static void parse_and_prepare(qf_graph *g, int batch)
+{
+    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
+    OK(qf_graph_prepare(g, batch));
+}
+
 /* x (2,3,8,8) -> conv1+relu -> conv2 + r1 (residual) -> Clip(0,6) -> MaxPool 2x2
  * -> Reshape [2,128] -> Gemm (transB) + Relu -> Gemm (alpha 0.5) -> MatMul +
  * bias = logits -> Softmax = prob. (No global pool before the Gemm: layers
@@ -75,8 +82,7 @@ static qf_graph *net(int batch)
     set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, (int[]){logits}, prob), "axis", 1);
     output(g, logits);
     output(g, prob);
-    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
-    OK(qf_graph_prepare(g, batch));
+    parse_and_prepare(g, batch);
     return g;
 }
 
@@ -529,8 +535,7 @@ static qf_graph *smooth_net(int batch)
     op(g, "sig_c", QF_OP_SIGMOID, 1, (int[]){c}, y);
     output(g, y);
     g->opset = 14;
-    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
-    OK(qf_graph_prepare(g, batch));
+    parse_and_prepare(g, batch);
     return g;
 }
 
@@ -628,8 +633,7 @@ static qf_graph *gelu_net(int batch)
     op(g, "fc3", QF_OP_MATMUL, 2, (int[]){g2, w3}, y);
     output(g, y);
     g->opset = 20;
-    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
-    OK(qf_graph_prepare(g, batch));
+    parse_and_prepare(g, batch);
     return g;
 }
 
@@ -722,8 +726,7 @@ START_TEST(dequantize_per_axis)
     set_int(op(g, "dqx", QF_OP_DEQUANTIZE_LINEAR, 2, (int[]){xi, s}, y), "axis", -2);
     op(g, "add", QF_OP_ADD, 2, (int[]){w, y}, sum);
     output(g, sum);
-    for (int i = 0; i < g->n_nodes; i++) OK(qfi_ops[g->nodes[i].op]->parse(g, &g->nodes[i]));
-    OK(qf_graph_prepare(g, 2));
+    parse_and_prepare(g, 2);
     /* the constant one stays a DequantizeLinear of int8 weights: importing a Q/DQ model reads them */
     ck_assert(!(g->values[qf_graph_find_value(g, "w")].flags & QF_VALUE_CONST));
     ck_assert_int_eq(g->n_nodes, 3);

@@ -30,11 +30,6 @@ __global__ void convert_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, i
         cu_store(y, ye, i, cu_load(x, xe, i));
 }
 
-/* The same, V elements a thread (16 bytes of the wider side, read and
- * written as vectors; TI and TO are int8_t, __half or float), each converted
- * as cu_load and cu_store do: the passes between INT8 and FP16 layers are bound by memory, and
- * one element a thread left most of it unused (7.3 ms of ViT-B/16's 57 a
- * batch went to its QuantizeLinear and DequantizeLinear nodes). */
 /* cu_load's and cu_store's conversions, by element type */
 __device__ __forceinline__ float elem_in(int8_t q, cu_elem e) { return qfi_dequantize_i8_zp(q, e.scale, e.zp); }
 __device__ __forceinline__ float elem_in(__half h, cu_elem) { return __half2float(h); }
@@ -43,6 +38,11 @@ __device__ __forceinline__ void elem_out(int8_t &o, float v, cu_elem e) { o = qf
 __device__ __forceinline__ void elem_out(__half &o, float v, cu_elem) { o = __float2half_rn(v); }
 __device__ __forceinline__ void elem_out(float &o, float v, cu_elem) { o = v; }
 
+/* convert_kernel's work, V elements a thread (16 bytes of the wider side, read and
+ * written as vectors; TI and TO are int8_t, __half or float), each converted
+ * as cu_load and cu_store do: the passes between INT8 and FP16 layers are
+ * bound by memory, and one element a thread left most of it unused (7.3 ms of
+ * ViT-B/16's 57 a batch went to its QuantizeLinear and DequantizeLinear nodes). */
 template <typename TI, typename TO, int V>
 __global__ void convert_vec_kernel(TO *y, cu_elem ye, const TI *x, cu_elem xe, int64_t nvec)
 {

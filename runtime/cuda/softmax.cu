@@ -130,8 +130,7 @@ static qf_status softmax_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
             CU_LAUNCHED();
             return QF_OK;
         }
-        softmax_rows_kernel<<<blocks > 65536 ? 65536 : blocks, 256, 0, s>>>(y, cu_elem_of(c, L->n, yv), x,
-                                                                         cu_elem_of(c, L->n, L->n->in[0]), rows, p->len);
+        softmax_rows_kernel<<<blocks, 256, 0, s>>>(y, ye, x, xe, rows, p->len);
         CU_LAUNCHED();
         return QF_OK;
     }
