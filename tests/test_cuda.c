@@ -311,6 +311,48 @@ static qf_graph *b_attention(void)
                      32, 32));
     return g;
 }
+/* Attention as the exporters write it, for the fused FP16 kernel
+ * (runtime/cuda/attention.cu): ViT's form, MatMul -> Softmax -> MatMul on 2
+ * images of 80 tokens, 2 heads of 64 (two query and two key tiles, the last
+ * ones partial); V is made before the scores, as exporters order it. */
+static qf_graph *b_sdpa_vit(void)
+{
+    qf_graph *g = new_graph("sdpa_vit");
+    int x = input(g, "x", 3, DIMS(2, 80, 128));
+    int v = transpose4(g, "v.t", reshape_to(g, "v.r", linear(g, "v", x, 128, 128), 4, DIMS(0, 80, 2, 64)), DIMS(0, 2, 1, 3));
+    int q = transpose4(g, "q.t", reshape_to(g, "q.r", linear(g, "q", x, 128, 128), 4, DIMS(0, 80, 2, 64)), DIMS(0, 2, 1, 3));
+    int kt = transpose4(g, "k.t", reshape_to(g, "k.r", linear(g, "k", x, 128, 128), 4, DIMS(0, 80, 2, 64)), DIMS(0, 2, 3, 1));
+    int p = unary(g, "softmax", QF_OP_SOFTMAX, binary(g, "qk", QF_OP_MATMUL, q, kt));
+    set_int(&g->nodes[g->n_nodes - 1], "axis", -1);
+    int av = binary(g, "av", QF_OP_MATMUL, p, v);
+    output(g, linear(g, "proj", reshape_to(g, "merge", transpose4(g, "av.t", av, DIMS(0, 2, 1, 3)), 3, DIMS(0, 80, 128)),
+                     128, 128));
+    return g;
+}
+/* Swin's form: 4 windows of 49 tokens (2 images of 2 windows), 2 heads of
+ * 32; the scores get a relative-position bias [1, 2, 49, 49], are viewed as
+ * [2, 2, 2, 49, 49] for the shifted windows' mask [1, 2, 1, 49, 49] (0 or
+ * -100), and viewed back before the Softmax. */
+static qf_graph *b_sdpa_swin(void)
+{
+    qf_graph *g = new_graph("sdpa_swin");
+    int x = input(g, "x", 3, DIMS(4, 49, 64));
+    int v = transpose4(g, "v.t", reshape_to(g, "v.r", linear(g, "v", x, 64, 64), 4, DIMS(0, 49, 2, 32)), DIMS(0, 2, 1, 3));
+    int q = transpose4(g, "q.t", reshape_to(g, "q.r", linear(g, "q", x, 64, 64), 4, DIMS(0, 49, 2, 32)), DIMS(0, 2, 1, 3));
+    int kt = transpose4(g, "k.t", reshape_to(g, "k.r", linear(g, "k", x, 64, 64), 4, DIMS(0, 49, 2, 32)), DIMS(0, 2, 3, 1));
+    int bias = weight(g, "rel_bias", 4, DIMS(1, 2, 49, 49), -2.0f, 2.0f);
+    int mask = weight(g, "mask", 5, DIMS(1, 2, 1, 49, 49), 0.0f, 1.0f);
+    float *mk = (float *)g->values[mask].data;
+    for (int i = 0; i < 2 * 49 * 49; i++) mk[i] = mk[i] < 0.3f ? -100.0f : 0.0f;
+    int s = binary(g, "bias_add", QF_OP_ADD, binary(g, "qk", QF_OP_MATMUL, q, kt), bias);
+    s = binary(g, "mask_add", QF_OP_ADD, reshape_to(g, "s.r", s, 5, DIMS(2, 2, 2, 49, 49)), mask);
+    int p = unary(g, "softmax", QF_OP_SOFTMAX, reshape_to(g, "s.back", s, 4, DIMS(4, 2, 49, 49)));
+    set_int(&g->nodes[g->n_nodes - 1], "axis", 3);
+    int av = binary(g, "av", QF_OP_MATMUL, p, v);
+    output(g, linear(g, "proj", reshape_to(g, "merge", transpose4(g, "av.t", av, DIMS(0, 2, 1, 3)), 3, DIMS(0, 49, 64)),
+                     64, 64));
+    return g;
+}
 /* A transformer MLP, Linear layers on (2 images, 10 tokens): GELU (erf) and
  * GELU (tanh) in INT8 epilogues, then a Relu one, each with an int8 output
  * (the implicit GEMM is timed for them), then a float output (cuBLASLt). */
@@ -323,6 +365,20 @@ static qf_graph *b_mlp(void)
     attr(&g->nodes[g->n_nodes - 1], "approximate", QF_ATTR_STRING)->s = strdup("tanh");
     h = unary(g, "relu3", QF_OP_RELU, linear(g, "fc3", h, 64, 32));
     output(g, linear(g, "fc4", h, 32, 16));
+    return g;
+}
+/* Two transformer MLPs on 4 x 256 tokens, GELU (erf) and GELU (tanh) in the
+ * INT8 epilogue of a 512-channel Linear: 2^19 int8 GELU levels each, which
+ * the GPU computes with CUDA's erff / tanhf and the exact form only near a
+ * rounding boundary (lib/quant_math.h, qfi_gelu_level_fast). */
+static qf_graph *b_gelu_levels(void)
+{
+    qf_graph *g = new_graph("gelu_levels");
+    int x = input(g, "x", 3, DIMS(4, 256, 32));
+    output(g, linear(g, "fc2", unary(g, "gelu", QF_OP_GELU, linear(g, "fc1", x, 32, 512)), 512, 16));
+    int t = unary(g, "gelu_t", QF_OP_GELU, linear(g, "fc1t", x, 32, 512));
+    attr(&g->nodes[g->n_nodes - 1], "approximate", QF_ATTR_STRING)->s = strdup("tanh");
+    output(g, linear(g, "fc2t", t, 512, 16));
     return g;
 }
 static qf_graph *b_binary(void)
@@ -1009,6 +1065,82 @@ START_TEST(t_int8_attention)
         qf_engine_free(e);
         compare(g, QF_PREC_INT8, 2, nolt ? "int8attn-nolt" : "int8attn", true);
         unsetenv("QFORGE_CUDA_NOLT");
+        qf_graph_free(g);
+    }
+}
+END_TEST
+
+static void log_stderr(void *user, qf_log_level level, const char *msg);
+static void count_attention(void *user, qf_log_level level, const char *msg)
+{
+    (void)level;
+    if (strstr(msg, "attention fused")) ++*(int *)user;
+}
+
+/* The attention graphs on both engines at every precision (fused on the
+ * device at FP16 and INT8, where the attention stays FP16), and the fusion
+ * itself: one chain each at FP16, none with QFORGE_CUDA_NOFUSE. */
+START_TEST(attention_fused)
+{
+    const build_fn builds[2] = {b_sdpa_vit, b_sdpa_swin};
+    for (int k = 0; k < 2; k++) {
+        check_graph(builds[k], false);
+        for (int nofuse = 0; nofuse < 2; nofuse++) {
+            qf_graph *g = builds[k]();
+            prepare(g, (int)g->values[g->inputs[0]].dims[0]);
+            qf_quant_opts o;
+            qf_quant_opts_init(&o);
+            o.precision = QF_PREC_FP16;
+            OK(qf_quantize(g, NULL, &o, NULL));
+            if (nofuse) setenv("QFORGE_CUDA_NOFUSE", "1", 1);
+            int fused = 0;
+            qf_log_set(count_attention, &fused, QF_LOG_DEBUG);
+            qf_engine_opts go = {.device = dut};
+            qf_engine *e = NULL;
+            qf_status st = qf_engine_create(g, &go, &e);
+            qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
+            unsetenv("QFORGE_CUDA_NOFUSE");
+            ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+            ck_assert_msg(fused == (nofuse ? 0 : 1), "%s: %d attention chains fused", g->source, fused);
+            qf_engine_free(e);
+            qf_graph_free(g);
+        }
+    }
+}
+END_TEST
+
+/* The GELU levels above bit for bit with the CPU engine's exact GELU, with
+ * each INT8 GEMM tactic (the implicit GEMM's epilogue, and cuBLASLt + the
+ * requantize kernel); the second Linear's float output shows every level. */
+START_TEST(gelu_levels_exact)
+{
+    const char *tactics[3] = {NULL, "igemm", "lt"};
+    for (int tc = 0; tc < 3; tc++) {
+        uint64_t seed = rng;
+        qf_graph *g = b_gelu_levels(), *ref;
+        prepare(g, 4);
+        rng = seed;
+        ref = b_gelu_levels();
+        prepare(ref, 4);
+        qf_calib_table *t = calibrate_random(ref);
+        qf_graph_free(ref);
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.method = QF_CALIB_MINMAX;
+        OK(qf_quantize(g, t, &o, NULL));
+        qf_calib_table_free(t);
+        int gelus = 0;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const qf_node *nd = &g->nodes[i];
+            ck_assert_msg(nd->op != QF_OP_GELU, "node %s was not fused", nd->name);
+            gelus += nd->act == QF_ACT_GELU || nd->act == QF_ACT_GELU_TANH;
+            if (nd->act == QF_ACT_GELU || nd->act == QF_ACT_GELU_TANH)
+                ck_assert_int_eq(qfi_out(g, nd, 0)->dtype, QF_I8);
+        }
+        ck_assert_int_eq(gelus, 2);
+        if (tactics[tc]) setenv("QFORGE_CUDA_CONV_TACTIC", tactics[tc], 1);
+        compare(g, QF_PREC_INT8, 1, tactics[tc] ? tactics[tc] : "tuned", true);
+        unsetenv("QFORGE_CUDA_CONV_TACTIC");
         qf_graph_free(g);
     }
 }
@@ -1815,6 +1947,8 @@ int main(void)
     tcase_set_timeout(ops, 600);
     tcase_add_test(ops, t_conv3x3);
     tcase_add_test(ops, smooth_epilogues_exact);
+    tcase_add_test(ops, gelu_levels_exact);
+    tcase_add_test(ops, attention_fused);
     tcase_add_test(ops, t_conv_tiles);
     tcase_add_test(ops, t_conv_rgb_s2);
     tcase_add_test(ops, t_conv_1x1);

@@ -10,7 +10,8 @@
 # (bench/device/compare.sh), with PyTorch eager FP16 timed beside them.
 # `profile`: per-layer GPU times (qforge bench --profile, INT8 and FP16 b256) of
 # PROFILE_ARCHS (default the zoo's slowest against PyTorch), for issue 14;
-# PROFILE_OPSET=17 for the transformers (vit_b_16 swin_t convnext_tiny), issue 13.
+# PROFILE_OPSET=17 for the transformers (vit_b_16 swin_t convnext_tiny), issue 13;
+# PROFILE_DEBUG=1 keeps each build's debug log (tactics, fusions) in logs.tgz.
 # `qdq`: bench/bench_qdq.sh with qforge on the GPU (models quantized elsewhere
 # against ONNX Runtime on the CPU; ORT quantizes the Q/DQ models here), issue 18.
 # `best`: MobileNetV2 `quant --precision best --max-drop 0.1` calibrated and
@@ -125,6 +126,9 @@ if want profile; then
       # the same by op and precision
       awk '$2 == "ms" && $3 ~ /%$/ {t[$4 " " $5] += $1; c[$4 " " $5]++} END {for (k in t) printf "    by op: %8.4f ms %4d nodes  %s\n", t[k], c[k], k}' \
         $L/prof_${a}_$p.txt | sort -k3 -rn | head -8
+      # PROFILE_DEBUG=1: the engine build's log too (each layer's tactic and its timings, fusions)
+      [ -n "$PROFILE_DEBUG" ] && QFORGE_DEBUG=1 /tmp/q/bin/qforge bench /tmp/p/${a}_$p.qfm --batch 256 --duration 0.2 \
+        > /dev/null 2> $L/debug_${a}_$p.txt
     done
   done
 fi

@@ -139,3 +139,140 @@ void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values)
         plan_values[v].producer = -1;
     }
 }
+
+/* ---- attention ---------------------------------------------------------------------------- */
+
+/* v may be read by a layer at node index `at`: a constant, a graph input, or
+ * written (as the memory plan sees it so far) by an earlier layer, in the
+ * logical layout. */
+static bool readable_at(const cu_engine *c, const qf_value *plan_values, int v, int at)
+{
+    const qf_value *val = &c->g->values[v];
+    if (val->flags & (QF_VALUE_CONST | QF_VALUE_INPUT)) return true;
+    const int p = plan_values[v].producer;
+    return p >= 0 && p < at && (val->ndim != 4 || c->vals[v].layout == CU_LOGICAL);
+}
+
+static bool is_half(const qf_value *v) { return v->dtype == QF_F16; }
+
+/* The one consumer of v at FP16 on the device, or NULL. */
+static const qf_node *only_consumer(const cu_engine *c, int v)
+{
+    int count;
+    const qf_node *n = find_consumer(c->g, v, &count);
+    if (!n || count != 1) return NULL;
+    const cu_layer *L = &c->layers[n - c->g->nodes];
+    if (L->skip || cu_on_host(L) || n->precision != QF_PREC_FP16) return NULL;
+    return n;
+}
+
+/* The matrices' batch dims: all but the last two, the same for a and b. */
+static bool same_batch(const qf_value *a, const qf_value *b)
+{
+    if (a->ndim != b->ndim || a->ndim < 3) return false;
+    for (int d = 0; d < a->ndim - 2; d++)
+        if (a->dims[d] != b->dims[d]) return false;
+    return true;
+}
+
+static bool attention_match(const cu_engine *c, const qf_value *plan_values, int first, cu_attention_chain *ch)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = &g->nodes[first];
+    const cu_layer *L0 = &c->layers[first];
+    memset(ch, 0, sizeof *ch);
+    if (n->op != QF_OP_MATMUL || n->precision != QF_PREC_FP16 || n->n_in != 2 || L0->skip || cu_on_host(L0))
+        return false;
+    const qf_value *q = qfi_in(g, n, 0), *kt = qfi_in(g, n, 1), *s = qfi_out(g, n, 0);
+    if (!is_half(q) || !is_half(kt) || !is_half(s) || !same_batch(q, kt) || q->ndim > CU_ATTN_MAX_DIMS) return false;
+    const int r = q->ndim;
+    ch->q = n->in[0], ch->kt = n->in[1];
+    ch->M = q->dims[r - 2], ch->D = q->dims[r - 1], ch->N = kt->dims[r - 1];
+    ch->nb = qfi_numel(r - 2, q->dims);
+    if (kt->dims[r - 2] != ch->D || !cu_attention_head_fits(ch->D) || ch->M < 1 || ch->N < 1 ||
+        !readable_at(c, plan_values, ch->q, first) || !readable_at(c, plan_values, ch->kt, first))
+        return false;
+    /* the scores' flat order is (batch, query, key) whatever Reshapes view
+     * them as, so each Add's operand is found from a row index and a key */
+    int cur = n->out[0];
+    bool softmax = false;
+    for (;;) {
+        const qf_node *m = only_consumer(c, cur);
+        if (!m || ch->n_nodes == CU_ATTN_MAX_NODES) return false;
+        const qf_value *x = &g->values[cur], *y = m->n_out == 1 ? qfi_out(g, m, 0) : NULL;
+        if (!y || !is_half(y)) return false;
+        const int node = (int)(m - g->nodes);
+        if (m->op == QF_OP_RESHAPE) {
+            if (y->ndim < 1 || y->dims[y->ndim - 1] != ch->N || qf_value_numel(y) != qf_value_numel(x)) return false;
+        } else if (m->op == QF_OP_ADD && !softmax) {
+            const int other = m->in[0] == cur ? m->in[1] : m->in[0];
+            const qf_value *o = &g->values[other];
+            if (m->in[0] == m->in[1] || ch->n_bias == CU_ATTN_MAX_BIAS || qf_value_numel(y) != qf_value_numel(x) ||
+                y->ndim > CU_ATTN_MAX_DIMS || y->dims[y->ndim - 1] != ch->N || o->ndim > y->ndim ||
+                (o->dtype != QF_F16 && o->dtype != QF_F32) || !readable_at(c, plan_values, other, first))
+                return false;
+            if (x->ndim != y->ndim || memcmp(x->dims, y->dims, (size_t)x->ndim * sizeof(int64_t)))
+                return false; /* the scores themselves are not broadcast */
+            for (int d = 0; d < o->ndim; d++) {
+                const int64_t od = o->dims[d], yd = y->dims[y->ndim - o->ndim + d];
+                if (od != 1 && od != yd) return false;
+            }
+            cu_attention_bias *b = &ch->bias[ch->n_bias++];
+            int64_t st[CU_ATTN_MAX_DIMS];
+            qfi_broadcast_strides(o->ndim, o->dims, y->ndim, y->dims, st);
+            b->value = other;
+            b->nd = y->ndim - 1;
+            for (int d = 0; d < b->nd; d++) b->dims[d] = y->dims[d], b->strides[d] = st[d];
+            b->col_stride = st[y->ndim - 1];
+        } else if (m->op == QF_OP_SOFTMAX && !softmax) {
+            const qfi_softmax_params *p = (const qfi_softmax_params *)m->params;
+            const int64_t axis = p->axis < 0 ? p->axis + x->ndim : p->axis;
+            if (axis != x->ndim - 1 || x->dims[x->ndim - 1] != ch->N) return false;
+            softmax = true;
+        } else if (m->op == QF_OP_MATMUL && softmax && m->n_in == 2 && m->in[0] == cur) {
+            const qf_value *v = qfi_in(g, m, 1);
+            if (!is_half(v) || !same_batch(x, v) || x->ndim != r || x->dims[r - 2] != ch->M ||
+                v->dims[r - 2] != ch->N || v->dims[r - 1] != ch->D || qfi_numel(r - 2, x->dims) != ch->nb ||
+                !readable_at(c, plan_values, m->in[1], first))
+                return false;
+            ch->v = m->in[1];
+            ch->out = m->out[0];
+            ch->nodes[ch->n_nodes++] = node;
+            return true;
+        } else {
+            return false;
+        }
+        ch->nodes[ch->n_nodes++] = node;
+        cur = m->out[0];
+    }
+}
+
+/* The chain's layer runs at its first MatMul, where Q, K^T, V and the Adds'
+ * operands all exist (readable_at); its nodes after that are skipped and
+ * their values never written. The layer's state starts as the chain
+ * (attention.cu's prepare takes it). */
+qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values)
+{
+    for (int i = 0; i < c->g->n_nodes; i++) {
+        cu_attention_chain ch;
+        if (!attention_match(c, plan_values, i, &ch)) continue;
+        cu_layer *L = &c->layers[i];
+        cu_attention_chain *keep = (cu_attention_chain *)malloc(sizeof *keep);
+        if (!keep) return QF_ERR_NOMEM;
+        *keep = ch;
+        L->state = keep;
+        L->free_state = free;
+        plan_values[c->g->nodes[i].out[0]].producer = -1;
+        for (int k = 0; k < ch.n_nodes; k++) {
+            c->layers[ch.nodes[k]].skip = true;
+            plan_values[c->g->nodes[ch.nodes[k]].out[0]].producer = -1;
+        }
+        plan_values[ch.out].producer = i;
+        L->out_override = ch.out;
+        L->op = &cu_op_attention;
+        qf_log(QF_LOG_DEBUG, "%s: attention fused from node %s to %s (%lld x %lld queries, %lld keys, heads of %lld)",
+               c->g->source, L->n->name, c->g->nodes[ch.nodes[ch.n_nodes - 1]].name, (long long)ch.nb, (long long)ch.M,
+               (long long)ch.N, (long long)ch.D);
+    }
+    return QF_OK;
+}
