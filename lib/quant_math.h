@@ -174,6 +174,10 @@ static QFI_HD float qfi_act_value(qf_act act, float v, float s)
  * rounding boundary, or |v| > 2048, the exact form decides (rare: a fraction
  * of a percent of the elements). The tanh form computes its argument with
  * the exact form's operations, so only tanh differs. */
+static __device__ __noinline__ float qfi_gelu_exact_out_of_line(qf_act act, float v, float s)
+{
+    return qfi_act_value(act, v, s); /* rare: one copy per file, not one per epilogue instance */
+}
 static __device__ __forceinline__ float qfi_gelu_level_fast(qf_act act, float v, float s)
 {
     const float av = fabsf(v);
@@ -190,7 +194,7 @@ static __device__ __forceinline__ float qfi_gelu_level_fast(qf_act act, float v,
         const float margin = fmaf(av, 1.2e-6f, 2.44140625e-4f);
         if (fabsf(fabsf(y - rintf(y)) - 0.5f) > margin) return y;
     }
-    return qfi_act_value(act, v, s);
+    return qfi_gelu_exact_out_of_line(act, v, s);
 }
 #endif
 
