@@ -16,8 +16,9 @@ mkdir -p $T/bin $T/lib
 cp $B/tests/test_cuda $T/bin/
 # the op table against the CPU engine on the GPU (run.sh tests runs it where present)
 [ -x $B/tests/test_backend_ops ] && cp $B/tests/test_backend_ops $T/bin/
-# per-image predictions of a model on tensors (run.sh qdq)
-[ -x $B/tests/tensor_predict ] && cp $B/tests/tensor_predict $T/bin/
+# per-image predictions of a model on tensors (run.sh qdq), with QDQ=1: each
+# test binary holds the whole library, and the carry is 64 MiB in all
+[ -n "$QDQ" ] && [ -x $B/tests/tensor_predict ] && cp $B/tests/tensor_predict $T/bin/
 [ -f $B/tools/.libs/qforge ] && cp $B/tools/.libs/qforge $T/bin/
 cp -L $B/.libs/libqforge.so.0 $T/lib/
 for l in libprotobuf-c.so.1 libpng16.so.16 libjpeg.so.62 libopenblas.so.0 libsubunit.so.0 libgfortran.so.5 libquadmath.so.0 libz.so.1; do
