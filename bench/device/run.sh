@@ -120,15 +120,15 @@ if want profile; then
       --device cuda --batch 50 --quiet -o /tmp/p/$a.calib
     for p in int8 fp16; do
       /tmp/q/bin/qforge quant /tmp/p/$a.onnx --calib /tmp/p/$a.calib --precision $p -o /tmp/p/${a}_$p.qfm --quiet
+      # PROFILE_DEBUG=1: the engine build's log too (each layer's tactic with the timings of the first build, fusions)
+      [ -n "$PROFILE_DEBUG" ] && QFORGE_DEBUG=1 /tmp/q/bin/qforge bench /tmp/p/${a}_$p.qfm --batch 256 --duration 0.2 \
+        > /dev/null 2> $L/debug_${a}_$p.txt
       /tmp/q/bin/qforge bench /tmp/p/${a}_$p.qfm --batch 256 --duration 1 --profile > $L/prof_${a}_$p.txt 2>&1
       echo "== $a $p (PyTorch eager FP16 b256: $(grep -o '"images_per_second": [0-9.]*' $L/torch_$a.json | head -1))"
       head -${PROF_LINES:-12} $L/prof_${a}_$p.txt
       # the same by op and precision
       awk '$2 == "ms" && $3 ~ /%$/ {t[$4 " " $5] += $1; c[$4 " " $5]++} END {for (k in t) printf "    by op: %8.4f ms %4d nodes  %s\n", t[k], c[k], k}' \
         $L/prof_${a}_$p.txt | sort -k3 -rn | head -8
-      # PROFILE_DEBUG=1: the engine build's log too (each layer's tactic and its timings, fusions)
-      [ -n "$PROFILE_DEBUG" ] && QFORGE_DEBUG=1 /tmp/q/bin/qforge bench /tmp/p/${a}_$p.qfm --batch 256 --duration 0.2 \
-        > /dev/null 2> $L/debug_${a}_$p.txt
     done
   done
 fi

@@ -10,7 +10,7 @@
  *
  * Numerics against the unfused nodes (and the CPU engine, which runs them):
  * the scores and their sums with the biases stay in FP32 instead of being
- * rounded to half after each node, and the normalization comes after the AV
+ * rounded to half after each node (a float constant bias is read as half), and the normalization comes after the AV
  * product; every difference is below half precision's rounding of the
  * unfused results (test_cuda's `sdpa` graphs). */
 #include "cuda_internal.h"
@@ -20,8 +20,7 @@ namespace {
 constexpr int BQ = 64, BKEYS = 64, THREADS = 128;
 
 struct attn_bias {
-    const void *p;
-    bool f16;
+    const __half *p;
     int nd;
     int dims[CU_ATTN_MAX_DIMS];
     int64_t strides[CU_ATTN_MAX_DIMS];
@@ -76,24 +75,72 @@ __device__ __forceinline__ int64_t bias_row(const attn_bias &b, int64_t r)
     return off;
 }
 
-/* Queries q0.. of matrix b; D: the head size (Q, K and V rows). Lanes hold
- * mma.sync fragments: row g = lane / 4 (and g + 8) of the warp's 16, columns
- * 2 (lane % 4) and the next of each 8-column piece. */
-template <int D>
-__global__ void __launch_bounds__(THREADS) attention_kernel(attn_params p)
+/* One tile of keys on its way to shared memory: K^T's 64 columns (two
+ * 2-byte reads a pair of keys: any N) and V's 64 rows (16-byte reads), a
+ * thread's part of each in registers, so that every load of a tile is in
+ * flight at once. A thread's key pair and V column are the same in every
+ * row it loads: one address and one offset step each. */
+template <int D> struct kv_regs {
+    static constexpr int K_ROWS = THREADS / (BKEYS / 2);       /* K^T rows (head dims) loaded per step */
+    static constexpr int K_PER = D / K_ROWS, V_ROWS = THREADS / (D / 8), V_PER = BKEYS / V_ROWS;
+    __half2 k[K_PER];
+    int4 v[V_PER];
+    __device__ __forceinline__ void load(const __half *kb, const __half *vb, int N, int k0, int tid)
+    {
+        const int j = k0 + tid % (BKEYS / 2) * 2, kstep = K_ROWS * N;
+        const __half *kp = kb + (size_t)(tid / (BKEYS / 2)) * N + j;
+        const __half zero = __float2half(0.0f);
+#pragma unroll
+        for (int i = 0; i < K_PER; i++)
+            k[i] = __halves2half2(j < N ? __ldg(kp + i * kstep) : zero, j + 1 < N ? __ldg(kp + i * kstep + 1) : zero);
+        const int r = k0 + tid / (D / 8);
+        const int4 *vp = (const int4 *)(vb + (size_t)r * D + tid % (D / 8) * 8);
+#pragma unroll
+        for (int i = 0; i < V_PER; i++) /* rows past N are zeros: 0 x garbage could be NaN */
+            v[i] = r + i * V_ROWS < N ? __ldg(vp + i * V_ROWS * (D / 8)) : make_int4(0, 0, 0, 0);
+    }
+    __device__ __forceinline__ void store(__half *Ks, int ldk, __half *Vs, int ldv, int tid) const
+    {
+        __half2 *kd = (__half2 *)(Ks + tid / (BKEYS / 2) * ldk + tid % (BKEYS / 2) * 2);
+#pragma unroll
+        for (int i = 0; i < K_PER; i++) kd[i * K_ROWS * ldk / 2] = k[i];
+        int4 *vd = (int4 *)(Vs + tid / (D / 8) * ldv + tid % (D / 8) * 8);
+#pragma unroll
+        for (int i = 0; i < V_PER; i++) vd[i * V_ROWS * ldv / 8] = v[i];
+    }
+};
+
+/* Queries q0.. of matrix b; D: the head size (Q, K and V rows); NB: the
+ * bias operands. Lanes hold mma.sync fragments: row g = lane / 4 (and
+ * g + 8) of the warp's 16, columns 2 (lane % 4) and the next of each
+ * 8-column piece. The next tile's loads are issued before this tile's
+ * products (for D <= 64; D = 128 has no registers to spare for them). */
+template <int D, int NB>
+__global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(attn_params p)
 {
     constexpr int LDQ = D + 8, LDK = BKEYS + 8, LDV = D + 8; /* halves; 16-byte padding spreads ldmatrix rows over banks */
+    constexpr bool PREFETCH = D <= 64;
     extern __shared__ __align__(16) __half smem[];
     __half *Qs = smem, *Ks = Qs + BQ * LDQ, *Vs = Ks + D * LDK;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
     const int b = blockIdx.x / p.q_tiles, q0 = (blockIdx.x % p.q_tiles) * BQ;
     const __half *qb = p.q + (size_t)b * p.M * D, *kb = p.kt + (size_t)b * D * p.N, *vb = p.v + (size_t)b * p.N * D;
 
-    for (int e = tid; e < BQ * D / 8; e += THREADS) {
-        const int r = e / (D / 8), col = e % (D / 8) * 8;
-        int4 val = make_int4(0, 0, 0, 0);
-        if (q0 + r < p.M) val = *(const int4 *)(qb + (size_t)(q0 + r) * D + col);
-        *(int4 *)(Qs + r * LDQ + col) = val;
+    kv_regs<D> kv;
+    kv.load(kb, vb, p.N, 0, tid);
+    {
+        constexpr int Q_PER = BQ * D / 8 / THREADS;
+        int4 qv[Q_PER];
+#pragma unroll
+        for (int i = 0; i < Q_PER; i++) {
+            const int e = tid + i * THREADS, r = e / (D / 8), col = e % (D / 8) * 8;
+            qv[i] = q0 + r < p.M ? __ldg((const int4 *)(qb + (size_t)(q0 + r) * D + col)) : make_int4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int i = 0; i < Q_PER; i++) {
+            const int e = tid + i * THREADS;
+            *(int4 *)(Qs + e / (D / 8) * LDQ + e % (D / 8) * 8) = qv[i];
+        }
     }
     __syncthreads();
     uint32_t qf[D / 16][4];
@@ -103,10 +150,11 @@ __global__ void __launch_bounds__(THREADS) attention_kernel(attn_params p)
 
     /* this thread's two rows: their start in each bias operand */
     const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    int64_t boff[2][CU_ATTN_MAX_BIAS];
+    int64_t boff[2][NB > 0 ? NB : 1];
 #pragma unroll
     for (int h = 0; h < 2; h++)
-        for (int k = 0; k < p.n_bias; k++) boff[h][k] = bias_row(p.bias[k], (int64_t)b * p.M + (row[h] < p.M ? row[h] : 0));
+#pragma unroll
+        for (int k = 0; k < NB; k++) boff[h][k] = bias_row(p.bias[k], (int64_t)b * p.M + (row[h] < p.M ? row[h] : 0));
 
     float o[D / 8][4];
 #pragma unroll
@@ -116,17 +164,10 @@ __global__ void __launch_bounds__(THREADS) attention_kernel(attn_params p)
 
     for (int k0 = 0; k0 < p.N; k0 += BKEYS) {
         __syncthreads(); /* the last tile's K and V are read */
-        for (int e = tid; e < D * BKEYS; e += THREADS) { /* K^T rows: keys contiguous, any N (2-byte reads) */
-            const int d = e / BKEYS, j = e % BKEYS;
-            Ks[d * LDK + j] = k0 + j < p.N ? kb[(size_t)d * p.N + k0 + j] : __float2half(0.0f);
-        }
-        for (int e = tid; e < BKEYS * D / 8; e += THREADS) { /* V rows past N are zeros: 0 x garbage could be NaN */
-            const int r = e / (D / 8), col = e % (D / 8) * 8;
-            int4 val = make_int4(0, 0, 0, 0);
-            if (k0 + r < p.N) val = *(const int4 *)(vb + (size_t)(k0 + r) * D + col);
-            *(int4 *)(Vs + r * LDV + col) = val;
-        }
+        kv.store(Ks, LDK, Vs, LDV, tid);
         __syncthreads();
+        const bool more = k0 + BKEYS < p.N;
+        if (PREFETCH && more) kv.load(kb, vb, p.N, k0 + BKEYS, tid);
 
         float s[BKEYS / 8][4];
 #pragma unroll
@@ -144,6 +185,9 @@ __global__ void __launch_bounds__(THREADS) attention_kernel(attn_params p)
         /* biases, keys past N, then the online softmax of each row */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
+            int64_t bat[NB > 0 ? NB : 1]; /* this row's element of the tile's first key in each bias */
+#pragma unroll
+            for (int k = 0; k < NB; k++) bat[k] = boff[h][k] + (int64_t)(k0 + t4 * 2) * p.bias[k].col_stride;
             float mx = -INFINITY;
 #pragma unroll
             for (int nt = 0; nt < BKEYS / 8; nt++)
@@ -152,10 +196,11 @@ __global__ void __launch_bounds__(THREADS) attention_kernel(attn_params p)
                     const int j = k0 + nt * 8 + t4 * 2 + e;
                     float v = s[nt][2 * h + e];
                     if (j < p.N) {
-                        for (int k = 0; k < p.n_bias; k++) {
+#pragma unroll
+                        for (int k = 0; k < NB; k++) {
                             const attn_bias &bs = p.bias[k];
-                            const int64_t at = boff[h][k] + j * bs.col_stride;
-                            v += bs.f16 ? __half2float(((const __half *)bs.p)[at]) : ((const float *)bs.p)[at];
+                            const int64_t at = bat[k] + (nt * 8 + e) * bs.col_stride;
+                            v += __half2float(__ldg(bs.p + at));
                         }
                     } else {
                         v = -INFINITY;
@@ -196,6 +241,7 @@ __global__ void __launch_bounds__(THREADS) attention_kernel(attn_params p)
                 mma_f16(o[2 * dp + 1], a, bf[2], bf[3]);
             }
         }
+        if (!PREFETCH && more) kv.load(kb, vb, p.N, k0 + BKEYS, tid);
     }
 
 #pragma unroll
@@ -253,9 +299,19 @@ static qf_status attn_prepare(cu_engine *c, cu_layer *L)
     for (int k = 0; k < ch.n_bias; k++) {
         const cu_attention_bias &cb = ch.bias[k];
         attn_bias &b = p.bias[k];
-        QF_CHECK(cu_value_ptr(c, cb.value, &ptr));
-        b.p = ptr;
-        b.f16 = c->g->values[cb.value].dtype == QF_F16;
+        const qf_value *bv = &c->g->values[cb.value];
+        if (bv->dtype == QF_F16) {
+            QF_CHECK(cu_value_ptr(c, cb.value, &ptr));
+        } else { /* a float constant (the matcher takes no other): its half copy */
+            const size_t n = (size_t)qf_value_numel(bv);
+            uint16_t *h = (uint16_t *)qfi_calloc(n + 1, sizeof *h);
+            if (!h) return QF_ERR_NOMEM;
+            for (size_t i = 0; i < n; i++) h[i] = qf_f32_to_f16(((const float *)bv->data)[i]);
+            qf_status us = cu_upload(c, h, n * sizeof *h, &ptr);
+            free(h);
+            QF_CHECK(us);
+        }
+        b.p = (const __half *)ptr;
         b.nd = cb.nd;
         for (int d = 0; d < cb.nd; d++) {
             if (cb.dims[d] > INT32_MAX) return qf_error(QF_ERR_UNSUPPORTED, "attention bias dim of %lld", (long long)cb.dims[d]);
@@ -264,8 +320,21 @@ static qf_status attn_prepare(cu_engine *c, cu_layer *L)
         b.col_stride = cb.col_stride;
     }
     size_t smem = ch.D == 32 ? smem_bytes<32>() : ch.D == 64 ? smem_bytes<64>() : smem_bytes<128>();
-    if (ch.D == 128) CU_CHECK(cudaFuncSetAttribute(attention_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (ch.D == 128)
+        for (auto k : {attention_kernel<128, 0>, attention_kernel<128, 1>, attention_kernel<128, 2>})
+            CU_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     return QF_OK;
+}
+
+template <int D, int NB> static void launch_for(const attn_params &p, unsigned blocks, cudaStream_t s)
+{
+    attention_kernel<D, NB><<<blocks, THREADS, smem_bytes<D>(), s>>>(p);
+}
+template <int D> static void launch_d(const attn_params &p, unsigned blocks, cudaStream_t s)
+{
+    if (p.n_bias == 0) launch_for<D, 0>(p, blocks, s);
+    else if (p.n_bias == 1) launch_for<D, 1>(p, blocks, s);
+    else launch_for<D, 2>(p, blocks, s);
 }
 
 static qf_status attn_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
@@ -275,9 +344,9 @@ static qf_status attn_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const unsigned blocks = (unsigned)(st->p.q_tiles * st->p.nb);
     if (!blocks) return QF_OK;
     switch (st->ch.D) {
-    case 32: attention_kernel<32><<<blocks, THREADS, smem_bytes<32>(), s>>>(st->p); break;
-    case 64: attention_kernel<64><<<blocks, THREADS, smem_bytes<64>(), s>>>(st->p); break;
-    default: attention_kernel<128><<<blocks, THREADS, smem_bytes<128>(), s>>>(st->p); break;
+    case 32: launch_d<32>(st->p, blocks, s); break;
+    case 64: launch_d<64>(st->p, blocks, s); break;
+    default: launch_d<128>(st->p, blocks, s); break;
     }
     CU_LAUNCHED();
     return QF_OK;

@@ -209,7 +209,8 @@ static bool attention_match(const cu_engine *c, const qf_value *plan_values, int
             const qf_value *o = &g->values[other];
             if (m->in[0] == m->in[1] || ch->n_bias == CU_ATTN_MAX_BIAS || qf_value_numel(y) != qf_value_numel(x) ||
                 y->ndim > CU_ATTN_MAX_DIMS || y->dims[y->ndim - 1] != ch->N || o->ndim > y->ndim ||
-                (o->dtype != QF_F16 && o->dtype != QF_F32) || !readable_at(c, plan_values, other, first))
+                (o->dtype != QF_F16 && !(o->dtype == QF_F32 && (o->flags & QF_VALUE_CONST))) ||
+                !readable_at(c, plan_values, other, first))
                 return false;
             if (x->ndim != y->ndim || memcmp(x->dims, y->dims, (size_t)x->ndim * sizeof(int64_t)))
                 return false; /* the scores themselves are not broadcast */
