@@ -162,12 +162,11 @@ static QFI_HD float qfi_act_value(qf_act act, float v, float s)
     return act == QF_ACT_SIGMOID ? qfi_div(n, qfi_mul(d, s)) : qfi_mul(v, qfi_div(n, d));
 }
 
-#ifdef __CUDA_ARCH__
+#ifdef __CUDACC__
 /* A fused GELU whose result only goes to rint (an int8 output): CUDA's
  * erff / tanhf (2 ulp, branch-free) in place of lib/float_math.h's piecewise
- * polynomials, whose divergent branches and two IEEE divisions made the
- * epilogue cost more than the MMAs (ViT-B/16's fc1: 0.82 ms against fc2's
- * 0.30). The level stays the exact one's: the fast y differs from
+ * polynomials, whose branches diverge across a warp, and its two IEEE
+ * divisions. The level stays the exact one's: the fast y differs from
  * qfi_act_value's by at most 0.5 |v| |d erf| (erff 2 ulp + qfi_erf 3 ulp:
  * 4e-7 with the argument's rounding) plus a few roundings of |y| <= |v|, so
  * below 6e-7 |v|; where y lies closer than twice that (and 2^-12) to a
@@ -208,14 +207,26 @@ static QFI_HD float qfi_requant_value_at(const qfi_requant *rq, float a, float m
 {
     float v = qfi_mul(a, m);
     if (has_res) v = qfi_add(v, qfi_mul(r, rq->m_r));
-#ifdef __CUDA_ARCH__
-    if (smooth && rq->out == QF_I8 && (rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH))
-        v = qfi_gelu_level_fast(rq->act, v, rq->act_s); /* rounded to the exact form's level: see above */
-    else
-#endif
     if (smooth && rq->act != QF_ACT_NONE) v = qfi_act_value(rq->act, v, rq->act_s);
     return fminf(fmaxf(v, rq->lo), rq->hi);
 }
+#ifdef __CUDACC__
+/* The same for a GELU (rq->act) with an int8 output, whose value only goes
+ * to rint: qfi_gelu_level_fast's value, same level. Only the requantize
+ * kernel after cuBLASLt's int32 GEMM takes it (gemm.cu): in the implicit
+ * GEMM's epilogue, whose instances with a smooth activation also serve the
+ * Sigmoid, SiLU and HardSwish layers, its extra code cost those 10-19 %
+ * (MobileNetV3-Large INT8 b256 46,807 -> 37,944 img/s, EfficientNet-B0
+ * 17,003 -> 15,222, measured), so the implicit GEMM computes GELU exactly. */
+static __device__ __forceinline__ float qfi_requant_gelu_i8_value(const qfi_requant *rq, float a, float m, bool has_res,
+                                                                  float r)
+{
+    float v = qfi_mul(a, m);
+    if (has_res) v = qfi_add(v, qfi_mul(r, rq->m_r));
+    v = qfi_gelu_level_fast(rq->act, v, rq->act_s);
+    return fminf(fmaxf(v, rq->lo), rq->hi);
+}
+#endif
 static QFI_HD float qfi_requant_value(const qfi_requant *rq, float a, float m, bool has_res, float r)
 {
     return qfi_requant_value_at(rq, a, m, has_res, r, true);

@@ -354,8 +354,10 @@ __global__ void requant_kernel(qfi_requant q, const int32_t *acc, int64_t rows, 
     }
 }
 
-/* Four channels a thread: int4 accumulators in, char4 out (cols % 4 == 0, ld % 4 == 0). */
-template <bool ACT>
+/* Four channels a thread: int4 accumulators in, char4 out (cols % 4 == 0, ld % 4 == 0).
+ * GELU: q.act is a GELU, computed by qfi_requant_gelu_i8_value (ViT's and
+ * ConvNeXt's fc1 run here: cuBLASLt + this kernel beat the implicit GEMM). */
+template <bool ACT, bool GELU>
 __global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, int64_t rows, int64_t cols4, int64_t ld4,
                                     const char4 *res, char4 *y)
 {
@@ -365,6 +367,9 @@ __global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, int64_t rows
         int4 a = acc[r * ld4 + c4];
         char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
         auto level = [&](int32_t a, int64_t c, int8_t r) {
+            if constexpr (GELU)
+                return qfi_requant_level(&q, qfi_requant_gelu_i8_value(&q, qfi_i2f(q.bias ? a + q.bias[c] : a), q.m[c], res,
+                                                                       qfi_requant_residual(&q, r)));
             return qfi_requant_level(&q, qfi_requant_acc_at(&q, a, c, res, qfi_requant_residual(&q, r), ACT));
         };
         y[i] = make_char4(level(a.x, ch, rv.x), level(a.y, ch + 1, rv.y), level(a.z, ch + 2, rv.z), level(a.w, ch + 3, rv.w));
@@ -380,12 +385,16 @@ qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t 
         int64_t n = rows * cols / 4;
         unsigned b = cu_blocks(n, 256);
         if (b > 65536) b = 65536;
-        if (act)
-            requant_i8x4_kernel<true><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4, (const char4 *)res,
-                                                       (char4 *)y);
+        const bool gelu = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH;
+        if (gelu)
+            requant_i8x4_kernel<true, true><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
+                                                             (const char4 *)res, (char4 *)y);
+        else if (act)
+            requant_i8x4_kernel<true, false><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
+                                                              (const char4 *)res, (char4 *)y);
         else
-            requant_i8x4_kernel<false><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4, (const char4 *)res,
-                                                        (char4 *)y);
+            requant_i8x4_kernel<false, false><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
+                                                               (const char4 *)res, (char4 *)y);
     } else {
         unsigned b = cu_blocks(rows * cols, 256);
         if (b > 65536) b = 65536;
