@@ -288,6 +288,25 @@ static int transpose4(qf_graph *g, const char *name, int x, const int64_t *perm)
     set_ints(&g->nodes[g->n_nodes - 1], "perm", 4, perm);
     return y;
 }
+/* Linear `name` of x (batch, tokens, in features) split into heads of dim:
+ * (batch, heads, tokens, dim), or with keys_t (batch, heads, dim, tokens), the
+ * K^T attention multiplies by; nodes `name`, `name`.r, `name`.t. */
+static int split_heads(qf_graph *g, const char *name, int x, int64_t in, int64_t tokens, int64_t heads, int64_t dim,
+                       bool keys_t)
+{
+    char rn[48], tn[48];
+    snprintf(rn, sizeof rn, "%s.r", name);
+    snprintf(tn, sizeof tn, "%s.t", name);
+    int r = reshape_to(g, rn, linear(g, name, x, in, heads * dim), 4, DIMS(0, tokens, heads, dim));
+    return transpose4(g, tn, r, keys_t ? DIMS(0, 2, 3, 1) : DIMS(0, 2, 1, 3));
+}
+/* Attention's output av (batch, heads, tokens, dim) back to (batch, tokens,
+ * width) and through the Linear "proj". */
+static int merge_heads(qf_graph *g, int av, int64_t tokens, int64_t width)
+{
+    return linear(g, "proj", reshape_to(g, "merge", transpose4(g, "av.t", av, DIMS(0, 2, 1, 3)), 3, DIMS(0, tokens, width)),
+                  width, width);
+}
 /* Attention's MatMuls of two activations on Q, K, V from Linear layers:
  * x (2 images, 10 tokens, 32 features), 4 heads of 8; "qk" = Q x K^T (4-D
  * batched, K = 8: cuBLASLt's int8 GEMM, N = 10 padded to 12 accumulator
@@ -300,15 +319,13 @@ static qf_graph *b_attention(void)
 {
     qf_graph *g = new_graph("attention");
     int x = input(g, "x", 3, DIMS(2, 10, 32));
-    int q = transpose4(g, "q.t", reshape_to(g, "q.r", linear(g, "q", x, 32, 32), 4, DIMS(0, 10, 4, 8)), DIMS(0, 2, 1, 3));
-    int kt = transpose4(g, "k.t", reshape_to(g, "k.r", linear(g, "k", x, 32, 32), 4, DIMS(0, 10, 4, 8)), DIMS(0, 2, 3, 1));
+    int q = split_heads(g, "q", x, 32, 10, 4, 8, false), kt = split_heads(g, "k", x, 32, 10, 4, 8, true);
     int v = reshape_to(g, "v.r", linear(g, "v", x, 32, 8), 4, DIMS(0, 1, 10, 8));
     int qk = binary(g, "qk", QF_OP_MATMUL, q, kt);
     output(g, qk);
     int av = binary(g, "av", QF_OP_MATMUL, unary(g, "p", QF_OP_RELU, qk), v);
     output(g, av);
-    output(g, linear(g, "proj", reshape_to(g, "merge", transpose4(g, "av.t", av, DIMS(0, 2, 1, 3)), 3, DIMS(0, 10, 32)),
-                     32, 32));
+    output(g, merge_heads(g, av, 10, 32));
     return g;
 }
 /* Attention as the exporters write it, for the fused FP16 kernel
@@ -319,14 +336,12 @@ static qf_graph *b_sdpa_vit(void)
 {
     qf_graph *g = new_graph("sdpa_vit");
     int x = input(g, "x", 3, DIMS(2, 80, 128));
-    int v = transpose4(g, "v.t", reshape_to(g, "v.r", linear(g, "v", x, 128, 128), 4, DIMS(0, 80, 2, 64)), DIMS(0, 2, 1, 3));
-    int q = transpose4(g, "q.t", reshape_to(g, "q.r", linear(g, "q", x, 128, 128), 4, DIMS(0, 80, 2, 64)), DIMS(0, 2, 1, 3));
-    int kt = transpose4(g, "k.t", reshape_to(g, "k.r", linear(g, "k", x, 128, 128), 4, DIMS(0, 80, 2, 64)), DIMS(0, 2, 3, 1));
+    int v = split_heads(g, "v", x, 128, 80, 2, 64, false), q = split_heads(g, "q", x, 128, 80, 2, 64, false);
+    int kt = split_heads(g, "k", x, 128, 80, 2, 64, true);
     int p = unary(g, "softmax", QF_OP_SOFTMAX, binary(g, "qk", QF_OP_MATMUL, q, kt));
     set_int(&g->nodes[g->n_nodes - 1], "axis", -1);
     int av = binary(g, "av", QF_OP_MATMUL, p, v);
-    output(g, linear(g, "proj", reshape_to(g, "merge", transpose4(g, "av.t", av, DIMS(0, 2, 1, 3)), 3, DIMS(0, 80, 128)),
-                     128, 128));
+    output(g, merge_heads(g, av, 80, 128));
     return g;
 }
 /* Swin's form: 4 windows of 49 tokens (2 images of 2 windows), 2 heads of
@@ -337,9 +352,8 @@ static qf_graph *b_sdpa_swin(void)
 {
     qf_graph *g = new_graph("sdpa_swin");
     int x = input(g, "x", 3, DIMS(4, 49, 64));
-    int v = transpose4(g, "v.t", reshape_to(g, "v.r", linear(g, "v", x, 64, 64), 4, DIMS(0, 49, 2, 32)), DIMS(0, 2, 1, 3));
-    int q = transpose4(g, "q.t", reshape_to(g, "q.r", linear(g, "q", x, 64, 64), 4, DIMS(0, 49, 2, 32)), DIMS(0, 2, 1, 3));
-    int kt = transpose4(g, "k.t", reshape_to(g, "k.r", linear(g, "k", x, 64, 64), 4, DIMS(0, 49, 2, 32)), DIMS(0, 2, 3, 1));
+    int v = split_heads(g, "v", x, 64, 49, 2, 32, false), q = split_heads(g, "q", x, 64, 49, 2, 32, false);
+    int kt = split_heads(g, "k", x, 64, 49, 2, 32, true);
     int bias = weight(g, "rel_bias", 4, DIMS(1, 2, 49, 49), -2.0f, 2.0f);
     int mask = weight(g, "mask", 5, DIMS(1, 2, 1, 49, 49), 0.0f, 1.0f);
     float *mk = (float *)g->values[mask].data;
@@ -349,8 +363,7 @@ static qf_graph *b_sdpa_swin(void)
     int p = unary(g, "softmax", QF_OP_SOFTMAX, reshape_to(g, "s.back", s, 4, DIMS(4, 2, 49, 49)));
     set_int(&g->nodes[g->n_nodes - 1], "axis", 3);
     int av = binary(g, "av", QF_OP_MATMUL, p, v);
-    output(g, linear(g, "proj", reshape_to(g, "merge", transpose4(g, "av.t", av, DIMS(0, 2, 1, 3)), 3, DIMS(0, 49, 64)),
-                     64, 64));
+    output(g, merge_heads(g, av, 49, 64));
     return g;
 }
 /* A transformer MLP, Linear layers on (2 images, 10 tokens): GELU (erf) and
