@@ -1087,12 +1087,15 @@ static void log_stderr(void *user, qf_log_level level, const char *msg);
 static void count_attention(void *user, qf_log_level level, const char *msg)
 {
     (void)level;
-    if (strstr(msg, "attention fused")) ++*(int *)user;
+    int *counts = (int *)user;
+    if (strstr(msg, "attention fused")) counts[0]++;
+    if (strstr(msg, "biases summed into one table")) counts[1]++;
 }
 
 /* The attention graphs on both engines at every precision (fused on the
  * device at FP16 and INT8, where the attention stays FP16), and the fusion
- * itself: one chain each at FP16, none with QFORGE_CUDA_NOFUSE. */
+ * itself: one chain each at FP16, none with QFORGE_CUDA_NOFUSE; Swin's two
+ * constant biases read as one summed table. */
 START_TEST(attention_fused)
 {
     const build_fn builds[2] = {b_sdpa_vit, b_sdpa_swin};
@@ -1106,15 +1109,16 @@ START_TEST(attention_fused)
             o.precision = QF_PREC_FP16;
             OK(qf_quantize(g, NULL, &o, NULL));
             if (nofuse) setenv("QFORGE_CUDA_NOFUSE", "1", 1);
-            int fused = 0;
-            qf_log_set(count_attention, &fused, QF_LOG_DEBUG);
+            int counts[2] = {0, 0};
+            qf_log_set(count_attention, counts, QF_LOG_DEBUG);
             qf_engine_opts go = {.device = dut};
             qf_engine *e = NULL;
             qf_status st = qf_engine_create(g, &go, &e);
             qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
             unsetenv("QFORGE_CUDA_NOFUSE");
             ck_assert_msg(st == QF_OK, "%s", qf_error_message());
-            ck_assert_msg(fused == (nofuse ? 0 : 1), "%s: %d attention chains fused", g->source, fused);
+            ck_assert_msg(counts[0] == (nofuse ? 0 : 1), "%s: %d attention chains fused", g->source, counts[0]);
+            ck_assert_msg(counts[1] == (nofuse || k == 0 ? 0 : 1), "%s: %d bias tables", g->source, counts[1]);
             qf_engine_free(e);
             qf_graph_free(g);
         }

@@ -64,13 +64,14 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi)
     return *(uint32_t *)&h;
 }
 
-/* Where row r of the scores (r = batch * M + query) starts in a bias operand. */
-__device__ __forceinline__ int64_t bias_row(const attn_bias &b, int64_t r)
+/* Where row r of the scores (r = batch * M + query) starts in a bias operand;
+ * r < 2^31 (cu_fuse_attention), so 32-bit divisions do. */
+__device__ __forceinline__ int64_t bias_row(const attn_bias &b, unsigned r)
 {
     int64_t off = 0;
     for (int d = b.nd - 1; d >= 0; d--) {
-        const int64_t q = r / b.dims[d];
-        off += (r - q * b.dims[d]) * b.strides[d];
+        const unsigned q = r / (unsigned)b.dims[d];
+        off += (int64_t)(r - q * (unsigned)b.dims[d]) * b.strides[d];
         r = q;
     }
     return off;
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
 #pragma unroll
     for (int h = 0; h < 2; h++)
 #pragma unroll
-        for (int k = 0; k < NB; k++) boff[h][k] = bias_row(p.bias[k], (int64_t)b * p.M + (row[h] < p.M ? row[h] : 0));
+        for (int k = 0; k < NB; k++) boff[h][k] = bias_row(p.bias[k], (unsigned)(b * p.M + (row[h] < p.M ? row[h] : 0)));
 
     float o[D / 8][4];
 #pragma unroll
@@ -270,6 +271,68 @@ struct attn_state {
 
 bool cu_attention_head_fits(int64_t d) { return d == 32 || d == 64 || d == 128; }
 
+/* Host twin of bias_row. */
+static int64_t host_bias_row(const cu_attention_bias &b, int64_t r)
+{
+    int64_t off = 0;
+    for (int d = b.nd - 1; d >= 0; d--) {
+        const int64_t q = r / b.dims[d];
+        off += (r - q * b.dims[d]) * b.strides[d];
+        r = q;
+    }
+    return off;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+
+/* Constant bias operands (Swin's relative-position bias and shifted-window
+ * mask) become one half table of their sums: the operands' rows repeat with
+ * a period (the rows their outermost read dim spans), and so does the sum,
+ * over lcm of the periods. One load a score instead of one per operand, and
+ * no kernel instance with two. The sum of the half operands is rounded to
+ * half once more (Swin's masked scores, -100 + bias, by at most 0.03, which
+ * exp(-100) does not see; the unmasked ones are the bias alone, exact).
+ * *table: the combined operand, or NULL where the operands do not qualify. */
+static qf_status combined_bias(cu_engine *c, const cu_attention_chain &ch, uint16_t **table, int64_t *period)
+{
+    *table = NULL;
+    if (ch.n_bias < 2) return QF_OK;
+    const int64_t max_elems = (int64_t)1 << 24;
+    int64_t per = 1;
+    for (int k = 0; k < ch.n_bias; k++) {
+        const cu_attention_bias &b = ch.bias[k];
+        const qf_value *bv = &c->g->values[b.value];
+        if (!(bv->flags & QF_VALUE_CONST) || !bv->data) return QF_OK;
+        int64_t pk = 1, span = 1;
+        for (int d = b.nd - 1; d >= 0; d--) {
+            span *= b.dims[d];
+            if (b.strides[d]) pk = span;
+            if (span > max_elems) break;
+        }
+        per = per / gcd64(per, pk) * pk;
+        if (per * ch.N > max_elems) return QF_OK;
+    }
+    uint16_t *t = (uint16_t *)qfi_calloc((size_t)(per * ch.N) + 1, sizeof *t);
+    if (!t) return QF_ERR_NOMEM;
+    for (int64_t r = 0; r < per; r++) {
+        int64_t at[CU_ATTN_MAX_BIAS];
+        for (int k = 0; k < ch.n_bias; k++) at[k] = host_bias_row(ch.bias[k], r);
+        for (int64_t j = 0; j < ch.N; j++) {
+            float sum = 0.0f;
+            for (int k = 0; k < ch.n_bias; k++) {
+                const qf_value *bv = &c->g->values[ch.bias[k].value];
+                const int64_t e = at[k] + j * ch.bias[k].col_stride;
+                sum += qf_f16_to_f32(bv->dtype == QF_F16 ? ((const uint16_t *)bv->data)[e]
+                                                         : qf_f32_to_f16(((const float *)bv->data)[e]));
+            }
+            t[r * ch.N + j] = qf_f32_to_f16(sum);
+        }
+    }
+    *table = t;
+    *period = per;
+    return QF_OK;
+}
+
 static qf_status attn_prepare(cu_engine *c, cu_layer *L)
 {
     /* the chain cu_fuse_attention left as the state */
@@ -296,8 +359,23 @@ static qf_status attn_prepare(cu_engine *c, cu_layer *L)
     p.v = (const __half *)ptr;
     QF_CHECK(cu_value_ptr(c, ch.out, &ptr));
     p.o = (__half *)ptr;
-    p.n_bias = ch.n_bias;
-    for (int k = 0; k < ch.n_bias; k++) {
+    uint16_t *table;
+    int64_t period;
+    QF_CHECK(combined_bias(c, ch, &table, &period));
+    if (table) {
+        qf_status us = cu_upload(c, table, (size_t)(period * ch.N) * sizeof *table, &ptr);
+        free(table);
+        QF_CHECK(us);
+        attn_bias &b = p.bias[0];
+        p.n_bias = 1;
+        b.p = (const __half *)ptr;
+        b.nd = 1, b.dims[0] = (int)period, b.strides[0] = ch.N, b.col_stride = 1;
+        qf_log(QF_LOG_DEBUG, "%s: attention %s: %d constant biases summed into one table of %lld rows",
+               c->g->source, L->n->name, ch.n_bias, (long long)period);
+    } else {
+        p.n_bias = ch.n_bias;
+    }
+    for (int k = 0; k < (table ? 0 : ch.n_bias); k++) {
         const cu_attention_bias &cb = ch.bias[k];
         attn_bias &b = p.bias[k];
         const qf_value *bv = &c->g->values[cb.value];

@@ -189,7 +189,9 @@ static bool attention_match(const cu_engine *c, const qf_value *plan_values, int
     ch->q = n->in[0], ch->kt = n->in[1];
     ch->M = q->dims[r - 2], ch->D = q->dims[r - 1], ch->N = kt->dims[r - 1];
     ch->nb = qfi_numel(r - 2, q->dims);
+    /* a score row's index, batch * M + query, fits 32 bits (the kernel's bias arithmetic) */
     if (kt->dims[r - 2] != ch->D || !cu_attention_head_fits(ch->D) || ch->M < 1 || ch->N < 1 ||
+        ch->nb > INT32_MAX / ch->M ||
         !readable_at(c, plan_values, ch->q, first) || !readable_at(c, plan_values, ch->kt, first))
         return false;
     /* the scores' flat order is (batch, query, key) whatever Reshapes view
