@@ -163,37 +163,54 @@ static QFI_HD float qfi_act_value(qf_act act, float v, float s)
 }
 
 #ifdef __CUDACC__
-/* A fused GELU whose result only goes to rint (an int8 output): CUDA's
- * erff / tanhf (2 ulp, branch-free) in place of lib/float_math.h's piecewise
- * polynomials, whose branches diverge across a warp, and its two IEEE
- * divisions. The level stays the exact one's: the fast y differs from
- * qfi_act_value's by at most 0.5 |v| |d erf| (erff 2 ulp + qfi_erf 3 ulp:
- * 4e-7 with the argument's rounding) plus a few roundings of |y| <= |v|, so
- * below 6e-7 |v|; where y lies closer than twice that (and 2^-12) to a
- * rounding boundary, or |v| > 2048, the exact form decides (rare: a fraction
- * of a percent of the elements). The tanh form computes its argument with
- * the exact form's operations, so only tanh differs. */
-static __device__ __noinline__ float qfi_gelu_exact_out_of_line(qf_act act, float v, float s)
+/* A smooth fused activation whose result only goes to rint (an int8
+ * output), computed with CUDA's fast-but-accurate functions in place of
+ * lib/float_math.h's exact forms (their e^x, erf and IEEE divisions, each
+ * operation rounded on its own, cost several times as many instructions,
+ * and the requantize pass of a wide SiLU or GELU layer is bound by them).
+ * The level stays the exact one's: where the fast y lies closer to a
+ * rounding boundary than the two forms' worst difference (plus 2^-12), or
+ * |v| > 2048, the exact form decides (rare: a fraction of a percent of the
+ * elements). The differences:
+ * - GELU: 0.5 |v| |d erf| (erff 2 ulp + qfi_erf 3 ulp: 4e-7 with the
+ *   argument's rounding) plus a few roundings of |y| <= |v|: below 6e-7 |v|,
+ *   margin 1.2e-6 |v|. The tanh form computes its argument with the exact
+ *   form's operations, so only tanh differs.
+ * - SiLU and Sigmoid, from the same x = v s and the same split into
+ *   e = e^-|x| and n / d: expf 2 ulp against qfi_exp's 2, then 1 + e, the
+ *   reciprocal (or division) and the products, 0.5 ulp each: below 8 ulp of
+ *   |y| together (1e-6 |y|), margin 2.4e-6 |y|.
+ * HardSwish's exact form is already a few operations: it is used as is. */
+static __device__ __noinline__ float qfi_act_exact_out_of_line(qf_act act, float v, float s)
 {
     return qfi_act_value(act, v, s); /* rare: one copy per file, not one per epilogue instance */
 }
-static __device__ __forceinline__ float qfi_gelu_level_fast(qf_act act, float v, float s)
+static __device__ __forceinline__ float qfi_smooth_level_fast(qf_act act, float v, float s)
 {
+    if (act == QF_ACT_HARD_SWISH || !qfi_act_smooth(act)) return qfi_act_value(act, v, s);
     const float av = fabsf(v);
     if (av <= 2048.0f) {
         const float x = qfi_mul(v, s);
-        float inner;
-        if (act == QF_ACT_GELU_TANH) {
-            const float x3 = qfi_mul(qfi_mul(x, x), x);
-            inner = tanhf(qfi_mul(0.797884583f, qfi_add(x, qfi_mul(0.044715f, x3))));
+        float y, margin;
+        if (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) {
+            float inner;
+            if (act == QF_ACT_GELU_TANH) {
+                const float x3 = qfi_mul(qfi_mul(x, x), x);
+                inner = tanhf(qfi_mul(0.797884583f, qfi_add(x, qfi_mul(0.044715f, x3))));
+            } else {
+                inner = erff(x * 0.707106781f);
+            }
+            y = 0.5f * v * (1.0f + inner);
+            margin = fmaf(av, 1.2e-6f, 2.44140625e-4f);
         } else {
-            inner = erff(x * 0.707106781f);
+            const float e = expf(-fabsf(x)), r = __frcp_rn(1.0f + e);
+            const float sig = x >= 0.0f ? r : e * r;
+            y = act == QF_ACT_SILU ? v * sig : sig / s;
+            margin = fmaf(fabsf(y), 2.4e-6f, 2.44140625e-4f);
         }
-        const float y = 0.5f * v * (1.0f + inner);
-        const float margin = fmaf(av, 1.2e-6f, 2.44140625e-4f);
         if (fabsf(fabsf(y - rintf(y)) - 0.5f) > margin) return y;
     }
-    return qfi_gelu_exact_out_of_line(act, v, s);
+    return qfi_act_exact_out_of_line(act, v, s);
 }
 #endif
 
@@ -211,19 +228,20 @@ static QFI_HD float qfi_requant_value_at(const qfi_requant *rq, float a, float m
     return fminf(fmaxf(v, rq->lo), rq->hi);
 }
 #ifdef __CUDACC__
-/* The same for a GELU (rq->act) with an int8 output, whose value only goes
- * to rint: qfi_gelu_level_fast's value, same level. Only the requantize
- * kernel after cuBLASLt's int32 GEMM takes it (gemm.cu): in the implicit
- * GEMM's epilogue, whose instances with a smooth activation also serve the
- * Sigmoid, SiLU and HardSwish layers, its extra code cost those 10-19 %
- * (MobileNetV3-Large INT8 b256 46,807 -> 37,944 img/s, EfficientNet-B0
- * 17,003 -> 15,222, measured), so the implicit GEMM computes GELU exactly. */
-static __device__ __forceinline__ float qfi_requant_gelu_i8_value(const qfi_requant *rq, float a, float m, bool has_res,
-                                                                  float r)
+/* The same for an int8 output, whose value only goes to rint:
+ * qfi_smooth_level_fast's value of rq->act, same level. The requantize
+ * kernel after cuBLASLt's int32 GEMM (gemm.cu) and the depthwise and grouped
+ * kernels' int8 stores (conv_grouped.cu) take it; in the implicit GEMM's
+ * epilogue, whose instances with a smooth activation serve every
+ * smooth kind, a fast GELU there cost the Sigmoid, SiLU and HardSwish layers
+ * 10-19 % (MobileNetV3-Large INT8 b256 46,807 -> 37,944 img/s, EfficientNet-B0
+ * 17,003 -> 15,222, measured), so the implicit GEMM computes the exact forms. */
+static __device__ __forceinline__ float qfi_requant_smooth_i8_value(const qfi_requant *rq, float a, float m, bool has_res,
+                                                                    float r)
 {
     float v = qfi_mul(a, m);
     if (has_res) v = qfi_add(v, qfi_mul(r, rq->m_r));
-    v = qfi_gelu_level_fast(rq->act, v, rq->act_s);
+    v = qfi_smooth_level_fast(rq->act, v, rq->act_s);
     return fminf(fmaxf(v, rq->lo), rq->hi);
 }
 #endif
@@ -244,6 +262,14 @@ static QFI_HD float qfi_requant_acc(const qfi_requant *rq, int32_t acc, int64_t 
 /* An int8 output's stored level for an epilogue result v (clamped, relative
  * to z_out): rint(v) + z_out. Every kernel that stores int8 goes through it. */
 static QFI_HD int8_t qfi_requant_level(const qfi_requant *rq, float v) { return (int8_t)(qfi_round_i32(v) + rq->z_out); }
+#ifdef __CUDACC__
+/* The int8 level of channel c's accumulator (no residual) by qfi_requant_smooth_i8_value. */
+static __device__ __forceinline__ int8_t qfi_requant_acc_level_fast(const qfi_requant *rq, int32_t acc, int64_t c)
+{
+    const int32_t a = rq->bias ? acc + rq->bias[c] : acc;
+    return qfi_requant_level(rq, qfi_requant_smooth_i8_value(rq, qfi_i2f(a), rq->m[c], false, 0.0f));
+}
+#endif
 /* A residual's stored level r as the epilogue's operand: r - z_r, exactly. */
 static QFI_HD float qfi_requant_residual(const qfi_requant *rq, int8_t r) { return (float)((int32_t)r - rq->z_r); }
 /* Stores an epilogue result as element i of y in the output dtype. */

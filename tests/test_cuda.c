@@ -380,18 +380,22 @@ static qf_graph *b_mlp(void)
     output(g, linear(g, "fc4", h, 32, 16));
     return g;
 }
-/* Two transformer MLPs on 4 x 256 tokens, GELU (erf) and GELU (tanh) in the
- * INT8 epilogue of a 512-channel Linear: 2^19 int8 GELU levels each, which
- * the GPU computes with CUDA's erff / tanhf and the exact form only near a
- * rounding boundary (lib/quant_math.h, qfi_gelu_level_fast). */
-static qf_graph *b_gelu_levels(void)
+/* Four MLPs on 4 x 256 tokens with GELU (erf), GELU (tanh), SiLU and
+ * Sigmoid in the INT8 epilogue of a 512-channel Linear: 2^19 int8 levels
+ * each, which the requantize kernel after cuBLASLt computes with CUDA's
+ * erff / tanhf / expf and the exact form only near a rounding boundary
+ * (lib/quant_math.h, qfi_smooth_level_fast). */
+static qf_graph *b_smooth_levels(void)
 {
-    qf_graph *g = new_graph("gelu_levels");
+    qf_graph *g = new_graph("smooth_levels");
     int x = input(g, "x", 3, DIMS(4, 256, 32));
     output(g, linear(g, "fc2", unary(g, "gelu", QF_OP_GELU, linear(g, "fc1", x, 32, 512)), 512, 16));
     int t = unary(g, "gelu_t", QF_OP_GELU, linear(g, "fc1t", x, 32, 512));
     attr(&g->nodes[g->n_nodes - 1], "approximate", QF_ATTR_STRING)->s = strdup("tanh");
     output(g, linear(g, "fc2t", t, 512, 16));
+    int y = linear(g, "fc1s", x, 32, 512);
+    output(g, linear(g, "fc2s", binary(g, "silu", QF_OP_MUL, y, unary(g, "silu_gate", QF_OP_SIGMOID, y)), 512, 16));
+    output(g, linear(g, "fc2g", unary(g, "sigmoid", QF_OP_SIGMOID, linear(g, "fc1g", x, 32, 512)), 512, 16));
     return g;
 }
 static qf_graph *b_binary(void)
@@ -1126,18 +1130,18 @@ START_TEST(attention_fused)
 }
 END_TEST
 
-/* The GELU levels above bit for bit with the CPU engine's exact GELU, with
+/* The levels above bit for bit with the CPU engine's exact forms, with
  * each INT8 GEMM tactic (the implicit GEMM's epilogue, and cuBLASLt + the
- * requantize kernel); the second Linear's float output shows every level. */
-START_TEST(gelu_levels_exact)
+ * requantize kernel); the second Linears' float outputs show every level. */
+START_TEST(smooth_levels_exact)
 {
     const char *tactics[3] = {NULL, "igemm", "lt"};
     for (int tc = 0; tc < 3; tc++) {
         uint64_t seed = rng;
-        qf_graph *g = b_gelu_levels(), *ref;
+        qf_graph *g = b_smooth_levels(), *ref;
         prepare(g, 4);
         rng = seed;
-        ref = b_gelu_levels();
+        ref = b_smooth_levels();
         prepare(ref, 4);
         qf_calib_table *t = calibrate_random(ref);
         qf_graph_free(ref);
@@ -1146,15 +1150,16 @@ START_TEST(gelu_levels_exact)
         o.method = QF_CALIB_MINMAX;
         OK(qf_quantize(g, t, &o, NULL));
         qf_calib_table_free(t);
-        int gelus = 0;
+        int fused = 0;
         for (int i = 0; i < g->n_nodes; i++) {
             const qf_node *nd = &g->nodes[i];
-            ck_assert_msg(nd->op != QF_OP_GELU, "node %s was not fused", nd->name);
-            gelus += nd->act == QF_ACT_GELU || nd->act == QF_ACT_GELU_TANH;
-            if (nd->act == QF_ACT_GELU || nd->act == QF_ACT_GELU_TANH)
-                ck_assert_int_eq(qfi_out(g, nd, 0)->dtype, QF_I8);
+            ck_assert_msg(nd->op != QF_OP_GELU && nd->op != QF_OP_SIGMOID && nd->op != QF_OP_MUL,
+                          "node %s was not fused", nd->name);
+            if (!qfi_act_smooth(nd->act)) continue;
+            fused++;
+            ck_assert_int_eq(qfi_out(g, nd, 0)->dtype, QF_I8);
         }
-        ck_assert_int_eq(gelus, 2);
+        ck_assert_int_eq(fused, 4);
         if (tactics[tc]) setenv("QFORGE_CUDA_CONV_TACTIC", tactics[tc], 1);
         compare(g, QF_PREC_INT8, 1, tactics[tc] ? tactics[tc] : "tuned", true);
         unsetenv("QFORGE_CUDA_CONV_TACTIC");
@@ -1964,7 +1969,7 @@ int main(void)
     tcase_set_timeout(ops, 600);
     tcase_add_test(ops, t_conv3x3);
     tcase_add_test(ops, smooth_epilogues_exact);
-    tcase_add_test(ops, gelu_levels_exact);
+    tcase_add_test(ops, smooth_levels_exact);
     tcase_add_test(ops, attention_fused);
     tcase_add_test(ops, t_conv_tiles);
     tcase_add_test(ops, t_conv_rgb_s2);

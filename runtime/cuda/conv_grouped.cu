@@ -130,7 +130,9 @@ __global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *
         if (q.out == QF_I8 && !res) {
             cu_vec<int8_t, V> out;
 #pragma unroll
-            for (int v = 0; v < V; v++) out.e[v] = qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[v], m0 + v, false, 0.0f, ACT));
+            for (int v = 0; v < V; v++)
+                out.e[v] = ACT ? qfi_requant_acc_level_fast(&q, acc[v], m0 + v)
+                               : qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[v], m0 + v, false, 0.0f, false));
             out.store((int8_t *)y + o);
         } else {
 #pragma unroll
@@ -231,7 +233,9 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
                 /* the common case in one vector store */
                 cu_vec<int8_t, V> out;
 #pragma unroll
-                for (int v = 0; v < V; v++) out.e[v] = qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[v], c0 + v, false, 0.0f, ACT));
+                for (int v = 0; v < V; v++)
+                    out.e[v] = ACT ? qfi_requant_acc_level_fast(&q, acc[v], c0 + v)
+                                   : qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[v], c0 + v, false, 0.0f, false));
                 out.store((int8_t *)y + o);
             } else {
 #pragma unroll
@@ -312,8 +316,9 @@ __global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t 
                 for (int r = 0; r < 3; r++)
 #pragma unroll
                     for (int k = 0; k < 3; k++) acc += wr[r * 3 + k][v] * cols[k][r][v];
-                const float f = qfi_requant_value_at(&q, qfi_i2f(acc + bias[v]), m[v], res,
-                                                     qfi_requant_residual(&q, (int8_t)(rw >> (8 * v))), ACT);
+                const float a = qfi_i2f(acc + bias[v]), r = qfi_requant_residual(&q, (int8_t)(rw >> (8 * v)));
+                const float f = ACT ? qfi_requant_smooth_i8_value(&q, a, m[v], res, r)
+                                    : qfi_requant_value_at(&q, a, m[v], res, r, false);
                 packed |= (uint32_t)(uint8_t)qfi_requant_level(&q, f) << (8 * v);
             }
             *(uint32_t *)(y + o) = packed;

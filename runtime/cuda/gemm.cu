@@ -359,10 +359,12 @@ __global__ void requant_kernel(qfi_requant q, const int32_t *acc, int64_t rows, 
  * biases in registers and issues its rows' loads before any arithmetic, so
  * the pass runs at the memory's rate (the earlier grid-stride form, a 64-bit
  * division and four m/bias loads per four elements, took 2.8x that on ViT's
- * fc1). GELU: q.act is a GELU, computed by qfi_requant_gelu_i8_value (ViT's
- * and ConvNeXt's fc1 run here: cuBLASLt + this kernel beat the implicit GEMM). */
+ * fc1). FAST: q.act is a GELU, SiLU or Sigmoid, whose level
+ * qfi_requant_smooth_i8_value finds with CUDA's expf / erff / tanhf (ViT's
+ * and ConvNeXt's fc1 and EfficientNet's wide SiLU convs run here: cuBLASLt
+ * and this kernel beat the implicit GEMM's exact epilogue). */
 enum { REQ_ROWS = 4 };
-template <bool ACT, bool GELU>
+template <bool ACT, bool FAST>
 __global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, int64_t rows, int cols4, int64_t ld4,
                                     const char4 *res, char4 *y)
 {
@@ -390,12 +392,32 @@ __global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, int64_t rows
             if (r >= rows) break;
             auto level = [&](int32_t acc_j, int j, int8_t res_j) {
                 const float aj = qfi_i2f(acc_j + b[j]), rj = qfi_requant_residual(&q, res_j);
-                if constexpr (GELU) return qfi_requant_level(&q, qfi_requant_gelu_i8_value(&q, aj, m[j], res, rj));
+                if constexpr (FAST) return qfi_requant_level(&q, qfi_requant_smooth_i8_value(&q, aj, m[j], res, rj));
                 return qfi_requant_level(&q, qfi_requant_value_at(&q, aj, m[j], res, rj, ACT));
             };
             y[r * cols4 + c4] = make_char4(level(a[u].x, 0, rv[u].x), level(a[u].y, 1, rv[u].y),
                                            level(a[u].z, 2, rv[u].z), level(a[u].w, 3, rv[u].w));
         }
+    }
+}
+
+/* TEMPORARY A/B (QFORGE_CUDA_REQUANT_FLAT=1): the earlier grid-stride form. */
+template <bool ACT, bool FAST>
+__global__ void requant_i8x4_flat_kernel(qfi_requant q, const int4 *acc, int64_t rows, int64_t cols4, int64_t ld4,
+                                         const char4 *res, char4 *y)
+{
+    const int64_t n = rows * cols4;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / cols4, c4 = i - r * cols4, ch = c4 * 4;
+        int4 a = acc[r * ld4 + c4];
+        char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
+        auto level = [&](int32_t a, int64_t c, int8_t r) {
+            if constexpr (FAST)
+                return qfi_requant_level(&q, qfi_requant_smooth_i8_value(&q, qfi_i2f(q.bias ? a + q.bias[c] : a), q.m[c], res,
+                                                                         qfi_requant_residual(&q, r)));
+            return qfi_requant_level(&q, qfi_requant_acc_at(&q, a, c, res, qfi_requant_residual(&q, r), ACT));
+        };
+        y[i] = make_char4(level(a.x, ch, rv.x), level(a.y, ch + 1, rv.y), level(a.z, ch + 2, rv.z), level(a.w, ch + 3, rv.w));
     }
 }
 
@@ -412,8 +434,23 @@ qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t 
         const dim3 block(bx, 256 / bx);
         int64_t gy = (rows + (int64_t)block.y * REQ_ROWS - 1) / ((int64_t)block.y * REQ_ROWS);
         const dim3 grid((unsigned)((cols4 + bx - 1) / bx), (unsigned)(gy > 65535 ? 65535 : gy));
-        const bool gelu = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH;
-        if (gelu)
+        const bool fast = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH || rq->act == QF_ACT_SILU ||
+                          rq->act == QF_ACT_SIGMOID;
+        static const bool flat = getenv("QFORGE_CUDA_REQUANT_FLAT") != NULL;
+        if (flat) {
+            int64_t n = rows * cols / 4;
+            unsigned b = cu_blocks(n, 256);
+            if (b > 65536) b = 65536;
+            if (fast)
+                requant_i8x4_flat_kernel<true, true><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
+                                                                      (const char4 *)res, (char4 *)y);
+            else if (act)
+                requant_i8x4_flat_kernel<true, false><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
+                                                                       (const char4 *)res, (char4 *)y);
+            else
+                requant_i8x4_flat_kernel<false, false><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
+                                                                        (const char4 *)res, (char4 *)y);
+        } else if (fast)
             requant_i8x4_kernel<true, true><<<grid, block, 0, s>>>(*rq, (const int4 *)acc, rows, cols4, ld / 4,
                                                                    (const char4 *)res, (char4 *)y);
         else if (act)
