@@ -354,64 +354,24 @@ __global__ void requant_kernel(qfi_requant q, const int32_t *acc, int64_t rows, 
     }
 }
 
-/* Four channels of REQ_ROWS rows a thread: int4 accumulators in, char4 out
- * (cols % 4 == 0, ld % 4 == 0). A thread keeps its channels' multipliers and
- * biases in registers and issues its rows' loads before any arithmetic, so
- * the pass runs at the memory's rate (the earlier grid-stride form, a 64-bit
- * division and four m/bias loads per four elements, took 2.8x that on ViT's
- * fc1). FAST: q.act is a GELU, SiLU or Sigmoid, whose level
+/* Four channels a thread: int4 accumulators in, char4 out (cols % 4 == 0,
+ * ld % 4 == 0); I, the index type: 32 bits where the elements' count allows
+ * (a 64-bit division per four elements costs more than the GELU or SiLU
+ * levels). FAST: q.act is a GELU, SiLU or Sigmoid, whose level
  * qfi_requant_smooth_i8_value finds with CUDA's expf / erff / tanhf (ViT's
- * and ConvNeXt's fc1 and EfficientNet's wide SiLU convs run here: cuBLASLt
- * and this kernel beat the implicit GEMM's exact epilogue). */
-enum { REQ_ROWS = 4 };
-template <bool ACT, bool FAST>
-__global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, int64_t rows, int cols4, int64_t ld4,
-                                    const char4 *res, char4 *y)
+ * and ConvNeXt's fc1 and EfficientNet's wide SiLU convs run here). A 2-D
+ * form with each thread's channel multipliers in registers and four rows'
+ * loads in flight measured slower (ViT-B/16 fc1 0.873 against 0.800 ms,
+ * EfficientNet-B0's widest SiLU conv 1.76 against 1.34 ms). */
+template <bool ACT, bool FAST, typename I>
+__global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, I rows, I cols4, I ld4, const char4 *res, char4 *y)
 {
-    const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c4 >= cols4) return;
-    const int ch = c4 * 4;
-    float m[4];
-    int32_t b[4];
-    for (int j = 0; j < 4; j++) m[j] = q.m[ch + j], b[j] = q.bias ? q.bias[ch + j] : 0;
-    const int64_t step = (int64_t)gridDim.y * blockDim.y;
-    for (int64_t r0 = blockIdx.y * (int64_t)blockDim.y + threadIdx.y; r0 < rows; r0 += step * REQ_ROWS) {
-        int4 a[REQ_ROWS];
-        char4 rv[REQ_ROWS];
-#pragma unroll
-        for (int u = 0; u < REQ_ROWS; u++) {
-            const int64_t r = r0 + u * step;
-            if (r < rows) {
-                a[u] = acc[r * ld4 + c4];
-                rv[u] = res ? res[r * cols4 + c4] : make_char4(0, 0, 0, 0);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < REQ_ROWS; u++) {
-            const int64_t r = r0 + u * step;
-            if (r >= rows) break;
-            auto level = [&](int32_t acc_j, int j, int8_t res_j) {
-                const float aj = qfi_i2f(acc_j + b[j]), rj = qfi_requant_residual(&q, res_j);
-                if constexpr (FAST) return qfi_requant_level(&q, qfi_requant_smooth_i8_value(&q, aj, m[j], res, rj));
-                return qfi_requant_level(&q, qfi_requant_value_at(&q, aj, m[j], res, rj, ACT));
-            };
-            y[r * cols4 + c4] = make_char4(level(a[u].x, 0, rv[u].x), level(a[u].y, 1, rv[u].y),
-                                           level(a[u].z, 2, rv[u].z), level(a[u].w, 3, rv[u].w));
-        }
-    }
-}
-
-/* TEMPORARY A/B (QFORGE_CUDA_REQUANT_FLAT=1): the earlier grid-stride form. */
-template <bool ACT, bool FAST>
-__global__ void requant_i8x4_flat_kernel(qfi_requant q, const int4 *acc, int64_t rows, int64_t cols4, int64_t ld4,
-                                         const char4 *res, char4 *y)
-{
-    const int64_t n = rows * cols4;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = i / cols4, c4 = i - r * cols4, ch = c4 * 4;
-        int4 a = acc[r * ld4 + c4];
-        char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
-        auto level = [&](int32_t a, int64_t c, int8_t r) {
+    const I n = rows * cols4;
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        const I r = i / cols4, c4 = i - r * cols4, ch = c4 * 4;
+        const int4 a = acc[r * ld4 + c4];
+        const char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
+        auto level = [&](int32_t a, I c, int8_t r) {
             if constexpr (FAST)
                 return qfi_requant_level(&q, qfi_requant_smooth_i8_value(&q, qfi_i2f(q.bias ? a + q.bias[c] : a), q.m[c], res,
                                                                          qfi_requant_residual(&q, r)));
@@ -421,44 +381,34 @@ __global__ void requant_i8x4_flat_kernel(qfi_requant q, const int4 *acc, int64_t
     }
 }
 
+template <typename I>
+static void launch_requant_i8x4(cudaStream_t s, const cu_requant *rq, const int32_t *acc, int64_t rows, int64_t cols,
+                                int64_t ld, const int8_t *res, void *y, unsigned blocks)
+{
+    const bool act = rq->act != QF_ACT_NONE;
+    const bool fast = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH || rq->act == QF_ACT_SILU ||
+                      rq->act == QF_ACT_SIGMOID;
+    const I r = (I)rows, c4 = (I)(cols / 4), l4 = (I)(ld / 4);
+    const int4 *a = (const int4 *)acc;
+    if (fast) requant_i8x4_kernel<true, true, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, (const char4 *)res, (char4 *)y);
+    else if (act) requant_i8x4_kernel<true, false, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, (const char4 *)res, (char4 *)y);
+    else requant_i8x4_kernel<false, false, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, (const char4 *)res, (char4 *)y);
+}
+
 qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t *acc, int64_t rows, int64_t cols,
                             int64_t ld, const int8_t *res, void *y)
 {
     if (!rows || !cols) return QF_OK;
     const bool act = rq->act != QF_ACT_NONE;
-    if (rq->out == QF_I8 && cols % 4 == 0 && ld % 4 == 0 && cols / 4 <= INT32_MAX) {
-        /* 256 threads: up to 64 across the channel groups, the rest down the rows */
-        const int cols4 = (int)(cols / 4);
-        unsigned bx = 64;
-        while (bx > 1 && bx / 2 >= (unsigned)cols4) bx /= 2;
-        const dim3 block(bx, 256 / bx);
-        int64_t gy = (rows + (int64_t)block.y * REQ_ROWS - 1) / ((int64_t)block.y * REQ_ROWS);
-        const dim3 grid((unsigned)((cols4 + bx - 1) / bx), (unsigned)(gy > 65535 ? 65535 : gy));
-        const bool fast = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH || rq->act == QF_ACT_SILU ||
-                          rq->act == QF_ACT_SIGMOID;
-        static const bool flat = getenv("QFORGE_CUDA_REQUANT_FLAT") != NULL;
-        if (flat) {
-            int64_t n = rows * cols / 4;
-            unsigned b = cu_blocks(n, 256);
-            if (b > 65536) b = 65536;
-            if (fast)
-                requant_i8x4_flat_kernel<true, true><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
-                                                                      (const char4 *)res, (char4 *)y);
-            else if (act)
-                requant_i8x4_flat_kernel<true, false><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
-                                                                       (const char4 *)res, (char4 *)y);
-            else
-                requant_i8x4_flat_kernel<false, false><<<b, 256, 0, s>>>(*rq, (const int4 *)acc, rows, cols / 4, ld / 4,
-                                                                        (const char4 *)res, (char4 *)y);
-        } else if (fast)
-            requant_i8x4_kernel<true, true><<<grid, block, 0, s>>>(*rq, (const int4 *)acc, rows, cols4, ld / 4,
-                                                                   (const char4 *)res, (char4 *)y);
-        else if (act)
-            requant_i8x4_kernel<true, false><<<grid, block, 0, s>>>(*rq, (const int4 *)acc, rows, cols4, ld / 4,
-                                                                    (const char4 *)res, (char4 *)y);
+    if (rq->out == QF_I8 && cols % 4 == 0 && ld % 4 == 0) {
+        const int64_t n = rows * cols / 4;
+        unsigned b = cu_blocks(n, 256);
+        if (b > 65536) b = 65536;
+        /* 32-bit indices where the last index, one stride on, and the last accumulator's stay below 2^32 */
+        if (n + (int64_t)b * 256 <= UINT32_MAX && rows * (ld / 4) <= UINT32_MAX)
+            launch_requant_i8x4<uint32_t>(s, rq, acc, rows, cols, ld, res, y, b);
         else
-            requant_i8x4_kernel<false, false><<<grid, block, 0, s>>>(*rq, (const int4 *)acc, rows, cols4, ld / 4,
-                                                                     (const char4 *)res, (char4 *)y);
+            launch_requant_i8x4<int64_t>(s, rq, acc, rows, cols, ld, res, y, b);
     } else {
         unsigned b = cu_blocks(rows * cols, 256);
         if (b > 65536) b = 65536;
