@@ -151,16 +151,21 @@ static QFI_HD bool qfi_act_smooth(qf_act act)
  * arithmetic, lib/float_math.h); with s = 1 (a float output) exactly what
  * the unfused ops compute. One e^x and one division at most: GPU kernels
  * unroll their epilogues over many elements. Other kinds leave v as it is. */
-static QFI_HD float qfi_act_value(qf_act act, float v, float s)
+/* gelu: whether GELU's code is compiled in; a kernel passes a compile-time
+ * false only where its host side made sure act is no GELU (the implicit
+ * GEMM: its smooth instances serve SiLU and HardSwish layers, which GELU's
+ * code slowed by 8-19 %). */
+static QFI_HD float qfi_act_value_kinds(qf_act act, float v, float s, bool gelu)
 {
     if (!qfi_act_smooth(act)) return v;
     const float x = qfi_mul(v, s);
-    if (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) return qfi_div(qfi_gelu(x, act == QF_ACT_GELU_TANH), s);
+    if (gelu && (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH)) return qfi_div(qfi_gelu(x, act == QF_ACT_GELU_TANH), s);
     if (act == QF_ACT_HARD_SWISH) return qfi_mul(v, qfi_hard_sigmoid(x, 1.0f / 6.0f, 0.5f));
     float d;
     const float n = qfi_sigmoid_parts(x, &d);
     return act == QF_ACT_SIGMOID ? qfi_div(n, qfi_mul(d, s)) : qfi_mul(v, qfi_div(n, d));
 }
+static QFI_HD float qfi_act_value(qf_act act, float v, float s) { return qfi_act_value_kinds(act, v, s, true); }
 
 #ifdef __CUDACC__
 /* A smooth fused activation whose result only goes to rint (an int8
@@ -219,13 +224,18 @@ static __device__ __forceinline__ float qfi_smooth_level_fast(qf_act act, float 
  * multiplier m; r is the residual as a float, read only when has_res.
  * `smooth`: whether rq->act may be a smooth activation; a kernel passes a
  * compile-time false only where its host side made sure rq->act is none,
- * and so leaves e^x out of its code. */
-static QFI_HD float qfi_requant_value_at(const qfi_requant *rq, float a, float m, bool has_res, float r, bool smooth)
+ * and so leaves e^x out of its code; `gelu`: as at qfi_act_value_kinds. */
+static QFI_HD float qfi_requant_value_kinds(const qfi_requant *rq, float a, float m, bool has_res, float r, bool smooth,
+                                            bool gelu)
 {
     float v = qfi_mul(a, m);
     if (has_res) v = qfi_add(v, qfi_mul(r, rq->m_r));
-    if (smooth && rq->act != QF_ACT_NONE) v = qfi_act_value(rq->act, v, rq->act_s);
+    if (smooth && rq->act != QF_ACT_NONE) v = qfi_act_value_kinds(rq->act, v, rq->act_s, gelu);
     return fminf(fmaxf(v, rq->lo), rq->hi);
+}
+static QFI_HD float qfi_requant_value_at(const qfi_requant *rq, float a, float m, bool has_res, float r, bool smooth)
+{
+    return qfi_requant_value_kinds(rq, a, m, has_res, r, smooth, true);
 }
 #ifdef __CUDACC__
 /* The same for an int8 output, whose value only goes to rint:

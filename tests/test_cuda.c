@@ -1131,8 +1131,9 @@ START_TEST(attention_fused)
 END_TEST
 
 /* The levels above bit for bit with the CPU engine's exact forms, with
- * each INT8 GEMM tactic (the implicit GEMM's epilogue, and cuBLASLt + the
- * requantize kernel); the second Linears' float outputs show every level. */
+ * each INT8 GEMM tactic (the implicit GEMM's epilogue for SiLU and Sigmoid;
+ * cuBLASLt + the requantize kernel for all four: the implicit GEMM is built
+ * without GELU); the second Linears' float outputs show every level. */
 START_TEST(smooth_levels_exact)
 {
     const char *tactics[3] = {NULL, "igemm", "lt"};

@@ -356,7 +356,7 @@ static qf_status conv_geo_of(const cu_engine *c, const qf_node *n, conv_geo *p)
 bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n)
 {
     conv_geo p;
-    return n->op == QF_OP_CONV && conv_geo_of(c, n, &p) == QF_OK && cu_igemm_fits(&p, qfi_out(c->g, n, 0)->dtype);
+    return n->op == QF_OP_CONV && conv_geo_of(c, n, &p) == QF_OK && cu_igemm_fits(&p, qfi_out(c->g, n, 0)->dtype, n->act);
 }
 
 static qf_status conv_prepare(cu_engine *c, cu_layer *L)
@@ -434,9 +434,9 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         st->q8 = false;
         QF_CHECK(conv_plan_gemm(c, L, st, w, dt));
     }
-    if (L->quant_in >= 0 && !cu_igemm_fits(&p, st->rq.out))
+    if (L->quant_in >= 0 && !cu_igemm_fits(&p, st->rq.out, st->rq.act))
         return qf_error(QF_ERR_UNSUPPORTED, "a fused input quantization needs the implicit-GEMM kernel");
-    if (i8 && cu_igemm_fits(&p, st->rq.out) && (!cu_tactic_forced("lt") || L->quant_in >= 0)) {
+    if (i8 && cu_igemm_fits(&p, st->rq.out, st->rq.act) && (!cu_tactic_forced("lt") || L->quant_in >= 0)) {
         /* a second tactic, timed against the GEMM path at tune time */
         const int32_t *bias = geo.has_bias ? (const int32_t *)qfi_in(g, n, 2)->data : NULL;
         QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, bias, &st->rq, &st->ig));

@@ -278,10 +278,10 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                 uint16_t *e = (uint16_t *)(Ew + (mt * 16 + g + h * 8) * EW + cl);
                 const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
                 const uint32_t r = RES ? (uint32_t)*e ^ 0x8080u : 0u;
-                const float v0 = qfi_requant_value_at(&p.rq, SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), m0, RES,
-                                                      residual_to_float<0>(r, p.rq.z_r), ACT);
-                const float v1 = qfi_requant_value_at(&p.rq, SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1), m1, RES,
-                                                      residual_to_float<1>(r, p.rq.z_r), ACT);
+                const float v0 = qfi_requant_value_kinds(&p.rq, SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), m0, RES,
+                                                         residual_to_float<0>(r, p.rq.z_r), ACT, false);
+                const float v1 = qfi_requant_value_kinds(&p.rq, SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1), m1, RES,
+                                                         residual_to_float<1>(r, p.rq.z_r), ACT, false);
                 *e = (uint16_t)__byte_perm(qfi_magic_round_zp(v0, p.rq.z_out), qfi_magic_round_zp(v1, p.rq.z_out), 0x0040);
             }
     }
@@ -678,8 +678,10 @@ static gemm_geo plan(const cu_conv_geo *g)
     return q;
 }
 
-bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out)
+bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out, qf_act act)
 {
+    /* its epilogue is compiled without GELU (qfi_requant_value_kinds) */
+    if (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) return false;
     if (g->N <= 0 || g->C <= 0 || g->H <= 0 || g->W <= 0) return false;
     const gemm_geo q = plan(g);
     const int64_t K = (int64_t)q.kh * q.kw * q.Cp, P = g->N * g->Ho * g->Wo;
@@ -735,7 +737,7 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
                           cu_igemm **out)
 {
     *out = NULL;
-    if (!cu_igemm_fits(g, rq->out))
+    if (!cu_igemm_fits(g, rq->out, rq->act))
         return qf_error(QF_ERR_USAGE, "implicit-GEMM conv asked for a shape it does not run");
     const gemm_geo q = plan(g);
     const int vec = q.Cp % 16 == 0 ? 16 : q.Cp % 8 == 0 ? 8 : 4;

@@ -360,7 +360,7 @@ typedef struct cu_conv_geo {
     int kh, kw, sh, sw, ph, pw, dh, dw;
 } cu_conv_geo;
 typedef struct cu_igemm cu_igemm;
-bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out);
+bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out, qf_act act);
 /* Whether Conv node n can run on the implicit-GEMM kernel (conv.cu). */
 bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n);
 size_t cu_igemm_scratch(const cu_conv_geo *g);
