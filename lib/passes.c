@@ -1216,6 +1216,165 @@ static qf_status fuse_gelu(qf_graph *g)
     return QF_OK;
 }
 
+/* ---- a constant per-channel scale into the layer before it ------------------------------ */
+
+/* v's producer, where exactly one node reads v and v is no graph output. */
+static qf_node *sole_producer(qf_graph *g, int v)
+{
+    if (v < 0 || g->values[v].producer < 0 || is_graph_output(g, v) || count_uses(g, v) != 1) return NULL;
+    return &g->nodes[g->values[v].producer];
+}
+
+/* A float constant with new data, named after node n. */
+static int add_scaled_const(qf_graph *g, const qf_node *n, const char *what, int ndim, const int64_t *dims, float *data)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s/%s", n->name, what);
+    const int v = qf_graph_add_value(g, name, QF_F32, ndim, dims);
+    if (v < 0) {
+        free(data);
+        return -1;
+    }
+    g->values[v].data = data;
+    g->values[v].flags |= QF_VALUE_CONST;
+    return v;
+}
+
+/* Marks value v's name as holding scaled data: a calibration table made
+ * before the fold has no entry for it (the one-line error), not a wrong one. */
+static qf_status rename_scaled(qf_graph *g, int v)
+{
+    char name[600];
+    snprintf(name, sizeof name, "%s/channel_scaled", g->values[v].name);
+    char *dup = qfi_strdup(name);
+    if (!dup) return QF_ERR_NOMEM;
+    free(g->values[v].name);
+    g->values[v].name = dup;
+    return QF_OK;
+}
+
+/* Mul(y, gamma), gamma constant and broadcast along y's channel axis only
+ * (ConvNeXt's and CaiT's layer scale, a BatchNorm exported as a Mul), where
+ * y comes from a Conv or a MatMul with constant weights (and a constant bias
+ * Add), through at most one Transpose, each value read only by the next:
+ * the factors go into the weights and the bias, W' = W gamma, b' = b gamma
+ * (new tensors, each element rounded once from double), and the Mul is gone.
+ * One pass over the activations fewer; torchvision ConvNeXt's layer scale
+ * (1e-6 at random init) no longer makes a node of its own that FP16 cannot
+ * hold. The FP32 outputs change by the weights' rounding (1e-7 relative). */
+static qf_status fold_channel_scale(qf_graph *g)
+{
+    int folded = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qf_node *mul = &g->nodes[i];
+        if (mul->op != QF_OP_MUL || mul->n_in != 2 || mul->n_out != 1) continue;
+        const int gv = is_const(g, mul->in[1]) ? mul->in[1] : is_const(g, mul->in[0]) ? mul->in[0] : -1;
+        const int y = gv < 0 ? -1 : other_operand(mul, gv);
+        if (y < 0 || is_const(g, y) || g->values[gv].dtype != QF_F32 || g->values[y].dtype != QF_F32) continue;
+        /* back from y: [Transpose] <- [Add(bias)] <- MatMul | Conv */
+        qf_node *tr = NULL, *badd = NULL, *p = sole_producer(g, y);
+        int t = y, bias = -1;
+        if (p && p->op == QF_OP_TRANSPOSE) {
+            tr = p;
+            t = p->in[0];
+            p = sole_producer(g, t);
+        }
+        if (p && p->op == QF_OP_ADD && p->n_in == 2 && (is_const(g, p->in[0]) || is_const(g, p->in[1]))) {
+            badd = p;
+            bias = is_const(g, p->in[1]) ? p->in[1] : p->in[0];
+            t = other_operand(p, bias);
+            p = sole_producer(g, t);
+        }
+        if (!p || p->n_out != 1 || p->out[0] != t || p->n_in < 2 || !is_const(g, p->in[1]) ||
+            g->values[p->in[1]].dtype != QF_F32 || (bias >= 0 && g->values[bias].dtype != QF_F32))
+            continue;
+        const qf_value *w = &g->values[p->in[1]], *tv = &g->values[t], *yv = &g->values[y], *gm = &g->values[gv];
+        int axis; /* of t: the output channels */
+        int64_t C;
+        if (p->op == QF_OP_MATMUL && w->ndim == 2 && tv->ndim >= 2 && !is_const(g, p->in[0])) {
+            axis = tv->ndim - 1, C = w->dims[1];
+        } else if (p->op == QF_OP_CONV && !badd && w->ndim >= 3 && tv->ndim >= 3 &&
+                   (p->n_in < 3 || p->in[2] < 0 || (is_const(g, p->in[2]) && g->values[p->in[2]].dtype == QF_F32))) {
+            axis = 1, C = w->dims[0];
+            bias = p->n_in > 2 ? p->in[2] : -1;
+        } else {
+            continue;
+        }
+        if (tv->dims[axis] != C || yv->ndim != tv->ndim || gm->ndim > yv->ndim) continue;
+        /* the channel axis of y */
+        int ya = axis;
+        if (tr) {
+            const qfi_transpose_params *tp = tr->params;
+            ya = -1;
+            for (int a = 0; a < yv->ndim; a++)
+                if ((tp->n_perm ? tp->perm[a] : yv->ndim - 1 - a) == axis) ya = a;
+            if (ya < 0) continue;
+        }
+        /* gamma: 1 along every other axis, C or 1 along that one */
+        bool per_channel = false, fits = true;
+        for (int a = 0; a < yv->ndim; a++) {
+            const int ga = a - (yv->ndim - gm->ndim);
+            const int64_t d = ga >= 0 ? gm->dims[ga] : 1;
+            if (d == 1) continue;
+            if (a == ya && d == C) per_channel = true;
+            else fits = false;
+        }
+        const qf_value *bv = bias >= 0 ? &g->values[bias] : NULL;
+        if (!fits || (bv && qf_value_numel(bv) != C && qf_value_numel(bv) != 1)) continue;
+        if (bv && badd) { /* the bias broadcasts along t's last axis only */
+            bool last_only = bv->ndim <= tv->ndim;
+            for (int a = 0; last_only && a < bv->ndim - 1; a++) last_only = bv->dims[a] == 1;
+            if (!last_only) continue;
+        }
+        const float *gd = gm->data, *wd = w->data;
+        const int64_t nw = qf_value_numel(w);
+        float *nwd = qfi_calloc((size_t)nw + 1, sizeof *nwd), *nbd = bv ? qfi_calloc((size_t)C + 1, sizeof *nbd) : NULL;
+        if (!nwd || (bv && !nbd)) {
+            free(nwd);
+            free(nbd);
+            return QF_ERR_NOMEM;
+        }
+        const int64_t per = nw / C; /* Conv: the elements of one output channel */
+        for (int64_t e = 0; e < nw; e++) {
+            const int64_t c = p->op == QF_OP_MATMUL ? e % C : e / per;
+            nwd[e] = (float)((double)wd[e] * gd[per_channel ? c : 0]);
+        }
+        for (int64_t c = 0; bv && c < C; c++)
+            nbd[c] = (float)((double)((const float *)bv->data)[qf_value_numel(bv) == C ? c : 0] * gd[per_channel ? c : 0]);
+        const int wdim = w->ndim;
+        int64_t wdims[QF_MAX_DIMS], bdims[1] = {C};
+        memcpy(wdims, w->dims, sizeof wdims);
+        const int pi = (int)(p - g->nodes), ti = tr ? (int)(tr - g->nodes) : -1, ai = badd ? (int)(badd - g->nodes) : -1;
+        const int nwv = add_scaled_const(g, p, "channel_scaled_w", wdim, wdims, nwd);
+        const int nbv = nwv >= 0 && nbd ? add_scaled_const(g, p, "channel_scaled_b", 1, bdims, nbd) : -1;
+        if (nwv < 0 || (nbd && nbv < 0)) return QF_ERR_NOMEM;
+        /* the values array may have moved: the nodes are found again by index */
+        p = &g->nodes[pi];
+        p->in[1] = nwv;
+        if (nbv >= 0) {
+            if (ai >= 0) {
+                qf_node *a = &g->nodes[ai];
+                a->in[a->in[0] == bias ? 0 : 1] = nbv;
+            } else {
+                p->in[2] = nbv;
+            }
+        }
+        /* the chain's last node writes the Mul's output; the values in between hold scaled data */
+        qf_node *last = &g->nodes[ti >= 0 ? ti : ai >= 0 ? ai : pi];
+        QF_CHECK(rename_scaled(g, p->out[0]));
+        if (ai >= 0 && ti >= 0) QF_CHECK(rename_scaled(g, g->nodes[ai].out[0]));
+        mul = &g->nodes[i];
+        g->values[y].producer = -1;
+        last->out[0] = mul->out[0];
+        g->values[mul->out[0]].producer = (int)(last - g->nodes);
+        kill_node(mul);
+        folded++;
+    }
+    if (folded) qf_log(QF_LOG_DEBUG, "%s: %d constant channel scales folded into the layers before them", g->source, folded);
+    compact(g);
+    return QF_OK;
+}
+
 /* Frees data of constants no node or output reads any more (unfolded BN
  * parameters, the inputs of folded shape arithmetic). */
 void qfi_drop_unused_constants(qf_graph *g)
@@ -1272,6 +1431,7 @@ qf_status qf_graph_prepare(qf_graph *g, int batch)
     QF_CHECK(fuse_pad_into_conv(g));
     QF_CHECK(fuse_layer_norm(g)); /* before its trailing ReduceMeans could become pools */
     QF_CHECK(fuse_gelu(g));
+    QF_CHECK(fold_channel_scale(g));
     QF_CHECK(reduce_mean_as_pool(g));
     /* every prepared graph is batch-free: engines, .qfm files and ONNX exports
      * built from it run at any batch */

@@ -1,7 +1,8 @@
 /* Zoo-lite: one small graph per block type and exporter pattern of the zoo's
  * CNNs (bench/zoo): SE block, HardSwish, SiLU, TF "same" padding, dynamic-batch
  * flattens, grouped and depthwise convs, dense concat, inception pooling, and
- * the transformer exports' patterns: LayerNorm and GELU written out, the head
+ * the transformer exports' patterns: LayerNorm and GELU written out, ConvNeXt's
+ * layer scale (folded into the Linear before it), the head
  * split's batch * heads reshape, ViT's class token expanded to the batch; and
  * YOLOv8's (bench/zoo/yolo.py): C2f's channel split, SPPF's chained max pools,
  * the neck's nearest 2x upsampling beside a skip, the head's DFL decoding
@@ -493,6 +494,45 @@ static zt gelu_chain(zb *b, zt x)
     return y;
 }
 
+/* ConvNeXt's block tail: Linear on channels-last tokens (Transpose, MatMul,
+ * bias Add), back to NCHW, times the layer scale gamma [c, 1, 1] (the
+ * constant first, as torchvision writes it), plus the block's input; then a
+ * 1x1 conv whose output a [1, c, 1, 1] constant scales (a BatchNorm written
+ * as a Mul). Both Muls fold into the weights before them. */
+static zt layer_scale(zb *b, zt x)
+{
+    qf_graph *g = b->g;
+    const int C = x.c;
+    const float *w, *bias, *gamma, *gamma2;
+    int wv = param(b, 2, (int64_t[]){C, C}, -0.5f, 0.5f, &w);
+    int bv = param(b, 1, (int64_t[]){C}, -0.1f, 0.1f, &bias);
+    int gv = param(b, 3, (int64_t[]){C, 1, 1}, 0.5f, 1.5f, &gamma);
+    int nhwc = value(g, "nhwc"), z = value(g, "z"), t = value(g, "t"), back = value(g, "back");
+    set_ints(node(b, QF_OP_TRANSPOSE, 1, (int[]){x.v}, nhwc), "perm", 4, (int64_t[]){0, 2, 3, 1});
+    node(b, QF_OP_MATMUL, 2, (int[]){nhwc, wv}, z);
+    node(b, QF_OP_ADD, 2, (int[]){z, bv}, t);
+    set_ints(node(b, QF_OP_TRANSPOSE, 1, (int[]){t}, back), "perm", 4, (int64_t[]){0, 3, 1, 2});
+    zt s = zt_new(b, C, x.h, x.w);
+    node(b, QF_OP_MUL, 2, (int[]){gv, back}, s.v);
+    for (int n = 0; n < x.n; n++)
+        for (int c = 0; c < C; c++)
+            for (int i = 0; i < x.h; i++)
+                for (int j = 0; j < x.w; j++) {
+                    double acc = bias[c];
+                    for (int k = 0; k < C; k++) acc += (double)*at(x, n, k, i, j) * w[k * C + c];
+                    *at(s, n, c, i, j) = (float)(gamma[c] * acc);
+                }
+    zt cv = conv(b, add(b, s, x), C, 1, 1, P0, 1);
+    int g2 = param(b, 4, (int64_t[]){1, C, 1, 1}, 0.5f, 1.5f, &gamma2);
+    zt y = zt_new(b, C, x.h, x.w);
+    node(b, QF_OP_MUL, 2, (int[]){cv.v, g2}, y.v);
+    for (int n = 0; n < x.n; n++)
+        for (int c = 0; c < C; c++)
+            for (int i = 0; i < x.h; i++)
+                for (int j = 0; j < x.w; j++) *at(y, n, c, i, j) = *at(cv, n, c, i, j) * gamma2[c];
+    return y;
+}
+
 /* The batch's dim of x's shape as a 1-element int64 value (Shape -> Gather(0) -> Unsqueeze) */
 static int batch_of(zb *b, zt x)
 {
@@ -693,6 +733,7 @@ static const zcase cases[] = {
     {"mean_head", mean_head, 3, 6, 6, 35, QF_OP_REDUCE_MEAN},
     {"layer_norm_chain", layer_norm_chain, 3, 4, 16, 35, QF_OP_REDUCE_MEAN},
     {"gelu_chain", gelu_chain, 3, 4, 8, 35, QF_OP_ERF},
+    {"layer_scale", layer_scale, 8, 4, 5, 35, QF_OP_MUL},
     {"heads_reshape", heads_reshape, 4, 3, 5, 35, QF_OP_SHAPE},
     {"class_token", class_token, 3, 4, 6, 35, QF_OP_SHAPE},
     {"c2f_sppf", c2f_sppf, 3, 10, 10, 35, QF_OP_COUNT},
