@@ -10,6 +10,11 @@
 #include <assert.h>
 #include "qforge/qforge.h"
 #include "quant_math.h" /* INT8 numerics and float bit patterns, shared with CUDA */
+/* FP16's largest finite value: values beyond it must stay FP32. */
+#define QFI_FP16_MAX 65504.0f
+/* FP16's smallest normal value, 2^-14: a tensor whose values all lie below it
+ * keeps only FP16's subnormal steps, so it stays FP32 (quant/assign.c). */
+#define QFI_FP16_MIN_NORMAL 6.103515625e-05f
 
 /* Broken internal invariant (never bad input): abort loudly. */
 #define QF_ASSERT(cond)                                                        \

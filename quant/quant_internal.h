@@ -8,12 +8,6 @@
 #include "internal.h"
 #include "qforge/quant.h"
 
-/* FP16's largest finite value: values beyond it must stay FP32. */
-#define QFI_FP16_MAX 65504.0f
-/* FP16's smallest normal value, 2^-14: a tensor whose values all lie below it
- * keeps only FP16's subnormal steps, so it stays FP32 (quant/assign.c). */
-#define QFI_FP16_MIN_NORMAL 6.103515625e-05f
-
 typedef enum qfi_qrole {
     QFI_QROLE_FLOAT,    /* computes in FP16 or FP32 */
     QFI_QROLE_ANCHOR,   /* INT8 Conv/Gemm/MatMul: int32 accumulation, requantizing epilogue */
