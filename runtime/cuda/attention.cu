@@ -304,11 +304,11 @@ static qf_status combined_bias(cu_engine *c, const cu_attention_chain &ch, uint1
         const qf_value *bv = &c->g->values[b.value];
         if (!(bv->flags & QF_VALUE_CONST) || !bv->data) return QF_OK;
         int64_t pk = 1, span = 1;
-        for (int d = b.nd - 1; d >= 0; d--) {
-            span *= b.dims[d];
+        for (int d = b.nd - 1; d >= 0; d--) { /* span saturates past 2^24 (dims are below 2^31) */
+            span = span * b.dims[d] > max_elems ? max_elems + 1 : span * b.dims[d];
             if (b.strides[d]) pk = span;
-            if (span > max_elems) break;
         }
+        if (pk > max_elems) return QF_OK; /* (and per and pk below 2^24: their lcm fits) */
         per = per / gcd64(per, pk) * pk;
         if (per * ch.N > max_elems) return QF_OK;
     }
