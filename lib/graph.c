@@ -97,6 +97,18 @@ int qf_graph_add_value(qf_graph *g, const char *name, qf_dtype dtype, int ndim, 
     return g->n_values++;
 }
 
+int qfi_graph_add_const(qf_graph *g, const char *name, qf_dtype dt, int ndim, const int64_t *dims, void *data)
+{
+    const int v = qf_graph_add_value(g, name, dt, ndim, dims);
+    if (v < 0) {
+        free(data);
+        return -1;
+    }
+    g->values[v].data = data;
+    g->values[v].flags |= QF_VALUE_CONST;
+    return v;
+}
+
 int qf_graph_find_value(const qf_graph *g, const char *name)
 {
     for (int i = 0; i < g->n_values; i++)

@@ -109,6 +109,9 @@ static inline qf_value *qfi_out(const qf_graph *g, const qf_node *n, int k)
  * use_start[v+1]) in node order, a node reading v twice listed twice. Both
  * arrays are the caller's (free()). */
 qf_status qfi_graph_uses(const qf_graph *g, int **use_start, int **use_node);
+/* Adds a constant of these dims holding `data` (malloc'd; the graph owns it
+ * from here, and frees it when the value cannot be added): its index or -1. */
+int qfi_graph_add_const(qf_graph *g, const char *name, qf_dtype dt, int ndim, const int64_t *dims, void *data);
 /* Sets a value's dtype and shape (used by shape inference). */
 void qfi_value_set_shape(qf_value *v, qf_dtype dt, int ndim, const int64_t *dims);
 /* Elements of v that belong to the leading `valid` images of g's batch (a

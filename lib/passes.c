@@ -1230,14 +1230,7 @@ static int add_scaled_const(qf_graph *g, const qf_node *n, const char *what, int
 {
     char name[512];
     snprintf(name, sizeof name, "%s/%s", n->name, what);
-    const int v = qf_graph_add_value(g, name, QF_F32, ndim, dims);
-    if (v < 0) {
-        free(data);
-        return -1;
-    }
-    g->values[v].data = data;
-    g->values[v].flags |= QF_VALUE_CONST;
-    return v;
+    return qfi_graph_add_const(g, name, QF_F32, ndim, dims, data);
 }
 
 /* Marks value v's name as holding scaled data: a calibration table made

@@ -190,9 +190,14 @@ static __device__ __noinline__ float qfi_act_exact_out_of_line(qf_act act, float
 {
     return qfi_act_value(act, v, s); /* rare: one copy per file, not one per epilogue instance */
 }
+/* Whether act has such a fast form (the requantize kernel's launch picks by it). */
+static QFI_HD bool qfi_act_has_fast_level(qf_act act)
+{
+    return qfi_act_smooth(act) && act != QF_ACT_HARD_SWISH;
+}
 static __device__ __forceinline__ float qfi_smooth_level_fast(qf_act act, float v, float s)
 {
-    if (act == QF_ACT_HARD_SWISH || !qfi_act_smooth(act)) return qfi_act_value(act, v, s);
+    if (!qfi_act_has_fast_level(act)) return qfi_act_value(act, v, s);
     const float av = fabsf(v);
     if (av <= 2048.0f) {
         const float x = qfi_mul(v, s);
@@ -225,11 +230,15 @@ static __device__ __forceinline__ float qfi_smooth_level_fast(qf_act act, float 
  * `smooth`: whether rq->act may be a smooth activation; a kernel passes a
  * compile-time false only where its host side made sure rq->act is none,
  * and so leaves e^x out of its code; `gelu`: as at qfi_act_value_kinds. */
+static QFI_HD float qfi_requant_linear(const qfi_requant *rq, float a, float m, bool has_res, float r)
+{
+    const float v = qfi_mul(a, m);
+    return has_res ? qfi_add(v, qfi_mul(r, rq->m_r)) : v;
+}
 static QFI_HD float qfi_requant_value_kinds(const qfi_requant *rq, float a, float m, bool has_res, float r, bool smooth,
                                             bool gelu)
 {
-    float v = qfi_mul(a, m);
-    if (has_res) v = qfi_add(v, qfi_mul(r, rq->m_r));
+    float v = qfi_requant_linear(rq, a, m, has_res, r);
     if (smooth && rq->act != QF_ACT_NONE) v = qfi_act_value_kinds(rq->act, v, rq->act_s, gelu);
     return fminf(fmaxf(v, rq->lo), rq->hi);
 }
@@ -249,9 +258,7 @@ static QFI_HD float qfi_requant_value_at(const qfi_requant *rq, float a, float m
 static __device__ __forceinline__ float qfi_requant_smooth_i8_value(const qfi_requant *rq, float a, float m, bool has_res,
                                                                     float r)
 {
-    float v = qfi_mul(a, m);
-    if (has_res) v = qfi_add(v, qfi_mul(r, rq->m_r));
-    v = qfi_smooth_level_fast(rq->act, v, rq->act_s);
+    const float v = qfi_smooth_level_fast(rq->act, qfi_requant_linear(rq, a, m, has_res, r), rq->act_s);
     return fminf(fmaxf(v, rq->lo), rq->hi);
 }
 #endif
@@ -273,11 +280,13 @@ static QFI_HD float qfi_requant_acc(const qfi_requant *rq, int32_t acc, int64_t 
  * to z_out): rint(v) + z_out. Every kernel that stores int8 goes through it. */
 static QFI_HD int8_t qfi_requant_level(const qfi_requant *rq, float v) { return (int8_t)(qfi_round_i32(v) + rq->z_out); }
 #ifdef __CUDACC__
-/* The int8 level of channel c's accumulator (no residual) by qfi_requant_smooth_i8_value. */
-static __device__ __forceinline__ int8_t qfi_requant_acc_level_fast(const qfi_requant *rq, int32_t acc, int64_t c)
+/* The int8 level of channel c's accumulator (and residual r, read only
+ * when has_res) by qfi_requant_smooth_i8_value. */
+static __device__ __forceinline__ int8_t qfi_requant_acc_level_fast(const qfi_requant *rq, int32_t acc, int64_t c,
+                                                                   bool has_res, float r)
 {
     const int32_t a = rq->bias ? acc + rq->bias[c] : acc;
-    return qfi_requant_level(rq, qfi_requant_smooth_i8_value(rq, qfi_i2f(a), rq->m[c], false, 0.0f));
+    return qfi_requant_level(rq, qfi_requant_smooth_i8_value(rq, qfi_i2f(a), rq->m[c], has_res, r));
 }
 #endif
 /* A residual's stored level r as the epilogue's operand: r - z_r, exactly. */

@@ -38,14 +38,7 @@ int qfi_quant_add_const(qf_graph *g, const char *name, qf_dtype dt, int like, in
         nd = g->values[like].ndim;
         memcpy(dims, g->values[like].dims, sizeof dims);
     }
-    int v = qf_graph_add_value(g, name, dt, nd, dims);
-    if (v < 0) {
-        free(data);
-        return -1;
-    }
-    g->values[v].data = data;
-    g->values[v].flags |= QF_VALUE_CONST;
-    return v;
+    return qfi_graph_add_const(g, name, dt, nd, dims, data);
 }
 
 /* Appends a node; returns its index or -1. */

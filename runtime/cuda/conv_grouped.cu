@@ -131,7 +131,7 @@ __global__ void grouped_i8_words_kernel(void *y, const int8_t *x, const int8_t *
             cu_vec<int8_t, V> out;
 #pragma unroll
             for (int v = 0; v < V; v++)
-                out.e[v] = ACT ? qfi_requant_acc_level_fast(&q, acc[v], m0 + v)
+                out.e[v] = ACT ? qfi_requant_acc_level_fast(&q, acc[v], m0 + v, false, 0.0f)
                                : qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[v], m0 + v, false, 0.0f, false));
             out.store((int8_t *)y + o);
         } else {
@@ -234,7 +234,7 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
                 cu_vec<int8_t, V> out;
 #pragma unroll
                 for (int v = 0; v < V; v++)
-                    out.e[v] = ACT ? qfi_requant_acc_level_fast(&q, acc[v], c0 + v)
+                    out.e[v] = ACT ? qfi_requant_acc_level_fast(&q, acc[v], c0 + v, false, 0.0f)
                                    : qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[v], c0 + v, false, 0.0f, false));
                 out.store((int8_t *)y + o);
             } else {

@@ -372,9 +372,7 @@ __global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, I rows, I co
         const int4 a = acc[r * ld4 + c4];
         const char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
         auto level = [&](int32_t a, I c, int8_t r) {
-            if constexpr (FAST)
-                return qfi_requant_level(&q, qfi_requant_smooth_i8_value(&q, qfi_i2f(q.bias ? a + q.bias[c] : a), q.m[c], res,
-                                                                         qfi_requant_residual(&q, r)));
+            if constexpr (FAST) return qfi_requant_acc_level_fast(&q, a, c, res, qfi_requant_residual(&q, r));
             return qfi_requant_level(&q, qfi_requant_acc_at(&q, a, c, res, qfi_requant_residual(&q, r), ACT));
         };
         y[i] = make_char4(level(a.x, ch, rv.x), level(a.y, ch + 1, rv.y), level(a.z, ch + 2, rv.z), level(a.w, ch + 3, rv.w));
@@ -386,8 +384,7 @@ static void launch_requant_i8x4(cudaStream_t s, const cu_requant *rq, const int3
                                 int64_t ld, const int8_t *res, void *y, unsigned blocks)
 {
     const bool act = rq->act != QF_ACT_NONE;
-    const bool fast = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH || rq->act == QF_ACT_SILU ||
-                      rq->act == QF_ACT_SIGMOID;
+    const bool fast = qfi_act_has_fast_level(rq->act);
     const I r = (I)rows, c4 = (I)(cols / 4), l4 = (I)(ld / 4);
     const int4 *a = (const int4 *)acc;
     if (fast) requant_i8x4_kernel<true, true, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, (const char4 *)res, (char4 *)y);
