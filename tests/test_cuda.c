@@ -1615,6 +1615,56 @@ static void capture_log(void *user, qf_log_level level, const char *msg)
 
 /* Each refused node is on the host, said once at build naming op and node;
  * every other node is on the device; a profile times the host nodes too. */
+/* Debug lines of a build that name its cuDNN tactics. */
+typedef struct dnn_capture {
+    int pinned;      /* convs that ran on a cuDNN plan */
+    char missing[256]; /* why there are no cuDNN tactics, if so */
+} dnn_capture;
+
+static void capture_dnn(void *user, qf_log_level level, const char *msg)
+{
+    dnn_capture *lc = user;
+    (void)level;
+    if (strstr(msg, "cuDNN engine") && strstr(msg, "(pinned)")) lc->pinned++;
+    if (strstr(msg, "no cuDNN tactics") && !lc->missing[0]) snprintf(lc->missing, sizeof lc->missing, "%s", msg);
+}
+
+/* QFORGE_CUDA_CONV_TACTIC=cudnn: every FP16 conv on cuDNN's first plan (the
+ * conv with its fused bias, residual Add, ReLU and ReLU6 clip in one cuDNN
+ * graph), within FP16's tolerance of the CPU engine; each graph's build must
+ * have put convs on cuDNN, unless the machine has no cuDNN (then it says so). */
+START_TEST(cudnn_conv_fp16)
+{
+    const build_fn builds[] = {b_conv3x3,         b_conv_rgb_s2, b_conv_1x1,        b_depthwise_vectors,
+                               b_conv_grouped_vectors, b_residual, b_residual_wide, b_conv_relu_pool};
+    setenv("QFORGE_CUDA_CONV_TACTIC", "cudnn", 1);
+    for (size_t b = 0; b < QF_ARRAY_LEN(builds); b++) {
+        uint64_t seed = rng;
+        qf_graph *g = builds[b](), *ref;
+        prepare(g, (int)g->values[g->inputs[0]].dims[0]);
+        rng = seed;
+        ref = builds[b]();
+        prepare(ref, (int)ref->values[ref->inputs[0]].dims[0]);
+        qf_calib_table *t = calibrate_random(ref);
+        qf_graph_free(ref);
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.precision = QF_PREC_FP16;
+        OK(qf_quantize(g, t, &o, NULL));
+        qf_calib_table_free(t);
+        dnn_capture lc = {0};
+        qf_log_set(capture_dnn, &lc, QF_LOG_DEBUG);
+        compare(g, QF_PREC_FP16, 2, "fp16 (cuDNN)", false);
+        qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
+        if (lc.missing[0]) printf("  %s: %s\n", g->source, lc.missing);
+        else ck_assert_msg(lc.pinned > 0, "%s: no conv ran on cuDNN", g->source);
+        printf("  %-22s %d conv layer build(s) on cuDNN\n", g->source, lc.pinned);
+        qf_graph_free(g);
+    }
+    unsetenv("QFORGE_CUDA_CONV_TACTIC");
+}
+END_TEST
+
 START_TEST(host_nodes_are_named)
 {
     qf_graph *g = b_host_refusals();
@@ -1969,6 +2019,7 @@ int main(void)
     tcase_add_checked_fixture(ops, clear_host_ops, NULL); /* a failed test may leave it set */
     tcase_set_timeout(ops, 600);
     tcase_add_test(ops, t_conv3x3);
+    tcase_add_test(ops, cudnn_conv_fp16);
     tcase_add_test(ops, smooth_epilogues_exact);
     tcase_add_test(ops, smooth_levels_exact);
     tcase_add_test(ops, attention_fused);

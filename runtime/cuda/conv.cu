@@ -37,6 +37,10 @@ typedef struct conv_state {
     bool relu;            /* a fused Relu (float paths) */
     cu_igemm *ig;         /* INT8: the implicit-GEMM kernel, where the shape fits */
     int use_ig;           /* the tactic chosen at tune time: 0 = im2col + cuBLASLt, else ig variant use_ig - 1 */
+    cu_dnn_conv *dnn;     /* FP16: cuDNN's plans for the conv and its epilogue (conv_cudnn.cu), or NULL */
+    void *w_dnn;          /* their weights, where st->w's layout is not one cuDNN reads (grouped) */
+    int use_dnn;          /* the tactic chosen at tune time: 0 = qforge's path, else dnn plan use_dnn - 1 */
+    char dnn_key[256];    /* the tactic cache's key of the choice */
 } conv_state;
 
 static void conv_free(void *p)
@@ -45,6 +49,7 @@ static void conv_free(void *p)
     cu_gemm_free(st->gm);
     cu_gemm_free(st->gm_tail);
     cu_igemm_free(st->ig);
+    cu_dnn_conv_free(st->dnn);
     free(st);
 }
 
@@ -203,15 +208,16 @@ static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const
 
 /* ---- building ---------------------------------------------------------------------------------- */
 
-/* Weight layouts: the GEMM's, and the direct kernels' (cu_direct_conv_words). */
-enum weight_layout { W_GEMM, W_DIRECT, W_DIRECT_WORDS };
+/* Weight layouts: the GEMM's, the direct kernels' (cu_direct_conv_words), cuDNN's. */
+enum weight_layout { W_GEMM, W_DIRECT, W_DIRECT_WORDS, W_KRSC };
 
 /* Reorders W (M, Cg, kh, kw) of `es`-byte elements: GEMM layout [rows][Kpad]
- * (k = (ikh*kw + ikw)*C + c, zeros past K and past M), or the direct
- * kernels' [kh][kw][Cg][M] or words [kh][kw][Cg/4][M] of 4 channels. */
+ * (k = (ikh*kw + ikw)*C + c, zeros past K and past M), the direct
+ * kernels' [kh][kw][Cg][M] or words [kh][kw][Cg/4][M] of 4 channels, or
+ * [M][kh][kw][Cg] (cuDNN's NHWC filters). */
 static void *reorder_weights(const void *w, size_t es, const conv_geo &p, weight_layout lay, int64_t rows, int64_t Kpad)
 {
-    const bool direct = lay != W_GEMM;
+    const bool direct = lay != W_GEMM; /* sized kh*kw*Cg*M, as W_KRSC is */
     const int64_t Cg = p.C / p.group;
     size_t n = direct ? (size_t)(p.kh * p.kw * Cg * p.M) : (size_t)(rows * Kpad);
     char *out = (char *)calloc(n + 1, es);
@@ -225,6 +231,7 @@ static void *reorder_weights(const void *w, size_t es, const conv_geo &p, weight
                     const int64_t tap = kh * p.kw + kw;
                     size_t to = lay == W_DIRECT         ? (size_t)((tap * Cg + c) * p.M + m)
                                 : lay == W_DIRECT_WORDS ? (size_t)(((tap * (Cg / 4) + c / 4) * p.M + m) * 4 + c % 4)
+                                : lay == W_KRSC         ? (size_t)((m * p.kh * p.kw + tap) * Cg + c)
                                                         : (size_t)(m * Kpad + tap * p.C + c);
                     memcpy(out + to * es, src + from * es, es);
                 }
@@ -311,8 +318,9 @@ static qf_status conv_plan_gemm(cu_engine *c, cu_layer *L, conv_state *st, const
 }
 
 /* QFORGE_CUDA_CONV_TACTIC=lt|igemm pins INT8 convs (and INT8 Linear layers)
- * to cuBLASLt or to the implicit GEMM (tests exercise each; the default times
- * them all per layer). */
+ * to cuBLASLt or to the implicit GEMM, =cudnn FP16 convs to cuDNN's first
+ * plan where it has one (tests exercise each; the default times them all
+ * per layer). */
 bool cu_tactic_forced(const char *name)
 {
     const char *t = getenv("QFORGE_CUDA_CONV_TACTIC");
@@ -357,6 +365,46 @@ bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n)
 {
     conv_geo p;
     return n->op == QF_OP_CONV && conv_geo_of(c, n, &p) == QF_OK && cu_igemm_fits(&p, qfi_out(c->g, n, 0)->dtype, n->act);
+}
+
+/* cuDNN's plans for an FP16 conv and this layer's fused epilogue: a second
+ * tactic, timed against qforge's own path at tune (conv_choose_dnn). A
+ * cached choice builds only its own plan, or none where qforge's path won. */
+static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const qf_value *w)
+{
+    const conv_geo &p = st->p;
+    if (st->prec != QF_PREC_FP16 || qfi_in(c->g, L->n, 0)->dtype != QF_F16 || st->P == 0 || L->quant_in >= 0)
+        return QF_OK;
+    cu_dnn_epilogue ep;
+    memset(&ep, 0, sizeof ep);
+    ep.bias = st->bias != NULL;
+    ep.residual = L->residual >= 0;
+    ep.relu = st->relu || L->clip; /* ReLU then clip: one clip to [max(0, lo), hi] */
+    ep.lo = L->clip ? (st->relu ? fmax(0.0, L->clip_lo) : L->clip_lo) : 0.0;
+    ep.hi = L->clip ? L->clip_hi : INFINITY;
+    if (!isfinite(ep.lo)) return QF_OK;
+    snprintf(st->dnn_key, sizeof st->dnn_key,
+             "conv:f16:%lld,%lld,%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:g%lld:b%d:r%d:c%g,%g", (long long)p.N,
+             (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.M, (long long)p.Ho, (long long)p.Wo, p.kh, p.kw,
+             p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, (long long)p.group, ep.bias, ep.residual, ep.relu ? ep.lo : -1.0, ep.hi);
+    int cached = -1;
+    const bool has = !cu_tactic_forced("cudnn") && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached);
+    if (has && cached <= 0) return QF_OK;
+    const int64_t Cg = p.C / p.group;
+    /* ungrouped: the GEMM's [M][Kpad] rows are [M][kh][kw][C] filters at a row stride of Kpad */
+    const int64_t ws[4] = {p.group == 1 ? st->Kpad : p.kh * p.kw * Cg, 1, p.kw * Cg, Cg};
+    QF_CHECK(cu_dnn_conv_create(c, &p, QF_F16, ws, &ep, has ? cached - 1 : -1, &st->dnn));
+    if (!st->dnn) return QF_OK;
+    if (p.group != 1) {
+        void *hw = reorder_weights(w->data, 2, p, W_KRSC, 0, 0);
+        if (!hw) return QF_ERR_NOMEM;
+        qf_status s = cu_upload(c, hw, (size_t)(p.kh * p.kw * Cg * p.M) * 2, &st->w_dnn);
+        free(hw);
+        QF_CHECK(s);
+    }
+    /* the workspace shares the im2col slot: a layer runs one tactic, layers run one at a time */
+    cu_need_scratch(c, CU_SCR_COL, cu_dnn_conv_workspace(st->dnn));
+    return QF_OK;
 }
 
 static qf_status conv_prepare(cu_engine *c, cu_layer *L)
@@ -410,7 +458,8 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         if (!hw) return QF_ERR_NOMEM;
         qf_status s = cu_upload(c, hw, (size_t)(p.kh * p.kw * (p.C / p.group) * p.M) * es, &st->w);
         free(hw);
-        return s;
+        QF_CHECK(s);
+        return conv_plan_dnn(c, L, st, w);
     }
     /* K padded to the Tensor Cores' granule: 16 bytes of operands per row */
     const int64_t gran = i8 ? 16 : dt == QF_F16 ? 8 : 4;
@@ -442,7 +491,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, bias, &st->rq, &st->ig));
         cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(&p));
     }
-    return QF_OK;
+    return conv_plan_dnn(c, L, st, w);
 }
 
 /* The GEMM operands of the chunk starting at output position p0. */
@@ -546,12 +595,51 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
     return QF_OK;
 }
 
+/* FP16 with cuDNN plans: qforge's own path (use_dnn 0) against each plan,
+ * timed through the layer's launch on its real buffers; the cache keeps the
+ * winner's heuristic rank + 1 (0: qforge's path), and the losing plans go. */
+static qf_status conv_choose_dnn(cu_engine *c, cu_layer *L, conv_state *st, char *how, size_t how_len)
+{
+    enum { MAX_PLANS = 16 };
+    const int n = cu_dnn_conv_plans(st->dnn);
+    char d[96];
+    size_t len = strlen(how);
+    int cached;
+    if (cu_tactic_forced("cudnn") ||
+        (n == 1 && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached) && cached == cu_dnn_conv_rank(st->dnn, 0) + 1)) {
+        st->use_dnn = 1;
+        snprintf(how + len, how_len - len, "%s%s (%s)", len ? "; " : "", cu_dnn_conv_describe(st->dnn, 0, d, sizeof d),
+                 cu_tactic_forced("cudnn") ? "pinned" : "cached");
+        return QF_OK;
+    }
+    float t[MAX_PLANS + 1];
+    int best = 0;
+    for (int k = 0; k <= n && k <= MAX_PLANS; k++) {
+        st->use_dnn = k;
+        QF_CHECK(time_layer(c, L, &t[k]));
+        if (t[k] < t[best]) best = k;
+    }
+    st->use_dnn = best;
+    qfi_tactic_cache_put(c->tactics, st->dnn_key, best ? cu_dnn_conv_rank(st->dnn, best - 1) + 1 : 0);
+    snprintf(how + len, how_len - len, "%s%s %.3f ms; own path %.3f", len ? "; chose " : "chose ",
+             best ? cu_dnn_conv_describe(st->dnn, best - 1, d, sizeof d) : "own path", t[best], t[0]);
+    for (int k = 1; k <= n && k <= MAX_PLANS; k++) {
+        len = strlen(how);
+        snprintf(how + len, how_len - len, ", %s %.3f", cu_dnn_conv_describe(st->dnn, k - 1, d, sizeof d), t[k]);
+    }
+    if (!best) {
+        cu_dnn_conv_free(st->dnn);
+        st->dnn = NULL;
+    }
+    return QF_OK;
+}
+
 static qf_status conv_tune(cu_engine *c, cu_layer *L)
 {
     conv_state *st = (conv_state *)L->state;
-    if (!st->gm) return QF_OK;
+    if (!st->gm && !st->dnn) return QF_OK;
     char how[1024] = "";
-    if (L->quant_in < 0) { /* with a fused input quantization the int8 input the GEMM path needs does not exist */
+    if (L->quant_in < 0 && st->gm) { /* with a fused input quantization the int8 input the GEMM path needs does not exist */
         void *x;
         QF_CHECK(cu_value_ptr(c, L->n->in[0], &x));
         const void *A, *C;
@@ -571,6 +659,7 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
         /* with a fused input quantization the implicit GEMM alone can run */
         QF_CHECK(cu_igemm_choose(c, L, st->ig, key, st->rq.act, L->quant_in < 0, &st->use_ig, how, sizeof how));
     }
+    if (st->dnn) QF_CHECK(conv_choose_dnn(c, L, st, how, sizeof how));
     qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s%s", c->g->source, L->n->name, how, L->quant_in >= 0 ? ", input quantized in the gather" : "",
            L->residual >= 0 || (st->prec == QF_PREC_INT8 && L->n->n_in > 4 && L->n->in[4] >= 0) ? " + residual" : "");
     return QF_OK;
@@ -606,6 +695,12 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     }
     const int64_t total = st->P * p.M;
     if (total == 0) return QF_OK;
+    if (st->use_dnn) {
+        void *r = NULL;
+        if (L->residual >= 0) QF_CHECK(cu_value_ptr(c, L->residual, &r));
+        return cu_dnn_conv_run(c, st->dnn, st->use_dnn - 1, s, x, st->w_dnn ? st->w_dnn : st->w, st->bias, r, y,
+                               c->scratch[CU_SCR_COL]);
+    }
     if (L->quant_in >= 0) {
         int64_t xs[4];
         cu_strides(c, L->quant_in, xs);

@@ -268,6 +268,7 @@ static void cu_destroy(qf_engine *e)
     free(c->d_in);
     free(c->in_written);
     free(c->d_out);
+    cu_dnn_destroy(c);
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->uploaded) cudaEventDestroy(c->uploaded);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -603,15 +604,23 @@ static qf_status upload_inputs(cu_engine *c, int items)
 /* The tactic cache of this GPU, driver, CUDA and cuBLASLt and this qforge:
  * any of them changing can change which tactic is fastest (or valid). Off
  * while QFORGE_CUDA_CONV_TACTIC / QFORGE_CUDA_IGEMM_VARIANT pin tactics. */
+/* The tactic cache of this device and these libraries, opened before the
+ * layers are prepared (a cached cuDNN choice builds only its own plan).
+ * cuDNN is loaded here only for a graph with an FP16 Conv, its one user. */
 static void open_tactics(cu_engine *c)
 {
+    bool fp16_conv = false;
+    for (int i = 0; i < c->g->n_nodes && !fp16_conv; i++)
+        fp16_conv = c->g->nodes[i].op == QF_OP_CONV && c->g->nodes[i].precision == QF_PREC_FP16 && !c->on_host[i];
+    if (fp16_conv) qfi_cudnn_load();
     if (getenv("QFORGE_CUDA_CONV_TACTIC") || getenv("QFORGE_CUDA_IGEMM_VARIANT")) return;
     int drv = 0, rt = 0;
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
     char key[512];
-    snprintf(key, sizeof key, "%s sm_%d%d %dSM driver %d cuda %d cublasLt %zu qforge %s", c->prop.name, c->prop.major,
-             c->prop.minor, c->prop.multiProcessorCount, drv, rt, (size_t)cublasLtGetVersion(), PACKAGE_VERSION);
+    snprintf(key, sizeof key, "%s sm_%d%d %dSM driver %d cuda %d cublasLt %zu cudnn %zu qforge %s", c->prop.name,
+             c->prop.major, c->prop.minor, c->prop.multiProcessorCount, drv, rt, (size_t)cublasLtGetVersion(),
+             qfi_cudnn_version(), PACKAGE_VERSION);
     c->tactics = qfi_tactic_cache_open(key);
     if (c->tactics) qf_log(QF_LOG_DEBUG, "tactic cache %s", qfi_tactic_cache_path(c->tactics));
 }
@@ -705,6 +714,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     /* a node whose prepare refuses the device (an attribute or dtype its
      * kernel lacks) goes to the host: the others are prepared to collect every
      * refusal, then cu_create builds again with those nodes on the host */
+    open_tactics(c);
     int refused = 0;
     for (int i = 0; i < c->n_layers; i++) {
         cu_layer *L = &c->layers[i];
@@ -741,7 +751,6 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     QF_CHECK(fill_pattern(c, c->arena, c->arena_bytes));
     for (int s = 0; s < CU_SCR_COUNT; s++) QF_CHECK(fill_pattern(c, c->scratch[s], c->scratch_bytes[s]));
     CU_CHECK(cudaStreamSynchronize(c->stream));
-    open_tactics(c);
     for (int i = 0; i < c->n_layers; i++) {
         cu_layer *L = &c->layers[i];
         const cu_op *op = L->op;

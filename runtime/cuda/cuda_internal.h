@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include "cublaslt_dl.h"
+#include "cudnn_dl.h"
 #include <stdint.h>
 #include "quant_math.h" /* the INT8 numerics, __host__ __device__ */
 
@@ -130,6 +131,8 @@ struct cu_engine {
     cudaStream_t copy;        /* uploads */
     cudaEvent_t uploaded;
     cublasLtHandle_t lt;
+    void *dnn;                /* cudnnHandle_t, made when the first cuDNN tactic is (conv_cudnn.cu); NULL: none yet */
+    bool dnn_failed;          /* cudnnCreate failed once: no cuDNN tactics in this engine */
     void *lt_ws;              /* cuBLASLt workspace */
     size_t lt_ws_bytes;
     char *arena;              /* activations, planned by liveness */
@@ -372,6 +375,33 @@ int cu_igemm_variants(const cu_igemm *ig);
 /* A hash of the variant list, for tactic-cache keys: a cached index is only
  * reused by a build that offers the same variants in the same order. */
 uint32_t cu_igemm_signature(const cu_igemm *ig);
+
+/* ---- cuDNN convolutions (conv_cudnn.cu) ----
+ * An FP16 conv and its fused epilogue, y = clip(conv(x, w) + bias + res) with
+ * the clip [lo, hi] applied when `relu` (ReLU: lo 0, hi infinite), as one
+ * cuDNN operation graph: the plans of cuDNN's first heuristic choices whose
+ * numerics match qforge's (FP32 accumulation), for conv.cu to time. x and y
+ * NHWC, res like y, bias [M], w [M][Cg][kh][kw] at element strides
+ * w_strides. only_rank >= 0 builds that heuristic rank alone (a cached
+ * choice). *out is NULL where cuDNN is missing or has no plan: no tactic, no
+ * error. */
+typedef struct cu_dnn_epilogue {
+    bool bias, residual, relu;
+    double lo, hi;
+} cu_dnn_epilogue;
+typedef struct cu_dnn_conv cu_dnn_conv;
+qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, qf_dtype dt, const int64_t *w_strides,
+                             const cu_dnn_epilogue *ep, int only_rank, cu_dnn_conv **out);
+void cu_dnn_conv_free(cu_dnn_conv *d);
+int cu_dnn_conv_plans(const cu_dnn_conv *d);
+/* plan's heuristic rank: what the tactic cache keeps */
+int cu_dnn_conv_rank(const cu_dnn_conv *d, int plan);
+size_t cu_dnn_conv_workspace(const cu_dnn_conv *d);
+const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size_t len);
+qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStream_t s, const void *x, const void *w,
+                          const void *bias, const void *res, void *y, void *ws);
+/* Releases the engine's cuDNN handle. */
+void cu_dnn_destroy(cu_engine *c);
 
 /* ---- calibration histograms on the device (histogram.cu) ----
  * out = the |x| histogram of the first n floats at x (calib/histogram.c's
