@@ -884,6 +884,12 @@ static const char *prec_name[] = {"fp32", "fp16", "int8", "int8pt"};
  * to check this harness itself on a machine without a GPU. */
 static qf_device_kind dut = QF_DEVICE_CUDA;
 
+/* Set where an INT8 graph keeps FP16 GEMMs between its INT8 layers (the
+ * attention's QK^T and AV): cuBLASLt sums those in an order of its chosen
+ * algorithm, so a product can round to another half than the CPU's and move
+ * an INT8 level downstream; such outputs get FP16's tolerance, not INT8's. */
+static bool int8_reads_fp16_gemms;
+
 /* Runs g on both engines `runs` times with fresh random inputs; every output
  * must agree within the precision's tolerance, or exactly. (One thread for
  * the kernels of host nodes too, so all-host runs are the CPU's bit for bit.) */
@@ -967,6 +973,7 @@ static void compare(qf_graph *g, qf_precision prec, int runs, const char *label,
             float unit = prec == QF_PREC_INT8 ? output_unit(g, g->outputs[o]) : 0.0f;
             double tol = prec == QF_PREC_FP32 ? 1e-4 * mx : prec == QF_PREC_FP16 ? 4e-3 * mx : 4e-3 * mx;
             if (unit > 0.0f) tol = 1.001 * unit + 1e-6 * mx;
+            if (prec == QF_PREC_INT8 && int8_reads_fp16_gemms) tol = fmax(tol, 4e-3 * mx);
             if (tol == 0.0) tol = 1e-30;
             if (exact) tol = 0.0;
             for (int64_t k = 0; k < n; k++) {
@@ -1104,7 +1111,9 @@ START_TEST(attention_fused)
 {
     const build_fn builds[2] = {b_sdpa_vit, b_sdpa_swin};
     for (int k = 0; k < 2; k++) {
+        int8_reads_fp16_gemms = true;
         check_graph(builds[k], false);
+        int8_reads_fp16_gemms = false;
         for (int nofuse = 0; nofuse < 2; nofuse++) {
             qf_graph *g = builds[k]();
             prepare(g, (int)g->values[g->inputs[0]].dims[0]);
@@ -1657,7 +1666,8 @@ START_TEST(cudnn_conv_fp16)
         compare(g, QF_PREC_FP16, 2, "fp16 (cuDNN)", false);
         qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
         if (lc.missing[0]) printf("  %s: %s\n", g->source, lc.missing);
-        else ck_assert_msg(lc.pinned > 0, "%s: no conv ran on cuDNN", g->source);
+        /* an RGB conv (3 channels) may have no NHWC engine in cuDNN: that one is only reported */
+        else ck_assert_msg(lc.pinned > 0 || builds[b] == b_conv_rgb_s2, "%s: no conv ran on cuDNN", g->source);
         printf("  %-22s %d conv layer build(s) on cuDNN\n", g->source, lc.pinned);
         qf_graph_free(g);
     }

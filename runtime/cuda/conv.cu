@@ -391,11 +391,14 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
     const bool has = !cu_tactic_forced("cudnn") && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached);
     if (has && cached <= 0) return QF_OK;
     const int64_t Cg = p.C / p.group;
-    /* ungrouped: the GEMM's [M][Kpad] rows are [M][kh][kw][C] filters at a row stride of Kpad */
-    const int64_t ws[4] = {p.group == 1 ? st->Kpad : p.kh * p.kw * Cg, 1, p.kw * Cg, Cg};
+    /* the GEMM's [M][Kpad] rows are cuDNN's [M][kh][kw][C] filters where no
+     * padding follows K (cuDNN refuses a filter with gaps: BAD_PARAM); others
+     * get a packed copy */
+    const bool own_layout = p.group == 1 && st->Kpad == st->K;
+    const int64_t ws[4] = {p.kh * p.kw * Cg, 1, p.kw * Cg, Cg};
     QF_CHECK(cu_dnn_conv_create(c, &p, QF_F16, ws, &ep, has ? cached - 1 : -1, &st->dnn));
     if (!st->dnn) return QF_OK;
-    if (p.group != 1) {
+    if (!own_layout) {
         void *hw = reorder_weights(w->data, 2, p, W_KRSC, 0, 0);
         if (!hw) return QF_ERR_NOMEM;
         qf_status s = cu_upload(c, hw, (size_t)(p.kh * p.kw * Cg * p.M) * 2, &st->w_dnn);
