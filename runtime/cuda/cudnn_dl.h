@@ -9,9 +9,10 @@
 
 #include "config.h" /* QF_HAVE_CUDNN_H */
 #include "qforge/status.h"
+#include <stdbool.h>
 #include <stddef.h>
 
-#if QF_HAVE_CUDNN_H
+#if QF_HAVE_CUDNN_H && defined(__cplusplus) /* the table is for runtime/cuda (C++) */
 #include <cudnn_graph.h>
 
 #define QFI_DNN_FUNCTIONS(X)                                                                                     \
@@ -40,10 +41,17 @@ extern struct qfi_dnn_table qfi_dnn;
 #endif
 #endif
 
+#ifdef __cplusplus
+extern "C" {
+#endif
 /* Loads cuDNN once: true when its table is filled. The first failure is
- * logged (debug) with the reason; later calls are free. */
+ * logged (debug) with the reason; later calls are free. (C linkage: the
+ * loader's test, tests/test_cudnn_dl.c, runs without a GPU.) */
 bool qfi_cudnn_load(void);
 /* The loaded library's version (cudnnGetVersion: 91400 for 9.14.0), 0 if none. */
 size_t qfi_cudnn_version(void);
+#ifdef __cplusplus
+}
+#endif
 
 #endif
