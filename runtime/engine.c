@@ -210,6 +210,25 @@ qf_status qf_engine_profile(qf_engine *e, double *node_ms)
     return e->be->profile(e, node_ms);
 }
 
+void qf_engine_describe_backends(char *buf, size_t len)
+{
+    if (!len) return;
+    buf[0] = 0;
+    for (int k = 0; k < QF_DEVICE_KIND_COUNT; k++) {
+        size_t used = strlen(buf);
+        const qfi_backend *be = backend_of((qf_device_kind)k);
+        char line[512] = "";
+        if (!be) snprintf(line, sizeof line, "%s", qf_error_message()); /* built without it */
+        else if (be->describe) be->describe(line, sizeof line);
+        else snprintf(line, sizeof line, "available");
+        int n = snprintf(buf + used, len - used, "%s: %s\n", k == QF_DEVICE_CPU ? "cpu" : "cuda", line);
+        if (n < 0 || (size_t)n >= len - used) {
+            if (len > 4) memcpy(buf + len - 4, "...", 4);
+            return;
+        }
+    }
+}
+
 bool qf_engine_supports(qf_device_kind kind, const qf_graph *g, const qf_node *n)
 {
     const qfi_backend *be = backend_of(kind);

@@ -32,6 +32,9 @@ typedef struct qfi_backend {
     qf_status (*free_memory)(const qf_graph *g, const qf_engine_opts *opts, uint64_t *bytes);
     /* optional (NULL: every node runs on opts.device) */
     qf_device_kind (*node_device)(const qf_engine *e, int node);
+    /* optional: one line (no newline) on what the backend finds on this
+     * machine: devices, instruction sets, the libraries it loads */
+    void (*describe)(char *buf, size_t len);
 } qfi_backend;
 
 struct qf_engine {

@@ -25,6 +25,17 @@ expect 2 "--ops" "info --ops with a model" -- "$QFORGE" info --ops "$model"
 if grep -q '^Conv  *yes  *yes  *yes ' "$tmp/ops.txt" && grep -q '^Shape  *yes  *\.  *\. ' "$tmp/ops.txt" &&
    [ "$(grep -c '^[A-Z][A-Za-z]*  *yes' "$tmp/ops.txt")" -ge 40 ]
 then pass "info --ops prints the support matrix"; else fail "info --ops ($(head -c 300 "$tmp/ops.txt"))"; fi
+# --version: the version alone on the first line, then one line per engine kind this build has
+"$QFORGE" --version > "$tmp/version.txt" 2>&1
+if head -1 "$tmp/version.txt" | grep -q '^qforge [0-9][0-9.]*$' && grep -q '^cpu: INT8 kernels [a-z0-9]*, FP32 GEMM ' "$tmp/version.txt" &&
+   grep -q '^cuda: ' "$tmp/version.txt"
+then pass "--version names the version and what each engine finds"; else fail "--version ($(head -c 400 "$tmp/version.txt"))"; fi
+# without cuDNN (or with it turned off) only the tactic goes, said on the cuda line
+if ! grep -q '^cuda: .*built without CUDA' "$tmp/version.txt"; then
+  QFORGE_CUDNN=/nonexistent/libcudnn.so.9 "$QFORGE" --version > "$tmp/version2.txt" 2>&1
+  if grep -q '^cuda: .*no cuDNN tactics: cannot load /nonexistent/libcudnn.so.9' "$tmp/version2.txt"
+  then pass "--version says why there are no cuDNN tactics"; else fail "--version without cuDNN ($(tail -1 "$tmp/version2.txt"))"; fi
+fi
 expect 2 "batch" "bad --batch value" -- "$QFORGE" eval "$model" --images "$tmp/test" --batch 0
 # a batch whose tensors exceed 4 GiB: the batch and the bytes named, and the batch that would fit
 # (42799 by the tensor bound, fewer where this machine's memory holds fewer); nothing written

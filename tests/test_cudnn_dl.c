@@ -32,6 +32,7 @@ START_TEST(off_by_environment)
     ck_assert(!qfi_cudnn_load());
     ck_assert_uint_eq(qfi_cudnn_version(), 0);
     ck_assert_msg(strstr(logged, "QFORGE_CUDNN=0"), "%s", logged);
+    ck_assert_str_eq(qfi_cudnn_why(), "off (QFORGE_CUDNN=0)");
 }
 END_TEST
 

@@ -123,7 +123,10 @@ int main(int argc, char **argv)
     }
     const char *name = argv[1];
     if (!strcmp(name, "--version") || !strcmp(name, "version")) {
-        printf("qforge %s\n", qf_version());
+        /* the first line is the version alone (scripts read it); then what each engine finds here */
+        char engines[2048];
+        qf_engine_describe_backends(engines, sizeof engines);
+        printf("qforge %s\n%s", qf_version(), engines);
         return EXIT_OK;
     }
     if (!strcmp(name, "--help") || !strcmp(name, "-h")) {

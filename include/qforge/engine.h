@@ -39,6 +39,13 @@ typedef struct qf_engine_opts {
     qf_observer_count_fn hist_count;
 } qf_engine_opts;
 
+/* One line per engine kind this build has, "kind: what it finds here"
+ * (the CPU's INT8 instruction set and BLAS; CUDA devices, driver, cuBLASLt
+ * and the optional cuDNN, or why each is missing), each ending in a newline:
+ * what `qforge --version` prints after the version. Loads the GPU libraries
+ * as an engine would; never fails (a truncated buffer ends in "..."). */
+void qf_engine_describe_backends(char *buf, size_t len);
+
 /* Parses "cpu", "cuda" or "cuda:N". */
 qf_status qf_device_parse(const char *s, qf_device_kind *kind, int *index);
 

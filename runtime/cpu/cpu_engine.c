@@ -204,6 +204,14 @@ size_t qfi_cpu_node_scratch(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_
     return kernels[n->op]->scratch ? kernels[n->op]->scratch(qfi_cpu_lowp_graph(lp, g, n), n) : 0;
 }
 
+/* "INT8 kernels vnni512, FP32 GEMM OpenBLAS 0.3.21 ..., 16 cores" */
+static void cpu_describe(char *buf, size_t len)
+{
+    const char *cfg = openblas_get_config();
+    snprintf(buf, len, "INT8 kernels %s, FP32 GEMM %s, %ld cores", qfi_cpu_i8_isa_name(qfi_cpu_i8_isa()),
+             cfg ? cfg : "BLAS", sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 const qfi_backend qfi_cpu_backend = {
     .name = "cpu",
     .create = cpu_create,
@@ -212,6 +220,7 @@ const qfi_backend qfi_cpu_backend = {
     .op_precisions = cpu_op_precisions,
     .check = cpu_check,
     .free_memory = cpu_free_memory,
+    .describe = cpu_describe,
 };
 
 qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *const *in, void *const *out)

@@ -981,7 +981,37 @@ static qf_device_kind cu_node_device(const qf_engine *e, int node)
     return c->on_host[node] ? QF_DEVICE_CPU : QF_DEVICE_CUDA;
 }
 
+/* Devices, driver, and the libraries the engine loads at run time (loaded
+ * here as a build would), or why each is missing. */
+static void cu_describe(char *buf, size_t len)
+{
+    int count = 0, drv = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    size_t n = 0;
+    auto put = [&](const char *fmt, auto... a) {
+        if (n < len) n += (size_t)snprintf(buf + n, len - n, fmt, a...);
+    };
+    if (e != cudaSuccess || count == 0) put("no usable device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    else {
+        cudaDriverGetVersion(&drv);
+        cudaDeviceProp prop;
+        put("%d device(s)", count);
+        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) put(", cuda:0 %s sm_%d%d", prop.name, prop.major, prop.minor);
+        put(", driver %d.%d", drv / 1000, drv % 1000 / 10);
+    }
+    /* both libraries number versions major * 10000 + minor * 100 + patch */
+    auto ver = [](size_t v, char *s, size_t l) {
+        snprintf(s, l, "%zu.%zu.%zu", v / 10000, v / 100 % 100, v % 100);
+        return s;
+    };
+    char v[32];
+    if (qfi_cublaslt_load() == QF_OK) put("; cuBLASLt %s", ver((size_t)cublasLtGetVersion(), v, sizeof v));
+    else put("; no cuBLASLt: %s", qf_error_message());
+    if (qfi_cudnn_load()) put("; cuDNN %s (FP16 conv tactics)", ver(qfi_cudnn_version(), v, sizeof v));
+    else put("; no cuDNN tactics: %s", qfi_cudnn_why());
+}
+
 extern "C" const qfi_backend qfi_cuda_backend = {
     "cuda", cu_create, cu_run, cu_destroy, cu_bench, cu_profile, cu_write_input, cu_read_output, cu_op_precisions,
-    check_node, cu_free_memory, cu_node_device,
+    check_node, cu_free_memory, cu_node_device, cu_describe,
 };

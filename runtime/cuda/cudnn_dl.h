@@ -50,6 +50,8 @@ extern "C" {
 bool qfi_cudnn_load(void);
 /* The loaded library's version (cudnnGetVersion: 91400 for 9.14.0), 0 if none. */
 size_t qfi_cudnn_version(void);
+/* Why qfi_cudnn_load() failed ("" when it did not, or was not called). */
+const char *qfi_cudnn_why(void);
 #ifdef __cplusplus
 }
 #endif
