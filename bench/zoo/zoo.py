@@ -94,6 +94,15 @@ def pp_args(pp):
     return ["--resize", str(pp["resize"]), "--crop", str(pp["crop"]), "--mean", f(pp["mean"]), "--std", f(pp["std"])]
 
 
+def gpu_libraries(engines):
+    """The cuBLASLt and cuDNN parts of `qforge --version`'s cuda line ("" where not recorded)."""
+    for line in engines:
+        if line.startswith("cuda: "):
+            parts = [p for p in line[6:].split("; ") if p.startswith(("cuBLASLt", "cuDNN", "no cuDNN"))]
+            return ", ".join("no cuDNN" if p.startswith("no cuDNN") else p.split(" (")[0] for p in parts)
+    return ""
+
+
 def key_of(model, variant, setting):
     return "%s.%s.%s" % (model, variant, setting)
 
@@ -321,6 +330,12 @@ class Run:
                       "calib_method": a.calib_method or "default"}
         if a.quant_flags:
             self.stamp["quant_flags"] = a.quant_flags
+        # what qforge's engines find on this machine (libraries and their versions), for the table's header
+        try:
+            v = subprocess.run([a.qforge, "--version"], capture_output=True, text=True, timeout=120).stdout
+            self.stamp["engines"] = v.splitlines()[1:]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
         for d in ("onnx", "q", "logits", "logs"):
             os.makedirs(os.path.join(a.work, d), exist_ok=True)
         os.makedirs(a.results, exist_ok=True)
@@ -651,16 +666,17 @@ def cmd_report(a):
     vorder = {"real": 0, "bn": 1, "raw": 2}
     rs.sort(key=lambda r: (order.get(r["model"], 99), vorder.get(r["variant"], 9), SETTINGS.index(r["setting"])))
     runs = sorted({(r["run"]["date"], r["run"]["commit"], r["run"].get("device") or "", r["run"].get("calib_images"),
-                    r["run"].get("eval_images"), r["run"].get("bn_images", 100), r["run"].get("calib_method", "default"))
+                    r["run"].get("eval_images"), r["run"].get("bn_images", 100), r["run"].get("calib_method", "default"),
+                    gpu_libraries(r["run"].get("engines") or []))
                    for r in rs})
     prev_runs = sorted({(r["previous"]["run"]["date"], r["previous"]["run"]["commit"]) for r in rs
                         if r.get("previous") and r["previous"].get("run")})
     L = ["# The zoo: issue 12's CNNs and issue 13's transformers and detector through qforge", "",
          "Made by `bench/zoo/zoo.py report` from bench/zoo/results/*.json (one file per model, weights and "
          "exporter; `bench/zoo/zoo.py` wrote them). Do not edit by hand.", ""]
-    for d, c, dev, nc, ne, nb, cm in runs:
-        L.append("- run of %s, qforge commit %s, %s: calibration (%s method) on %s images, eval on %s, BatchNorm "
-                 "re-estimated on %s" % (d, c, dev or "CPU only", cm, nc, ne, nb))
+    for d, c, dev, nc, ne, nb, cm, libs in runs:
+        L.append("- run of %s, qforge commit %s, %s%s: calibration (%s method) on %s images, eval on %s, BatchNorm "
+                 "re-estimated on %s" % (d, c, dev or "CPU only", " (%s)" % libs if libs else "", cm, nc, ne, nb))
     for d, c in prev_runs:
         L.append("- figures \"(was X)\" are from the run of %s, commit %s" % (d, c))
     L += ["",
