@@ -34,7 +34,8 @@ want() { # MODE: asked for by name, or tests/bench by `all`
   case $modes in *" $1 "*) true;; *" all "*) [ $1 = tests ] || [ $1 = bench ];; *) false;; esac
 }
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-  nproc; ldd /tmp/q/bin/test_cuda | grep -E "not found|cuda|cublas|blas"; } 2>&1 | tee $L/env.txt
+  nproc; ldd /tmp/q/bin/test_cuda | grep -E "not found|cuda|cublas|blas"
+  [ -x /tmp/q/bin/qforge ] && /tmp/q/bin/qforge --version; } 2>&1 | tee $L/env.txt
 export QFORGE_DATA=$R/.device/data top_srcdir=$R
 if want tests; then
   # the op graphs once more with every GEMM conv cut into chunks of 96 positions (plus a tail)

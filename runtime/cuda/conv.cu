@@ -624,11 +624,15 @@ static qf_status conv_choose_dnn(cu_engine *c, cu_layer *L, conv_state *st, char
     }
     st->use_dnn = best;
     qfi_tactic_cache_put(c->tactics, st->dnn_key, best ? cu_dnn_conv_rank(st->dnn, best - 1) + 1 : 0);
-    snprintf(how + len, how_len - len, "%s%s %.3f ms; own path %.3f", len ? "; chose " : "chose ",
-             best ? cu_dnn_conv_describe(st->dnn, best - 1, d, sizeof d) : "own path", t[best], t[0]);
-    for (int k = 1; k <= n && k <= MAX_PLANS; k++) {
+    snprintf(how + len, how_len - len, "%schose %s %.3f ms over", len ? "; " : "",
+             best ? cu_dnn_conv_describe(st->dnn, best - 1, d, sizeof d) : "this path", t[best]);
+    bool first = true;
+    for (int k = 0; k <= n && k <= MAX_PLANS; k++) {
+        if (k == best) continue;
         len = strlen(how);
-        snprintf(how + len, how_len - len, ", %s %.3f", cu_dnn_conv_describe(st->dnn, k - 1, d, sizeof d), t[k]);
+        snprintf(how + len, how_len - len, "%s %s %.3f", first ? "" : ",",
+                 k ? cu_dnn_conv_describe(st->dnn, k - 1, d, sizeof d) : "this path", t[k]);
+        first = false;
     }
     if (!best) {
         cu_dnn_conv_free(st->dnn);
