@@ -619,7 +619,15 @@ static qf_status conv_choose_dnn(cu_engine *c, cu_layer *L, conv_state *st, char
     int best = 0;
     for (int k = 0; k <= n && k <= MAX_PLANS; k++) {
         st->use_dnn = k;
-        QF_CHECK(time_layer(c, L, &t[k]));
+        qf_status ts = time_layer(c, L, &t[k]);
+        if (ts != QF_OK && k == 0) return ts;
+        if (ts != QF_OK) { /* a cuDNN plan that will not run here is no tactic, not a failed build */
+            qf_log(QF_LOG_DEBUG, "%s: node %s: %s dropped: %s", c->g->source, L->n->name,
+                   cu_dnn_conv_describe(st->dnn, k - 1, d, sizeof d), qf_error_message());
+            t[k] = INFINITY;
+            CU_CHECK(cudaGetLastError()); /* a sticky device error still ends the build */
+            continue;
+        }
         if (t[k] < t[best]) best = k;
     }
     st->use_dnn = best;
