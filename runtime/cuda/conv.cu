@@ -38,7 +38,7 @@ typedef struct conv_state {
     cu_igemm *ig;         /* INT8: the implicit-GEMM kernel, where the shape fits */
     int use_ig;           /* the tactic chosen at tune time: 0 = im2col + cuBLASLt, else ig variant use_ig - 1 */
     cu_dnn_conv *dnn;     /* FP16: cuDNN's plans for the conv and its epilogue (conv_cudnn.cu), or NULL */
-    void *w_dnn;          /* their weights, where st->w's layout is not one cuDNN reads (grouped) */
+    void *w_dnn;          /* their packed filters, where st->w has another layout (grouped, or K padded) */
     int use_dnn;          /* the tactic chosen at tune time: 0 = qforge's path, else dnn plan use_dnn - 1 */
     char dnn_key[256];    /* the tactic cache's key of the choice */
 } conv_state;
@@ -600,7 +600,7 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
 
 /* FP16 with cuDNN plans: qforge's own path (use_dnn 0) against each plan,
  * timed through the layer's launch on its real buffers; the cache keeps the
- * winner's heuristic rank + 1 (0: qforge's path), and the losing plans go. */
+ * winner's heuristic rank + 1 (0: qforge's path, whose win frees the plans). */
 static qf_status conv_choose_dnn(cu_engine *c, cu_layer *L, conv_state *st, char *how, size_t how_len)
 {
     enum { MAX_PLANS = 16 };
