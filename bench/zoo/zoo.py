@@ -232,6 +232,18 @@ def image_tensors(images, pp, work):
     return cal, val[pick]
 
 
+def weights_sha(m):
+    """A short hash of a model's parameters and buffers: two machines' exports
+    (other torch versions, BatchNorm re-estimated on another device) compare
+    by it -- the random draw (init_sha) and what was exported (weights_sha)."""
+    import hashlib
+    h = hashlib.sha256()
+    for k, v in m.state_dict().items():
+        h.update(k.encode())
+        h.update(v.detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def cmd_export(a):
     """Worker: one model and weights, every asked setting: exports, the torch
     and onnxruntime logits on N_REF images; one JSON line per setting."""
@@ -243,6 +255,7 @@ def cmd_export(a):
     cal, x16 = image_tensors(a.data, pp, a.work)
     t0 = time.time()
     m = build_model(a.model, a.variant)
+    init_sha = weights_sha(m)
     n_bn = None
     if a.variant == "bn":
         # on the GPU where there is one (seconds instead of a minute for VGG-16), exact FP32
@@ -251,6 +264,7 @@ def cmd_export(a):
         n_bn = reestimate_bn(m.to(dev), torch.from_numpy(cal[:a.bn_n]).to(dev))
         m = m.cpu()
     prep_s = time.time() - t0
+    final_sha = weights_sha(m)
     with torch.no_grad():
         torch_out = as_list(m(torch.from_numpy(x16)))
     names = outputs_of(a.model)
@@ -262,7 +276,8 @@ def cmd_export(a):
         key = key_of(a.model, a.variant, setting)
         path = os.path.join(a.work, "onnx", key + ".onnx")
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        r = {"key": key, "prepare_s": round(prep_s, 2), "bn_layers": n_bn, "torch": torch.__version__}
+        r = {"key": key, "prepare_s": round(prep_s, 2), "bn_layers": n_bn, "torch": torch.__version__,
+             "init_sha": init_sha, "weights_sha": final_sha}
         t0 = time.time()
         try:
             export_one(m, a.model, setting, torch.from_numpy(x16), path)
