@@ -992,6 +992,25 @@ static void compare(qf_graph *g, qf_precision prec, int runs, const char *label,
     qf_engine_free(gpu);
 }
 
+/* build()'s graph prepared at `batch` (0: its input's own), quantized with o
+ * (NULL: left FP32) on a table calibrated on random inputs of a twin built
+ * from the same random state. */
+static qf_graph *build_quantized(build_fn build, int batch, const qf_quant_opts *o)
+{
+    uint64_t seed = rng;
+    qf_graph *g = build();
+    prepare(g, batch > 0 ? batch : (int)g->values[g->inputs[0]].dims[0]);
+    if (!o) return g;
+    rng = seed;
+    qf_graph *ref = build();
+    prepare(ref, batch > 0 ? batch : (int)ref->values[ref->inputs[0]].dims[0]);
+    qf_calib_table *t = calibrate_random(ref);
+    qf_graph_free(ref);
+    OK(qf_quantize(g, t, o, NULL));
+    qf_calib_table_free(t);
+    return g;
+}
+
 /* Every output of build()'s graph on both engines at FP32, FP16, INT8 and
  * INT8 with per-tensor weight scales: within tolerance, or (exact) bit for bit. */
 static void check_graph(build_fn build, bool exact)
@@ -999,23 +1018,12 @@ static void check_graph(build_fn build, bool exact)
     for (int v = 0; v <= QF_PRECISION_COUNT; v++) {
         const bool per_tensor = v == QF_PRECISION_COUNT;
         const int p = per_tensor ? QF_PREC_INT8 : v;
-        uint64_t seed = rng;
-        qf_graph *g = build();
-        prepare(g, (int)g->values[g->inputs[0]].dims[0]);
-        if (p != QF_PREC_FP32) {
-            rng = seed;
-            qf_graph *ref = build();
-            prepare(ref, (int)ref->values[ref->inputs[0]].dims[0]);
-            qf_calib_table *t = calibrate_random(ref);
-            qf_graph_free(ref);
-            qf_quant_opts o;
-            qf_quant_opts_init(&o);
-            o.precision = (qf_precision)p;
-            o.method = QF_CALIB_MINMAX;
-            o.per_tensor_weights = per_tensor;
-            OK(qf_quantize(g, t, &o, NULL));
-            qf_calib_table_free(t);
-        }
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.precision = (qf_precision)p;
+        o.method = QF_CALIB_MINMAX;
+        o.per_tensor_weights = per_tensor;
+        qf_graph *g = build_quantized(build, 0, p != QF_PREC_FP32 ? &o : NULL);
         compare(g, (qf_precision)p, 2, prec_name[v], exact);
         qf_graph_free(g);
     }
@@ -1147,19 +1155,10 @@ START_TEST(smooth_levels_exact)
 {
     const char *tactics[3] = {NULL, "igemm", "lt"};
     for (int tc = 0; tc < 3; tc++) {
-        uint64_t seed = rng;
-        qf_graph *g = b_smooth_levels(), *ref;
-        prepare(g, 4);
-        rng = seed;
-        ref = b_smooth_levels();
-        prepare(ref, 4);
-        qf_calib_table *t = calibrate_random(ref);
-        qf_graph_free(ref);
         qf_quant_opts o;
         qf_quant_opts_init(&o);
         o.method = QF_CALIB_MINMAX;
-        OK(qf_quantize(g, t, &o, NULL));
-        qf_calib_table_free(t);
+        qf_graph *g = build_quantized(b_smooth_levels, 4, &o);
         int fused = 0;
         for (int i = 0; i < g->n_nodes; i++) {
             const qf_node *nd = &g->nodes[i];
@@ -1188,20 +1187,11 @@ START_TEST(smooth_epilogues_exact)
     const char *tactics[3] = {NULL, "igemm", "lt"};
     for (int v = 0; v < 2; v++)
         for (int tc = 0; tc < 3; tc++) {
-            uint64_t seed = rng;
-            qf_graph *g = b_smooth_epilogues(), *ref;
-            prepare(g, 2);
-            rng = seed;
-            ref = b_smooth_epilogues();
-            prepare(ref, 2);
-            qf_calib_table *t = calibrate_random(ref);
-            qf_graph_free(ref);
             qf_quant_opts o;
             qf_quant_opts_init(&o);
             o.method = QF_CALIB_MINMAX;
             o.per_tensor_weights = v == 1;
-            OK(qf_quantize(g, t, &o, NULL));
-            qf_calib_table_free(t);
+            qf_graph *g = build_quantized(b_smooth_epilogues, 2, &o);
             int convs = 0;
             for (int i = 0; i < g->n_nodes; i++) {
                 const qf_node *nd = &g->nodes[i];
@@ -1648,24 +1638,16 @@ START_TEST(cudnn_conv_fp16)
                                b_conv_grouped_vectors, b_residual, b_residual_wide, b_conv_relu_pool};
     setenv("QFORGE_CUDA_CONV_TACTIC", "cudnn", 1);
     for (size_t b = 0; b < QF_ARRAY_LEN(builds); b++) {
-        uint64_t seed = rng;
-        qf_graph *g = builds[b](), *ref;
-        prepare(g, (int)g->values[g->inputs[0]].dims[0]);
-        rng = seed;
-        ref = builds[b]();
-        prepare(ref, (int)ref->values[ref->inputs[0]].dims[0]);
-        qf_calib_table *t = calibrate_random(ref);
-        qf_graph_free(ref);
         qf_quant_opts o;
         qf_quant_opts_init(&o);
         o.precision = QF_PREC_FP16;
-        OK(qf_quantize(g, t, &o, NULL));
-        qf_calib_table_free(t);
+        qf_graph *g = build_quantized(builds[b], 0, &o);
         dnn_capture lc = {0};
         qf_log_set(capture_dnn, &lc, QF_LOG_DEBUG);
         compare(g, QF_PREC_FP16, 2, "fp16 (cuDNN)", false);
         qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
-        if (lc.missing[0]) printf("  %s: %s\n", g->source, lc.missing);
+        if (dut != QF_DEVICE_CUDA) printf("  %s: the CPU engine under test: no cuDNN to check\n", g->source);
+        else if (lc.missing[0]) printf("  %s: %s\n", g->source, lc.missing);
         /* an RGB conv (3 channels) may have no NHWC engine in cuDNN: that one is only reported */
         else ck_assert_msg(lc.pinned > 0 || builds[b] == b_conv_rgb_s2, "%s: no conv ran on cuDNN", g->source);
         printf("  %-22s %d conv layer build(s) on cuDNN\n", g->source, lc.pinned);

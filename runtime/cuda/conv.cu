@@ -540,7 +540,7 @@ static qf_status time_layer(cu_engine *c, cu_layer *L, float *ms)
         if (e == cudaSuccess && (st = L->op->launch(c, L, c->stream)) == QF_OK) e = cudaEventRecord(b, c->stream);
         if (e == cudaSuccess && st == QF_OK) e = cudaEventSynchronize(b);
         if (e == cudaSuccess && st == QF_OK) e = cudaEventElapsedTime(&t[r], a, b);
-        if (e != cudaSuccess && st == QF_OK) st = cu_fail(e, "timing an INT8 tactic", __FILE__, __LINE__);
+        if (e != cudaSuccess && st == QF_OK) st = cu_fail(e, "timing a conv tactic", __FILE__, __LINE__);
     }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
