@@ -601,12 +601,12 @@ static qf_status upload_inputs(cu_engine *c, int items)
     return QF_OK;
 }
 
-/* The tactic cache of this GPU, driver, CUDA and cuBLASLt and this qforge:
- * any of them changing can change which tactic is fastest (or valid). Off
- * while QFORGE_CUDA_CONV_TACTIC / QFORGE_CUDA_IGEMM_VARIANT pin tactics. */
-/* The tactic cache of this device and these libraries, opened before the
- * layers are prepared (a cached cuDNN choice builds only its own plan).
- * cuDNN is loaded here only for a graph with an FP16 Conv, its one user. */
+/* The tactic cache of this GPU, driver, CUDA, cuBLASLt and cuDNN and this
+ * qforge: any of them changing can change which tactic is fastest (or
+ * valid). Opened before the layers are prepared (a cached cuDNN choice
+ * builds only its own plan); cuDNN is loaded here only for a graph with an
+ * FP16 Conv, its one user. Off while QFORGE_CUDA_CONV_TACTIC /
+ * QFORGE_CUDA_IGEMM_VARIANT pin tactics. */
 static void open_tactics(cu_engine *c)
 {
     bool fp16_conv = false;
