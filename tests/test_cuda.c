@@ -1624,15 +1624,17 @@ static void capture_dnn(void *user, qf_log_level level, const char *msg)
 {
     dnn_capture *lc = user;
     (void)level;
-    if (strstr(msg, "cuDNN engine") && strstr(msg, "(pinned)")) lc->pinned++;
+    if (strstr(msg, "cuDNN ") && strstr(msg, " engine ") && strstr(msg, "(pinned)")) lc->pinned++;
     if (strstr(msg, "no cuDNN tactics") && !lc->missing[0]) snprintf(lc->missing, sizeof lc->missing, "%s", msg);
 }
 
-/* QFORGE_CUDA_CONV_TACTIC=cudnn: every FP16 conv on cuDNN's first plan (the
- * conv with its fused bias, residual Add, ReLU and ReLU6 clip in one cuDNN
- * graph), within FP16's tolerance of the CPU engine; each graph's build must
- * have put convs on cuDNN, unless the machine has no cuDNN (then it says so). */
-START_TEST(cudnn_conv_fp16)
+/* QFORGE_CUDA_CONV_TACTIC=cudnn: every conv on cuDNN's first plan, the conv
+ * and its fused epilogue in one cuDNN graph: FP16 (bias, residual Add, ReLU
+ * and ReLU6 clip) within FP16's tolerance of the CPU engine, INT8 (int32
+ * sums, then the requantize with its residual and clamp) within one output
+ * level. Each graph's build must have put convs on cuDNN, unless the machine
+ * has no cuDNN (then it says so). */
+static void check_cudnn_convs(qf_precision prec, const char *label)
 {
     const build_fn builds[] = {b_conv3x3,         b_conv_rgb_s2, b_conv_1x1,        b_depthwise_vectors,
                                b_conv_grouped_vectors, b_residual, b_residual_wide, b_conv_relu_pool};
@@ -1640,21 +1642,32 @@ START_TEST(cudnn_conv_fp16)
     for (size_t b = 0; b < QF_ARRAY_LEN(builds); b++) {
         qf_quant_opts o;
         qf_quant_opts_init(&o);
-        o.precision = QF_PREC_FP16;
+        o.precision = prec;
+        o.method = QF_CALIB_MINMAX;
         qf_graph *g = build_quantized(builds[b], 0, &o);
         dnn_capture lc = {0};
         qf_log_set(capture_dnn, &lc, QF_LOG_DEBUG);
-        compare(g, QF_PREC_FP16, 2, "fp16 (cuDNN)", false);
+        compare(g, prec, 2, label, false);
         qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
         if (dut != QF_DEVICE_CUDA) printf("  %s: the CPU engine under test: no cuDNN to check\n", g->source);
         else if (lc.missing[0]) printf("  %s: %s\n", g->source, lc.missing);
-        /* an RGB conv (3 channels) may have no NHWC engine in cuDNN: that one is only reported */
-        else ck_assert_msg(lc.pinned > 0 || builds[b] == b_conv_rgb_s2, "%s: no conv ran on cuDNN", g->source);
-        printf("  %-22s %d conv layer build(s) on cuDNN\n", g->source, lc.pinned);
+        /* an RGB conv (3 channels) may have no NHWC engine in cuDNN, nor may
+         * INT8 grouped ones: those are only reported */
+        else
+            ck_assert_msg(lc.pinned > 0 || builds[b] == b_conv_rgb_s2 ||
+                              (prec == QF_PREC_INT8 && (builds[b] == b_depthwise_vectors ||
+                                                        builds[b] == b_conv_grouped_vectors)),
+                          "%s: no conv ran on cuDNN", g->source);
+        printf("  %-22s %d %s conv layer build(s) on cuDNN\n", g->source, lc.pinned, label);
         qf_graph_free(g);
     }
     unsetenv("QFORGE_CUDA_CONV_TACTIC");
 }
+
+START_TEST(cudnn_conv_fp16) { check_cudnn_convs(QF_PREC_FP16, "fp16 (cuDNN)"); }
+END_TEST
+
+START_TEST(cudnn_conv_int8) { check_cudnn_convs(QF_PREC_INT8, "int8 (cuDNN)"); }
 END_TEST
 
 START_TEST(host_nodes_are_named)
@@ -2012,6 +2025,7 @@ int main(void)
     tcase_set_timeout(ops, 600);
     tcase_add_test(ops, t_conv3x3);
     tcase_add_test(ops, cudnn_conv_fp16);
+    tcase_add_test(ops, cudnn_conv_int8);
     tcase_add_test(ops, smooth_epilogues_exact);
     tcase_add_test(ops, smooth_levels_exact);
     tcase_add_test(ops, attention_fused);

@@ -37,8 +37,10 @@ typedef struct conv_state {
     bool relu;            /* a fused Relu (float paths) */
     cu_igemm *ig;         /* INT8: the implicit-GEMM kernel, where the shape fits */
     int use_ig;           /* the tactic chosen at tune time: 0 = im2col + cuBLASLt, else ig variant use_ig - 1 */
-    cu_dnn_conv *dnn;     /* FP16: cuDNN's plans for the conv and its epilogue (conv_cudnn.cu), or NULL */
+    cu_dnn_conv *dnn;     /* cuDNN's plans for the conv and its epilogue (conv_cudnn.cu), or NULL */
     void *w_dnn;          /* their packed filters, where st->w has another layout (grouped, or K padded) */
+    void *dnn_bias;       /* INT8: the int32 bias as floats, and m_r as one float, for cuDNN's epilogue */
+    void *dnn_res_scale;
     int use_dnn;          /* the tactic chosen at tune time: 0 = qforge's path, else dnn plan use_dnn - 1 */
     char dnn_key[256];    /* the tactic cache's key of the choice */
 } conv_state;
@@ -318,8 +320,8 @@ static qf_status conv_plan_gemm(cu_engine *c, cu_layer *L, conv_state *st, const
 }
 
 /* QFORGE_CUDA_CONV_TACTIC=lt|igemm pins INT8 convs (and INT8 Linear layers)
- * to cuBLASLt or to the implicit GEMM, =cudnn FP16 convs to cuDNN's first
- * plan where it has one (tests exercise each; the default times them all
+ * to cuBLASLt or to the implicit GEMM, =cudnn convs (FP16 and INT8) to
+ * cuDNN's first plan where it has one (tests exercise each; the default times them all
  * per layer). */
 bool cu_tactic_forced(const char *name)
 {
@@ -367,43 +369,82 @@ bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n)
     return n->op == QF_OP_CONV && conv_geo_of(c, n, &p) == QF_OK && cu_igemm_fits(&p, qfi_out(c->g, n, 0)->dtype, n->act);
 }
 
-/* cuDNN's plans for an FP16 conv and this layer's fused epilogue: a second
- * tactic, timed against qforge's own path at tune (conv_choose_dnn). A
- * cached choice builds only its own plan, or none where qforge's path won. */
+/* The epilogue cuDNN would fuse for this layer; false where it cannot say
+ * qforge's: a smooth activation, zero points, an input quantized in the gather. */
+static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_state *st, cu_dnn_epilogue *ep)
+{
+    const qf_node *n = L->n;
+    memset(ep, 0, sizeof *ep);
+    ep->in = qfi_in(c->g, n, 0)->dtype;
+    if (st->P == 0 || L->quant_in >= 0) return false;
+    if (st->prec == QF_PREC_INT8) {
+        const cu_requant &rq = st->rq;
+        if (ep->in != QF_I8 || rq.act != QF_ACT_NONE || rq.z_in || rq.z_out || rq.z_r) return false;
+        ep->out = rq.out;
+        ep->bias = rq.bias != NULL;
+        ep->scale = true;
+        ep->residual = n->n_in > 4 && n->in[4] >= 0;
+        ep->clip = isfinite(rq.lo) || isfinite(rq.hi);
+        ep->lo = rq.lo, ep->hi = rq.hi;
+        if (rq.out != QF_I8 && rq.out != QF_F16 && rq.out != QF_F32) return false;
+    } else {
+        if (st->prec != QF_PREC_FP16 || ep->in != QF_F16) return false;
+        ep->out = QF_F16;
+        ep->bias = st->bias != NULL;
+        ep->residual = L->residual >= 0;
+        ep->clip = st->relu || L->clip; /* ReLU then clip: one clip to [max(0, lo), hi] */
+        ep->lo = L->clip ? (st->relu ? fmax(0.0, L->clip_lo) : L->clip_lo) : 0.0;
+        ep->hi = L->clip ? L->clip_hi : INFINITY;
+    }
+    return !ep->clip || isfinite(ep->lo); /* cuDNN's clip has a lower bound */
+}
+
+/* cuDNN's plans for the conv and this layer's fused epilogue (FP16, or INT8
+ * with qforge's requantize): a second tactic, timed against qforge's own path
+ * at tune (conv_choose_dnn). A cached choice builds only its own plan, or
+ * none where qforge's path won. */
 static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const qf_value *w)
 {
     const conv_geo &p = st->p;
-    if (st->prec != QF_PREC_FP16 || qfi_in(c->g, L->n, 0)->dtype != QF_F16 || st->P == 0 || L->quant_in >= 0)
-        return QF_OK;
     cu_dnn_epilogue ep;
-    memset(&ep, 0, sizeof ep);
-    ep.bias = st->bias != NULL;
-    ep.residual = L->residual >= 0;
-    ep.relu = st->relu || L->clip; /* ReLU then clip: one clip to [max(0, lo), hi] */
-    ep.lo = L->clip ? (st->relu ? fmax(0.0, L->clip_lo) : L->clip_lo) : 0.0;
-    ep.hi = L->clip ? L->clip_hi : INFINITY;
-    if (!isfinite(ep.lo)) return QF_OK;
+    if (!conv_dnn_epilogue(c, L, st, &ep)) return QF_OK;
+    const bool i8 = ep.in == QF_I8;
     snprintf(st->dnn_key, sizeof st->dnn_key,
-             "conv:f16:%lld,%lld,%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:g%lld:b%d:r%d:c%g,%g", (long long)p.N,
-             (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.M, (long long)p.Ho, (long long)p.Wo, p.kh, p.kw,
-             p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, (long long)p.group, ep.bias, ep.residual, ep.relu ? ep.lo : -1.0, ep.hi);
+             "conv:%s:%lld,%lld,%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:g%lld:b%d:r%d:c%g,%g%s",
+             i8 ? "i8" : "f16", (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.M,
+             (long long)p.Ho, (long long)p.Wo, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, (long long)p.group, ep.bias,
+             ep.residual, ep.clip ? ep.lo : -1.0, ep.clip ? ep.hi : INFINITY,
+             !i8 ? "" : ep.out == QF_I8 ? ":o8" : ep.out == QF_F16 ? ":o16" : ":o32");
     int cached = -1;
     const bool has = !cu_tactic_forced("cudnn") && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached);
     if (has && cached <= 0) return QF_OK;
     const int64_t Cg = p.C / p.group;
+    const size_t es = i8 ? 1 : 2;
     /* the GEMM's [M][Kpad] rows are cuDNN's [M][kh][kw][C] filters where no
      * padding follows K (cuDNN refuses a filter with gaps: BAD_PARAM); others
      * get a packed copy */
-    const bool own_layout = p.group == 1 && st->Kpad == st->K;
+    const bool own_layout = !st->direct && st->Kpad == st->K;
     const int64_t ws[4] = {p.kh * p.kw * Cg, 1, p.kw * Cg, Cg};
-    QF_CHECK(cu_dnn_conv_create(c, &p, QF_F16, ws, &ep, has ? cached - 1 : -1, &st->dnn));
+    QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, has ? cached - 1 : -1, &st->dnn));
     if (!st->dnn) return QF_OK;
     if (!own_layout) {
-        void *hw = reorder_weights(w->data, 2, p, W_KRSC, 0, 0);
+        void *hw = reorder_weights(w->data, es, p, W_KRSC, 0, 0);
         if (!hw) return QF_ERR_NOMEM;
-        qf_status s = cu_upload(c, hw, (size_t)(p.kh * p.kw * Cg * p.M) * 2, &st->w_dnn);
+        qf_status s = cu_upload(c, hw, (size_t)(p.kh * p.kw * Cg * p.M) * es, &st->w_dnn);
         free(hw);
         QF_CHECK(s);
+    }
+    if (i8) {
+        /* qforge adds the bias in int32 and converts the sum; cuDNN adds it as
+         * a float: the same value while |acc + bias| < 2^24, as conv sums are */
+        const qf_value *bv = qfi_in(c->g, L->n, 2);
+        float *hb = (float *)qfi_calloc((size_t)p.M + 1, sizeof *hb);
+        if (!hb) return QF_ERR_NOMEM;
+        for (int64_t m = 0; bv && m < p.M; m++) hb[m] = (float)((const int32_t *)bv->data)[m];
+        qf_status s = ep.bias ? cu_upload(c, hb, (size_t)p.M * sizeof *hb, &st->dnn_bias) : QF_OK;
+        free(hb);
+        QF_CHECK(s);
+        if (ep.residual) QF_CHECK(cu_upload(c, &st->rq.m_r, sizeof st->rq.m_r, &st->dnn_res_scale));
     }
     /* the workspace shares the im2col slot: a layer runs one tactic, layers run one at a time */
     cu_need_scratch(c, CU_SCR_COL, cu_dnn_conv_workspace(st->dnn));
@@ -598,7 +639,7 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
     return QF_OK;
 }
 
-/* FP16 with cuDNN plans: qforge's own path (use_dnn 0) against each plan,
+/* A layer with cuDNN plans: qforge's own path (use_dnn 0) against each plan,
  * timed through the layer's launch on its real buffers; the cache keeps the
  * winner's heuristic rank + 1 (0: qforge's path, whose win frees the plans). */
 static qf_status conv_choose_dnn(cu_engine *c, cu_layer *L, conv_state *st, char *how, size_t how_len)
@@ -711,10 +752,10 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const int64_t total = st->P * p.M;
     if (total == 0) return QF_OK;
     if (st->use_dnn) {
-        void *r = NULL;
-        if (L->residual >= 0) QF_CHECK(cu_value_ptr(c, L->residual, &r));
-        return cu_dnn_conv_run(c, st->dnn, st->use_dnn - 1, s, x, st->w_dnn ? st->w_dnn : st->w, st->bias, r, y,
-                               c->scratch[CU_SCR_COL]);
+        cu_dnn_args a = {x, st->w_dnn ? st->w_dnn : st->w, st->bias, NULL, res, NULL, y, c->scratch[CU_SCR_COL]};
+        if (st->prec == QF_PREC_INT8) a.bias = st->dnn_bias, a.scale = st->rq.m, a.res_scale = st->dnn_res_scale;
+        else if (L->residual >= 0) QF_CHECK(cu_value_ptr(c, L->residual, (void **)&a.res));
+        return cu_dnn_conv_run(c, st->dnn, st->use_dnn - 1, s, &a);
     }
     if (L->quant_in >= 0) {
         int64_t xs[4];

@@ -1,10 +1,15 @@
-/* cuDNN as a conv tactic (issue 14): an FP16 conv and its fused epilogue
- * (bias, residual Add, ReLU, a clip) as one operation graph of cuDNN's Graph
- * API, NHWC by strides, FP32 accumulation and FP32 intermediates. cuDNN's
- * heuristics propose engines; each one cuDNN can build for the graph becomes
- * a plan that conv.cu times beside qforge's own path on the layer's real
- * buffers, keeping the winner in the tactic cache. Where cuDNN is missing
- * (cudnn_dl.cu) or builds no plan, there is simply no such tactic. */
+/* cuDNN as a conv tactic (issue 14): a conv and its fused epilogue as one
+ * operation graph of cuDNN's Graph API, NHWC by strides. FP16: FP32
+ * accumulation and FP32 intermediates (bias, residual Add, ReLU, a clip).
+ * INT8: int8 operands summed in int32, then lib/quant_math.h's requantize
+ * in FP32 pointwise operations, (acc + bias) * m[c] + r * m_r, clamped, and
+ * an int8 (or float) output; it differs from qforge's kernels only where
+ * cuDNN contracts a multiply and an add or rounds the final cast its own way,
+ * so by at most one level at a rounding boundary. cuDNN's heuristics propose
+ * engines; each one cuDNN can build for the graph becomes a plan that conv.cu
+ * times beside qforge's own path on the layer's real buffers, keeping the
+ * winner in the tactic cache. Where cuDNN is missing (cudnn_dl.cu) or builds
+ * no plan, there is simply no such tactic. */
 #include "cuda_internal.h"
 
 #if QF_HAVE_CUDNN_H
@@ -13,7 +18,7 @@
 /* heuristic ranks tried per layer: cuDNN's first guesses are usually its best */
 #define DNN_TRY 4
 /* tensor ids of the variant pack */
-enum { UID_X = 1, UID_W, UID_B, UID_R, UID_Y, UID_V0 = 100 };
+enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_RS, UID_Y, UID_V0 = 100 };
 
 struct cu_dnn_conv {
     cudnnBackendDescriptor_t plan[DNN_TRY];
@@ -22,13 +27,14 @@ struct cu_dnn_conv {
     int n;
     size_t workspace;           /* the largest plan's */
     cu_dnn_epilogue ep;
+    bool i8;
 };
 
 /* Descriptor building with the first failure kept: every call after it is a no-op. */
 typedef struct dnn_build {
     cudnnStatus_t st;
     const char *what;
-    cudnnBackendDescriptor_t made[24]; /* destroyed with the builder */
+    cudnnBackendDescriptor_t made[40]; /* destroyed with the builder */
     int n_made;
 } dnn_build;
 
@@ -67,7 +73,7 @@ static void dnn_build_free(dnn_build *b)
     b->n_made = 0;
 }
 
-/* A 4-D tensor (N, C, H, W dims; strides as stored), virtual ones FP32. */
+/* A 4-D tensor (N, C, H, W dims; strides as stored). */
 static cudnnBackendDescriptor_t dnn_tensor(dnn_build *b, int64_t uid, cudnnDataType_t dt, const int64_t *dims,
                                            const int64_t *strides, bool virt)
 {
@@ -151,28 +157,40 @@ void cu_dnn_conv_free(cu_dnn_conv *d)
     free(d);
 }
 
-qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, qf_dtype dt, const int64_t *w_strides,
-                             const cu_dnn_epilogue *ep, int only_rank, cu_dnn_conv **out)
+static cudnnDataType_t dnn_type(qf_dtype t)
+{
+    return t == QF_I8 ? CUDNN_DATA_INT8 : t == QF_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+
+qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *w_strides, const cu_dnn_epilogue *ep,
+                             int only_rank, cu_dnn_conv **out)
 {
     *out = NULL;
-    if (dt != QF_F16 || !qfi_cudnn_load()) return QF_OK;
+    const bool i8 = ep->in == QF_I8;
+    if ((ep->in != QF_F16 && !i8) || (!i8 && ep->out != QF_F16) || !qfi_cudnn_load()) return QF_OK;
     cudnnHandle_t h = dnn_handle(c);
     if (!h) return QF_OK;
-    const cudnnDataType_t half = CUDNN_DATA_HALF, f32 = CUDNN_DATA_FLOAT;
+    const cudnnDataType_t xt = dnn_type(ep->in), yt = dnn_type(ep->out), f32 = CUDNN_DATA_FLOAT;
+    /* INT8: exact int32 sums; the bias and scales are FP32 tensors */
+    const cudnnDataType_t acc = i8 ? CUDNN_DATA_INT32 : f32, bt = i8 ? f32 : xt;
     const int64_t xd[4] = {g->N, g->C, g->H, g->W}, xs[4] = {g->H * g->W * g->C, 1, g->W * g->C, g->C};
     const int64_t wd[4] = {g->M, g->C / g->group, g->kh, g->kw};
     const int64_t yd[4] = {g->N, g->M, g->Ho, g->Wo}, ys[4] = {g->Ho * g->Wo * g->M, 1, g->Wo * g->M, g->M};
     const int64_t bd[4] = {1, g->M, 1, 1}, bs[4] = {g->M, 1, g->M, g->M};
+    const int64_t one4[4] = {1, 1, 1, 1};
     dnn_build b = {};
-    cudnnBackendDescriptor_t ops[4];
+    cudnnBackendDescriptor_t ops[8];
     int n_ops = 0;
-    const int steps = 1 + ep->bias + ep->residual + ep->relu; /* conv, then each epilogue operation */
+    /* the operations on the conv's output chain: conv, then each epilogue step; the last writes y */
+    const int steps = 1 + ep->bias + (i8 && ep->scale) + ep->residual + ep->clip;
     int64_t vid = UID_V0;
-    cudnnBackendDescriptor_t x = dnn_tensor(&b, UID_X, half, xd, xs, false);
-    cudnnBackendDescriptor_t w = dnn_tensor(&b, UID_W, half, wd, w_strides, false);
-    /* each step writes a virtual FP32 tensor, the last one y */
-    cudnnBackendDescriptor_t cur =
-        steps == 1 ? dnn_tensor(&b, UID_Y, half, yd, ys, false) : dnn_tensor(&b, vid++, f32, yd, ys, true);
+    int left = steps;
+    auto next = [&]() {
+        return --left == 0 ? dnn_tensor(&b, UID_Y, yt, yd, ys, false) : dnn_tensor(&b, vid++, f32, yd, ys, true);
+    };
+    cudnnBackendDescriptor_t x = dnn_tensor(&b, UID_X, xt, xd, xs, false);
+    cudnnBackendDescriptor_t w = dnn_tensor(&b, UID_W, xt, wd, w_strides, false);
+    cudnnBackendDescriptor_t cur = next();
     cudnnBackendDescriptor_t conv = dnn_new(&b, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
     {
         const int64_t sd = 2, dil[2] = {g->dh, g->dw}, str[2] = {g->sh, g->sw}, pre[2] = {g->ph, g->pw};
@@ -184,7 +202,7 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, qf_dtype dt, co
             dnn_build_free(&b);
             return QF_OK; /* a cropped end: cuDNN's paddings cannot say it */
         }
-        dnn_set(&b, conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "conv compute type");
+        dnn_set(&b, conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &acc, "conv compute type");
         dnn_set(&b, conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode, "conv mode");
         dnn_set(&b, conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &sd, "conv dims");
         dnn_set(&b, conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil, "conv dilations");
@@ -206,22 +224,30 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, qf_dtype dt, co
         dnn_finalize(&b, op, "convolution operation");
         ops[n_ops++] = op;
     }
-    /* the epilogue in conv.cu's order: + bias, + residual, then ReLU / clip */
-    int left = steps - 1;
-    auto next = [&]() {
-        return --left == 0 ? dnn_tensor(&b, UID_Y, half, yd, ys, false) : dnn_tensor(&b, vid++, f32, yd, ys, true);
-    };
+    /* the epilogue in qforge's order: + bias, * scale (INT8), + residual (INT8: times its scale), then the clip */
     if (ep->bias) {
-        cudnnBackendDescriptor_t bt = dnn_tensor(&b, UID_B, half, bd, bs, false), o = next();
-        ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_ADD, cur, bt, o, 0, 0);
+        cudnnBackendDescriptor_t t = dnn_tensor(&b, UID_B, bt, bd, bs, false), o = next();
+        ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_ADD, cur, t, o, 0, 0);
+        cur = o;
+    }
+    if (i8 && ep->scale) {
+        cudnnBackendDescriptor_t t = dnn_tensor(&b, UID_S, f32, bd, bs, false), o = next();
+        ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, cur, t, o, 0, 0);
         cur = o;
     }
     if (ep->residual) {
-        cudnnBackendDescriptor_t rt = dnn_tensor(&b, UID_R, half, yd, ys, false), o = next();
-        ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_ADD, cur, rt, o, 0, 0);
+        cudnnBackendDescriptor_t r = dnn_tensor(&b, UID_R, xt, yd, ys, false);
+        if (i8) { /* r * m_r, a side branch into the chain's Add */
+            cudnnBackendDescriptor_t rs = dnn_tensor(&b, UID_RS, f32, one4, one4, false);
+            cudnnBackendDescriptor_t rv = dnn_tensor(&b, vid++, f32, yd, ys, true);
+            ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, r, rs, rv, 0, 0);
+            r = rv;
+        }
+        cudnnBackendDescriptor_t o = next();
+        ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_ADD, cur, r, o, 0, 0);
         cur = o;
     }
-    if (ep->relu) {
+    if (ep->clip) {
         cudnnBackendDescriptor_t o = next();
         ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_RELU_FWD, cur, NULL, o, ep->lo, ep->hi);
         cur = o;
@@ -253,6 +279,7 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, qf_dtype dt, co
         return QF_ERR_NOMEM;
     }
     d->ep = *ep;
+    d->i8 = i8;
     for (int r = 0; r < n_cfg && r < DNN_TRY; r++) {
         if (only_rank >= 0 && r != only_rank) continue;
         int64_t gi;
@@ -288,22 +315,25 @@ size_t cu_dnn_conv_workspace(const cu_dnn_conv *d) { return d ? d->workspace : 0
 
 const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size_t len)
 {
-    snprintf(buf, len, "cuDNN engine %lld (heuristic rank %d)", (long long)d->engine[plan], d->rank[plan]);
+    snprintf(buf, len, "cuDNN %s engine %lld (heuristic rank %d)", d->i8 ? "INT8" : "FP16", (long long)d->engine[plan],
+             d->rank[plan]);
     return buf;
 }
 
-qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStream_t s, const void *x, const void *w,
-                          const void *bias, const void *res, void *y, void *ws)
+qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStream_t s, const cu_dnn_args *a)
 {
     cudnnHandle_t h = (cudnnHandle_t)c->dnn;
-    int64_t uids[5];
-    void *ptrs[5];
+    int64_t uids[7];
+    void *ptrs[7];
     int n = 0;
-    uids[n] = UID_X, ptrs[n++] = (void *)x;
-    uids[n] = UID_W, ptrs[n++] = (void *)w;
-    if (d->ep.bias) uids[n] = UID_B, ptrs[n++] = (void *)bias;
-    if (d->ep.residual) uids[n] = UID_R, ptrs[n++] = (void *)res;
-    uids[n] = UID_Y, ptrs[n++] = y;
+    void *ws = a->workspace;
+    uids[n] = UID_X, ptrs[n++] = (void *)a->x;
+    uids[n] = UID_W, ptrs[n++] = (void *)a->w;
+    if (d->ep.bias) uids[n] = UID_B, ptrs[n++] = (void *)a->bias;
+    if (d->i8 && d->ep.scale) uids[n] = UID_S, ptrs[n++] = (void *)a->scale;
+    if (d->ep.residual) uids[n] = UID_R, ptrs[n++] = (void *)a->res;
+    if (d->ep.residual && d->i8) uids[n] = UID_RS, ptrs[n++] = (void *)a->res_scale;
+    uids[n] = UID_Y, ptrs[n++] = a->y;
     cudnnBackendDescriptor_t pack;
     cudnnStatus_t st = cudnnSetStream(h, s);
     if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
@@ -329,7 +359,7 @@ void cu_dnn_destroy(cu_engine *c)
 struct cu_dnn_conv {
     int unused;
 };
-qf_status cu_dnn_conv_create(cu_engine *, const cu_conv_geo *, qf_dtype, const int64_t *, const cu_dnn_epilogue *, int,
+qf_status cu_dnn_conv_create(cu_engine *, const cu_conv_geo *, const int64_t *, const cu_dnn_epilogue *, int,
                              cu_dnn_conv **out)
 {
     *out = NULL;
@@ -344,8 +374,7 @@ const char *cu_dnn_conv_describe(const cu_dnn_conv *, int, char *buf, size_t len
     snprintf(buf, len, "cuDNN");
     return buf;
 }
-qf_status cu_dnn_conv_run(cu_engine *, const cu_dnn_conv *, int, cudaStream_t, const void *, const void *, const void *,
-                          const void *, void *, void *)
+qf_status cu_dnn_conv_run(cu_engine *, const cu_dnn_conv *, int, cudaStream_t, const cu_dnn_args *)
 {
     return qf_error(QF_ERR_DEVICE, "built without cuDNN");
 }

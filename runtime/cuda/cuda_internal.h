@@ -377,29 +377,36 @@ int cu_igemm_variants(const cu_igemm *ig);
 uint32_t cu_igemm_signature(const cu_igemm *ig);
 
 /* ---- cuDNN convolutions (conv_cudnn.cu) ----
- * An FP16 conv and its fused epilogue, y = clip(conv(x, w) + bias + res) with
- * the clip [lo, hi] applied when `relu` (ReLU: lo 0, hi infinite), as one
- * cuDNN operation graph: the plans of cuDNN's first heuristic choices whose
- * numerics match qforge's (FP32 accumulation), for conv.cu to time. x and y
- * NHWC, res like y, bias [M], w [M][Cg][kh][kw] at element strides
- * w_strides. only_rank >= 0 builds that heuristic rank alone (a cached
- * choice). *out is NULL where cuDNN is missing or has no plan: no tactic, no
- * error. */
+ * A conv and its fused epilogue as one cuDNN operation graph: the plans of
+ * cuDNN's first heuristic choices whose numerics match qforge's, for conv.cu
+ * to time. x and y NHWC, res like y, w [M][Cg][kh][kw] at element strides
+ * w_strides. FP16 (in F16): y = clip(conv(x, w) + bias + res), FP32
+ * accumulation, bias [M] half. INT8 (in I8): the exact int32 sums of the
+ * int8 operands, then lib/quant_math.h's epilogue in FP32,
+ * y = clip((conv(x, w) + bias) * scale + res * res_scale) with bias and
+ * scale [M] floats, res int8 and res_scale one float, y int8 (rounded to
+ * nearest even, as rint) or a float type. The clip [lo, hi] applies when
+ * `clip`. only_rank >= 0 builds that heuristic rank alone (a cached choice).
+ * *out is NULL where cuDNN is missing or has no plan: no tactic, no error. */
 typedef struct cu_dnn_epilogue {
-    bool bias, residual, relu;
+    qf_dtype in, out;
+    bool bias, scale, residual, clip;
     double lo, hi;
 } cu_dnn_epilogue;
+typedef struct cu_dnn_args {
+    const void *x, *w, *bias, *scale, *res, *res_scale;
+    void *y, *workspace;
+} cu_dnn_args;
 typedef struct cu_dnn_conv cu_dnn_conv;
-qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, qf_dtype dt, const int64_t *w_strides,
-                             const cu_dnn_epilogue *ep, int only_rank, cu_dnn_conv **out);
+qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *w_strides, const cu_dnn_epilogue *ep,
+                             int only_rank, cu_dnn_conv **out);
 void cu_dnn_conv_free(cu_dnn_conv *d);
 int cu_dnn_conv_plans(const cu_dnn_conv *d);
 /* plan's heuristic rank: what the tactic cache keeps */
 int cu_dnn_conv_rank(const cu_dnn_conv *d, int plan);
 size_t cu_dnn_conv_workspace(const cu_dnn_conv *d);
 const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size_t len);
-qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStream_t s, const void *x, const void *w,
-                          const void *bias, const void *res, void *y, void *ws);
+qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStream_t s, const cu_dnn_args *a);
 /* Releases the engine's cuDNN handle. */
 void cu_dnn_destroy(cu_engine *c);
 
