@@ -194,6 +194,17 @@ static qf_graph *b_conv_relu_pool(void)
     output(g, y);
     return g;
 }
+/* SiLU (Sigmoid and Mul) after a 3x3 conv, Sigmoid after a 1x1 conv: INT8
+ * fuses both into the convs' epilogues. */
+static qf_graph *b_conv_smooth(void)
+{
+    qf_graph *g = new_graph("conv_smooth");
+    int x = input(g, "x", 4, DIMS(2, 16, 12, 12));
+    int y = conv(g, "c", x, 16, 32, 3, 1, P1, 1, 1, true);
+    int s = binary(g, "silu", QF_OP_MUL, y, unary(g, "silu_gate", QF_OP_SIGMOID, y));
+    output(g, unary(g, "sigmoid", QF_OP_SIGMOID, conv(g, "c2", s, 32, 16, 1, 1, P0, 1, 1, true)));
+    return g;
+}
 /* A residual block of C channels on HxH: conv-relu-conv, add the block's input, relu. */
 static qf_graph *residual_block(const char *name, int64_t C, int64_t H)
 {
@@ -1042,6 +1053,7 @@ OP_TEST(depthwise_vectors)
 OP_TEST(conv_grouped_dilated)
 OP_TEST(conv_grouped_vectors)
 OP_TEST(conv_relu_pool)
+OP_TEST(conv_smooth)
 OP_TEST(residual)
 OP_TEST(residual_wide)
 OP_TEST(pools)
@@ -1637,7 +1649,8 @@ static void capture_dnn(void *user, qf_log_level level, const char *msg)
 static void check_cudnn_convs(qf_precision prec, const char *label)
 {
     const build_fn builds[] = {b_conv3x3,         b_conv_rgb_s2, b_conv_1x1,        b_depthwise_vectors,
-                               b_conv_grouped_vectors, b_residual, b_residual_wide, b_conv_relu_pool};
+                               b_conv_grouped_vectors, b_residual, b_residual_wide, b_conv_relu_pool,
+                               b_conv_smooth};
     setenv("QFORGE_CUDA_CONV_TACTIC", "cudnn", 1);
     for (size_t b = 0; b < QF_ARRAY_LEN(builds); b++) {
         qf_quant_opts o;
@@ -2037,6 +2050,7 @@ int main(void)
     tcase_add_test(ops, t_conv_grouped_dilated);
     tcase_add_test(ops, t_conv_grouped_vectors);
     tcase_add_test(ops, t_conv_relu_pool);
+    tcase_add_test(ops, t_conv_smooth);
     tcase_add_test(ops, t_residual);
     tcase_add_test(ops, t_residual_wide);
     tcase_add_test(ops, t_pools);

@@ -39,8 +39,8 @@ typedef struct conv_state {
     int use_ig;           /* the tactic chosen at tune time: 0 = im2col + cuBLASLt, else ig variant use_ig - 1 */
     cu_dnn_conv *dnn;     /* cuDNN's plans for the conv and its epilogue (conv_cudnn.cu), or NULL */
     void *w_dnn;          /* their packed filters, where st->w has another layout (grouped, or K padded) */
-    void *dnn_bias;       /* INT8: the int32 bias as floats, and m_r as one float, for cuDNN's epilogue */
-    void *dnn_res_scale;
+    void *dnn_bias;       /* INT8: the int32 bias as floats, for cuDNN's epilogue */
+    float *dnn_scalars;   /* INT8: m_r, the activation's scale and its inverse, in 16-byte slots */
     int use_dnn;          /* the tactic chosen at tune time: 0 = qforge's path, else dnn plan use_dnn - 1 */
     char dnn_key[256];    /* the tactic cache's key of the choice */
 } conv_state;
@@ -370,7 +370,8 @@ bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n)
 }
 
 /* The epilogue cuDNN would fuse for this layer; false where it cannot say
- * qforge's: a smooth activation, zero points, an input quantized in the gather. */
+ * qforge's: zero points, an input quantized in the gather, a smooth
+ * activation other than INT8's SiLU and Sigmoid. */
 static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_state *st, cu_dnn_epilogue *ep)
 {
     const qf_node *n = L->n;
@@ -379,7 +380,9 @@ static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_
     if (st->P == 0 || L->quant_in >= 0) return false;
     if (st->prec == QF_PREC_INT8) {
         const cu_requant &rq = st->rq;
-        if (ep->in != QF_I8 || rq.act != QF_ACT_NONE || rq.z_in || rq.z_out || rq.z_r) return false;
+        if (ep->in != QF_I8 || rq.z_in || rq.z_out || rq.z_r) return false;
+        if (rq.act != QF_ACT_NONE && rq.act != QF_ACT_SILU && rq.act != QF_ACT_SIGMOID) return false;
+        ep->act = rq.act;
         ep->out = rq.out;
         ep->bias = rq.bias != NULL;
         ep->scale = true;
@@ -415,6 +418,7 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
              (long long)p.Ho, (long long)p.Wo, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, (long long)p.group, ep.bias,
              ep.residual, ep.clip ? ep.lo : -1.0, ep.clip ? ep.hi : INFINITY,
              !i8 ? "" : ep.out == QF_I8 ? ":o8" : ep.out == QF_F16 ? ":o16" : ":o32");
+    if (ep.act != QF_ACT_NONE) snprintf(st->dnn_key + strlen(st->dnn_key), sizeof st->dnn_key - strlen(st->dnn_key), ":a%d", (int)ep.act);
     int cached = -1;
     const bool has = !cu_tactic_forced("cudnn") && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached);
     if (has && cached <= 0) return QF_OK;
@@ -444,7 +448,8 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
         qf_status s = ep.bias ? cu_upload(c, hb, (size_t)p.M * sizeof *hb, &st->dnn_bias) : QF_OK;
         free(hb);
         QF_CHECK(s);
-        if (ep.residual) QF_CHECK(cu_upload(c, &st->rq.m_r, sizeof st->rq.m_r, &st->dnn_res_scale));
+        const float sc[12] = {st->rq.m_r, 0, 0, 0, st->rq.act_s, 0, 0, 0, 1.0f / st->rq.act_s};
+        QF_CHECK(cu_upload(c, sc, sizeof sc, (void **)&st->dnn_scalars));
     }
     /* the workspace shares the im2col slot: a layer runs one tactic, layers run one at a time */
     cu_need_scratch(c, CU_SCR_COL, cu_dnn_conv_workspace(st->dnn));
@@ -752,8 +757,9 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const int64_t total = st->P * p.M;
     if (total == 0) return QF_OK;
     if (st->use_dnn) {
-        cu_dnn_args a = {x, st->w_dnn ? st->w_dnn : st->w, st->bias, NULL, res, NULL, y, c->scratch[CU_SCR_COL]};
-        if (st->prec == QF_PREC_INT8) a.bias = st->dnn_bias, a.scale = st->rq.m, a.res_scale = st->dnn_res_scale;
+        cu_dnn_args a = {x, st->w_dnn ? st->w_dnn : st->w, st->bias, NULL, res, NULL, NULL, y, c->scratch[CU_SCR_COL]};
+        if (st->prec == QF_PREC_INT8)
+            a.bias = st->dnn_bias, a.scale = st->rq.m, a.res_scale = st->dnn_scalars, a.act_s = st->dnn_scalars + 4;
         else if (L->residual >= 0) QF_CHECK(cu_value_ptr(c, L->residual, (void **)&a.res));
         return cu_dnn_conv_run(c, st->dnn, st->use_dnn - 1, s, &a);
     }

@@ -18,7 +18,7 @@
 /* heuristic ranks tried per layer: cuDNN's first guesses are usually its best */
 #define DNN_TRY 4
 /* tensor ids of the variant pack */
-enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_RS, UID_Y, UID_V0 = 100 };
+enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_RS, UID_AS, UID_AI, UID_Y, UID_V0 = 100 };
 
 struct cu_dnn_conv {
     cudnnBackendDescriptor_t plan[DNN_TRY];
@@ -97,6 +97,10 @@ static cudnnBackendDescriptor_t dnn_pointwise(dnn_build *b, cudnnPointwiseMode_t
     const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
     dnn_set(b, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode");
     dnn_set(b, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec, "pointwise precision");
+    if (mode == CUDNN_POINTWISE_SWISH_FWD) {
+        const double beta = 1.0; /* SiLU */
+        dnn_set(b, pw, CUDNN_ATTR_POINTWISE_SWISH_BETA, CUDNN_TYPE_DOUBLE, 1, &beta, "swish beta");
+    }
     if (mode == CUDNN_POINTWISE_RELU_FWD) {
         dnn_set(b, pw, CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, CUDNN_TYPE_DOUBLE, 1, &lo, "relu lower clip");
         if (isfinite(hi)) dnn_set(b, pw, CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, CUDNN_TYPE_DOUBLE, 1, &hi, "relu upper clip");
@@ -167,7 +171,10 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
 {
     *out = NULL;
     const bool i8 = ep->in == QF_I8;
-    if ((ep->in != QF_F16 && !i8) || (!i8 && ep->out != QF_F16) || !qfi_cudnn_load()) return QF_OK;
+    const bool smooth = ep->act == QF_ACT_SILU || ep->act == QF_ACT_SIGMOID;
+    if ((ep->in != QF_F16 && !i8) || (!i8 && (ep->out != QF_F16 || ep->act != QF_ACT_NONE)) ||
+        (ep->act != QF_ACT_NONE && !smooth) || !qfi_cudnn_load())
+        return QF_OK;
     cudnnHandle_t h = dnn_handle(c);
     if (!h) return QF_OK;
     const cudnnDataType_t xt = dnn_type(ep->in), yt = dnn_type(ep->out), f32 = CUDNN_DATA_FLOAT;
@@ -179,10 +186,10 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
     const int64_t bd[4] = {1, g->M, 1, 1}, bs[4] = {g->M, 1, g->M, g->M};
     const int64_t one4[4] = {1, 1, 1, 1};
     dnn_build b = {};
-    cudnnBackendDescriptor_t ops[8];
+    cudnnBackendDescriptor_t ops[12];
     int n_ops = 0;
     /* the operations on the conv's output chain: conv, then each epilogue step; the last writes y */
-    const int steps = 1 + ep->bias + (i8 && ep->scale) + ep->residual + ep->clip;
+    const int steps = 1 + ep->bias + (i8 && ep->scale) + ep->residual + 3 * smooth + ep->clip;
     int64_t vid = UID_V0;
     int left = steps;
     auto next = [&]() {
@@ -245,6 +252,17 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
         }
         cudnnBackendDescriptor_t o = next();
         ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_ADD, cur, r, o, 0, 0);
+        cur = o;
+    }
+    if (smooth) { /* act(v s) / s: at the real value, back in output units */
+        const cudnnPointwiseMode_t m = ep->act == QF_ACT_SILU ? CUDNN_POINTWISE_SWISH_FWD : CUDNN_POINTWISE_SIGMOID_FWD;
+        cudnnBackendDescriptor_t as = dnn_tensor(&b, UID_AS, f32, one4, one4, false), o = next();
+        ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, cur, as, o, 0, 0);
+        cur = o, o = next();
+        ops[n_ops++] = dnn_pointwise(&b, m, cur, NULL, o, 0, 0);
+        cudnnBackendDescriptor_t ai = dnn_tensor(&b, UID_AI, f32, one4, one4, false);
+        cur = o, o = next();
+        ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, cur, ai, o, 0, 0);
         cur = o;
     }
     if (ep->clip) {
@@ -323,8 +341,8 @@ const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size
 qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStream_t s, const cu_dnn_args *a)
 {
     cudnnHandle_t h = (cudnnHandle_t)c->dnn;
-    int64_t uids[7];
-    void *ptrs[7];
+    int64_t uids[9];
+    void *ptrs[9];
     int n = 0;
     void *ws = a->workspace;
     uids[n] = UID_X, ptrs[n++] = (void *)a->x;
@@ -333,6 +351,10 @@ qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStre
     if (d->i8 && d->ep.scale) uids[n] = UID_S, ptrs[n++] = (void *)a->scale;
     if (d->ep.residual) uids[n] = UID_R, ptrs[n++] = (void *)a->res;
     if (d->ep.residual && d->i8) uids[n] = UID_RS, ptrs[n++] = (void *)a->res_scale;
+    if (d->ep.act != QF_ACT_NONE) {
+        uids[n] = UID_AS, ptrs[n++] = (void *)a->act_s;
+        uids[n] = UID_AI, ptrs[n++] = (void *)(a->act_s + 4);
+    }
     uids[n] = UID_Y, ptrs[n++] = a->y;
     cudnnBackendDescriptor_t pack;
     cudnnStatus_t st = cudnnSetStream(h, s);

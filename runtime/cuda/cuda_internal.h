@@ -385,16 +385,20 @@ uint32_t cu_igemm_signature(const cu_igemm *ig);
  * int8 operands, then lib/quant_math.h's epilogue in FP32,
  * y = clip((conv(x, w) + bias) * scale + res * res_scale) with bias and
  * scale [M] floats, res int8 and res_scale one float, y int8 (rounded to
- * nearest even, as rint) or a float type. The clip [lo, hi] applies when
+ * nearest even, as rint) or a float type; a SiLU or Sigmoid `act` between
+ * the sum and the clip, at the real value (act_s[0] = the output's scale,
+ * act_s[4] = its inverse: 16-byte slots). The clip [lo, hi] applies when
  * `clip`. only_rank >= 0 builds that heuristic rank alone (a cached choice).
  * *out is NULL where cuDNN is missing or has no plan: no tactic, no error. */
 typedef struct cu_dnn_epilogue {
     qf_dtype in, out;
     bool bias, scale, residual, clip;
+    qf_act act;
     double lo, hi;
 } cu_dnn_epilogue;
 typedef struct cu_dnn_args {
     const void *x, *w, *bias, *scale, *res, *res_scale;
+    const float *act_s;
     void *y, *workspace;
 } cu_dnn_args;
 typedef struct cu_dnn_conv cu_dnn_conv;
