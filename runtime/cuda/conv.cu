@@ -398,6 +398,9 @@ static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_
         ep->clip = st->relu || L->clip; /* ReLU then clip: one clip to [max(0, lo), hi] */
         ep->lo = L->clip ? (st->relu ? fmax(0.0, L->clip_lo) : L->clip_lo) : 0.0;
         ep->hi = L->clip ? L->clip_hi : INFINITY;
+        /* no HardSwish pointwise mode in cuDNN; its graph applies an activation before the clip, the chain after */
+        if (L->act == QF_ACT_HARD_SWISH || (L->act != QF_ACT_NONE && ep->clip)) return false;
+        ep->act = L->act;
     }
     return !ep->clip || isfinite(ep->lo); /* cuDNN's clip has a lower bound */
 }
@@ -770,9 +773,11 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
                                        (int8_t *)y, c->scratch[CU_SCR_COL]);
     }
     if (st->use_ig) return cu_igemm_run(st->ig, st->use_ig - 1, s, (const int8_t *)x, res, (int8_t *)y, c->scratch[CU_SCR_COL]);
-    if (st->direct)
-        return cu_direct_conv_run(s, &p, dt, x, st->w, st->bias, st->relu, L->clip ? L->clip_lo : -INFINITY,
-                                  L->clip ? L->clip_hi : INFINITY, st->prec == QF_PREC_INT8 ? &st->rq : NULL, res, y);
+    if (st->direct) {
+        QF_CHECK(cu_direct_conv_run(s, &p, dt, x, st->w, st->bias, st->relu, L->clip ? L->clip_lo : -INFINITY,
+                                    L->clip ? L->clip_hi : INFINITY, st->prec == QF_PREC_INT8 ? &st->rq : NULL, res, y));
+        return L->act != QF_ACT_NONE ? cu_act_inplace(s, y, dt, total, L->act) : QF_OK;
+    }
     const size_t out_es = qf_dtype_info(g->values[cu_out_value(L, 0)].dtype)->size;
     for (int64_t p0 = 0; p0 < st->P; p0 += st->chunk) {
         const int64_t rows = st->P - p0 < st->chunk ? st->P - p0 : st->chunk;
@@ -787,7 +792,7 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
             QF_CHECK(cu_requant_launch(s, &st->rq, (const int32_t *)Y, rows, p.M, st->ldacc, res ? res + p0 * p.M : NULL,
                                        (char *)y + (size_t)(p0 * p.M) * out_es));
     }
-    return QF_OK;
+    return L->act != QF_ACT_NONE ? cu_act_inplace(s, y, dt, total, L->act) : QF_OK;
 }
 
 const cu_op cu_op_conv = {conv_prepare, conv_tune, conv_launch, CU_RULE_NHWC, CU_ALL_PRECISIONS, conv_check};

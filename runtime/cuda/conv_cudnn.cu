@@ -172,8 +172,8 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
     *out = NULL;
     const bool i8 = ep->in == QF_I8;
     const bool smooth = ep->act == QF_ACT_SILU || ep->act == QF_ACT_SIGMOID;
-    if ((ep->in != QF_F16 && !i8) || (!i8 && (ep->out != QF_F16 || ep->act != QF_ACT_NONE)) ||
-        (ep->act != QF_ACT_NONE && !smooth) || !qfi_cudnn_load())
+    if ((ep->in != QF_F16 && !i8) || (!i8 && ep->out != QF_F16) || (ep->act != QF_ACT_NONE && !smooth) ||
+        !qfi_cudnn_load())
         return QF_OK;
     cudnnHandle_t h = dnn_handle(c);
     if (!h) return QF_OK;
@@ -189,7 +189,7 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
     cudnnBackendDescriptor_t ops[12];
     int n_ops = 0;
     /* the operations on the conv's output chain: conv, then each epilogue step; the last writes y */
-    const int steps = 1 + ep->bias + (i8 && ep->scale) + ep->residual + 3 * smooth + ep->clip;
+    const int steps = 1 + ep->bias + (i8 && ep->scale) + ep->residual + (smooth ? i8 ? 3 : 1 : 0) + ep->clip;
     int64_t vid = UID_V0;
     int left = steps;
     auto next = [&]() {
@@ -254,16 +254,24 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
         ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_ADD, cur, r, o, 0, 0);
         cur = o;
     }
-    if (smooth) { /* act(v s) / s: at the real value, back in output units */
+    if (smooth) { /* INT8: act(v s) / s, at the real value and back in output units */
         const cudnnPointwiseMode_t m = ep->act == QF_ACT_SILU ? CUDNN_POINTWISE_SWISH_FWD : CUDNN_POINTWISE_SIGMOID_FWD;
-        cudnnBackendDescriptor_t as = dnn_tensor(&b, UID_AS, f32, one4, one4, false), o = next();
-        ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, cur, as, o, 0, 0);
-        cur = o, o = next();
+        cudnnBackendDescriptor_t o;
+        if (i8) {
+            cudnnBackendDescriptor_t as = dnn_tensor(&b, UID_AS, f32, one4, one4, false);
+            o = next();
+            ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, cur, as, o, 0, 0);
+            cur = o;
+        }
+        o = next();
         ops[n_ops++] = dnn_pointwise(&b, m, cur, NULL, o, 0, 0);
-        cudnnBackendDescriptor_t ai = dnn_tensor(&b, UID_AI, f32, one4, one4, false);
-        cur = o, o = next();
-        ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, cur, ai, o, 0, 0);
         cur = o;
+        if (i8) {
+            cudnnBackendDescriptor_t ai = dnn_tensor(&b, UID_AI, f32, one4, one4, false);
+            o = next();
+            ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, cur, ai, o, 0, 0);
+            cur = o;
+        }
     }
     if (ep->clip) {
         cudnnBackendDescriptor_t o = next();
@@ -351,7 +359,7 @@ qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStre
     if (d->i8 && d->ep.scale) uids[n] = UID_S, ptrs[n++] = (void *)a->scale;
     if (d->ep.residual) uids[n] = UID_R, ptrs[n++] = (void *)a->res;
     if (d->ep.residual && d->i8) uids[n] = UID_RS, ptrs[n++] = (void *)a->res_scale;
-    if (d->ep.act != QF_ACT_NONE) {
+    if (d->i8 && d->ep.act != QF_ACT_NONE) {
         uids[n] = UID_AS, ptrs[n++] = (void *)a->act_s;
         uids[n] = UID_AI, ptrs[n++] = (void *)(a->act_s + 4);
     }

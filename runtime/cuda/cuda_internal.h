@@ -104,6 +104,7 @@ struct cu_layer {
     bool relu;          /* a fused Relu (float Conv/Gemm) */
     bool clip;          /* a fused Clip to [clip_lo, clip_hi] (float grouped Conv) */
     float clip_lo, clip_hi;
+    qf_act act;         /* a fused SiLU, Sigmoid or HardSwish after all of those (float Conv), or QF_ACT_NONE */
     int quant_in;       /* >= 0: a fused input QuantizeLinear; the layer reads this float value and quantizes it */
     float quant_scale;  /* that QuantizeLinear's scale and zero point */
     int32_t quant_zp;
@@ -380,8 +381,8 @@ uint32_t cu_igemm_signature(const cu_igemm *ig);
  * A conv and its fused epilogue as one cuDNN operation graph: the plans of
  * cuDNN's first heuristic choices whose numerics match qforge's, for conv.cu
  * to time. x and y NHWC, res like y, w [M][Cg][kh][kw] at element strides
- * w_strides. FP16 (in F16): y = clip(conv(x, w) + bias + res), FP32
- * accumulation, bias [M] half. INT8 (in I8): the exact int32 sums of the
+ * w_strides. FP16 (in F16): y = act(clip(conv(x, w) + bias + res)), FP32
+ * accumulation, bias [M] half, act none, SiLU or Sigmoid (not both act and clip). INT8 (in I8): the exact int32 sums of the
  * int8 operands, then lib/quant_math.h's epilogue in FP32,
  * y = clip((conv(x, w) + bias) * scale + res * res_scale) with bias and
  * scale [M] floats, res int8 and res_scale one float, y int8 (rounded to
@@ -471,6 +472,11 @@ static inline bool cu_index_fits(int nd, const int64_t *dims, const int64_t *s1,
 /* An element of a typed kernel as float. */
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+/* y[i] = act(y[i]) for n float or half elements, in place: a float Conv's
+ * fused SiLU, Sigmoid or HardSwish where its kernel has no such epilogue
+ * (elementwise.cu; the activation ops' arithmetic, one rounding to y's dtype). */
+qf_status cu_act_inplace(cudaStream_t s, void *y, qf_dtype dt, int64_t n, qf_act act);
+
 /* Reads element i of e's dtype as float: f32, f16 exactly, int8 as
  * (q - zp) * scale (one rounding). */
 __device__ __forceinline__ float cu_load(const void *p, cu_elem e, int64_t i)

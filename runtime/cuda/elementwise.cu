@@ -18,6 +18,7 @@ typedef struct unary_params {
     int op;                 /* qf_op */
     float alpha, beta, lo, hi;
     bool tanh_approx;       /* Gelu */
+    bool times_x;           /* x * f(x): SiLU as x * Sigmoid(x), fused into a Conv (cu_act_inplace) */
 } unary_params;
 
 __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
@@ -44,10 +45,16 @@ __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
     }
 }
 
+__device__ __forceinline__ float unary_value(const unary_params &p, float x)
+{
+    const float f = unary_apply(p, x);
+    return p.times_x ? __fmul_rn(x, f) : f;
+}
+
 __global__ void unary_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n, unary_params p)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(y, ye, i, unary_apply(p, cu_load(x, xe, i)));
+        cu_store(y, ye, i, unary_value(p, cu_load(x, xe, i)));
 }
 
 /* The same for float or half in and out, 16 bytes a thread (the n / V whole
@@ -65,7 +72,7 @@ __global__ void unary_vec_kernel(T *y, const T *x, int64_t nvec, unary_params p)
         } u;
         u.raw = ((const uint4 *)x)[i];
 #pragma unroll
-        for (int k = 0; k < V; k++) u.e[k] = (T)unary_apply(p, (float)u.e[k]);
+        for (int k = 0; k < V; k++) u.e[k] = (T)unary_value(p, (float)u.e[k]);
         ((uint4 *)y)[i] = u.raw;
     }
 }
@@ -74,6 +81,45 @@ static unsigned grid_for(int64_t n)
 {
     unsigned b = cu_blocks(n, 256);
     return b > 32768 ? 32768 : b;
+}
+
+/* Whole 16-byte vectors of x -> y through the vector kernel; the elements
+ * past them (and all of an unaligned or mixed-dtype pass) through
+ * unary_kernel. */
+static qf_status unary_run(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, int64_t cnt, const unary_params &p)
+{
+    int64_t done = 0;
+    if (xe.dt == ye.dt && (xe.dt == QF_F16 || xe.dt == QF_F32) && ((uintptr_t)x | (uintptr_t)y) % 16 == 0) {
+        const int64_t per = 16 / (int64_t)qf_dtype_info(xe.dt)->size, nvec = cnt / per;
+        if (nvec) {
+            if (xe.dt == QF_F16) unary_vec_kernel<__half><<<grid_for(nvec), 256, 0, s>>>((__half *)y, (const __half *)x, nvec, p);
+            else unary_vec_kernel<float><<<grid_for(nvec), 256, 0, s>>>((float *)y, (const float *)x, nvec, p);
+            CU_LAUNCHED();
+        }
+        done = nvec * per;
+    }
+    if (done < cnt) {
+        const size_t xs = qf_dtype_info(xe.dt)->size, ys = qf_dtype_info(ye.dt)->size;
+        unary_kernel<<<grid_for(cnt - done), 256, 0, s>>>((char *)y + done * ys, ye, (const char *)x + done * xs, xe,
+                                                         cnt - done, p);
+        CU_LAUNCHED();
+    }
+    return QF_OK;
+}
+
+qf_status cu_act_inplace(cudaStream_t s, void *y, qf_dtype dt, int64_t n, qf_act act)
+{
+    unary_params p;
+    memset(&p, 0, sizeof p);
+    switch (act) {
+    case QF_ACT_SIGMOID: p.op = QF_OP_SIGMOID; break;
+    case QF_ACT_SILU: p.op = QF_OP_SIGMOID, p.times_x = true; break;
+    case QF_ACT_HARD_SWISH: p.op = QF_OP_HARD_SWISH, p.alpha = 1.0f / 6.0f, p.beta = 0.5f; break;
+    default: return qf_error(QF_ERR_INVALID, "no fused activation kind %d", (int)act);
+    }
+    if (n == 0) return QF_OK;
+    const cu_elem e = {dt, 0.0f};
+    return unary_run(s, y, e, y, e, n, p);
 }
 
 /* Float-like operands (cu_float_like) and, for Clip, constant bounds. */
@@ -117,24 +163,7 @@ static qf_status unary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     int64_t cnt = qf_value_numel(&g->values[xv]);
     if (!cnt) return QF_OK;
     const cu_elem xe = cu_elem_of(c, n, xv), ye = cu_elem_of(c, n, yv);
-    const unary_params &p = *(const unary_params *)L->state;
-    int64_t done = 0;
-    if (xe.dt == ye.dt && (xe.dt == QF_F16 || xe.dt == QF_F32) && ((uintptr_t)x | (uintptr_t)y) % 16 == 0) {
-        const int64_t per = 16 / (int64_t)qf_dtype_info(xe.dt)->size, nvec = cnt / per;
-        if (nvec) {
-            if (xe.dt == QF_F16) unary_vec_kernel<__half><<<grid_for(nvec), 256, 0, s>>>((__half *)y, (const __half *)x, nvec, p);
-            else unary_vec_kernel<float><<<grid_for(nvec), 256, 0, s>>>((float *)y, (const float *)x, nvec, p);
-            CU_LAUNCHED();
-        }
-        done = nvec * per;
-    }
-    if (done < cnt) {
-        const size_t es = qf_dtype_info(xe.dt)->size, eso = qf_dtype_info(ye.dt)->size;
-        unary_kernel<<<grid_for(cnt - done), 256, 0, s>>>((char *)y + done * eso, ye, (const char *)x + done * es, xe,
-                                                          cnt - done, p);
-        CU_LAUNCHED();
-    }
-    return QF_OK;
+    return unary_run(s, y, ye, x, xe, cnt, *(const unary_params *)L->state);
 }
 
 const cu_op cu_op_unary = {unary_prepare, NULL, unary_launch, CU_RULE_FOLLOW, CU_ALL_PRECISIONS, unary_check};

@@ -29,7 +29,10 @@ static const qf_node *find_consumer(const qf_graph *g, int v, int *count)
  *  - a grouped Conv takes a Clip (MobileNet's ReLU6), after any Relu, where
  *    the bounds are exact in the output's dtype (then clipping before the
  *    output's rounding gives what clipping after does); cuBLASLt's epilogue
- *    has no clip.
+ *    has no clip;
+ *  - a Conv takes a SiLU, Sigmoid or HardSwish last: cuDNN's graph computes
+ *    it in its epilogue; on qforge's own kernels it is one pass over the
+ *    output in place (cu_act_inplace), where unfused SiLU made two.
  * Every value of a chain keeps the layout and shape (and dtype) it had, and
  * host nodes (host.cu) take part in none. */
 static bool same_shape(const qf_value *a, const qf_value *b)
@@ -68,6 +71,9 @@ static bool float_accept(void *user, const qf_graph *g, const qfi_fusion *f, con
             for (float b : {cand->lo, cand->hi})
                 if (!isinf(b) && qf_f16_to_f32(qf_f32_to_f16(b)) != b) return false;
         return true;
+    case QFI_FUSE_ACT:
+        return conv && (cand->act == QF_ACT_SILU || cand->act == QF_ACT_SIGMOID || cand->act == QF_ACT_HARD_SWISH) &&
+               (!cand->gate || !cu_on_host(&c->layers[cand->gate - g->nodes]));
     default: return false;
     }
 }
@@ -98,6 +104,7 @@ qf_status cu_fuse_layers(cu_engine *c, qf_value *plan_values)
         L->relu = f->node[QFI_FUSE_RELU] >= 0;
         L->clip = f->node[QFI_FUSE_CLIP] >= 0;
         if (L->clip) L->clip_lo = f->clip_lo, L->clip_hi = f->clip_hi;
+        L->act = f->node[QFI_FUSE_ACT] >= 0 ? f->act : QF_ACT_NONE;
     }
     free(fs);
     return QF_OK;
