@@ -41,6 +41,7 @@ typedef struct conv_state {
     void *w_dnn;          /* their packed filters, where st->w has another layout (grouped, or K padded) */
     void *dnn_bias;       /* INT8: the int32 bias as floats, for cuDNN's epilogue */
     float *dnn_scalars;   /* INT8: m_r, the activation's scale and its inverse, in 16-byte slots */
+    bool dnn_f16;         /* INT8: dnn sums FP16 copies of the int8 levels (cu_dnn_epilogue.f16_operands) */
     int use_dnn;          /* the tactic chosen at tune time: 0 = qforge's path, else dnn plan use_dnn - 1 */
     char dnn_key[256];    /* the tactic cache's key of the choice */
 } conv_state;
@@ -208,6 +209,43 @@ static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const
     return QF_OK;
 }
 
+/* int8 levels -> halves holding the same integers (exact: |q| <= 128), 8 a thread where n allows. */
+__global__ void levels_to_half_kernel(uint4 *y, const uint2 *x, int64_t n8)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
+        const uint2 v = x[i];
+        union {
+            uint4 raw;
+            __half h[8];
+        } u;
+#pragma unroll
+        for (int k = 0; k < 8; k++) u.h[k] = __int2half_rn((int)(int8_t)((k < 4 ? v.x : v.y) >> (8 * (k % 4))));
+        y[i] = u.raw;
+    }
+}
+
+__global__ void levels_to_half_tail_kernel(__half *y, const int8_t *x, int64_t from, int64_t n)
+{
+    for (int64_t i = from + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = __int2half_rn(x[i]);
+}
+
+static qf_status levels_to_half(cudaStream_t s, const int8_t *x, int64_t n, uint16_t *y)
+{
+    const int64_t n8 = (uintptr_t)x % 8 == 0 ? n / 8 : 0;
+    if (n8) {
+        const int64_t b = (n8 + 255) / 256;
+        levels_to_half_kernel<<<(unsigned)(b > 32768 ? 32768 : b), 256, 0, s>>>((uint4 *)y, (const uint2 *)x, n8);
+        CU_LAUNCHED();
+    }
+    if (n8 * 8 < n) {
+        const int64_t b = (n - n8 * 8 + 255) / 256;
+        levels_to_half_tail_kernel<<<(unsigned)(b > 32768 ? 32768 : b), 256, 0, s>>>((__half *)y, x, n8 * 8, n);
+        CU_LAUNCHED();
+    }
+    return QF_OK;
+}
+
 /* ---- building ---------------------------------------------------------------------------------- */
 
 /* Weight layouts: the GEMM's, the direct kernels' (cu_direct_conv_words), cuDNN's. */
@@ -369,6 +407,18 @@ bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n)
     return n->op == QF_OP_CONV && conv_geo_of(c, n, &p) == QF_OK && cu_igemm_fits(&p, qfi_out(c->g, n, 0)->dtype, n->act);
 }
 
+/* The tactic cache's value of a cuDNN choice: the heuristic rank + 1 of an
+ * int8 (or FP16) graph, DNN_F16_BASE more for the graph of FP16 operands;
+ * 0 where qforge's path won. */
+#define DNN_F16_BASE 16
+/* the largest K whose int8 sums FP32 holds exactly: 128 * 128 * K <= 2^24 */
+#define DNN_F16_EXACT_K 1024
+
+static int dnn_cache_value(const conv_state *st, int plan)
+{
+    return cu_dnn_conv_rank(st->dnn, plan) + 1 + (st->dnn_f16 ? DNN_F16_BASE : 0);
+}
+
 /* The epilogue cuDNN would fuse for this layer; false where it cannot say
  * qforge's: zero points, an input quantized in the gather, a smooth
  * activation other than INT8's SiLU and Sigmoid. */
@@ -415,6 +465,8 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
     cu_dnn_epilogue ep;
     if (!conv_dnn_epilogue(c, L, st, &ep)) return QF_OK;
     const bool i8 = ep.in == QF_I8;
+    /* pins to qforge's own kernels leave cuDNN out: lt and igemm for INT8 layers, qforge for all */
+    if (cu_tactic_forced("qforge") || (i8 && (cu_tactic_forced("lt") || cu_tactic_forced("igemm")))) return QF_OK;
     snprintf(st->dnn_key, sizeof st->dnn_key,
              "conv:%s:%lld,%lld,%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:g%lld:b%d:r%d:c%g,%g%s",
              i8 ? "i8" : "f16", (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.M,
@@ -424,17 +476,40 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
     if (ep.act != QF_ACT_NONE) snprintf(st->dnn_key + strlen(st->dnn_key), sizeof st->dnn_key - strlen(st->dnn_key), ":a%d", (int)ep.act);
     int cached = -1;
     const bool has = !cu_tactic_forced("cudnn") && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached);
-    if (has && cached <= 0) return QF_OK;
+    if (has && (cached <= 0 || cached > 2 * DNN_F16_BASE)) return QF_OK;
     const int64_t Cg = p.C / p.group;
     const size_t es = i8 ? 1 : 2;
+    const int only = has ? (cached - 1) % DNN_F16_BASE : -1;
     /* the GEMM's [M][Kpad] rows are cuDNN's [M][kh][kw][C] filters where no
      * padding follows K (cuDNN refuses a filter with gaps: BAD_PARAM); others
      * get a packed copy */
     const bool own_layout = !st->direct && st->Kpad == st->K;
     const int64_t ws[4] = {p.kh * p.kw * Cg, 1, p.kw * Cg, Cg};
-    QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, has ? cached - 1 : -1, &st->dnn));
+    if (!has || cached <= DNN_F16_BASE) QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
+    /* INT8 where cuDNN has no int8 engine (grouped convs): the levels as
+     * halves on FP16 Tensor Cores, exact while no partial sum can pass 2^24
+     * (K * 128 * 128 <= 2^24), whatever the order of summation */
+    if (i8 && !st->dnn && st->K <= DNN_F16_EXACT_K && (!has || cached > DNN_F16_BASE)) {
+        ep.f16_operands = true;
+        QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
+        st->dnn_f16 = st->dnn != NULL;
+    }
     if (!st->dnn) return QF_OK;
-    if (!own_layout) {
+    if (st->dnn_f16) {
+        int8_t *hw = (int8_t *)reorder_weights(w->data, 1, p, W_KRSC, 0, 0);
+        if (!hw) return QF_ERR_NOMEM;
+        const size_t nw = (size_t)(p.kh * p.kw * Cg * p.M);
+        uint16_t *h16 = (uint16_t *)qfi_calloc(nw + 1, sizeof *h16);
+        if (h16)
+            for (size_t k = 0; k < nw; k++) h16[k] = qf_f32_to_f16((float)hw[k]);
+        free(hw);
+        if (!h16) return QF_ERR_NOMEM;
+        qf_status s = cu_upload(c, h16, nw * sizeof *h16, &st->w_dnn);
+        free(h16);
+        QF_CHECK(s);
+        /* the input's halves share the accumulators' slot: this layer's tactics are not both run at once */
+        cu_need_scratch(c, CU_SCR_ACC, (size_t)(p.N * p.H * p.W * p.C) * 2);
+    } else if (!own_layout) {
         void *hw = reorder_weights(w->data, es, p, W_KRSC, 0, 0);
         if (!hw) return QF_ERR_NOMEM;
         qf_status s = cu_upload(c, hw, (size_t)(p.kh * p.kw * Cg * p.M) * es, &st->w_dnn);
@@ -658,7 +733,7 @@ static qf_status conv_choose_dnn(cu_engine *c, cu_layer *L, conv_state *st, char
     size_t len = strlen(how);
     int cached;
     if (cu_tactic_forced("cudnn") ||
-        (n == 1 && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached) && cached == cu_dnn_conv_rank(st->dnn, 0) + 1)) {
+        (n == 1 && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached) && cached == dnn_cache_value(st, 0))) {
         st->use_dnn = 1;
         snprintf(how + len, how_len - len, "%s%s (%s)", len ? "; " : "", cu_dnn_conv_describe(st->dnn, 0, d, sizeof d),
                  cu_tactic_forced("cudnn") ? "pinned" : "cached");
@@ -680,7 +755,7 @@ static qf_status conv_choose_dnn(cu_engine *c, cu_layer *L, conv_state *st, char
         if (t[k] < t[best]) best = k;
     }
     st->use_dnn = best;
-    qfi_tactic_cache_put(c->tactics, st->dnn_key, best ? cu_dnn_conv_rank(st->dnn, best - 1) + 1 : 0);
+    qfi_tactic_cache_put(c->tactics, st->dnn_key, best ? dnn_cache_value(st, best - 1) : 0);
     snprintf(how + len, how_len - len, "%schose %s %.3f ms over", len ? "; " : "",
              best ? cu_dnn_conv_describe(st->dnn, best - 1, d, sizeof d) : "this path", t[best]);
     bool first = true;
@@ -761,6 +836,10 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     if (total == 0) return QF_OK;
     if (st->use_dnn) {
         cu_dnn_args a = {x, st->w_dnn ? st->w_dnn : st->w, st->bias, NULL, res, NULL, NULL, y, c->scratch[CU_SCR_COL]};
+        if (st->dnn_f16) { /* the int8 levels as halves, for FP16 Tensor Cores */
+            QF_CHECK(levels_to_half(s, (const int8_t *)x, p.N * p.H * p.W * p.C, (uint16_t *)c->scratch[CU_SCR_ACC]));
+            a.x = c->scratch[CU_SCR_ACC];
+        }
         if (st->prec == QF_PREC_INT8)
             a.bias = st->dnn_bias, a.scale = st->rq.m, a.res_scale = st->dnn_scalars, a.act_s = st->dnn_scalars + 4;
         else if (L->residual >= 0) QF_CHECK(cu_value_ptr(c, L->residual, (void **)&a.res));

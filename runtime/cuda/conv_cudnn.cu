@@ -177,9 +177,11 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
         return QF_OK;
     cudnnHandle_t h = dnn_handle(c);
     if (!h) return QF_OK;
-    const cudnnDataType_t xt = dnn_type(ep->in), yt = dnn_type(ep->out), f32 = CUDNN_DATA_FLOAT;
-    /* INT8: exact int32 sums; the bias and scales are FP32 tensors */
-    const cudnnDataType_t acc = i8 ? CUDNN_DATA_INT32 : f32, bt = i8 ? f32 : xt;
+    const bool f16_ops = i8 && ep->f16_operands;
+    const cudnnDataType_t rt = dnn_type(ep->in), yt = dnn_type(ep->out), f32 = CUDNN_DATA_FLOAT;
+    const cudnnDataType_t xt = f16_ops ? CUDNN_DATA_HALF : rt;
+    /* INT8: exact int32 sums (or FP32 ones of FP16 operands); the bias and scales are FP32 tensors */
+    const cudnnDataType_t acc = i8 && !f16_ops ? CUDNN_DATA_INT32 : f32, bt = i8 ? f32 : xt;
     const int64_t xd[4] = {g->N, g->C, g->H, g->W}, xs[4] = {g->H * g->W * g->C, 1, g->W * g->C, g->C};
     const int64_t wd[4] = {g->M, g->C / g->group, g->kh, g->kw};
     const int64_t yd[4] = {g->N, g->M, g->Ho, g->Wo}, ys[4] = {g->Ho * g->Wo * g->M, 1, g->Wo * g->M, g->M};
@@ -243,7 +245,7 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
         cur = o;
     }
     if (ep->residual) {
-        cudnnBackendDescriptor_t r = dnn_tensor(&b, UID_R, xt, yd, ys, false);
+        cudnnBackendDescriptor_t r = dnn_tensor(&b, UID_R, rt, yd, ys, false);
         if (i8) { /* r * m_r, a side branch into the chain's Add */
             cudnnBackendDescriptor_t rs = dnn_tensor(&b, UID_RS, f32, one4, one4, false);
             cudnnBackendDescriptor_t rv = dnn_tensor(&b, vid++, f32, yd, ys, true);
@@ -341,7 +343,8 @@ size_t cu_dnn_conv_workspace(const cu_dnn_conv *d) { return d ? d->workspace : 0
 
 const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size_t len)
 {
-    snprintf(buf, len, "cuDNN %s engine %lld (heuristic rank %d)", d->i8 ? "INT8" : "FP16", (long long)d->engine[plan],
+    snprintf(buf, len, "cuDNN %s engine %lld (heuristic rank %d)",
+             !d->i8 ? "FP16" : d->ep.f16_operands ? "INT8 (FP16 operands)" : "INT8", (long long)d->engine[plan],
              d->rank[plan]);
     return buf;
 }

@@ -386,7 +386,10 @@ uint32_t cu_igemm_signature(const cu_igemm *ig);
  * int8 operands, then lib/quant_math.h's epilogue in FP32,
  * y = clip((conv(x, w) + bias) * scale + res * res_scale) with bias and
  * scale [M] floats, res int8 and res_scale one float, y int8 (rounded to
- * nearest even, as rint) or a float type; a SiLU or Sigmoid `act` between
+ * nearest even, as rint) or a float type. With f16_operands the int8 levels
+ * come as halves (x and w) and FP16 Tensor Cores sum them in FP32: the same
+ * exact sums wherever no partial sum can pass 2^24, which the caller makes
+ * sure of (conv.cu). A SiLU or Sigmoid `act` between
  * the sum and the clip, at the real value (act_s[0] = the output's scale,
  * act_s[4] = its inverse: 16-byte slots). The clip [lo, hi] applies when
  * `clip`. only_rank >= 0 builds that heuristic rank alone (a cached choice).
@@ -394,6 +397,7 @@ uint32_t cu_igemm_signature(const cu_igemm *ig);
 typedef struct cu_dnn_epilogue {
     qf_dtype in, out;
     bool bias, scale, residual, clip;
+    bool f16_operands; /* INT8 on FP16 Tensor Cores, x and w as halves */
     qf_act act;
     double lo, hi;
 } cu_dnn_epilogue;
