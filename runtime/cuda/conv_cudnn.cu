@@ -115,9 +115,11 @@ static cudnnBackendDescriptor_t dnn_pointwise(dnn_build *b, cudnnPointwiseMode_t
     return op;
 }
 
-/* Whether an engine's numerics are those of qforge's FP16 kernels: FP32
- * accumulation (no reduced-precision reduction), no FFT. */
-static bool dnn_engine_ok(cudnnBackendDescriptor_t cfg, int64_t *global_index)
+/* Whether an engine's numerics are qforge's: FP32 accumulation (no
+ * reduced-precision reduction), no FFT; for INT8 graphs also no Winograd
+ * transform, whose sums are not the exact integer ones (an order of
+ * summation, deterministic or not, changes no exact integer sum). */
+static bool dnn_engine_ok(cudnnBackendDescriptor_t cfg, bool exact, int64_t *global_index)
 {
     dnn_build b = {};
     cudnnBackendDescriptor_t eng = dnn_new(&b, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
@@ -131,9 +133,13 @@ static bool dnn_engine_ok(cudnnBackendDescriptor_t cfg, int64_t *global_index)
         int64_t nn = 0;
         ok = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &nn, notes) == CUDNN_STATUS_SUCCESS;
-        for (int64_t i = 0; ok && i < nn; i++)
-            if (notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION || notes[i] == CUDNN_NUMERICAL_NOTE_FFT)
+        for (int64_t i = 0; ok && i < nn; i++) {
+            const cudnnBackendNumericalNote_t n = notes[i];
+            if (n == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION || n == CUDNN_NUMERICAL_NOTE_FFT) ok = false;
+            if (exact && (n == CUDNN_NUMERICAL_NOTE_WINOGRAD || n == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4 ||
+                          n == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6 || n == CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13))
                 ok = false;
+        }
         cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &cnt, global_index);
     }
     dnn_build_free(&b);
@@ -311,7 +317,7 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
     for (int r = 0; r < n_cfg && r < DNN_TRY; r++) {
         if (only_rank >= 0 && r != only_rank) continue;
         int64_t gi;
-        if (!dnn_engine_ok(cfgs[r], &gi)) continue;
+        if (!dnn_engine_ok(cfgs[r], i8, &gi)) continue;
         cudnnBackendDescriptor_t plan;
         if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS) continue;
         int64_t ws = 0, cnt = 0;
