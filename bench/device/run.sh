@@ -44,7 +44,7 @@ if want tests; then
   # and with every INT8 conv pinned to cuBLASLt, then to each implicit-GEMM
   # variant in turn (index mod the layer's count; a 2-block persistent grid so
   # that blocks loop over tiles); the default times them all per layer
-  # (cudnn: every FP16 conv on cuDNN's first plan)
+  # (cudnn: every FP16 and INT8 conv on cuDNN's first plan)
   for t in lt cudnn 0 1 2 3 4 5 6 7 8 9; do
     case $t in lt|cudnn) env="QFORGE_CUDA_CONV_TACTIC=$t";; *) env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$t";; esac
     env $env QFORGE_CUDA_IGEMM_BLOCKS=2 CK_RUN_CASE=ops timeout 120 /tmp/q/bin/test_cuda > $L/test_pinned.log 2>&1
