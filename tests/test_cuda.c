@@ -1653,8 +1653,7 @@ static void capture_dnn(void *user, qf_log_level level, const char *msg)
 /* QFORGE_CUDA_CONV_TACTIC=cudnn: every conv on cuDNN's first plan, the conv
  * and its fused epilogue in one cuDNN graph: FP16 (bias, residual Add, ReLU
  * and ReLU6 clip) within FP16's tolerance of the CPU engine, INT8 (int32
- * sums, then the requantize with its residual and clamp; grouped convs with
- * their levels as halves, QFORGE_CUDNN_INT8_HALVES) within one output
+ * sums, then the requantize with its residual and clamp) within one output
  * level. Each graph's build must have put convs on cuDNN, unless the machine
  * has no cuDNN (then it says so). */
 static void check_cudnn_convs(qf_precision prec, const char *label)
@@ -1663,7 +1662,6 @@ static void check_cudnn_convs(qf_precision prec, const char *label)
                                b_conv_grouped_vectors, b_residual, b_residual_wide, b_conv_relu_pool,
                                b_conv_smooth};
     setenv("QFORGE_CUDA_CONV_TACTIC", "cudnn", 1);
-    setenv("QFORGE_CUDNN_INT8_HALVES", "1", 1); /* grouped INT8 convs as FP16 operands too (opt-in) */
     for (size_t b = 0; b < QF_ARRAY_LEN(builds); b++) {
         qf_quant_opts o;
         qf_quant_opts_init(&o);
@@ -1687,7 +1685,6 @@ static void check_cudnn_convs(qf_precision prec, const char *label)
         qf_graph_free(g);
     }
     unsetenv("QFORGE_CUDA_CONV_TACTIC");
-    unsetenv("QFORGE_CUDNN_INT8_HALVES");
 }
 
 START_TEST(cudnn_conv_fp16) { check_cudnn_convs(QF_PREC_FP16, "fp16 (cuDNN)"); }

@@ -488,8 +488,10 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
     if (!has || cached <= DNN_F16_BASE) QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
     /* INT8 where cuDNN has no int8 engine (grouped convs): the levels as
      * halves on FP16 Tensor Cores, exact while no partial sum can pass 2^24
-     * (K * 128 * 128 <= 2^24), whatever the order of summation. Opt-in
-     * (QFORGE_CUDNN_INT8_HALVES=1) until a GPU run has measured it. */
+     * (K * 128 * 128 <= 2^24), whatever the order of summation. A
+     * development switch (QFORGE_CUDNN_INT8_HALVES=1), off: its one GPU run
+     * failed test_cuda's cuDNN INT8 check on a depthwise graph with a
+     * residual (bench/zoo/NOTES.md, session 15), not yet understood. */
     const char *halves = getenv("QFORGE_CUDNN_INT8_HALVES");
     if (i8 && !st->dnn && st->K <= DNN_F16_EXACT_K && (!has || cached > DNN_F16_BASE) && halves &&
         !strcmp(halves, "1")) {
