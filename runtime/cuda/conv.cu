@@ -209,43 +209,6 @@ static qf_status im2col(cudaStream_t s, const conv_state *st, qf_dtype dt, const
     return QF_OK;
 }
 
-/* int8 levels -> halves holding the same integers (exact: |q| <= 128), 8 a thread where n allows. */
-__global__ void levels_to_half_kernel(uint4 *y, const uint2 *x, int64_t n8)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n8; i += (int64_t)gridDim.x * blockDim.x) {
-        const uint2 v = x[i];
-        union {
-            uint4 raw;
-            __half h[8];
-        } u;
-#pragma unroll
-        for (int k = 0; k < 8; k++) u.h[k] = __int2half_rn((int)(int8_t)((k < 4 ? v.x : v.y) >> (8 * (k % 4))));
-        y[i] = u.raw;
-    }
-}
-
-__global__ void levels_to_half_tail_kernel(__half *y, const int8_t *x, int64_t from, int64_t n)
-{
-    for (int64_t i = from + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = __int2half_rn(x[i]);
-}
-
-static qf_status levels_to_half(cudaStream_t s, const int8_t *x, int64_t n, uint16_t *y)
-{
-    const int64_t n8 = (uintptr_t)x % 8 == 0 ? n / 8 : 0;
-    if (n8) {
-        const int64_t b = (n8 + 255) / 256;
-        levels_to_half_kernel<<<(unsigned)(b > 32768 ? 32768 : b), 256, 0, s>>>((uint4 *)y, (const uint2 *)x, n8);
-        CU_LAUNCHED();
-    }
-    if (n8 * 8 < n) {
-        const int64_t b = (n - n8 * 8 + 255) / 256;
-        levels_to_half_tail_kernel<<<(unsigned)(b > 32768 ? 32768 : b), 256, 0, s>>>((__half *)y, x, n8 * 8, n);
-        CU_LAUNCHED();
-    }
-    return QF_OK;
-}
-
 /* ---- building ---------------------------------------------------------------------------------- */
 
 /* Weight layouts: the GEMM's, the direct kernels' (cu_direct_conv_words), cuDNN's. */
@@ -524,13 +487,15 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
     if (i8) {
         /* qforge adds the bias in int32 and converts the sum; cuDNN adds it as
          * a float: the same value while |acc + bias| < 2^24, as conv sums are */
-        const qf_value *bv = qfi_in(c->g, L->n, 2);
-        float *hb = (float *)qfi_calloc((size_t)p.M + 1, sizeof *hb);
-        if (!hb) return QF_ERR_NOMEM;
-        for (int64_t m = 0; bv && m < p.M; m++) hb[m] = (float)((const int32_t *)bv->data)[m];
-        qf_status s = ep.bias ? cu_upload(c, hb, (size_t)p.M * sizeof *hb, &st->dnn_bias) : QF_OK;
-        free(hb);
-        QF_CHECK(s);
+        if (ep.bias) {
+            const int32_t *bias = (const int32_t *)qfi_in(c->g, L->n, 2)->data;
+            float *hb = (float *)qfi_calloc((size_t)p.M + 1, sizeof *hb);
+            if (!hb) return QF_ERR_NOMEM;
+            for (int64_t m = 0; m < p.M; m++) hb[m] = (float)bias[m];
+            qf_status s = cu_upload(c, hb, (size_t)p.M * sizeof *hb, &st->dnn_bias);
+            free(hb);
+            QF_CHECK(s);
+        }
         const float sc[12] = {st->rq.m_r, 0, 0, 0, st->rq.act_s, 0, 0, 0, 1.0f / st->rq.act_s};
         QF_CHECK(cu_upload(c, sc, sizeof sc, (void **)&st->dnn_scalars));
     }
@@ -841,8 +806,10 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     if (total == 0) return QF_OK;
     if (st->use_dnn) {
         cu_dnn_args a = {x, st->w_dnn ? st->w_dnn : st->w, st->bias, NULL, res, NULL, NULL, y, c->scratch[CU_SCR_COL]};
-        if (st->dnn_f16) { /* the int8 levels as halves, for FP16 Tensor Cores */
-            QF_CHECK(levels_to_half(s, (const int8_t *)x, p.N * p.H * p.W * p.C, (uint16_t *)c->scratch[CU_SCR_ACC]));
+        if (st->dnn_f16) { /* the int8 levels as halves (scale 1: exact), for FP16 Tensor Cores */
+            const int64_t nx = p.N * p.H * p.W * p.C, one = 1;
+            const cu_elem level = {QF_I8, 1.0f, 0}, half = {QF_F16, 0.0f, 0};
+            QF_CHECK(cu_strided_copy(s, c->scratch[CU_SCR_ACC], half, &one, 0, x, level, &one, 0, 1, &nx));
             a.x = c->scratch[CU_SCR_ACC];
         }
         if (st->prec == QF_PREC_INT8)

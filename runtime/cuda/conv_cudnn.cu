@@ -27,7 +27,6 @@ struct cu_dnn_conv {
     int n;
     size_t workspace;           /* the largest plan's */
     cu_dnn_epilogue ep;
-    bool i8;
 };
 
 /* Descriptor building with the first failure kept: every call after it is a no-op. */
@@ -313,7 +312,6 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
         return QF_ERR_NOMEM;
     }
     d->ep = *ep;
-    d->i8 = i8;
     for (int r = 0; r < n_cfg && r < DNN_TRY; r++) {
         if (only_rank >= 0 && r != only_rank) continue;
         int64_t gi;
@@ -350,7 +348,7 @@ size_t cu_dnn_conv_workspace(const cu_dnn_conv *d) { return d ? d->workspace : 0
 const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size_t len)
 {
     snprintf(buf, len, "cuDNN %s engine %lld (heuristic rank %d)",
-             !d->i8 ? "FP16" : d->ep.f16_operands ? "INT8 (FP16 operands)" : "INT8", (long long)d->engine[plan],
+             d->ep.in != QF_I8 ? "FP16" : d->ep.f16_operands ? "INT8 (FP16 operands)" : "INT8", (long long)d->engine[plan],
              d->rank[plan]);
     return buf;
 }
@@ -358,6 +356,7 @@ const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size
 qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStream_t s, const cu_dnn_args *a)
 {
     cudnnHandle_t h = (cudnnHandle_t)c->dnn;
+    const bool i8 = d->ep.in == QF_I8;
     int64_t uids[9];
     void *ptrs[9];
     int n = 0;
@@ -365,10 +364,10 @@ qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStre
     uids[n] = UID_X, ptrs[n++] = (void *)a->x;
     uids[n] = UID_W, ptrs[n++] = (void *)a->w;
     if (d->ep.bias) uids[n] = UID_B, ptrs[n++] = (void *)a->bias;
-    if (d->i8 && d->ep.scale) uids[n] = UID_S, ptrs[n++] = (void *)a->scale;
+    if (i8 && d->ep.scale) uids[n] = UID_S, ptrs[n++] = (void *)a->scale;
     if (d->ep.residual) uids[n] = UID_R, ptrs[n++] = (void *)a->res;
-    if (d->ep.residual && d->i8) uids[n] = UID_RS, ptrs[n++] = (void *)a->res_scale;
-    if (d->i8 && d->ep.act != QF_ACT_NONE) {
+    if (d->ep.residual && i8) uids[n] = UID_RS, ptrs[n++] = (void *)a->res_scale;
+    if (i8 && d->ep.act != QF_ACT_NONE) {
         uids[n] = UID_AS, ptrs[n++] = (void *)a->act_s;
         uids[n] = UID_AI, ptrs[n++] = (void *)(a->act_s + 4);
     }

@@ -605,14 +605,17 @@ static qf_status upload_inputs(cu_engine *c, int items)
  * qforge: any of them changing can change which tactic is fastest (or
  * valid). Opened before the layers are prepared (a cached cuDNN choice
  * builds only its own plan); cuDNN is loaded here only for a graph with an
- * FP16 Conv, its one user. Off while QFORGE_CUDA_CONV_TACTIC /
+ * FP16 or INT8 Conv on the device, its users, so that their cached cuDNN
+ * ranks are keyed by its version. Off while QFORGE_CUDA_CONV_TACTIC /
  * QFORGE_CUDA_IGEMM_VARIANT pin tactics. */
 static void open_tactics(cu_engine *c)
 {
-    bool fp16_conv = false;
-    for (int i = 0; i < c->g->n_nodes && !fp16_conv; i++)
-        fp16_conv = c->g->nodes[i].op == QF_OP_CONV && c->g->nodes[i].precision == QF_PREC_FP16 && !c->on_host[i];
-    if (fp16_conv) qfi_cudnn_load();
+    bool dnn_conv = false;
+    for (int i = 0; i < c->g->n_nodes && !dnn_conv; i++) {
+        const qf_node *n = &c->g->nodes[i];
+        dnn_conv = n->op == QF_OP_CONV && (n->precision == QF_PREC_FP16 || n->precision == QF_PREC_INT8) && !c->on_host[i];
+    }
+    if (dnn_conv) qfi_cudnn_load();
     if (getenv("QFORGE_CUDA_CONV_TACTIC") || getenv("QFORGE_CUDA_IGEMM_VARIANT")) return;
     int drv = 0, rt = 0;
     cudaDriverGetVersion(&drv);
@@ -1007,7 +1010,7 @@ static void cu_describe(char *buf, size_t len)
     char v[32];
     if (qfi_cublaslt_load() == QF_OK) put("; cuBLASLt %s", ver((size_t)cublasLtGetVersion(), v, sizeof v));
     else put("; no cuBLASLt: %s", qf_error_message());
-    if (qfi_cudnn_load()) put("; cuDNN %s (FP16 conv tactics)", ver(qfi_cudnn_version(), v, sizeof v));
+    if (qfi_cudnn_load()) put("; cuDNN %s (FP16 and INT8 conv tactics)", ver(qfi_cudnn_version(), v, sizeof v));
     else put("; no cuDNN tactics: %s", qfi_cudnn_why());
 }
 
