@@ -1655,13 +1655,15 @@ static void capture_dnn(void *user, qf_log_level level, const char *msg)
  * and ReLU6 clip) within FP16's tolerance of the CPU engine, INT8 (int32
  * sums, then the requantize with its residual and clamp) within one output
  * level. Each graph's build must have put convs on cuDNN, unless the machine
- * has no cuDNN (then it says so). */
-static void check_cudnn_convs(qf_precision prec, const char *label)
+ * has no cuDNN (then it says so). `halves`: INT8 convs on the graph of FP16
+ * operands only (QFORGE_CUDNN_INT8_HALVES=1), which grouped ones must get. */
+static void check_cudnn_convs(qf_precision prec, const char *label, bool halves)
 {
     const build_fn builds[] = {b_conv3x3,         b_conv_rgb_s2, b_conv_1x1,        b_depthwise_vectors,
                                b_conv_grouped_vectors, b_residual, b_residual_wide, b_conv_relu_pool,
                                b_conv_smooth};
     setenv("QFORGE_CUDA_CONV_TACTIC", "cudnn", 1);
+    if (halves) setenv("QFORGE_CUDNN_INT8_HALVES", "1", 1);
     for (size_t b = 0; b < QF_ARRAY_LEN(builds); b++) {
         qf_quant_opts o;
         qf_quant_opts_init(&o);
@@ -1675,22 +1677,28 @@ static void check_cudnn_convs(qf_precision prec, const char *label)
         if (dut != QF_DEVICE_CUDA) printf("  %s: the CPU engine under test: no cuDNN to check\n", g->source);
         else if (lc.missing[0]) printf("  %s: %s\n", g->source, lc.missing);
         /* an RGB conv (3 channels) may have no NHWC engine in cuDNN, nor may
-         * INT8 grouped ones: those are only reported */
-        else
+         * INT8 grouped ones in int8; those are only reported, as are the
+         * plain convs of the FP16-operand graph (K over its exact limit) */
+        else {
+            const bool grouped = builds[b] == b_depthwise_vectors || builds[b] == b_conv_grouped_vectors;
             ck_assert_msg(lc.pinned > 0 || builds[b] == b_conv_rgb_s2 ||
-                              (prec == QF_PREC_INT8 && (builds[b] == b_depthwise_vectors ||
-                                                        builds[b] == b_conv_grouped_vectors)),
+                              (prec == QF_PREC_INT8 && (halves ? !grouped : grouped)),
                           "%s: no conv ran on cuDNN", g->source);
+        }
         printf("  %-22s %d %s conv layer build(s) on cuDNN\n", g->source, lc.pinned, label);
         qf_graph_free(g);
     }
     unsetenv("QFORGE_CUDA_CONV_TACTIC");
+    unsetenv("QFORGE_CUDNN_INT8_HALVES");
 }
 
-START_TEST(cudnn_conv_fp16) { check_cudnn_convs(QF_PREC_FP16, "fp16 (cuDNN)"); }
+START_TEST(cudnn_conv_fp16) { check_cudnn_convs(QF_PREC_FP16, "fp16 (cuDNN)", false); }
 END_TEST
 
-START_TEST(cudnn_conv_int8) { check_cudnn_convs(QF_PREC_INT8, "int8 (cuDNN)"); }
+START_TEST(cudnn_conv_int8) { check_cudnn_convs(QF_PREC_INT8, "int8 (cuDNN)", false); }
+END_TEST
+
+START_TEST(cudnn_conv_int8_halves) { check_cudnn_convs(QF_PREC_INT8, "int8 (cuDNN, FP16 operands)", true); }
 END_TEST
 
 START_TEST(host_nodes_are_named)
@@ -2020,7 +2028,29 @@ START_TEST(mobilenetv2_imagenet)
 }
 END_TEST
 
-static void clear_host_ops(void) { unsetenv("QFORGE_CUDA_HOST_OPS"); }
+/* The switches tests set, as the run began (bench/device/run.sh pins some
+ * from outside): each test starts from them, since a failed assertion
+ * leaves a test without its own unsetenv (no fork: the CUDA runtime). */
+static const char *const test_switches[] = {"QFORGE_CUDA_CHUNK_ROWS",     "QFORGE_CUDA_CONV_TACTIC", "QFORGE_CUDA_HOST_OPS",
+                                            "QFORGE_CUDA_IGEMM_BLOCKS",   "QFORGE_CUDA_IGEMM_VARIANT",
+                                            "QFORGE_CUDA_NOFUSE",         "QFORGE_CUDA_NOLT",       "QFORGE_CUDNN_INT8_HALVES"};
+static char *initial_switches[QF_ARRAY_LEN(test_switches)];
+
+static void save_switches(void)
+{
+    for (size_t i = 0; i < QF_ARRAY_LEN(test_switches); i++) {
+        const char *v = getenv(test_switches[i]);
+        initial_switches[i] = v ? strdup(v) : NULL;
+    }
+}
+
+static void restore_switches(void)
+{
+    for (size_t i = 0; i < QF_ARRAY_LEN(test_switches); i++) {
+        if (initial_switches[i]) setenv(test_switches[i], initial_switches[i], 1);
+        else unsetenv(test_switches[i]);
+    }
+}
 
 static void log_stderr(void *user, qf_log_level level, const char *msg)
 {
@@ -2030,6 +2060,7 @@ static void log_stderr(void *user, qf_log_level level, const char *msg)
 
 int main(void)
 {
+    save_switches();
     if (getenv("QFORGE_DEBUG")) qf_log_set(log_stderr, NULL, QF_LOG_DEBUG);
     rng_use_xorshift(0x243f6a8885a308d3ull);
     int count = 0;
@@ -2046,11 +2077,12 @@ int main(void)
 
     Suite *s = suite_create("cuda");
     TCase *ops = tcase_create("ops");
-    tcase_add_checked_fixture(ops, clear_host_ops, NULL); /* a failed test may leave it set */
+    tcase_add_checked_fixture(ops, restore_switches, NULL);
     tcase_set_timeout(ops, 600);
     tcase_add_test(ops, t_conv3x3);
     tcase_add_test(ops, cudnn_conv_fp16);
     tcase_add_test(ops, cudnn_conv_int8);
+    tcase_add_test(ops, cudnn_conv_int8_halves);
     tcase_add_test(ops, smooth_epilogues_exact);
     tcase_add_test(ops, smooth_levels_exact);
     tcase_add_test(ops, attention_fused);
@@ -2097,11 +2129,12 @@ int main(void)
     }
     suite_add_tcase(s, ops);
     TCase *asym = tcase_create("asymmetric"); /* CK_RUN_CASE=asymmetric runs it alone */
-    tcase_add_checked_fixture(asym, clear_host_ops, NULL);
+    tcase_add_checked_fixture(asym, restore_switches, NULL);
     tcase_set_timeout(asym, 600);
     tcase_add_test(asym, asymmetric_exact);
     suite_add_tcase(s, asym);
     TCase *models = tcase_create("models");
+    tcase_add_checked_fixture(models, restore_switches, NULL);
     tcase_set_timeout(models, 900);
     if (exists("cifar10/resnet20.onnx")) tcase_add_test(models, resnet20_cifar10);
     else printf("no %s/cifar10/resnet20.onnx: ResNet-20 skipped\n", data_dir);

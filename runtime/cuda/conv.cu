@@ -39,9 +39,9 @@ typedef struct conv_state {
     int use_ig;           /* the tactic chosen at tune time: 0 = im2col + cuBLASLt, else ig variant use_ig - 1 */
     cu_dnn_conv *dnn;     /* cuDNN's plans for the conv and its epilogue (conv_cudnn.cu), or NULL */
     void *w_dnn;          /* their packed filters, where st->w has another layout (grouped, or K padded) */
+    void *w_dnn16;        /* INT8: the filters' levels as halves, for plans of FP16 operands */
     void *dnn_bias;       /* INT8: the int32 bias as floats, for cuDNN's epilogue */
     float *dnn_scalars;   /* INT8: m_r, the activation's scale and its inverse, in 16-byte slots */
-    bool dnn_f16;         /* INT8: dnn sums FP16 copies of the int8 levels (cu_dnn_epilogue.f16_operands) */
     int use_dnn;          /* the tactic chosen at tune time: 0 = qforge's path, else dnn plan use_dnn - 1 */
     char dnn_key[256];    /* the tactic cache's key of the choice */
 } conv_state;
@@ -377,9 +377,15 @@ bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n)
 /* the largest K whose int8 sums FP32 holds exactly: 128 * 128 * K <= 2^24 */
 #define DNN_F16_EXACT_K 1024
 
+/* bytes of an input's halves in the accumulators' slot, rounded for the residual's after them */
+static size_t dnn_halves_bytes(const conv_geo *p)
+{
+    return ((size_t)(p->N * p->H * p->W * p->C) * 2 + 255) & ~(size_t)255;
+}
+
 static int dnn_cache_value(const conv_state *st, int plan)
 {
-    return cu_dnn_conv_rank(st->dnn, plan) + 1 + (st->dnn_f16 ? DNN_F16_BASE : 0);
+    return cu_dnn_conv_rank(st->dnn, plan) + 1 + (cu_dnn_conv_f16_operands(st->dnn, plan) ? DNN_F16_BASE : 0);
 }
 
 /* The epilogue cuDNN would fuse for this layer; false where it cannot say
@@ -443,27 +449,28 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
     const int64_t Cg = p.C / p.group;
     const size_t es = i8 ? 1 : 2;
     const int only = has ? (cached - 1) % DNN_F16_BASE : -1;
+    const bool cached_f16 = has && cached > DNN_F16_BASE;
     /* the GEMM's [M][Kpad] rows are cuDNN's [M][kh][kw][C] filters where no
      * padding follows K (cuDNN refuses a filter with gaps: BAD_PARAM); others
      * get a packed copy */
     const bool own_layout = !st->direct && st->Kpad == st->K;
     const int64_t ws[4] = {p.kh * p.kw * Cg, 1, p.kw * Cg, Cg};
-    if (!has || cached <= DNN_F16_BASE) QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
-    /* INT8 where cuDNN has no int8 engine (grouped convs): the levels as
-     * halves on FP16 Tensor Cores, exact while no partial sum can pass 2^24
-     * (K * 128 * 128 <= 2^24), whatever the order of summation. A
-     * development switch (QFORGE_CUDNN_INT8_HALVES=1), off: its one GPU run
-     * failed test_cuda's cuDNN INT8 check on a depthwise graph with a
-     * residual (bench/zoo/NOTES.md, session 15), not yet understood. */
+    /* QFORGE_CUDNN_INT8_HALVES: 0 = never the FP16-operand graph, 1 = only it (tests) */
     const char *halves = getenv("QFORGE_CUDNN_INT8_HALVES");
-    if (i8 && !st->dnn && st->K <= DNN_F16_EXACT_K && (!has || cached > DNN_F16_BASE) && halves &&
-        !strcmp(halves, "1")) {
+    const bool no_halves = halves && !strcmp(halves, "0"), only_halves = halves && !strcmp(halves, "1");
+    if (!cached_f16 && !(i8 && only_halves)) QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
+    const int native = cu_dnn_conv_plans(st->dnn);
+    /* INT8 grouped convs (and any cuDNN has no int8 plan for) also as the
+     * levels in halves on FP16 Tensor Cores: cuDNN's int8 grouped engines
+     * are slow (ResNeXt's 3x3: 0.97 ms against 0.31 at FP16). Exact while no
+     * partial sum can pass 2^24 (K * 128 * 128 <= 2^24), whatever the order
+     * of summation. */
+    if (i8 && !no_halves && st->K <= DNN_F16_EXACT_K && (has ? cached_f16 : p.group > 1 || !native || only_halves)) {
         ep.f16_operands = true;
         QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
-        st->dnn_f16 = st->dnn != NULL;
     }
     if (!st->dnn) return QF_OK;
-    if (st->dnn_f16) {
+    if (cu_dnn_conv_plans(st->dnn) > native) {
         int8_t *hw = (int8_t *)reorder_weights(w->data, 1, p, W_KRSC, 0, 0);
         if (!hw) return QF_ERR_NOMEM;
         const size_t nw = (size_t)(p.kh * p.kw * Cg * p.M);
@@ -472,12 +479,14 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
             for (size_t k = 0; k < nw; k++) h16[k] = qf_f32_to_f16((float)hw[k]);
         free(hw);
         if (!h16) return QF_ERR_NOMEM;
-        qf_status s = cu_upload(c, h16, nw * sizeof *h16, &st->w_dnn);
+        qf_status s = cu_upload(c, h16, nw * sizeof *h16, &st->w_dnn16);
         free(h16);
         QF_CHECK(s);
-        /* the input's halves share the accumulators' slot: this layer's tactics are not both run at once */
-        cu_need_scratch(c, CU_SCR_ACC, (size_t)(p.N * p.H * p.W * p.C) * 2);
-    } else if (!own_layout) {
+        /* the input's and the residual's halves share the accumulators'
+         * slot: this layer's tactics are not both run at once */
+        cu_need_scratch(c, CU_SCR_ACC, dnn_halves_bytes(&p) + (ep.residual ? (size_t)(st->P * p.M) * 2 : 0));
+    }
+    if (native && !own_layout) {
         void *hw = reorder_weights(w->data, es, p, W_KRSC, 0, 0);
         if (!hw) return QF_ERR_NOMEM;
         qf_status s = cu_upload(c, hw, (size_t)(p.kh * p.kw * Cg * p.M) * es, &st->w_dnn);
@@ -805,17 +814,24 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const int64_t total = st->P * p.M;
     if (total == 0) return QF_OK;
     if (st->use_dnn) {
+        const int plan = st->use_dnn - 1;
         cu_dnn_args a = {x, st->w_dnn ? st->w_dnn : st->w, st->bias, NULL, res, NULL, NULL, y, c->scratch[CU_SCR_COL]};
-        if (st->dnn_f16) { /* the int8 levels as halves (scale 1: exact), for FP16 Tensor Cores */
+        if (cu_dnn_conv_f16_operands(st->dnn, plan)) { /* the int8 levels as halves (scale 1: exact) */
             const int64_t nx = p.N * p.H * p.W * p.C, one = 1;
             const cu_elem level = {QF_I8, 1.0f, 0}, half = {QF_F16, 0.0f, 0};
-            QF_CHECK(cu_strided_copy(s, c->scratch[CU_SCR_ACC], half, &one, 0, x, level, &one, 0, 1, &nx));
-            a.x = c->scratch[CU_SCR_ACC];
+            char *h = (char *)c->scratch[CU_SCR_ACC];
+            QF_CHECK(cu_strided_copy(s, h, half, &one, 0, x, level, &one, 0, 1, &nx));
+            a.x = h, a.w = st->w_dnn16;
+            if (res) {
+                const int64_t nr = total;
+                QF_CHECK(cu_strided_copy(s, h + dnn_halves_bytes(&p), half, &one, 0, res, level, &one, 0, 1, &nr));
+                a.res = h + dnn_halves_bytes(&p);
+            }
         }
         if (st->prec == QF_PREC_INT8)
             a.bias = st->dnn_bias, a.scale = st->rq.m, a.res_scale = st->dnn_scalars, a.act_s = st->dnn_scalars + 4;
         else if (L->residual >= 0) QF_CHECK(cu_value_ptr(c, L->residual, (void **)&a.res));
-        return cu_dnn_conv_run(c, st->dnn, st->use_dnn - 1, s, &a);
+        return cu_dnn_conv_run(c, st->dnn, plan, s, &a);
     }
     if (L->quant_in >= 0) {
         int64_t xs[4];

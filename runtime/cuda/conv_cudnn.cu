@@ -20,13 +20,16 @@
 /* tensor ids of the variant pack */
 enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_RS, UID_AS, UID_AI, UID_Y, UID_V0 = 100 };
 
+/* the plans of one graph, or of an INT8 layer's two (int8 operands, and
+ * the same levels as halves), each plan knowing its graph */
 struct cu_dnn_conv {
-    cudnnBackendDescriptor_t plan[DNN_TRY];
-    int rank[DNN_TRY];          /* the heuristic rank of each plan */
-    int64_t engine[DNN_TRY];    /* cuDNN's global engine index, for logs */
+    cudnnBackendDescriptor_t plan[2 * DNN_TRY];
+    int rank[2 * DNN_TRY];          /* the heuristic rank of each plan in its graph */
+    int64_t engine[2 * DNN_TRY];    /* cuDNN's global engine index, for logs */
+    bool f16_operands[2 * DNN_TRY]; /* the plan's graph takes the int8 levels as halves */
     int n;
-    size_t workspace;           /* the largest plan's */
-    cu_dnn_epilogue ep;
+    size_t workspace;               /* the largest plan's */
+    cu_dnn_epilogue ep;             /* the layer's, f16_operands false: that is per plan */
 };
 
 /* Descriptor building with the first failure kept: every call after it is a no-op. */
@@ -174,7 +177,6 @@ static cudnnDataType_t dnn_type(qf_dtype t)
 qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *w_strides, const cu_dnn_epilogue *ep,
                              int only_rank, cu_dnn_conv **out)
 {
-    *out = NULL;
     const bool i8 = ep->in == QF_I8;
     const bool smooth = ep->act == QF_ACT_SILU || ep->act == QF_ACT_SIGMOID;
     if ((ep->in != QF_F16 && !i8) || (!i8 && ep->out != QF_F16) || (ep->act != QF_ACT_NONE && !smooth) ||
@@ -250,7 +252,10 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
         cur = o;
     }
     if (ep->residual) {
-        cudnnBackendDescriptor_t r = dnn_tensor(&b, UID_R, rt, yd, ys, false);
+        /* with FP16 operands the residual's levels come as halves too: an
+         * int8 pointwise input beside a half x made cuDNN 9.14's fused
+         * depthwise engines read it wrongly (session 15's failed GPU check) */
+        cudnnBackendDescriptor_t r = dnn_tensor(&b, UID_R, xt, yd, ys, false);
         if (i8) { /* r * m_r, a side branch into the chain's Add */
             cudnnBackendDescriptor_t rs = dnn_tensor(&b, UID_RS, f32, one4, one4, false);
             cudnnBackendDescriptor_t rv = dnn_tensor(&b, vid++, f32, yd, ys, true);
@@ -306,13 +311,14 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
         dnn_build_free(&b);
         return QF_OK;
     }
-    cu_dnn_conv *d = (cu_dnn_conv *)qfi_calloc(1, sizeof *d);
+    cu_dnn_conv *d = *out ? *out : (cu_dnn_conv *)qfi_calloc(1, sizeof *d);
     if (!d) {
         dnn_build_free(&b);
         return QF_ERR_NOMEM;
     }
     d->ep = *ep;
-    for (int r = 0; r < n_cfg && r < DNN_TRY; r++) {
+    d->ep.f16_operands = false;
+    for (int r = 0; r < n_cfg && r < DNN_TRY && d->n < 2 * DNN_TRY; r++) {
         if (only_rank >= 0 && r != only_rank) continue;
         int64_t gi;
         if (!dnn_engine_ok(cfgs[r], i8, &gi)) continue;
@@ -328,7 +334,7 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
             cudnnBackendDestroyDescriptor(plan);
             continue;
         }
-        d->plan[d->n] = plan, d->rank[d->n] = r, d->engine[d->n] = gi;
+        d->plan[d->n] = plan, d->rank[d->n] = r, d->engine[d->n] = gi, d->f16_operands[d->n] = f16_ops;
         d->n++;
         if ((size_t)ws > d->workspace) d->workspace = (size_t)ws;
     }
@@ -343,12 +349,13 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
 
 int cu_dnn_conv_plans(const cu_dnn_conv *d) { return d ? d->n : 0; }
 int cu_dnn_conv_rank(const cu_dnn_conv *d, int plan) { return d->rank[plan]; }
+bool cu_dnn_conv_f16_operands(const cu_dnn_conv *d, int plan) { return d->f16_operands[plan]; }
 size_t cu_dnn_conv_workspace(const cu_dnn_conv *d) { return d ? d->workspace : 0; }
 
 const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size_t len)
 {
     snprintf(buf, len, "cuDNN %s engine %lld (heuristic rank %d)",
-             d->ep.in != QF_I8 ? "FP16" : d->ep.f16_operands ? "INT8 (FP16 operands)" : "INT8", (long long)d->engine[plan],
+             d->ep.in != QF_I8 ? "FP16" : d->f16_operands[plan] ? "INT8 (FP16 operands)" : "INT8", (long long)d->engine[plan],
              d->rank[plan]);
     return buf;
 }
@@ -398,14 +405,14 @@ struct cu_dnn_conv {
     int unused;
 };
 qf_status cu_dnn_conv_create(cu_engine *, const cu_conv_geo *, const int64_t *, const cu_dnn_epilogue *, int,
-                             cu_dnn_conv **out)
+                             cu_dnn_conv **)
 {
-    *out = NULL;
     return QF_OK;
 }
 void cu_dnn_conv_free(cu_dnn_conv *) {}
 int cu_dnn_conv_plans(const cu_dnn_conv *) { return 0; }
 int cu_dnn_conv_rank(const cu_dnn_conv *, int) { return -1; }
+bool cu_dnn_conv_f16_operands(const cu_dnn_conv *, int) { return false; }
 size_t cu_dnn_conv_workspace(const cu_dnn_conv *) { return 0; }
 const char *cu_dnn_conv_describe(const cu_dnn_conv *, int, char *buf, size_t len)
 {

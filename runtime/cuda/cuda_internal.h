@@ -393,7 +393,10 @@ uint32_t cu_igemm_signature(const cu_igemm *ig);
  * the sum and the clip, at the real value (act_s[0] = the output's scale,
  * act_s[4] = its inverse: 16-byte slots). The clip [lo, hi] applies when
  * `clip`. only_rank >= 0 builds that heuristic rank alone (a cached choice).
- * *out is NULL where cuDNN is missing or has no plan: no tactic, no error. */
+ * The plans are added to *out (NULL at first: a new set; an INT8 layer's
+ * second call adds the graph of FP16 operands, same epilogue otherwise);
+ * *out stays NULL where cuDNN is missing or has no plan: no tactic, no error.
+ * The residual of a graph of FP16 operands is halves as well. */
 typedef struct cu_dnn_epilogue {
     qf_dtype in, out;
     bool bias, scale, residual, clip;
@@ -402,7 +405,7 @@ typedef struct cu_dnn_epilogue {
     double lo, hi;
 } cu_dnn_epilogue;
 typedef struct cu_dnn_args {
-    const void *x, *w, *bias, *scale, *res, *res_scale;
+    const void *x, *w, *bias, *scale, *res, *res_scale; /* x, w, res: halves for a plan of FP16 operands */
     const float *act_s;
     void *y, *workspace;
 } cu_dnn_args;
@@ -413,6 +416,8 @@ void cu_dnn_conv_free(cu_dnn_conv *d);
 int cu_dnn_conv_plans(const cu_dnn_conv *d);
 /* plan's heuristic rank: what the tactic cache keeps */
 int cu_dnn_conv_rank(const cu_dnn_conv *d, int plan);
+/* whether plan's graph takes the int8 levels (x, w, residual) as halves */
+bool cu_dnn_conv_f16_operands(const cu_dnn_conv *d, int plan);
 size_t cu_dnn_conv_workspace(const cu_dnn_conv *d);
 const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size_t len);
 qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStream_t s, const cu_dnn_args *a);
