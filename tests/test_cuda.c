@@ -472,6 +472,41 @@ static qf_graph *b_batchnorm_softmax(void)
     output(g, sm4);
     return g;
 }
+/* DenseNet's layers: convs concatenated along channels, each read through a
+ * BatchNormalization and a Relu (or a ReLU6 Clip), which the CUDA engine
+ * fuses into one pass, int8 in and out at INT8; 24 channels take the
+ * vector kernel, 36 the per-element one. */
+static qf_graph *b_dense_block(void)
+{
+    qf_graph *g = new_graph("dense_block");
+    int x0 = input(g, "x0", 4, DIMS(2, 3, 6, 6));
+    int x = conv(g, "c0", x0, 3, 16, 3, 1, P1, 1, 1, true);
+    int a = conv(g, "ca", x, 16, 8, 3, 1, P1, 1, 1, true);
+    int cat1 = value(g, "cat1");
+    set_int(op(g, "cat1", QF_OP_CONCAT, 2, IN(x, a), cat1), "axis", 1);
+    int in = cat1, cur = -1;
+    for (int k = 0; k < 2; k++) {
+        const int64_t C = k ? 36 : 24;
+        char nm[16];
+        snprintf(nm, sizeof nm, "bn%d", k);
+        int s = weight(g, k ? "s1" : "s0", 1, DIMS(C), 0.5f, 1.5f), b = weight(g, k ? "b1" : "b0", 1, DIMS(C), -0.5f, 0.5f);
+        int m = weight(g, k ? "m1" : "m0", 1, DIMS(C), -0.2f, 0.2f), v = weight(g, k ? "v1" : "v0", 1, DIMS(C), 0.5f, 2.0f);
+        int y = value(g, nm);
+        op(g, nm, QF_OP_BATCH_NORM, 5, IN(in, s, b, m, v), y);
+        snprintf(nm, sizeof nm, "act%d", k);
+        cur = value(g, nm);
+        if (k == 0) op(g, nm, QF_OP_RELU, 1, IN(y), cur);
+        else op(g, nm, QF_OP_CLIP, 3, IN(y, weight(g, "lo", 0, NULL, 0.0f, 0.0f), weight(g, "hi", 0, NULL, 6.0f, 6.0f)), cur);
+        if (k == 0) {
+            int bb = conv(g, "cb", cur, 24, 12, 1, 1, P0, 1, 1, true);
+            int cat2 = value(g, "cat2");
+            set_int(op(g, "cat2", QF_OP_CONCAT, 3, IN(x, a, bb), cat2), "axis", 1);
+            in = cat2;
+        }
+    }
+    output(g, conv(g, "cc", cur, 36, 8, 3, 1, P1, 1, 1, false));
+    return g;
+}
 /* Concat of two convs along channels, then tensor movement on the result. */
 static qf_graph *b_concat_copy(void)
 {
@@ -1074,6 +1109,7 @@ OP_TEST(binary)
 OP_TEST(unary)
 OP_TEST(batchnorm_softmax)
 OP_TEST(concat_copy)
+OP_TEST(dense_block)
 OP_TEST(pad)
 OP_TEST(resize)
 OP_TEST(reduce_mean)
@@ -2106,6 +2142,7 @@ int main(void)
     tcase_add_test(ops, t_unary);
     tcase_add_test(ops, t_batchnorm_softmax);
     tcase_add_test(ops, t_concat_copy);
+    tcase_add_test(ops, t_dense_block);
     tcase_add_test(ops, t_pad);
     tcase_add_test(ops, t_resize);
     tcase_add_test(ops, t_reduce_mean);

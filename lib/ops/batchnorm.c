@@ -46,5 +46,6 @@ static qf_status batchnorm_infer(qf_graph *g, qf_node *n)
 const qfi_op_desc qfi_op_batch_norm = {
     .parse = batchnorm_parse,
     .infer = batchnorm_infer,
+    .traits = QFI_OP_ELEMENTWISE, /* per channel, from constant statistics */
     .from_opset6 = qfi_opset6_inference_only,
 };

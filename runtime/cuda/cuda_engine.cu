@@ -686,6 +686,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     c->fuse = !e->opts.observer && !getenv("QFORGE_CUDA_NOFUSE");
     qf_status st = c->fuse ? cu_fuse_layers(c, plan_values) : QF_OK;
     if (st == QF_OK && c->fuse) cu_fuse_input_quantize(c, plan_values);
+    if (st == QF_OK && c->fuse) cu_fuse_batchnorm_act(c, plan_values);
     if (st == QF_OK && c->fuse) st = cu_fuse_attention(c, plan_values);
     if (st == QF_OK) st = plan_arena(c, plan_values);
     free(plan_values);

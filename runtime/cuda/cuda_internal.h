@@ -226,6 +226,9 @@ static inline bool cu_on_host(const cu_layer *L) { return L->op == &cu_op_host; 
 qf_status cu_fuse_layers(cu_engine *c, qf_value *plan_values);
 /* Folds a graph input's QuantizeLinear into the RGB INT8 Conv that alone reads it. */
 void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values);
+/* Folds the Relu or Clip that alone reads a float BatchNormalization's
+ * output into it (DenseNet's pre-activation BN-ReLU, int8 in, int8 out). */
+void cu_fuse_batchnorm_act(cu_engine *c, qf_value *plan_values);
 
 /* FP16 attention as exporters write it, MatMul(Q, K^T) -> {Add(bias) |
  * Reshape}* -> Softmax(last axis) -> {Reshape}* -> MatMul(., V), run by one

@@ -147,6 +147,39 @@ void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values)
     }
 }
 
+/* A BatchNormalization's output read only by a Relu or Clip of its
+ * precision, same shape and layout: one layer, which rounds the BN's value
+ * to the dtype it would have been stored in before the activation, so the
+ * result is the unfused pair's, element for element. */
+void cu_fuse_batchnorm_act(cu_engine *c, qf_value *plan_values)
+{
+    const qf_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const qf_node *n = &g->nodes[i];
+        cu_layer *L = &c->layers[i];
+        if (n->op != QF_OP_BATCH_NORM || n->precision == QF_PREC_INT8 || L->skip || cu_on_host(L) || n->out[0] < 0)
+            continue;
+        const int v = n->out[0];
+        int cnt;
+        const qf_node *r = find_consumer(g, v, &cnt);
+        if (!r || cnt != 1 || (r->op != QF_OP_RELU && r->op != QF_OP_CLIP) || r->in[0] != v || r->out[0] < 0) continue;
+        cu_layer *R = &c->layers[r - g->nodes];
+        const int y = r->out[0];
+        const qf_value *vv = &g->values[v], *yv = &g->values[y];
+        if (R->skip || cu_on_host(R) || r->precision != n->precision || vv->ndim != yv->ndim ||
+            memcmp(vv->dims, yv->dims, (size_t)vv->ndim * sizeof(int64_t)) || c->vals[v].layout != c->vals[y].layout)
+            continue;
+        float lo = 0.0f, hi = INFINITY;
+        if (r->op == QF_OP_CLIP && qfi_clip_bounds(g, r, &lo, &hi) != QF_OK) continue;
+        R->skip = true;
+        plan_values[v].producer = -1;
+        plan_values[y].producer = i;
+        L->out_override = y;
+        L->relu = r->op == QF_OP_RELU;
+        L->clip = r->op == QF_OP_CLIP, L->clip_lo = lo, L->clip_hi = hi;
+    }
+}
+
 /* ---- attention ---------------------------------------------------------------------------- */
 
 /* v may be read by a layer at node index `at`: a constant, a graph input, or
