@@ -41,7 +41,7 @@ typedef struct conv_state {
     void *w_dnn;          /* their packed filters, where st->w has another layout (grouped, or K padded) */
     void *w_dnn16;        /* INT8: the filters' levels as halves, for plans of FP16 operands */
     void *dnn_bias;       /* INT8: the int32 bias as floats, for cuDNN's epilogue */
-    float *dnn_scalars;   /* INT8: m_r, the activation's scale and its inverse, in 16-byte slots */
+    float *dnn_scalars;   /* INT8: the activation's scale and its inverse, in 16-byte slots */
     int use_dnn;          /* the tactic chosen at tune time: 0 = qforge's path, else dnn plan use_dnn - 1 */
     char dnn_key[256];    /* the tactic cache's key of the choice */
 } conv_state;
@@ -377,20 +377,14 @@ bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n)
 /* the largest K whose int8 sums FP32 holds exactly: 128 * 128 * K <= 2^24 */
 #define DNN_F16_EXACT_K 1024
 
-/* bytes of an input's halves in the accumulators' slot, rounded for the residual's after them */
-static size_t dnn_halves_bytes(const conv_geo *p)
-{
-    return ((size_t)(p->N * p->H * p->W * p->C) * 2 + 255) & ~(size_t)255;
-}
-
 static int dnn_cache_value(const conv_state *st, int plan)
 {
     return cu_dnn_conv_rank(st->dnn, plan) + 1 + (cu_dnn_conv_f16_operands(st->dnn, plan) ? DNN_F16_BASE : 0);
 }
 
 /* The epilogue cuDNN would fuse for this layer; false where it cannot say
- * qforge's: zero points, an input quantized in the gather, a smooth
- * activation other than INT8's SiLU and Sigmoid. */
+ * qforge's: zero points, an input quantized in the gather, an INT8
+ * residual, a smooth activation other than INT8's SiLU and Sigmoid. */
 static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_state *st, cu_dnn_epilogue *ep)
 {
     const qf_node *n = L->n;
@@ -405,7 +399,11 @@ static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_
         ep->out = rq.out;
         ep->bias = rq.bias != NULL;
         ep->scale = true;
-        ep->residual = n->n_in > 4 && n->in[4] >= 0;
+        /* a fused residual stays on qforge's kernels: cuDNN's chain rounded
+         * r * m_r + v its own way (one level off on 11 % of the outputs, enough
+         * to move per-tensor MobileNetV2's top-1 on 7 of 200 images) and
+         * gave NaNs for a depthwise conv's; those convs gained 1-2 % from it */
+        if (n->n_in > 4 && n->in[4] >= 0) return false;
         ep->clip = isfinite(rq.lo) || isfinite(rq.hi);
         ep->lo = rq.lo, ep->hi = rq.hi;
         if (rq.out != QF_I8 && rq.out != QF_F16 && rq.out != QF_F32) return false;
@@ -455,17 +453,20 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
      * get a packed copy */
     const bool own_layout = !st->direct && st->Kpad == st->K;
     const int64_t ws[4] = {p.kh * p.kw * Cg, 1, p.kw * Cg, Cg};
-    /* QFORGE_CUDNN_INT8_HALVES: 0 = never the FP16-operand graph, 1 = only it (tests) */
+    /* QFORGE_CUDNN_INT8_HALVES: 1 = the FP16-operand graph too, only = it alone (tests); off by default */
     const char *halves = getenv("QFORGE_CUDNN_INT8_HALVES");
-    const bool no_halves = halves && !strcmp(halves, "0"), only_halves = halves && !strcmp(halves, "1");
+    const bool try_halves = halves && !strcmp(halves, "1"), only_halves = halves && !strcmp(halves, "only");
     if (!cached_f16 && !(i8 && only_halves)) QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
     const int native = cu_dnn_conv_plans(st->dnn);
-    /* INT8 grouped convs (and any cuDNN has no int8 plan for) also as the
-     * levels in halves on FP16 Tensor Cores: cuDNN's int8 grouped engines
-     * are slow (ResNeXt's 3x3: 0.97 ms against 0.31 at FP16). Exact while no
-     * partial sum can pass 2^24 (K * 128 * 128 <= 2^24), whatever the order
-     * of summation. */
-    if (i8 && !no_halves && st->K <= DNN_F16_EXACT_K && (has ? cached_f16 : p.group > 1 || !native || only_halves)) {
+    /* INT8 grouped convs (and any cuDNN has no int8 plan for) as the levels
+     * in halves on FP16 Tensor Cores, exact while no partial sum can pass
+     * 2^24 (K * 128 * 128 <= 2^24), whatever the order of summation. Off by
+     * default: cuDNN 9.14 offers this graph one engine (8), slower than
+     * qforge's grouped kernel on every ResNeXt-50 layer measured (1.48 ms
+     * against 0.97, 2.17 against 0.36; its FP16 graph takes engines 10 and
+     * 41, 0.31 ms), where it was to beat cuDNN's slow int8 grouped engines. */
+    if (i8 && (try_halves || only_halves) && st->K <= DNN_F16_EXACT_K &&
+        (has ? cached_f16 : p.group > 1 || !native || only_halves)) {
         ep.f16_operands = true;
         QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
     }
@@ -482,9 +483,8 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
         qf_status s = cu_upload(c, h16, nw * sizeof *h16, &st->w_dnn16);
         free(h16);
         QF_CHECK(s);
-        /* the input's and the residual's halves share the accumulators'
-         * slot: this layer's tactics are not both run at once */
-        cu_need_scratch(c, CU_SCR_ACC, dnn_halves_bytes(&p) + (ep.residual ? (size_t)(st->P * p.M) * 2 : 0));
+        /* the input's halves share the accumulators' slot: this layer's tactics are not both run at once */
+        cu_need_scratch(c, CU_SCR_ACC, (size_t)(p.N * p.H * p.W * p.C) * 2);
     }
     if (native && !own_layout) {
         void *hw = reorder_weights(w->data, es, p, W_KRSC, 0, 0);
@@ -505,7 +505,7 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
             free(hb);
             QF_CHECK(s);
         }
-        const float sc[12] = {st->rq.m_r, 0, 0, 0, st->rq.act_s, 0, 0, 0, 1.0f / st->rq.act_s};
+        const float sc[8] = {st->rq.act_s, 0, 0, 0, 1.0f / st->rq.act_s};
         QF_CHECK(cu_upload(c, sc, sizeof sc, (void **)&st->dnn_scalars));
     }
     /* the workspace shares the im2col slot: a layer runs one tactic, layers run one at a time */
@@ -815,21 +815,15 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     if (total == 0) return QF_OK;
     if (st->use_dnn) {
         const int plan = st->use_dnn - 1;
-        cu_dnn_args a = {x, st->w_dnn ? st->w_dnn : st->w, st->bias, NULL, res, NULL, NULL, y, c->scratch[CU_SCR_COL]};
+        cu_dnn_args a = {x, st->w_dnn ? st->w_dnn : st->w, st->bias, NULL, NULL, NULL, y, c->scratch[CU_SCR_COL]};
         if (cu_dnn_conv_f16_operands(st->dnn, plan)) { /* the int8 levels as halves (scale 1: exact) */
             const int64_t nx = p.N * p.H * p.W * p.C, one = 1;
             const cu_elem level = {QF_I8, 1.0f, 0}, half = {QF_F16, 0.0f, 0};
-            char *h = (char *)c->scratch[CU_SCR_ACC];
-            QF_CHECK(cu_strided_copy(s, h, half, &one, 0, x, level, &one, 0, 1, &nx));
-            a.x = h, a.w = st->w_dnn16;
-            if (res) {
-                const int64_t nr = total;
-                QF_CHECK(cu_strided_copy(s, h + dnn_halves_bytes(&p), half, &one, 0, res, level, &one, 0, 1, &nr));
-                a.res = h + dnn_halves_bytes(&p);
-            }
+            QF_CHECK(cu_strided_copy(s, c->scratch[CU_SCR_ACC], half, &one, 0, x, level, &one, 0, 1, &nx));
+            a.x = c->scratch[CU_SCR_ACC], a.w = st->w_dnn16;
         }
         if (st->prec == QF_PREC_INT8)
-            a.bias = st->dnn_bias, a.scale = st->rq.m, a.res_scale = st->dnn_scalars, a.act_s = st->dnn_scalars + 4;
+            a.bias = st->dnn_bias, a.scale = st->rq.m, a.act_s = st->dnn_scalars;
         else if (L->residual >= 0) QF_CHECK(cu_value_ptr(c, L->residual, (void **)&a.res));
         return cu_dnn_conv_run(c, st->dnn, plan, s, &a);
     }

@@ -2,7 +2,7 @@
  * operation graph of cuDNN's Graph API, NHWC by strides. FP16: FP32
  * accumulation and FP32 intermediates (bias, residual Add, ReLU, a clip).
  * INT8: int8 operands summed in int32, then lib/quant_math.h's requantize
- * in FP32 pointwise operations, (acc + bias) * m[c] + r * m_r, clamped, and
+ * in FP32 pointwise operations, (acc + bias) * m[c], clamped, and
  * an int8 (or float) output; it differs from qforge's kernels only where
  * cuDNN contracts a multiply and an add or rounds the final cast its own way,
  * so by at most one level at a rounding boundary. cuDNN's heuristics propose
@@ -18,7 +18,7 @@
 /* heuristic ranks tried per layer: cuDNN's first guesses are usually its best */
 #define DNN_TRY 4
 /* tensor ids of the variant pack */
-enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_RS, UID_AS, UID_AI, UID_Y, UID_V0 = 100 };
+enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_AS, UID_AI, UID_Y, UID_V0 = 100 };
 
 /* the plans of one graph, or of an INT8 layer's two (int8 operands, and
  * the same levels as halves), each plan knowing its graph */
@@ -179,7 +179,7 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
 {
     const bool i8 = ep->in == QF_I8;
     const bool smooth = ep->act == QF_ACT_SILU || ep->act == QF_ACT_SIGMOID;
-    if ((ep->in != QF_F16 && !i8) || (!i8 && ep->out != QF_F16) || (ep->act != QF_ACT_NONE && !smooth) ||
+    if ((ep->in != QF_F16 && !i8) || (!i8 && ep->out != QF_F16) || (ep->act != QF_ACT_NONE && !smooth) || (i8 && ep->residual) ||
         !qfi_cudnn_load())
         return QF_OK;
     cudnnHandle_t h = dnn_handle(c);
@@ -251,18 +251,8 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
         ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, cur, t, o, 0, 0);
         cur = o;
     }
-    if (ep->residual) {
-        /* with FP16 operands the residual's levels come as halves too: an
-         * int8 pointwise input beside a half x made cuDNN 9.14's fused
-         * depthwise engines read it wrongly (session 15's failed GPU check) */
-        cudnnBackendDescriptor_t r = dnn_tensor(&b, UID_R, xt, yd, ys, false);
-        if (i8) { /* r * m_r, a side branch into the chain's Add */
-            cudnnBackendDescriptor_t rs = dnn_tensor(&b, UID_RS, f32, one4, one4, false);
-            cudnnBackendDescriptor_t rv = dnn_tensor(&b, vid++, f32, yd, ys, true);
-            ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, r, rs, rv, 0, 0);
-            r = rv;
-        }
-        cudnnBackendDescriptor_t o = next();
+    if (ep->residual) { /* FP16 only (cuda_internal.h) */
+        cudnnBackendDescriptor_t r = dnn_tensor(&b, UID_R, xt, yd, ys, false), o = next();
         ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_ADD, cur, r, o, 0, 0);
         cur = o;
     }
@@ -373,7 +363,6 @@ qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStre
     if (d->ep.bias) uids[n] = UID_B, ptrs[n++] = (void *)a->bias;
     if (i8 && d->ep.scale) uids[n] = UID_S, ptrs[n++] = (void *)a->scale;
     if (d->ep.residual) uids[n] = UID_R, ptrs[n++] = (void *)a->res;
-    if (d->ep.residual && i8) uids[n] = UID_RS, ptrs[n++] = (void *)a->res_scale;
     if (i8 && d->ep.act != QF_ACT_NONE) {
         uids[n] = UID_AS, ptrs[n++] = (void *)a->act_s;
         uids[n] = UID_AI, ptrs[n++] = (void *)(a->act_s + 4);

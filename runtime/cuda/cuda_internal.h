@@ -387,9 +387,11 @@ uint32_t cu_igemm_signature(const cu_igemm *ig);
  * w_strides. FP16 (in F16): y = act(clip(conv(x, w) + bias + res)), FP32
  * accumulation, bias [M] half, act none, SiLU or Sigmoid (not both act and clip). INT8 (in I8): the exact int32 sums of the
  * int8 operands, then lib/quant_math.h's epilogue in FP32,
- * y = clip((conv(x, w) + bias) * scale + res * res_scale) with bias and
- * scale [M] floats, res int8 and res_scale one float, y int8 (rounded to
- * nearest even, as rint) or a float type. With f16_operands the int8 levels
+ * y = clip((conv(x, w) + bias) * scale) with bias and scale [M] floats, y
+ * int8 (rounded to nearest even, as rint) or a float type, no residual: the
+ * same value as qforge's kernels, bit for bit (with a residual cuDNN 9.14
+ * rounded its own way on 11 % of the outputs and wrote NaNs for a depthwise
+ * conv's, bench/zoo/NOTES.md, session 16). With f16_operands the int8 levels
  * come as halves (x and w) and FP16 Tensor Cores sum them in FP32: the same
  * exact sums wherever no partial sum can pass 2^24, which the caller makes
  * sure of (conv.cu). A SiLU or Sigmoid `act` between
@@ -398,8 +400,7 @@ uint32_t cu_igemm_signature(const cu_igemm *ig);
  * `clip`. only_rank >= 0 builds that heuristic rank alone (a cached choice).
  * The plans are added to *out (NULL at first: a new set; an INT8 layer's
  * second call adds the graph of FP16 operands, same epilogue otherwise);
- * *out stays NULL where cuDNN is missing or has no plan: no tactic, no error.
- * The residual of a graph of FP16 operands is halves as well. */
+ * *out stays NULL where cuDNN is missing or has no plan: no tactic, no error. */
 typedef struct cu_dnn_epilogue {
     qf_dtype in, out;
     bool bias, scale, residual, clip;
@@ -408,7 +409,7 @@ typedef struct cu_dnn_epilogue {
     double lo, hi;
 } cu_dnn_epilogue;
 typedef struct cu_dnn_args {
-    const void *x, *w, *bias, *scale, *res, *res_scale; /* x, w, res: halves for a plan of FP16 operands */
+    const void *x, *w, *bias, *scale, *res; /* x, w: halves for a plan of FP16 operands */
     const float *act_s;
     void *y, *workspace;
 } cu_dnn_args;
