@@ -434,6 +434,62 @@ static qf_status concat_prepare(cu_engine *c, cu_layer *L)
     return QF_OK;
 }
 
+/* Concat as rows: every value laid out [outer][axis][inner] alike, each
+ * input's row (its axis extent times inner) a run of bytes at its offset in
+ * the output's row. One launch for all the inputs, V bytes a thread:
+ * DenseNet's Concats take up to 25 inputs of 32 channels each, which as one
+ * strided copy apiece were 535 small launches and 3.9 of 30 ms at batch 256. */
+enum { CONCAT_ROWS_MAX = 64 };
+typedef struct concat_rows {
+    const char *src[CONCAT_ROWS_MAX];
+    int64_t at[CONCAT_ROWS_MAX + 1]; /* byte offset of input k in an output row; at[n] = the row */
+    int n;
+} concat_rows;
+
+template <typename T>
+__global__ void concat_rows_kernel(T *dst, concat_rows r, int64_t total)
+{
+    const int64_t row = r.at[r.n] / (int64_t)sizeof(T);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t o = i / row, b = (i - o * row) * (int64_t)sizeof(T);
+        int k = 0;
+        while (b >= r.at[k + 1]) k++;
+        const int64_t len = r.at[k + 1] - r.at[k];
+        dst[i] = *(const T *)(r.src[k] + o * len + (b - r.at[k]));
+    }
+}
+
+/* The row plan where it applies: elements alike, one layout, at most CONCAT_ROWS_MAX inputs. */
+static bool concat_as_rows(cu_engine *c, const cu_layer *L, int yv, concat_rows *r)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = L->n;
+    const int a = ((const qfi_axis_params *)n->params)->norm;
+    const qf_value *y = &g->values[yv];
+    const bool nhwc = c->vals[yv].layout == CU_NHWC && y->ndim == 4;
+    if (n->n_in > CONCAT_ROWS_MAX) return false;
+    int64_t ds[QF_MAX_DIMS];
+    cu_strides(c, yv, ds);
+    const int64_t es = (int64_t)qf_dtype_info(y->dtype)->size, inner = ds[a];
+    const cu_elem de = cu_elem_of(c, n, yv);
+    r->n = n->n_in;
+    r->at[0] = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        const int xv = n->in[k];
+        const qf_value *x = &g->values[xv];
+        int64_t ss[QF_MAX_DIMS];
+        cu_strides(c, xv, ss);
+        if ((c->vals[xv].layout == CU_NHWC && x->ndim == 4) != nhwc || ss[a] != inner ||
+            !cu_elems_alike(de, cu_elem_of(c, n, xv)))
+            return false;
+        void *p;
+        if (cu_value_ptr(c, xv, &p) != QF_OK) return false;
+        r->src[k] = (const char *)p;
+        r->at[k + 1] = r->at[k] + x->dims[a] * inner * es;
+    }
+    return r->at[r->n] > 0;
+}
+
 static qf_status concat_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
 {
     const qf_graph *g = c->g;
@@ -441,6 +497,28 @@ static qf_status concat_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     int yv = cu_out_value(L, 0);
     void *dst;
     QF_CHECK(cu_value_ptr(c, yv, &dst));
+    concat_rows r;
+    if (concat_as_rows(c, L, yv, &r)) {
+        const int64_t bytes = qf_value_bytes(&g->values[yv]);
+        int64_t v = 16; /* the widest access every row and pointer allows */
+        for (; v > 1; v /= 2) {
+            bool fits = (uintptr_t)dst % v == 0;
+            for (int k = 0; k < r.n && fits; k++) fits = (r.at[k + 1] - r.at[k]) % v == 0 && (uintptr_t)r.src[k] % v == 0;
+            if (fits) break;
+        }
+        const int64_t total = bytes / v;
+        if (total == 0) return QF_OK;
+        const unsigned blocks = cu_blocks(total, 256) > 65536 ? 65536 : cu_blocks(total, 256);
+        switch (v) {
+        case 16: concat_rows_kernel<uint4><<<blocks, 256, 0, s>>>((uint4 *)dst, r, total); break;
+        case 8: concat_rows_kernel<uint2><<<blocks, 256, 0, s>>>((uint2 *)dst, r, total); break;
+        case 4: concat_rows_kernel<uint32_t><<<blocks, 256, 0, s>>>((uint32_t *)dst, r, total); break;
+        case 2: concat_rows_kernel<uint16_t><<<blocks, 256, 0, s>>>((uint16_t *)dst, r, total); break;
+        default: concat_rows_kernel<uint8_t><<<blocks, 256, 0, s>>>((uint8_t *)dst, r, total); break;
+        }
+        CU_LAUNCHED();
+        return QF_OK;
+    }
     int64_t ds[QF_MAX_DIMS], ss[QF_MAX_DIMS];
     cu_strides(c, yv, ds);
     cu_elem de = cu_elem_of(c, L->n, yv);
