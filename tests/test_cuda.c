@@ -166,9 +166,9 @@ static qf_graph *b_conv_grouped_dilated(void)
     return g;
 }
 /* Grouped convs with several channels a group (the vectorized kernels; INT8
- * by dp4a at 4 and 8 channels a group, the general kernel from 16): 4 a
+ * by dp4a, 3x3 ones of 4 to 16 channels a group in strips of pixels): 4 a
  * group as ResNeXt's, 16 with a residual Add, 24 at stride 2 as RegNet's,
- * Cg != Mg, and 6 outputs a group (no whole INT8 vector). */
+ * Cg != Mg, 6 outputs a group (no whole INT8 vector), 8 and 16 at stride 2. */
 static qf_graph *b_conv_grouped_vectors(void)
 {
     qf_graph *g = new_graph("conv_grouped_vectors");
@@ -179,6 +179,9 @@ static qf_graph *b_conv_grouped_vectors(void)
     int c = unary(g, "rc", QF_OP_RELU, conv(g, "g24s2", b, 48, 48, 3, 2, P1, 2, 1, true));
     int d = unary(g, "rd", QF_OP_RELU, conv(g, "g8to4", c, 48, 24, 3, 1, P1, 6, 1, false));
     output(g, conv(g, "g4to6", d, 24, 36, 3, 1, P1, 6, 1, true));
+    /* stride 2 with 8 and 16 channels a group (INT8: the strip kernel's SW = 2, a strip's tail) */
+    output(g, conv(g, "g8s2", d, 24, 24, 3, 2, P1, 3, 1, true));
+    output(g, conv(g, "g16s2", a, 32, 32, 3, 2, P1, 2, 1, true));
     return g;
 }
 static qf_graph *b_conv_relu_pool(void)
