@@ -382,6 +382,18 @@ static int dnn_cache_value(const conv_state *st, int plan)
     return cu_dnn_conv_rank(st->dnn, plan) + 1 + (cu_dnn_conv_f16_operands(st->dnn, plan) ? DNN_F16_BASE : 0);
 }
 
+/* A float conv's fused SiLU or Sigmoid is applied after cuDNN's graph, by
+ * qforge's own pass (lib/float_math.h's functions, as the CPU engine's),
+ * where the output is one value per channel: squeeze-excitation gates,
+ * which scale a whole int8 tensor each, so cuDNN's own exponential moved
+ * INT8 levels downstream (RegNetY-800MF's INT8 logits agreed with the CPU
+ * engine's on 23-30 of 100 images with cuDNN, 96 without); the pass costs
+ * nothing at that size. */
+static bool dnn_act_after(const cu_layer *L, const conv_geo &p)
+{
+    return L->n->precision != QF_PREC_INT8 && L->act != QF_ACT_NONE && p.Ho * p.Wo == 1;
+}
+
 /* The epilogue cuDNN would fuse for this layer; false where it cannot say
  * qforge's: zero points, an input quantized in the gather, an INT8
  * residual, a smooth activation other than INT8's SiLU and Sigmoid. */
@@ -417,7 +429,7 @@ static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_
         ep->hi = L->clip ? L->clip_hi : INFINITY;
         /* no HardSwish pointwise mode in cuDNN; its graph applies an activation before the clip, the chain after */
         if (L->act == QF_ACT_HARD_SWISH || (L->act != QF_ACT_NONE && ep->clip)) return false;
-        ep->act = L->act;
+        ep->act = dnn_act_after(L, st->p) ? QF_ACT_NONE : L->act;
     }
     return !ep->clip || isfinite(ep->lo); /* cuDNN's clip has a lower bound */
 }
@@ -456,12 +468,7 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
     /* QFORGE_CUDNN_INT8_HALVES: 1 = the FP16-operand graph too, only = it alone (tests); off by default */
     const char *halves = getenv("QFORGE_CUDNN_INT8_HALVES");
     const bool try_halves = halves && !strcmp(halves, "1"), only_halves = halves && !strcmp(halves, "only");
-    /* cuDNN's int8 grouped engine (global index 7) is left out: with it
-     * RegNetY-800MF's INT8 logits on the GPU agreed with the CPU engine's on
-     * 23-30 of 100 images (96 with qforge's kernels), though ResNeXt-50's
-     * grouped convs on it were exact and test_cuda's grouped graphs too; until
-     * a test reproduces it, grouped INT8 convs run qforge's kernels */
-    const bool int8_plans = !i8 || (p.group == 1 && !only_halves);
+    const bool int8_plans = !i8 || !only_halves;
     if (!cached_f16 && int8_plans) QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
     const int native = cu_dnn_conv_plans(st->dnn);
     /* INT8 grouped convs (and any cuDNN has no int8 plan for) as the levels
@@ -831,7 +838,8 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         if (st->prec == QF_PREC_INT8)
             a.bias = st->dnn_bias, a.scale = st->rq.m, a.act_s = st->dnn_scalars;
         else if (L->residual >= 0) QF_CHECK(cu_value_ptr(c, L->residual, (void **)&a.res));
-        return cu_dnn_conv_run(c, st->dnn, plan, s, &a);
+        QF_CHECK(cu_dnn_conv_run(c, st->dnn, plan, s, &a));
+        return dnn_act_after(L, p) ? cu_act_inplace(s, y, dt, total, L->act) : QF_OK;
     }
     if (L->quant_in >= 0) {
         int64_t xs[4];
