@@ -468,8 +468,7 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
     /* QFORGE_CUDNN_INT8_HALVES: 1 = the FP16-operand graph too, only = it alone (tests); off by default */
     const char *halves = getenv("QFORGE_CUDNN_INT8_HALVES");
     const bool try_halves = halves && !strcmp(halves, "1"), only_halves = halves && !strcmp(halves, "only");
-    const bool int8_plans = !i8 || !only_halves;
-    if (!cached_f16 && int8_plans) QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
+    if (!cached_f16 && !(i8 && only_halves)) QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
     const int native = cu_dnn_conv_plans(st->dnn);
     /* INT8 grouped convs (and any cuDNN has no int8 plan for) as the levels
      * in halves on FP16 Tensor Cores, exact while no partial sum can pass

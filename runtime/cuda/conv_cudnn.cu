@@ -3,9 +3,10 @@
  * accumulation and FP32 intermediates (bias, residual Add, ReLU, a clip).
  * INT8: int8 operands summed in int32, then lib/quant_math.h's requantize
  * in FP32 pointwise operations, (acc + bias) * m[c], clamped, and
- * an int8 (or float) output; it differs from qforge's kernels only where
- * cuDNN contracts a multiply and an add or rounds the final cast its own way,
- * so by at most one level at a rounding boundary. cuDNN's heuristics propose
+ * an int8 (or float) output: qforge's kernels' value bit for bit, but for a
+ * SiLU or Sigmoid (cuDNN's own exponential: at most one level at a rounding
+ * boundary); conv.cu keeps convs with a fused residual off this graph.
+ * cuDNN's heuristics propose
  * engines; each one cuDNN can build for the graph becomes a plan that conv.cu
  * times beside qforge's own path on the layer's real buffers, keeping the
  * winner in the tactic cache. Where cuDNN is missing (cudnn_dl.cu) or builds

@@ -420,7 +420,7 @@ void cu_dnn_conv_free(cu_dnn_conv *d);
 int cu_dnn_conv_plans(const cu_dnn_conv *d);
 /* plan's heuristic rank: what the tactic cache keeps */
 int cu_dnn_conv_rank(const cu_dnn_conv *d, int plan);
-/* whether plan's graph takes the int8 levels (x, w, residual) as halves */
+/* whether plan's graph takes the int8 levels (x and w) as halves */
 bool cu_dnn_conv_f16_operands(const cu_dnn_conv *d, int plan);
 size_t cu_dnn_conv_workspace(const cu_dnn_conv *d);
 const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size_t len);

@@ -1,7 +1,8 @@
 /* The CUDA engine's fusions, planned at engine build: the rules its float
  * kernels give lib/fusion.c's planner (residual Add, Relu, Clip), applied to
- * the layers and the memory plan, and the input QuantizeLinear an INT8 first
- * Conv takes. No kernels here. */
+ * the layers and the memory plan, the input QuantizeLinear an INT8 first
+ * Conv takes, and the Relu or Clip after a BatchNormalization. No kernels
+ * here. */
 #include "cuda_internal.h"
 extern "C" {
 #include "fusion.h"
@@ -35,10 +36,12 @@ static const qf_node *find_consumer(const qf_graph *g, int v, int *count)
  *    output in place (cu_act_inplace), where unfused SiLU made two.
  * Every value of a chain keeps the layout and shape (and dtype) it had, and
  * host nodes (host.cu) take part in none. */
-static bool same_shape(const qf_value *a, const qf_value *b)
+static bool same_dims(const qf_value *a, const qf_value *b)
 {
-    return a->ndim == b->ndim && !memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof(int64_t)) && a->dtype == b->dtype;
+    return a->ndim == b->ndim && !memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof(int64_t));
 }
+
+static bool same_shape(const qf_value *a, const qf_value *b) { return same_dims(a, b) && a->dtype == b->dtype; }
 
 static bool float_anchor(void *user, const qf_graph *g, int i)
 {
@@ -166,8 +169,9 @@ void cu_fuse_batchnorm_act(cu_engine *c, qf_value *plan_values)
         cu_layer *R = &c->layers[r - g->nodes];
         const int y = r->out[0];
         const qf_value *vv = &g->values[v], *yv = &g->values[y];
-        if (R->skip || cu_on_host(R) || r->precision != n->precision || vv->ndim != yv->ndim ||
-            memcmp(vv->dims, yv->dims, (size_t)vv->ndim * sizeof(int64_t)) || c->vals[v].layout != c->vals[y].layout)
+        /* dims only: the Relu may store another dtype (int8 for an INT8 conv after it) */
+        if (R->skip || cu_on_host(R) || r->precision != n->precision || !same_dims(vv, yv) ||
+            c->vals[v].layout != c->vals[y].layout)
             continue;
         float lo = 0.0f, hi = INFINITY;
         if (r->op == QF_OP_CLIP && qfi_clip_bounds(g, r, &lo, &hi) != QF_OK) continue;
