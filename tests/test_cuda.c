@@ -477,37 +477,43 @@ static qf_graph *b_batchnorm_softmax(void)
 }
 /* DenseNet's layers: convs concatenated along channels, each read through a
  * BatchNormalization and a Relu (or a ReLU6 Clip), which the CUDA engine
- * fuses into one pass, int8 in and out at INT8; 24 channels take the
- * vector kernel, 36 the per-element one. */
+ * fuses into one pass, int8 in and out at INT8: 24 channels take the
+ * vector kernel, 36 the per-element one, 64 the lookup tables; then a
+ * transition's average pool. */
 static qf_graph *b_dense_block(void)
 {
     qf_graph *g = new_graph("dense_block");
     int x0 = input(g, "x0", 4, DIMS(2, 3, 6, 6));
-    int x = conv(g, "c0", x0, 3, 16, 3, 1, P1, 1, 1, true);
-    int a = conv(g, "ca", x, 16, 8, 3, 1, P1, 1, 1, true);
-    int cat1 = value(g, "cat1");
-    set_int(op(g, "cat1", QF_OP_CONCAT, 2, IN(x, a), cat1), "axis", 1);
-    int in = cat1, cur = -1;
-    for (int k = 0; k < 2; k++) {
-        const int64_t C = k ? 36 : 24;
-        char nm[16];
+    int parts[4];
+    parts[0] = conv(g, "c0", x0, 3, 16, 3, 1, P1, 1, 1, true);
+    parts[1] = conv(g, "ca", parts[0], 16, 8, 3, 1, P1, 1, 1, true);
+    const int64_t width[3] = {24, 36, 64}, grow[3] = {12, 28, 0};
+    int cur = -1;
+    for (int k = 0; k < 3; k++) {
+        const int64_t C = width[k];
+        char nm[16], ws[4][8];
+        snprintf(nm, sizeof nm, "cat%d", k);
+        int in = value(g, nm);
+        set_int(op(g, nm, QF_OP_CONCAT, k + 2, parts, in), "axis", 1);
+        for (int j = 0; j < 4; j++) snprintf(ws[j], sizeof ws[j], "%c%d", "sbmv"[j], k);
+        int s = weight(g, ws[0], 1, DIMS(C), 0.5f, 1.5f), b = weight(g, ws[1], 1, DIMS(C), -0.5f, 0.5f);
+        int m = weight(g, ws[2], 1, DIMS(C), -0.2f, 0.2f), v = weight(g, ws[3], 1, DIMS(C), 0.5f, 2.0f);
         snprintf(nm, sizeof nm, "bn%d", k);
-        int s = weight(g, k ? "s1" : "s0", 1, DIMS(C), 0.5f, 1.5f), b = weight(g, k ? "b1" : "b0", 1, DIMS(C), -0.5f, 0.5f);
-        int m = weight(g, k ? "m1" : "m0", 1, DIMS(C), -0.2f, 0.2f), v = weight(g, k ? "v1" : "v0", 1, DIMS(C), 0.5f, 2.0f);
         int y = value(g, nm);
         op(g, nm, QF_OP_BATCH_NORM, 5, IN(in, s, b, m, v), y);
         snprintf(nm, sizeof nm, "act%d", k);
         cur = value(g, nm);
-        if (k == 0) op(g, nm, QF_OP_RELU, 1, IN(y), cur);
+        if (k != 1) op(g, nm, QF_OP_RELU, 1, IN(y), cur);
         else op(g, nm, QF_OP_CLIP, 3, IN(y, weight(g, "lo", 0, NULL, 0.0f, 0.0f), weight(g, "hi", 0, NULL, 6.0f, 6.0f)), cur);
-        if (k == 0) {
-            int bb = conv(g, "cb", cur, 24, 12, 1, 1, P0, 1, 1, true);
-            int cat2 = value(g, "cat2");
-            set_int(op(g, "cat2", QF_OP_CONCAT, 3, IN(x, a, bb), cat2), "axis", 1);
-            in = cat2;
-        }
+        snprintf(nm, sizeof nm, "cg%d", k);
+        if (grow[k]) parts[k + 2] = conv(g, nm, cur, C, grow[k], 1, 1, P0, 1, 1, true);
     }
-    output(g, conv(g, "cc", cur, 36, 8, 3, 1, P1, 1, 1, false));
+    /* a transition: 1x1 conv, 2x2 average pool (8 channels a thread), conv */
+    int t = conv(g, "ct", cur, 64, 16, 1, 1, P0, 1, 1, true), tp = value(g, "tpool");
+    qf_node *n = op(g, "tpool", QF_OP_AVERAGE_POOL, 1, IN(t), tp);
+    set_ints(n, "kernel_shape", 2, DIMS(2, 2));
+    set_ints(n, "strides", 2, DIMS(2, 2));
+    output(g, conv(g, "cc", tp, 16, 8, 3, 1, P1, 1, 1, false));
     return g;
 }
 /* Concat of two convs along channels, then tensor movement on the result. */
@@ -942,22 +948,12 @@ static bool int8_reads_fp16_gemms;
 /* Runs g on both engines `runs` times with fresh random inputs; every output
  * must agree within the precision's tolerance, or exactly. (One thread for
  * the kernels of host nodes too, so all-host runs are the CPU's bit for bit.) */
-static void compare_keeping(qf_graph *g, qf_precision prec, int runs, const char *label, bool exact, bool keep_cudnn)
+static void compare(qf_graph *g, qf_precision prec, int runs, const char *label, bool exact)
 {
     qf_engine *cpu, *gpu;
     qf_engine_opts co = {.device = QF_DEVICE_CPU, .threads = 1}, go = {.device = dut, .threads = 1};
     OK(qf_engine_create(g, &co, &cpu));
-    /* bit for bit holds for qforge's own kernels: cuDNN's SiLU and Sigmoid
-     * round a boundary their own way, so an exact comparison leaves cuDNN
-     * out (a pin to one of qforge's tactics stays) unless told to keep it */
-    const char *pin = getenv("QFORGE_CUDA_CONV_TACTIC");
-    const bool unpin = exact && !keep_cudnn && (!pin || !strcmp(pin, "cudnn"));
-    char saved[16] = "";
-    if (unpin && pin) snprintf(saved, sizeof saved, "%s", pin);
-    if (unpin) setenv("QFORGE_CUDA_CONV_TACTIC", "qforge", 1);
     OK(qf_engine_create(g, &go, &gpu));
-    if (unpin && saved[0]) setenv("QFORGE_CUDA_CONV_TACTIC", saved, 1);
-    else if (unpin) unsetenv("QFORGE_CUDA_CONV_TACTIC");
     for (int r = 0; r < runs; r++) {
         /* the last of several runs leaves the batch's last item out
          * (qf_engine_run_items, as the Triton backend pads a batch): the
@@ -1049,11 +1045,6 @@ static void compare_keeping(qf_graph *g, qf_precision prec, int runs, const char
     }
     qf_engine_free(cpu);
     qf_engine_free(gpu);
-}
-
-static void compare(qf_graph *g, qf_precision prec, int runs, const char *label, bool exact)
-{
-    compare_keeping(g, prec, runs, label, exact, false);
 }
 
 /* build()'s graph prepared at `batch` (0: its input's own), quantized with o
@@ -1697,10 +1688,10 @@ static void capture_dnn(void *user, qf_log_level level, const char *msg)
 /* QFORGE_CUDA_CONV_TACTIC=cudnn: every conv on cuDNN's first plan, the conv
  * and its fused epilogue in one cuDNN graph: FP16 (bias, residual Add, ReLU
  * and ReLU6 clip) within FP16's tolerance of the CPU engine, INT8 (int32
- * sums, then the requantize and clamp; a fused residual stays on qforge's
- * kernels) bit for bit, but for SiLU and Sigmoid (cuDNN's own exponential)
- * within one output level. Each graph's build must have put convs on cuDNN, unless the machine
- * has no cuDNN (then it says so). `halves`: INT8 convs on the graph of FP16
+ * sums, then the requantize and clamp) bit for bit. Each graph's build must
+ * have put convs on cuDNN, unless the machine has no cuDNN (then it says so),
+ * but for INT8 convs with a fused residual or SiLU/Sigmoid, which must stay
+ * on qforge's kernels (cuDNN rounds those its own way). `halves`: INT8 convs on the graph of FP16
  * operands only (QFORGE_CUDNN_INT8_HALVES=only), which grouped ones must get. */
 static void check_cudnn_convs(qf_precision prec, const char *label, bool halves)
 {
@@ -1717,7 +1708,7 @@ static void check_cudnn_convs(qf_precision prec, const char *label, bool halves)
         qf_graph *g = build_quantized(builds[b], 0, &o);
         dnn_capture lc = {0};
         qf_log_set(capture_dnn, &lc, QF_LOG_DEBUG);
-        compare_keeping(g, prec, 2, label, prec == QF_PREC_INT8 && builds[b] != b_conv_smooth, true);
+        compare(g, prec, 2, label, prec == QF_PREC_INT8);
         qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
         if (dut != QF_DEVICE_CUDA) printf("  %s: the CPU engine under test: no cuDNN to check\n", g->source);
         else if (lc.missing[0]) printf("  %s: %s\n", g->source, lc.missing);
@@ -1726,9 +1717,12 @@ static void check_cudnn_convs(qf_precision prec, const char *label, bool halves)
          * plain convs of the FP16-operand graph (K over its exact limit) */
         else {
             const bool grouped = builds[b] == b_depthwise_vectors || builds[b] == b_conv_grouped_vectors;
-            ck_assert_msg(lc.pinned > 0 || builds[b] == b_conv_rgb_s2 ||
-                              (prec == QF_PREC_INT8 && (halves ? !grouped : grouped)),
-                          "%s: no conv ran on cuDNN", g->source);
+            if (prec == QF_PREC_INT8 && builds[b] == b_conv_smooth)
+                ck_assert_msg(lc.pinned == 0, "%s: %d INT8 SiLU/Sigmoid conv(s) ran on cuDNN", g->source, lc.pinned);
+            else
+                ck_assert_msg(lc.pinned > 0 || builds[b] == b_conv_rgb_s2 ||
+                                  (prec == QF_PREC_INT8 && (halves ? !grouped : grouped)),
+                              "%s: no conv ran on cuDNN", g->source);
         }
         printf("  %-22s %d %s conv layer build(s) on cuDNN\n", g->source, lc.pinned, label);
         qf_graph_free(g);

@@ -3,9 +3,8 @@
  * accumulation and FP32 intermediates (bias, residual Add, ReLU, a clip).
  * INT8: int8 operands summed in int32, then lib/quant_math.h's requantize
  * in FP32 pointwise operations, (acc + bias) * m[c], clamped, and
- * an int8 (or float) output: qforge's kernels' value bit for bit, but for a
- * SiLU or Sigmoid (cuDNN's own exponential: at most one level at a rounding
- * boundary); conv.cu keeps convs with a fused residual off this graph.
+ * an int8 (or float) output: qforge's kernels' value bit for bit. conv.cu
+ * keeps INT8 convs with a fused residual or a SiLU/Sigmoid off this graph.
  * cuDNN's heuristics propose
  * engines; each one cuDNN can build for the graph becomes a plan that conv.cu
  * times beside qforge's own path on the layer's real buffers, keeping the
@@ -19,7 +18,7 @@
 /* heuristic ranks tried per layer: cuDNN's first guesses are usually its best */
 #define DNN_TRY 4
 /* tensor ids of the variant pack */
-enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_AS, UID_AI, UID_Y, UID_V0 = 100 };
+enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_Y, UID_V0 = 100 };
 
 /* the plans of one graph, or of an INT8 layer's two (int8 operands, and
  * the same levels as halves), each plan knowing its graph */
@@ -180,8 +179,8 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
 {
     const bool i8 = ep->in == QF_I8;
     const bool smooth = ep->act == QF_ACT_SILU || ep->act == QF_ACT_SIGMOID;
-    if ((ep->in != QF_F16 && !i8) || (!i8 && ep->out != QF_F16) || (ep->act != QF_ACT_NONE && !smooth) || (i8 && ep->residual) ||
-        !qfi_cudnn_load())
+    if ((ep->in != QF_F16 && !i8) || (!i8 && ep->out != QF_F16) || (ep->act != QF_ACT_NONE && (!smooth || i8)) ||
+        (i8 && ep->residual) || !qfi_cudnn_load())
         return QF_OK;
     cudnnHandle_t h = dnn_handle(c);
     if (!h) return QF_OK;
@@ -194,12 +193,11 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
     const int64_t wd[4] = {g->M, g->C / g->group, g->kh, g->kw};
     const int64_t yd[4] = {g->N, g->M, g->Ho, g->Wo}, ys[4] = {g->Ho * g->Wo * g->M, 1, g->Wo * g->M, g->M};
     const int64_t bd[4] = {1, g->M, 1, 1}, bs[4] = {g->M, 1, g->M, g->M};
-    const int64_t one4[4] = {1, 1, 1, 1};
     dnn_build b = {};
     cudnnBackendDescriptor_t ops[12];
     int n_ops = 0;
     /* the operations on the conv's output chain: conv, then each epilogue step; the last writes y */
-    const int steps = 1 + ep->bias + (i8 && ep->scale) + ep->residual + (smooth ? i8 ? 3 : 1 : 0) + ep->clip;
+    const int steps = 1 + ep->bias + (i8 && ep->scale) + ep->residual + smooth + ep->clip;
     int64_t vid = UID_V0;
     int left = steps;
     auto next = [&]() {
@@ -257,24 +255,11 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
         ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_ADD, cur, r, o, 0, 0);
         cur = o;
     }
-    if (smooth) { /* INT8: act(v s) / s, at the real value and back in output units */
+    if (smooth) { /* FP16 only */
         const cudnnPointwiseMode_t m = ep->act == QF_ACT_SILU ? CUDNN_POINTWISE_SWISH_FWD : CUDNN_POINTWISE_SIGMOID_FWD;
-        cudnnBackendDescriptor_t o;
-        if (i8) {
-            cudnnBackendDescriptor_t as = dnn_tensor(&b, UID_AS, f32, one4, one4, false);
-            o = next();
-            ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, cur, as, o, 0, 0);
-            cur = o;
-        }
-        o = next();
+        cudnnBackendDescriptor_t o = next();
         ops[n_ops++] = dnn_pointwise(&b, m, cur, NULL, o, 0, 0);
         cur = o;
-        if (i8) {
-            cudnnBackendDescriptor_t ai = dnn_tensor(&b, UID_AI, f32, one4, one4, false);
-            o = next();
-            ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_MUL, cur, ai, o, 0, 0);
-            cur = o;
-        }
     }
     if (ep->clip) {
         cudnnBackendDescriptor_t o = next();
@@ -364,10 +349,6 @@ qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStre
     if (d->ep.bias) uids[n] = UID_B, ptrs[n++] = (void *)a->bias;
     if (i8 && d->ep.scale) uids[n] = UID_S, ptrs[n++] = (void *)a->scale;
     if (d->ep.residual) uids[n] = UID_R, ptrs[n++] = (void *)a->res;
-    if (i8 && d->ep.act != QF_ACT_NONE) {
-        uids[n] = UID_AS, ptrs[n++] = (void *)a->act_s;
-        uids[n] = UID_AI, ptrs[n++] = (void *)(a->act_s + 4);
-    }
     uids[n] = UID_Y, ptrs[n++] = a->y;
     cudnnBackendDescriptor_t pack;
     cudnnStatus_t st = cudnnSetStream(h, s);

@@ -394,9 +394,7 @@ uint32_t cu_igemm_signature(const cu_igemm *ig);
  * conv's, bench/zoo/NOTES.md, session 16). With f16_operands the int8 levels
  * come as halves (x and w) and FP16 Tensor Cores sum them in FP32: the same
  * exact sums wherever no partial sum can pass 2^24, which the caller makes
- * sure of (conv.cu). A SiLU or Sigmoid `act` between
- * the sum and the clip, at the real value (act_s[0] = the output's scale,
- * act_s[4] = its inverse: 16-byte slots). The clip [lo, hi] applies when
+ * sure of (conv.cu). The clip [lo, hi] applies when
  * `clip`. only_rank >= 0 builds that heuristic rank alone (a cached choice).
  * The plans are added to *out (NULL at first: a new set; an INT8 layer's
  * second call adds the graph of FP16 operands, same epilogue otherwise);
@@ -410,7 +408,6 @@ typedef struct cu_dnn_epilogue {
 } cu_dnn_epilogue;
 typedef struct cu_dnn_args {
     const void *x, *w, *bias, *scale, *res; /* x, w: halves for a plan of FP16 operands */
-    const float *act_s;
     void *y, *workspace;
 } cu_dnn_args;
 typedef struct cu_dnn_conv cu_dnn_conv;
@@ -520,6 +517,20 @@ template <typename T, int V> struct cu_vec {
     __device__ __forceinline__ void load(const T *p, int i) { raw = ((const raw_t *)p)[i]; }
     __device__ __forceinline__ void store(T *p, int i) const { ((raw_t *)p)[i] = raw; }
 };
+/* One lane of a vector of int8 levels or halves as float, and back (int8
+ * quantized with e's scale and zero point, half rounded to nearest even):
+ * what cu_load and cu_store do for an element of e's dtype. */
+template <typename T> __device__ __forceinline__ float cu_lane_in(T q, const cu_elem &e)
+{
+    if constexpr (sizeof(T) == 1) return qfi_dequantize_i8_zp(q, e.scale, e.zp);
+    else return __half2float(q);
+}
+template <typename T> __device__ __forceinline__ T cu_lane_out(float v, const cu_elem &e)
+{
+    if constexpr (sizeof(T) == 1) return qfi_quantize_f32_zp(v, e.scale, e.zp);
+    else return __float2half_rn(v);
+}
+
 /* Writes v as element i of e's dtype: f32, f16 rounded to nearest even,
  * int8 quantized with e's scale and zero point. */
 __device__ __forceinline__ void cu_store(void *p, cu_elem e, int64_t i, float v)

@@ -409,6 +409,8 @@ const cu_op cu_op_binary = {binary_prepare, NULL, binary_launch, CU_RULE_FOLLOW,
 typedef struct bn_state {
     float *ab;              /* device: a[C] then b[C] */
     int64_t C, inner;       /* channel of element i: (i / inner) % C */
+    uint8_t *table;         /* int8 in and out: the output level of each input level, [C][256] (NULL otherwise) */
+    int slab;               /* the table's channels a block holds */
 } bn_state;
 
 /* A fused Relu or Clip after the BN (fusion.cu's cu_fuse_batchnorm_act):
@@ -441,17 +443,6 @@ __global__ void batchnorm_kernel(void *y, cu_elem ye, const void *x, cu_elem xe,
     }
 }
 
-template <typename T> __device__ __forceinline__ float bn_in(T q, const cu_elem &e)
-{
-    if constexpr (std::is_same<T, int8_t>::value) return qfi_dequantize_i8_zp(q, e.scale, e.zp);
-    else return __half2float(q);
-}
-template <typename T> __device__ __forceinline__ T bn_out(float v, const cu_elem &e)
-{
-    if constexpr (std::is_same<T, int8_t>::value) return qfi_quantize_f32_zp(v, e.scale, e.zp);
-    else return __float2half_rn(v);
-}
-
 /* Channels last (inner 1) with C a multiple of 8, int8 or half in and out:
  * 8 channels a thread in one load and one store (the per-element kernel's
  * divisions and one-byte accesses ran DenseNet's BN passes at a third of
@@ -467,10 +458,50 @@ __global__ void batchnorm_vec_kernel(TY *y, cu_elem ye, const TX *x, cu_elem xe,
         cu_vec<TY, 8> out;
 #pragma unroll
         for (int k = 0; k < 8; k++)
-            out.e[k] = bn_out<TY>(bn_value(bn_in(in.e[k], xe), __ldg(ab + c0 + k), __ldg(ab + C + c0 + k), e), ye);
+            out.e[k] = cu_lane_out<TY>(bn_value(cu_lane_in(in.e[k], xe), __ldg(ab + c0 + k), __ldg(ab + C + c0 + k), e), ye);
         out.store(y, i);
     }
 }
+
+/* int8 in and out, channels last (DenseNet's BN + ReLU between a Concat
+ * and a conv): the output is a function of the input level and the channel,
+ * so a build-time table of 256 levels a channel, filled by bn_value itself
+ * (the vector kernel's and so the CPU engine's levels), turns each element
+ * into one shared-memory lookup: no division, no conversion (the arithmetic
+ * held those passes to a sixth of the memory's bandwidth). */
+__global__ void batchnorm_table_kernel(uint8_t *t, cu_elem xe, cu_elem ye, const float *ab, int64_t C, bn_act e)
+{
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i >= C * 256) return;
+    const int64_t ch = i / 256;
+    const float x = qfi_dequantize_i8_zp((int8_t)(uint8_t)(i % 256), xe.scale, xe.zp);
+    t[i] = (uint8_t)cu_lane_out<int8_t>(bn_value(x, ab[ch], ab[C + ch], e), ye);
+}
+
+/* A block holds the tables of S channels (S * 256 bytes of shared memory)
+ * and maps those channels of many pixels, 16 a thread. */
+template <int S>
+__global__ void batchnorm_lookup_kernel(uint8_t *y, const uint8_t *x, const uint8_t *table, int64_t C, int64_t pixels)
+{
+    __shared__ uint4 t4[S * 256 / 16];
+    const uint8_t *t = (const uint8_t *)t4;
+    const int64_t c0 = (int64_t)blockIdx.y * S;
+    for (int k = threadIdx.x; k < S * 16; k += blockDim.x) t4[k] = ((const uint4 *)(table + c0 * 256))[k];
+    __syncthreads();
+    constexpr int VP = S / 16; /* vectors of a pixel in the slab */
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < pixels * VP; i += (int64_t)gridDim.x * blockDim.x) {
+        const int v = (int)(i % VP);
+        const int64_t at = (i / VP) * C + c0 + v * 16;
+        cu_vec<uint8_t, 16> in, out;
+        in.load(x + at);
+#pragma unroll
+        for (int k = 0; k < 16; k++) out.e[k] = t[(v * 16 + k) * 256 + in.e[k]];
+        out.store(y + at);
+    }
+}
+
+/* The slab of channels a lookup block holds: 64 (16 KiB of tables) where C allows. */
+static int lookup_slab(int64_t C) { return C % 64 == 0 ? 64 : C % 32 == 0 ? 32 : C % 16 == 0 ? 16 : 0; }
 
 static float const_f(const qf_value *v, int64_t i)
 {
@@ -493,6 +524,19 @@ static qf_status batchnorm_check(const qf_graph *g, const qf_node *n)
                             (long long)C);
     }
     return QF_OK;
+}
+
+/* The fused activation of L (cu_fuse_batchnorm_act), as bn_value reads it. */
+static bn_act batchnorm_act(const cu_engine *c, const cu_layer *L)
+{
+    bn_act e = {};
+    e.on = L->relu || L->clip;
+    if (e.on) {
+        e.mid = cu_elem_of(c, L->n, L->n->out[0]);
+        e.p.op = L->relu ? QF_OP_RELU : QF_OP_CLIP;
+        e.p.lo = L->clip_lo, e.p.hi = L->clip_hi;
+    }
+    return e;
 }
 
 static qf_status batchnorm_prepare(cu_engine *c, cu_layer *L)
@@ -527,6 +571,14 @@ static qf_status batchnorm_prepare(cu_engine *c, cu_layer *L)
     st->inner = nhwc ? 1 : (C ? qf_value_numel(x) / (x->dims[0] * C > 0 ? x->dims[0] * C : 1) : 1);
     if (st->inner < 1) st->inner = 1;
     if (x->ndim == 4) cu_need_input_as(c, L, 0, nhwc ? CU_NHWC : CU_LOGICAL);
+    const cu_elem xe = cu_elem_of(c, n, n->in[0]), ye = cu_elem_of(c, n, yv);
+    if (st->inner == 1 && x->ndim == 4 && xe.dt == QF_I8 && ye.dt == QF_I8 && lookup_slab(C)) {
+        st->slab = lookup_slab(C);
+        QF_CHECK(cu_alloc(c, (size_t)C * 256, (void **)&st->table));
+        batchnorm_table_kernel<<<cu_blocks(C * 256, 256), 256, 0, c->stream>>>(st->table, xe, ye, st->ab, C, batchnorm_act(c, L));
+        CU_LAUNCHED();
+        CU_CHECK(cudaStreamSynchronize(c->stream));
+    }
     void *ptr;
     return cu_value_ptr(c, n->in[0], &ptr);
 }
@@ -545,13 +597,20 @@ static qf_status batchnorm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     QF_CHECK(cu_value_ptr(c, yv, &y));
     int64_t cnt = qf_value_numel(x);
     if (!cnt) return QF_OK;
-    bn_act e = {};
-    e.on = L->relu || L->clip;
-    if (e.on) {
-        e.mid = cu_elem_of(c, n, n->out[0]);
-        e.p.op = L->relu ? QF_OP_RELU : QF_OP_CLIP;
-        e.p.lo = L->clip_lo, e.p.hi = L->clip_hi;
+    if (st->table && ((uintptr_t)xp | (uintptr_t)y) % 16 == 0) {
+        const int64_t pixels = cnt / st->C, slabs = st->C / st->slab;
+        /* about 16 vectors a thread: each block loads its tables once */
+        const int64_t want = pixels * (st->slab / 16) / (256 * 16) + 1;
+        const dim3 grid((unsigned)(want < 65535 ? want : 65535), (unsigned)slabs);
+        switch (st->slab) {
+        case 64: batchnorm_lookup_kernel<64><<<grid, 256, 0, s>>>((uint8_t *)y, (const uint8_t *)xp, st->table, st->C, pixels); break;
+        case 32: batchnorm_lookup_kernel<32><<<grid, 256, 0, s>>>((uint8_t *)y, (const uint8_t *)xp, st->table, st->C, pixels); break;
+        default: batchnorm_lookup_kernel<16><<<grid, 256, 0, s>>>((uint8_t *)y, (const uint8_t *)xp, st->table, st->C, pixels);
+        }
+        CU_LAUNCHED();
+        return QF_OK;
     }
+    const bn_act e = batchnorm_act(c, L);
     const cu_elem xe = cu_elem_of(c, n, n->in[0]), ye = cu_elem_of(c, n, yv);
     const bool vec_types = (xe.dt == QF_I8 || xe.dt == QF_F16) && (ye.dt == QF_I8 || ye.dt == QF_F16);
     if (st->inner == 1 && st->C % 8 == 0 && vec_types && ((uintptr_t)xp | (uintptr_t)y) % 16 == 0) {
