@@ -195,14 +195,15 @@ static QFI_HD bool qfi_act_has_fast_level(qf_act act)
 {
     return qfi_act_smooth(act) && act != QF_ACT_HARD_SWISH;
 }
-static __device__ __forceinline__ float qfi_smooth_level_fast(qf_act act, float v, float s)
+/* gelu: as at qfi_act_value_kinds (false: act is no GELU, whose code is left out) */
+static __device__ __forceinline__ float qfi_smooth_level_fast_kinds(qf_act act, float v, float s, bool gelu)
 {
-    if (!qfi_act_has_fast_level(act)) return qfi_act_value(act, v, s);
+    if (!qfi_act_has_fast_level(act)) return qfi_act_value_kinds(act, v, s, gelu);
     const float av = fabsf(v);
     if (av <= 2048.0f) {
         const float x = qfi_mul(v, s);
         float y, margin;
-        if (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) {
+        if (gelu && (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH)) {
             float inner;
             if (act == QF_ACT_GELU_TANH) {
                 const float x3 = qfi_mul(qfi_mul(x, x), x);
@@ -221,6 +222,10 @@ static __device__ __forceinline__ float qfi_smooth_level_fast(qf_act act, float 
         if (fabsf(fabsf(y - rintf(y)) - 0.5f) > margin) return y;
     }
     return qfi_act_exact_out_of_line(act, v, s);
+}
+static __device__ __forceinline__ float qfi_smooth_level_fast(qf_act act, float v, float s)
+{
+    return qfi_smooth_level_fast_kinds(act, v, s, true);
 }
 #endif
 
@@ -249,17 +254,23 @@ static QFI_HD float qfi_requant_value_at(const qfi_requant *rq, float a, float m
 #ifdef __CUDACC__
 /* The same for an int8 output, whose value only goes to rint:
  * qfi_smooth_level_fast's value of rq->act, same level. The requantize
- * kernel after cuBLASLt's int32 GEMM (gemm.cu) and the depthwise and grouped
- * kernels' int8 stores (conv_grouped.cu) take it; in the implicit GEMM's
- * epilogue, whose instances with a smooth activation serve every
- * smooth kind, a fast GELU there cost the Sigmoid, SiLU and HardSwish layers
- * 10-19 % (MobileNetV3-Large INT8 b256 46,807 -> 37,944 img/s, EfficientNet-B0
- * 17,003 -> 15,222, measured), so the implicit GEMM computes the exact forms. */
+ * kernel after cuBLASLt's int32 GEMM (gemm.cu), the depthwise and grouped
+ * kernels' int8 stores (conv_grouped.cu) and the implicit GEMM's epilogue
+ * take it; the implicit GEMM, which serves no GELU, without GELU's code
+ * (gelu false): a fast GELU there cost its Sigmoid, SiLU and HardSwish
+ * instances 10-19 % (MobileNetV3-Large INT8 b256 46,807 -> 37,944 img/s,
+ * measured), and its exact SiLU held EfficientNet-B0's widest expand convs
+ * to 3x their FP16 time. */
+static __device__ __forceinline__ float qfi_requant_smooth_i8_value_kinds(const qfi_requant *rq, float a, float m,
+                                                                          bool has_res, float r, bool gelu)
+{
+    const float v = qfi_smooth_level_fast_kinds(rq->act, qfi_requant_linear(rq, a, m, has_res, r), rq->act_s, gelu);
+    return fminf(fmaxf(v, rq->lo), rq->hi);
+}
 static __device__ __forceinline__ float qfi_requant_smooth_i8_value(const qfi_requant *rq, float a, float m, bool has_res,
                                                                     float r)
 {
-    const float v = qfi_smooth_level_fast(rq->act, qfi_requant_linear(rq, a, m, has_res, r), rq->act_s);
-    return fminf(fmaxf(v, rq->lo), rq->hi);
+    return qfi_requant_smooth_i8_value_kinds(rq, a, m, has_res, r, true);
 }
 #endif
 static QFI_HD float qfi_requant_value(const qfi_requant *rq, float a, float m, bool has_res, float r)

@@ -278,10 +278,13 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                 uint16_t *e = (uint16_t *)(Ew + (mt * 16 + g + h * 8) * EW + cl);
                 const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
                 const uint32_t r = RES ? (uint32_t)*e ^ 0x8080u : 0u;
-                const float v0 = qfi_requant_value_kinds(&p.rq, SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), m0, RES,
-                                                         residual_to_float<0>(r, p.rq.z_r), ACT, false);
-                const float v1 = qfi_requant_value_kinds(&p.rq, SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1), m1, RES,
-                                                         residual_to_float<1>(r, p.rq.z_r), ACT, false);
+                const float f0 = SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), f1 = SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1);
+                const float r0 = residual_to_float<0>(r, p.rq.z_r), r1 = residual_to_float<1>(r, p.rq.z_r);
+                /* an int8 output: a smooth activation's fast level (the exact one's) */
+                const float v0 = ACT ? qfi_requant_smooth_i8_value_kinds(&p.rq, f0, m0, RES, r0, false)
+                                     : qfi_requant_value_kinds(&p.rq, f0, m0, RES, r0, false, false);
+                const float v1 = ACT ? qfi_requant_smooth_i8_value_kinds(&p.rq, f1, m1, RES, r1, false)
+                                     : qfi_requant_value_kinds(&p.rq, f1, m1, RES, r1, false, false);
                 *e = (uint16_t)__byte_perm(qfi_magic_round_zp(v0, p.rq.z_out), qfi_magic_round_zp(v1, p.rq.z_out), 0x0040);
             }
     }
