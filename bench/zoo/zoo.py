@@ -411,6 +411,7 @@ class Run:
                 r["export"].pop("key", None)
                 self.save(r)
                 self.check(r)
+                self.progress(r)
             return
         argv = [sys.executable, os.path.abspath(__file__), "export", "--model", model, "--variant", variant,
                 "--settings", ",".join(settings), "--work", a.work, "--data", a.data, "--threads", str(a.threads),
@@ -437,6 +438,13 @@ class Run:
             self.save(r)
             if e.get("ok"):
                 self.check(r)
+            self.progress(r)
+
+    def progress(self, r, what="checked"):
+        """One line as a step of the run ends: a call cut short still says how far it got."""
+        fail = first_failure(r)
+        print("zoo.py: %5.0f s  %s %s%s" % (time.time() - self.t0, r["key"], what, ": " + fail if fail else ""),
+              flush=True)
 
     def check(self, r):
         a, key = self.a, r["key"]
@@ -546,6 +554,7 @@ class Run:
                     r["bench_" + prec].update(b1_p50_ms=res[1]["latency_ms"]["p50"],
                                               b256_ips=res[256]["images_per_second"])
                     self.save(r)
+                self.progress(r, "timed at %s: %s img/s at b256" % (prec, (r.get("bench_" + prec) or {}).get("b256_ips")))
         if not rs or self.late(a.speed_deadline):
             return
         models = [r["model"] for r in rs.values()]
@@ -568,6 +577,7 @@ class Run:
                 if j.get("compiled"):
                     r["torch_compile_fp16_b256"] = j["compiled"]
                 self.save(r)
+                self.progress(r, "PyTorch eager FP16: %s img/s at b256" % j.get("images_per_second"))
 
 
 def plan(a):
