@@ -109,12 +109,14 @@ static bool feeds_layer_norm(const qfi_qplan *p, int v)
 
 /* Whether every node that reads v is a Conv, Gemm, MatMul or Add: those
  * read an int8 v as it is, the Add as an epilogue's residual (a graph
- * output is written in float either way). A smooth activation in an epilogue makes
- * its output int8 at the activation's scale, which pays only there: where
- * another op reads it (the pool and gate Mul of the squeeze-excitation block
- * after EfficientNet's depthwise SiLU) v is quantized here and again after
- * the gate, twice instead of once, and with every SiLU fused
- * EfficientNet-B0's INT8 output lost 5.5 dB (24.9 -> 19.4 dB, 16 images). */
+ * output is written in float either way). A smooth activation in an
+ * epilogue makes its output int8 at the activation's scale only then; where
+ * other ops read it (the pool and gate Mul of the squeeze-excitation block
+ * after EfficientNet's depthwise SiLU) the epilogue writes it in float
+ * (qfi_qnode.float_out) and those ops stay float: quantized there and again
+ * after the gate, EfficientNet-B0's INT8 output lost 5.5 dB (24.9 -> 19.4 dB,
+ * 16 images), and unfused the activation read the conv's int8 output
+ * through two more passes over the tensor. */
 static bool read_by_compute_ops(const qfi_qplan *p, int v)
 {
     if (v < 0) return false;
@@ -162,9 +164,7 @@ static bool int8_accept(void *user, const qf_graph *g, const qfi_fusion *f, cons
                !feeds_layer_norm(p, c->other) && !feeds_layer_norm(p, c->node->out[0]);
     case QFI_FUSE_RELU: return true;
     case QFI_FUSE_CLIP: return f->node[QFI_FUSE_RELU] < 0; /* one activation */
-    case QFI_FUSE_ACT:
-        return f->node[QFI_FUSE_RELU] < 0 && f->node[QFI_FUSE_CLIP] < 0 && same_shape(y, cur) &&
-               read_by_compute_ops(p, c->node->out[0]);
+    case QFI_FUSE_ACT: return f->node[QFI_FUSE_RELU] < 0 && f->node[QFI_FUSE_CLIP] < 0 && same_shape(y, cur);
     default: return false;
     }
 }
@@ -195,7 +195,10 @@ static qf_status plan_fusions(qfi_qplan *p)
             qa->act_lo = f->clip_lo;
             qa->act_hi = f->clip_hi;
         }
-        if (f->node[QFI_FUSE_ACT] >= 0) qa->act = f->act;
+        if (f->node[QFI_FUSE_ACT] >= 0) {
+            qa->act = f->act;
+            qa->float_out = !read_by_compute_ops(p, f->out);
+        }
     }
     free(fs);
     return QF_OK;
@@ -219,7 +222,7 @@ static bool int8_inputs(const qfi_qplan *p, const qf_node *n)
         int v = n->in[k];
         if (!qfi_qfloat(p, v) || qfi_qconst(p, v)) continue;
         int w = p->values[v].writer;
-        if (w < 0 || p->nodes[w].prec != QF_PREC_INT8) return false;
+        if (w < 0 || p->nodes[w].prec != QF_PREC_INT8 || p->nodes[w].float_out) return false;
         seen++;
     }
     for (int k = 0; k < n->n_out; k++)
@@ -437,7 +440,7 @@ qf_status qfi_quant_assign(qfi_qplan *p)
                 bool half_reader = false;
                 for (int u = p->use_start[v]; u < p->use_start[v + 1]; u++)
                     half_reader |= p->nodes[p->use_node[u]].prec == QF_PREC_FP16;
-                qv->store = qv->read_i8 ? QF_I8 : half_reader && !is_output(g, v) ? QF_F16 : QF_F32;
+                qv->store = qv->read_i8 && !qn->float_out ? QF_I8 : half_reader && !is_output(g, v) ? QF_F16 : QF_F32;
             }
             }
         }

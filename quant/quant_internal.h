@@ -27,6 +27,7 @@ typedef struct qfi_qnode {
     int residual;          /* the value a fused Add adds in the epilogue, or -1 */
     qf_act act;
     float act_lo, act_hi;
+    bool float_out;        /* anchors: a fused smooth activation read by float ops, stored float */
 } qfi_qnode;
 
 typedef struct qfi_qvalue {

@@ -716,14 +716,16 @@ static qf_graph *b_conv_transpose(void)
  * HardSwish, and a squeeze-excitation whose channel weights multiply the
  * NHWC feature map by broadcasting; an average pool with ceil_mode and
  * count_include_pad and a max pool with ceil_mode. */
-/* A squeeze-excitation block: the pool (one block per 32 channels of an
- * image on the device), the gate Mul broadcast per image and channel (the
- * vector path; int8 out where only INT8 nodes read it), pools after it. */
+/* A squeeze-excitation block after EfficientNet's depthwise conv and SiLU,
+ * which INT8 fuses with a half output (the pool and gate read it in FP16):
+ * the pool (one block per 32 channels of an image on the device), the gate
+ * Mul broadcast per image and channel (the vector path; int8 out where only
+ * INT8 nodes read it), pools after it. */
 static qf_graph *se_block(const char *name, int64_t C, int64_t H)
 {
     qf_graph *g = new_graph(name);
     int x = input(g, "x", 4, DIMS(2, C, H, H));
-    int c = conv(g, "c", x, C, C, 3, 1, P1, 1, 1, true);
+    int c = conv(g, "c", x, C, C, 3, 1, P1, C, 1, true);
     int silu = binary(g, "silu", QF_OP_MUL, c, unary(g, "sig", QF_OP_SIGMOID, c));
     int m = reduce_mean(g, "squeeze", silu, 2, DIMS(2, 3), 1); /* becomes a GlobalAveragePool */
     int e = unary(g, "se_relu", QF_OP_RELU, conv(g, "se1", m, C, C / 4, 1, 1, P0, 1, 1, true));
