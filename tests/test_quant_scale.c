@@ -191,20 +191,23 @@ START_TEST(tiny_activations_stay_out_of_fp16)
         float *y32 = run(ref, x, NULL, NULL), *y8 = run(g, x, NULL, NULL);
         double db = sqnr_db(y32, y8, 2 * 8 * 64);
         ck_assert_msg(db > 30.0, "scale 2^-%d: SQNR %.1f dB", ks[j], db);
-        /* SiLU lives in the expand conv's epilogue (the depthwise conv reads
-         * it); HardSwish, which the squeeze and the excitation read, stays a
-         * float op, as the excitation does: FP16 at scale 1 (|h| near 1),
-         * FP32 once h is below 2^-14 */
-        const char *fused[] = {"sigmoid", "silu"};
+        /* SiLU lives in the expand conv's epilogue with an int8 output (the
+         * depthwise conv reads it); HardSwish in the depthwise conv's, whose
+         * output the squeeze and the excitation read as floats: half at
+         * scale 1 (|h| near 1), FP32 once h is below 2^-14, like the
+         * excitation's own precision */
+        const char *fused[] = {"sigmoid", "silu", "hardswish"};
         for (size_t f = 0; f < QF_ARRAY_LEN(fused); f++)
             ck_assert_msg(node_named(g, fused[f]) == NULL, "scale 2^-%d: %s was not fused", ks[j], fused[f]);
         ck_assert_int_eq(node_named(g, "expand")->act, QF_ACT_SILU);
-        ck_assert_int_eq(node_named(g, "depthwise")->act, QF_ACT_NONE);
+        ck_assert_int_eq(qfi_out(g, node_named(g, "expand"), 0)->dtype, QF_I8);
+        const qf_node *dw = node_named(g, "depthwise");
+        ck_assert_int_eq(dw->act, QF_ACT_HARD_SWISH);
         qf_precision want = ks[j] == 0 ? QF_PREC_FP16 : QF_PREC_FP32;
-        const char *left[] = {"hardswish", "excite"};
-        for (size_t f = 0; f < QF_ARRAY_LEN(left); f++)
-            ck_assert_msg(node_named(g, left[f])->precision == want, "scale 2^-%d: %s is %s", ks[j], left[f],
-                          qf_precision_name(node_named(g, left[f])->precision));
+        ck_assert_msg(qfi_out(g, dw, 0)->dtype == (want == QF_PREC_FP16 ? QF_F16 : QF_F32), "scale 2^-%d: h is %s",
+                      ks[j], qf_dtype_info(qfi_out(g, dw, 0)->dtype)->name);
+        ck_assert_msg(node_named(g, "excite")->precision == want, "scale 2^-%d: excite is %s", ks[j],
+                      qf_precision_name(node_named(g, "excite")->precision));
         free(x), free(y32), free(y8);
         qf_calib_table_free(t);
         qf_graph_free(ref);
