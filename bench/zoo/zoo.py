@@ -546,16 +546,15 @@ class Run:
             self.save(r)
 
     def speed(self, keys):
-        """Alone on the GPU: qforge bench at batch 1 and 256 (INT8, FP16), then
-        PyTorch eager FP16 at 256 for the same models in one process."""
+        """Alone on the GPU, model by model: qforge bench at batch 1 and 256
+        (INT8, FP16), then PyTorch eager FP16 at 256 (a worker process each),
+        so that a deadline leaves whole rows."""
         a = self.a
-        rs = {}
         for key in keys:
             p = os.path.join(a.results, key + ".json")
             if not os.path.exists(p) or self.late(a.speed_deadline):
                 continue
             r = json.load(open(p))
-            rs[key] = r
             for prec in ("int8", "fp16"):
                 q = self.path("q", "%s.%s.qfm" % (key, prec))
                 if not os.path.exists(q):
@@ -568,29 +567,28 @@ class Run:
                                               b256_ips=res[256]["images_per_second"])
                     self.save(r)
                 self.progress(r, "timed at %s: %s img/s at b256" % (prec, (r.get("bench_" + prec) or {}).get("b256_ips")))
-        if not rs or self.late(a.speed_deadline):
-            return
-        models = [r["model"] for r in rs.values()]
-        argv = [sys.executable, os.path.abspath(__file__), "eager", "--models", ",".join(models), "--batch", "256",
+            self.eager(r)
+
+    def eager(self, r):
+        """PyTorch eager FP16 at 256 of r's model (and torch.compile where --compile names it)."""
+        a = self.a
+        argv = [sys.executable, os.path.abspath(__file__), "eager", "--models", r["model"], "--batch", "256",
                 "--seconds", str(a.bench_seconds), "--compile", a.compile or ""]
         try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=a.step_timeout * 2).stdout
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=a.step_timeout).stdout
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        by_model = {}
         for line in out.splitlines():
-            if line.startswith("{"):
-                j = json.loads(line)
-                by_model[j["model"]] = j
-        for r in rs.values():
-            j = by_model.get(r["model"])
-            if j:
-                r["torch_fp16_b256"] = {"ips": j.get("images_per_second"), "peer": j.get("peer"),
-                                        "error": j.get("error")}
-                if j.get("compiled"):
-                    r["torch_compile_fp16_b256"] = j["compiled"]
-                self.save(r)
-                self.progress(r, "PyTorch eager FP16: %s img/s at b256" % j.get("images_per_second"))
+            if not line.startswith("{"):
+                continue
+            j = json.loads(line)
+            if j.get("model") != r["model"]:
+                continue
+            r["torch_fp16_b256"] = {"ips": j.get("images_per_second"), "peer": j.get("peer"), "error": j.get("error")}
+            if j.get("compiled"):
+                r["torch_compile_fp16_b256"] = j["compiled"]
+            self.save(r)
+            self.progress(r, "PyTorch eager FP16: %s img/s at b256" % j.get("images_per_second"))
 
 
 def plan(a):
