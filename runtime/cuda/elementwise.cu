@@ -410,7 +410,6 @@ typedef struct bn_state {
     float *ab;              /* device: a[C] then b[C] */
     int64_t C, inner;       /* channel of element i: (i / inner) % C */
     uint8_t *table;         /* int8 in and out: the output level of each input level, [C][256] (NULL otherwise) */
-    int slab;               /* the table's channels a block holds */
 } bn_state;
 
 /* A fused Relu or Clip after the BN (fusion.cu's cu_fuse_batchnorm_act):
@@ -573,7 +572,6 @@ static qf_status batchnorm_prepare(cu_engine *c, cu_layer *L)
     if (x->ndim == 4) cu_need_input_as(c, L, 0, nhwc ? CU_NHWC : CU_LOGICAL);
     const cu_elem xe = cu_elem_of(c, n, n->in[0]), ye = cu_elem_of(c, n, yv);
     if (st->inner == 1 && x->ndim == 4 && xe.dt == QF_I8 && ye.dt == QF_I8 && lookup_slab(C)) {
-        st->slab = lookup_slab(C);
         QF_CHECK(cu_alloc(c, (size_t)C * 256, (void **)&st->table));
         batchnorm_table_kernel<<<cu_blocks(C * 256, 256), 256, 0, c->stream>>>(st->table, xe, ye, st->ab, C, batchnorm_act(c, L));
         CU_LAUNCHED();
@@ -598,11 +596,12 @@ static qf_status batchnorm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     int64_t cnt = qf_value_numel(x);
     if (!cnt) return QF_OK;
     if (st->table && ((uintptr_t)xp | (uintptr_t)y) % 16 == 0) {
-        const int64_t pixels = cnt / st->C, slabs = st->C / st->slab;
+        const int slab = lookup_slab(st->C);
+        const int64_t pixels = cnt / st->C;
         /* about 16 vectors a thread: each block loads its tables once */
-        const int64_t want = pixels * (st->slab / 16) / (256 * 16) + 1;
-        const dim3 grid((unsigned)(want < 65535 ? want : 65535), (unsigned)slabs);
-        switch (st->slab) {
+        const int64_t want = pixels * (slab / 16) / (256 * 16) + 1;
+        const dim3 grid((unsigned)(want < 65535 ? want : 65535), (unsigned)(st->C / slab));
+        switch (slab) {
         case 64: batchnorm_lookup_kernel<64><<<grid, 256, 0, s>>>((uint8_t *)y, (const uint8_t *)xp, st->table, st->C, pixels); break;
         case 32: batchnorm_lookup_kernel<32><<<grid, 256, 0, s>>>((uint8_t *)y, (const uint8_t *)xp, st->table, st->C, pixels); break;
         default: batchnorm_lookup_kernel<16><<<grid, 256, 0, s>>>((uint8_t *)y, (const uint8_t *)xp, st->table, st->C, pixels);
