@@ -716,6 +716,25 @@ static qf_graph *b_conv_transpose(void)
  * HardSwish, and a squeeze-excitation whose channel weights multiply the
  * NHWC feature map by broadcasting; an average pool with ceil_mode and
  * count_include_pad and a max pool with ceil_mode. */
+/* Convs of one input position (a squeeze-excitation block's FCs): the CUDA
+ * engine sums them in double in channel order as the CPU engine does, so
+ * FP32 and FP16 come out bit for bit; with a Relu, a Sigmoid, SiLU as
+ * Mul(y, Sigmoid(y)) and HardSwish as Mul(y, HardSigmoid(y)) fused after
+ * them (each gate rounded to the output's dtype, as its node stores it). */
+static qf_graph *b_vector_convs(void)
+{
+    qf_graph *g = new_graph("vector_convs");
+    int x = input(g, "x", 4, DIMS(3, 40, 1, 1));
+    int a = unary(g, "se_relu", QF_OP_RELU, conv(g, "se1", x, 40, 10, 1, 1, P0, 1, 1, true));
+    output(g, unary(g, "se_gate", QF_OP_SIGMOID, conv(g, "se2", a, 10, 40, 1, 1, P0, 1, 1, true)));
+    int sv = conv(g, "sc", x, 40, 24, 1, 1, P0, 1, 1, true);
+    output(g, binary(g, "silu", QF_OP_MUL, sv, unary(g, "silu_gate", QF_OP_SIGMOID, sv)));
+    int h = conv(g, "hc", x, 40, 16, 1, 1, P0, 1, 1, false), hg = value(g, "hsig");
+    qf_node *n = op(g, "hsig", QF_OP_HARD_SIGMOID, 1, IN(h), hg);
+    set_float(n, "alpha", 1.0f / 6.0f);
+    output(g, binary(g, "hswish", QF_OP_MUL, h, hg));
+    return g;
+}
 /* A squeeze-excitation block after EfficientNet's depthwise conv and SiLU,
  * which INT8 fuses with a half output (the pool and gate read it in FP16):
  * the pool (one block per 32 channels of an image on the device), the gate
@@ -1210,6 +1229,9 @@ END_TEST
  * each INT8 GEMM tactic (the implicit GEMM's epilogue for SiLU and Sigmoid;
  * cuBLASLt + the requantize kernel for all four: the implicit GEMM is built
  * without GELU); the second Linears' float outputs show every level. */
+START_TEST(vector_convs_exact) { check_graph(b_vector_convs, true); }
+END_TEST
+
 START_TEST(smooth_levels_exact)
 {
     const char *tactics[3] = {NULL, "igemm", "lt"}; /* NULL: timed among qforge's tactics (compare leaves cuDNN out) */
@@ -2126,6 +2148,7 @@ int main(void)
     tcase_add_test(ops, cudnn_conv_int8_halves);
     tcase_add_test(ops, smooth_epilogues_exact);
     tcase_add_test(ops, smooth_levels_exact);
+    tcase_add_test(ops, vector_convs_exact);
     tcase_add_test(ops, attention_fused);
     tcase_add_test(ops, t_conv_tiles);
     tcase_add_test(ops, t_conv_rgb_s2);

@@ -1,7 +1,8 @@
 /* Conv on the CPU: a direct kernel (runtime/cpu/conv_direct.c) for the
  * group-1 2-D windows where it beats BLAS, im2col + cblas_sgemm per (image,
  * group) otherwise, a direct loop for depthwise-style convolutions (one input
- * channel per group), and a plain sgemm for 1x1 stride-1 unpadded ones.
+ * channel per group), a plain sgemm for 1x1 stride-1 unpadded ones, and sums
+ * in double for those of one input position (vector_image).
  * Independent items are spread over threads; each thread owns one slot of the
  * scratch. */
 #include "kernels.h"
@@ -21,7 +22,14 @@ static bool is_pointwise(const qfi_window *w)
     return true;
 }
 
-typedef enum conv_path { PATH_DEPTHWISE, PATH_POINTWISE, PATH_DIRECT, PATH_IM2COL } conv_path;
+/* One input position to one output position, all channels to all outputs:
+ * the squeeze-excitation block's FCs after a global pool. */
+static bool is_vector(const qfi_conv_geom *geo)
+{
+    return geo->group == 1 && qfi_window_in_size(&geo->w) == 1 && is_pointwise(&geo->w);
+}
+
+typedef enum conv_path { PATH_VECTOR, PATH_DEPTHWISE, PATH_POINTWISE, PATH_DIRECT, PATH_IM2COL } conv_path;
 
 /* The one place that decides which kernel runs an FP32 Conv; the scratch
  * size and the run both follow it. The direct kernel is taken where it was
@@ -42,6 +50,7 @@ typedef enum conv_path { PATH_DEPTHWISE, PATH_POINTWISE, PATH_DIRECT, PATH_IM2CO
  * multiplies. */
 static conv_path choose_conv_path(const qfi_conv_geom *geo)
 {
+    if (is_vector(geo)) return PATH_VECTOR;
     if (is_depthwise(geo)) return PATH_DEPTHWISE;
     if (is_pointwise(&geo->w)) return PATH_POINTWISE;
     const qfi_window *w = &geo->w;
@@ -72,6 +81,7 @@ size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n)
     qfi_conv_geom geo;
     if (qfi_conv_geometry(g, n, &geo) != QF_OK) return 0;
     switch (choose_conv_path(&geo)) {
+    case PATH_VECTOR:
     case PATH_DEPTHWISE:
     case PATH_POINTWISE: return 0;
     case PATH_DIRECT: return qfi_cpu_conv_direct_scratch(&geo, qfi_cpu_conv_direct_slots(&geo, 0));
@@ -167,6 +177,26 @@ static void conv_slot(void *arg, int64_t t)
     for (int64_t item = t; item < j->items; item += j->slots) conv_item(j, item, col);
 }
 
+/* PATH_VECTOR, image n: y[m] = bias[m] + sum over c of w[m][c] x[c], in
+ * double in channel order from the bias, then rounded to float. Each product
+ * of two floats is exact in double, and the CUDA engine's kernel for these
+ * convs (runtime/cuda/conv_vector.cu) sums in the same order: the same bits
+ * on both engines. Squeeze-excitation gates scale whole int8 tensors, and a
+ * gate one half-ulp off moved INT8 levels downstream (GPU = CPU top-1 0.96-0.97
+ * on random-weight RegNetY and MobileNetV3 with BLAS-ordered float sums). */
+static void vector_image(void *arg, int64_t n)
+{
+    const conv_job *j = arg;
+    const int64_t C = j->geo->C, M = j->geo->M;
+    const float *x = j->x + n * C;
+    for (int64_t m = 0; m < M; m++) {
+        const float *w = j->w + m * C;
+        double acc = j->b ? (double)j->b[m] : 0.0;
+        for (int64_t c = 0; c < C; c++) acc += (double)w[c] * (double)x[c];
+        j->y[n * M + m] = (float)acc;
+    }
+}
+
 /* y[lo..hi) += wv * x[o*stride] (x already offset to the tap): one kernel tap along an output row. */
 static void row_axpy(float *restrict y, const float *restrict x, float wv, int64_t lo, int64_t hi, int64_t stride)
 {
@@ -224,6 +254,10 @@ static qf_status conv_run(const qfi_kernel_args *a)
     if (geo.N == 0 || geo.M == 0 || qfi_window_out_size(&geo.w) == 0) return QF_OK;
     int threads = a->threads > 0 ? a->threads : qfi_cpu_count();
     const conv_path path = choose_conv_path(&geo);
+    if (path == PATH_VECTOR) {
+        qfi_parallel_for(threads, geo.N, vector_image, &j);
+        return QF_OK;
+    }
     if (path == PATH_DEPTHWISE) {
         qfi_parallel_for(threads, geo.N * geo.M, depthwise_plane, &j);
         return QF_OK;

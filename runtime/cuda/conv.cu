@@ -25,6 +25,7 @@ typedef struct conv_state {
     conv_geo p;
     qf_precision prec;
     bool direct;          /* grouped / depthwise: direct kernel */
+    bool vector;          /* float, one input position: conv_vector.cu */
     bool im2col;
     int64_t K, Kpad, P;
     int64_t chunk;        /* output positions per GEMM (P when not chunked) */
@@ -567,6 +568,11 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         if (c->vals[n->in[4]].layout != CU_NHWC) cu_need_scratch(c, CU_SCR_IN2, qf_value_bytes(r)); /* converted to NHWC */
     }
     st->K = p.C / p.group * p.kh * p.kw;
+    if (!i8 && L->residual < 0 && cu_vector_conv_fits(&p)) {
+        /* the CPU engine's sums, bit for bit: no tactic to time */
+        st->vector = true;
+        return cu_upload(c, w->data, (size_t)(p.M * p.C) * es, &st->w);
+    }
     if (i8 && st->K > QFI_INT8_MAX_REDUCTION)
         return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)st->K);
     if (p.group != 1) {
@@ -837,7 +843,7 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
             a.bias = st->dnn_bias, a.scale = st->rq.m;
         else if (L->residual >= 0) QF_CHECK(cu_value_ptr(c, L->residual, (void **)&a.res));
         QF_CHECK(cu_dnn_conv_run(c, st->dnn, plan, s, &a));
-        return dnn_act_after(L, p) ? cu_act_inplace(s, y, dt, total, L->act) : QF_OK;
+        return dnn_act_after(L, p) ? cu_act_inplace(s, y, dt, total, L->act, L->act_gated) : QF_OK;
     }
     if (L->quant_in >= 0) {
         int64_t xs[4];
@@ -846,10 +852,15 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
                                        (int8_t *)y, c->scratch[CU_SCR_COL]);
     }
     if (st->use_ig) return cu_igemm_run(st->ig, st->use_ig - 1, s, (const int8_t *)x, res, (int8_t *)y, c->scratch[CU_SCR_COL]);
+    if (st->vector) {
+        QF_CHECK(cu_vector_conv_run(s, &p, dt, x, st->w, st->bias, st->relu, L->clip ? L->clip_lo : -INFINITY,
+                                    L->clip ? L->clip_hi : INFINITY, y));
+        return L->act != QF_ACT_NONE ? cu_act_inplace(s, y, dt, total, L->act, L->act_gated) : QF_OK;
+    }
     if (st->direct) {
         QF_CHECK(cu_direct_conv_run(s, &p, dt, x, st->w, st->bias, st->relu, L->clip ? L->clip_lo : -INFINITY,
                                     L->clip ? L->clip_hi : INFINITY, st->prec == QF_PREC_INT8 ? &st->rq : NULL, res, y));
-        return L->act != QF_ACT_NONE ? cu_act_inplace(s, y, dt, total, L->act) : QF_OK;
+        return L->act != QF_ACT_NONE ? cu_act_inplace(s, y, dt, total, L->act, L->act_gated) : QF_OK;
     }
     const size_t out_es = qf_dtype_info(g->values[cu_out_value(L, 0)].dtype)->size;
     for (int64_t p0 = 0; p0 < st->P; p0 += st->chunk) {
@@ -865,7 +876,7 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
             QF_CHECK(cu_requant_launch(s, &st->rq, (const int32_t *)Y, rows, p.M, st->ldacc, res ? res + p0 * p.M : NULL,
                                        (char *)y + (size_t)(p0 * p.M) * out_es));
     }
-    return L->act != QF_ACT_NONE ? cu_act_inplace(s, y, dt, total, L->act) : QF_OK;
+    return L->act != QF_ACT_NONE ? cu_act_inplace(s, y, dt, total, L->act, L->act_gated) : QF_OK;
 }
 
 const cu_op cu_op_conv = {conv_prepare, conv_tune, conv_launch, CU_RULE_NHWC, CU_ALL_PRECISIONS, conv_check};

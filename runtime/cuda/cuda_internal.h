@@ -105,6 +105,7 @@ struct cu_layer {
     bool clip;          /* a fused Clip to [clip_lo, clip_hi] (float grouped Conv) */
     float clip_lo, clip_hi;
     qf_act act;         /* a fused SiLU, Sigmoid or HardSwish after all of those (float Conv), or QF_ACT_NONE */
+    bool act_gated;     /* act came as Mul(y, Sigmoid(y)) or Mul(y, HardSigmoid(y)): two nodes, two roundings */
     int quant_in;       /* >= 0: a fused input QuantizeLinear; the layer reads this float value and quantizes it */
     float quant_scale;  /* that QuantizeLinear's scale and zero point */
     int32_t quant_zp;
@@ -441,6 +442,11 @@ qf_status cu_histogram(cudaStream_t s, const float *x, int64_t n, cu_hist *dev, 
  * channels [kh][kw][Cg/4][M] (dp4a over whole words of a group's channels)
  * rather than [kh][kw][Cg][M]. */
 bool cu_direct_conv_words(const cu_conv_geo *g, bool int8);
+/* A float conv of one input position to one output position (conv_vector.cu):
+ * sums in double in channel order, the CPU engine's bits. w is [M][C]. */
+bool cu_vector_conv_fits(const cu_conv_geo *g);
+qf_status cu_vector_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
+                             const void *bias, bool relu, float lo, float hi, void *y);
 qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
                              const void *bias, bool relu, float lo, float hi, const cu_requant *rq, const int8_t *res,
                              void *y);
@@ -484,8 +490,9 @@ __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 /* y[i] = act(y[i]) for n float or half elements, in place: a float Conv's
  * fused SiLU, Sigmoid or HardSwish where its kernel has no such epilogue
- * (elementwise.cu; the activation ops' arithmetic, one rounding to y's dtype). */
-qf_status cu_act_inplace(cudaStream_t s, void *y, qf_dtype dt, int64_t n, qf_act act);
+ * (elementwise.cu; the activation ops' arithmetic; `gated`: the act was a
+ * gate node and a Mul, whose two roundings to y's dtype it repeats). */
+qf_status cu_act_inplace(cudaStream_t s, void *y, qf_dtype dt, int64_t n, qf_act act, bool gated);
 
 /* Reads element i of e's dtype as float: f32, f16 exactly, int8 as
  * (q - zp) * scale (one rounding). */

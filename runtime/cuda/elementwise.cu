@@ -19,6 +19,7 @@ typedef struct unary_params {
     float alpha, beta, lo, hi;
     bool tanh_approx;       /* Gelu */
     bool times_x;           /* x * f(x): SiLU as x * Sigmoid(x), fused into a Conv (cu_act_inplace) */
+    bool gate_half;         /* with times_x: f(x) rounded to half first, as the gate node stored it */
 } unary_params;
 
 __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
@@ -47,7 +48,8 @@ __device__ __forceinline__ float unary_apply(const unary_params &p, float x)
 
 __device__ __forceinline__ float unary_value(const unary_params &p, float x)
 {
-    const float f = unary_apply(p, x);
+    float f = unary_apply(p, x);
+    if (p.gate_half) f = __half2float(__float2half_rn(f));
     return p.times_x ? __fmul_rn(x, f) : f;
 }
 
@@ -107,16 +109,21 @@ static qf_status unary_run(cudaStream_t s, void *y, cu_elem ye, const void *x, c
     return QF_OK;
 }
 
-qf_status cu_act_inplace(cudaStream_t s, void *y, qf_dtype dt, int64_t n, qf_act act)
+qf_status cu_act_inplace(cudaStream_t s, void *y, qf_dtype dt, int64_t n, qf_act act, bool gated)
 {
     unary_params p;
     memset(&p, 0, sizeof p);
     switch (act) {
     case QF_ACT_SIGMOID: p.op = QF_OP_SIGMOID; break;
     case QF_ACT_SILU: p.op = QF_OP_SIGMOID, p.times_x = true; break;
-    case QF_ACT_HARD_SWISH: p.op = QF_OP_HARD_SWISH, p.alpha = 1.0f / 6.0f, p.beta = 0.5f; break;
+    case QF_ACT_HARD_SWISH:
+        /* one HardSwish node, or x times a HardSigmoid node */
+        p.op = gated ? QF_OP_HARD_SIGMOID : QF_OP_HARD_SWISH, p.times_x = gated, p.alpha = 1.0f / 6.0f, p.beta = 0.5f;
+        break;
     default: return qf_error(QF_ERR_INVALID, "no fused activation kind %d", (int)act);
     }
+    /* the gate node's half output, then the Mul's product: the two nodes' roundings */
+    p.gate_half = p.times_x && dt == QF_F16;
     if (n == 0) return QF_OK;
     const cu_elem e = {dt, 0.0f};
     return unary_run(s, y, e, y, e, n, p);

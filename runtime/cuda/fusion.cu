@@ -108,6 +108,7 @@ qf_status cu_fuse_layers(cu_engine *c, qf_value *plan_values)
         L->clip = f->node[QFI_FUSE_CLIP] >= 0;
         if (L->clip) L->clip_lo = f->clip_lo, L->clip_hi = f->clip_hi;
         L->act = f->node[QFI_FUSE_ACT] >= 0 ? f->act : QF_ACT_NONE;
+        L->act_gated = f->node[QFI_FUSE_GATE] >= 0;
     }
     free(fs);
     return QF_OK;
