@@ -29,7 +29,7 @@ typedef struct conv_state {
     bool im2col;
     int64_t K, Kpad, P;
     int64_t chunk;        /* output positions per GEMM (P when not chunked) */
-    void *w;              /* GEMM: [Mrows][Kpad]; direct: reorder_weights() */
+    void *w;              /* GEMM: [Mrows][Kpad]; direct: reorder_weights(); vector: [C][M] */
     void *bias;           /* float paths: M elements of the output's dtype, or NULL */
     cu_gemm *gm, *gm_tail; /* chunk rows, and the last chunk's when P % chunk != 0 */
     int64_t ldacc;        /* INT8: accumulator row length (M rounded up to 4) */
@@ -571,7 +571,13 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
     if (!i8 && L->residual < 0 && cu_vector_conv_fits(&p)) {
         /* the CPU engine's sums, bit for bit: no tactic to time */
         st->vector = true;
-        return cu_upload(c, w->data, (size_t)(p.M * p.C) * es, &st->w);
+        char *wt = (char *)malloc((size_t)(p.M * p.C) * es + 1);
+        if (!wt) return QF_ERR_NOMEM;
+        for (int64_t m = 0; m < p.M; m++) /* [M][C] -> [C][M] */
+            for (int64_t k = 0; k < p.C; k++) memcpy(wt + (k * p.M + m) * es, (const char *)w->data + (m * p.C + k) * es, es);
+        qf_status s = cu_upload(c, wt, (size_t)(p.M * p.C) * es, &st->w);
+        free(wt);
+        return s;
     }
     if (i8 && st->K > QFI_INT8_MAX_REDUCTION)
         return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)st->K);

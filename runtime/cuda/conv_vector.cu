@@ -10,15 +10,18 @@
  * activation follows in place (cu_act_inplace). */
 #include "cuda_internal.h"
 
+/* wt is [C][M]: a warp's threads (consecutive m) read one row of it at a
+ * time, and all of them the same x[n][c]. */
 template <typename T>
-__global__ void vector_conv_kernel(T *y, const T *x, const T *w, const T *bias, int64_t N, int64_t C, int64_t M,
+__global__ void vector_conv_kernel(T *y, const T *x, const T *wt, const T *bias, int64_t N, int64_t C, int64_t M,
                                    bool relu, float lo, float hi)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N * M; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t n = i / M, m = i % M;
-        const T *xr = x + n * C, *wr = w + m * C;
+        const T *xr = x + n * C;
         double acc = bias ? (double)(float)bias[m] : 0.0;
-        for (int64_t c = 0; c < C; c++) acc = __dadd_rn(acc, __dmul_rn((double)(float)wr[c], (double)(float)xr[c]));
+        for (int64_t c = 0; c < C; c++)
+            acc = __dadd_rn(acc, __dmul_rn((double)(float)wt[c * M + m], (double)(float)xr[c]));
         float v = (float)acc;
         if (relu) v = v > 0.0f ? v : 0.0f;
         v = v < lo ? lo : v;
