@@ -300,6 +300,31 @@ static __device__ __forceinline__ int8_t qfi_requant_acc_level_fast(const qfi_re
     return qfi_requant_level(rq, qfi_requant_smooth_i8_value(rq, qfi_i2f(a), rq->m[c], has_res, r));
 }
 #endif
+#ifdef __CUDACC__
+/* The same epilogue into a half output (a smooth activation fused into an
+ * INT8 conv whose readers are float ops: quant/assign.c's float_out), as
+ * half bits. SiLU and Sigmoid by the fast form above: the exact form's float
+ * lies within its margin (2.4e-6 |y|) of the fast y, so where y - margin and
+ * y + margin round to the same half, that half is the exact one's; otherwise
+ * (about 1 % of values: a half's step is 2^-11 of it) the exact form decides.
+ * Other activations take the exact form. */
+static __device__ __forceinline__ uint16_t qfi_requant_smooth_f16_bits(const qfi_requant *rq, float a, float m,
+                                                                      bool has_res, float r)
+{
+    const float v = qfi_requant_linear(rq, a, m, has_res, r);
+    if (rq->act == QF_ACT_SILU || rq->act == QF_ACT_SIGMOID) {
+        const float x = qfi_mul(v, rq->act_s);
+        if (fabsf(x) <= 64.0f) {
+            const float e = expf(-fabsf(x)), rc = __frcp_rn(1.0f + e);
+            const float sig = x >= 0.0f ? rc : e * rc;
+            const float y = rq->act == QF_ACT_SILU ? v * sig : sig / rq->act_s, margin = fabsf(y) * 2.4e-6f;
+            const uint16_t lo = qfi_f16_bits(fminf(fmaxf(y - margin, rq->lo), rq->hi));
+            if (lo == qfi_f16_bits(fminf(fmaxf(y + margin, rq->lo), rq->hi))) return lo;
+        }
+    }
+    return qfi_f16_bits(fminf(fmaxf(qfi_act_exact_out_of_line(rq->act, v, rq->act_s), rq->lo), rq->hi));
+}
+#endif
 /* A residual's stored level r as the epilogue's operand: r - z_r, exactly. */
 static QFI_HD float qfi_requant_residual(const qfi_requant *rq, int8_t r) { return (float)((int32_t)r - rq->z_r); }
 /* Stores an epilogue result as element i of y in the output dtype. */

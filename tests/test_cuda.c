@@ -55,7 +55,7 @@ static int conv(qf_graph *g, const char *name, int x, int64_t cin, int64_t m, in
     return y;
 }
 
-static const int64_t P0[4] = {0, 0, 0, 0}, P1[4] = {1, 1, 1, 1};
+static const int64_t P0[4] = {0, 0, 0, 0}, P1[4] = {1, 1, 1, 1}, P2[4] = {2, 2, 2, 2};
 
 static int unary(qf_graph *g, const char *name, qf_op o, int x)
 {
@@ -735,16 +735,16 @@ static qf_graph *b_vector_convs(void)
     output(g, binary(g, "hswish", QF_OP_MUL, h, hg));
     return g;
 }
-/* A squeeze-excitation block after EfficientNet's depthwise conv and SiLU,
- * which INT8 fuses with a half output (the pool and gate read it in FP16):
- * the pool (one block per 32 channels of an image on the device), the gate
- * Mul broadcast per image and channel (the vector path; int8 out where only
- * INT8 nodes read it), pools after it. */
-static qf_graph *se_block(const char *name, int64_t C, int64_t H)
+/* A squeeze-excitation block after EfficientNet's depthwise conv (k x k,
+ * stride s) and SiLU, which INT8 fuses with a half output (the pool and
+ * gate read it in FP16): the pool (one block per 32 channels of an image on
+ * the device), the gate Mul broadcast per image and channel (the vector
+ * path; int8 out where only INT8 nodes read it), pools after it. */
+static qf_graph *se_block(const char *name, int64_t C, int64_t H, int k, int s)
 {
     qf_graph *g = new_graph(name);
     int x = input(g, "x", 4, DIMS(2, C, H, H));
-    int c = conv(g, "c", x, C, C, 3, 1, P1, C, 1, true);
+    int c = conv(g, "c", x, C, C, k, s, k == 5 ? P2 : P1, C, 1, true);
     int silu = binary(g, "silu", QF_OP_MUL, c, unary(g, "sig", QF_OP_SIGMOID, c));
     int m = reduce_mean(g, "squeeze", silu, 2, DIMS(2, 3), 1); /* becomes a GlobalAveragePool */
     int e = unary(g, "se_relu", QF_OP_RELU, conv(g, "se1", m, C, C / 4, 1, 1, P0, 1, 1, true));
@@ -768,9 +768,12 @@ static qf_graph *se_block(const char *name, int64_t C, int64_t H)
     output(g, mp);
     return g;
 }
-static qf_graph *b_se_block(void) { return se_block("se_block", 16, 7); }
+static qf_graph *b_se_block(void) { return se_block("se_block", 16, 7, 3, 1); }
 /* 40 channels: a block's last 8 lanes idle; 400 positions, 50 a warp */
-static qf_graph *b_se_block_wide(void) { return se_block("se_block_wide", 40, 20); }
+static qf_graph *b_se_block_wide(void) { return se_block("se_block_wide", 40, 20, 3, 1); }
+/* the strided sliding-window kernel, and the vector depthwise kernel (5x5), into halves */
+static qf_graph *b_se_block_s2(void) { return se_block("se_block_s2", 40, 20, 3, 2); }
+static qf_graph *b_se_block_k5(void) { return se_block("se_block_k5", 48, 14, 5, 1); }
 /* EfficientNet's and MobileNetV3's activations fused into INT8 epilogues:
  * SiLU (Mul(y, Sigmoid(y)), either order) after a 3x3 conv, a depthwise 3x3
  * (the sliding-window kernel), a depthwise 3x3 with a residual, a 1x1 conv
@@ -1137,6 +1140,8 @@ OP_TEST(gather)
 OP_TEST(conv_transpose)
 OP_TEST(se_block)
 OP_TEST(se_block_wide)
+OP_TEST(se_block_s2)
+OP_TEST(se_block_k5)
 OP_TEST(mlp)
 
 START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
@@ -2178,6 +2183,8 @@ int main(void)
     tcase_add_test(ops, t_conv_transpose);
     tcase_add_test(ops, t_se_block);
     tcase_add_test(ops, t_se_block_wide);
+    tcase_add_test(ops, t_se_block_s2);
+    tcase_add_test(ops, t_se_block_k5);
     tcase_add_test(ops, t_mlp);
     tcase_add_test(ops, t_moves_exact);
     tcase_add_test(ops, observer_matches_cpu);

@@ -859,8 +859,8 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     }
     if (st->use_ig) return cu_igemm_run(st->ig, st->use_ig - 1, s, (const int8_t *)x, res, (int8_t *)y, c->scratch[CU_SCR_COL]);
     if (st->vector) {
-        QF_CHECK(cu_vector_conv_run(s, &p, dt, x, st->w, st->bias, st->relu, L->clip ? L->clip_lo : -INFINITY,
-                                    L->clip ? L->clip_hi : INFINITY, y));
+        QF_CHECK(cu_vector_conv_run(s, &p, c->prop.multiProcessorCount, dt, x, st->w, st->bias, st->relu,
+                                    L->clip ? L->clip_lo : -INFINITY, L->clip ? L->clip_hi : INFINITY, y));
         return L->act != QF_ACT_NONE ? cu_act_inplace(s, y, dt, total, L->act, L->act_gated) : QF_OK;
     }
     if (st->direct) {

@@ -342,6 +342,16 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
                     out.e[v] = ACT ? qfi_requant_acc_level_fast(&q, acc[v], c0 + v, false, 0.0f)
                                    : qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[v], c0 + v, false, 0.0f, false));
                 out.store((int8_t *)y + o);
+            } else if (q.out == QF_F16 && !res) { /* a float_out layer's halves, one vector store */
+                cu_vec<__half, V> out;
+#pragma unroll
+                for (int v = 0; v < V; v++) {
+                    const int32_t a = q.bias ? acc[v] + q.bias[c0 + v] : acc[v];
+                    const uint16_t h = ACT ? qfi_requant_smooth_f16_bits(&q, qfi_i2f(a), q.m[c0 + v], false, 0.0f)
+                                           : qfi_f16_bits(qfi_requant_value_at(&q, qfi_i2f(a), q.m[c0 + v], false, 0.0f, false));
+                    out.e[v] = __ushort_as_half(h);
+                }
+                out.store((__half *)y + o);
             } else {
 #pragma unroll
                 for (int v = 0; v < V; v++) qfi_requant_elem_at(&q, y, (int64_t)(o + v), acc[v], c0 + v, res, ACT);
@@ -355,13 +365,13 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
     }
 }
 
-/* INT8 3x3 depthwise (dilation 1, stride SW along W) to int8: a thread
- * takes 4 channels (one 32-bit word) of TW consecutive output pixels of a
- * row, with its 36 weights widened once into registers and a sliding window
- * of input columns, so each input word is loaded and widened once per
- * thread instead of once per tap. */
-template <int SW, int TW, bool ACT>
-__global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q, int32_t zx,
+/* INT8 3x3 depthwise (dilation 1, stride SW along W) to int8 or half (TY):
+ * a thread takes 4 channels (one 32-bit word) of TW consecutive output
+ * pixels of a row, with its 36 weights widened once into registers and a
+ * sliding window of input columns, so each input word is loaded and
+ * widened once per thread instead of once per tap. */
+template <int SW, int TW, bool ACT, typename TY>
+__global__ void depthwise3x3_i8_kernel(TY *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q, int32_t zx,
                                        const int8_t *res, int total)
 {
     const int C = (int)p.C, G = C / 4, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
@@ -411,7 +421,7 @@ __global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t 
             const int base = iw0 + j * SW;
             if (SW == 2) load_col(base + 1, cols[1]);
             load_col(base + 2, cols[2]);
-            uint32_t packed = 0;
+            uint32_t packed[2] = {0, 0}; /* 4 levels in [0], or 4 halves */
             const size_t o = ((size_t)(n * Ho + oh) * Wo + ow0 + j) * C + c0;
             const uint32_t rw = res ? *(const uint32_t *)(res + o) : 0u;
 #pragma unroll
@@ -422,11 +432,18 @@ __global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t 
 #pragma unroll
                     for (int k = 0; k < 3; k++) acc += wr[r * 3 + k][v] * cols[k][r][v];
                 const float a = qfi_i2f(acc + bias[v]), r = qfi_requant_residual(&q, (int8_t)(rw >> (8 * v)));
-                const float f = ACT ? qfi_requant_smooth_i8_value(&q, a, m[v], res, r)
-                                    : qfi_requant_value_at(&q, a, m[v], res, r, false);
-                packed |= (uint32_t)(uint8_t)qfi_requant_level(&q, f) << (8 * v);
+                if constexpr (std::is_same<TY, int8_t>::value) {
+                    const float f = ACT ? qfi_requant_smooth_i8_value(&q, a, m[v], res, r)
+                                        : qfi_requant_value_at(&q, a, m[v], res, r, false);
+                    packed[0] |= (uint32_t)(uint8_t)qfi_requant_level(&q, f) << (8 * v);
+                } else {
+                    const uint32_t h = ACT ? qfi_requant_smooth_f16_bits(&q, a, m[v], res, r)
+                                           : qfi_f16_bits(qfi_requant_value_at(&q, a, m[v], res, r, false));
+                    packed[v / 2] |= h << (16 * (v % 2));
+                }
             }
-            *(uint32_t *)(y + o) = packed;
+            if constexpr (std::is_same<TY, int8_t>::value) *(uint32_t *)(y + o) = packed[0];
+            else *(uint2 *)(y + o) = make_uint2(packed[0], packed[1]);
             /* slide: the next pixel's first column(s) are this one's last */
 #pragma unroll
             for (int r = 0; r < 3; r++)
@@ -439,7 +456,7 @@ __global__ void depthwise3x3_i8_kernel(int8_t *y, const int8_t *x, const int8_t 
     }
 }
 
-template <int SW>
+template <int SW, typename TY>
 void launch_depthwise3x3_i8(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const cu_requant *rq,
                             const int8_t *res, void *y)
 {
@@ -448,11 +465,11 @@ void launch_depthwise3x3_i8(cudaStream_t s, const cu_conv_geo &g, const void *x,
     unsigned b = cu_blocks(total, 128);
     if (b > 262144) b = 262144;
     if (rq->act != QF_ACT_NONE)
-        depthwise3x3_i8_kernel<SW, TW, true><<<b, 128, 0, s>>>((int8_t *)y, (const int8_t *)x, (const int8_t *)w, g, *rq,
-                                                               rq->z_in, res, total);
+        depthwise3x3_i8_kernel<SW, TW, true, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq,
+                                                                   rq->z_in, res, total);
     else
-        depthwise3x3_i8_kernel<SW, TW, false><<<b, 128, 0, s>>>((int8_t *)y, (const int8_t *)x, (const int8_t *)w, g, *rq,
-                                                                rq->z_in, res, total);
+        depthwise3x3_i8_kernel<SW, TW, false, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq,
+                                                                    rq->z_in, res, total);
 }
 
 template <typename T, typename Acc, int V>
@@ -526,12 +543,15 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     if (total == 0) return QF_OK;
     /* depthwise with whole vectors and 32-bit indices: the vectorized kernel */
     const bool dw = g->group == g->C && g->M == g->C && fits_i32(g);
-    const bool dw3x3 = dw && rq && rq->out == QF_I8 && g->C % 4 == 0 && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
-                       g->dw == 1 && (g->sw == 1 || g->sw == 2);
+    const bool dw3x3 = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->C % 4 == 0 && g->kh == 3 &&
+                       g->kw == 3 && g->dh == 1 && g->dw == 1 && (g->sw == 1 || g->sw == 2);
+    const bool half_out = rq && rq->out == QF_F16;
     if (dw3x3 && g->sw == 1) {
-        launch_depthwise3x3_i8<1>(s, *g, x, w, rq, res, y);
+        if (half_out) launch_depthwise3x3_i8<1, __half>(s, *g, x, w, rq, res, y);
+        else launch_depthwise3x3_i8<1, int8_t>(s, *g, x, w, rq, res, y);
     } else if (dw3x3) {
-        launch_depthwise3x3_i8<2>(s, *g, x, w, rq, res, y);
+        if (half_out) launch_depthwise3x3_i8<2, __half>(s, *g, x, w, rq, res, y);
+        else launch_depthwise3x3_i8<2, int8_t>(s, *g, x, w, rq, res, y);
     } else if (dw && rq && g->C % 8 == 0) {
         launch_depthwise<int8_t, int32_t, 8>(s, *g, x, w, NULL, false, 0.0f, 0.0f, rq, res, y);
     } else if (dw && rq && g->C % 4 == 0) {

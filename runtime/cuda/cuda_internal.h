@@ -443,9 +443,10 @@ qf_status cu_histogram(cudaStream_t s, const float *x, int64_t n, cu_hist *dev, 
  * rather than [kh][kw][Cg][M]. */
 bool cu_direct_conv_words(const cu_conv_geo *g, bool int8);
 /* A float conv of one input position to one output position (conv_vector.cu):
- * sums in double in channel order, the CPU engine's bits. w is [C][M]. */
+ * sums in double in channel order, the CPU engine's bits. w is [C][M]; sms:
+ * the device's multiprocessors (how many images a thread takes). */
 bool cu_vector_conv_fits(const cu_conv_geo *g);
-qf_status cu_vector_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
+qf_status cu_vector_conv_run(cudaStream_t s, const cu_conv_geo *g, int sms, qf_dtype dt, const void *x, const void *w,
                              const void *bias, bool relu, float lo, float hi, void *y);
 qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
                              const void *bias, bool relu, float lo, float hi, const cu_requant *rq, const int8_t *res,
