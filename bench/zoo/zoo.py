@@ -716,8 +716,8 @@ def cmd_report(a):
     for d, c in prev_runs:
         L.append("- figures \"(was X)\" are from the run of %s, commit %s" % (d, c))
     L += ["",
-          "Weights: `bn` = torchvision's random initialisation with BatchNorm statistics re-estimated on the 100 "
-          "calibration images (train-mode BN, rest in eval mode); `raw` = the random initialisation itself; "
+          "Weights: `bn` = torchvision's random initialisation with BatchNorm statistics re-estimated on "
+          "calibration images (as many as each run's line above says; train-mode BN, rest in eval mode); `raw` = the random initialisation itself; "
           "`real` = EfficientNet-Lite1's published weights. FP32 vs ORT: max |qforge - onnxruntime| / max "
           "|onnxruntime| over the logits of %d validation images, both on the CPU. INT8 agreement and SQNR: "
           "`qforge eval` of the INT8 model against the FP32 ONNX model on the validation images. GPU = CPU: "
