@@ -324,6 +324,14 @@ static __device__ __forceinline__ uint16_t qfi_requant_smooth_f16_bits(const qfi
     }
     return qfi_f16_bits(fminf(fmaxf(qfi_act_exact_out_of_line(rq->act, v, rq->act_s), rq->lo), rq->hi));
 }
+/* The half bits of channel c's accumulator (and residual r, read only when
+ * has_res) by qfi_requant_smooth_f16_bits. */
+static __device__ __forceinline__ uint16_t qfi_requant_acc_f16_bits(const qfi_requant *rq, int32_t acc, int64_t c,
+                                                                   bool has_res, float r)
+{
+    const int32_t a = rq->bias ? acc + rq->bias[c] : acc;
+    return qfi_requant_smooth_f16_bits(rq, qfi_i2f(a), rq->m[c], has_res, r);
+}
 #endif
 /* A residual's stored level r as the epilogue's operand: r - z_r, exactly. */
 static QFI_HD float qfi_requant_residual(const qfi_requant *rq, int8_t r) { return (float)((int32_t)r - rq->z_r); }

@@ -345,12 +345,9 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
             } else if (q.out == QF_F16 && !res) { /* a float_out layer's halves, one vector store */
                 cu_vec<__half, V> out;
 #pragma unroll
-                for (int v = 0; v < V; v++) {
-                    const int32_t a = q.bias ? acc[v] + q.bias[c0 + v] : acc[v];
-                    const uint16_t h = ACT ? qfi_requant_smooth_f16_bits(&q, qfi_i2f(a), q.m[c0 + v], false, 0.0f)
-                                           : qfi_f16_bits(qfi_requant_value_at(&q, qfi_i2f(a), q.m[c0 + v], false, 0.0f, false));
-                    out.e[v] = __ushort_as_half(h);
-                }
+                for (int v = 0; v < V; v++)
+                    out.e[v] = __ushort_as_half(ACT ? qfi_requant_acc_f16_bits(&q, acc[v], c0 + v, false, 0.0f)
+                                                    : qfi_f16_bits(qfi_requant_acc_at(&q, acc[v], c0 + v, false, 0.0f, false)));
                 out.store((__half *)y + o);
             } else {
 #pragma unroll
