@@ -740,15 +740,19 @@ static qf_graph *b_vector_convs(void)
  * gate read it in FP16): the pool (one block per 32 channels of an image on
  * the device), the gate Mul broadcast per image and channel (the vector
  * path; int8 out where only INT8 nodes read it), pools after it. */
-static qf_graph *se_block(const char *name, int64_t C, int64_t H, int k, int s)
+static qf_graph *se_block(const char *name, int64_t C, int64_t H, int k, int s, bool effnet)
 {
     qf_graph *g = new_graph(name);
     int x = input(g, "x", 4, DIMS(2, C, H, H));
     int c = conv(g, "c", x, C, C, k, s, k == 5 ? P2 : P1, C, 1, true);
     int silu = binary(g, "silu", QF_OP_MUL, c, unary(g, "sig", QF_OP_SIGMOID, c));
     int m = reduce_mean(g, "squeeze", silu, 2, DIMS(2, 3), 1); /* becomes a GlobalAveragePool */
-    int e = unary(g, "se_relu", QF_OP_RELU, conv(g, "se1", m, C, C / 4, 1, 1, P0, 1, 1, true));
-    int gate = unary(g, "se_gate", QF_OP_HARD_SIGMOID, conv(g, "se2", e, C / 4, C, 1, 1, P0, 1, 1, true));
+    /* MobileNetV3's gate (Relu, HardSigmoid) or EfficientNet's (SiLU, Sigmoid) */
+    int s1 = conv(g, "se1", m, C, C / 4, 1, 1, P0, 1, 1, true);
+    int e = effnet ? binary(g, "se_silu", QF_OP_MUL, s1, unary(g, "se_sig", QF_OP_SIGMOID, s1))
+                   : unary(g, "se_relu", QF_OP_RELU, s1);
+    int gate = unary(g, "se_gate", effnet ? QF_OP_SIGMOID : QF_OP_HARD_SIGMOID,
+                     conv(g, "se2", e, C / 4, C, 1, 1, P0, 1, 1, true));
     int scaled = binary(g, "excite", QF_OP_MUL, silu, gate);
     int hs = unary(g, "hswish", QF_OP_HARD_SWISH, conv(g, "c3", scaled, C, C, 1, 1, P0, 1, 1, true));
     output(g, hs);
@@ -768,12 +772,14 @@ static qf_graph *se_block(const char *name, int64_t C, int64_t H, int k, int s)
     output(g, mp);
     return g;
 }
-static qf_graph *b_se_block(void) { return se_block("se_block", 16, 7, 3, 1); }
+static qf_graph *b_se_block(void) { return se_block("se_block", 16, 7, 3, 1, false); }
 /* 40 channels: a block's last 8 lanes idle; 400 positions, 50 a warp */
-static qf_graph *b_se_block_wide(void) { return se_block("se_block_wide", 40, 20, 3, 1); }
+static qf_graph *b_se_block_wide(void) { return se_block("se_block_wide", 40, 20, 3, 1, false); }
 /* the strided sliding-window kernel, and the vector depthwise kernel (5x5), into halves */
-static qf_graph *b_se_block_s2(void) { return se_block("se_block_s2", 40, 20, 3, 2); }
-static qf_graph *b_se_block_k5(void) { return se_block("se_block_k5", 48, 14, 5, 1); }
+static qf_graph *b_se_block_s2(void) { return se_block("se_block_s2", 40, 20, 3, 2, false); }
+static qf_graph *b_se_block_k5(void) { return se_block("se_block_k5", 48, 14, 5, 1, true); }
+/* 36 channels (no 8-channel lanes in the fused gate's pool), squeezed to 9 */
+static qf_graph *b_se_block_odd(void) { return se_block("se_block_odd", 36, 9, 3, 1, true); }
 /* EfficientNet's and MobileNetV3's activations fused into INT8 epilogues:
  * SiLU (Mul(y, Sigmoid(y)), either order) after a 3x3 conv, a depthwise 3x3
  * (the sliding-window kernel), a depthwise 3x3 with a residual, a 1x1 conv
@@ -1142,6 +1148,7 @@ OP_TEST(se_block)
 OP_TEST(se_block_wide)
 OP_TEST(se_block_s2)
 OP_TEST(se_block_k5)
+OP_TEST(se_block_odd)
 OP_TEST(mlp)
 
 START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
@@ -1227,6 +1234,46 @@ START_TEST(attention_fused)
             qf_graph_free(g);
         }
     }
+}
+END_TEST
+
+static void count_se_gates(void *user, qf_log_level level, const char *msg)
+{
+    (void)level;
+    if (strstr(msg, "squeeze-excitation gate fused")) ++*(int *)user;
+}
+
+/* The SE blocks' gates run as one layer on the device at FP16 and INT8
+ * (the t_se_block tests check their bits against the CPU engine), none
+ * with QFORGE_CUDA_NOFUSE. */
+START_TEST(se_gates_fused)
+{
+    if (dut != QF_DEVICE_CUDA) {
+        printf("  se_gates_fused: the CPU engine under test: no fusion to check\n");
+        return;
+    }
+    const build_fn builds[] = {b_se_block, b_se_block_k5, b_se_block_odd};
+    for (size_t k = 0; k < QF_ARRAY_LEN(builds); k++)
+        for (int p = QF_PREC_FP16; p <= QF_PREC_INT8; p++)
+            for (int nofuse = 0; nofuse < 2; nofuse++) {
+                qf_quant_opts o;
+                qf_quant_opts_init(&o);
+                o.precision = (qf_precision)p;
+                o.method = QF_CALIB_MINMAX;
+                qf_graph *g = build_quantized(builds[k], 0, &o);
+                if (nofuse) setenv("QFORGE_CUDA_NOFUSE", "1", 1);
+                int count = 0;
+                qf_log_set(count_se_gates, &count, QF_LOG_DEBUG);
+                qf_engine_opts go = {.device = dut};
+                qf_engine *e = NULL;
+                qf_status st = qf_engine_create(g, &go, &e);
+                qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
+                unsetenv("QFORGE_CUDA_NOFUSE");
+                ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+                ck_assert_msg(count == !nofuse, "%s at %s: %d gates fused", g->source, prec_name[p], count);
+                qf_engine_free(e);
+                qf_graph_free(g);
+            }
 }
 END_TEST
 
@@ -2193,6 +2240,8 @@ int main(void)
     tcase_add_test(ops, t_se_block_wide);
     tcase_add_test(ops, t_se_block_s2);
     tcase_add_test(ops, t_se_block_k5);
+    tcase_add_test(ops, t_se_block_odd);
+    tcase_add_test(ops, se_gates_fused);
     tcase_add_test(ops, t_mlp);
     tcase_add_test(ops, t_moves_exact);
     tcase_add_test(ops, observer_matches_cpu);

@@ -36,8 +36,6 @@ struct attn_params {
     attn_bias bias[CU_ATTN_MAX_BIAS];
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t *r)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

@@ -545,22 +545,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
     const qf_dtype dt = x->dtype;
     if (i8) QF_CHECK(cu_requant_setup(c, n, p.M, &st->rq));
     const size_t es = qf_dtype_info(dt)->size;
-    if (!i8 && geo.has_bias) {
-        /* the bias in the output's dtype, as cuBLASLt's epilogue reads it */
-        const qf_value *b = qfi_in(g, n, 2);
-        if (!(b->flags & QF_VALUE_CONST) || !b->data || qf_value_numel(b) != p.M || (b->dtype != QF_F32 && b->dtype != QF_F16))
-            return qf_error(QF_ERR_UNSUPPORTED, "bias %s must be a float constant of %lld elements", b->name, (long long)p.M);
-        char *hb = (char *)calloc((size_t)p.M + 1, es);
-        if (!hb) return QF_ERR_NOMEM;
-        for (int64_t m = 0; m < p.M; m++) {
-            float f = b->dtype == QF_F16 ? qf_f16_to_f32(((const uint16_t *)b->data)[m]) : ((const float *)b->data)[m];
-            if (dt == QF_F16) ((uint16_t *)hb)[m] = qf_f32_to_f16(f);
-            else ((float *)hb)[m] = f;
-        }
-        qf_status s = cu_upload(c, hb, (size_t)p.M * es, &st->bias);
-        free(hb);
-        QF_CHECK(s);
-    }
+    if (!i8 && geo.has_bias) QF_CHECK(cu_conv_float_bias(c, n, dt, &st->bias));
     if (L->quant_in < 0) cu_need_input_as(c, L, 0, CU_NHWC);
     if (i8 && n->n_in > 4 && n->in[4] >= 0) {
         const qf_value *r = qfi_in(g, n, 4);
@@ -568,16 +553,10 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         if (c->vals[n->in[4]].layout != CU_NHWC) cu_need_scratch(c, CU_SCR_IN2, qf_value_bytes(r)); /* converted to NHWC */
     }
     st->K = p.C / p.group * p.kh * p.kw;
-    if (!i8 && L->residual < 0 && cu_vector_conv_fits(&p)) {
+    if (cu_conv_runs_vector(c, L)) {
         /* the CPU engine's sums, bit for bit: no tactic to time */
         st->vector = true;
-        char *wt = (char *)malloc((size_t)(p.M * p.C) * es + 1);
-        if (!wt) return QF_ERR_NOMEM;
-        for (int64_t m = 0; m < p.M; m++) /* [M][C] -> [C][M] */
-            for (int64_t k = 0; k < p.C; k++) memcpy(wt + (k * p.M + m) * es, (const char *)w->data + (m * p.C + k) * es, es);
-        qf_status s = cu_upload(c, wt, (size_t)(p.M * p.C) * es, &st->w);
-        free(wt);
-        return s;
+        return cu_vector_conv_weights(c, n, &st->w);
     }
     if (i8 && st->K > QFI_INT8_MAX_REDUCTION)
         return qf_error(QF_ERR_UNSUPPORTED, "INT8 reduction of %lld terms could overflow int32", (long long)st->K);
@@ -883,6 +862,49 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
                                        (char *)y + (size_t)(p0 * p.M) * out_es));
     }
     return L->act != QF_ACT_NONE ? cu_act_inplace(s, y, dt, total, L->act, L->act_gated) : QF_OK;
+}
+
+/* ---- helpers the SE gate shares (se_gate.cu) ---------------------------------------------- */
+
+bool cu_conv_runs_vector(const cu_engine *c, const cu_layer *L)
+{
+    conv_geo p;
+    return L->n->op == QF_OP_CONV && L->n->precision != QF_PREC_INT8 && L->residual < 0 &&
+           conv_geo_of(c, L->n, &p) == QF_OK && cu_vector_conv_fits(&p);
+}
+
+qf_status cu_conv_float_bias(cu_engine *c, const qf_node *n, qf_dtype dt, void **bias)
+{
+    /* the bias in the output's dtype, as cuBLASLt's epilogue reads it */
+    const qf_value *b = qfi_in(c->g, n, 2), *w = qfi_in(c->g, n, 1);
+    const int64_t M = w->dims[0];
+    const size_t es = qf_dtype_info(dt)->size;
+    if (!(b->flags & QF_VALUE_CONST) || !b->data || qf_value_numel(b) != M || (b->dtype != QF_F32 && b->dtype != QF_F16))
+        return qf_error(QF_ERR_UNSUPPORTED, "bias %s must be a float constant of %lld elements", b->name, (long long)M);
+    char *hb = (char *)calloc((size_t)M + 1, es);
+    if (!hb) return QF_ERR_NOMEM;
+    for (int64_t m = 0; m < M; m++) {
+        float f = b->dtype == QF_F16 ? qf_f16_to_f32(((const uint16_t *)b->data)[m]) : ((const float *)b->data)[m];
+        if (dt == QF_F16) ((uint16_t *)hb)[m] = qf_f32_to_f16(f);
+        else ((float *)hb)[m] = f;
+    }
+    qf_status s = cu_upload(c, hb, (size_t)M * es, bias);
+    free(hb);
+    return s;
+}
+
+qf_status cu_vector_conv_weights(cu_engine *c, const qf_node *n, void **w)
+{
+    const qf_value *wv = qfi_in(c->g, n, 1);
+    const int64_t M = wv->dims[0], C = qf_value_numel(wv) / (M ? M : 1);
+    const size_t es = qf_dtype_info(wv->dtype)->size;
+    char *wt = (char *)malloc((size_t)(M * C) * es + 1);
+    if (!wt) return QF_ERR_NOMEM;
+    for (int64_t m = 0; m < M; m++) /* [M][C] -> [C][M] */
+        for (int64_t k = 0; k < C; k++) memcpy(wt + (k * M + m) * es, (const char *)wv->data + (m * C + k) * es, es);
+    qf_status s = cu_upload(c, wt, (size_t)(M * C) * es, w);
+    free(wt);
+    return s;
 }
 
 const cu_op cu_op_conv = {conv_prepare, conv_tune, conv_launch, CU_RULE_NHWC, CU_ALL_PRECISIONS, conv_check};

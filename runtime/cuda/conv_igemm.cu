@@ -62,21 +62,6 @@ struct igemm_params {
     int small_acc;          /* every |acc + bias| < 2^22 (acc_bound): exact conversions without the conversion unit */
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-/* 16/8/4 bytes global -> shared; src_bytes 0 (valid false) writes zeros. */
-template <int VEC>
-__device__ __forceinline__ void cp_async(uint32_t dst, const void *src, bool valid)
-{
-    if (VEC == 16)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-    else
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(VEC),
-                     "r"(valid ? VEC : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t *r)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

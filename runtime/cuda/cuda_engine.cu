@@ -688,6 +688,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     if (st == QF_OK && c->fuse) cu_fuse_input_quantize(c, plan_values);
     if (st == QF_OK && c->fuse) cu_fuse_batchnorm_act(c, plan_values);
     if (st == QF_OK && c->fuse) st = cu_fuse_attention(c, plan_values);
+    if (st == QF_OK && c->fuse) st = cu_fuse_se_gates(c, plan_values);
     if (st == QF_OK) st = plan_arena(c, plan_values);
     free(plan_values);
     QF_CHECK(st);

@@ -259,6 +259,24 @@ bool cu_attention_head_fits(int64_t d);
 qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values);
 extern const cu_op cu_op_attention;
 
+/* A squeeze-excitation gate, GlobalAveragePool -> Conv -> Conv [-> Sigmoid
+ * or HardSigmoid], the convs of one position (cu_conv_runs_vector) with
+ * their fused Relu or activations, in halves: one layer at the pool, one
+ * kernel, a block per image (se_gate.cu); the block's Mul stays a kernel of
+ * its own, so an SE block takes two where it took six. */
+#define CU_SE_THREADS 256
+#define CU_SE_MAX_SMEM (48 * 1024)
+typedef struct cu_se_chain {
+    int conv[2];    /* the two Conv nodes (skipped layers; their fused Relu and act are the chain's) */
+    int gate;       /* a Sigmoid or HardSigmoid node after them (skipped), or -1 */
+    int out;        /* the value the layer writes: the gate */
+} cu_se_chain;
+/* Whether the kernel takes C pooled channels squeezed to M1. */
+bool cu_se_gate_fits(int64_t C, int64_t M1);
+/* Fuses every such chain (after cu_fuse_layers): the pool's layer runs cu_op_se_gate. */
+qf_status cu_fuse_se_gates(cu_engine *c, qf_value *plan_values);
+extern const cu_op cu_op_se_gate;
+
 /* ---- strided copies (copy.cu) ----------------------------------------------------
  * Copies the nd-dim view `dims` of src (element strides ss, starting at
  * element so) into dst (strides ds, starting at element do_), converting
@@ -448,6 +466,12 @@ bool cu_direct_conv_words(const cu_conv_geo *g, bool int8);
 bool cu_vector_conv_fits(const cu_conv_geo *g);
 qf_status cu_vector_conv_run(cudaStream_t s, const cu_conv_geo *g, int sms, qf_dtype dt, const void *x, const void *w,
                              const void *bias, bool relu, float lo, float hi, void *y);
+/* Whether float Conv layer L runs that kernel (conv.cu), its weights [C][M]
+ * uploaded for it, and a float Conv's bias in dtype dt (conv.cu): what the
+ * conv layer and the SE gate (se_gate.cu) both build. */
+bool cu_conv_runs_vector(const cu_engine *c, const cu_layer *L);
+qf_status cu_vector_conv_weights(cu_engine *c, const qf_node *n, void **w);
+qf_status cu_conv_float_bias(cu_engine *c, const qf_node *n, qf_dtype dt, void **bias);
 qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, const void *x, const void *w,
                              const void *bias, bool relu, float lo, float hi, const cu_requant *rq, const int8_t *res,
                              void *y);
@@ -495,6 +519,50 @@ __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
  * gate node and a Mul, whose two roundings to y's dtype it repeats). */
 qf_status cu_act_inplace(cudaStream_t s, void *y, qf_dtype dt, int64_t n, qf_act act, bool gated);
 
+/* An activation op's arithmetic (elementwise.cu's unary kernels; the SE gate
+ * applies it too), from a node's attributes (cu_unary_params_of) or from a
+ * fused act (cu_act_params: `gated` and dt as for cu_act_inplace). */
+typedef struct cu_unary_params {
+    int op;                 /* qf_op */
+    float alpha, beta, lo, hi;
+    bool tanh_approx;       /* Gelu */
+    bool times_x;           /* x * f(x): SiLU as x * Sigmoid(x), fused into a Conv (cu_act_inplace) */
+    bool gate_half;         /* with times_x: f(x) rounded to half first, as the gate node stored it */
+} cu_unary_params;
+
+__device__ __forceinline__ float cu_unary_apply(const cu_unary_params &p, float x)
+{
+    switch (p.op) {
+    case QF_OP_RELU: return x > 0.0f ? x : 0.0f;
+    case QF_OP_LEAKY_RELU: return x >= 0.0f ? x : __fmul_rn(x, p.alpha);
+    case QF_OP_CLIP: {
+        /* max then min: with lo > hi every element becomes hi; NaN stays NaN */
+        float v = x < p.lo ? p.lo : x;
+        return v > p.hi ? p.hi : v;
+    }
+    case QF_OP_SIGMOID: return qfi_sigmoid(x);
+    case QF_OP_HARD_SIGMOID:
+    case QF_OP_HARD_SWISH: {
+        const float h = qfi_hard_sigmoid(x, p.alpha, p.beta);
+        return p.op == QF_OP_HARD_SWISH ? __fmul_rn(x, h) : h;
+    }
+    case QF_OP_TANH: return qfi_tanh(x);
+    case QF_OP_ERF: return qfi_erf(x);
+    case QF_OP_GELU: return qfi_gelu(x, p.tanh_approx);
+    case QF_OP_SQRT: return __fsqrt_rn(x);
+    default: return x;
+    }
+}
+
+__device__ __forceinline__ float cu_unary_value(const cu_unary_params &p, float x)
+{
+    float f = cu_unary_apply(p, x);
+    if (p.gate_half) f = __half2float(__float2half_rn(f));
+    return p.times_x ? __fmul_rn(x, f) : f;
+}
+qf_status cu_unary_params_of(const qf_graph *g, const qf_node *n, cu_unary_params *p);
+qf_status cu_act_params(qf_act act, bool gated, qf_dtype dt, cu_unary_params *p);
+
 /* Reads element i of e's dtype as float: f32, f16 exactly, int8 as
  * (q - zp) * scale (one rounding). */
 __device__ __forceinline__ float cu_load(const void *p, cu_elem e, int64_t i)
@@ -525,6 +593,28 @@ template <typename T, int V> struct cu_vec {
     __device__ __forceinline__ void load(const T *p, int i) { raw = ((const raw_t *)p)[i]; }
     __device__ __forceinline__ void store(T *p, int i) const { ((raw_t *)p)[i] = raw; }
 };
+/* Asynchronous copies global -> shared (sm_80's cp.async): the implicit
+ * GEMM's stages and the SE gate's weight slices. */
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16/8/4 bytes global -> shared; src_bytes 0 (valid false) writes zeros. */
+template <int VEC>
+__device__ __forceinline__ void cp_async(uint32_t dst, const void *src, bool valid)
+{
+    if (VEC == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(VEC),
+                     "r"(valid ? VEC : 0));
+}
+/* 16 bytes to shared of which the first `bytes` (0 to 16) come from src, the rest zeros. */
+__device__ __forceinline__ void cp_async16_head(uint32_t dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
 /* One lane of a vector of int8 levels or halves as float, and back (int8
  * quantized with e's scale and zero point, half rounded to nearest even):
  * what cu_load and cu_store do for an element of e's dtype. */

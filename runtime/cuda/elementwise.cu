@@ -14,49 +14,10 @@
 
 /* ---- activations ------------------------------------------------------------------------ */
 
-typedef struct unary_params {
-    int op;                 /* qf_op */
-    float alpha, beta, lo, hi;
-    bool tanh_approx;       /* Gelu */
-    bool times_x;           /* x * f(x): SiLU as x * Sigmoid(x), fused into a Conv (cu_act_inplace) */
-    bool gate_half;         /* with times_x: f(x) rounded to half first, as the gate node stored it */
-} unary_params;
-
-__device__ __forceinline__ float unary_apply(const unary_params &p, float x)
-{
-    switch (p.op) {
-    case QF_OP_RELU: return x > 0.0f ? x : 0.0f;
-    case QF_OP_LEAKY_RELU: return x >= 0.0f ? x : __fmul_rn(x, p.alpha);
-    case QF_OP_CLIP: {
-        /* max then min: with lo > hi every element becomes hi; NaN stays NaN */
-        float v = x < p.lo ? p.lo : x;
-        return v > p.hi ? p.hi : v;
-    }
-    case QF_OP_SIGMOID: return qfi_sigmoid(x);
-    case QF_OP_HARD_SIGMOID:
-    case QF_OP_HARD_SWISH: {
-        const float h = qfi_hard_sigmoid(x, p.alpha, p.beta);
-        return p.op == QF_OP_HARD_SWISH ? __fmul_rn(x, h) : h;
-    }
-    case QF_OP_TANH: return qfi_tanh(x);
-    case QF_OP_ERF: return qfi_erf(x);
-    case QF_OP_GELU: return qfi_gelu(x, p.tanh_approx);
-    case QF_OP_SQRT: return __fsqrt_rn(x);
-    default: return x;
-    }
-}
-
-__device__ __forceinline__ float unary_value(const unary_params &p, float x)
-{
-    float f = unary_apply(p, x);
-    if (p.gate_half) f = __half2float(__float2half_rn(f));
-    return p.times_x ? __fmul_rn(x, f) : f;
-}
-
-__global__ void unary_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n, unary_params p)
+__global__ void unary_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int64_t n, cu_unary_params p)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        cu_store(y, ye, i, unary_value(p, cu_load(x, xe, i)));
+        cu_store(y, ye, i, cu_unary_value(p, cu_load(x, xe, i)));
 }
 
 /* The same for float or half in and out, 16 bytes a thread (the n / V whole
@@ -64,7 +25,7 @@ __global__ void unary_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, int
  * and two-byte accesses reached a sixth of its bandwidth (MobileNetV2's
  * FP16 ReLU6 passes, 4.0 of 8.8 ms a batch). Same arithmetic per element. */
 template <typename T>
-__global__ void unary_vec_kernel(T *y, const T *x, int64_t nvec, unary_params p)
+__global__ void unary_vec_kernel(T *y, const T *x, int64_t nvec, cu_unary_params p)
 {
     constexpr int V = 16 / sizeof(T);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec; i += (int64_t)gridDim.x * blockDim.x) {
@@ -74,7 +35,7 @@ __global__ void unary_vec_kernel(T *y, const T *x, int64_t nvec, unary_params p)
         } u;
         u.raw = ((const uint4 *)x)[i];
 #pragma unroll
-        for (int k = 0; k < V; k++) u.e[k] = (T)unary_value(p, (float)u.e[k]);
+        for (int k = 0; k < V; k++) u.e[k] = (T)cu_unary_value(p, (float)u.e[k]);
         ((uint4 *)y)[i] = u.raw;
     }
 }
@@ -88,7 +49,7 @@ static unsigned grid_for(int64_t n)
 /* Whole 16-byte vectors of x -> y through the vector kernel; the elements
  * past them (and all of an unaligned or mixed-dtype pass) through
  * unary_kernel. */
-static qf_status unary_run(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, int64_t cnt, const unary_params &p)
+static qf_status unary_run(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, int64_t cnt, const cu_unary_params &p)
 {
     int64_t done = 0;
     if (xe.dt == ye.dt && (xe.dt == QF_F16 || xe.dt == QF_F32) && ((uintptr_t)x | (uintptr_t)y) % 16 == 0) {
@@ -111,22 +72,28 @@ static qf_status unary_run(cudaStream_t s, void *y, cu_elem ye, const void *x, c
 
 qf_status cu_act_inplace(cudaStream_t s, void *y, qf_dtype dt, int64_t n, qf_act act, bool gated)
 {
-    unary_params p;
-    memset(&p, 0, sizeof p);
+    cu_unary_params p;
+    QF_CHECK(cu_act_params(act, gated, dt, &p));
+    if (n == 0) return QF_OK;
+    const cu_elem e = {dt, 0.0f};
+    return unary_run(s, y, e, y, e, n, p);
+}
+
+qf_status cu_act_params(qf_act act, bool gated, qf_dtype dt, cu_unary_params *p)
+{
+    memset(p, 0, sizeof *p);
     switch (act) {
-    case QF_ACT_SIGMOID: p.op = QF_OP_SIGMOID; break;
-    case QF_ACT_SILU: p.op = QF_OP_SIGMOID, p.times_x = true; break;
+    case QF_ACT_SIGMOID: p->op = QF_OP_SIGMOID; break;
+    case QF_ACT_SILU: p->op = QF_OP_SIGMOID, p->times_x = true; break;
     case QF_ACT_HARD_SWISH:
         /* one HardSwish node, or x times a HardSigmoid node */
-        p.op = gated ? QF_OP_HARD_SIGMOID : QF_OP_HARD_SWISH, p.times_x = gated, p.alpha = 1.0f / 6.0f, p.beta = 0.5f;
+        p->op = gated ? QF_OP_HARD_SIGMOID : QF_OP_HARD_SWISH, p->times_x = gated, p->alpha = 1.0f / 6.0f, p->beta = 0.5f;
         break;
     default: return qf_error(QF_ERR_INVALID, "no fused activation kind %d", (int)act);
     }
     /* the gate node's half output, then the Mul's product: the two nodes' roundings */
-    p.gate_half = p.times_x && dt == QF_F16;
-    if (n == 0) return QF_OK;
-    const cu_elem e = {dt, 0.0f};
-    return unary_run(s, y, e, y, e, n, p);
+    p->gate_half = p->times_x && dt == QF_F16;
+    return QF_OK;
 }
 
 /* Float-like operands (cu_float_like) and, for Clip, constant bounds. */
@@ -142,21 +109,25 @@ static qf_status unary_check(const qf_graph *g, const qf_node *n)
 
 static qf_status unary_prepare(cu_engine *c, cu_layer *L)
 {
-    const qf_graph *g = c->g;
-    const qf_node *n = L->n;
-    const qfi_unary_params *up = (const qfi_unary_params *)n->params;
-    unary_params *p = (unary_params *)qfi_calloc(1, sizeof *p);
+    cu_unary_params *p = (cu_unary_params *)qfi_calloc(1, sizeof *p);
     if (!p) return QF_ERR_NOMEM;
     L->state = p;
+    QF_CHECK(cu_unary_params_of(c->g, L->n, p));
+    void *ptr;
+    return cu_value_ptr(c, L->n->in[0], &ptr);
+}
+
+qf_status cu_unary_params_of(const qf_graph *g, const qf_node *n, cu_unary_params *p)
+{
+    const qfi_unary_params *up = (const qfi_unary_params *)n->params;
+    memset(p, 0, sizeof *p);
     p->op = n->op;
     p->alpha = up->alpha;
     p->beta = up->beta;
     p->lo = up->lo;
     p->hi = up->hi;
     p->tanh_approx = up->tanh_approx;
-    if (n->op == QF_OP_CLIP) QF_CHECK(qfi_clip_bounds(g, n, &p->lo, &p->hi));
-    void *ptr;
-    return cu_value_ptr(c, n->in[0], &ptr);
+    return n->op == QF_OP_CLIP ? qfi_clip_bounds(g, n, &p->lo, &p->hi) : QF_OK;
 }
 
 static qf_status unary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
@@ -170,7 +141,7 @@ static qf_status unary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     int64_t cnt = qf_value_numel(&g->values[xv]);
     if (!cnt) return QF_OK;
     const cu_elem xe = cu_elem_of(c, n, xv), ye = cu_elem_of(c, n, yv);
-    return unary_run(s, y, ye, x, xe, cnt, *(const unary_params *)L->state);
+    return unary_run(s, y, ye, x, xe, cnt, *(const cu_unary_params *)L->state);
 }
 
 const cu_op cu_op_unary = {unary_prepare, NULL, unary_launch, CU_RULE_FOLLOW, CU_ALL_PRECISIONS, unary_check};
@@ -435,7 +406,7 @@ typedef struct bn_state {
 typedef struct bn_act {
     bool on;
     cu_elem mid;
-    unary_params p;
+    cu_unary_params p;
 } bn_act;
 
 __device__ __forceinline__ float bn_value(float x, float a, float b, const bn_act &e)
@@ -447,7 +418,7 @@ __device__ __forceinline__ float bn_value(float x, float a, float b, const bn_ac
     case QF_I8: v = qfi_dequantize_i8_zp(qfi_quantize_f32_zp(v, e.mid.scale, e.mid.zp), e.mid.scale, e.mid.zp); break;
     default: break;
     }
-    return unary_apply(e.p, v);
+    return cu_unary_apply(e.p, v);
 }
 
 __global__ void batchnorm_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, const float *ab, int64_t C,

@@ -1,8 +1,9 @@
 /* The CUDA engine's fusions, planned at engine build: the rules its float
  * kernels give lib/fusion.c's planner (residual Add, Relu, Clip), applied to
  * the layers and the memory plan, the input QuantizeLinear an INT8 first
- * Conv takes, and the Relu or Clip after a BatchNormalization. No kernels
- * here. */
+ * Conv takes, the Relu or Clip after a BatchNormalization, attention
+ * chains (attention.cu) and squeeze-excitation gates (se_gate.cu). No
+ * kernels here. */
 #include "cuda_internal.h"
 extern "C" {
 #include "fusion.h"
@@ -321,6 +322,86 @@ qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values)
         qf_log(QF_LOG_DEBUG, "%s: attention fused from node %s to %s (%lld x %lld queries, %lld keys, heads of %lld)",
                c->g->source, L->n->name, c->g->nodes[ch.nodes[ch.n_nodes - 1]].name, (long long)ch.nb, (long long)ch.M,
                (long long)ch.N, (long long)ch.D);
+    }
+    return QF_OK;
+}
+
+/* ---- squeeze-excitation gates ------------------------------------------------------------- */
+
+/* The value layer L writes (its fused chain's last). */
+static int layer_out(const cu_layer *L) { return L->out_override >= 0 ? L->out_override : L->n->out[0]; }
+
+/* The device layer that alone reads v, at FP16, or NULL. */
+static cu_layer *only_fp16_reader(cu_engine *c, int v)
+{
+    int count;
+    const qf_node *n = find_consumer(c->g, v, &count);
+    if (!n || count != 1 || n->precision != QF_PREC_FP16 || n->n_in < 1 || n->in[0] != v) return NULL;
+    cu_layer *L = &c->layers[n - c->g->nodes];
+    return L->skip || cu_on_host(L) ? NULL : L;
+}
+
+/* A vector Conv (cu_conv_runs_vector) of halves reading v alone. */
+static cu_layer *se_conv(cu_engine *c, int v)
+{
+    cu_layer *L = only_fp16_reader(c, v);
+    if (!L || L->n->op != QF_OP_CONV || !cu_conv_runs_vector(c, L)) return NULL;
+    return is_half(qfi_in(c->g, L->n, 1)) && is_half(&c->g->values[layer_out(L)]) ? L : NULL;
+}
+
+static bool se_match(cu_engine *c, int pool, cu_se_chain *ch)
+{
+    const qf_graph *g = c->g;
+    const qf_node *n = &g->nodes[pool];
+    const cu_layer *P = &c->layers[pool];
+    if (n->op != QF_OP_GLOBAL_AVERAGE_POOL || n->precision != QF_PREC_FP16 || P->skip || cu_on_host(P) ||
+        P->out_override >= 0 || n->out[0] < 0)
+        return false;
+    const qf_value *x = qfi_in(g, n, 0), *v = qfi_out(g, n, 0);
+    /* int8 levels or halves: their sums in double are exact in any order */
+    if (x->ndim != 4 || (x->dtype != QF_I8 && x->dtype != QF_F16) || !is_half(v) || x->dims[0] > INT32_MAX ||
+        x->dims[1] * x->dims[2] * x->dims[3] >= INT32_MAX)
+        return false;
+    cu_layer *L1 = se_conv(c, n->out[0]);
+    cu_layer *L2 = L1 ? se_conv(c, layer_out(L1)) : NULL;
+    if (!L2) return false;
+    const int64_t C = x->dims[1], M1 = qfi_in(g, L1->n, 1)->dims[0];
+    if (qfi_in(g, L1->n, 1)->dims[1] != C || qfi_in(g, L2->n, 1)->dims[1] != M1 || !cu_se_gate_fits(C, M1)) return false;
+    ch->conv[0] = L1->index, ch->conv[1] = L2->index;
+    ch->gate = -1;
+    ch->out = layer_out(L2);
+    /* MobileNetV3's HardSigmoid (or a Sigmoid) as a node of its own */
+    cu_layer *G = L2->act == QF_ACT_NONE ? only_fp16_reader(c, ch->out) : NULL;
+    if (G && (G->n->op == QF_OP_HARD_SIGMOID || G->n->op == QF_OP_SIGMOID) && G->out_override < 0 && G->n->out[0] >= 0 &&
+        is_half(qfi_out(g, G->n, 0)) && same_dims(qfi_out(g, G->n, 0), &g->values[ch->out]))
+        ch->gate = G->index, ch->out = G->n->out[0];
+    return true;
+}
+
+qf_status cu_fuse_se_gates(cu_engine *c, qf_value *plan_values)
+{
+    const qf_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        cu_se_chain ch;
+        if (!se_match(c, i, &ch)) continue;
+        cu_layer *L = &c->layers[i];
+        cu_se_chain *keep = (cu_se_chain *)malloc(sizeof *keep);
+        if (!keep) return QF_ERR_NOMEM;
+        *keep = ch;
+        L->state = keep; /* se_gate.cu's prepare replaces it */
+        L->free_state = free;
+        L->op = &cu_op_se_gate;
+        plan_values[g->nodes[i].out[0]].producer = -1;
+        for (int k = 0; k < 3; k++) {
+            const int j = k < 2 ? ch.conv[k] : ch.gate;
+            if (j < 0) continue;
+            c->layers[j].skip = true;
+            plan_values[layer_out(&c->layers[j])].producer = -1;
+        }
+        plan_values[ch.out].producer = i;
+        L->out_override = ch.out;
+        qf_log(QF_LOG_DEBUG, "%s: squeeze-excitation gate fused from node %s to %s", g->source, L->n->name,
+               g->nodes[ch.gate >= 0 ? ch.gate : ch.conv[1]].name);
     }
     return QF_OK;
 }
