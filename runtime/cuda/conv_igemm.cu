@@ -253,6 +253,9 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
     const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
+        /* channels past M are never stored: their requantization (a smooth
+         * activation's e^x each) is skipped, 8 at a time, by the whole warp */
+        if (ch0 + nt * 8 >= p.M) break;
         const int cl = nt * 8 + t4 * 2, ch = ch0 + cl;
         const bool ch_ok = ch < p.M;
         const float m0 = ch_ok ? p.rq.m[ch] : 0.0f, m1 = ch_ok ? p.rq.m[ch + 1] : 0.0f;
@@ -600,7 +603,7 @@ struct cu_igemm {
     int32_t z_in;           /* the input's zero point: what the padding holds */
     int vec;                /* 16, 8 or 4 */
     igemm_params p;         /* the GEMM the kernel runs (prepared geometry); tiles set per variant */
-    igemm_variant v[16];
+    igemm_variant v[18];    /* up to two (plain, persistent) per tile shape */
     int n_v;
 };
 
@@ -787,7 +790,11 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
         const int bm = shapes[sh].bm, bn = shapes[sh].bn;
         const bool wg = shapes[sh].wg;
-        if ((g->M <= 64) != (bn == 64) || (bn == 256 && g->M <= 128) || (wg && !sm90)) continue;
+        /* 64-channel tiles where they pad M less than 128-channel ones (M
+         * <= 64, or 16 to 64 past a multiple of 128: EfficientNet's 144 and
+         * 672 pad to 192 and 704 rather than 256 and 768), wider ones above 64 */
+        const bool narrow = g->M <= 64 || (g->M % 128 != 0 && g->M % 128 <= 64);
+        if ((bn == 64 && !narrow) || (bn != 64 && g->M <= 64) || (bn == 256 && g->M <= 128) || (wg && !sm90)) continue;
         {
             igemm_variant base;
             memset(&base, 0, sizeof base);
@@ -807,7 +814,7 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
                 free(ig);
                 return cu_fail(e, "setting up the implicit-GEMM conv kernel", __FILE__, __LINE__);
             }
-            if (per_sm < 1 || tiles > INT32_MAX / 2) continue;
+            if (per_sm < 1 || tiles > INT32_MAX / 2 || ig->n_v + 2 > (int)(sizeof ig->v / sizeof ig->v[0])) continue;
             int64_t resident = (int64_t)per_sm * c->prop.multiProcessorCount;
             if (cap && atoi(cap) > 0 && atoi(cap) < resident) resident = atoi(cap);
             base.blocks = (int)tiles;
