@@ -76,6 +76,28 @@ static QFI_HD int8_t qfi_quantize_f32_zp(float x, float s, int32_t z)
 }
 /* Zero point 0: symmetric INT8. */
 static QFI_HD int8_t qfi_quantize_f32(float x, float s) { return qfi_quantize_f32_zp(x, s, 0); }
+/* The same level from a product by r = 1/s (rounded to float) where that
+ * is safe: x r lies within 3 x 2^-24 |q| of fl(x / s) (r's rounding and the
+ * product's, q = x / s exactly, against the quotient's one), so both round
+ * to the same integer unless x r is that close to a half-integer; then the
+ * division decides (a few elements in 10^6). An IEEE division is most of a
+ * memory-bound quantizing pass's instructions (the SE gate's Mul). r = 0
+ * (1/s not a normal float) takes the division. test_int8_cpu compares the
+ * two. */
+static QFI_HD int8_t qfi_quantize_f32_zp_fast(float x, float s, float r, int32_t z)
+{
+    const float p = qfi_mul(x, r);
+#ifdef __CUDA_ARCH__
+    const float frac = fabsf(p - rintf(p)), ap = fabsf(p);
+#else
+    const float frac = __builtin_fabsf(p - __builtin_rintf(p)), ap = __builtin_fabsf(p);
+#endif
+    if (r == 0.0f || !(frac < 0.5f - ap * 2.5e-7f)) return qfi_quantize_f32_zp(x, s, z);
+    /* p is finite here: no NaN to map */
+    const float lo = (float)(-128 - z), hi = (float)(127 - z);
+    const float v = p < lo ? lo : p > hi ? hi : p;
+    return (int8_t)(qfi_round_i32(v) + z);
+}
 /* (q - z) exactly, then one FP32 product. */
 static QFI_HD float qfi_dequantize_i8_zp(int8_t q, float s, int32_t z) { return qfi_mul((float)((int32_t)q - z), s); }
 static QFI_HD float qfi_dequantize_i8(int8_t q, float s) { return qfi_dequantize_i8_zp(q, s, 0); }

@@ -419,6 +419,47 @@ START_TEST(conversions_match_the_element_functions)
 }
 END_TEST
 
+/* The quantization by a product with 1/s (the CUDA binary kernel's, issue
+ * 14) gives qfi_quantize_f32_zp's level: random values over the int8 range
+ * and beyond, the floats beside every half-integer level boundary (where
+ * x r and x / s can round apart), zero points, specials and scales of
+ * every size, including one whose reciprocal is no normal float. */
+START_TEST(quantize_by_reciprocal_matches_division)
+{
+    const float scales[] = {0.0173f, 1.0f, 0.1f, 3.0f, 1e-4f, 37.7f, 6.1e-5f, 0.33333334f, 1e38f};
+    const int32_t zps[] = {0, -128, 17, 127, -3};
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, 3e38f, -3e38f};
+    long slow = 0, total = 0;
+    for (size_t k = 0; k < QF_ARRAY_LEN(scales); k++) {
+        const float s = scales[k], r = 1.0f / s, rn = isnormal(r) ? r : 0.0f;
+        for (size_t j = 0; j < QF_ARRAY_LEN(zps); j++) {
+            const int32_t z = zps[j];
+            for (size_t i = 0; i < QF_ARRAY_LEN(specials); i++)
+                ck_assert_int_eq(qfi_quantize_f32_zp_fast(specials[i], s, rn, z), qfi_quantize_f32_zp(specials[i], s, z));
+            for (int i = 0; i < 20000; i++) {
+                const float x = frand(-300.0f, 300.0f) * s;
+                ck_assert_msg(qfi_quantize_f32_zp_fast(x, s, rn, z) == qfi_quantize_f32_zp(x, s, z), "x %a s %a z %d",
+                              (double)x, (double)s, z);
+            }
+            /* 64 floats either side of (level + 0.5) * s for every level */
+            for (int level = -300; level <= 300; level++) {
+                const float b = ((float)level + 0.5f) * s;
+                const uint32_t bits = qfi_f32_bits(b);
+                for (int d = -64; d <= 64; d++) {
+                    const float x = qfi_bits_f32(bits + (uint32_t)d);
+                    const float p = x * rn;
+                    slow += rn == 0.0f || !(fabsf(p - rintf(p)) < 0.5f - fabsf(p) * 2.5e-7f);
+                    total++;
+                    ck_assert_msg(qfi_quantize_f32_zp_fast(x, s, rn, z) == qfi_quantize_f32_zp(x, s, z),
+                                  "x %a s %a z %d", (double)x, (double)s, z);
+                }
+            }
+        }
+    }
+    printf("quantize by 1/s: %ld of %ld boundary values took the division\n", slow, total);
+}
+END_TEST
+
 /* QFORGE_CPU_INT8_ISA picks the kernels; a name the CPU cannot run leaves the widest. */
 START_TEST(isa_from_environment)
 {
@@ -440,6 +481,7 @@ int main(void)
     tcase_add_loop_test(tc, conv_int8_every_isa, 0, (int)(sizeof conv_cases / sizeof conv_cases[0]));
     tcase_add_loop_test(tc, gemm_int8_every_isa, 0, (int)(sizeof gemm_cases / sizeof gemm_cases[0]));
     tcase_add_test(tc, conversions_match_the_element_functions);
+    tcase_add_test(tc, quantize_by_reciprocal_matches_division);
     tcase_add_test(tc, isa_from_environment);
     suite_add_tcase(s, tc);
     return run_suite(s);

@@ -27,25 +27,6 @@ constexpr int BK = 64;      /* K bytes per pipeline stage: four 16-byte chunks a
 constexpr int THREADS = 256;
 constexpr int MAX_TAPS = 31; /* a window's taps as bits of one word; bit 31 is the past-K tap */
 
-/* n / d for 0 <= n < 2^31 as a multiply-high and a shift (the round-up
- * multiplier m = ceil(2^(31 + l) / d), l = ceil(log2 d)); the divisions of
- * each new tile's positions cost as much as a 1x1 layer's whole MMA stage. */
-struct fast_div {
-    uint32_t mul;           /* 0: d == 1 */
-    uint32_t shift;
-};
-static fast_div make_fast_div(uint32_t d)
-{
-    fast_div f = {0, 0};
-    if (d <= 1) return f;
-    uint32_t l = 0;
-    while ((1ull << l) < d) l++;
-    f.mul = (uint32_t)(((1ull << (31 + l)) + d - 1) / d);
-    f.shift = l - 1;
-    return f;
-}
-__device__ __forceinline__ int div_by(int n, fast_div f) { return f.mul ? (int)(__umulhi((uint32_t)n, f.mul) >> f.shift) : n; }
-
 struct igemm_params {
     const int8_t *x;        /* (N, H, W, Cp) */
     const int8_t *w;        /* [M][K] */
@@ -57,7 +38,7 @@ struct igemm_params {
     int H, W, Cp, Ho, Wo, M, P, K;
     int sh, sw, ph, pw;
     int kh, kw, dh, dw;     /* taps and dilation: kh * kw <= MAX_TAPS */
-    fast_div div_HoWo, div_Wo;
+    cu_fast_div div_HoWo, div_Wo;
     int n_tiles, p_tiles;   /* ceil(M / BN), ceil(P / BM) */
     int small_acc;          /* every |acc + bias| < 2^22 (acc_bound): exact conversions without the conversion unit */
 };
@@ -354,7 +335,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
                 const int pos = p0 + (WG ? wgmma_row<MW>((tid >> 2) + i * (THREADS / 4)) : (tid >> 2) + i * (THREADS / 4));
                 a_base[i] = 0, a_in[i] = 0;
                 if (pos < p.P) {
-                    const int n = div_by(pos, p.div_HoWo), rem = pos - n * HoWo, oh = div_by(rem, p.div_Wo),
+                    const int n = cu_div_by(pos, p.div_HoWo), rem = pos - n * HoWo, oh = cu_div_by(rem, p.div_Wo),
                               ow = rem - oh * p.Wo;
                     const int ih0 = oh * p.sh - p.ph, iw0 = ow * p.sw - p.pw;
                     a_base[i] = ((n * p.H + ih0) * p.W + iw0) * p.Cp;
@@ -777,8 +758,8 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
     p.sh = q.sh, p.sw = q.sw, p.ph = q.ph, p.pw = q.pw;
     p.kh = q.kh, p.kw = q.kw, p.dh = q.dh, p.dw = q.dw;
-    p.div_HoWo = make_fast_div((uint32_t)(g->Ho * g->Wo));
-    p.div_Wo = make_fast_div((uint32_t)g->Wo);
+    p.div_HoWo = cu_make_fast_div((uint32_t)(g->Ho * g->Wo));
+    p.div_Wo = cu_make_fast_div((uint32_t)g->Wo);
     /* the variants the tuner times: tile shapes for M, residual handling, grid */
     const int64_t P = p.P;
     /* (BM, BN, wgmma): wgmma only where the sm_90a code runs (compute capability 9.0) */

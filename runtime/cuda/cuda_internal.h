@@ -593,6 +593,28 @@ template <typename T, int V> struct cu_vec {
     __device__ __forceinline__ void load(const T *p, int i) { raw = ((const raw_t *)p)[i]; }
     __device__ __forceinline__ void store(T *p, int i) const { ((raw_t *)p)[i] = raw; }
 };
+/* n / d for 0 <= n < 2^31 as a multiply-high and a shift (the round-up
+ * multiplier m = ceil(2^(31 + l) / d), l = ceil(log2 d)), where a kernel
+ * divides by a divisor fixed at launch: the implicit GEMM's positions, the
+ * broadcast binary kernel's image index. */
+typedef struct cu_fast_div {
+    uint32_t mul;           /* 0: d == 1 */
+    uint32_t shift;
+} cu_fast_div;
+static inline cu_fast_div cu_make_fast_div(uint32_t d)
+{
+    cu_fast_div f = {0, 0};
+    if (d <= 1) return f;
+    uint32_t l = 0;
+    while ((1ull << l) < d) l++;
+    f.mul = (uint32_t)(((1ull << (31 + l)) + d - 1) / d);
+    f.shift = l - 1;
+    return f;
+}
+__device__ __forceinline__ int cu_div_by(int n, cu_fast_div f)
+{
+    return f.mul ? (int)(__umulhi((uint32_t)n, f.mul) >> f.shift) : n;
+}
 /* Asynchronous copies global -> shared (sm_80's cp.async): the implicit
  * GEMM's stages and the SE gate's weight slices. */
 __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }

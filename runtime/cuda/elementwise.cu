@@ -207,17 +207,45 @@ __global__ void binary_kernel(void *z, cu_elem ze, const void *a, cu_elem ae, co
     }
 }
 
+/* The vector path's element index e split into its outer step (e / (mid *
+ * inner)) and its place along inner (e % inner): by multiply-high with 32-bit
+ * indices (e < 2^31), two integer divisions a vector cost as much as its
+ * arithmetic; by division with 64-bit ones. */
+template <typename I> struct bin_index {
+    I mid_inner, inner;
+    cu_fast_div d_mid_inner, d_inner;
+    __device__ __forceinline__ I outer(I e) const
+    {
+        if constexpr (sizeof(I) == 4) return (I)cu_div_by((int)e, d_mid_inner);
+        else return e / mid_inner;
+    }
+    __device__ __forceinline__ I in_inner(I e) const
+    {
+        if constexpr (sizeof(I) == 4) return e - (I)cu_div_by((int)e, d_inner) * inner;
+        else return e % inner;
+    }
+};
+template <typename I> static bin_index<I> make_bin_index(int64_t mid, int64_t inner)
+{
+    bin_index<I> ix;
+    ix.mid_inner = (I)(mid * inner), ix.inner = (I)inner;
+    ix.d_mid_inner = cu_make_fast_div(sizeof(I) == 4 ? (uint32_t)(mid * inner) : 1);
+    ix.d_inner = cu_make_fast_div(sizeof(I) == 4 ? (uint32_t)inner : 1);
+    return ix;
+}
+
 /* Half or float operands of one type T, output T or int8 (quantized with
- * ze's scale and zero point as cu_store does): V consecutive outputs a
- * thread, the same arithmetic as binary_kernel. I: the index type, 32-bit
- * wherever the output allows (a 64-bit division and remainder per vector
- * held EfficientNet's SE gate Mul to 1.7 TB/s). */
+ * ze's scale and zero point, the levels cu_store gives, by the product with
+ * z_r = 1/scale where that is safe: qfi_quantize_f32_zp_fast): V
+ * consecutive outputs a thread, the same arithmetic as binary_kernel. I:
+ * the index type, 32-bit wherever the output allows (a 64-bit division and
+ * remainder per vector held EfficientNet's SE gate Mul to 1.7 TB/s). */
 template <typename T, typename O, int V, typename I>
-__global__ void binary_vec_kernel(O *z, cu_elem ze, const T *full, const T *part, bool swapped, I nvec, I mid, I inner, I so,
-                                  I si, int op)
+__global__ void binary_vec_kernel(O *z, cu_elem ze, float z_r, const T *full, const T *part, bool swapped, I nvec,
+                                  bin_index<I> ix, I so, I si, int op)
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < nvec; i += (I)gridDim.x * blockDim.x) {
-        const I e = i * V, o = e / (mid * inner), c = e % inner;
+        const I e = i * V, o = ix.outer(e), c = ix.in_inner(e);
         cu_vec<T, V> a, b;
         a.load(full + e);
         if (si) b.load(part + o * so + c);
@@ -229,7 +257,7 @@ __global__ void binary_vec_kernel(O *z, cu_elem ze, const T *full, const T *part
         for (int v = 0; v < V; v++) {
             const float x = to_f32(a.e[v]), y = to_f32(b.e[v]);
             const float r = swapped ? binary_apply(op, y, x) : binary_apply(op, x, y);
-            if constexpr (std::is_same<O, int8_t>::value) out.e[v] = qfi_quantize_f32_zp(r, ze.scale, ze.zp);
+            if constexpr (std::is_same<O, int8_t>::value) out.e[v] = qfi_quantize_f32_zp_fast(r, ze.scale, z_r, ze.zp);
             else out.e[v] = (O)r;
         }
         out.store(z + e);
@@ -347,12 +375,14 @@ template <typename T, typename O, int V>
 static void launch_binary_vec(cudaStream_t s, unsigned grid, O *z, cu_elem ze, const T *full, const T *part,
                               const bin_state *st, int64_t nvec, int op)
 {
+    /* an int8 output quantizes by 1/scale where that is a normal float (qfi_quantize_f32_zp_fast) */
+    const float r = ze.dt == QF_I8 ? 1.0f / ze.scale : 0.0f, z_r = isnormal(r) ? r : 0.0f;
     if (st->total < INT32_MAX) /* the broadcast operand is no larger than the output */
-        binary_vec_kernel<T, O, V, uint32_t><<<grid, 256, 0, s>>>(z, ze, full, part, st->swapped, (uint32_t)nvec,
-            (uint32_t)st->mid, (uint32_t)st->inner, (uint32_t)st->so, (uint32_t)st->si, op);
+        binary_vec_kernel<T, O, V, uint32_t><<<grid, 256, 0, s>>>(z, ze, z_r, full, part, st->swapped, (uint32_t)nvec,
+            make_bin_index<uint32_t>(st->mid, st->inner), (uint32_t)st->so, (uint32_t)st->si, op);
     else
-        binary_vec_kernel<T, O, V, int64_t><<<grid, 256, 0, s>>>(z, ze, full, part, st->swapped, nvec, st->mid, st->inner,
-                                                                 st->so, st->si, op);
+        binary_vec_kernel<T, O, V, int64_t><<<grid, 256, 0, s>>>(z, ze, z_r, full, part, st->swapped, nvec,
+            make_bin_index<int64_t>(st->mid, st->inner), st->so, st->si, op);
 }
 
 static qf_status binary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
