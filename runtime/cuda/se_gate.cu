@@ -14,10 +14,10 @@
  *
  * The first conv's sums are chains of C dependent adds, one thread each
  * (M1 <= 256 of them); its weights, [C][M1], stream through shared memory
- * in slices of channels by cp.async, the next slice in flight while the
- * chains run on this one. The second conv's M2 outputs are short chains
- * (M1 terms), four a thread, their weights [M1][M2] read straight from
- * global memory (consecutive threads, consecutive outputs). */
+ * in slices of channels by cp.async, three slices in flight while the
+ * chains run on a fourth. The second conv's M2 outputs are short chains
+ * (M1 terms), eight a thread, their weights [M1][M2] read straight from
+ * global memory, 16 bytes a load. */
 #include "cuda_internal.h"
 
 namespace {
@@ -26,7 +26,8 @@ constexpr int TPB = CU_SE_THREADS;
 /* shared memory: the pool's partial sums, then the first conv's two weight
  * slices; the pooled channels and the squeezed ones after them as floats */
 constexpr int STAGE_BYTES = 16 * 1024;
-constexpr int J2 = 4; /* second-conv outputs a thread carries at once */
+constexpr int NSTAGE = 4;                          /* first-conv weight slices in shared memory */
+constexpr int SLICE_BYTES = STAGE_BYTES / NSTAGE;
 
 struct se_params {
     int S, C, M1, M2;         /* positions an image, pooled channels, squeezed, gate outputs */
@@ -109,15 +110,46 @@ __device__ void pool_image(const se_params &p, const TX *x, double *part, float 
     }
 }
 
-/* Slice k of w1 (channels k*ct on, all M1 outputs: contiguous) into buf. */
+/* Slice k of w1 (channels k*ct on, all M1 outputs: contiguous) into buf,
+ * as one cp.async group (an empty one past the last slice, so that every
+ * step commits one). */
 __device__ __forceinline__ void stage_w1(const se_params &p, int k, __half *buf)
 {
     const int c0 = k * p.ct, cn = min(p.ct, p.C - c0);
-    const int bytes = cn * p.M1 * (int)sizeof(__half);
+    const int bytes = cn > 0 ? cn * p.M1 * (int)sizeof(__half) : 0;
     const char *src = (const char *)(p.w1 + (int64_t)c0 * p.M1);
     for (int off = threadIdx.x * 16; off < bytes; off += TPB * 16)
         cp_async16_head(smem_addr((char *)buf + off), src + off, min(16, bytes - off));
     cp_async_commit();
+}
+
+/* The second conv's outputs m .. m + V - 1 and the gate into yi: V chains
+ * of M1 terms, the weights [M1][M2] read V halves a load. */
+template <int V>
+__device__ __forceinline__ void gate_outputs(const se_params &p, const float *hs, int m, __half *yi)
+{
+    double a[V];
+    cu_vec<__half, V> b;
+    if (p.b2) b.load(p.b2 + m);
+#pragma unroll
+    for (int j = 0; j < V; j++) a[j] = p.b2 ? (double)__half2float(b.e[j]) : 0.0;
+    const __half *w = p.w2 + m;
+#pragma unroll 8
+    for (int k = 0; k < p.M1; k++) {
+        cu_vec<__half, V> wk;
+        wk.load(w + (int64_t)k * p.M2);
+        const double h = hs[k];
+#pragma unroll
+        for (int j = 0; j < V; j++) a[j] = __dadd_rn(a[j], __dmul_rn((double)__half2float(wk.e[j]), h));
+    }
+    cu_vec<__half, V> out;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        float v = conv_out(p, 1, a[j]);
+        if (p.has_gate) v = cu_unary_value(p.gate, v);
+        out.e[j] = __float2half_rn(v);
+    }
+    out.store(yi + m);
 }
 
 template <typename TX, int V>
@@ -130,58 +162,37 @@ __global__ void __launch_bounds__(TPB) se_gate_kernel(se_params p, const TX *x, 
     pool_image<TX, V>(p, x + (int64_t)n * p.S * p.C, part, xs);
     __syncthreads(); /* xs complete; part free for the weight slices */
 
-    /* first conv: thread m sums output m's chain, slice by slice */
-    __half *buf[2] = {(__half *)sm, (__half *)(sm + STAGE_BYTES / 2)};
+    /* first conv: thread m sums output m's chain, slice by slice, NSTAGE - 1
+     * slices loading while one is summed (a chain step is a few cycles, a
+     * slice's trip from L2 a microsecond) */
     const int slices = (p.C + p.ct - 1) / p.ct;
     double acc = tid < p.M1 && p.b1 ? (double)__half2float(p.b1[tid]) : 0.0;
-    stage_w1(p, 0, buf[0]);
+#pragma unroll
+    for (int k = 0; k < NSTAGE - 1; k++) stage_w1(p, k, (__half *)(sm + k * SLICE_BYTES));
     for (int k = 0; k < slices; k++) {
-        if (k + 1 < slices) {
-            stage_w1(p, k + 1, buf[(k + 1) & 1]);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
+        stage_w1(p, k + NSTAGE - 1, (__half *)(sm + (k + NSTAGE - 1) % NSTAGE * SLICE_BYTES));
+        cp_async_wait<NSTAGE - 1>(); /* slice k has landed */
         __syncthreads();
         if (tid < p.M1) {
-            const __half *w = buf[k & 1] + tid;
+            const __half *w = (const __half *)(sm + k % NSTAGE * SLICE_BYTES) + tid;
             const float *xk = xs + k * p.ct;
             const int cn = min(p.ct, p.C - k * p.ct);
 #pragma unroll 8
             for (int c = 0; c < cn; c++)
                 acc = __dadd_rn(acc, __dmul_rn((double)__half2float(w[c * p.M1]), (double)xk[c]));
         }
-        __syncthreads(); /* buf[k & 1] is refilled at the next step */
+        __syncthreads(); /* this slice's buffer is refilled at the next step */
     }
+    cp_async_wait<0>();
     if (tid < p.M1) hs[tid] = conv_out(p, 0, acc);
     __syncthreads();
 
-    /* second conv and the gate: J2 outputs a thread at a time */
+    /* second conv and the gate: 8 outputs a thread where M2 allows */
     __half *yi = y + (int64_t)n * p.M2;
-    for (int m0 = 0; m0 < p.M2; m0 += J2 * TPB) {
-        double a[J2];
-        int m[J2];
-#pragma unroll
-        for (int j = 0; j < J2; j++) {
-            m[j] = m0 + j * TPB + tid;
-            a[j] = m[j] < p.M2 && p.b2 ? (double)__half2float(p.b2[m[j]]) : 0.0;
-        }
-#pragma unroll 4
-        for (int k = 0; k < p.M1; k++) {
-            const double h = hs[k];
-            const __half *wk = p.w2 + (int64_t)k * p.M2;
-#pragma unroll
-            for (int j = 0; j < J2; j++)
-                if (m[j] < p.M2) a[j] = __dadd_rn(a[j], __dmul_rn((double)__half2float(wk[m[j]]), h));
-        }
-#pragma unroll
-        for (int j = 0; j < J2; j++) {
-            if (m[j] >= p.M2) break;
-            float v = conv_out(p, 1, a[j]);
-            if (p.has_gate) v = cu_unary_value(p.gate, v);
-            yi[m[j]] = __float2half_rn(v);
-        }
-    }
+    if (p.M2 % 8 == 0)
+        for (int m = tid * 8; m < p.M2; m += TPB * 8) gate_outputs<8>(p, hs, m, yi);
+    else
+        for (int m = tid; m < p.M2; m += TPB) gate_outputs<1>(p, hs, m, yi);
 }
 
 struct se_state {
@@ -219,7 +230,7 @@ qf_status se_prepare(cu_engine *c, cu_layer *L)
     p.S = (int)(qf_value_numel(x) / (x->dims[0] * x->dims[1]));
     p.M1 = (int)qfi_in(g, &g->nodes[ch->conv[0]], 1)->dims[0];
     p.M2 = (int)qfi_in(g, &g->nodes[ch->conv[1]], 1)->dims[0];
-    p.ct = STAGE_BYTES / 2 / ((int)sizeof(__half) * p.M1) / 8 * 8;
+    p.ct = SLICE_BYTES / ((int)sizeof(__half) * p.M1) / 8 * 8;
     p.xe = cu_elem_of(c, L->n, L->n->in[0]);
     qf_status s = take_conv(c, &c->layers[ch->conv[0]], 0, &p, &p.w1, &p.b1);
     if (s == QF_OK) s = take_conv(c, &c->layers[ch->conv[1]], 1, &p, &p.w2, &p.b2);
