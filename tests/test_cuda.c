@@ -990,6 +990,13 @@ static void compare(qf_graph *g, qf_precision prec, int runs, const char *label,
          * device engine gets other inputs there, which must not reach the
          * items before it */
         bool padded = runs > 1 && r == runs - 1 && g->batch > 1;
+        /* qf_engine_write_input's sources stay valid until the run returns
+         * (engine.h). Freed before it, and with the device source's upload
+         * not yet landed, the second half of the inputs was garbage whenever
+         * the GPU was busy with other processes (every "flaky" failure of
+         * session 18 and 19 was in an output's second half) */
+        void *written[8][2] = {{NULL}};
+        ck_assert_int_le(g->n_inputs, 8);
         for (int i = 0; i < g->n_inputs; i++) {
             float *a = qf_engine_input(cpu, i), *b = qf_engine_input(gpu, i);
             const qf_value *iv = &g->values[g->inputs[i]];
@@ -1013,17 +1020,23 @@ static void compare(qf_graph *g, qf_precision prec, int runs, const char *label,
                 if (dut == QF_DEVICE_CUDA) {
                     ck_assert_int_eq(cudaMalloc(&dsrc, bytes), cudaSuccess);
                     ck_assert_int_eq(cudaMemcpy(dsrc, src, bytes, cudaMemcpyHostToDevice), cudaSuccess);
+                    /* from pageable memory cudaMemcpy may return before its DMA lands, and the
+                     * engine's copy stream does not wait for the legacy stream */
+                    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
                 } else {
                     dsrc = src;
                 }
                 OK(qf_engine_write_input(gpu, i, 0, src, half));
                 OK(qf_engine_write_input(gpu, i, half, (char *)dsrc + half, bytes - half));
-                if (dsrc != src) cudaFree(dsrc);
-                free(src);
+                written[i][0] = src, written[i][1] = dsrc != src ? dsrc : NULL;
             }
         }
         OK(qf_engine_run(cpu));
         OK(padded ? qf_engine_run_items(gpu, g->batch - 1) : qf_engine_run(gpu));
+        for (int i = 0; i < g->n_inputs; i++) {
+            if (written[i][1]) cudaFree(written[i][1]);
+            free(written[i][0]);
+        }
         for (int o = 0; o < g->n_outputs; o++) {
             const qf_value *ov = &g->values[g->outputs[o]];
             ck_assert_int_eq(ov->dtype, QF_F32);
