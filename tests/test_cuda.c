@@ -1206,6 +1206,20 @@ START_TEST(t_int8_attention)
 END_TEST
 
 static void log_stderr(void *user, qf_log_level level, const char *msg);
+/* g built on the engine under test (with QFORGE_CUDA_NOFUSE when nofuse),
+ * its debug lines going to log (the fusion tests count theirs). */
+static qf_engine *create_logged(qf_graph *g, bool nofuse, qf_log_fn log, void *user)
+{
+    if (nofuse) setenv("QFORGE_CUDA_NOFUSE", "1", 1);
+    qf_log_set(log, user, QF_LOG_DEBUG);
+    qf_engine_opts go = {.device = dut};
+    qf_engine *e = NULL;
+    qf_status st = qf_engine_create(g, &go, &e);
+    qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
+    unsetenv("QFORGE_CUDA_NOFUSE");
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    return e;
+}
 static void count_attention(void *user, qf_log_level level, const char *msg)
 {
     (void)level;
@@ -1232,15 +1246,8 @@ START_TEST(attention_fused)
             qf_quant_opts_init(&o);
             o.precision = QF_PREC_FP16;
             OK(qf_quantize(g, NULL, &o, NULL));
-            if (nofuse) setenv("QFORGE_CUDA_NOFUSE", "1", 1);
             int counts[2] = {0, 0};
-            qf_log_set(count_attention, counts, QF_LOG_DEBUG);
-            qf_engine_opts go = {.device = dut};
-            qf_engine *e = NULL;
-            qf_status st = qf_engine_create(g, &go, &e);
-            qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
-            unsetenv("QFORGE_CUDA_NOFUSE");
-            ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+            qf_engine *e = create_logged(g, nofuse, count_attention, counts);
             ck_assert_msg(counts[0] == (nofuse ? 0 : 1), "%s: %d attention chains fused", g->source, counts[0]);
             ck_assert_msg(counts[1] == (nofuse || k == 0 ? 0 : 1), "%s: %d bias tables", g->source, counts[1]);
             qf_engine_free(e);
@@ -1274,15 +1281,8 @@ START_TEST(se_gates_fused)
                 o.precision = (qf_precision)p;
                 o.method = QF_CALIB_MINMAX;
                 qf_graph *g = build_quantized(builds[k], 0, &o);
-                if (nofuse) setenv("QFORGE_CUDA_NOFUSE", "1", 1);
                 int count = 0;
-                qf_log_set(count_se_gates, &count, QF_LOG_DEBUG);
-                qf_engine_opts go = {.device = dut};
-                qf_engine *e = NULL;
-                qf_status st = qf_engine_create(g, &go, &e);
-                qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
-                unsetenv("QFORGE_CUDA_NOFUSE");
-                ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+                qf_engine *e = create_logged(g, nofuse, count_se_gates, &count);
                 ck_assert_msg(count == !nofuse, "%s at %s: %d gates fused", g->source, prec_name[p], count);
                 qf_engine_free(e);
                 qf_graph_free(g);

@@ -42,14 +42,16 @@ if want tests; then
   CK_RUN_CASE=ops QFORGE_CUDA_CHUNK_ROWS=96 timeout 120 /tmp/q/bin/test_cuda > $L/test_chunked.log 2>&1
   echo "chunked ops rc=$?"; grep -E "Checks|F:" $L/test_chunked.log
   # and with every INT8 conv pinned to cuBLASLt, then to each implicit-GEMM
-  # variant in turn (index mod the layer's count; a 2-block persistent grid so
-  # that blocks loop over tiles); the default times them all per layer
-  # (cudnn: every FP16 and INT8 conv on cuDNN's first plan)
-  for t in lt cudnn 0 1 2 3 4 5 6 7 8 9; do
+  # variant (index mod the layer's count, up to CU_IGEMM_MAX_VARIANTS; a
+  # 2-block persistent grid so that blocks loop over tiles); the default times
+  # them all per layer (cudnn: every FP16 and INT8 conv on cuDNN's first
+  # plan). The runs share the GPU at once (about 2 minutes for all 20)
+  for t in lt cudnn 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do
     case $t in lt|cudnn) env="QFORGE_CUDA_CONV_TACTIC=$t";; *) env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$t";; esac
-    env $env QFORGE_CUDA_IGEMM_BLOCKS=2 CK_RUN_CASE=ops timeout 120 /tmp/q/bin/test_cuda > $L/test_pinned.log 2>&1
-    echo "ops with $env rc=$? $(grep -E 'Checks' $L/test_pinned.log)" | tee -a $L/pinned.txt; grep -E "F:" $L/test_pinned.log
-  done
+    ( env $env QFORGE_CUDA_IGEMM_BLOCKS=2 CK_RUN_CASE=ops timeout 240 /tmp/q/bin/test_cuda > $L/test_pinned_$t.log 2>&1
+      echo "ops with $env rc=$? $(grep -E 'Checks' $L/test_pinned_$t.log)"; grep -E "F:" $L/test_pinned_$t.log ) &
+  done | tee -a $L/pinned.txt
+  wait
   QFORGE_DEBUG=1 timeout ${TEST_TIMEOUT:-420} /tmp/q/bin/test_cuda > $L/test_cuda.log 2>&1
   rc=$?
   grep -v "^qforge\[" $L/test_cuda.log | tail -120

@@ -664,7 +664,7 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
 {
     /* TensorRT-style tactic choice: the whole layer timed every way on its real buffers */
     const int n = 1 + cu_igemm_variants(ig);
-    float t[16];
+    float t[1 + CU_IGEMM_MAX_VARIANTS];
     const char *pin = getenv("QFORGE_CUDA_IGEMM_VARIANT"); /* tests: run one variant (index mod count) */
     gemm_ok = gemm_ok && !cu_tactic_forced("igemm");
     int best = -1;
@@ -674,14 +674,14 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
     /* a smooth activation changes the epilogue's cost: its own key (keys without one stay as they were) */
     if (act != QF_ACT_NONE) snprintf(key + strlen(key), sizeof key - strlen(key), ":a%d", (int)act);
     int cached;
-    if (qfi_tactic_cache_get(c->tactics, key, &cached) && cached >= (gemm_ok ? 0 : 1) && cached < n && cached < 16) {
+    if (qfi_tactic_cache_get(c->tactics, key, &cached) && cached >= (gemm_ok ? 0 : 1) && cached < n) {
         *use = cached;
         char d[160];
         if (cached > 0) snprintf(how, how_len, "%s", cu_igemm_describe(ig, cached - 1, d, sizeof d));
         snprintf(how + strlen(how), how_len - strlen(how), " (cached)");
         return QF_OK;
     }
-    for (int v = gemm_ok ? 0 : 1; v < n && v < 16; v++) {
+    for (int v = gemm_ok ? 0 : 1; v < n; v++) {
         if (pin && v > 0 && v != 1 + atoi(pin) % (n - 1)) continue;
         *use = v;
         QF_CHECK(time_layer(c, L, &t[v]));
@@ -693,7 +693,7 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
     if (best > 0) snprintf(how, how_len, "%s", cu_igemm_describe(ig, best - 1, d, sizeof d));
     size_t len = strlen(how);
     snprintf(how + len, how_len - len, " (%.3f ms", t[best]);
-    for (int v = 0; v < n && v < 16; v++) {
+    for (int v = 0; v < n; v++) {
         len = strlen(how);
         if (v != best && (v == 0 ? gemm_ok : !pin))
             snprintf(how + len, how_len - len, "; %s %.3f", v == 0 ? "GEMM path" : cu_igemm_describe(ig, v - 1, d, sizeof d), t[v]);

@@ -584,7 +584,7 @@ struct cu_igemm {
     int32_t z_in;           /* the input's zero point: what the padding holds */
     int vec;                /* 16, 8 or 4 */
     igemm_params p;         /* the GEMM the kernel runs (prepared geometry); tiles set per variant */
-    igemm_variant v[18];    /* up to two (plain, persistent) per tile shape */
+    igemm_variant v[CU_IGEMM_MAX_VARIANTS];
     int n_v;
 };
 

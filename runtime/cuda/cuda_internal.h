@@ -395,6 +395,8 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
                           cu_igemm **out);
 void cu_igemm_free(cu_igemm *ig);
 int cu_igemm_variants(const cu_igemm *ig);
+/* At most this many (two per tile shape: plain and persistent grids). */
+#define CU_IGEMM_MAX_VARIANTS 18
 /* A hash of the variant list, for tactic-cache keys: a cached index is only
  * reused by a build that offers the same variants in the same order. */
 uint32_t cu_igemm_signature(const cu_igemm *ig);
