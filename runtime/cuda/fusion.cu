@@ -328,17 +328,11 @@ qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values)
 
 /* ---- squeeze-excitation gates ------------------------------------------------------------- */
 
-/* The value layer L writes (its fused chain's last). */
-static int layer_out(const cu_layer *L) { return L->out_override >= 0 ? L->out_override : L->n->out[0]; }
-
-/* The device layer that alone reads v, at FP16, or NULL. */
+/* The layer of only_consumer(c, v) when it reads v as its first input, or NULL. */
 static cu_layer *only_fp16_reader(cu_engine *c, int v)
 {
-    int count;
-    const qf_node *n = find_consumer(c->g, v, &count);
-    if (!n || count != 1 || n->precision != QF_PREC_FP16 || n->n_in < 1 || n->in[0] != v) return NULL;
-    cu_layer *L = &c->layers[n - c->g->nodes];
-    return L->skip || cu_on_host(L) ? NULL : L;
+    const qf_node *n = only_consumer(c, v);
+    return n && n->n_in >= 1 && n->in[0] == v ? &c->layers[n - c->g->nodes] : NULL;
 }
 
 /* A vector Conv (cu_conv_runs_vector) of halves reading v alone. */
@@ -346,7 +340,7 @@ static cu_layer *se_conv(cu_engine *c, int v)
 {
     cu_layer *L = only_fp16_reader(c, v);
     if (!L || L->n->op != QF_OP_CONV || !cu_conv_runs_vector(c, L)) return NULL;
-    return is_half(qfi_in(c->g, L->n, 1)) && is_half(&c->g->values[layer_out(L)]) ? L : NULL;
+    return is_half(qfi_in(c->g, L->n, 1)) && is_half(&c->g->values[cu_out_value(L, 0)]) ? L : NULL;
 }
 
 static bool se_match(cu_engine *c, int pool, cu_se_chain *ch)
@@ -363,13 +357,13 @@ static bool se_match(cu_engine *c, int pool, cu_se_chain *ch)
         x->dims[1] * x->dims[2] * x->dims[3] >= INT32_MAX)
         return false;
     cu_layer *L1 = se_conv(c, n->out[0]);
-    cu_layer *L2 = L1 ? se_conv(c, layer_out(L1)) : NULL;
+    cu_layer *L2 = L1 ? se_conv(c, cu_out_value(L1, 0)) : NULL;
     if (!L2) return false;
     const int64_t C = x->dims[1], M1 = qfi_in(g, L1->n, 1)->dims[0];
     if (qfi_in(g, L1->n, 1)->dims[1] != C || qfi_in(g, L2->n, 1)->dims[1] != M1 || !cu_se_gate_fits(C, M1)) return false;
     ch->conv[0] = L1->index, ch->conv[1] = L2->index;
     ch->gate = -1;
-    ch->out = layer_out(L2);
+    ch->out = cu_out_value(L2, 0);
     /* MobileNetV3's HardSigmoid (or a Sigmoid) as a node of its own */
     cu_layer *G = L2->act == QF_ACT_NONE ? only_fp16_reader(c, ch->out) : NULL;
     if (G && (G->n->op == QF_OP_HARD_SIGMOID || G->n->op == QF_OP_SIGMOID) && G->out_override < 0 && G->n->out[0] >= 0 &&
@@ -396,7 +390,7 @@ qf_status cu_fuse_se_gates(cu_engine *c, qf_value *plan_values)
             const int j = k < 2 ? ch.conv[k] : ch.gate;
             if (j < 0) continue;
             c->layers[j].skip = true;
-            plan_values[layer_out(&c->layers[j])].producer = -1;
+            plan_values[cu_out_value(&c->layers[j], 0)].producer = -1;
         }
         plan_values[ch.out].producer = i;
         L->out_override = ch.out;

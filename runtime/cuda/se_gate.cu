@@ -23,8 +23,8 @@
 namespace {
 
 constexpr int TPB = CU_SE_THREADS;
-/* shared memory: the pool's partial sums, then the first conv's two weight
- * slices; the pooled channels and the squeezed ones after them as floats */
+/* shared memory: the pool's partial sums, then the first conv's NSTAGE
+ * weight slices; the pooled channels and the squeezed ones after them as floats */
 constexpr int STAGE_BYTES = 16 * 1024;
 constexpr int NSTAGE = 4;                          /* first-conv weight slices in shared memory */
 constexpr int SLICE_BYTES = STAGE_BYTES / NSTAGE;
