@@ -626,60 +626,10 @@ static qf_status conv_buffers(cu_engine *c, cu_layer *L, const void *x, int64_t 
     return QF_OK;
 }
 
-/* Median of n times, sorting t. */
-static float median_ms(float *t, int n)
-{
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            float x = t[j];
-            t[j] = t[j - 1], t[j - 1] = x;
-        }
-    return t[n / 2];
-}
-
-/* Per-launch time of the layer as the engine's CUDA graph runs it: REPS
- * launches captured in one graph, the median of RUNS graph launches. false
- * (and no error left behind) where a tactic's launch cannot be captured. */
-static bool time_layer_in_graph(cu_engine *c, cu_layer *L, cudaEvent_t a, cudaEvent_t b, float *ms)
-{
-    enum { REPS = 20, RUNS = 5 };
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    if (cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    qf_status st = QF_OK;
-    for (int r = 0; r < REPS && st == QF_OK; r++) st = L->op->launch(c, L, c->stream);
-    cudaError_t e = cudaStreamEndCapture(c->stream, &graph);
-    if (st == QF_OK && e == cudaSuccess) e = cudaGraphInstantiate(&exec, graph, 0);
-    if (graph) cudaGraphDestroy(graph);
-    float t[RUNS];
-    bool ok = st == QF_OK && e == cudaSuccess && cudaGraphLaunch(exec, c->stream) == cudaSuccess; /* warm-up */
-    for (int r = 0; r < RUNS && ok; r++)
-        ok = cudaEventRecord(a, c->stream) == cudaSuccess && cudaGraphLaunch(exec, c->stream) == cudaSuccess &&
-             cudaEventRecord(b, c->stream) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
-             cudaEventElapsedTime(&t[r], a, b) == cudaSuccess;
-    if (exec) cudaGraphExecDestroy(exec);
-    if (!ok) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    *ms = median_ms(t, RUNS) / REPS;
-    return true;
-}
-
-/* Median time of the whole layer (gather, GEMM, epilogue) under the tactic
- * set in its state. A launch timed between two events alone also counts the
- * host's launch latency, which for a short layer (batch 1: 5-15 us) is most
- * of what is measured and favours the tactic with the cheapest host side,
- * not the fastest kernels; the engine runs every layer inside one CUDA
- * graph, where that latency is gone. Layers under GRAPH_BELOW_MS are
- * therefore timed inside a graph too (QFORGE_CUDA_EAGER_TIMING=1: not). */
+/* Median time of the whole layer (gather, GEMM, epilogue) under the tactic set in its state. */
 static qf_status time_layer(cu_engine *c, cu_layer *L, float *ms)
 {
     enum { RUNS = 5 };
-    const float GRAPH_BELOW_MS = 0.1f;
     float t[RUNS];
     cudaEvent_t a, b;
     CU_CHECK(cudaEventCreate(&a));
@@ -697,14 +647,16 @@ static qf_status time_layer(cu_engine *c, cu_layer *L, float *ms)
         if (e == cudaSuccess && st == QF_OK) e = cudaEventElapsedTime(&t[r], a, b);
         if (e != cudaSuccess && st == QF_OK) st = cu_fail(e, "timing a conv tactic", __FILE__, __LINE__);
     }
-    if (st == QF_OK) {
-        *ms = median_ms(t, RUNS);
-        float g;
-        if (*ms < GRAPH_BELOW_MS && !getenv("QFORGE_CUDA_EAGER_TIMING") && time_layer_in_graph(c, L, a, b, &g)) *ms = g;
-    }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
-    return st;
+    if (st != QF_OK) return st;
+    for (int i = 1; i < RUNS; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            float x = t[j];
+            t[j] = t[j - 1], t[j - 1] = x;
+        }
+    *ms = t[RUNS / 2];
+    return QF_OK;
 }
 
 qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const char *key0, qf_act act, bool gemm_ok,

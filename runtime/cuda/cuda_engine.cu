@@ -621,8 +621,7 @@ static void open_tactics(cu_engine *c)
     cudaDriverGetVersion(&drv);
     cudaRuntimeGetVersion(&rt);
     char key[512];
-    /* "graph-timed": short conv layers' tactics timed inside a CUDA graph (conv.cu's time_layer) */
-    snprintf(key, sizeof key, "%s sm_%d%d %dSM driver %d cuda %d cublasLt %zu cudnn %zu qforge %s graph-timed", c->prop.name,
+    snprintf(key, sizeof key, "%s sm_%d%d %dSM driver %d cuda %d cublasLt %zu cudnn %zu qforge %s", c->prop.name,
              c->prop.major, c->prop.minor, c->prop.multiProcessorCount, drv, rt, (size_t)cublasLtGetVersion(),
              qfi_cudnn_version(), PACKAGE_VERSION);
     c->tactics = qfi_tactic_cache_open(key);
