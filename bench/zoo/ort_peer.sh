@@ -2,9 +2,9 @@
 # ONNX Runtime's quantize_static beside qforge's default on the zoo's exports
 # (issue 15's peer on issue 12's random-weight models). Runs on the GPU machine
 # after a bench/zoo/run.sh of the same call, which leaves its exports in
-# $ZOO_WORK/onnx. Both tools see the same images: the first CALIB_N
-# calibration and EVAL_N validation images in sorted order (as zoo.py's -n
-# takes them), linked into folders of their own. qforge calibrates with its
+# $ZOO_WORK/onnx. Both tools see the same images, the zoo's: CALIB_N
+# calibration and EVAL_N validation images picked as qforge's -n picks them
+# (files i*n/count of the sorted list), linked into folders of their own. qforge calibrates with its
 # default method on the GPU and evaluates there (the GPU's INT8 is the CPU
 # engine's, bit for bit); ONNX Runtime quantizes per channel (QDQ, MinMax and
 # 2048-bin entropy) and runs on the CPU (bench/peers/ort_quant.py).
@@ -14,9 +14,11 @@ set -o pipefail
 . bench/device/env.sh
 D=${ZOO_DATA:-.device/zoo/images} W=${ZOO_WORK:-/tmp/zoo} S=/tmp/ort_peer
 Q=${QFORGE:-/tmp/q/bin/qforge}
-subset() { # FOLDER N DEST: links to the first N images of FOLDER, sorted by name
+subset() { # FOLDER N DEST: links to N evenly spaced images of FOLDER (datasets/scan.c's keep_evenly_spaced)
   rm -rf "$3" && mkdir -p "$3"
-  ls "$1" | grep -iE '\.(jpe?g|png)$' | sort | head -"$2" | while read -r f; do ln -s "$(cd "$1" && pwd)/$f" "$3/$f"; done
+  ls "$1" | grep -iE '\.(jpe?g|png)$' | LC_ALL=C sort |
+    awk -v c="$2" '{f[NR - 1] = $0} END {n = NR; if (c > n) c = n; for (i = 0; i < c; i++) print f[int(i * n / c)]}' |
+    while read -r f; do ln -s "$(cd "$1" && pwd)/$f" "$3/$f"; done
 }
 subset $D/calib ${CALIB_N:-32} $S/calib
 subset $D/val ${EVAL_N:-50} $S/val
