@@ -14,7 +14,8 @@ after each step, so several calls (or a call cut short) fill one table;
 
   zoo.py run --qforge Q --logits L --data DIR [--models a,b] [--settings ts13,ts17,dynamo]
              [--variants bn,raw,real] [--device cuda|cpu] [--skip-speed] [--deadline S] ...
-  zoo.py merge NEW_RESULTS_DIR      (into bench/zoo/results, keeping the old figures as "previous")
+  zoo.py merge NEW_RESULTS_DIR      (into bench/zoo/results, keeping the old figures as "previous" and
+                                    the old timings where the new run has none, marked in the table)
   zoo.py report                     (bench/zoo/results -> bench/zoo/RESULTS.md)
 Workers it starts itself: `zoo.py export ...` and `zoo.py eager ...` (these import torch).
 
@@ -641,9 +642,30 @@ def headline(r):
             "run": r.get("run")}
 
 
+# the timings a run may not reach (its speed deadline), each with the figure that says it ran
+SPEED_STEPS = {"bench_int8": "b256_ips", "bench_fp16": "b256_ips", "torch_fp16_b256": "ips",
+               "torch_compile_fp16_b256": "ips"}
+
+
+def carry_speed(new, old):
+    """Gives new the timings it lacks from old (the same model, weights and
+    exporter, an earlier run), and records in new["speed_from"] the run each
+    carried one was measured in, so that the table marks it: a call whose
+    deadline came before its timings then does not blank the row's speed."""
+    carried = {}
+    for step, figure in SPEED_STEPS.items():
+        if (new.get(step) or {}).get(figure) is None and (old.get(step) or {}).get(figure) is not None:
+            new[step] = old[step]
+            run = old.get("run") or {}
+            carried[step] = (old.get("speed_from") or {}).get(step) or {"date": run.get("date"), "commit": run.get("commit")}
+    if carried:
+        new["speed_from"] = carried
+
+
 def cmd_merge(a):
     """Copies a run's JSON files into the results folder; a result replacing
-    one of another run keeps that one's headline figures as "previous"."""
+    one of another run keeps that one's headline figures as "previous", and
+    the timings it lacks (carry_speed)."""
     n = 0
     os.makedirs(a.results, exist_ok=True)
     for p in sorted(glob.glob(os.path.join(a.new, "*.json"))):
@@ -655,6 +677,7 @@ def cmd_merge(a):
                 new["previous"] = headline(old)
             elif "previous" in old:
                 new["previous"] = old["previous"]
+            carry_speed(new, old)
         with open(dst, "w") as f:
             json.dump(new, f, indent=1, sort_keys=True)
         n += 1
@@ -678,6 +701,11 @@ def cell(r, field, spec, prev):
     if ps and ps != s:
         s = "%s (was %s)" % (s or "--", ps)
     return s
+
+
+def timed_in(r, step, s):
+    """Figure s of step, marked "*" where an earlier run timed it (carry_speed)."""
+    return s + " *" if s and (r.get("speed_from") or {}).get(step) else s
 
 
 def per_output(d, spec):
@@ -715,6 +743,10 @@ def cmd_report(a):
                  "re-estimated on %s" % (d, c, dev or "CPU only", " (%s)" % libs if libs else "", cm, nc, ne, nb))
     for d, c in prev_runs:
         L.append("- figures \"(was X)\" are from the run of %s, commit %s" % (d, c))
+    carried_runs = sorted({(f["date"], f["commit"]) for r in rs for f in (r.get("speed_from") or {}).values() if f})
+    for d, c in carried_runs:
+        L.append("- speed figures marked * in a row of a later run were timed in the run of %s, commit %s "
+                 "(the later run's deadline came first)" % (d, c))
     L += ["",
           "Weights: `bn` = torchvision's random initialisation with BatchNorm statistics re-estimated on "
           "calibration images (as many as each run's line above says; train-mode BN, rest in eval mode); `raw` = the random initialisation itself; "
@@ -751,9 +783,12 @@ def cmd_report(a):
                per_output(ev8.get("sqnr_db_outputs"), ".1f") or cell(r, "int8_sqnr", ".1f", prev),
                per_output(ev16.get("sqnr_db_outputs"), ".1f") or fmt(ev16.get("sqnr_db"), ".1f"),
                per_output((r.get("gpu_vs_cpu_int8") or {}).get("rel_diff"), "e") or
-               cell(r, "gpu_cpu_agreement", ".2f", prev), top1, fmt(b8.get("b1_p50_ms"), ".3f"),
-               cell(r, "int8_b256", ",.0f", prev), cell(r, "fp16_b256", ",.0f", prev), fmt(torch_ips, ",.0f"),
-               fmt(compiled_ips, ",.0f"), first_failure(r).replace("|", "/")]
+               cell(r, "gpu_cpu_agreement", ".2f", prev), top1,
+               timed_in(r, "bench_int8", fmt(b8.get("b1_p50_ms"), ".3f")),
+               timed_in(r, "bench_int8", cell(r, "int8_b256", ",.0f", prev)),
+               timed_in(r, "bench_fp16", cell(r, "fp16_b256", ",.0f", prev)),
+               timed_in(r, "torch_fp16_b256", fmt(torch_ips, ",.0f")),
+               timed_in(r, "torch_compile_fp16_b256", fmt(compiled_ips, ",.0f")), first_failure(r).replace("|", "/")]
         L.append("| " + " | ".join(row) + " |")
     lite = [r for r in rs if r["variant"] == "real" and (r.get("eval_int8") or {}).get("top1") is not None]
     if lite:

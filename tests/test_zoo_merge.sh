@@ -1,0 +1,55 @@
+#!/bin/sh
+# bench/zoo/zoo.py merge and report on made-up results: a later run whose
+# deadline came before its timings keeps the earlier run's speed figures,
+# marked "*" in the table with the run they came from, and its own figures
+# win where it has them. Needs python3 (exit 77 without).
+set -u
+: "${top_srcdir:?}"
+command -v python3 > /dev/null || { echo "no python3: skipped"; exit 77; }
+. "$top_srcdir/tests/cli_helpers.sh"
+zoo=$top_srcdir/bench/zoo/zoo.py
+mkdir -p "$tmp/res" "$tmp/new"
+
+# result FILE COMMIT SQNR INT8_IPS (INT8_IPS "-": the run timed nothing)
+result() {
+  python3 - "$@" <<'PY'
+import json, sys
+path, commit, sqnr, ips = sys.argv[1:5]
+r = {"model": "resnet50", "variant": "bn", "setting": "ts17", "key": "resnet50.bn.ts17",
+     "run": {"date": "2026-12-0%d" % (len(commit) % 9 + 1), "commit": commit, "device": "GPU", "calib_images": 32,
+             "eval_images": 50, "bn_images": 32},
+     "export": {"ok": True, "opset": 17}, "info": {"ok": True},
+     "eval_int8": {"ok": True, "sqnr_db": float(sqnr), "agreement": 0.9}}
+if ips != "-":
+    r["bench_int8"] = {"ok": True, "b256_ips": float(ips), "b1_p50_ms": 0.3}
+    r["bench_fp16"] = {"ok": True, "b256_ips": 1000.0, "b1_p50_ms": 0.4}
+    r["torch_fp16_b256"] = {"ips": 500.0}
+json.dump(r, open(path, "w"))
+PY
+}
+row() { grep '^| resnet50 | bn |' "$tmp/R.md"; }
+
+result "$tmp/new/resnet50.bn.ts17.json" aaaaaaa 17.0 49320
+python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
+if row | grep -q '| 49,320 | 1,000 | 500 |' && ! row | grep -q '\*'; then pass "a timed run's row"
+else fail "a timed run's row: $(row)"; fi
+
+result "$tmp/new/resnet50.bn.ts17.json" bbbbbbb 18.0 -
+python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
+if row | grep -q '18.0 (was 17.0)' && row | grep -q '| 0.300 \* | 49,320 \* | 1,000 \* | 500 \* |' &&
+   grep -q 'marked \* .* commit aaaaaaa' "$tmp/R.md"; then pass "an untimed run keeps the timings, marked"
+else fail "an untimed run keeps the timings, marked: $(row)"; fi
+
+result "$tmp/new/resnet50.bn.ts17.json" ccccccc 18.5 -
+python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null
+if python3 -c "import json, sys; d = json.load(open(sys.argv[1])); sys.exit(d['speed_from']['bench_int8']['commit'] != 'aaaaaaa')" \
+   "$tmp/res/resnet50.bn.ts17.json"; then pass "a carried timing keeps the run that measured it"
+else fail "a carried timing keeps the run that measured it"; fi
+
+result "$tmp/new/resnet50.bn.ts17.json" ddddddd 19.0 51000
+python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
+if row | grep -q '| 51,000 (was 49,320) |' && ! row | grep -q '\*' && ! grep -q 'marked \*' "$tmp/R.md"; then
+  pass "a new timing replaces a carried one"
+else fail "a new timing replaces a carried one: $(row)"; fi
+
+[ $fails -eq 0 ]
