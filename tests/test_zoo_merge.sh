@@ -2,7 +2,7 @@
 # bench/zoo/zoo.py merge and report on made-up results: a later run whose
 # deadline came before its timings keeps the earlier run's speed figures,
 # marked "*" in the table with the run they came from, and its own figures
-# win where it has them. Needs python3 (exit 77 without).
+# win where it has them; ONNX Runtime's SQNR (zoo.py run --ort) has its column. Needs python3 (exit 77 without).
 set -u
 : "${top_srcdir:?}"
 command -v python3 > /dev/null || { echo "no python3: skipped"; exit 77; }
@@ -19,7 +19,8 @@ r = {"model": "resnet50", "variant": "bn", "setting": "ts17", "key": "resnet50.b
      "run": {"date": "2026-12-0%d" % (len(commit) % 9 + 1), "commit": commit, "device": "GPU", "calib_images": 32,
              "eval_images": 50, "bn_images": 32},
      "export": {"ok": True, "opset": 17}, "info": {"ok": True},
-     "eval_int8": {"ok": True, "sqnr_db": float(sqnr), "agreement": 0.9}}
+     "eval_int8": {"ok": True, "sqnr_db": float(sqnr), "agreement": 0.9},
+     "ort_int8": {"ok": True, "method": "minmax", "sqnr_db": 14.496, "agreement": 0.98}}
 if ips != "-":
     r["bench_int8"] = {"ok": True, "b256_ips": float(ips), "b1_p50_ms": 0.3}
     r["bench_fp16"] = {"ok": True, "b256_ips": 1000.0, "b1_p50_ms": 0.4}
@@ -31,7 +32,8 @@ row() { grep '^| resnet50 | bn |' "$tmp/R.md"; }
 
 result "$tmp/new/resnet50.bn.ts17.json" aaaaaaa 17.0 49320
 python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
-if row | grep -q '| 49,320 | 1,000 | 500 |' && ! row | grep -q '\*'; then pass "a timed run's row"
+if row | grep -q '| 17.0 | 14.5 (0.98) |' && row | grep -q '| 49,320 | 1,000 | 500 |' && ! row | grep -q '\*'; then
+  pass "a timed run's row, with ONNX Runtime's SQNR beside qforge's"
 else fail "a timed run's row: $(row)"; fi
 
 result "$tmp/new/resnet50.bn.ts17.json" bbbbbbb 18.0 -

@@ -13,6 +13,14 @@ PRESETS = {
 EXTS = (".png", ".jpg", ".jpeg", ".ppm", ".pgm", ".pnm")
 
 
+def evenly_spaced(files, count):
+    """The subset qforge's -n COUNT takes (datasets/scan.c): files i*n/count, in order."""
+    n = len(files)
+    if count is None or count <= 0 or count >= n:
+        return files
+    return [files[i * n // count] for i in range(count)]
+
+
 def list_images(folder):
     """Image files under folder, recursively, in sorted relative-path order (as qforge scans)."""
     out = []

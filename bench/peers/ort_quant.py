@@ -11,6 +11,7 @@ sqnr_db), or a table with --table. The preprocessing options are
 qforge's: a preset, then the options given beside it in its place.
 Usage: ort_quant.py MODEL.onnx --calib DIR --eval DIR [--preset cifar10|imagenet]
                     [--resize N] [--crop N] [--mean A,B,C] [--std A,B,C] [--synsets FILE] [--methods minmax,entropy,entropy2048] [--name NAME]
+                    [--calib-n N] [--eval-n N]
                     [--keep DIR] [--table]
 Labels: class sub-folders of the eval DIR, or --synsets (the wnid that starts
 each file name), exactly as `qforge eval` assigns them."""
@@ -26,7 +27,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PRESETS, calib_reader, folder_labels, input_batch, list_images, load_all, logits, sqnr_db, synset_labels  # noqa: E402
+from common import (PRESETS, calib_reader, evenly_spaced, folder_labels, input_batch, list_images, load_all, logits,  # noqa: E402
+                    sqnr_db, synset_labels)
 
 # entropy2048: CalibrationMethod.Entropy over a 2048-bin histogram (TensorRT's
 # and qforge's resolution). quantize_static's own Entropy keeps the calibrator's
@@ -87,6 +89,8 @@ def main():
     ap.add_argument("--mean", type=lambda v: tuple(float(x) for x in v.split(",")))
     ap.add_argument("--std", type=lambda v: tuple(float(x) for x in v.split(",")))
     ap.add_argument("--synsets", help="ImageNet-style labels (else class sub-folders)")
+    ap.add_argument("--calib-n", type=int, help="calibrate on the evenly spaced subset qforge calib -n takes")
+    ap.add_argument("--eval-n", type=int, help="evaluate on the evenly spaced subset qforge eval -n takes")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--name", help="model name in the output (default: the file name)")
     ap.add_argument("--keep", help="folder to keep the quantized models in")
@@ -101,8 +105,8 @@ def main():
     pp = dict(PRESETS[a.preset]) if a.preset else dict(resize=0, crop=0, mean=(0.0,) * 3, std=(1.0,) * 3)
     pp.update({k: getattr(a, k) for k in ("resize", "crop", "mean", "std") if getattr(a, k) is not None})
     name = a.name or os.path.splitext(os.path.basename(a.model))[0]
-    calib = list_images(a.calib)
-    files = list_images(a.eval)
+    calib = evenly_spaced(list_images(a.calib), a.calib_n)
+    files = evenly_spaced(list_images(a.eval), a.eval_n)
     if not calib or not files:
         sys.exit(f"ort_quant: no images in {a.calib if not calib else a.eval}")
     labels = synset_labels(files, a.synsets) if a.synsets else folder_labels(files, a.eval)

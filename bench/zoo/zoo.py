@@ -13,7 +13,7 @@ after each step, so several calls (or a call cut short) fill one table;
 `zoo.py report` turns them into RESULTS.md.
 
   zoo.py run --qforge Q --logits L --data DIR [--models a,b] [--settings ts13,ts17,dynamo]
-             [--variants bn,raw,real] [--device cuda|cpu] [--skip-speed] [--deadline S] ...
+             [--variants bn,raw,real] [--device cuda|cpu] [--skip-speed] [--deadline S] [--ort] ...
   zoo.py merge NEW_RESULTS_DIR      (into bench/zoo/results, keeping the old figures as "previous" and
                                     the old timings where the new run has none, marked in the table)
   zoo.py report                     (bench/zoo/results -> bench/zoo/RESULTS.md)
@@ -528,6 +528,23 @@ class Run:
                     g, c = g.reshape(n, -1), c.reshape(n, -1)
                     r["gpu_vs_cpu_int8"]["agreement"] = float(np.mean(g.argmax(1) == c.argmax(1)))
                 self.save(r)
+        if a.ort and ok and r["model"] not in DETECTORS and not self.late():
+            self.ort(r, onnx_path, pp)
+
+    def ort(self, r, onnx_path, pp):
+        """Issue 15's peer on the same export and the same images (--ort): ONNX
+        Runtime's quantize_static, per-channel QDQ, MinMax (its entropy over
+        2048 bins takes minutes a model), on the CPU; bench/peers/ort_quant.py."""
+        a = self.a
+        out = self.sh(r, "ort_int8", [sys.executable, os.path.join(HERE, "..", "peers", "ort_quant.py"), onnx_path,
+                                      "--calib", os.path.join(a.data, "calib"), "--eval", os.path.join(a.data, "val"),
+                                      "--synsets", a.synsets, "--calib-n", str(a.calib_n), "--eval-n", str(a.eval_n),
+                                      "--methods", "minmax"] + pp_args(pp))
+        for line in (out or "").splitlines():
+            j = json.loads(line) if line.startswith("{") else {}
+            if j.get("precision") == "int8":
+                r["ort_int8"].update(method=j["method"], sqnr_db=j["sqnr_db"], agreement=j["agreement"])
+        self.save(r)
 
     def eval(self, r, step, qfm, onnx_path, pp):
         a = self.a
@@ -708,6 +725,12 @@ def timed_in(r, step, s):
     return s + " *" if s and (r.get("speed_from") or {}).get(step) else s
 
 
+def ort_cell(o):
+    """ONNX Runtime's INT8 SQNR (agreement) on the same images, where --ort ran it."""
+    o = o or {}
+    return "" if o.get("sqnr_db") is None else "%.1f (%.2f)" % (o["sqnr_db"], o["agreement"])
+
+
 def per_output(d, spec):
     """A detector's figure per output, e.g. "boxes 31.2 / scores 27.5"; "" for one output."""
     return " / ".join("%s %s" % (k, fmt(v, spec)) for k, v in d.items()) if d and len(d) > 1 else ""
@@ -752,7 +775,9 @@ def cmd_report(a):
           "calibration images (as many as each run's line above says; train-mode BN, rest in eval mode); `raw` = the random initialisation itself; "
           "`real` = EfficientNet-Lite1's published weights. FP32 vs ORT: max |qforge - onnxruntime| / max "
           "|onnxruntime| over the logits of %d validation images, both on the CPU. INT8 agreement and SQNR: "
-          "`qforge eval` of the INT8 model against the FP32 ONNX model on the validation images. GPU = CPU: "
+          "`qforge eval` of the INT8 model against the FP32 ONNX model on the validation images; ORT INT8: ONNX "
+          "Runtime's quantize_static (per-channel QDQ, MinMax) of the same export on the same calibration and "
+          "validation images (`zoo.py run --ort`, bench/peers/ort_quant.py). GPU = CPU: "
           "top-1 agreement of the INT8 model on the GPU and on the CPU engine. Speed (images/s at batch 256, "
           "p50 ms at batch 1) only for %s with `bn`/`real` weights (the transformers, which have no BatchNorm: "
           "`raw`, at every setting; ViT's zero-initialized classifier re-initialized). %s (bench/zoo/yolo.py, a "
@@ -761,10 +786,11 @@ def cmd_report(a):
           "GPU = CPU as max |GPU - CPU| / max |CPU| per output, no agreement; its weights are random "
           "(`bn`: Ultralytics-style BatchNorm, eps 1e-3, re-estimated on the calibration images at 640x640)." % (
               N_REF, SETTING_NAMES[SPEED_SETTING], ", ".join(DETECTORS)), "",
-          "| model | weights | exporter | opset | imports | FP32 vs ORT | INT8 agree | INT8 SQNR dB | FP16 SQNR dB "
+          "| model | weights | exporter | opset | imports | FP32 vs ORT | INT8 agree | INT8 SQNR dB | ORT INT8 SQNR dB "
+          "(agree) | FP16 SQNR dB "
           "| GPU = CPU INT8 | top-1 FP32 / INT8 | INT8 b1 ms | INT8 b256 | FP16 b256 | PyTorch FP16 b256 "
           "| torch.compile FP16 b256 | first failure |",
-          "|" + "---|" * 17]
+          "|" + "---|" * 18]
     for r in rs:
         prev = r.get("previous")
         e = r.get("export") or {}
@@ -781,6 +807,7 @@ def cmd_report(a):
                per_output(r.get("fp32_vs_ort_outputs"), "e") or cell(r, "fp32_vs_ort", "e", prev),
                cell(r, "int8_agreement", ".2f", prev),
                per_output(ev8.get("sqnr_db_outputs"), ".1f") or cell(r, "int8_sqnr", ".1f", prev),
+               ort_cell(r.get("ort_int8")),
                per_output(ev16.get("sqnr_db_outputs"), ".1f") or fmt(ev16.get("sqnr_db"), ".1f"),
                per_output((r.get("gpu_vs_cpu_int8") or {}).get("rel_diff"), "e") or
                cell(r, "gpu_cpu_agreement", ".2f", prev), top1,
@@ -838,6 +865,8 @@ def main():
     r.add_argument("--compile", default="",
                    help="comma-separated models also timed under torch.compile (inductor, reduce-overhead, FP16; "
                         "about a minute of compiling each)")
+    r.add_argument("--ort", action="store_true",
+                   help="also quantize each classifier with ONNX Runtime (MinMax, on the CPU) on the same images")
     r.add_argument("--reuse-exports", action="store_true",
                    help="check the exports an earlier run left in --work instead of exporting again")
     r.add_argument("--import-only", action="store_true",
