@@ -54,4 +54,14 @@ if row | grep -q '| 51,000 (was 49,320) |' && ! row | grep -q '\*' && ! grep -q 
   pass "a new timing replaces a carried one"
 else fail "a new timing replaces a carried one: $(row)"; fi
 
+# a run with other quant flags made another INT8 model: nothing carried
+result "$tmp/new/resnet50.bn.ts17.json" eeeeeee 20.0 -
+python3 - "$tmp/new/resnet50.bn.ts17.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); r["run"]["quant_flags"] = "--asymmetric"; json.dump(r, open(sys.argv[1], "w"))
+PY
+python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
+if row | grep -q '| -- (was 51,000) |'; then pass "other quant flags: nothing carried"
+else fail "other quant flags: nothing carried: $(row)"; fi
+
 [ $fails -eq 0 ]

@@ -669,6 +669,9 @@ def carry_speed(new, old):
     exporter, an earlier run), and records in new["speed_from"] the run each
     carried one was measured in, so that the table marks it: a call whose
     deadline came before its timings then does not blank the row's speed."""
+    made = lambda r: ((r.get("run") or {}).get("quant_flags"), (r.get("run") or {}).get("calib_method", "default"))
+    if made(new) != made(old):
+        return  # another INT8 model than the one timed
     carried = {}
     for step, figure in SPEED_STEPS.items():
         if (new.get(step) or {}).get(figure) is None and (old.get(step) or {}).get(figure) is not None:
