@@ -1360,6 +1360,20 @@ START_TEST(smooth_epilogues_exact)
 }
 END_TEST
 
+/* Debug lines of a build that name its cuDNN tactics. */
+typedef struct dnn_capture {
+    int pinned;      /* convs that ran on a cuDNN plan */
+    char missing[256]; /* why there are no cuDNN tactics, if so */
+} dnn_capture;
+
+static void capture_dnn(void *user, qf_log_level level, const char *msg)
+{
+    dnn_capture *lc = user;
+    (void)level;
+    if (strstr(msg, "cuDNN ") && strstr(msg, " engine ") && strstr(msg, "(pinned)")) lc->pinned++;
+    if (strstr(msg, "no cuDNN tactics") && !lc->missing[0]) snprintf(lc->missing, sizeof lc->missing, "%s", msg);
+}
+
 /* quant --asymmetric (b_asymmetric): the CUDA engine bit for bit with the
  * CPU engine through each INT8 conv tactic the engine has -- tuned; cuBLASLt
  * after im2col, whole and in chunks; the fallback GEMM kernel (NOLT); the
@@ -1382,6 +1396,9 @@ START_TEST(asymmetric_exact)
         {"igemm-v3", "igemm", "3", NULL, NULL, false},
         {"igemm-v4-persistent", "igemm", "4", NULL, "2", false},
         {"igemm-v5-persistent", "igemm", "5", NULL, "2", false},
+        /* cuDNN's graph with the output zero point after the clip (c0, c6),
+         * and 1x1 convs on an input with one (no padding: the bias holds it) */
+        {"cudnn", "cudnn", NULL, NULL, NULL, false},
     };
     /* inputs that must carry a zero point for the test to mean something */
     static const char *zp_in[] = {"c1", "c2", "dw", "dws2", "dw5", "g4", "g16", "cr1", "cr2", "cs", "cav", "dw6", "c6",
@@ -1438,7 +1455,17 @@ START_TEST(asymmetric_exact)
         qf_engine_free(e);
         char label[48];
         snprintf(label, sizeof label, "asym/%s", runs[r].label);
+        dnn_capture lc = {0};
+        const bool dnn = !strcmp(runs[r].label, "cudnn");
+        if (dnn) qf_log_set(capture_dnn, &lc, QF_LOG_DEBUG);
         compare(g, QF_PREC_INT8, 2, label, true);
+        if (dnn) {
+            qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
+            printf("  asym/cudnn: %d conv layer build(s) on cuDNN%s%s\n", lc.pinned, lc.missing[0] ? "; " : "", lc.missing);
+            /* c0, c6, pw20, se1, se2, proj and the Gemms' convs at least, unless the machine has no cuDNN */
+            if (dut == QF_DEVICE_CUDA && !lc.missing[0])
+                ck_assert_msg(lc.pinned >= 4, "asym/cudnn: %d conv builds on cuDNN", lc.pinned);
+        }
         unsetenv("QFORGE_CUDA_CONV_TACTIC");
         unsetenv("QFORGE_CUDA_IGEMM_VARIANT");
         unsetenv("QFORGE_CUDA_CHUNK_ROWS");
@@ -1758,22 +1785,6 @@ static void capture_log(void *user, qf_log_level level, const char *msg)
     snprintf(lc->text + len, sizeof lc->text - len, "%s\n", msg);
 }
 
-/* Each refused node is on the host, said once at build naming op and node;
- * every other node is on the device; a profile times the host nodes too. */
-/* Debug lines of a build that name its cuDNN tactics. */
-typedef struct dnn_capture {
-    int pinned;      /* convs that ran on a cuDNN plan */
-    char missing[256]; /* why there are no cuDNN tactics, if so */
-} dnn_capture;
-
-static void capture_dnn(void *user, qf_log_level level, const char *msg)
-{
-    dnn_capture *lc = user;
-    (void)level;
-    if (strstr(msg, "cuDNN ") && strstr(msg, " engine ") && strstr(msg, "(pinned)")) lc->pinned++;
-    if (strstr(msg, "no cuDNN tactics") && !lc->missing[0]) snprintf(lc->missing, sizeof lc->missing, "%s", msg);
-}
-
 /* QFORGE_CUDA_CONV_TACTIC=cudnn: every conv on cuDNN's first plan, the conv
  * and its fused epilogue in one cuDNN graph: FP16 (bias, residual Add, ReLU
  * and ReLU6 clip) within FP16's tolerance of the CPU engine, INT8 (int32
@@ -1829,6 +1840,8 @@ END_TEST
 START_TEST(cudnn_conv_int8_halves) { check_cudnn_convs(QF_PREC_INT8, "int8 (cuDNN, FP16 operands)", true); }
 END_TEST
 
+/* Each refused node is on the host, said once at build naming op and node;
+ * every other node is on the device; a profile times the host nodes too. */
 START_TEST(host_nodes_are_named)
 {
     qf_graph *g = b_host_refusals();

@@ -42,6 +42,7 @@ typedef struct conv_state {
     void *w_dnn;          /* their packed filters, where st->w has another layout (grouped, or K padded) */
     void *w_dnn16;        /* INT8: the filters' levels as halves, for plans of FP16 operands */
     void *dnn_bias;       /* INT8: the int32 bias as floats, for cuDNN's epilogue */
+    void *dnn_zp;         /* INT8 with an output zero point: cu_dnn_args.zp's two scalars */
     int use_dnn;          /* the tactic chosen at tune time: 0 = qforge's path, else dnn plan use_dnn - 1 */
     char dnn_key[256];    /* the tactic cache's key of the choice */
 } conv_state;
@@ -394,9 +395,17 @@ static bool dnn_act_after(const cu_layer *L, const conv_geo &p)
     return L->n->precision != QF_PREC_INT8 && L->act != QF_ACT_NONE && p.Ho * p.Wo == 1;
 }
 
+/* Whether any tap of the conv reads padding (its start or its end). */
+static bool conv_reads_padding(const conv_geo &p)
+{
+    return p.ph || p.pw || (p.Ho - 1) * p.sh + (p.kh - 1) * p.dh + 1 != p.H ||
+           (p.Wo - 1) * p.sw + (p.kw - 1) * p.dw + 1 != p.W;
+}
+
 /* The epilogue cuDNN would fuse for this layer; false where it cannot say
- * qforge's: zero points, an input quantized in the gather, an INT8
- * residual or smooth activation, a HardSwish. */
+ * qforge's: an input zero point in padding (cuDNN pads with zeros; without
+ * padding the bias holds it), a residual zero point, an input quantized in
+ * the gather, an INT8 residual or smooth activation, a HardSwish. */
 static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_state *st, cu_dnn_epilogue *ep)
 {
     const qf_node *n = L->n;
@@ -405,7 +414,15 @@ static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_
     if (st->P == 0 || L->quant_in >= 0) return false;
     if (st->prec == QF_PREC_INT8) {
         const cu_requant &rq = st->rq;
-        if (ep->in != QF_I8 || rq.z_in || rq.z_out || rq.z_r) return false;
+        if (ep->in != QF_I8 || rq.z_r || (rq.z_in && conv_reads_padding(st->p))) return false;
+        if (rq.z_in && rq.bias) {
+            /* cuDNN adds the bias as a float: exact below 2^24, and an input
+             * zero point's share (-z_in times the weights' sums) can pass it */
+            const int32_t *b = (const int32_t *)qfi_in(c->g, n, 2)->data;
+            for (int64_t m = 0; m < st->p.M; m++)
+                if (b[m] >= (1 << 24) || b[m] <= -(1 << 24)) return false;
+        }
+        ep->z_out = rq.out == QF_I8 ? rq.z_out : 0;
         /* cuDNN's own exponential put SiLU/Sigmoid outputs one level off at
          * rounding boundaries (35 % of them): EfficientNet-B0's INT8 GPU
          * top-1 then agreed with the CPU engine's on 0.44 of the images */
@@ -454,6 +471,7 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
              (long long)p.Ho, (long long)p.Wo, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh, p.dw, (long long)p.group, ep.bias,
              ep.residual, ep.clip ? ep.lo : -1.0, ep.clip ? ep.hi : INFINITY,
              !i8 ? "" : ep.out == QF_I8 ? ":o8" : ep.out == QF_F16 ? ":o16" : ":o32");
+    if (ep.z_out) snprintf(st->dnn_key + strlen(st->dnn_key), sizeof st->dnn_key - strlen(st->dnn_key), ":z%d", (int)ep.z_out);
     if (ep.act != QF_ACT_NONE) snprintf(st->dnn_key + strlen(st->dnn_key), sizeof st->dnn_key - strlen(st->dnn_key), ":a%d", (int)ep.act);
     int cached = -1;
     const bool has = !cu_tactic_forced("cudnn") && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached);
@@ -518,6 +536,10 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
             qf_status s = cu_upload(c, hb, (size_t)p.M * sizeof *hb, &st->dnn_bias);
             free(hb);
             QF_CHECK(s);
+        }
+        if (ep.z_out) {
+            const float zp[8] = {QFI_MAGIC, 0, 0, 0, (float)ep.z_out - QFI_MAGIC}; /* cu_dnn_args.zp */
+            QF_CHECK(cu_upload(c, zp, sizeof zp, &st->dnn_zp));
         }
     }
     /* the workspace shares the im2col slot: a layer runs one tactic, layers run one at a time */
@@ -825,7 +847,7 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
             a.x = c->scratch[CU_SCR_ACC], a.w = st->w_dnn16;
         }
         if (st->prec == QF_PREC_INT8)
-            a.bias = st->dnn_bias, a.scale = st->rq.m;
+            a.bias = st->dnn_bias, a.scale = st->rq.m, a.zp = (const float *)st->dnn_zp;
         else if (L->residual >= 0) QF_CHECK(cu_value_ptr(c, L->residual, (void **)&a.res));
         QF_CHECK(cu_dnn_conv_run(c, st->dnn, plan, s, &a));
         return dnn_act_after(L, p) ? cu_act_inplace(s, y, dt, total, L->act, L->act_gated) : QF_OK;

@@ -3,7 +3,11 @@
  * accumulation and FP32 intermediates (bias, residual Add, ReLU, a clip).
  * INT8: int8 operands summed in int32, then lib/quant_math.h's requantize
  * in FP32 pointwise operations, (acc + bias) * m[c], clamped, and
- * an int8 (or float) output: qforge's kernels' value bit for bit. conv.cu
+ * an int8 (or float) output: qforge's kernels' value bit for bit (an
+ * output zero point z is added as qforge adds it, to the rounded level:
+ * v + QFI_MAGIC rounds v to an integer exactly as rint does, and adding
+ * z - QFI_MAGIC to that is exact, so the int8 cast sees rint(v) + z; adding
+ * z to v itself would round some v within 2^-18 of a tie the other way). conv.cu
  * keeps INT8 convs with a fused residual or a SiLU/Sigmoid off this graph.
  * cuDNN's heuristics propose
  * engines; each one cuDNN can build for the graph becomes a plan that conv.cu
@@ -18,7 +22,7 @@
 /* heuristic ranks tried per layer: cuDNN's first guesses are usually its best */
 #define DNN_TRY 4
 /* tensor ids of the variant pack */
-enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_Y, UID_V0 = 100 };
+enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_Y, UID_MAGIC, UID_ZP, UID_V0 = 100 };
 
 /* the plans of one graph, or of an INT8 layer's two (int8 operands, and
  * the same levels as halves), each plan knowing its graph */
@@ -193,11 +197,14 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
     const int64_t wd[4] = {g->M, g->C / g->group, g->kh, g->kw};
     const int64_t yd[4] = {g->N, g->M, g->Ho, g->Wo}, ys[4] = {g->Ho * g->Wo * g->M, 1, g->Wo * g->M, g->M};
     const int64_t bd[4] = {1, g->M, 1, 1}, bs[4] = {g->M, 1, g->M, g->M};
+    const int64_t sd1[4] = {1, 1, 1, 1}; /* a scalar, broadcast */
     dnn_build b = {};
     cudnnBackendDescriptor_t ops[12];
     int n_ops = 0;
     /* the operations on the conv's output chain: conv, then each epilogue step; the last writes y */
-    const int steps = 1 + ep->bias + (i8 && ep->scale) + ep->residual + smooth + ep->clip;
+    const bool zp = i8 && ep->out == QF_I8 && ep->z_out != 0;
+    if (zp && !ep->clip) return QF_OK; /* an int8 output is always clipped (conv.cu); the zero point follows the clip */
+    const int steps = 1 + ep->bias + (i8 && ep->scale) + ep->residual + smooth + ep->clip + 2 * zp;
     int64_t vid = UID_V0;
     int left = steps;
     auto next = [&]() {
@@ -265,6 +272,13 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
         cudnnBackendDescriptor_t o = next();
         ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_RELU_FWD, cur, NULL, o, ep->lo, ep->hi);
         cur = o;
+    }
+    if (zp) { /* (v + QFI_MAGIC) + (z - QFI_MAGIC): rint(v) + z, exactly */
+        for (int64_t uid = UID_MAGIC; uid <= UID_ZP; uid++) {
+            cudnnBackendDescriptor_t t = dnn_tensor(&b, uid, f32, sd1, sd1, false), o = next();
+            ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_ADD, cur, t, o, 0, 0);
+            cur = o;
+        }
     }
     cudnnBackendDescriptor_t graph = dnn_new(&b, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     dnn_set(&b, graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_ops, ops, "graph ops");
@@ -340,8 +354,8 @@ qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStre
 {
     cudnnHandle_t h = (cudnnHandle_t)c->dnn;
     const bool i8 = d->ep.in == QF_I8;
-    int64_t uids[9];
-    void *ptrs[9];
+    int64_t uids[10];
+    void *ptrs[10];
     int n = 0;
     void *ws = a->workspace;
     uids[n] = UID_X, ptrs[n++] = (void *)a->x;
@@ -349,6 +363,10 @@ qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStre
     if (d->ep.bias) uids[n] = UID_B, ptrs[n++] = (void *)a->bias;
     if (i8 && d->ep.scale) uids[n] = UID_S, ptrs[n++] = (void *)a->scale;
     if (d->ep.residual) uids[n] = UID_R, ptrs[n++] = (void *)a->res;
+    if (i8 && d->ep.out == QF_I8 && d->ep.z_out) {
+        uids[n] = UID_MAGIC, ptrs[n++] = (void *)a->zp;
+        uids[n] = UID_ZP, ptrs[n++] = (void *)(a->zp + 4);
+    }
     uids[n] = UID_Y, ptrs[n++] = a->y;
     cudnnBackendDescriptor_t pack;
     cudnnStatus_t st = cudnnSetStream(h, s);

@@ -409,7 +409,7 @@ uint32_t cu_igemm_signature(const cu_igemm *ig);
  * accumulation, bias [M] half, act none, SiLU or Sigmoid (not both act and clip). INT8 (in I8): the exact int32 sums of the
  * int8 operands, then lib/quant_math.h's epilogue in FP32,
  * y = clip((conv(x, w) + bias) * scale) with bias and scale [M] floats, y
- * int8 (rounded to nearest even, as rint) or a float type, no residual: the
+ * int8 (rounded to nearest even, as rint, then z_out added) or a float type, no residual: the
  * same value as qforge's kernels, bit for bit (with a residual cuDNN 9.14
  * rounded its own way on 11 % of the outputs and wrote NaNs for a depthwise
  * conv's, bench/zoo/NOTES.md, session 16). With f16_operands the int8 levels
@@ -423,6 +423,10 @@ uint32_t cu_igemm_signature(const cu_igemm *ig);
 typedef struct cu_dnn_epilogue {
     qf_dtype in, out;
     bool bias, scale, residual, clip;
+    /* INT8 output: its zero point, added to the rounded level as
+     * lib/quant_math.h's qfi_requant_level does (two FP32 additions through
+     * QFI_MAGIC, exact: cu_dnn_args.zp) */
+    int32_t z_out;
     bool f16_operands; /* INT8 on FP16 Tensor Cores, x and w as halves */
     qf_act act;
     double lo, hi;
@@ -430,6 +434,7 @@ typedef struct cu_dnn_epilogue {
 typedef struct cu_dnn_args {
     const void *x, *w, *bias, *scale, *res; /* x, w: halves for a plan of FP16 operands */
     void *y, *workspace;
+    const float *zp; /* with z_out: QFI_MAGIC at zp[0], z_out - QFI_MAGIC at zp[4] (16-byte aligned scalars) */
 } cu_dnn_args;
 typedef struct cu_dnn_conv cu_dnn_conv;
 qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *w_strides, const cu_dnn_epilogue *ep,
