@@ -377,8 +377,6 @@ bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n)
 #define DNN_F16_BASE 16
 /* the largest K whose int8 sums FP32 holds exactly: 128 * 128 * K <= 2^24 */
 #define DNN_F16_EXACT_K 1024
-/* the most elements of an INT8 bias map (16 MB of floats) */
-#define DNN_BIAS_MAP_MAX ((int64_t)1 << 22)
 
 static int dnn_cache_value(const conv_state *st, int plan)
 {
@@ -405,10 +403,9 @@ static bool conv_reads_padding(const conv_geo &p)
 }
 
 /* The epilogue cuDNN would fuse for this layer; false where it cannot say
- * qforge's: a residual zero point, an input quantized in the gather, an
- * INT8 residual or smooth activation, a HardSwish. An input zero point is
- * in the bias (quant/), and where the conv reads padding, in a bias map
- * (dnn_int8_bias). */
+ * qforge's: an input zero point in padding (cuDNN pads with zeros; without
+ * padding the bias holds it), a residual zero point, an input quantized in
+ * the gather, an INT8 residual or smooth activation, a HardSwish. */
 static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_state *st, cu_dnn_epilogue *ep)
 {
     const qf_node *n = L->n;
@@ -417,10 +414,14 @@ static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_
     if (st->P == 0 || L->quant_in >= 0) return false;
     if (st->prec == QF_PREC_INT8) {
         const cu_requant &rq = st->rq;
-        if (ep->in != QF_I8 || rq.z_r) return false;
-        ep->bias_map = rq.z_in && conv_reads_padding(st->p);
-        /* the map is [Ho][Wo][M] floats, read once per image */
-        if (ep->bias_map && (!rq.bias || st->p.Ho * st->p.Wo * st->p.M > DNN_BIAS_MAP_MAX)) return false;
+        if (ep->in != QF_I8 || rq.z_r || (rq.z_in && conv_reads_padding(st->p))) return false;
+        if (rq.z_in && rq.bias) {
+            /* cuDNN adds the bias as a float: exact below 2^24, and an input
+             * zero point's share (-z_in times the weights' sums) can pass it */
+            const int32_t *b = (const int32_t *)qfi_in(c->g, n, 2)->data;
+            for (int64_t m = 0; m < st->p.M; m++)
+                if (b[m] >= (1 << 24) || b[m] <= -(1 << 24)) return false;
+        }
         ep->z_out = rq.out == QF_I8 ? rq.z_out : 0;
         /* cuDNN's own exponential put SiLU/Sigmoid outputs one level off at
          * rounding boundaries (35 % of them): EfficientNet-B0's INT8 GPU
@@ -452,60 +453,10 @@ static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_
     return !ep->clip || isfinite(ep->lo); /* cuDNN's clip has a lower bound */
 }
 
-/* The float bias of an INT8 cuDNN graph: the int32 bias, or with
- * ep->bias_map the bias of every output position [Ho][Wo][M]. qforge's
- * kernels read the input's zero point z_in at padding taps and the bias
- * holds -z_in times all the weights' sum; cuDNN reads zeros there, so each
- * position's bias gains z_in times the sum of the weights on its padding
- * taps. NULL (no cuDNN tactic) where a value reaches 2^24: cuDNN adds the
- * bias as a float, exactly below that, as qforge adds it in int32. */
-static float *dnn_int8_bias(const conv_geo &p, const cu_dnn_epilogue &ep, const int8_t *w, const int32_t *bias,
-                            int32_t z_in, size_t *count)
-{
-    const int64_t Cg = p.C / p.group, taps = (int64_t)p.kh * p.kw;
-    const int64_t positions = ep.bias_map ? p.Ho * p.Wo : 1;
-    float *hb = (float *)qfi_calloc((size_t)(positions * p.M) + 1, sizeof *hb);
-    int64_t *tap_sum = ep.bias_map ? (int64_t *)qfi_calloc((size_t)(p.M * taps), sizeof *tap_sum) : NULL;
-    if (!hb || (ep.bias_map && !tap_sum)) {
-        free(hb);
-        free(tap_sum);
-        return NULL;
-    }
-    /* the weights' sum over input channels, per output channel and tap (w is [M][Cg][kh][kw]) */
-    for (int64_t m = 0; ep.bias_map && m < p.M; m++)
-        for (int64_t ci = 0; ci < Cg; ci++)
-            for (int64_t t = 0; t < taps; t++) tap_sum[m * taps + t] += w[(m * Cg + ci) * taps + t];
-    bool exact = true;
-    for (int64_t at = 0; at < positions; at++) {
-        const int64_t ho = at / p.Wo, wo = at % p.Wo;
-        for (int64_t m = 0; m < p.M; m++) {
-            int64_t v = bias[m];
-            for (int i = 0; ep.bias_map && i < p.kh; i++) {
-                const int64_t ih = ho * p.sh - p.ph + (int64_t)i * p.dh;
-                for (int j = 0; j < p.kw; j++) {
-                    const int64_t iw = wo * p.sw - p.pw + (int64_t)j * p.dw;
-                    if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) v += (int64_t)z_in * tap_sum[m * taps + i * p.kw + j];
-                }
-            }
-            exact = exact && v < (1 << 24) && v > -(1 << 24);
-            hb[at * p.M + m] = (float)v;
-        }
-    }
-    free(tap_sum);
-    if (!exact) {
-        free(hb);
-        return NULL;
-    }
-    *count = (size_t)(positions * p.M);
-    return hb;
-}
-
 /* cuDNN's plans for the conv and this layer's fused epilogue (FP16, or INT8
  * with qforge's requantize): a second tactic, timed against qforge's own path
  * at tune (conv_choose_dnn). A cached choice builds only its own plan, or
  * none where qforge's path won. */
-static qf_status conv_plan_dnn_with(cu_engine *c, cu_layer *L, conv_state *st, const qf_value *w, cu_dnn_epilogue &ep,
-                                    const float *hb, size_t nb);
 static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const qf_value *w)
 {
     const conv_geo &p = st->p;
@@ -514,27 +465,6 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
     const bool i8 = ep.in == QF_I8;
     /* pins to qforge's own kernels leave cuDNN out: lt and igemm for INT8 layers, qforge for all */
     if (cu_tactic_forced("qforge") || (i8 && (cu_tactic_forced("lt") || cu_tactic_forced("igemm")))) return QF_OK;
-    float *hb = NULL; /* INT8: the float bias (dnn_int8_bias), uploaded once cuDNN has plans */
-    size_t nb = 0;
-    if (i8 && ep.bias) {
-        hb = dnn_int8_bias(p, ep, (const int8_t *)w->data, (const int32_t *)qfi_in(c->g, L->n, 2)->data, st->rq.z_in, &nb);
-        if (!hb) {
-            qf_log(QF_LOG_DEBUG, "%s: node %s: no cuDNN tactic: a bias of 2^24 or more, or no memory", c->g->source,
-                   L->n->name);
-            return QF_OK;
-        }
-    }
-    qf_status s = conv_plan_dnn_with(c, L, st, w, ep, hb, nb);
-    free(hb);
-    return s;
-}
-
-/* conv_plan_dnn's work, with the INT8 graph's float bias hb[nb] on the host. */
-static qf_status conv_plan_dnn_with(cu_engine *c, cu_layer *L, conv_state *st, const qf_value *w, cu_dnn_epilogue &ep,
-                                    const float *hb, size_t nb)
-{
-    const conv_geo &p = st->p;
-    const bool i8 = ep.in == QF_I8;
     snprintf(st->dnn_key, sizeof st->dnn_key,
              "conv:%s:%lld,%lld,%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:g%lld:b%d:r%d:c%g,%g%s",
              i8 ? "i8" : "f16", (long long)p.N, (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.M,
@@ -542,7 +472,6 @@ static qf_status conv_plan_dnn_with(cu_engine *c, cu_layer *L, conv_state *st, c
              ep.residual, ep.clip ? ep.lo : -1.0, ep.clip ? ep.hi : INFINITY,
              !i8 ? "" : ep.out == QF_I8 ? ":o8" : ep.out == QF_F16 ? ":o16" : ":o32");
     if (ep.z_out) snprintf(st->dnn_key + strlen(st->dnn_key), sizeof st->dnn_key - strlen(st->dnn_key), ":z%d", (int)ep.z_out);
-    if (ep.bias_map) snprintf(st->dnn_key + strlen(st->dnn_key), sizeof st->dnn_key - strlen(st->dnn_key), ":bm");
     if (ep.act != QF_ACT_NONE) snprintf(st->dnn_key + strlen(st->dnn_key), sizeof st->dnn_key - strlen(st->dnn_key), ":a%d", (int)ep.act);
     int cached = -1;
     const bool has = !cu_tactic_forced("cudnn") && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached);
@@ -599,7 +528,15 @@ static qf_status conv_plan_dnn_with(cu_engine *c, cu_layer *L, conv_state *st, c
     if (i8) {
         /* qforge adds the bias in int32 and converts the sum; cuDNN adds it as
          * a float: the same value while |acc + bias| < 2^24, as conv sums are */
-        if (ep.bias) QF_CHECK(cu_upload(c, hb, nb * sizeof *hb, &st->dnn_bias));
+        if (ep.bias) {
+            const int32_t *bias = (const int32_t *)qfi_in(c->g, L->n, 2)->data;
+            float *hb = (float *)qfi_calloc((size_t)p.M + 1, sizeof *hb);
+            if (!hb) return QF_ERR_NOMEM;
+            for (int64_t m = 0; m < p.M; m++) hb[m] = (float)bias[m];
+            qf_status s = cu_upload(c, hb, (size_t)p.M * sizeof *hb, &st->dnn_bias);
+            free(hb);
+            QF_CHECK(s);
+        }
         if (ep.z_out) {
             const float zp[8] = {QFI_MAGIC, 0, 0, 0, (float)ep.z_out - QFI_MAGIC}; /* cu_dnn_args.zp */
             QF_CHECK(cu_upload(c, zp, sizeof zp, &st->dnn_zp));

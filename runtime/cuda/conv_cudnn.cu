@@ -197,7 +197,6 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
     const int64_t wd[4] = {g->M, g->C / g->group, g->kh, g->kw};
     const int64_t yd[4] = {g->N, g->M, g->Ho, g->Wo}, ys[4] = {g->Ho * g->Wo * g->M, 1, g->Wo * g->M, g->M};
     const int64_t bd[4] = {1, g->M, 1, 1}, bs[4] = {g->M, 1, g->M, g->M};
-    const int64_t md[4] = {1, g->M, g->Ho, g->Wo}; /* a bias map: y's strides, broadcast over N */
     const int64_t sd1[4] = {1, 1, 1, 1}; /* a scalar, broadcast */
     dnn_build b = {};
     cudnnBackendDescriptor_t ops[12];
@@ -249,9 +248,7 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
     }
     /* the epilogue in qforge's order: + bias, * scale (INT8), + residual (INT8: times its scale), then the clip */
     if (ep->bias) {
-        cudnnBackendDescriptor_t t = dnn_tensor(&b, UID_B, bt, i8 && ep->bias_map ? md : bd, i8 && ep->bias_map ? ys : bs,
-                                                false),
-                                 o = next();
+        cudnnBackendDescriptor_t t = dnn_tensor(&b, UID_B, bt, bd, bs, false), o = next();
         ops[n_ops++] = dnn_pointwise(&b, CUDNN_POINTWISE_ADD, cur, t, o, 0, 0);
         cur = o;
     }

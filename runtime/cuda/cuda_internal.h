@@ -427,10 +427,6 @@ typedef struct cu_dnn_epilogue {
      * lib/quant_math.h's qfi_requant_level does (two FP32 additions through
      * QFI_MAGIC, exact: cu_dnn_args.zp) */
     int32_t z_out;
-    /* INT8: the bias per output position, [Ho][Wo][M] floats (else [M]):
-     * an input zero point's share of the padding taps folded in, as cuDNN
-     * pads with zeros where qforge's kernels read the zero point (conv.cu) */
-    bool bias_map;
     bool f16_operands; /* INT8 on FP16 Tensor Cores, x and w as halves */
     qf_act act;
     double lo, hi;
