@@ -34,7 +34,7 @@ static int writer_of(const qf_graph *g, int v, int before)
 static float elem_f32(const qf_value *v, const void *data, int64_t i)
 {
     switch (v->dtype) {
-    case QF_I8: return qfi_dequantize_i8(((const int8_t *)data)[i], v->scale);
+    case QF_I8: return qfi_dequantize_i8_zp(((const int8_t *)data)[i], v->scale, v->zero_point);
     case QF_F16: return qf_f16_to_f32(((const uint16_t *)data)[i]);
     default: return ((const float *)data)[i];
     }

@@ -700,16 +700,19 @@ END_TEST
 
 /* x -> Conv 1x1 with bias -> y, as FP16 and through FP32 on half-rounded data */
 /* Per-layer SQNR of chain_net quantized with the threshold of r1 (conv1+relu's
- * output) multiplied by `spoil`, on x; the comparison counts the first `valid`
- * images of the batch. Returns the rows (worst first) and the quantized output. */
-static qf_layer_sqnr *per_layer(const float *x, float spoil, int valid, int *n, float **y8)
+ * output) multiplied by `spoil`, on x, with zero points where `asymmetric`;
+ * the comparison counts the first `valid` images of the batch. Returns the
+ * rows (worst first) and the quantized output. */
+static qf_layer_sqnr *per_layer_of(const float *x, float spoil, int valid, bool asymmetric, int *n, float **y8)
 {
     qf_graph *ref = chain_net(7), *g = chain_net(7);
     qf_calib_table *t = calibrate_minmax(ref, x);
     t->entries[qf_calib_table_find(t, "r1")].amax[QF_CALIB_MINMAX] *= spoil;
     qf_quant_opts o;
     qf_quant_opts_init(&o);
+    o.asymmetric = asymmetric;
     OK(qf_quantize(g, t, &o, NULL));
+    if (asymmetric) ck_assert_int_ne(g->values[qf_graph_find_value(g, "r1")].zero_point, 0);
     qf_layer_cmp *c;
     OK(qf_layer_cmp_create(g, ref, &c));
     qf_layer_cmp_set_batch_valid(c, valid);
@@ -728,6 +731,11 @@ static qf_layer_sqnr *per_layer(const float *x, float spoil, int valid, int *n, 
     qf_graph_free(g);
     qf_graph_free(ref);
     return rows;
+}
+
+static qf_layer_sqnr *per_layer(const float *x, float spoil, int valid, int *n, float **y8)
+{
+    return per_layer_of(x, spoil, valid, false, n, y8);
 }
 
 static const qf_layer_sqnr *row_named(const qf_layer_sqnr *rows, int n, const char *tensor)
@@ -782,6 +790,29 @@ START_TEST(per_layer_sqnr_finds_the_bad_layer)
     free(y_bad);
     free(y_one);
     free(y32);
+    free(x);
+    qf_graph_free(ref);
+}
+END_TEST
+
+/* An INT8 tensor with a zero point is compared as (q - z) * s: a ReLU output
+ * at zero point -128 is as close to FP32 as the symmetric one, or closer. */
+START_TEST(per_layer_sqnr_counts_zero_points)
+{
+    qf_graph *ref = chain_net(7);
+    float *x = random_input(ref, 99, -1, 1);
+    int n_sym, n_asym;
+    float *y_sym, *y_asym;
+    qf_layer_sqnr *sym = per_layer(x, 1.0f, 0, &n_sym, &y_sym);
+    qf_layer_sqnr *asym = per_layer_of(x, 1.0f, 0, true, &n_asym, &y_asym);
+    ck_assert_int_eq(n_asym, n_sym);
+    const double r1_sym = row_named(sym, n_sym, "r1")->sqnr_db, r1_asym = row_named(asym, n_asym, "r1")->sqnr_db;
+    ck_assert_msg(r1_asym > 30.0 && r1_asym > r1_sym - 1.0, "r1: %.1f dB with a zero point, %.1f without", r1_asym,
+                  r1_sym);
+    rows_free(sym, n_sym);
+    rows_free(asym, n_asym);
+    free(y_sym);
+    free(y_asym);
     free(x);
     qf_graph_free(ref);
 }
@@ -1974,6 +2005,7 @@ int main(void)
     tcase_add_test(tg, bias_correction_removes_the_mean_error);
     tcase_add_test(tg, learned_rounding_beats_nearest);
     tcase_add_test(tg, per_layer_sqnr_finds_the_bad_layer);
+    tcase_add_test(tg, per_layer_sqnr_counts_zero_points);
     tcase_add_test(tg, value_ranges_follow_the_graph);
     tcase_add_test(tg, zero_points_for_one_sided_activations);
     tcase_add_test(tg, pooled_layers_stay_fp16);
