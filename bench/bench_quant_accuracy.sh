@@ -115,10 +115,10 @@ python3 "$peers/check_export.py" "$tmp/resnet20.qdq.onnx" --images "$data/cifar1
 python3 - "$rows" "$tmp/export.json" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(f"{'model':<13}{'tool':<13}{'method':<16}{'precision':<11}{'images':>7}{'top-1':>9}{'agree FP32':>12}{'SQNR dB':>9}")
+print(f"{'model':<20}{'tool':<13}{'method':<16}{'precision':<11}{'images':>7}{'top-1':>9}{'agree FP32':>12}{'SQNR dB':>9}")
 for r in rows:
     db = "-" if r.get("sqnr_db") is None else f"{r['sqnr_db']:.2f}"
-    print(f"{r['model']:<13}{r['tool']:<13}{r['method']:<16}{r['precision']:<11}{r['images']:>7}"
+    print(f"{r['model']:<20}{r['tool']:<13}{r['method']:<16}{r['precision']:<11}{r['images']:>7}"
           f"{r['top1']:>9.4f}{r['agreement']:>12.4f}{db:>9}")
 for model in dict.fromkeys(r["model"] for r in rows):
     q = [r for r in rows if r["model"] == model and r["tool"] == "qforge" and r["precision"] == "int8"]
