@@ -342,6 +342,24 @@ static int plan_out(const qfi_qplan *p, int i, int k)
     return p->nodes[i].role == QFI_QROLE_ANCHOR ? p->nodes[i].out : p->g->nodes[i].out[k];
 }
 
+/* Whether value v is the input of a dense convolution (one group, a kernel
+ * over more than one element) that reads padding (qf_quant_opts.asymmetric_unpadded). */
+static bool dense_conv_pads(const qfi_qplan *p, const qf_graph *g, int v)
+{
+    for (int u = p->use_start[v]; u < p->use_start[v + 1]; u++) {
+        const qf_node *r = &g->nodes[p->use_node[u]];
+        qfi_conv_geom geo;
+        if (r->op != QF_OP_CONV || r->in[0] != v || qfi_conv_geometry(g, r, &geo) != QF_OK || geo.group != 1 ||
+            qfi_window_k_size(&geo.w) == 1)
+            continue;
+        for (int d = 0; d < geo.w.nsp; d++)
+            if (geo.w.pad[d] > 0 ||
+                (geo.w.out[d] - 1) * geo.w.stride[d] + (geo.w.k[d] - 1) * geo.w.dil[d] + 1 > geo.w.in[d] + geo.w.pad[d])
+                return true;
+    }
+    return false;
+}
+
 qf_status qfi_quant_assign(qfi_qplan *p)
 {
     qf_graph *g = p->g;
@@ -464,7 +482,8 @@ qf_status qfi_quant_assign(qfi_qplan *p)
     qfi_range *range = NULL;
     qf_status st = class_amax && class_lo ? QF_OK : QF_ERR_NOMEM;
     if (st == QF_OK && p->o.asymmetric) st = qfi_value_ranges(g, &range);
-    for (int v = 0; v < g->n_values && st == QF_OK; v++) p->values[v].lo = range ? range[v].lo : -INFINITY;
+    for (int v = 0; v < g->n_values && st == QF_OK; v++)
+        p->values[v].lo = range && !(p->o.asymmetric_unpadded && dense_conv_pads(p, g, v)) ? range[v].lo : -INFINITY;
     for (int v = 0; v < g->n_values && st == QF_OK; v++) {
         qfi_qvalue *qv = &p->values[v];
         bool root = qv->store == QF_I8 && qv->writer >= 0 && p->nodes[qv->writer].role != QFI_QROLE_PASS;

@@ -818,6 +818,65 @@ START_TEST(per_layer_sqnr_counts_zero_points)
 }
 END_TEST
 
+/* Four Relu outputs, each read by one conv: a dense 3x3 with padding (r1), a
+ * depthwise 3x3 with padding (r2), a 1x1 (r3) and a dense 3x3 without
+ * padding (r4). */
+static qf_graph *zp_readers_net(void)
+{
+    rng = 11;
+    qf_graph *g = qf_graph_new("zp_readers");
+    int x = input(g, "x", 4, (int64_t[]){2, 3, 8, 8});
+    static const struct { const char *r, *y; int64_t m, cg, k; int pad, group; } rd[] = {
+        {"r1", "y1", 4, 8, 3, 1, 1}, {"r2", "y2", 8, 1, 3, 1, 8}, {"r3", "y3", 4, 8, 1, 0, 1}, {"r4", "y4", 4, 8, 3, 0, 1}};
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", i);
+        int c = value(g, name), r = value(g, rd[i].r);
+        char wname[16];
+        snprintf(wname, sizeof wname, "w%s", name);
+        int w = weight(g, wname, 4, (int64_t[]){8, 3, 3, 3}, -0.5f, 0.5f);
+        conv_node(g, name, x, w, -1, c, 1, 1);
+        snprintf(name, sizeof name, "relu%d", i);
+        op(g, name, QF_OP_RELU, 1, (int[]){c}, r);
+        snprintf(name, sizeof name, "w%s", rd[i].y);
+        int w2 = weight(g, name, 4, (int64_t[]){rd[i].m, rd[i].cg, rd[i].k, rd[i].k}, -0.3f, 0.3f), y = value(g, rd[i].y);
+        conv_node(g, rd[i].y, r, w2, -1, y, rd[i].pad, rd[i].group);
+        output(g, y);
+    }
+    prepare_graph(g, 2);
+    return g;
+}
+
+/* --zero-points unpadded: every Relu output gets its zero point but the one a
+ * dense conv reads with padding; `all` gives each one, `none` none. */
+START_TEST(zero_points_unpadded)
+{
+    qf_graph *ref = zp_readers_net();
+    float *x = random_input(ref, 5, -1, 1);
+    qf_calib_table *t = calibrate_minmax(ref, x);
+    static const char *const r[] = {"r1", "r2", "r3", "r4"};
+    for (int mode = 0; mode < 3; mode++) { /* none, all, unpadded */
+        qf_graph *g = zp_readers_net();
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.method = QF_CALIB_MINMAX;
+        o.asymmetric = mode > 0;
+        o.asymmetric_unpadded = mode == 2;
+        OK(qf_quantize(g, t, &o, NULL));
+        for (int i = 0; i < 4; i++) {
+            const qf_value *v = &g->values[qf_graph_find_value(g, r[i])];
+            ck_assert_int_eq(v->dtype, QF_I8);
+            const bool want = mode == 1 || (mode == 2 && i > 0);
+            ck_assert_msg((v->zero_point != 0) == want, "mode %d: %s has zero point %d", mode, r[i], (int)v->zero_point);
+        }
+        qf_graph_free(g);
+    }
+    qf_calib_table_free(t);
+    free(x);
+    qf_graph_free(ref);
+}
+END_TEST
+
 START_TEST(fp16_matches_rounding)
 {
     rng = 3;
@@ -2006,6 +2065,7 @@ int main(void)
     tcase_add_test(tg, learned_rounding_beats_nearest);
     tcase_add_test(tg, per_layer_sqnr_finds_the_bad_layer);
     tcase_add_test(tg, per_layer_sqnr_counts_zero_points);
+    tcase_add_test(tg, zero_points_unpadded);
     tcase_add_test(tg, value_ranges_follow_the_graph);
     tcase_add_test(tg, zero_points_for_one_sided_activations);
     tcase_add_test(tg, pooled_layers_stay_fp16);

@@ -19,7 +19,8 @@ static const char quant_help[] =
     "                    [--threads T] [--json] [--strict]\n"
     "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
     "       qforge quant MODEL-QDQ.onnx [-o MODEL.qfm]   (a Q/DQ or QOperator model: its own scales)\n"
-    "  both: [--per-tensor-weights] [--asymmetric] [--int8-attention] [--equalize] [--fp16-layers NAME,...]\n"
+    "  both: [--per-tensor-weights] [--asymmetric | --zero-points all|unpadded|none] [--int8-attention]\n"
+    "        [--equalize] [--fp16-layers NAME,...]\n"
     "        [--export-onnx FILE.onnx] [--force] [--quiet]\n"
     "  --equalize  cross-layer equalization of the FP32 graph before calibrating and quantizing\n"
     "              (the same function; with --calib, the table says whether: calib --equalize)\n"
@@ -29,8 +30,9 @@ static const char quant_help[] =
     "              brings its layer's output on 64 calibration images closer to FP32\n"
     "              (AdaRound; minutes on the CPU, see qforge-quant(1))\n"
     "  --asymmetric  zero points for activations the graph bounds from below (after Relu,\n"
-    "              HardSwish, SiLU, ...): all 256 levels on their range (the CUDA engine\n"
-    "              runs such nodes on the host)\n"
+    "              HardSwish, SiLU, ...): all 256 levels on their range (--zero-points all)\n"
+    "  --zero-points unpadded  the same but for inputs of dense convs that read padding,\n"
+    "              which cuDNN cannot pad with a zero point (their GPU speed stays)\n"
     "  --int8-attention  MatMuls of two activations (attention's QK^T and AV) in INT8 too\n"
     "              (per-tensor scales, exact int32 products); without it they stay FP16\n"
     "  --images:   calibrate on up to COUNT images of DIR (default 500), quantize, and check\n"
@@ -54,6 +56,7 @@ typedef struct quant_args {
     const char *model, *calib, *precision, *method, *out_path, *onnx_out, *calib_out, *report, *device;
     bool per_tensor, force, json, best;
     bool asymmetric;       /* --asymmetric: zero points for one-sided activations */
+    bool zp_unpadded;      /* --zero-points unpadded: not on dense convs' padded inputs */
     bool int8_attention;   /* --int8-attention: MatMuls of two activations in INT8 */
     bool equalize;         /* --equalize, or a table calibrated with it: every graph of MODEL is equalized */
     bool equalize_told;    /* its summary line was printed (the graph is loaded several times) */
@@ -168,6 +171,13 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
                 return cli_usage_error("quant", "--max-drop expects agreement points in [0, 100], got '%s'",
                                        next ? next : "");
             i++;
+        } else if (!strcmp(arg, "--zero-points")) {
+            if (!next || (strcmp(next, "all") && strcmp(next, "unpadded") && strcmp(next, "none")))
+                return cli_usage_error("quant", "--zero-points takes all, unpadded or none");
+            a->asymmetric = strcmp(next, "none") != 0;
+            a->zp_unpadded = !strcmp(next, "unpadded");
+            i += 2;
+            continue;
         } else if (!strcmp(arg, "--calib")) target = &a->calib;
         else if (!strcmp(arg, "--precision")) target = &a->precision;
         else if (!strcmp(arg, "--method")) target = &a->method;
@@ -217,7 +227,8 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
     if (a->fp16_list && strcmp(a->precision, "int8"))
         return cli_usage_error("quant", "--fp16-layers goes with --precision int8 (best chooses its own)");
     if (a->asymmetric && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
-        return cli_usage_error("quant", "--asymmetric goes with --precision int8 or best");
+        return cli_usage_error("quant", "%s goes with --precision int8 or best",
+                               a->zp_unpadded ? "--zero-points" : "--asymmetric");
     if (a->int8_attention && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
         return cli_usage_error("quant", "--int8-attention goes with --precision int8 or best");
     if ((a->optimize_rounding || a->bias_correction) && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
@@ -250,6 +261,7 @@ static qf_status quant_options(const quant_args *a, const qf_calib_table *t, con
     qf_quant_opts_init(qo);
     qo->per_tensor_weights = a->per_tensor;
     qo->asymmetric = a->asymmetric;
+    qo->asymmetric_unpadded = a->zp_unpadded;
     qo->int8_attention = a->int8_attention;
     qo->float_nodes = floats ? floats : a->fp16_layers;
     qo->n_float_nodes = floats ? n_floats : a->n_fp16_layers;

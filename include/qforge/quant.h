@@ -54,6 +54,14 @@ typedef struct qf_quant_opts {
      * INT8's: scale (threshold - bound) / 255. False: every activation is
      * symmetric (zero point 0), as TensorRT's INT8 is. */
     bool asymmetric;
+    /* With asymmetric: not for an activation that a dense convolution (one
+     * group, a kernel over one element) reads with padding, whose taps there
+     * would read the zero point: cuDNN pads with zeros only, so such a conv
+     * leaves cuDNN's tactics on the CUDA engine (ResNet-50: 23 % slower with
+     * every zero point). Depthwise and grouped convs, 1x1 convs and the rest
+     * keep their zero points (MobileNetV2 and EfficientNet-Lite1 get all
+     * of asymmetric's gain, ResNet-20 none; bench/zoo/NOTES.md, session 21). */
+    bool asymmetric_unpadded;
     /* INT8: also the MatMul nodes whose two inputs are both activations
      * (attention's Q x K^T and softmax(A) x V): each input quantized per
      * tensor at its calibrated scale, an exact int32 product, the requantizing
