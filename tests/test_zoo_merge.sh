@@ -61,7 +61,8 @@ import json, sys
 r = json.load(open(sys.argv[1])); r["run"]["quant_flags"] = "--asymmetric"; json.dump(r, open(sys.argv[1], "w"))
 PY
 python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
-if row | grep -q '| -- (was 51,000) |'; then pass "other quant flags: nothing carried"
+if row | grep -q '| -- (was 51,000) |' && grep -q 'commit eeeeeee.*INT8 made with `qforge quant --asymmetric`' "$tmp/R.md"
+then pass "other quant flags: nothing carried, the flags named"
 else fail "other quant flags: nothing carried: $(row)"; fi
 
 [ $fails -eq 0 ]

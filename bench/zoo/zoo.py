@@ -784,16 +784,17 @@ def cmd_report(a):
                     r["run"].get("eval_images"),
                     "%s%s" % (r["run"].get("bn_images", 100), " others" if r["run"].get("bn_apart") else ""),
                     r["run"].get("calib_method", "default"),
-                    gpu_libraries(r["run"].get("engines") or []))
+                    gpu_libraries(r["run"].get("engines") or []), r["run"].get("quant_flags") or "")
                    for r in rs})
     prev_runs = sorted({(r["previous"]["run"]["date"], r["previous"]["run"]["commit"]) for r in rs
                         if r.get("previous") and r["previous"].get("run")})
     L = ["# The zoo: issue 12's CNNs and issue 13's transformers and detector through qforge", "",
          "Made by `bench/zoo/zoo.py report` from bench/zoo/results/*.json (one file per model, weights and "
          "exporter; `bench/zoo/zoo.py` wrote them). Do not edit by hand.", ""]
-    for d, c, dev, nc, ne, nb, cm, libs in runs:
+    for d, c, dev, nc, ne, nb, cm, libs, qf in runs:
         L.append("- run of %s, qforge commit %s, %s%s: calibration (%s method) on %s images, eval on %s, BatchNorm "
-                 "re-estimated on %s" % (d, c, dev or "CPU only", " (%s)" % libs if libs else "", cm, nc, ne, nb))
+                 "re-estimated on %s%s" % (d, c, dev or "CPU only", " (%s)" % libs if libs else "", cm, nc, ne, nb,
+                                           "; INT8 made with `qforge quant %s`" % qf if qf else ""))
     for d, c in prev_runs:
         L.append("- figures \"(was X)\" are from the run of %s, commit %s" % (d, c))
     carried_runs = sorted({(f["date"], f["commit"]) for r in rs for f in (r.get("speed_from") or {}).values() if f})
