@@ -349,13 +349,9 @@ static bool dense_conv_pads(const qfi_qplan *p, const qf_graph *g, int v)
     for (int u = p->use_start[v]; u < p->use_start[v + 1]; u++) {
         const qf_node *r = &g->nodes[p->use_node[u]];
         qfi_conv_geom geo;
-        if (r->op != QF_OP_CONV || r->in[0] != v || qfi_conv_geometry(g, r, &geo) != QF_OK || geo.group != 1 ||
-            qfi_window_k_size(&geo.w) == 1)
-            continue;
-        for (int d = 0; d < geo.w.nsp; d++)
-            if (geo.w.pad[d] > 0 ||
-                (geo.w.out[d] - 1) * geo.w.stride[d] + (geo.w.k[d] - 1) * geo.w.dil[d] + 1 > geo.w.in[d] + geo.w.pad[d])
-                return true;
+        if (r->op == QF_OP_CONV && r->in[0] == v && qfi_conv_geometry(g, r, &geo) == QF_OK && geo.group == 1 &&
+            qfi_window_k_size(&geo.w) > 1 && qfi_window_reads_padding(&geo.w))
+            return true;
     }
     return false;
 }

@@ -152,10 +152,10 @@ def build_model(model, variant):
 def bn_images(count, calib_n, bn_n):
     """Indices of the BatchNorm re-estimation images among `count` calibration
     images: the first bn_n of those qforge's -n calib_n leaves out
-    (common.evenly_spaced takes i * count // calib_n); all of them with
-    calib_n 0 (the runs before session 21 took the first bn_n, some also
-    calibrated on)."""
-    taken = {i * count // calib_n for i in range(calib_n)} if 0 < calib_n < count else set()
+    (common.evenly_spaced, its rule); all of them with calib_n 0 (the runs
+    before session 21 took the first bn_n, some also calibrated on)."""
+    import common
+    taken = set(common.evenly_spaced(range(count), calib_n)) if 0 < calib_n < count else set()
     return [i for i in range(count) if i not in taken][:bn_n]
 
 

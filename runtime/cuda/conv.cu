@@ -395,13 +395,6 @@ static bool dnn_act_after(const cu_layer *L, const conv_geo &p)
     return L->n->precision != QF_PREC_INT8 && L->act != QF_ACT_NONE && p.Ho * p.Wo == 1;
 }
 
-/* Whether any tap of the conv reads padding (its start or its end). */
-static bool conv_reads_padding(const conv_geo &p)
-{
-    return p.ph || p.pw || (p.Ho - 1) * p.sh + (p.kh - 1) * p.dh + 1 != p.H ||
-           (p.Wo - 1) * p.sw + (p.kw - 1) * p.dw + 1 != p.W;
-}
-
 /* The epilogue cuDNN would fuse for this layer; false where it cannot say
  * qforge's: an input zero point in padding (cuDNN pads with zeros; without
  * padding the bias holds it), a residual zero point, an input quantized in
@@ -414,7 +407,10 @@ static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_
     if (st->P == 0 || L->quant_in >= 0) return false;
     if (st->prec == QF_PREC_INT8) {
         const cu_requant &rq = st->rq;
-        if (ep->in != QF_I8 || rq.z_r || (rq.z_in && conv_reads_padding(st->p))) return false;
+        qfi_conv_geom geo;
+        if (ep->in != QF_I8 || rq.z_r ||
+            (rq.z_in && (qfi_conv_geometry(cu_geo_graph(c, n), n, &geo) != QF_OK || qfi_window_reads_padding(&geo.w))))
+            return false;
         if (rq.z_in && rq.bias) {
             /* cuDNN adds the bias as a float: exact below 2^24, and an input
              * zero point's share (-z_in times the weights' sums) can pass it */

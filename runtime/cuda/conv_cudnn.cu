@@ -24,6 +24,12 @@
 /* tensor ids of the variant pack */
 enum { UID_X = 1, UID_W, UID_B, UID_S, UID_R, UID_Y, UID_MAGIC, UID_ZP, UID_V0 = 100 };
 
+/* Whether the INT8 graph adds an output zero point after the clip (UID_MAGIC, UID_ZP). */
+static bool dnn_adds_zero_point(const cu_dnn_epilogue *ep)
+{
+    return ep->in == QF_I8 && ep->out == QF_I8 && ep->z_out != 0;
+}
+
 /* the plans of one graph, or of an INT8 layer's two (int8 operands, and
  * the same levels as halves), each plan knowing its graph */
 struct cu_dnn_conv {
@@ -202,7 +208,7 @@ qf_status cu_dnn_conv_create(cu_engine *c, const cu_conv_geo *g, const int64_t *
     cudnnBackendDescriptor_t ops[12];
     int n_ops = 0;
     /* the operations on the conv's output chain: conv, then each epilogue step; the last writes y */
-    const bool zp = i8 && ep->out == QF_I8 && ep->z_out != 0;
+    const bool zp = dnn_adds_zero_point(ep);
     if (zp && !ep->clip) return QF_OK; /* an int8 output is always clipped (conv.cu); the zero point follows the clip */
     const int steps = 1 + ep->bias + (i8 && ep->scale) + ep->residual + smooth + ep->clip + 2 * zp;
     int64_t vid = UID_V0;
@@ -363,7 +369,7 @@ qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStre
     if (d->ep.bias) uids[n] = UID_B, ptrs[n++] = (void *)a->bias;
     if (i8 && d->ep.scale) uids[n] = UID_S, ptrs[n++] = (void *)a->scale;
     if (d->ep.residual) uids[n] = UID_R, ptrs[n++] = (void *)a->res;
-    if (i8 && d->ep.out == QF_I8 && d->ep.z_out) {
+    if (dnn_adds_zero_point(&d->ep)) {
         uids[n] = UID_MAGIC, ptrs[n++] = (void *)a->zp;
         uids[n] = UID_ZP, ptrs[n++] = (void *)(a->zp + 4);
     }
