@@ -1363,6 +1363,7 @@ END_TEST
 /* Debug lines of a build that name its cuDNN tactics. */
 typedef struct dnn_capture {
     int pinned;      /* convs that ran on a cuDNN plan */
+    int padded;      /* ... of them on an input padded with its zero point */
     char missing[256]; /* why there are no cuDNN tactics, if so */
 } dnn_capture;
 
@@ -1370,7 +1371,10 @@ static void capture_dnn(void *user, qf_log_level level, const char *msg)
 {
     dnn_capture *lc = user;
     (void)level;
-    if (strstr(msg, "cuDNN ") && strstr(msg, " engine ") && strstr(msg, "(pinned)")) lc->pinned++;
+    if (strstr(msg, "cuDNN ") && strstr(msg, " engine ") && strstr(msg, "(pinned)")) {
+        lc->pinned++;
+        if (strstr(msg, "input padded with its zero point")) lc->padded++;
+    }
     if (strstr(msg, "no cuDNN tactics") && !lc->missing[0]) snprintf(lc->missing, sizeof lc->missing, "%s", msg);
 }
 
@@ -1397,7 +1401,8 @@ START_TEST(asymmetric_exact)
         {"igemm-v4-persistent", "igemm", "4", NULL, "2", false},
         {"igemm-v5-persistent", "igemm", "5", NULL, "2", false},
         /* cuDNN's graph with the output zero point after the clip (c0, c6),
-         * and 1x1 convs on an input with one (no padding: the bias holds it) */
+         * 1x1 convs on an input with one (no padding: the bias holds it), and
+         * padded convs on a copy of their input padded with it (c1, c2, ...) */
         {"cudnn", "cudnn", NULL, NULL, NULL, false},
     };
     /* inputs that must carry a zero point for the test to mean something */
@@ -1461,10 +1466,14 @@ START_TEST(asymmetric_exact)
         compare(g, QF_PREC_INT8, 2, label, true);
         if (dnn) {
             qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
-            printf("  asym/cudnn: %d conv layer build(s) on cuDNN%s%s\n", lc.pinned, lc.missing[0] ? "; " : "", lc.missing);
-            /* c0, c6, pw20, se1, se2, proj and the Gemms' convs at least, unless the machine has no cuDNN */
-            if (dut == QF_DEVICE_CUDA && !lc.missing[0])
+            printf("  asym/cudnn: %d conv layer build(s) on cuDNN, %d on a zero-point-padded input%s%s\n", lc.pinned,
+                   lc.padded, lc.missing[0] ? "; " : "", lc.missing);
+            /* c0, c6, pw20, se1, se2, proj and the Gemms' convs at least, and
+             * the padded c1, c2, cr1, cs, cz, cz2, unless the machine has no cuDNN */
+            if (dut == QF_DEVICE_CUDA && !lc.missing[0]) {
                 ck_assert_msg(lc.pinned >= 4, "asym/cudnn: %d conv builds on cuDNN", lc.pinned);
+                ck_assert_msg(lc.padded >= 4, "asym/cudnn: %d padded conv builds on cuDNN", lc.padded);
+            }
         }
         unsetenv("QFORGE_CUDA_CONV_TACTIC");
         unsetenv("QFORGE_CUDA_IGEMM_VARIANT");

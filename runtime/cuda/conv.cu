@@ -44,6 +44,8 @@ typedef struct conv_state {
     void *dnn_bias;       /* INT8: the int32 bias as floats, for cuDNN's epilogue */
     void *dnn_zp;         /* INT8 with an output zero point: cu_dnn_args.zp's two scalars */
     int use_dnn;          /* the tactic chosen at tune time: 0 = qforge's path, else dnn plan use_dnn - 1 */
+    bool dnn_pad;         /* INT8: the plans are of dnn_p, unpadded, run on the input padded with its zero point */
+    conv_geo dnn_p;
     char dnn_key[256];    /* the tactic cache's key of the choice */
 } conv_state;
 
@@ -396,21 +398,26 @@ static bool dnn_act_after(const cu_layer *L, const conv_geo &p)
 }
 
 /* The epilogue cuDNN would fuse for this layer; false where it cannot say
- * qforge's: an input zero point in padding (cuDNN pads with zeros; without
- * padding the bias holds it), a residual zero point, an input quantized in
- * the gather, an INT8 residual or smooth activation, a HardSwish. */
-static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_state *st, cu_dnn_epilogue *ep)
+ * qforge's: a residual zero point, an input quantized in the gather, an INT8
+ * residual or smooth activation, a HardSwish. *pad_input: the INT8 input has
+ * a zero point that padding taps read (cuDNN pads with zeros; without padding
+ * the bias holds it), so cuDNN's plans run on a copy padded with it. */
+static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_state *st, cu_dnn_epilogue *ep,
+                              bool *pad_input)
 {
     const qf_node *n = L->n;
     memset(ep, 0, sizeof *ep);
+    *pad_input = false;
     ep->in = qfi_in(c->g, n, 0)->dtype;
     if (st->P == 0 || L->quant_in >= 0) return false;
     if (st->prec == QF_PREC_INT8) {
         const cu_requant &rq = st->rq;
-        qfi_conv_geom geo;
-        if (ep->in != QF_I8 || rq.z_r ||
-            (rq.z_in && (qfi_conv_geometry(cu_geo_graph(c, n), n, &geo) != QF_OK || qfi_window_reads_padding(&geo.w))))
-            return false;
+        if (ep->in != QF_I8 || rq.z_r) return false;
+        if (rq.z_in) {
+            qfi_conv_geom geo;
+            if (qfi_conv_geometry(cu_geo_graph(c, n), n, &geo) != QF_OK) return false;
+            *pad_input = qfi_window_reads_padding(&geo.w);
+        }
         if (rq.z_in && rq.bias) {
             /* cuDNN adds the bias as a float: exact below 2^24, and an input
              * zero point's share (-z_in times the weights' sums) can pass it */
@@ -455,9 +462,18 @@ static bool conv_dnn_epilogue(const cu_engine *c, const cu_layer *L, const conv_
  * none where qforge's path won. */
 static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const qf_value *w)
 {
-    const conv_geo &p = st->p;
     cu_dnn_epilogue ep;
-    if (!conv_dnn_epilogue(c, L, st, &ep)) return QF_OK;
+    if (!conv_dnn_epilogue(c, L, st, &ep, &st->dnn_pad)) return QF_OK;
+    /* the padded copy holds every row and column the taps reach, no more */
+    st->dnn_p = st->p;
+    if (st->dnn_pad) {
+        conv_geo &q = st->dnn_p;
+        q.H = (q.Ho - 1) * q.sh + (int64_t)(q.kh - 1) * q.dh + 1;
+        q.W = (q.Wo - 1) * q.sw + (int64_t)(q.kw - 1) * q.dw + 1;
+        q.ph = q.pw = 0;
+        cu_need_scratch(c, CU_SCR_PAD, (size_t)(q.N * q.H * q.W * q.C));
+    }
+    const conv_geo &p = st->dnn_p;
     const bool i8 = ep.in == QF_I8;
     /* pins to qforge's own kernels leave cuDNN out: lt and igemm for INT8 layers, qforge for all */
     if (cu_tactic_forced("qforge") || (i8 && (cu_tactic_forced("lt") || cu_tactic_forced("igemm")))) return QF_OK;
@@ -469,6 +485,8 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
              !i8 ? "" : ep.out == QF_I8 ? ":o8" : ep.out == QF_F16 ? ":o16" : ":o32");
     if (ep.z_out) snprintf(st->dnn_key + strlen(st->dnn_key), sizeof st->dnn_key - strlen(st->dnn_key), ":z%d", (int)ep.z_out);
     if (ep.act != QF_ACT_NONE) snprintf(st->dnn_key + strlen(st->dnn_key), sizeof st->dnn_key - strlen(st->dnn_key), ":a%d", (int)ep.act);
+    /* timed with the padding copy: not the choice for a conv of that unpadded shape */
+    if (st->dnn_pad) snprintf(st->dnn_key + strlen(st->dnn_key), sizeof st->dnn_key - strlen(st->dnn_key), ":zpad");
     int cached = -1;
     const bool has = !cu_tactic_forced("cudnn") && qfi_tactic_cache_get(c->tactics, st->dnn_key, &cached);
     if (has && (cached <= 0 || cached > 2 * DNN_F16_BASE)) return QF_OK;
@@ -493,7 +511,7 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
      * qforge's grouped kernel on every ResNeXt-50 layer measured (1.48 ms
      * against 0.97, 2.17 against 0.36; its FP16 graph takes engines 10 and
      * 41, 0.31 ms), where it was to beat cuDNN's slow int8 grouped engines. */
-    if (i8 && (try_halves || only_halves) && st->K <= DNN_F16_EXACT_K &&
+    if (i8 && (try_halves || only_halves) && !st->dnn_pad && st->K <= DNN_F16_EXACT_K &&
         (has ? cached_f16 : p.group > 1 || !native || only_halves)) {
         ep.f16_operands = true;
         QF_CHECK(cu_dnn_conv_create(c, &p, ws, &ep, only, &st->dnn));
@@ -798,7 +816,9 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
         QF_CHECK(cu_igemm_choose(c, L, st->ig, key, st->rq.act, L->quant_in < 0, &st->use_ig, how, sizeof how));
     }
     if (st->dnn) QF_CHECK(conv_choose_dnn(c, L, st, how, sizeof how));
-    qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s%s", c->g->source, L->n->name, how, L->quant_in >= 0 ? ", input quantized in the gather" : "",
+    qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s%s%s", c->g->source, L->n->name, how,
+           st->use_dnn && st->dnn_pad ? ", input padded with its zero point" : "",
+           L->quant_in >= 0 ? ", input quantized in the gather" : "",
            L->residual >= 0 || (st->prec == QF_PREC_INT8 && L->n->n_in > 4 && L->n->in[4] >= 0) ? " + residual" : "");
     return QF_OK;
 }
@@ -836,6 +856,12 @@ static qf_status conv_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     if (st->use_dnn) {
         const int plan = st->use_dnn - 1;
         cu_dnn_args a = {x, st->w_dnn ? st->w_dnn : st->w, st->bias, NULL, NULL, y, c->scratch[CU_SCR_COL]};
+        if (st->dnn_pad) {
+            const conv_geo &q = st->dnn_p;
+            QF_CHECK(cu_pad_nhwc_i8(s, (const int8_t *)x, (int8_t *)c->scratch[CU_SCR_PAD], (int8_t)st->rq.z_in, p.N, p.H,
+                                    p.W, p.C, q.H, q.W, p.ph, p.pw));
+            a.x = c->scratch[CU_SCR_PAD];
+        }
         if (cu_dnn_conv_f16_operands(st->dnn, plan)) { /* the int8 levels as halves (scale 1: exact) */
             const int64_t nx = p.N * p.H * p.W * p.C, one = 1;
             const cu_elem level = {QF_I8, 1.0f, 0}, half = {QF_F16, 0.0f, 0};

@@ -60,6 +60,7 @@ enum {
     CU_SCR_COL,         /* im2col patches */
     CU_SCR_ACC,         /* int32 accumulators of INT8 GEMMs */
     CU_SCR_HOST,        /* an NHWC input of a host node, in logical layout for its download */
+    CU_SCR_PAD,         /* a conv's int8 input padded with its zero point, for cuDNN (cu_pad_nhwc_i8) */
     CU_SCR_COUNT
 };
 
@@ -448,6 +449,12 @@ bool cu_dnn_conv_f16_operands(const cu_dnn_conv *d, int plan);
 size_t cu_dnn_conv_workspace(const cu_dnn_conv *d);
 const char *cu_dnn_conv_describe(const cu_dnn_conv *d, int plan, char *buf, size_t len);
 qf_status cu_dnn_conv_run(cu_engine *c, const cu_dnn_conv *d, int plan, cudaStream_t s, const cu_dnn_args *a);
+/* x (N,H,W,C) int8 NHWC into y (N,Hp,Wp,C), x's pixels from row `top` and
+ * column `left` on, every other position `fill` (pad.cu): cuDNN pads a conv
+ * with zeros, so a conv whose input has a zero point, which its padding taps
+ * must read, runs cuDNN's plan unpadded on this copy (conv.cu). */
+qf_status cu_pad_nhwc_i8(cudaStream_t s, const int8_t *x, int8_t *y, int8_t fill, int64_t N, int64_t H, int64_t W,
+                         int64_t C, int64_t Hp, int64_t Wp, int top, int left);
 /* Releases the engine's cuDNN handle. */
 void cu_dnn_destroy(cu_engine *c);
 

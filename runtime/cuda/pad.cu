@@ -95,3 +95,41 @@ static qf_status pad_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
 }
 
 const cu_op cu_op_pad = {pad_prepare, NULL, pad_launch, CU_RULE_LIKE_INPUT, CU_ALL_PRECISIONS, pad_check};
+
+/* ---- a conv's int8 NHWC input padded with its zero point (conv.cu) ----
+ * One block per output row (n, hp); its threads walk the row's Wp * C bytes
+ * in words V of whole channels' bytes, copying or filling. */
+template <typename V>
+__global__ void pad_nhwc_rows(const V *x, V *y, V fill, int H, int W, int Hp, int Wp, int Cv, int top, int left)
+{
+    const int row = blockIdx.x, n = row / Hp, h = row - n * Hp - top;
+    const bool inside = h >= 0 && h < H;
+    V *yr = y + (int64_t)row * Wp * Cv;
+    const V *xr = x + ((int64_t)n * H + (inside ? h : 0)) * W * Cv;
+    for (int j = threadIdx.x; j < Wp * Cv; j += blockDim.x) {
+        const int w = j / Cv - left;
+        yr[j] = inside && w >= 0 && w < W ? xr[(int64_t)w * Cv + j % Cv] : fill;
+    }
+}
+
+qf_status cu_pad_nhwc_i8(cudaStream_t s, const int8_t *x, int8_t *y, int8_t fill, int64_t N, int64_t H, int64_t W,
+                         int64_t C, int64_t Hp, int64_t Wp, int top, int left)
+{
+    if (N * Hp > INT32_MAX || Wp * C > INT32_MAX) return qf_error(QF_ERR_UNSUPPORTED, "padded input too large");
+    const uint32_t word = 0x01010101u * (uint8_t)fill;
+    const int threads = 256;
+    const unsigned blocks = (unsigned)(N * Hp);
+    /* the widest word that holds whole pixels and keeps both tensors aligned (cudaMalloc: 256 bytes) */
+    if (C % 16 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)y % 16 == 0) {
+        const uint4 f = {word, word, word, word};
+        pad_nhwc_rows<<<blocks, threads, 0, s>>>((const uint4 *)x, (uint4 *)y, f, (int)H, (int)W, (int)Hp, (int)Wp,
+                                                 (int)(C / 16), top, left);
+    } else if (C % 4 == 0 && (uintptr_t)x % 4 == 0 && (uintptr_t)y % 4 == 0) {
+        pad_nhwc_rows<<<blocks, threads, 0, s>>>((const uint32_t *)x, (uint32_t *)y, word, (int)H, (int)W, (int)Hp,
+                                                 (int)Wp, (int)(C / 4), top, left);
+    } else {
+        pad_nhwc_rows<<<blocks, threads, 0, s>>>(x, y, fill, (int)H, (int)W, (int)Hp, (int)Wp, (int)C, top, left);
+    }
+    CU_LAUNCHED();
+    return QF_OK;
+}
