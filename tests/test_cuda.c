@@ -34,20 +34,21 @@ static int ints(qf_graph *g, const char *name, int n, const int64_t *vals)
 #define DIMS(...) ((const int64_t[]){__VA_ARGS__})
 #define IN(...) ((const int[]){__VA_ARGS__})
 
-/* Conv with random weights (and bias when `bias`); pads as top, left, bottom, right. */
-static int conv(qf_graph *g, const char *name, int x, int64_t cin, int64_t m, int k, int stride, const int64_t pads[4],
-                int64_t group, int dil, bool bias)
+/* A kh x kw conv with random weights (and bias when `bias`); pads as top,
+ * left, bottom, right. conv: a k x k one. */
+static int conv_rect(qf_graph *g, const char *name, int x, int64_t cin, int64_t m, int kh, int kw, int stride,
+                     const int64_t pads[4], int64_t group, int dil, bool bias)
 {
     char wn[64], bn[64], yn[64];
     snprintf(wn, sizeof wn, "%s.w", name);
     snprintf(bn, sizeof bn, "%s.b", name);
     snprintf(yn, sizeof yn, "%s.y", name);
-    float r = 1.5f / sqrtf((float)(cin / group * k * k));
-    int w = weight(g, wn, 4, DIMS(m, cin / group, k, k), -r, r);
+    float r = 1.5f / sqrtf((float)(cin / group * kh * kw));
+    int w = weight(g, wn, 4, DIMS(m, cin / group, kh, kw), -r, r);
     int b = bias ? weight(g, bn, 1, DIMS(m), -0.2f, 0.2f) : -1;
     int y = value(g, yn);
     qf_node *n = op(g, name, QF_OP_CONV, bias ? 3 : 2, IN(x, w, b), y);
-    set_ints(n, "kernel_shape", 2, DIMS(k, k));
+    set_ints(n, "kernel_shape", 2, DIMS(kh, kw));
     set_ints(n, "strides", 2, DIMS(stride, stride));
     set_ints(n, "pads", 4, DIMS(pads[0], pads[1], pads[2], pads[3]));
     if (dil > 1) set_ints(n, "dilations", 2, DIMS(dil, dil));
@@ -55,7 +56,14 @@ static int conv(qf_graph *g, const char *name, int x, int64_t cin, int64_t m, in
     return y;
 }
 
+static int conv(qf_graph *g, const char *name, int x, int64_t cin, int64_t m, int k, int stride, const int64_t pads[4],
+                int64_t group, int dil, bool bias)
+{
+    return conv_rect(g, name, x, cin, m, k, k, stride, pads, group, dil, bias);
+}
+
 static const int64_t P0[4] = {0, 0, 0, 0}, P1[4] = {1, 1, 1, 1}, P2[4] = {2, 2, 2, 2};
+
 
 static int unary(qf_graph *g, const char *name, qf_op o, int x)
 {
@@ -878,6 +886,10 @@ static qf_graph *b_asymmetric(void)
     int c6 = unary(g, "r6", QF_OP_RELU, conv(g, "c6", c1, 32, 6, 1, 1, P0, 1, 1, true));
     output(g, conv(g, "dw6", c6, 6, 6, 3, 1, P1, 6, 1, true));
     output(g, conv(g, "pw20", c1, 32, 20, 1, 1, P0, 1, 1, true));
+    /* Inception's padded shapes on an input with a zero point: 1x7, 7x1, 5x5 */
+    output(g, conv_rect(g, "c17", c1, 32, 16, 1, 7, 1, DIMS(0, 3, 0, 3), 1, 1, true));
+    output(g, conv_rect(g, "c71", c1, 32, 16, 7, 1, 1, DIMS(3, 0, 3, 0), 1, 1, true));
+    output(g, conv(g, "c55", c1, 32, 16, 5, 1, P2, 1, 1, true));
     /* a 3-channel input with a zero point (a Sigmoid of the image) */
     int x3 = input(g, "x3", 4, DIMS(2, 3, 11, 11));
     int sx = unary(g, "sig_in", QF_OP_SIGMOID, x3);
@@ -1407,7 +1419,7 @@ START_TEST(asymmetric_exact)
     };
     /* inputs that must carry a zero point for the test to mean something */
     static const char *zp_in[] = {"c1", "c2", "dw", "dws2", "dw5", "g4", "g16", "cr1", "cr2", "cs", "cav", "dw6", "c6",
-                                  "pw20", "rgb2", "rgb1", "avg", "avg_pad", "maxp", "fc1", "fc2", "gmax"};
+                                  "pw20", "c17", "c71", "c55", "rgb2", "rgb1", "avg", "avg_pad", "maxp", "fc1", "fc2", "gmax"};
     uint64_t seed = rng;
     qf_graph *ref = b_asymmetric();
     prepare(ref, 2);
@@ -1469,7 +1481,7 @@ START_TEST(asymmetric_exact)
             printf("  asym/cudnn: %d conv layer build(s) on cuDNN, %d on a zero-point-padded input%s%s\n", lc.pinned,
                    lc.padded, lc.missing[0] ? "; " : "", lc.missing);
             /* c0, c6, pw20, se1, se2, proj and the Gemms' convs at least, and
-             * the padded c1, c2, cr1, cs, cz, cz2, unless the machine has no cuDNN */
+             * the padded c1, c2, cr1, cs, cz, cz2, c17, c71, c55, unless the machine has no cuDNN */
             if (dut == QF_DEVICE_CUDA && !lc.missing[0]) {
                 ck_assert_msg(lc.pinned >= 4, "asym/cudnn: %d conv builds on cuDNN", lc.pinned);
                 ck_assert_msg(lc.padded >= 4, "asym/cudnn: %d padded conv builds on cuDNN", lc.padded);

@@ -234,6 +234,7 @@ START_TEST(export_structure_and_rerun)
     qf_calib_table *t = calibrate_minmax(g, x);
     qf_quant_opts o;
     qf_quant_opts_init(&o);
+    o.asymmetric = false; /* the symmetric export: every zero point 0 */
     qf_quant_summary sum;
     OK(qf_quantize(g, t, &o, &sum));
     /* what the export has to write out: every compute op INT8, the Softmax FP16 */

@@ -581,6 +581,7 @@ START_TEST(int8_chain_exact_and_close_to_fp32)
     float *y32 = run(ref, x, NULL, NULL);
     qf_quant_opts o;
     qf_quant_opts_init(&o);
+    o.asymmetric = false; /* the symmetric rule: scale = amax / 127 */
     qf_quant_summary sum;
     qf_status st = qf_quantize(g, t, &o, &sum);
     ck_assert_msg(st == QF_OK, "%s", qf_error_message());
@@ -832,7 +833,7 @@ static qf_graph *zp_readers_net(void)
         char name[16];
         snprintf(name, sizeof name, "c%d", i);
         int c = value(g, name), r = value(g, rd[i].r);
-        char wname[16];
+        char wname[24];
         snprintf(wname, sizeof wname, "w%s", name);
         int w = weight(g, wname, 4, (int64_t[]){8, 3, 3, 3}, -0.5f, 0.5f);
         conv_node(g, name, x, w, -1, c, 1, 1);
@@ -1482,7 +1483,10 @@ START_TEST(smooth_activations_fuse)
     float *x = random_input(g, 62, -2, 2);
     qf_calib_table *t = calibrate_minmax(g, x);
     qf_quant_summary sum;
-    ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.asymmetric = false; /* symmetric outputs: y = level * scale */
+    ck_assert_int_eq(qf_quantize(g, t, &o, &sum), QF_OK);
     /* A..E absorb 2 + 2 + 1 + 2 + 1 nodes; F's Sigmoid has a second reader */
     ck_assert_int_eq(sum.fused, 8);
     const qf_act want[6] = {QF_ACT_SILU, QF_ACT_SILU, QF_ACT_HARD_SWISH, QF_ACT_HARD_SWISH, QF_ACT_SIGMOID, QF_ACT_NONE};
