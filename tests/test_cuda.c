@@ -64,7 +64,6 @@ static int conv(qf_graph *g, const char *name, int x, int64_t cin, int64_t m, in
 
 static const int64_t P0[4] = {0, 0, 0, 0}, P1[4] = {1, 1, 1, 1}, P2[4] = {2, 2, 2, 2};
 
-
 static int unary(qf_graph *g, const char *name, qf_op o, int x)
 {
     int y = value(g, name);
