@@ -238,6 +238,33 @@ START_TEST(supports_only_its_windows)
 }
 END_TEST
 
+/* Padding along any one axis counts, and an end padding only where a tap
+ * reaches it. A 1x7 conv padded along W alone read as unpadded once (only the
+ * first nsp of the three right-aligned dims were looked at): the CUDA engine
+ * then gave Inception-v3's 1x7 convs with an input zero point to cuDNN, which
+ * pads with zeros, and GPU agreed with CPU on 0.14 of the images. */
+START_TEST(reads_padding_on_every_axis)
+{
+    const fcase none = {1, 4, 4, 8, 8, 3, 3, 1, 1, 0, 0, 0, 0, true};
+    const fcase w_only = {1, 4, 4, 8, 8, 1, 7, 1, 1, 0, 0, 3, 3, true};
+    const fcase h_only = {1, 4, 4, 8, 8, 7, 1, 1, 1, 3, 3, 0, 0, true};
+    const fcase right_only = {1, 4, 4, 8, 8, 1, 2, 1, 1, 0, 0, 0, 1, true};
+    /* stride 2, W 8, k 2, pad right 1: the last window is 6..7, the pad unread */
+    const fcase right_unread = {1, 4, 4, 8, 8, 1, 2, 1, 1, 0, 0, 0, 1, true, 1, 2};
+    qfi_conv_geom g = make_geom(&none);
+    ck_assert(!qfi_window_reads_padding(&g.w));
+    g = make_geom(&w_only);
+    ck_assert(qfi_window_reads_padding(&g.w));
+    g = make_geom(&h_only);
+    ck_assert(qfi_window_reads_padding(&g.w));
+    g = make_geom(&right_only);
+    ck_assert(qfi_window_reads_padding(&g.w));
+    g = make_geom(&right_unread);
+    ck_assert_int_eq(g.w.out[2], 4);
+    ck_assert(!qfi_window_reads_padding(&g.w));
+}
+END_TEST
+
 /* One Conv node (x (3,16,10,9), pads 1,0,2,1, bias) through the CPU engine on
  * 2 threads: the scratch the engine plans from qfi_cpu_conv_scratch must
  * carry whichever path conv.c picks. */
@@ -281,6 +308,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, random_shapes_match_naive, 0, RANDOM_CASES);
     tcase_add_loop_test(tc, random_3x3_shapes_match_naive, 0, RANDOM_CASES / 2);
     tcase_add_test(tc, supports_only_its_windows);
+    tcase_add_test(tc, reads_padding_on_every_axis);
     tcase_add_test(tc, engine_conv_matches_naive);
     suite_add_tcase(s, tc);
     return s;

@@ -46,10 +46,11 @@ static inline int64_t qfi_window_in_size(const qfi_window *w) { return w->in[0] 
 static inline int64_t qfi_window_k_size(const qfi_window *w) { return w->k[0] * w->k[1] * w->k[2]; }
 static inline int64_t qfi_window_out_size(const qfi_window *w) { return w->out[0] * w->out[1] * w->out[2]; }
 /* Whether some tap of the window reads padding: before the first element,
- * or past the last (an end padding that no tap reaches is not read). */
+ * or past the last (an end padding that no tap reaches is not read). All
+ * three dims: the model's are the last nsp (the leading ones read none). */
 static inline bool qfi_window_reads_padding(const qfi_window *w)
 {
-    for (int d = 0; d < w->nsp; d++)
+    for (int d = 0; d < QFI_MAX_SPATIAL; d++)
         if (w->pad[d] > 0 || (w->out[d] - 1) * w->stride[d] + (w->k[d] - 1) * w->dil[d] + 1 > w->in[d] + w->pad[d])
             return true;
     return false;
