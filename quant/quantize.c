@@ -25,6 +25,10 @@ void qf_quant_opts_init(qf_quant_opts *o)
     memset(o, 0, sizeof *o);
     o->precision = QF_PREC_INT8;
     o->method = QF_CALIB_METHOD_COUNT;
+    /* ahead of symmetric INT8 on every real model measured, and of every ONNX
+     * Runtime method there (bench/accuracy.md); on the GPU it costs ResNets
+     * 6-12 % at b256 (bench/zoo/NOTES.md, session 22) */
+    o->asymmetric = true;
 }
 
 qf_status qfi_quant_plan(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qfi_qplan *p)

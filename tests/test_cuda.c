@@ -1473,10 +1473,7 @@ START_TEST(asymmetric_exact)
         snprintf(label, sizeof label, "asym/%s", runs[r].label);
         dnn_capture lc = {0};
         const bool dnn = !strcmp(runs[r].label, "cudnn");
-        if (dnn) {
-            qf_log_set(capture_dnn, &lc, QF_LOG_DEBUG);
-            setenv("QFORGE_CUDNN_PADDED_ZP", "1", 1); /* conv.cu: off by default for now */
-        }
+        if (dnn) qf_log_set(capture_dnn, &lc, QF_LOG_DEBUG);
         compare(g, QF_PREC_INT8, 2, label, true);
         if (dnn) {
             qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
@@ -1489,7 +1486,6 @@ START_TEST(asymmetric_exact)
                 ck_assert_msg(lc.padded >= 4, "asym/cudnn: %d padded conv builds on cuDNN", lc.padded);
             }
         }
-        unsetenv("QFORGE_CUDNN_PADDED_ZP");
         unsetenv("QFORGE_CUDA_CONV_TACTIC");
         unsetenv("QFORGE_CUDA_IGEMM_VARIANT");
         unsetenv("QFORGE_CUDA_CHUNK_ROWS");

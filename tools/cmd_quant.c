@@ -29,7 +29,7 @@ static const char quant_help[] =
     "  --optimize-rounding  with --images: round each INT8 weight up or down, whichever\n"
     "              brings its layer's output on 64 calibration images closer to FP32\n"
     "              (AdaRound; minutes on the CPU, see qforge-quant(1))\n"
-    "  --zero-points all (= --asymmetric) | unpadded | none (default): zero points for\n"
+    "  --zero-points all (default; = --asymmetric) | unpadded | none: zero points for\n"
     "              activations the graph bounds from below (after Relu, HardSwish, SiLU, ...), all\n"
     "              256 levels on their range; unpadded: not on inputs of dense convs that read\n"
     "              padding; none: symmetric (GPU: ResNets 6-12 % faster, see qforge-quant(1))\n"

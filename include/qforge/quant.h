@@ -51,8 +51,8 @@ typedef struct qf_quant_opts {
      * (the output of Relu, ReLU6, HardSwish, SiLU, Sigmoid, and what pools,
      * concatenates or reshapes them) gets a zero point, so that its range
      * [bound, threshold] spans all 256 levels instead of half of symmetric
-     * INT8's: scale (threshold - bound) / 255. False: every activation is
-     * symmetric (zero point 0), as TensorRT's INT8 is. */
+     * INT8's: scale (threshold - bound) / 255. The default (qf_quant_opts_init).
+     * False: every activation is symmetric (zero point 0), as TensorRT's INT8 is. */
     bool asymmetric;
     /* With asymmetric: not for an activation that a dense convolution (one
      * group, a kernel over one element) reads with padding, whose taps there

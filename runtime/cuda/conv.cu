@@ -465,13 +465,6 @@ static qf_status conv_plan_dnn(cu_engine *c, cu_layer *L, conv_state *st, const 
     cu_dnn_epilogue ep;
     bool pad_input;
     if (!conv_dnn_epilogue(c, L, st, &ep, &pad_input)) return QF_OK;
-    /* Off unless QFORGE_CUDNN_PADDED_ZP=1: bit-exact on the H200 in test_cuda
-     * (3x3) and GPU = CPU on ResNet-18/50, GoogLeNet, RegNet-X, but
-     * Inception-v3 under --zero-points all agreed with the CPU engine on 0.14
-     * of the images in the one zoo run with it (bench/zoo/NOTES.md, session
-     * 22), cause not yet found. Without it such a conv stays on qforge's kernels. */
-    const char *padded_zp = getenv("QFORGE_CUDNN_PADDED_ZP");
-    if (pad_input && (!padded_zp || strcmp(padded_zp, "1"))) return QF_OK;
     st->dnn_pad = pad_input;
     /* the padded copy holds every row and column the taps reach, no more */
     st->dnn_p = st->p;
