@@ -699,8 +699,8 @@ def carry_speed(new, old):
             new[step] = old[step]
             run = old.get("run") or {}
             carried[step] = (old.get("speed_from") or {}).get(step) or {"date": run.get("date"), "commit": run.get("commit")}
-    if carried:
-        new["speed_from"] = carried
+    if carried:  # beside what new carried already (from a call of its own run)
+        new["speed_from"] = dict(new.get("speed_from") or {}, **carried)
 
 
 def cmd_merge(a):
