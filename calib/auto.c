@@ -31,6 +31,10 @@ typedef struct auto_term {
 typedef struct auto_tensor {
     int entry;              /* in the table */
     float cand[K];
+    float lo;               /* the graph's lower bound of the tensor (quant/range.c); -inf: none */
+    /* the grid each candidate puts the tensor on (set_grids) */
+    float scale[K];
+    int32_t zero_point[K];
     bool seen;
 } auto_tensor;
 
@@ -104,7 +108,10 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
     /* at most one term per tensor for itself and one per node (a layer reads one tensor as data) */
     a->terms = qfi_calloc((size_t)g->n_values + (size_t)g->n_nodes + 1, sizeof *a->terms);
     a->part = qfi_calloc((size_t)g->batch + 1, sizeof *a->part);
-    if (!a->tensor_of_value || !a->term_of_output || !a->tensors || !a->terms || !a->part) goto nomem;
+    qfi_range *range = NULL;
+    if (!a->tensor_of_value || !a->term_of_output || !a->tensors || !a->terms || !a->part ||
+        qfi_value_ranges(g, &range) != QF_OK)
+        goto nomem;
     for (int v = 0; v < g->n_values; v++) a->term_of_output[v] = -1;
     for (int v = 0; v < g->n_values; v++) {
         a->tensor_of_value[v] = -1;
@@ -114,7 +121,9 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
         int ti = a->n_tensors++;
         a->tensor_of_value[v] = ti;
         a->tensors[ti].entry = e;
-        qf_calib_auto_candidates(h, a->tensors[ti].cand);
+        auto_tensor *at = &a->tensors[ti];
+        qf_calib_auto_candidates(h, at->cand);
+        at->lo = range[v].lo;
         bool itself = is_graph_output(g, v), read = false;
         for (int i = 0; i < g->n_nodes; i++) {
             const qf_node *n = &g->nodes[i];
@@ -133,11 +142,27 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
         }
         if (itself || !read) a->terms[a->n_terms++] = (auto_term){.tensor = ti, .node = -1};
     }
+    free(range);
+    qf_auto_chooser_set_zero_points(a, true);
     *out = a;
     return QF_OK;
 nomem:
+    free(range);
     qf_auto_chooser_free(a);
     return qf_error(QF_ERR_NOMEM, "calibration (auto): out of memory");
+}
+
+/* Each candidate's grid as qforge quant makes it (qfi_quant_act_params): with
+ * zero points, [min(lo, 0), amax] on 256 levels where the graph bounds the
+ * tensor from below; else [-amax, amax]. Judged on the symmetric grid, a
+ * ReLU output's candidates are rounded twice as coarsely as quant's default
+ * rounds them, which favours clipping. */
+void qf_auto_chooser_set_zero_points(qf_auto_chooser *a, bool zero_points)
+{
+    for (int ti = 0; ti < a->n_tensors; ti++) {
+        auto_tensor *t = &a->tensors[ti];
+        for (int k = 0; k < K; k++) qfi_quant_act_params(t->cand[k], t->lo, zero_points, &t->scale[k], &t->zero_point[k]);
+    }
 }
 
 qf_status qf_auto_chooser_set_device(qf_auto_chooser *a, qf_device_kind device, int index)
@@ -170,11 +195,20 @@ static int host_threads(const qf_auto_chooser *a, size_t n)
  * amax (made a block at a time, never stored whole). Images run on any thread
  * and their sums add up in image order, so a total does not depend on the
  * threads or the batch. */
+/* y = x on tensor t's grid of candidate k. */
+static void candidate_quantize(const auto_tensor *t, int k, float *y, const float *x, size_t n)
+{
+    if (t->zero_point[k])
+        qfi_fake_quantize_zp(y, x, n, t->scale[k], t->zero_point[k]);
+    else
+        qfi_fake_quantize(y, x, n, t->cand[k]);
+}
+
 typedef struct sq_job {
     const float *y, *r;
     size_t per;
-    bool quantized;
-    float amax;
+    const auto_tensor *t;   /* non-NULL: y is r quantized at t's candidate k */
+    int k;
     double *part;
 } sq_job;
 
@@ -209,7 +243,7 @@ static void sq_image(void *arg, int64_t m)
 {
     const sq_job *j = arg;
     const float *r = j->r + (size_t)m * j->per;
-    if (!j->quantized) {
+    if (!j->t) {
         j->part[m] = sq_run(j->y ? j->y + (size_t)m * j->per : NULL, r, j->per);
         return;
     }
@@ -218,7 +252,7 @@ static void sq_image(void *arg, int64_t m)
     double s = 0.0;
     for (size_t at = 0; at < j->per; at += BLOCK) {
         size_t len = j->per - at < BLOCK ? j->per - at : BLOCK;
-        qfi_fake_quantize(q, r + at, len, j->amax);
+        candidate_quantize(j->t, j->k, q, r + at, len);
         s += sq_run(q, r + at, len);
     }
     j->part[m] = s;
@@ -233,23 +267,25 @@ static double sq_sum(const qf_auto_chooser *a, sq_job j, int images)
     return total;
 }
 
-/* y = x quantized at amax, `units` equal pieces over the threads. */
+/* y = x quantized at candidate k, `units` equal pieces over the threads. */
 typedef struct fq_job {
     float *y;
     const float *x;
     size_t per;
-    float amax;
+    const auto_tensor *t;
+    int k;
 } fq_job;
 
 static void fq_piece(void *arg, int64_t m)
 {
     const fq_job *j = arg;
-    qfi_fake_quantize(j->y + (size_t)m * j->per, j->x + (size_t)m * j->per, j->per, j->amax);
+    candidate_quantize(j->t, j->k, j->y + (size_t)m * j->per, j->x + (size_t)m * j->per, j->per);
 }
 
-static void fake_quantize(const qf_auto_chooser *a, float *y, const float *x, size_t per, int units, float amax)
+static void fake_quantize(const qf_auto_chooser *a, float *y, const float *x, size_t per, int units,
+                          const auto_tensor *t, int k)
 {
-    fq_job j = {y, x, per, amax};
+    fq_job j = {y, x, per, t, k};
     qfi_parallel_for(host_threads(a, per * (size_t)units), units, fq_piece, &j);
 }
 
@@ -348,7 +384,7 @@ static qf_status judge_layer(qf_auto_chooser *a, auto_term *term, const float *e
         if (st == QF_OK) term->signal += sq_sum(a, (sq_job){.r = exact, .per = out_per}, counted);
         for (int k = 0; k < K && st == QF_OK; k++) {
             if (same_as(t, k) != k) continue;
-            fake_quantize(a, in, x, in_n / (size_t)units, units, t->cand[k]);
+            fake_quantize(a, in, x, in_n / (size_t)units, units, t, k);
             if ((st = qf_engine_run(term->e)) == QF_OK)
                 term->noise[k] += sq_sum(a, (sq_job){.y = qf_engine_output(term->e, 0), .r = exact, .per = out_per}, counted);
         }
@@ -369,7 +405,7 @@ static void judge_itself(qf_auto_chooser *a, auto_term *term, const qf_value *v,
     term->signal += sq_sum(a, (sq_job){.r = x, .per = per}, images);
     for (int k = 0; k < K; k++)
         if (same_as(t, k) == k)
-            term->noise[k] += sq_sum(a, (sq_job){.r = x, .per = per, .quantized = true, .amax = t->cand[k]}, images);
+            term->noise[k] += sq_sum(a, (sq_job){.r = x, .per = per, .t = t, .k = k}, images);
 }
 
 /* The first failure inside the observer, kept for qf_auto_chooser_run to return. */

@@ -219,6 +219,14 @@ typedef struct qfi_op_desc {
 /* The descriptor of every op of ops.def, indexed by qf_op. */
 extern const qfi_op_desc *const qfi_ops[QF_OP_COUNT];
 
+/* ---- lib/value_ranges.c ------------------------------------------------------------ */
+/* The most inputs a node's range is computed from (more: unbounded). */
+#define QFI_RANGE_MAX_INPUTS 64
+/* *out (n_values entries, the caller frees): an interval holding each value of
+ * the prepared FP32 graph g, from its constants and its ops' ranges
+ * (qfi_op_desc.range); graph inputs are unbounded. */
+qf_status qfi_value_ranges(const qf_graph *g, qfi_range **out);
+
 /* ---- the f32 view ----------------------------------------------------------------
  * An FP16 or INT8 node whose op does not keep its dtypes at that precision
  * (qfi_op_desc.typed) is computed in FP32 arithmetic: its infer and its

@@ -150,6 +150,13 @@ void qfi_requant_init(qfi_requant *rq, float *m, int64_t channels, float s_in, c
 void qfi_fake_quantize(float *y, const float *x, size_t n, float amax);
 /* The same at a scale and zero point (an asymmetric activation's). */
 void qfi_fake_quantize_zp(float *y, const float *x, size_t n, float scale, int32_t zero_point);
+/* The INT8 scale and zero point of an activation with threshold amax whose
+ * values lie at or above lo (lib/value_ranges.c). Symmetric, amax / 127 and 0
+ * (qf_calib_scale), unless `asymmetric` and lo > -amax: then [min(lo, 0), amax]
+ * spans all 256 levels, scale (amax - lo) / 255 and zero point
+ * -128 - round(lo / scale), in [-128, 0]: a Relu output gets twice symmetric
+ * INT8's resolution. */
+void qfi_quant_act_params(float amax, float lo, bool asymmetric, float *scale, int32_t *zero_point);
 
 /* Applies the epilogue to n accumulators on the host; element i belongs to
  * output channel ch + i * ch_step (0 along an NCHW plane, 1 along a Gemm

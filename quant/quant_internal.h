@@ -57,20 +57,6 @@ typedef struct qfi_qplan {
     qf_quant_summary sum;
 } qfi_qplan;
 
-/* ---- quant/range.c ---------------------------------------------------------------- */
-/* The most inputs a node's range is computed from (more: unbounded). */
-#define QFI_RANGE_MAX_INPUTS 64
-/* *out (n_values entries, the caller frees): an interval holding each value of
- * the prepared FP32 graph g, from its constants and its ops' ranges
- * (qfi_op_desc.range); graph inputs are unbounded. */
-qf_status qfi_value_ranges(const qf_graph *g, qfi_range **out);
-/* The INT8 scale and zero point of an activation with threshold amax whose
- * values lie at or above lo. Symmetric, amax / 127 and 0 (qf_calib_scale),
- * unless `asymmetric` and lo > -amax: then [min(lo, 0), amax] spans all 256
- * levels, scale (amax - lo) / 255 and zero point -128 - round(lo / scale), in
- * [-128, 0]: a Relu output gets twice symmetric INT8's resolution. */
-void qfi_quant_act_params(float amax, float lo, bool asymmetric, float *scale, int32_t *zero_point);
-
 /* quant/quantize.c: the plan qf_quantize makes of the prepared FP32 graph g
  * with table t and options o (the table's method by default), anchors whose
  * bias fits no weight scale already kept float (qfi_quant_check_biases, whose

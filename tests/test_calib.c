@@ -795,7 +795,10 @@ END_TEST
  * GlobalAveragePool and Flatten into a Gemm, the other is a graph output. Two
  * batches on 2 threads, the second short (3 images) and padded with large
  * values that must not count: a chooser that reused an engine's rows, an
- * input or a sum wrongly across batches, candidates or threads would differ. */
+ * input or a sum wrongly across batches, candidates or threads would differ.
+ * Both grids: with zero points (the default) r, p and f, which the Relu
+ * bounds below by 0, are judged on [0, amax] in 256 levels (scale amax / 255,
+ * zero point -128); without, every tensor on [-amax, amax]. */
 enum { SC_B = 4, SC_C = 4, SC_HW = 96 * 96, SC_M1 = 5, SC_M2 = 3, SC_N = 7 };
 
 typedef struct sc_capture {
@@ -876,69 +879,74 @@ START_TEST(auto_scores_match_a_plain_recomputation)
     qf_calib_meta meta = {.images = SC_B + 3, .model_sha256 = SHA};
     qf_calib_table *t;
     OK(qf_calib_finalize(c, 1u << QF_CALIB_AUTO, QF_CALIB_PERCENTILE_DEFAULT, &meta, &t));
-    qf_auto_chooser *a;
-    OK(qf_auto_chooser_create(c, t, 2, &a));
-    for (int b = 0; b < 2; b++) OK(qf_auto_chooser_run(a, in[b], real[b]));
-
     double *ly = malloc(SC_M1 * SC_HW * sizeof *ly), *lq = malloc(SC_M1 * SC_HW * sizeof *lq);
     float *xq = malloc(per * sizeof *xq);
-    int judged = 0;
-    for (int v = 0; v < g->n_values; v++) {
-        double got[QF_CALIB_AUTO_CANDIDATES];
-        if (!qfi_auto_chooser_scores(a, v, got)) continue;
-        judged++;
-        const qf_value *val = &g->values[v];
-        const size_t vper = (size_t)qf_value_numel(val) / SC_B;
-        float cand[QF_CALIB_AUTO_CANDIDATES];
-        qf_calib_auto_candidates(qfi_calib_value_hist(c, v), cand);
-        for (int k = 0; k < QF_CALIB_AUTO_CANDIDATES; k++) {
-            const float s = qf_calib_scale(cand[k]);
-            double want = 0.0;
-            bool itself = false; // a graph output, or read by an op other than a judging layer
-            for (int j = 0; j < g->n_outputs; j++) itself |= g->outputs[j] == v;
-            for (int i = 0; i < g->n_nodes; i++) {
-                const qf_node *n = &g->nodes[i];
-                if (!(n->in[0] == v && qfi_int8_layer(g, n))) {
-                    for (int j = 0; j < n->n_in; j++) itself |= n->in[j] == v;
-                    continue;
-                }
-                double noise = 0.0, signal = 0.0;
-                size_t on = (size_t)qf_value_numel(&g->values[n->out[0]]) / SC_B;
-                for (int b = 0; b < 2; b++)
-                    for (int m = 0; m < real[b]; m++) {
-                        const float *xv = cap.v[v] + ((size_t)b * SC_B + (size_t)m) * vper;
-                        for (size_t e = 0; e < vper; e++) xq[e] = qfi_dequantize_i8(qfi_quantize_f32(xv[e], s), s);
-                        sc_layer(g, n, xv, ly);
-                        sc_layer(g, n, xq, lq);
-                        for (size_t e = 0; e < on; e++) {
-                            noise += (lq[e] - ly[e]) * (lq[e] - ly[e]);
-                            signal += ly[e] * ly[e];
+    for (int zp = 1; zp >= 0; zp--) {
+        qf_auto_chooser *a;
+        OK(qf_auto_chooser_create(c, t, 2, &a));
+        if (!zp) qf_auto_chooser_set_zero_points(a, false);
+        for (int b = 0; b < 2; b++) OK(qf_auto_chooser_run(a, in[b], real[b]));
+        int judged = 0;
+        for (int v = 0; v < g->n_values; v++) {
+            double got[QF_CALIB_AUTO_CANDIDATES];
+            if (!qfi_auto_chooser_scores(a, v, got)) continue;
+            judged++;
+            const qf_value *val = &g->values[v];
+            const size_t vper = (size_t)qf_value_numel(val) / SC_B;
+            float cand[QF_CALIB_AUTO_CANDIDATES];
+            qf_calib_auto_candidates(qfi_calib_value_hist(c, v), cand);
+            const bool one_sided = zp && (!strcmp(val->name, "r") || !strcmp(val->name, "p") || !strcmp(val->name, "f"));
+            for (int k = 0; k < QF_CALIB_AUTO_CANDIDATES; k++) {
+                const float s = one_sided ? cand[k] / 255.0f : qf_calib_scale(cand[k]);
+                const int32_t z = one_sided ? -128 : 0;
+                double want = 0.0;
+                bool itself = false; // a graph output, or read by an op other than a judging layer
+                for (int j = 0; j < g->n_outputs; j++) itself |= g->outputs[j] == v;
+                for (int i = 0; i < g->n_nodes; i++) {
+                    const qf_node *n = &g->nodes[i];
+                    if (!(n->in[0] == v && qfi_int8_layer(g, n))) {
+                        for (int j = 0; j < n->n_in; j++) itself |= n->in[j] == v;
+                        continue;
+                    }
+                    double noise = 0.0, signal = 0.0;
+                    size_t on = (size_t)qf_value_numel(&g->values[n->out[0]]) / SC_B;
+                    for (int b = 0; b < 2; b++)
+                        for (int m = 0; m < real[b]; m++) {
+                            const float *xv = cap.v[v] + ((size_t)b * SC_B + (size_t)m) * vper;
+                            for (size_t e = 0; e < vper; e++) xq[e] = qfi_dequantize_i8_zp(qfi_quantize_f32_zp(xv[e], s, z), s, z);
+                            sc_layer(g, n, xv, ly);
+                            sc_layer(g, n, xq, lq);
+                            for (size_t e = 0; e < on; e++) {
+                                noise += (lq[e] - ly[e]) * (lq[e] - ly[e]);
+                                signal += ly[e] * ly[e];
+                            }
                         }
-                    }
-                want += noise / signal;
+                    want += noise / signal;
+                }
+                if (itself) {
+                    double noise = 0.0, signal = 0.0;
+                    for (int b = 0; b < 2; b++)
+                        for (size_t e = 0; e < (size_t)real[b] * vper; e++) {
+                            float xv = cap.v[v][(size_t)b * SC_B * vper + e];
+                            double d = (double)qfi_dequantize_i8_zp(qfi_quantize_f32_zp(xv, s, z), s, z) - xv;
+                            noise += d * d;
+                            signal += (double)xv * xv;
+                        }
+                    want += noise / signal;
+                }
+                ck_assert_msg(fabs(got[k] - want) <= 1e-4 * want,
+                              "%s, zero points %d, candidate %d (%g): score %.9g, recomputed %.9g", val->name, zp, k,
+                              cand[k], got[k], want);
             }
-            if (itself) {
-                double noise = 0.0, signal = 0.0;
-                for (int b = 0; b < 2; b++)
-                    for (size_t e = 0; e < (size_t)real[b] * vper; e++) {
-                        float xv = cap.v[v][(size_t)b * SC_B * vper + e];
-                        double d = (double)qfi_dequantize_i8(qfi_quantize_f32(xv, s), s) - xv;
-                        noise += d * d;
-                        signal += (double)xv * xv;
-                    }
-                want += noise / signal;
-            }
-            ck_assert_msg(fabs(got[k] - want) <= 1e-4 * want, "%s, candidate %d (%g): score %.9g, recomputed %.9g",
-                          val->name, k, cand[k], got[k], want);
         }
+        ck_assert_int_eq(judged, 7); // x, c1, c2, r, p, f, y
+        qf_auto_chooser_free(a);
     }
-    ck_assert_int_eq(judged, 7); // x, c1, c2, r, p, f, y
     free(ly);
     free(lq);
     free(xq);
     for (int v = 0; v < 64; v++) free(cap.v[v]);
     for (int b = 0; b < 2; b++) free(in[b]);
-    qf_auto_chooser_free(a);
     qf_calib_table_free(t);
     qf_calib_free(c);
     qf_graph_free(g);

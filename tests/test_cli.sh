@@ -82,6 +82,15 @@ if grep -q '^method auto$' "$tmp/d.calib" && head -1 "$tmp/d.cache" | grep -q '^
    [ "$(sed -n 's/^\([^ ]*\) auto=\([^ ]*\) .*/\1 \2/p' "$tmp/a.calib")" = "$(sed -n '7,$p' "$tmp/d.calib")" ]
 then pass "calib --method auto by default (the all table's auto column, entropy cache header)"
 else fail "calib default auto: $(cat "$tmp/d.err")"; fi
+# auto judges thresholds on the grid quant will use: with zero points by default, symmetric with
+# --zero-points none; only the one-sided tensors (here the Relu outputs) can differ
+"$QFORGE" calib "$model" --images "$tmp/test" -n 300 $pp --zero-points none -o "$tmp/sym.calib" --quiet
+changed=$(diff "$tmp/d.calib" "$tmp/sym.calib" | sed -n 's/^< \([^ ]*\) .*/\1/p')
+if [ -n "$changed" ] && ! echo "$changed" | grep -qv 'Relu_output'
+then pass "calib --zero-points none: other auto thresholds for $(echo "$changed" | wc -l) Relu outputs only"
+else fail "calib --zero-points none changed: ${changed:-nothing}"; fi
+expect 2 "zero-points takes all, unpadded or none" "calib --zero-points with a bad value" -- \
+  "$QFORGE" calib "$model" --images "$tmp/test" --zero-points half
 
 "$QFORGE" quant "$model" --images "$tmp/test" -n 100 --held-out 50 $pp --bias-correction -o "$tmp/bc.qfm" > /dev/null 2> "$tmp/bc.err"
 if grep -q 'bias correction of [1-9][0-9]* layers measured on 32 images' "$tmp/bc.err" && [ -s "$tmp/bc.qfm" ]

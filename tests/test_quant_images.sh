@@ -94,7 +94,7 @@ else pass "info: FP16 layers of a qforge plan are not 'between Q/DQ'"; fi
 
 # --fp16-layers replays best's choice from a table: the same nodes FP16, the same file
 names=$(sed -n 's/.*"fp16_layers": \[\([^]]*\)\].*/\1/p' "$tmp/best.json" | tr -d '" ')
-"$QFORGE" calib "$model" --images "$data/calib" -n 50 $pp -o "$tmp/best50.calib" --quiet &&
+"$QFORGE" calib "$model" --images "$data/calib" -n 50 $pp --zero-points none -o "$tmp/best50.calib" --quiet &&
 "$QFORGE" quant "$model" --calib "$tmp/best50.calib" --fp16-layers "$names" --zero-points none -o "$tmp/replay.qfm" --quiet ||
   fail "quant --fp16-layers exit $?"
 cmp -s "$tmp/best.qfm" "$tmp/replay.qfm" && pass "--fp16-layers $names: best's .qfm again" ||

@@ -11,9 +11,12 @@
 static const char calib_help[] =
     "usage: qforge calib MODEL.onnx --images DIR [-n COUNT] [--method M] [PREPROCESS]\n"
     "                    [--device D] [--batch B] [--threads T] [-o TABLE.calib]\n"
-    "                    [--trt-cache FILE] [--report FILE.html] [--equalize] [--strict] [--quiet]\n"
+    "                    [--trt-cache FILE] [--report FILE.html] [--equalize] [--zero-points Z]\n"
+    "                    [--strict] [--quiet]\n"
     "  --method auto (default: per tensor, the threshold whose error costs its readers least)\n"
     "           | entropy | minmax | percentile[=P] | mse | all\n"
+    "  --zero-points all (default) | unpadded | none: the INT8 grid auto judges thresholds on,\n"
+    "              as quant --zero-points will quantize (none: symmetric, as TensorRT's INT8)\n"
     "  --equalize  cross-layer equalization of the FP32 graph first (the same function);\n"
     "              the table records it, and quant --calib equalizes alike\n"
     "  See qforge-calib(1) and qforge-calib(5).\n";
@@ -41,6 +44,7 @@ int cmd_calib(int argc, char **argv)
     image_opts io;
     image_opts_init(&io);
     const char *model = NULL, *method = NULL, *device = NULL, *out_path = NULL, *trt = NULL, *report = NULL;
+    const char *zero_points = NULL;
     /* 16: a CPU worker's activations then stay in its core's cache (ResNet-20,
      * 1000 images on 2 cores: 0.55 s against 0.64 s at 32); tables do not
      * depend on the batch */
@@ -67,7 +71,11 @@ int cmd_calib(int argc, char **argv)
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) target = &out_path;
         else if (!strcmp(a, "--trt-cache")) target = &trt;
         else if (!strcmp(a, "--report")) target = &report;
-        else if (a[0] == '-' && a[1]) return cli_usage_error("calib", "unknown option %s", a);
+        else if (!strcmp(a, "--zero-points")) {
+            if (!next || (strcmp(next, "all") && strcmp(next, "unpadded") && strcmp(next, "none")))
+                return cli_usage_error("calib", "--zero-points takes all, unpadded or none");
+            target = &zero_points;
+        } else if (a[0] == '-' && a[1]) return cli_usage_error("calib", "unknown option %s", a);
         else if (!model) model = a;
         else return cli_usage_error("calib", "unexpected argument %s", a);
         if (target) {
@@ -85,6 +93,8 @@ int cmd_calib(int argc, char **argv)
     qf_calibrate_opts co;
     qf_calibrate_opts_init(&co);
     if (method && qf_calib_method_parse(method, &co.methods, &co.percentile) != QF_OK) return cli_fail(QF_ERR_USAGE);
+    /* unpadded: judged as all (the few symmetric tensors it leaves get thresholds judged with a zero point) */
+    co.auto_zero_points = !zero_points || strcmp(zero_points, "none") != 0;
     qf_engine_opts eo = {0};
     bool device_given;
     if (cli_device_opts(device, &eo, &device_given) != QF_OK) return cli_fail(QF_ERR_USAGE);

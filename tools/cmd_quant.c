@@ -388,6 +388,7 @@ static qf_status calibrate(quant_args *a, const qf_dataset *cal, const char *sha
     co.threads = co.decode_threads = a->io.threads;
     co.strict = a->io.strict;
     co.model_sha256 = sha;
+    co.auto_zero_points = !a->zero_points || strcmp(a->zero_points, "none") != 0;
     progress pr = {0};
     co.progress = calib_progress;
     co.progress_user = &pr;

@@ -232,6 +232,10 @@ void qf_auto_chooser_free(qf_auto_chooser *a);
  * FP32 in another order than the CPU, so where two candidates cost nearly the
  * same a device may choose the other one. */
 qf_status qf_auto_chooser_set_device(qf_auto_chooser *a, qf_device_kind device, int index);
+/* Judges each candidate on the grid qforge quant gives the tensor with zero
+ * points (true, the default: qf_quant_opts.asymmetric) or without; before the
+ * first batch. */
+void qf_auto_chooser_set_zero_points(qf_auto_chooser *a, bool zero_points);
 /* One batch: `input` laid out as the graph's input at its batch, the first
  * `images` images real (0: all). */
 qf_status qf_auto_chooser_run(qf_auto_chooser *a, const float *input, int images);
@@ -273,13 +277,16 @@ typedef struct qf_calibrate_opts {
     bool strict;               /* an image that cannot be decoded fails instead of being skipped */
     unsigned methods;          /* qf_calib_method_parse() mask */
     double percentile;         /* P of the percentile method */
+    bool auto_zero_points;     /* auto judges its candidates on the grid of INT8 with zero
+                                  points (quant's default; qf_auto_chooser_set_zero_points);
+                                  false: of symmetric INT8 (quant --zero-points none). Default true */
     const char *model_sha256;  /* the table's model hash (qf_sha256_file()); NULL: 64 zeros */
     qf_progress_fn progress;   /* optional: called with 0 when the first batch is asked for,
                                   then after every batch (from worker threads, one at a time) */
     void *progress_user;
 } qf_calibrate_opts;
 
-/* CPU, no fallback, all cores, QF_CALIB_METHOD_DEFAULT. */
+/* CPU, no fallback, all cores, QF_CALIB_METHOD_DEFAULT, auto judged with zero points. */
 void qf_calibrate_opts_init(qf_calibrate_opts *o);
 
 /* What a qf_calibrate() run did. */

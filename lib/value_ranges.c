@@ -1,9 +1,13 @@
 /* Static value ranges for INT8 zero points: an interval holding each value of
  * a prepared FP32 graph, from the graph alone (each op's qfi_op_desc.range),
  * so that a one-sided activation (after Relu, ReLU6, HardSwish, SiLU, a
- * sigmoid gate) can spend all 256 INT8 levels on the side it has. */
+ * sigmoid gate) can spend all 256 INT8 levels on the side it has. Read by
+ * quant/assign.c, which gives the zero points, and calib/auto.c, which judges
+ * thresholds on the grid they make. */
 #include <math.h>
-#include "quant_internal.h"
+#include "internal.h"
+#include "qforge/calib.h"
+#include "quant_math.h"
 
 #define UNBOUNDED ((qfi_range){-INFINITY, INFINITY})
 
