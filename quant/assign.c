@@ -605,8 +605,8 @@ qf_status qfi_quant_check_biases(qfi_qplan *p, unsigned char *float_anchor, int 
             return QF_ERR_NOMEM;
         }
         int64_t bad = -1;
-        int64_t raised = qfi_quant_anchor_scales(&af, s_in, !p->o.per_tensor_weights, s_w, &bad);
         const int32_t z_in = p->values[n->in[0]].zero_point;
+        int64_t raised = qfi_quant_anchor_scales(&af, s_in, z_in, !p->o.per_tensor_weights, s_w, &bad);
         bool zp_overflow = false;
         if (raised >= 0 && z_in != 0) { /* an input zero point adds -z_in * (weight sum) to the bias */
             int8_t *wq = qfi_calloc((size_t)(af.outer * af.ch * af.inner) + 1, 1);

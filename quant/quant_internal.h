@@ -199,13 +199,15 @@ void qfi_quant_weights_at(const float *w, int64_t outer, int64_t channels, int64
  * one place that decides them: qfi_quant_weight_scales, then where a channel's
  * bias is more than QFI_INT8_BIAS_LIMIT accumulator steps (a dead channel:
  * weights near zero after BatchNorm folding beside a bias near 1) its scale is
- * raised to the smallest at which the bias fits; its weights then round to 0
+ * raised to the smallest at which the bias fits, with room for the share an
+ * input zero point z_in adds (qfi_quant_bias_zp); its weights then round to 0
  * or near it, what they are beside that bias. Per tensor, the one shared
  * scale is raised for every channel. Returns the number of channels raised,
  * or -1 with *bad = a channel whose bias fits at no scale (a NaN or infinite
  * bias, or one beyond what FP32 scales reach at s_in): the anchor must then
  * compute in float. */
-int64_t qfi_quant_anchor_scales(const qfi_anchor_f *a, float s_in, bool per_channel, float *s, int64_t *bad);
+int64_t qfi_quant_anchor_scales(const qfi_anchor_f *a, float s_in, int32_t z_in, bool per_channel, float *s,
+                                int64_t *bad);
 /* bias_q = round(bias / (s_in * s_w)) half to even, with the product in FP32
  * as the epilogue computes it; clamped to +-2^30 so accumulator + bias cannot
  * overflow int32 (lib/internal.h bounds the reduction length). */

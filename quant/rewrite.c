@@ -171,7 +171,7 @@ static qf_status emit_anchor(rw *r, qf_node *n, int a)
     }
     int64_t bad = -1;
     /* the plan's scales and biases: qfi_quant_check_biases kept in float an anchor these fail for */
-    QF_ASSERT(qfi_quant_anchor_scales(&af, s_in, !r->p->o.per_tensor_weights, sc, &bad) >= 0);
+    QF_ASSERT(qfi_quant_anchor_scales(&af, s_in, g->values[x].zero_point, !r->p->o.per_tensor_weights, sc, &bad) >= 0);
     qfi_anchor_weights_at(&af, sc, wq);
     QF_ASSERT(qfi_quant_anchor_biases(&af, s_in, sc, g->values[x].zero_point, wq, bq) < 0);
     qfi_anchor_f_free(&af);

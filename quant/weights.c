@@ -122,28 +122,38 @@ bool qfi_quant_bias_fits(float bias, float s_in, float s_w)
     return !(fabs(bias_steps(bias, s_in, s_w)) > QFI_INT8_BIAS_LIMIT);
 }
 
-/* The smallest FP32 scale >= s_w at which `bias` is at most QFI_INT8_BIAS_LIMIT
- * steps of s_in * scale, or 0 where none is (a NaN or infinite bias, or one
- * that would need a scale beyond FP32). The estimate |bias| / (s_in 2^30) is
- * stepped up an ulp at a time past the rounding of the product. */
-static float bias_fitting_scale(float bias, float s_in, float s_w)
+/* Whether `bias` is at most `limit` steps of s_in * s_w. */
+static bool bias_within(float bias, float s_in, float s_w, double limit)
 {
-    if (qfi_quant_bias_fits(bias, s_in, s_w)) return s_w;
-    const double want = fabs((double)bias) / ((double)s_in * QFI_INT8_BIAS_LIMIT);
+    return !(fabs(bias_steps(bias, s_in, s_w)) > limit);
+}
+
+/* The smallest FP32 scale >= s_w at which `bias` is at most `limit` steps of
+ * s_in * scale, or 0 where none is (a NaN or infinite bias, or one that would
+ * need a scale beyond FP32). The estimate |bias| / (s_in limit) is stepped up
+ * an ulp at a time past the rounding of the product. */
+static float bias_fitting_scale(float bias, float s_in, float s_w, double limit)
+{
+    if (bias_within(bias, s_in, s_w, limit)) return s_w;
+    const double want = fabs((double)bias) / ((double)s_in * limit);
     if (!(want < FLT_MAX)) return 0.0f;
     float s = fmaxf((float)want, s_w);
     for (int k = 0; k < 64 && isfinite(s); k++, s = nextafterf(s, INFINITY))
-        if (qfi_quant_bias_fits(bias, s_in, s)) return s;
+        if (bias_within(bias, s_in, s, limit)) return s;
     return 0.0f;
 }
 
-int64_t qfi_quant_anchor_scales(const qfi_anchor_f *a, float s_in, bool per_channel, float *s, int64_t *bad)
+int64_t qfi_quant_anchor_scales(const qfi_anchor_f *a, float s_in, int32_t z_in, bool per_channel, float *s,
+                                int64_t *bad)
 {
     qfi_quant_weight_scales(a->w, a->outer, a->ch, a->inner, per_channel, s);
+    /* an input zero point adds -z_in times the channel's int8 weight sum to the
+     * bias: a raised scale leaves room for the largest such sum */
+    const double limit = QFI_INT8_BIAS_LIMIT - fabs((double)z_in) * 127.0 * (double)(a->outer * a->inner);
     int64_t raised = 0;
     float shared = a->ch > 0 ? s[0] : 0.0f; /* per tensor: one scale for every channel, raised for the largest need */
     for (int64_t c = 0; c < a->ch; c++) {
-        const float f = bias_fitting_scale(a->bias[c], s_in, per_channel ? s[c] : shared);
+        const float f = bias_fitting_scale(a->bias[c], s_in, per_channel ? s[c] : shared, limit);
         if (f == 0.0f) {
             *bad = c;
             return -1;

@@ -393,6 +393,61 @@ START_TEST(dead_channel_stays_int8)
 }
 END_TEST
 
+/* x -> Relu -> r -> the same Conv, whose dead channel's weights lie in
+ * [0.5e-5, 1e-5]: r gets a zero point (-128, the default), which adds 128
+ * times each channel's int8 weight sum to its bias. The dead channel's raised
+ * scale must leave room for that share: raised only until the bias fits
+ * (2^30 steps), its 36 weights rounded to about 40 steps each and the share
+ * pushed the bias past the accumulator, so the conv computed in float
+ * (EfficientNet-Lite1: 8 depthwise convs, and its CPU INT8 then ran at 40
+ * images/s against FP32's 64). */
+START_TEST(dead_channel_with_input_zero_point_stays_int8)
+{
+    qf_graph *gs[2];
+    for (int k = 0; k < 2; k++) {
+        rng = 37;
+        qf_graph *g = gs[k] = qf_graph_new("dead_channel_zp");
+        int x = input(g, "x", 4, (int64_t[]){2, 4, 8, 8});
+        int w = weight(g, "w", 4, (int64_t[]){8, 4, 3, 3}, -0.5f, 0.5f);
+        int b = weight(g, "b", 1, (int64_t[]){8}, -0.2f, 0.2f);
+        int r = value(g, "r"), y = value(g, "y");
+        op(g, "relu", QF_OP_RELU, 1, (int[]){x}, r);
+        conv_node(g, "conv", r, w, b, y, 1, 1);
+        output(g, y);
+        prepare_graph(g, 2);
+        float *wd = g->values[w].data, *bd = g->values[b].data;
+        for (int i = 0; i < 4 * 9; i++) wd[3 * 4 * 9 + i] = frand(0.5e-5f, 1e-5f);
+        bd[3] = 1.0f;
+    }
+    qf_graph *ref = gs[0], *g = gs[1];
+    float *x = random_input(g, 32, -1, 1);
+    qf_calib_table *t = calibrate_minmax(g, x);
+    qf_quant_summary sum;
+    warned[0] = '\0';
+    qf_log_set(capture, NULL, QF_LOG_WARN);
+    qf_status st = qf_quantize(g, t, NULL, &sum);
+    qf_log_set(NULL, NULL, QF_LOG_WARN);
+    OK(st);
+    ck_assert_msg(!warned[0], "%s", warned);
+    ck_assert_int_eq(node_named(g, "conv")->precision, QF_PREC_INT8);
+    ck_assert_int_eq(sum.rescaled_channels, 1);
+    float *y32 = run(ref, x, NULL, NULL), *y8 = run(g, x, NULL, NULL);
+    double worst = 0.0;
+    for (int n = 0; n < 2; n++)
+        for (int i = 0; i < 64; i++) {
+            const int at = (n * 8 + 3) * 64 + i;
+            worst = fmax(worst, fabs((double)y8[at] - (double)y32[at]));
+        }
+    ck_assert_msg(worst <= 1e-5, "dead channel: |INT8 - FP32| up to %g", worst);
+    double db = sqnr_db(y32, y8, 2 * 8 * 64);
+    ck_assert_msg(db > 35.0, "SQNR %.1f dB", db);
+    free(x), free(y32), free(y8);
+    qf_calib_table_free(t);
+    qf_graph_free(ref);
+    qf_graph_free(g);
+}
+END_TEST
+
 /* ---- degenerate ranges -------------------------------------------------------------- */
 
 /* A table whose thresholds leave a tensor no INT8 range (0, or so small that
@@ -435,6 +490,7 @@ int main(void)
     tcase_add_test(tc, tiny_bias_stays_fp16);
     tcase_add_test(tc, bias_beyond_accumulator_raises_weight_scales);
     tcase_add_test(tc, dead_channel_stays_int8);
+    tcase_add_test(tc, dead_channel_with_input_zero_point_stays_int8);
     tcase_add_test(tc, degenerate_ranges_warn_in_quant);
     suite_add_tcase(s, tc);
     return run_suite(s);
