@@ -1,9 +1,11 @@
 #!/bin/sh
 # Accuracy of quantized models, qforge against ONNX Runtime, in one run:
 #   qforge: calib --method all on the calibration images, then quant at INT8
-#   with each method the table holds (auto, the default, first), with auto and
-#   --asymmetric (zero points for one-sided activations: "auto+zp"), with
-#   calib --equalize (cross-layer equalization: "auto+eq", "auto+eq+zp") and at
+#   with each method the table holds (auto, the default, first; all with zero
+#   points for one-sided activations, the default), with auto and
+#   --zero-points none (symmetric activations, auto judged on their grid by
+#   calib --zero-points none: "auto sym"), with calib --equalize (cross-layer
+#   equalization: "auto+eq", "auto+eq sym") and at
 #   FP16, then eval with --reference the FP32 model on the evaluation images;
 #   ONNX Runtime: bench/peers/ort_quant.py (quantize_static, QDQ, per-channel,
 #   QInt8 and QUInt8 ("+uint8": asymmetric), MinMax and Entropy) on the same
@@ -66,18 +68,20 @@ bench_model() {
       > "$tmp/$name.$m.json"
     qrow "$name" "$m" int8 "$tmp/$name.$m.json"
   done
-  echo "== $name: qforge quant --precision int8 --method auto --asymmetric; eval" >&2
-  "$qforge" quant "$model" --calib "$tmp/$name.calib" --precision int8 --method auto --asymmetric -o "$tmp/$name.zp.qfm"
-  "$qforge" eval "$tmp/$name.zp.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet > "$tmp/$name.zp.json"
-  qrow "$name" auto+zp int8 "$tmp/$name.zp.json"
-  echo "== $name: qforge calib --equalize (cross-layer equalization); quant auto, auto --asymmetric; eval" >&2
-  "$qforge" calib "$model" --images "$calib" $pp --equalize -o "$tmp/$name.eq.calib" --quiet
-  for zp in "" --asymmetric; do
-    "$qforge" quant "$model" --calib "$tmp/$name.eq.calib" --precision int8 $zp -o "$tmp/$name.eq$zp.qfm" --quiet
+  echo "== $name: qforge calib --zero-points none; quant --precision int8 --method auto --zero-points none; eval" >&2
+  "$qforge" calib "$model" --images "$calib" $pp --zero-points none -o "$tmp/$name.sym.calib" --quiet
+  "$qforge" quant "$model" --calib "$tmp/$name.sym.calib" --precision int8 --method auto --zero-points none \
+    -o "$tmp/$name.sym.qfm"
+  "$qforge" eval "$tmp/$name.sym.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet > "$tmp/$name.sym.json"
+  qrow "$name" "auto sym" int8 "$tmp/$name.sym.json"
+  echo "== $name: qforge calib --equalize (cross-layer equalization); quant auto, auto --zero-points none; eval" >&2
+  for zp in all none; do
+    "$qforge" calib "$model" --images "$calib" $pp --equalize --zero-points $zp -o "$tmp/$name.eq$zp.calib" --quiet
+    "$qforge" quant "$model" --calib "$tmp/$name.eq$zp.calib" --precision int8 --zero-points $zp -o "$tmp/$name.eq$zp.qfm" --quiet
     "$qforge" eval "$tmp/$name.eq$zp.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet \
       > "$tmp/$name.eq$zp.json"
     label=auto+eq
-    [ -n "$zp" ] && label=auto+eq+zp
+    [ $zp = none ] && label="auto+eq sym"
     qrow "$name" "$label" int8 "$tmp/$name.eq$zp.json"
   done
   echo "== $name: qforge quant --precision fp16; eval" >&2
