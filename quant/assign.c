@@ -511,6 +511,8 @@ qf_status qfi_quant_assign(qfi_qplan *p)
             float a = class_amax[find(p, v)];
             qfi_quant_act_params(a, class_lo[find(p, v)], p->o.asymmetric, &qv->scale, &qv->zero_point);
             qv->no_range = qv->amax >= 0.0f && a < QF_CALIB_AMAX_MIN; /* said of the class's writers */
+            p->sum.int8_activations++;
+            if (qv->zero_point) p->sum.zero_point_activations++;
         }
     free(class_amax);
     free(class_lo);

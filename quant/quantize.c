@@ -94,6 +94,9 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
         qf_log(QF_LOG_INFO, "%s: %d INT8, %d FP16, %d FP32 nodes; %d ops fused into INT8 epilogues; %d conversions",
                g->source, p.sum.nodes[QF_PREC_INT8], p.sum.nodes[QF_PREC_FP16], p.sum.nodes[QF_PREC_FP32], p.sum.fused,
                p.sum.conversions);
+        if (p.sum.int8_activations && o->asymmetric)
+            qf_log(QF_LOG_INFO, "%s: %d of %d int8 activations have a zero point (those the graph bounds from below; "
+                   "--zero-points none: all symmetric)", g->source, p.sum.zero_point_activations, p.sum.int8_activations);
         if (summary) *summary = p.sum;
     }
     qfi_quant_plan_free(&p);

@@ -34,6 +34,11 @@ held_out() {
 "$QFORGE" quant "$model" --calib "$tmp/three.calib" -o "$tmp/three.qfm" --quiet || fail "calib + quant"
 cmp -s "$tmp/one.calib" "$tmp/three.calib" && pass "the table is calib -n 200's" || fail "tables differ"
 cmp -s "$tmp/one.qfm" "$tmp/three.qfm" && pass "the .qfm is quant --calib's" || fail ".qfm files differ"
+# zero points by default: ResNet-20's Relu outputs (21 of its 23 int8 activations), none with
+# --zero-points none (best.json below)
+zp=$(json "$tmp/one.json" zero_point_activations) acts=$(json "$tmp/one.json" int8_activations)
+[ "$zp" = 21 ] && [ "$acts" = 23 ] && pass "zero points on $zp of $acts int8 activations" ||
+  fail "zero points: $zp of $acts (want 21 of 23)"
 held_out "$data/calib" 200 200 "$tmp/held"
 "$QFORGE" eval "$tmp/three.qfm" --images "$tmp/held" --reference "$model" --json --quiet > "$tmp/three.json"
 for key in images agreement sqnr_db; do
@@ -83,6 +88,8 @@ fp16=$(sed -n 's/.*"fp16": \([0-9]*\).*/\1/p' "$tmp/best.json")
 if grep -q '"precision": "best"' "$tmp/best.json" && awk -v a="$agree" 'BEGIN { exit !(a >= 0.995) }' &&
    [ "$layers" -ge 1 ] && [ "$fp16" -ge "$layers" ]
 then pass "best: agreement $agree with $layers layer(s) in FP16"; else fail "best: $(cat "$tmp/best.json")"; fi
+[ "$(json "$tmp/best.json" zero_point_activations)" = 0 ] && pass "--zero-points none: no zero points" ||
+  fail "--zero-points none: $(json "$tmp/best.json" zero_point_activations) zero points"
 held_out "$data/calib" 50 200 "$tmp/held50"
 b=$("$QFORGE" eval "$tmp/best.qfm" --images "$tmp/held50" --reference "$model" --json --quiet |
     sed -n 's/.*"agreement": \([0-9.]*\).*/\1/p')

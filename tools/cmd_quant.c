@@ -681,10 +681,12 @@ static void print_json(const quant_args *a, const quant_report *r)
     json_string(stdout, a->out_path);
     printf(", \"precision\": \"%s\", \"device\": \"%s\", \"nodes\": {\"int8\": %d, \"fp16\": %d, \"fp32\": %d}, "
            "\"fused\": %d, \"conversions\": %d, \"rescaled_channels\": %d, \"rescaled_layers\": %d, "
-           "\"images_found\": %lld, \"calibration_images\": %lld, ",
+           "\"int8_activations\": %d, \"zero_point_activations\": %d, \"images_found\": %lld, "
+           "\"calibration_images\": %lld, ",
            a->best ? "best" : a->precision, r->device, r->sum.nodes[QF_PREC_INT8], r->sum.nodes[QF_PREC_FP16],
            r->sum.nodes[QF_PREC_FP32], r->sum.fused, r->sum.conversions, r->sum.rescaled_channels,
-           r->sum.rescaled_layers, (long long)r->found, (long long)r->calib_images);
+           r->sum.rescaled_layers, r->sum.int8_activations, r->sum.zero_point_activations, (long long)r->found,
+           (long long)r->calib_images);
     printf("\"held_out\": {\"images\": %lld, \"agreement\": %.6f, \"sqnr_db\": %.3f, ", (long long)s->images,
            eval_agreement(s), eval_sqnr(s));
     if (s->labeled)

@@ -198,6 +198,8 @@ typedef struct qf_quant_summary {
     int rescaled_channels;         /* INT8 output channels whose weight scale was raised so that their
                                     * bias fits the int32 accumulator (weights near zero beside a bias) */
     int rescaled_layers;           /* the Conv/Gemm/MatMul nodes they belong to */
+    int int8_activations;          /* activations stored as int8 */
+    int zero_point_activations;    /* those of them with a zero point (qf_quant_opts.asymmetric) */
 } qf_quant_summary;
 
 /* Whether a prepared graph carries its own quantization: QuantizeLinear or
