@@ -82,6 +82,8 @@ if grep -q '^method auto$' "$tmp/d.calib" && head -1 "$tmp/d.cache" | grep -q '^
    [ "$(sed -n 's/^\([^ ]*\) auto=\([^ ]*\) .*/\1 \2/p' "$tmp/a.calib")" = "$(sed -n '7,$p' "$tmp/d.calib")" ]
 then pass "calib --method auto by default (the all table's auto column, entropy cache header)"
 else fail "calib default auto: $(cat "$tmp/d.err")"; fi
+grep -q "TensorRT's INT8 is symmetric: --zero-points none" "$tmp/d.err" &&
+  pass "calib --trt-cache: a note that auto judged for zero points" || fail "no --trt-cache note: $(cat "$tmp/d.err")"
 # auto judges thresholds on the grid quant will use: with zero points by default, symmetric with
 # --zero-points none; only the one-sided tensors (here the Relu outputs) can differ
 "$QFORGE" calib "$model" --images "$tmp/test" -n 300 $pp --zero-points none -o "$tmp/sym.calib" --quiet

@@ -138,6 +138,9 @@ int cmd_calib(int argc, char **argv)
                 report ? ", " : "", report ? report : "");
         if (info.skipped)
             fprintf(stderr, "qforge: %lld file(s) could not be decoded and were skipped\n", (long long)info.skipped);
+        if (trt && co.auto_zero_points && qf_calib_table_default_method(table) == QF_CALIB_AUTO)
+            fprintf(stderr, "qforge: note: auto judged the thresholds for INT8 with zero points (qforge's default); "
+                            "TensorRT's INT8 is symmetric: --zero-points none judges them for it\n");
         cli_auto_summary(table, &info);
     }
     qf_calib_table_free(table);
