@@ -31,8 +31,8 @@ typedef struct auto_term {
 typedef struct auto_tensor {
     int entry;              /* in the table */
     float cand[K];
-    float lo;               /* the graph's lower bound of the tensor (quant/range.c); -inf: none */
-    /* the grid each candidate puts the tensor on (set_grids) */
+    float lo;               /* the graph's lower bound of the tensor (lib/value_ranges.c); -inf: none */
+    /* the grid each candidate puts the tensor on (qf_auto_chooser_set_zero_points) */
     float scale[K];
     int32_t zero_point[K];
     bool seen;
@@ -190,11 +190,6 @@ static int host_threads(const qf_auto_chooser *a, size_t n)
     return n < PARALLEL_MIN_ELEMENTS ? 1 : a->eo.threads;
 }
 
-/* Sums over the counted images, each image's its own: part[m] = the sum over
- * image m of (y - r)^2; r^2 with y NULL; with `quantized`, y is r quantized at
- * amax (made a block at a time, never stored whole). Images run on any thread
- * and their sums add up in image order, so a total does not depend on the
- * threads or the batch. */
 /* y = x on tensor t's grid of candidate k. */
 static void candidate_quantize(const auto_tensor *t, int k, float *y, const float *x, size_t n)
 {
@@ -204,6 +199,11 @@ static void candidate_quantize(const auto_tensor *t, int k, float *y, const floa
         qfi_fake_quantize(y, x, n, t->cand[k]);
 }
 
+/* Sums over the counted images, each image's its own: part[m] = the sum over
+ * image m of (y - r)^2; r^2 with y NULL; with `t`, y is r on t's grid of
+ * candidate k (made a block at a time, never stored whole). Images run on any
+ * thread and their sums add up in image order, so a total does not depend on
+ * the threads or the batch. */
 typedef struct sq_job {
     const float *y, *r;
     size_t per;

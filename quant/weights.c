@@ -117,15 +117,15 @@ int32_t qfi_quant_bias(float bias, float s_in, float s_w)
     return (int32_t)(v < -lim ? -lim : v > lim ? lim : v);
 }
 
-bool qfi_quant_bias_fits(float bias, float s_in, float s_w)
-{
-    return !(fabs(bias_steps(bias, s_in, s_w)) > QFI_INT8_BIAS_LIMIT);
-}
-
 /* Whether `bias` is at most `limit` steps of s_in * s_w. */
 static bool bias_within(float bias, float s_in, float s_w, double limit)
 {
     return !(fabs(bias_steps(bias, s_in, s_w)) > limit);
+}
+
+bool qfi_quant_bias_fits(float bias, float s_in, float s_w)
+{
+    return bias_within(bias, s_in, s_w, QFI_INT8_BIAS_LIMIT);
 }
 
 /* The smallest FP32 scale >= s_w at which `bias` is at most `limit` steps of
