@@ -2,6 +2,9 @@
  * conversion, graph building, topological sort, cycle detection, memory plan. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
 #include "internal.h"
 #include "../runtime/engine_impl.h"
 #include "testutil.h"
@@ -279,6 +282,60 @@ START_TEST(device_parse)
 }
 END_TEST
 
+/* ---- qfi_parallel_for: every index once, whichever threads run it -------------------- */
+
+typedef struct {
+    _Atomic int *hits;
+    int threads;
+} parallel_job;
+
+static void count_hit(void *arg, int64_t i)
+{
+    parallel_job *j = arg;
+    j->hits[i]++;
+}
+
+/* Each item runs a parallel-for of its own over a slice of hits: the pool is
+ * taken by the outer call, so the inner ones start their own threads. */
+static void nested_item(void *arg, int64_t i)
+{
+    parallel_job *j = arg;
+    parallel_job inner = {j->hits + i * 64, j->threads};
+    qfi_parallel_for(j->threads, 64, count_hit, &inner);
+}
+
+static void *caller_thread(void *arg)
+{
+    parallel_job *j = arg;
+    for (int rep = 0; rep < 50; rep++) qfi_parallel_for(j->threads, 1000, count_hit, j);
+    return NULL;
+}
+
+START_TEST(parallel_for_runs_each_index_once)
+{
+    enum { N = 1000 };
+    static _Atomic int hits[4][N * 64];
+    memset(hits, 0, sizeof hits);
+    /* more threads than items, odd splits, many calls that reuse the pool */
+    for (int threads = 1; threads <= 9; threads++) {
+        parallel_job j = {hits[0], threads};
+        for (int n = 0; n <= 13; n++) qfi_parallel_for(threads, n, count_hit, &j);
+    }
+    for (int i = 0; i < 13; i++) ck_assert_int_eq(hits[0][i], 9 * (13 - i));
+    /* nested calls */
+    parallel_job outer = {hits[1], 3};
+    qfi_parallel_for(3, N, nested_item, &outer);
+    for (int i = 0; i < N * 64; i++) ck_assert_int_eq(hits[1][i], 1);
+    /* callers on two threads at once: one gets the pool, the other its own threads */
+    pthread_t t[2];
+    parallel_job cj[2] = {{hits[2], 4}, {hits[3], 3}};
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(pthread_create(&t[k], NULL, caller_thread, &cj[k]), 0);
+    for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
+    for (int k = 2; k < 4; k++)
+        for (int i = 0; i < 1000; i++) ck_assert_int_eq(hits[k][i], 50);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("core");
@@ -295,6 +352,7 @@ int main(void)
     tcase_add_test(tc, run_items_bounds);
     tcase_add_test(tc, broadcast_shapes);
     tcase_add_test(tc, device_parse);
+    tcase_add_test(tc, parallel_for_runs_each_index_once);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
