@@ -1376,6 +1376,7 @@ typedef struct dnn_capture {
     int pinned;      /* convs that ran on a cuDNN plan */
     int padded;      /* ... of them on an input padded with its zero point */
     char missing[256]; /* why there are no cuDNN tactics, if so */
+    int split_k;     /* implicit-GEMM builds on a split-K variant */
 } dnn_capture;
 
 static void capture_dnn(void *user, qf_log_level level, const char *msg)
@@ -1386,6 +1387,7 @@ static void capture_dnn(void *user, qf_log_level level, const char *msg)
         lc->pinned++;
         if (strstr(msg, "input padded with its zero point")) lc->padded++;
     }
+    if (strstr(msg, "implicit-GEMM") && strstr(msg, ", split-K ")) lc->split_k++;
     if (strstr(msg, "no cuDNN tactics") && !lc->missing[0]) snprintf(lc->missing, sizeof lc->missing, "%s", msg);
 }
 
@@ -1411,6 +1413,8 @@ START_TEST(asymmetric_exact)
         {"igemm-v3", "igemm", "3", NULL, NULL, false},
         {"igemm-v4-persistent", "igemm", "4", NULL, "2", false},
         {"igemm-v5-persistent", "igemm", "5", NULL, "2", false},
+        /* split-K where a layer's tiles leave most SMs idle (c17, c71: 4 stages; the Gemms) */
+        {"igemm-splitk", "igemm", "splitk", NULL, NULL, false},
         /* cuDNN's graph with the output zero point after the clip (c0, c6),
          * 1x1 convs on an input with one (no padding: the bias holds it), and
          * padded convs on a copy of their input padded with it (c1, c2, ...) */
@@ -1472,9 +1476,14 @@ START_TEST(asymmetric_exact)
         char label[48];
         snprintf(label, sizeof label, "asym/%s", runs[r].label);
         dnn_capture lc = {0};
-        const bool dnn = !strcmp(runs[r].label, "cudnn");
-        if (dnn) qf_log_set(capture_dnn, &lc, QF_LOG_DEBUG);
+        const bool dnn = !strcmp(runs[r].label, "cudnn"), split = !strcmp(runs[r].label, "igemm-splitk");
+        if (dnn || split) qf_log_set(capture_dnn, &lc, QF_LOG_DEBUG);
         compare(g, QF_PREC_INT8, 2, label, true);
+        if (split) {
+            qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
+            printf("  asym/igemm-splitk: %d layer build(s) split K\n", lc.split_k);
+            if (dut == QF_DEVICE_CUDA) ck_assert_msg(lc.split_k >= 2, "asym/igemm-splitk: %d split-K builds", lc.split_k);
+        }
         if (dnn) {
             qf_log_set(getenv("QFORGE_DEBUG") ? log_stderr : NULL, NULL, QF_LOG_DEBUG);
             printf("  asym/cudnn: %d conv layer build(s) on cuDNN, %d on a zero-point-padded input%s%s\n", lc.pinned,

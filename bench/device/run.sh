@@ -11,7 +11,8 @@
 # `profile`: per-layer GPU times (qforge bench --profile, INT8 and FP16 b256) of
 # PROFILE_ARCHS (default the zoo's slowest against PyTorch), for issue 14;
 # PROFILE_OPSET=17 for the transformers (vit_b_16 swin_t convnext_tiny), issue 13;
-# PROFILE_DEBUG=1 keeps each build's debug log (tactics, fusions) in logs.tgz.
+# PROFILE_DEBUG=1 keeps each build's debug log (tactics, fusions) in logs.tgz;
+# PROFILE_BATCHES (default 256) the batch sizes profiled.
 # `qdq`: bench/bench_qdq.sh with qforge on the GPU (models quantized elsewhere
 # against ONNX Runtime on the CPU; ORT quantizes the Q/DQ models here), issue 18.
 # `best`: MobileNetV2 `quant --precision best --max-drop 0.1` calibrated and
@@ -43,12 +44,17 @@ if want tests; then
   echo "chunked ops rc=$?"; grep -E "Checks|F:" $L/test_chunked.log
   # and with every INT8 conv pinned to cuBLASLt, then to each implicit-GEMM
   # variant (index mod the layer's count, up to CU_IGEMM_MAX_VARIANTS; a
-  # 2-block persistent grid so that blocks loop over tiles); the default times
+  # 2-block persistent grid so that blocks loop over tiles; splitk: the
+  # split-K variants, on the whole grid they need); the default times
   # them all per layer (cudnn: every FP16 and INT8 conv on cuDNN's first
-  # plan). The runs share the GPU at once (about 2 minutes for all 20)
-  for t in lt cudnn 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do
-    case $t in lt|cudnn) env="QFORGE_CUDA_CONV_TACTIC=$t";; *) env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$t";; esac
-    ( env $env QFORGE_CUDA_IGEMM_BLOCKS=2 CK_RUN_CASE=ops timeout 240 /tmp/q/bin/test_cuda > $L/test_pinned_$t.log 2>&1
+  # plan). The runs share the GPU at once (about 2 minutes for all 21)
+  for t in lt cudnn splitk 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do
+    case $t in
+      lt|cudnn) env="QFORGE_CUDA_CONV_TACTIC=$t QFORGE_CUDA_IGEMM_BLOCKS=2";;
+      splitk) env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$t";;
+      *) env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$t QFORGE_CUDA_IGEMM_BLOCKS=2";;
+    esac
+    ( env $env CK_RUN_CASE=ops timeout 240 /tmp/q/bin/test_cuda > $L/test_pinned_$t.log 2>&1
       echo "ops with $env rc=$? $(grep -E 'Checks' $L/test_pinned_$t.log)"; grep -E "F:" $L/test_pinned_$t.log ) &
   done | tee -a $L/pinned.txt
   wait
@@ -125,14 +131,17 @@ if want profile; then
     for p in int8 fp16; do
       /tmp/q/bin/qforge quant /tmp/p/$a.onnx --calib /tmp/p/$a.calib --precision $p -o /tmp/p/${a}_$p.qfm --quiet
       # PROFILE_DEBUG=1: the engine build's log too (each layer's tactic with the timings of the first build, fusions)
-      [ -n "$PROFILE_DEBUG" ] && QFORGE_DEBUG=1 /tmp/q/bin/qforge bench /tmp/p/${a}_$p.qfm --batch 256 --duration 0.2 \
-        > /dev/null 2> $L/debug_${a}_$p.txt
-      /tmp/q/bin/qforge bench /tmp/p/${a}_$p.qfm --batch 256 --duration 1 --profile > $L/prof_${a}_$p.txt 2>&1
-      echo "== $a $p (PyTorch eager FP16 b256: $(grep -o '"images_per_second": [0-9.]*' $L/torch_$a.json | head -1))"
-      head -${PROF_LINES:-12} $L/prof_${a}_$p.txt
-      # the same by op and precision
-      awk '$2 == "ms" && $3 ~ /%$/ {t[$4 " " $5] += $1; c[$4 " " $5]++} END {for (k in t) printf "    by op: %8.4f ms %4d nodes  %s\n", t[k], c[k], k}' \
-        $L/prof_${a}_$p.txt | sort -k3 -rn | head -8
+      for b in ${PROFILE_BATCHES:-256}; do
+        f=${a}_${p}_b$b
+        [ -n "$PROFILE_DEBUG" ] && QFORGE_DEBUG=1 /tmp/q/bin/qforge bench /tmp/p/${a}_$p.qfm --batch $b --duration 0.2 \
+          > /dev/null 2> $L/debug_$f.txt
+        /tmp/q/bin/qforge bench /tmp/p/${a}_$p.qfm --batch $b --duration 1 --profile > $L/prof_$f.txt 2>&1
+        echo "== $a $p b$b (PyTorch eager FP16 b256: $(grep -o '"images_per_second": [0-9.]*' $L/torch_$a.json | head -1))"
+        head -${PROF_LINES:-12} $L/prof_$f.txt
+        # the same by op and precision
+        awk '$2 == "ms" && $3 ~ /%$/ {t[$4 " " $5] += $1; c[$4 " " $5]++} END {for (k in t) printf "    by op: %8.4f ms %4d nodes  %s\n", t[k], c[k], k}' \
+          $L/prof_$f.txt | sort -k3 -rn | head -8
+      done
     done
   done
 fi

@@ -635,7 +635,7 @@ static qf_status conv_prepare(cu_engine *c, cu_layer *L)
         /* a second tactic, timed against the GEMM path at tune time */
         const int32_t *bias = geo.has_bias ? (const int32_t *)qfi_in(g, n, 2)->data : NULL;
         QF_CHECK(cu_igemm_create(c, &p, (const int8_t *)w->data, bias, &st->rq, &st->ig));
-        cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(&p));
+        cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(st->ig));
     }
     return conv_plan_dnn(c, L, st, w);
 }
@@ -703,8 +703,13 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
     /* TensorRT-style tactic choice: the whole layer timed every way on its real buffers */
     const int n = 1 + cu_igemm_variants(ig);
     float t[1 + CU_IGEMM_MAX_VARIANTS];
-    const char *pin = getenv("QFORGE_CUDA_IGEMM_VARIANT"); /* tests: run one variant (index mod count) */
-    gemm_ok = gemm_ok && !cu_tactic_forced("igemm");
+    /* tests: run one variant (index mod count), or "splitk": the split-K ones where the layer has any */
+    const char *pin = getenv("QFORGE_CUDA_IGEMM_VARIANT");
+    bool split_only = false;
+    if (pin && !strcmp(pin, "splitk"))
+        for (int v = 0; v < n - 1; v++) split_only |= cu_igemm_split_k(ig, v) > 1;
+    if (pin && !strcmp(pin, "splitk")) pin = NULL;
+    gemm_ok = gemm_ok && !cu_tactic_forced("igemm") && !split_only;
     int best = -1;
     /* the choice of an earlier build of the same layer on this device */
     char key[320];
@@ -720,7 +725,7 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
         return QF_OK;
     }
     for (int v = gemm_ok ? 0 : 1; v < n; v++) {
-        if (pin && v > 0 && v != 1 + atoi(pin) % (n - 1)) continue;
+        if ((pin && v > 0 && v != 1 + atoi(pin) % (n - 1)) || (split_only && cu_igemm_split_k(ig, v - 1) < 2)) continue;
         *use = v;
         QF_CHECK(time_layer(c, L, &t[v]));
         if (best < 0 || t[v] < t[best]) best = v;
@@ -733,7 +738,7 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
     snprintf(how + len, how_len - len, " (%.3f ms", t[best]);
     for (int v = 0; v < n; v++) {
         len = strlen(how);
-        if (v != best && (v == 0 ? gemm_ok : !pin))
+        if (v != best && (v == 0 ? gemm_ok : !pin && !(split_only && cu_igemm_split_k(ig, v - 1) < 2)))
             snprintf(how + len, how_len - len, "; %s %.3f", v == 0 ? "GEMM path" : cu_igemm_describe(ig, v - 1, d, sizeof d), t[v]);
     }
     len = strlen(how);

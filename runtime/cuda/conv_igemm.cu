@@ -45,6 +45,14 @@ struct igemm_params {
     int kh, kw, dh, dw;     /* taps and dilation: kh * kw <= MAX_TAPS */
     cu_fast_div div_HoWo, div_Wo;
     int n_tiles, p_tiles;   /* ceil(M / BN), ceil(P / BM) */
+    /* split-K: each tile's K runs as k_splits units of kt_split stages each
+     * (kt_split = all of K's stages when k_splits is 1); with k_splits > 1
+     * the units add their bias-free sums into acc_out ([P][M], zeroed) and
+     * cu_requant_launch applies the epilogue: integer sums do not care in
+     * which order they are added, so the result stays bit-exact. For
+     * batch-1 layers whose tiles leave most SMs idle. */
+    int k_splits, kt_split;
+    int32_t *acc_out;
     int small_acc;          /* every |acc + bias| < 2^22 (acc_bound): exact conversions without the conversion unit */
 };
 
@@ -211,7 +219,8 @@ template <int WHICH> __device__ __forceinline__ float residual_to_float(uint32_t
 }
 
 /* The accumulators' starting values for the tile whose warp tile starts at
- * channel ch0: the bias (zero past M), on top of QFI_MAGIC_BITS when SMALL. */
+ * channel ch0: the bias (zero past M), on top of QFI_MAGIC_BITS when SMALL;
+ * zero for a split-K unit (the epilogue kernel adds the bias). */
 template <int MT, int NT>
 __device__ __forceinline__ void init_acc(const igemm_params &p, int32_t (&acc)[MT][NT][4], int ch0, int lane)
 {
@@ -219,7 +228,7 @@ __device__ __forceinline__ void init_acc(const igemm_params &p, int32_t (&acc)[M
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         const int ch = ch0 + nt * 8 + (lane & 3) * 2;
-        const bool ok = p.rq.bias && ch < p.M;
+        const bool ok = p.rq.bias && ch < p.M && p.k_splits == 1;
         const int32_t b0 = base + (ok ? p.rq.bias[ch] : 0), b1 = base + (ok ? p.rq.bias[ch + 1] : 0);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) acc[mt][nt][0] = acc[mt][nt][2] = b0, acc[mt][nt][1] = acc[mt][nt][3] = b1;
@@ -264,6 +273,29 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
     }
 }
 
+/* A split-K unit's sums into acc_out, in requantize_warp's element order. */
+template <int MT, int NT>
+__device__ __forceinline__ void add_partial_warp(const igemm_params &p, const int32_t (&acc)[MT][NT][4], int pos0, int ch0,
+                                                 int lane)
+{
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int ch = ch0 + nt * 8 + t4 * 2; /* M % 8 == 0: a pair is inside M or past it */
+        if (ch >= p.M) continue;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int pos = pos0 + mt * 16 + g + h * 8;
+                if (pos >= p.P) continue;
+                int *dst = (int *)p.acc_out + (size_t)pos * p.M + ch;
+                atomicAdd(dst, acc[mt][nt][2 * h]);
+                atomicAdd(dst + 1, acc[mt][nt][2 * h + 1]);
+            }
+    }
+}
+
 /* wgmma: the output position (within the tile) that shared-memory row r
  * holds. Warpgroup wg's m64 block mw gives its warp w4 rows 16 w4 .. + 15
  * of the block; ordering the gathered rows so that those are positions
@@ -303,14 +335,14 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
     const int warp_m = warp % WARPS_M, warp_n = warp / WARPS_M;
     if (WG && (smem_addr(smem) & 511)) __trap(); /* wgmma's swizzle follows address bits: stages must sit on its period */
     int8_t *const Ew = Bs + STAGES * BN * BK + warp * WTM * wt::EW; /* this warp's epilogue tile */
-    const int KT = (p.K + BK - 1) / BK;
+    const int KT = p.kt_split; /* stages per unit: a tile, or one split-K part of it */
     /* Persistent blocks: block b takes tiles b, b + grid, ... (channel tile
      * fastest, so the blocks running at once share their input rows in L2),
      * and one cp.async pipeline runs through all of them: the next tile's
      * first stages load while this tile's last stages and epilogue run.
      * Counters advance by increments: a division per stage costs as much as
      * the stage's MMAs at these tile sizes. */
-    const int tiles = p.n_tiles * p.p_tiles;
+    const int tiles = p.n_tiles * p.p_tiles * p.k_splits; /* units */
     const int my_tiles = blockIdx.x < tiles ? (tiles - 1 - blockIdx.x) / gridDim.x + 1 : 0;
     const int iters = my_tiles * KT;
 
@@ -321,7 +353,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
     const int a_chunk = tid & 3;
     int a_base[A_CHUNKS];
     uint32_t a_in[A_CHUNKS];
-    int l_kt = 0, l_tile = blockIdx.x, l_stage = 0;
+    int l_kt = 0, l_tile = blockIdx.x, l_stage = 0, l_k0 = 0; /* l_k0: the unit's first stage */
     const int8_t *b_src = p.w;            /* this thread's first B chunk of the stage being loaded */
     uint32_t b_ok = 0;                    /* bit i: B row (tid >> 2) + 64 i is a channel of the tile */
     const int HoWo = p.Ho * p.Wo;
@@ -334,7 +366,9 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
 
     auto load_next = [&]() {
         if (l_kt == 0) {
-            const int p0 = (l_tile / p.n_tiles) * BM, n0 = (l_tile % p.n_tiles) * BN;
+            const int tile = p.k_splits == 1 ? l_tile : l_tile / p.k_splits;
+            l_k0 = (l_tile - tile * p.k_splits) * KT;
+            const int p0 = (tile / p.n_tiles) * BM, n0 = (tile % p.n_tiles) * BN;
 #pragma unroll
             for (int i = 0; i < A_CHUNKS; i++) {
                 const int pos = p0 + (WG ? wgmma_row<MW>((tid >> 2) + i * (THREADS / 4)) : (tid >> 2) + i * (THREADS / 4));
@@ -356,13 +390,13 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
                 const int r = (tid >> 2) + i * (THREADS / 4);
                 b_ok |= (uint32_t)(r < BN && n0 + r < p.M) << i;
             }
-            b_src = p.w + (size_t)(n0 + (tid >> 2)) * p.K + (tid & 3) * 16;
+            b_src = p.w + (size_t)(n0 + (tid >> 2)) * p.K + (tid & 3) * 16 + l_k0 * BK;
         }
         const uint32_t as = smem_addr(As + l_stage * BM * BK) + a_dst, bs = smem_addr(Bs + l_stage * BN * BK) + b_dst;
 #pragma unroll
         for (int sub = 0; sub < SUB; sub++) {
             /* this k's offset from the window's corner and its tap (a VEC-byte run stays inside one tap) */
-            const int2 e = __ldg(p.taps + (l_kt * BK + a_chunk * 16 + sub * VEC) / VEC);
+            const int2 e = __ldg(p.taps + ((l_k0 + l_kt) * BK + a_chunk * 16 + sub * VEC) / VEC);
             const uint32_t bit = 1u << e.y;
 #pragma unroll
             for (int i = 0; i < A_CHUNKS; i++) {
@@ -371,7 +405,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
             }
         }
         /* B: [BN][BK] of the weights, 16 bytes a thread (a second row set when BN > 64) */
-        const bool k_ok = l_kt * BK + (tid & 3) * 16 < p.K;
+        const bool k_ok = (l_k0 + l_kt) * BK + (tid & 3) * 16 < p.K;
 #pragma unroll
         for (int i = 0; i < B_CHUNKS; i++) {
             if ((tid >> 2) + i * (THREADS / 4) < BN) {
@@ -384,9 +418,10 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
         if (++l_stage == STAGES) l_stage = 0;
     };
 
-    /* where tile t's part of this warp starts */
-    auto tile_pos0 = [&](int t) { return (t / p.n_tiles) * BM + warp_m * WTM; };
-    auto tile_ch0 = [&](int t) { return (t % p.n_tiles) * BN + warp_n * WTN; };
+    /* where unit t's tile part of this warp starts */
+    auto tile_of = [&](int t) { return p.k_splits == 1 ? t : t / p.k_splits; };
+    auto tile_pos0 = [&](int t) { return (tile_of(t) / p.n_tiles) * BM + warp_m * WTM; };
+    auto tile_ch0 = [&](int t) { return (tile_of(t) % p.n_tiles) * BN + warp_n * WTN; };
 
     int32_t acc[MT][NT][4];
     init_acc(p, acc, tile_ch0(blockIdx.x), lane);
@@ -488,7 +523,9 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
             }
             __syncwarp(); /* every lane's residual vectors landed */
         }
-        if constexpr (ACT) { /* e^x dominates: no SMALL form (the host clears small_acc) */
+        if (p.k_splits > 1) { /* no residual (the epilogue kernel reads it), no small_acc */
+            add_partial_warp<MT, NT>(p, acc, pos0, ch0, lane);
+        } else if constexpr (ACT) { /* e^x dominates: no SMALL form (the host clears small_acc) */
             if (has_res) requantize_warp<MT, NT, wt::EW, false, true, true>(p, acc, Ew, ch0, lane);
             else requantize_warp<MT, NT, wt::EW, false, false, true>(p, acc, Ew, ch0, lane);
         } else if (p.small_acc) {
@@ -499,7 +536,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
             else requantize_warp<MT, NT, wt::EW, false, false, false>(p, acc, Ew, ch0, lane);
         }
         __syncwarp();
-        wt::store(p, Ew, pos0, ch0, lane);
+        if (p.k_splits == 1) wt::store(p, Ew, pos0, ch0, lane);
         __syncwarp(); /* Ew is free: the next tile's residual may land in it */
         c_kt = 0, c_tile += gridDim.x;
         init_acc(p, acc, tile_ch0(c_tile), lane);
@@ -578,6 +615,7 @@ typedef struct igemm_variant {
     int bm, bn;
     bool wg;                /* wgmma (sm_90a) instead of mma.sync */
     bool persistent;        /* as many blocks as fit, each looping over tiles */
+    int k_splits, kt_split; /* split-K units a tile and their stages (igemm_params') */
     int blocks, n_tiles, p_tiles;
     size_t smem;
 } igemm_variant;
@@ -589,6 +627,9 @@ struct cu_igemm {
     int32_t z_in;           /* the input's zero point: what the padding holds */
     int vec;                /* 16, 8 or 4 */
     igemm_params p;         /* the GEMM the kernel runs (prepared geometry); tiles set per variant */
+    cu_requant rq;          /* the epilogue of split-K variants (cu_requant_launch) */
+    size_t prep_bytes;      /* scratch: the prepared input, then split-K's int32 sums (acc_bytes) */
+    size_t acc_bytes;
     igemm_variant v[CU_IGEMM_MAX_VARIANTS];
     int n_v;
 };
@@ -629,6 +670,20 @@ static igemm_fn pick_kernel(int bm, int bn, bool wg, int vec, bool act)
     return vec == 16 ? kernel_for<16>(bm, bn, wg) : vec == 8 ? kernel_for<8>(bm, bn, wg) : kernel_for<4>(bm, bn, wg);
 }
 
+/* Stages per split-K part for a grid of `tiles` tiles of KT stages, or 0:
+ * where the tiles fill at most half the SMs (ResNet-50's 3x3 convs at batch
+ * 1: 4 to 8 tiles of 18-72 stages), the fewest parts of at least 2 stages
+ * that fill the SMs (or as many as there can be); the last part may run
+ * past K, over the tap table's padding and zero weights. The tuner times
+ * it against the rest. */
+static int split_k_stages(int64_t tiles, int64_t KT, int sms)
+{
+    if (tiles * 2 > sms || KT < 4) return 0;
+    int64_t d = (sms + tiles - 1) / tiles;
+    if (d > KT / 2) d = KT / 2;
+    return (int)((KT + d - 1) / d);
+}
+
 static int floor_half(int a) { return a >= 0 ? a / 2 : -((1 - a) / 2); }
 
 /* The GEMM-side geometry of g after its input preparation. */
@@ -666,10 +721,16 @@ bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out, qf_act act)
            q.kh * q.kw <= MAX_TAPS && P * g->M < INT32_MAX && g->N * q.H * q.W * q.Cp < INT32_MAX && P > 0;
 }
 
-size_t cu_igemm_scratch(const cu_conv_geo *g)
+/* The prepared input's bytes, rounded up so that split-K's sums after it stay aligned. */
+static size_t prep_bytes(const cu_conv_geo *g)
 {
     const gemm_geo q = plan(g);
-    return q.prep == PREP_NONE ? 0 : (size_t)(g->N * q.H * q.W * q.Cp);
+    return q.prep == PREP_NONE ? 0 : ((size_t)(g->N * q.H * q.W * q.Cp) + 255) / 256 * 256;
+}
+
+size_t cu_igemm_scratch(const cu_igemm *ig)
+{
+    return ig->prep_bytes + ig->acc_bytes;
 }
 
 /* Weights [M][K16] in the gather's k order, k = (a*kw + b)*Cp + cc, from the
@@ -719,8 +780,9 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     const gemm_geo q = plan(g);
     const int vec = q.Cp % 16 == 0 ? 16 : q.Cp % 8 == 0 ? 8 : 4;
     const int64_t K = (int64_t)q.kh * q.kw * q.Cp, K16 = (K + 15) / 16 * 16, KT = (K16 + BK - 1) / BK;
-    /* the tap table: one entry per `vec` bytes of every stage */
-    const int64_t n_taps = KT * BK / vec;
+    /* the tap table: one entry per `vec` bytes of every stage, and as many
+     * again past K for the last split-K part (split_k_stages) */
+    const int64_t n_taps = 2 * KT * BK / vec;
     int2 *ht = (int2 *)qfi_calloc((size_t)n_taps, sizeof *ht);
     int8_t *hw = gemm_weights(g, q, w, K16);
     cu_igemm *ig = (cu_igemm *)qfi_calloc(1, sizeof *ig);
@@ -756,11 +818,14 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.taps = (const int2 *)dt;
     p.zpad = (const int8_t *)dz;
     p.rq = *rq;
+    ig->rq = *rq;
+    ig->prep_bytes = prep_bytes(g);
     const bool act = rq->act != QF_ACT_NONE; /* the kernels with the smooth activation's code */
     p.small_acc = acc_bound(g, w, bias) < QFI_MAGIC_LIMIT && !act;
     p.H = q.H, p.W = q.W, p.Cp = q.Cp, p.Ho = (int)g->Ho, p.Wo = (int)g->Wo, p.M = (int)g->M;
     p.P = (int)(g->N * g->Ho * g->Wo);
     p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
+    p.k_splits = 1, p.kt_split = (int)KT;
     p.sh = q.sh, p.sw = q.sw, p.ph = q.ph, p.pw = q.pw;
     p.kh = q.kh, p.kw = q.kw, p.dh = q.dh, p.dw = q.dw;
     p.div_HoWo = cu_make_fast_div((uint32_t)(g->Ho * g->Wo));
@@ -786,7 +851,7 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
             memset(&base, 0, sizeof base);
             base.fn = pick_kernel(bm, bn, wg, vec, act);
             if (!base.fn) continue;
-            base.bm = bm, base.bn = bn, base.wg = wg;
+            base.bm = bm, base.bn = bn, base.wg = wg, base.k_splits = 1;
             base.n_tiles = (int)((g->M + bn - 1) / bn);
             base.p_tiles = (int)((P + bm - 1) / bm);
             const int64_t tiles = (int64_t)base.n_tiles * base.p_tiles;
@@ -809,6 +874,12 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
                 base.persistent = true;
                 base.blocks = (int)resident;
                 ig->v[ig->n_v++] = base;
+            } else if (const int kt = split_k_stages(tiles, KT, c->prop.multiProcessorCount)) {
+                base.kt_split = kt;
+                base.k_splits = (int)((KT + kt - 1) / kt);
+                base.blocks = (int)tiles * base.k_splits;
+                ig->v[ig->n_v++] = base;
+                ig->acc_bytes = (size_t)P * (size_t)g->M * sizeof(int32_t);
             }
         }
     }
@@ -827,26 +898,41 @@ int cu_igemm_variants(const cu_igemm *ig)
     return ig->n_v;
 }
 
+int cu_igemm_split_k(const cu_igemm *ig, int variant)
+{
+    return ig->v[variant].k_splits;
+}
+
 uint32_t cu_igemm_signature(const cu_igemm *ig)
 {
     uint32_t h = 2166136261u; /* FNV-1a over each variant's shape and kind */
     for (int i = 0; i < ig->n_v; i++) {
         const igemm_variant &v = ig->v[i];
-        const int f[] = {v.bm, v.bn, v.wg, v.persistent};
+        const int f[] = {v.bm, v.bn, v.wg, v.persistent, v.k_splits, v.kt_split};
         for (int x : f) h = (h ^ (uint32_t)x) * 16777619u;
     }
     return h;
 }
 
-/* The GEMM kernel of `variant` on a prepared (or untouched) int8 input. */
-static qf_status launch_gemm(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y)
+/* The GEMM kernel of `variant` on a prepared (or untouched) int8 input; a
+ * split-K variant sums into scratch past the prepared input, then the
+ * GEMM path's epilogue kernel requantizes (bias, residual, activation). */
+static qf_status launch_gemm(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
+                             void *scratch)
 {
     const igemm_variant &v = ig->v[variant];
     igemm_params p = ig->p;
     p.x = x, p.res = res, p.y = y;
     p.n_tiles = v.n_tiles, p.p_tiles = v.p_tiles;
+    if (v.k_splits > 1) {
+        p.k_splits = v.k_splits, p.kt_split = v.kt_split;
+        p.res = NULL, p.small_acc = 0;
+        p.acc_out = (int32_t *)((char *)scratch + ig->prep_bytes);
+        CU_CHECK(cudaMemsetAsync(p.acc_out, 0, ig->acc_bytes, s));
+    }
     v.fn<<<v.blocks, THREADS, v.smem, s>>>(p);
     CU_LAUNCHED();
+    if (v.k_splits > 1) return cu_requant_launch(s, &ig->rq, p.acc_out, p.P, p.M, p.M, res, y);
     return QF_OK;
 }
 
@@ -866,13 +952,13 @@ static qf_status prep_and_launch(const cu_igemm *ig, int variant, cudaStream_t s
     else
         prep_input_kernel<1><<<b, 256, 0, s>>>((int8_t *)scratch, src, (int)g.H, (int)g.W, (int)g.C, ig->H2, ig->W2, pad, total);
     CU_LAUNCHED();
-    return launch_gemm(ig, variant, s, (const int8_t *)scratch, res, y);
+    return launch_gemm(ig, variant, s, (const int8_t *)scratch, res, y, scratch);
 }
 
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
                        void *scratch)
 {
-    if (ig->prep == PREP_NONE) return launch_gemm(ig, variant, s, x, res, y);
+    if (ig->prep == PREP_NONE) return launch_gemm(ig, variant, s, x, res, y, scratch);
     const cu_conv_geo &g = ig->geo;
     return prep_and_launch(ig, variant, s, int8_nhwc{x, (int)g.H, (int)g.W, (int)g.C}, res, y, scratch);
 }
@@ -887,8 +973,10 @@ qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t 
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)
 {
     const igemm_variant &v = ig->v[variant];
-    snprintf(buf, len, "implicit-GEMM %s %dx%d, %d-byte gather%s%s%s", v.wg ? "wgmma.s8" : "mma.s8", v.bm, v.bn, ig->vec,
+    char split[32] = "";
+    if (v.k_splits > 1) snprintf(split, sizeof split, ", split-K %d", v.k_splits);
+    snprintf(buf, len, "implicit-GEMM %s %dx%d, %d-byte gather%s%s%s%s", v.wg ? "wgmma.s8" : "mma.s8", v.bm, v.bn, ig->vec,
              ig->prep == PREP_S2D ? ", space-to-depth input" : ig->prep == PREP_WIDEN ? ", input widened to 4 channels" : "",
-             v.persistent ? ", persistent" : "", ig->p.small_acc ? "" : ", int32 conversions");
+             v.persistent ? ", persistent" : "", split, ig->p.small_acc || v.k_splits > 1 ? "" : ", int32 conversions");
     return buf;
 }

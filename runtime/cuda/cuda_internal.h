@@ -381,7 +381,8 @@ qf_status cu_requant_setup(cu_engine *c, const qf_node *n, int64_t channels, cu_
  * conv with an int8 output (M % 8 == 0) and lib/quant_math.h's epilogue bit
  * for bit, the patches gathered in shared memory; an input of C < 4 is first
  * rearranged in `scratch` (cu_igemm_scratch bytes). It offers several launch
- * variants (tile shape, persistent grid) for the tuner. */
+ * variants (tile shape, persistent grid, split-K where the tiles leave most
+ * SMs idle) for the tuner. */
 typedef struct cu_conv_geo {
     int64_t N, C, H, W, M, Ho, Wo, group;
     int kh, kw, sh, sw, ph, pw, dh, dw;
@@ -390,13 +391,16 @@ typedef struct cu_igemm cu_igemm;
 bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out, qf_act act);
 /* Whether Conv node n can run on the implicit-GEMM kernel (conv.cu). */
 bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n);
-size_t cu_igemm_scratch(const cu_conv_geo *g);
+/* Scratch bytes its runs need: the prepared input, split-K's int32 sums. */
+size_t cu_igemm_scratch(const cu_igemm *ig);
 /* w: the graph's (M, C, kh, kw) int8 weights; bias: its int32 bias on the host, or NULL. */
 qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, const int32_t *bias, const cu_requant *rq,
                           cu_igemm **out);
 void cu_igemm_free(cu_igemm *ig);
 int cu_igemm_variants(const cu_igemm *ig);
-/* At most this many (two per tile shape: plain and persistent grids). */
+/* The split-K parts of a variant (1: none). */
+int cu_igemm_split_k(const cu_igemm *ig, int variant);
+/* At most this many (two per tile shape: plain, and a persistent grid or split-K). */
 #define CU_IGEMM_MAX_VARIANTS 18
 /* A hash of the variant list, for tactic-cache keys: a cached index is only
  * reused by a build that offers the same variants in the same order. */

@@ -540,7 +540,7 @@ static qf_status mm_prepare_int8(cu_engine *c, cu_layer *L, mm_state *st)
     if (s == QF_OK && st->rows > 0 && cu_igemm_fits(&cg, st->rq.out, st->rq.act) && !cu_tactic_forced("lt")) {
         const qf_value *bv = qfi_in(g, n, 2);
         s = cu_igemm_create(c, &cg, wt, bv ? (const int32_t *)bv->data : NULL, &st->rq, &st->ig);
-        if (s == QF_OK) cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(&cg));
+        if (s == QF_OK) cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(st->ig));
     }
     free(wt);
     QF_CHECK(s);
