@@ -328,6 +328,16 @@ static void direct8_range(const conv8_job *j, const uint8_t *xp, int64_t n, int6
         for (int64_t b = b0; b < b1; b++) {
             fns[nv - 1](&j->st->bg, xp + p0 * 4, wg + b * j->st->quads * p->taps * mb, out);
             const int64_t rows = mg - b * mb < mb ? mg - b * mb : mb;
+            if (p->Wq == p->Wo) {
+                /* the grid's rows are the output's (1x1 convs): each channel's chunk is one run of the
+                 * output plane, requantized in one call rather than one per output row (7x7 maps: 7x fewer) */
+                for (int64_t r = 0; r < rows; r++) {
+                    const int64_t m = gi * mg + b * mb + r;
+                    k->requant_run(j->rq, out + r * chunk, len, j->st->add[m], j->m[m], j->res, j->y,
+                                   (n * j->geo->M + m) * p->Ho * p->Wo + p0);
+                }
+                continue;
+            }
             /* the grid's columns >= Wo are dropped */
             int64_t oh = p0 / p->Wq, ow = p0 % p->Wq;
             for (int64_t i = 0; i < len;) {
