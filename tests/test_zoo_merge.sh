@@ -2,7 +2,8 @@
 # bench/zoo/zoo.py merge and report on made-up results: a later run whose
 # deadline came before its timings keeps the earlier run's speed figures,
 # marked "*" in the table with the run they came from, and its own figures
-# win where it has them; ONNX Runtime's SQNR (zoo.py run --ort) has its column. Needs python3 (exit 77 without).
+# win where it has them; ONNX Runtime's SQNR (zoo.py run --ort) has its column;
+# a row the deadline cut short keeps the earlier one. Needs python3 (exit 77 without).
 set -u
 : "${top_srcdir:?}"
 command -v python3 > /dev/null || { echo "no python3: skipped"; exit 77; }
@@ -64,5 +65,16 @@ python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zo
 if row | grep -q '| -- (was 51,000) |' && grep -q 'commit eeeeeee.*INT8 made with `qforge quant --asymmetric`' "$tmp/R.md"
 then pass "other quant flags: nothing carried, the flags named"
 else fail "other quant flags: nothing carried: $(row)"; fi
+
+# a run whose deadline cut its checks short leaves the earlier complete row
+result "$tmp/new/resnet50.bn.ts17.json" fffffff 21.0 -
+python3 - "$tmp/new/resnet50.bn.ts17.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); r["cut_at"] = "ort_int8"; del r["ort_int8"]; json.dump(r, open(sys.argv[1], "w"))
+PY
+python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > "$tmp/merge.out" && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
+if row | grep -q '| 20.0 (was 19.0) |' && grep -q 'kept the earlier row' "$tmp/merge.out"; then
+  pass "a row cut short by the deadline does not replace a complete one"
+else fail "a row cut short by the deadline: $(row)"; fi
 
 [ $fails -eq 0 ]

@@ -502,7 +502,10 @@ class Run:
                 if per:
                     r["fp32_vs_torch_outputs"] = per
             self.save(r)
-        if self.late() or a.import_only:
+        if a.import_only:
+            return
+        if self.late():
+            self.cut(r, "calib")
             return
         table, q8, q16 = (self.path("q", key + s) for s in (".calib", ".int8.qfm", ".fp16.qfm"))
         dev = ["--device", a.device]
@@ -523,7 +526,9 @@ class Run:
             on_gpu = ok and a.device != "cpu" and self.sh(
                 r, "int8_gpu", [a.logits, q8, val, gpu_logits, "--device", a.device, "--batch", "50"]) is not None
         # the same INT8 model on the CPU, outside the GPU gate
-        if on_gpu and not self.late():
+        if on_gpu and self.late():
+            self.cut(r, "int8_cpu")
+        elif on_gpu:
             cpu_logits = self.path("logits", key + ".int8cpu.f32")
             if self.sh(r, "int8_cpu", [a.logits, q8, val, cpu_logits, "--device", "cpu", "--threads",
                                        self.cpu_threads(), "--batch", "50"]) is not None:
@@ -543,8 +548,17 @@ class Run:
                     g, c = g.reshape(n, -1), c.reshape(n, -1)
                     r["gpu_vs_cpu_int8"]["agreement"] = float(np.mean(g.argmax(1) == c.argmax(1)))
                 self.save(r)
-        if a.ort and ok and r["model"] not in DETECTORS and not self.late():
-            self.ort(r, onnx_path, pp)
+        if a.ort and ok and r["model"] not in DETECTORS:
+            if self.late():
+                self.cut(r, "ort_int8")
+            else:
+                self.ort(r, onnx_path, pp)
+
+    def cut(self, r, step):
+        """Records that the deadline came before `step` (and the checks after
+        it): merge keeps an earlier complete row rather than this one."""
+        r["cut_at"] = step
+        self.save(r)
 
     def ort(self, r, onnx_path, pp):
         """Issue 15's peer on the same export and the same images (--ort): ONNX
@@ -706,7 +720,8 @@ def carry_speed(new, old):
 def cmd_merge(a):
     """Copies a run's JSON files into the results folder; a result replacing
     one of another run keeps that one's headline figures as "previous", and
-    the timings it lacks (carry_speed)."""
+    the timings it lacks (carry_speed). A result whose checks the run's
+    deadline cut short ("cut_at") does not replace a complete one."""
     n = 0
     os.makedirs(a.results, exist_ok=True)
     for p in sorted(glob.glob(os.path.join(a.new, "*.json"))):
@@ -714,6 +729,10 @@ def cmd_merge(a):
         dst = os.path.join(a.results, os.path.basename(p))
         if os.path.exists(dst):
             old = json.load(open(dst))
+            if new.get("cut_at") and not old.get("cut_at"):
+                print("zoo.py: %s: kept the earlier row (this run's deadline came before %s)" %
+                      (os.path.basename(p), new["cut_at"]))
+                continue
             if old.get("run") != new.get("run"):
                 new["previous"] = headline(old)
             elif "previous" in old:
