@@ -22,6 +22,10 @@ const qf_histogram *qfi_calib_value_hist(const qf_calib *c, int value);
  * input. histogram.c. */
 void qfi_histogram_add_relu(qf_histogram *h, qf_histogram *hr, const float *x, size_t n);
 
+/* The oldest table format version that holds t (what qf_calib_table_write
+ * writes). table.c. */
+int qfi_calib_table_version(const qf_calib_table *t);
+
 /* The chooser's score of each auto candidate for graph value `value` (the sum
  * qf_auto_chooser_apply() compares); false if the value is not judged or was
  * never seen. auto.c. */

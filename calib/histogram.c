@@ -1,9 +1,12 @@
 /* Streaming |x| histograms with a power-of-two range that widens by merging pairs
  * of bins. Exactness argument: at range 2^e the bin of a is floor(a * 2^(11-e));
  * at 2^(e+s) it is floor(a * 2^(11-e-s)) = floor(a * 2^(11-e)) >> s, so widening
- * commutes with adding and any order or split of the data gives the same counts. */
+ * commutes with adding and any order or split of the data gives the same counts.
+ * The signed minimum beside them is a minimum over finite values, with -0 taken
+ * as +0: the same bits in any order too. */
 #include "internal.h"
 #include "qforge/calib.h"
+#include "float_math.h"
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -11,7 +14,15 @@
 void qf_histogram_init(qf_histogram *h)
 {
     memset(h, 0, sizeof *h);
+    h->min = INFINITY;
     h->exp = QF_HIST_EXP_EMPTY;
+}
+
+/* h->min takes the value whose order key (qfi_f32_order_key) is `key`, if smaller. */
+static void note_min(qf_histogram *h, uint32_t key)
+{
+    float v = qfi_bits_f32(qfi_f32_from_order_key(key));
+    if (v < h->min) h->min = v;
 }
 
 void qf_histogram_widen(qf_histogram *h, int exp)
@@ -52,6 +63,7 @@ static void add_slow(qf_histogram *h, const float *x, size_t n)
             nonfinite++;
             continue;
         }
+        note_min(h, qfi_f32_order_key(qfi_f32_bits(x[i])));
         if (a == 0.0f) {
             zeros++;
             continue;
@@ -85,25 +97,33 @@ static uint32_t max_abs_bits(const float *x, size_t n)
     return top;
 }
 
-/* One vectorized pass over a chunk: idx[i] = floor(|x[i]| * scale), the number of
- * exact zeros, and the largest |x| as bits (see max_abs_bits), which tells the
- * caller whether the indices are valid (every |x| below the range) before it
- * counts them. Products of 2048 or more (values beyond the range, NaN, Inf) get
- * index 0 so the conversion stays defined; they are never counted. With
- * `relu`, positive x[i] get index 2048 + bin instead (the Relu's half, see
- * qfi_histogram_add_relu), *positive counts them and *top_pos is the largest of
- * them as bits; without, those two may be NULL. (A loop-invariant flag: gcc
- * compiles the loop twice.) */
+/* What one pass over a chunk found besides the bins. */
+typedef struct chunk_stats {
+    uint32_t top;      /* the largest |x| as bits (see max_abs_bits) */
+    uint32_t low;      /* the smallest x as its order key (qfi_f32_order_key); valid when top is finite */
+    uint32_t zeros;    /* exact zeros */
+    uint32_t positive; /* with relu: x > 0 */
+    uint32_t top_pos;  /* with relu: the largest of those as bits */
+} chunk_stats;
+
+/* One vectorized pass over a chunk: idx[i] = floor(|x[i]| * scale) and the
+ * chunk's stats, whose top tells the caller whether the indices are valid
+ * (every |x| below the range) before it counts them. Products of 2048 or more
+ * (values beyond the range, NaN, Inf) get index 0 so the conversion stays
+ * defined; they are never counted. With `relu`, positive x[i] get index 2048 +
+ * bin instead (the Relu's half, see qfi_histogram_add_relu), counted in
+ * st->positive. (A loop-invariant flag: gcc compiles the loop twice.) */
 QFI_SIMD_CLONES
-static uint32_t bin_indices(const float *x, size_t n, float scale, bool relu, uint16_t *idx, uint32_t *zeros,
-                            uint32_t *positive, uint32_t *top_pos)
+static void bin_indices(const float *x, size_t n, float scale, bool relu, uint16_t *idx, chunk_stats *st)
 {
-    uint32_t top = 0, z = 0, npos = 0, tpos = 0;
+    uint32_t top = 0, low = UINT32_MAX, z = 0, npos = 0, tpos = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t bits;
         memcpy(&bits, &x[i], 4);
         uint32_t u = bits & 0x7fffffffu;
         top = u > top ? u : top;
+        uint32_t key = qfi_f32_order_key(bits);
+        low = key < low ? key : low;
         z += u == 0;
         float a;
         memcpy(&a, &u, 4);
@@ -118,12 +138,7 @@ static uint32_t bin_indices(const float *x, size_t n, float scale, bool relu, ui
         }
         idx[i] = (uint16_t)b;
     }
-    *zeros = z;
-    if (relu) {
-        *positive = npos;
-        *top_pos = tpos;
-    }
-    return top;
+    *st = (chunk_stats){.top = top, .low = low, .zeros = z, .positive = npos, .top_pos = tpos};
 }
 
 enum {
@@ -184,14 +199,16 @@ static void fold(qf_histogram *h, pending *p)
     p->nonpos = 0;
 }
 
-/* Counts a chunk whose bins are in idx (below 2048, or 4096 with p->relu; top =
- * its largest |x|). */
-static void count_chunk(qf_histogram *h, pending *p, bool direct, const uint16_t *idx, size_t m, uint32_t top,
-                        float scale, uint32_t zeros)
+/* Counts a chunk whose bins are in idx (below 2048, or 4096 with p->relu) and
+ * whose values are finite. */
+static void count_chunk(qf_histogram *h, pending *p, bool direct, const uint16_t *idx, size_t m,
+                        const chunk_stats *st, float scale)
 {
+    const uint32_t zeros = st->zeros;
     float mx;
-    memcpy(&mx, &top, 4);
+    memcpy(&mx, &st->top, 4);
     if (mx > h->absmax) h->absmax = mx;
+    note_min(h, st->low);
     if (direct) {
         for (size_t i = 0; i < m; i++) h->bins[idx[i]]++;
         h->bins[0] -= zeros;
@@ -236,14 +253,16 @@ void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
     for (size_t off = 0; off < n; off += CHUNK) {
         size_t m = n - off < CHUNK ? n - off : CHUNK;
         const float *b = x + off;
-        uint32_t zeros, top;
+        chunk_stats st;
+        uint32_t top;
         // 2^(11-exp) is a normal float for exp >= -116; exp is at most 128
         if (h->exp >= -116) {
             float scale = ldexpf(1.0f, 11 - h->exp);
             uint32_t lim = h->exp >= 128 ? 0x7f800000u : (uint32_t)(h->exp + 127) << 23; /* 2^exp as bits */
-            top = bin_indices(b, m, scale, false, idx, &zeros, NULL, NULL);
+            bin_indices(b, m, scale, false, idx, &st);
+            top = st.top;
             if (top < lim) {
-                count_chunk(h, &p, direct, idx, m, top, scale, zeros);
+                count_chunk(h, &p, direct, idx, m, &st, scale);
                 continue;
             }
         } else {
@@ -258,6 +277,7 @@ void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
         memcpy(&mx, &top, 4);
         if (mx == 0.0f) {
             h->zeros += m;
+            note_min(h, qfi_f32_order_key(0));
             continue;
         }
         if (mx >= ldexpf(1.0f, h->exp)) {
@@ -269,8 +289,8 @@ void qf_histogram_add(qf_histogram *h, const float *x, size_t n)
             continue;
         }
         float scale = ldexpf(1.0f, 11 - h->exp);
-        top = bin_indices(b, m, scale, false, idx, &zeros, NULL, NULL);
-        count_chunk(h, &p, direct, idx, m, top, scale, zeros);
+        bin_indices(b, m, scale, false, idx, &st);
+        count_chunk(h, &p, direct, idx, m, &st, scale);
     }
     fold(h, &p);
 }
@@ -295,14 +315,16 @@ void qfi_histogram_add_relu(qf_histogram *h, qf_histogram *hr, const float *x, s
         if (n >= SMALL && h->exp == hr->exp && h->exp >= -116) {
             float scale = ldexpf(1.0f, 11 - h->exp);
             uint32_t lim = h->exp >= 128 ? 0x7f800000u : (uint32_t)(h->exp + 127) << 23; /* 2^exp as bits */
-            uint32_t zeros, positive, top_pos;
-            uint32_t top = bin_indices(b, m, scale, true, idx, &zeros, &positive, &top_pos);
-            if (top < lim) {
-                count_chunk(h, &p, false, idx, m, top, scale, zeros);
-                p.nonpos += m - positive;
+            chunk_stats st;
+            bin_indices(b, m, scale, true, idx, &st);
+            if (st.top < lim) {
+                count_chunk(h, &p, false, idx, m, &st, scale);
+                p.nonpos += m - st.positive;
                 float mx;
-                memcpy(&mx, &top_pos, 4);
+                memcpy(&mx, &st.top_pos, 4);
                 if (mx > hr->absmax) hr->absmax = mx;
+                /* the Relu's smallest: a zero where any x <= 0, else the chunk's smallest */
+                note_min(hr, st.positive < m ? qfi_f32_order_key(0) : st.low);
                 continue;
             }
         }
@@ -323,6 +345,7 @@ void qf_histogram_merge(qf_histogram *dst, const qf_histogram *src)
     dst->zeros += src->zeros;
     dst->nonfinite += src->nonfinite;
     if (src->absmax > dst->absmax) dst->absmax = src->absmax;
+    if (src->min < dst->min) dst->min = src->min;
 }
 
 double qf_histogram_bin_width(const qf_histogram *h)

@@ -297,7 +297,6 @@ qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percenti
     qf_calib_table *t = qfi_calloc(1, sizeof *t);
     if (!t) return QF_ERR_NOMEM;
     memcpy(t->equalized, c->g->equalized, sizeof t->equalized);
-    t->version = t->equalized[0] ? 2 : 1;
     t->methods = methods;
     t->percentile = (methods & (1u << QF_CALIB_PERCENTILE)) ? percentile : QF_CALIB_PERCENTILE_DEFAULT;
     t->images = meta->images;
@@ -316,8 +315,11 @@ qf_status qf_calib_finalize(const qf_calib *c, unsigned methods, double percenti
         t->n++;
         for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
             if (methods & (1u << m)) e->amax[m] = qf_calib_threshold(h, (qf_calib_method)m, percentile);
+        e->has_min = isfinite(h->min);
+        if (e->has_min) e->min = h->min;
         warn_range(e->name, h);
     }
+    t->version = qfi_calib_table_version(t);
     free(slots);
     *out = t;
     return QF_OK;

@@ -10,6 +10,7 @@
 
 #define TABLE_MAGIC "qforge-calib"
 #define TABLE_MAX_BYTES ((size_t)256 << 20)  /* QF_MAX_VALUES lines of ~600 bytes */
+#define MIN_KEY "min"                       /* a tensor line's minimum field (version 3) */
 #define TRT_VERSION "8601"                  /* TensorRT 8.6.1, the cache header it writes */
 
 /* ---- table helpers --------------------------------------------------------------------- */
@@ -74,6 +75,11 @@ qf_status qf_calib_table_amax(const qf_calib_table *t, int i, qf_calib_method m,
     }
     *amax = t->entries[i].amax[m];
     return QF_OK;
+}
+
+float qf_calib_table_min(const qf_calib_table *t, int i)
+{
+    return i >= 0 && i < t->n && t->entries[i].has_min ? t->entries[i].min : NAN;
 }
 
 /* Length of the UTF-8 sequence at p (at most n bytes), or 0 if it is not valid
@@ -146,14 +152,22 @@ static qf_status table_validate(const qf_calib_table *t, const char *path)
             if ((t->methods & (1u << m)) && !valid_amax(e->amax[m]))
                 return qf_error(QF_ERR_INVALID, "%s: tensor %s: %s threshold %g is not a finite number >= 0",
                                 path, e->name, qf_calib_method_name(m), e->amax[m]);
+        if (e->has_min && !isfinite(e->min))
+            return qf_error(QF_ERR_INVALID, "%s: tensor %s: minimum %g is not a finite number", path, e->name,
+                            (double)e->min);
     }
     return QF_OK;
 }
 
-/* The oldest format version that holds t: 2 adds the 'equalized' line, so
- * that a qforge older than it refuses such a table instead of applying its
- * thresholds to the graph it was not made on. */
-static int table_version(const qf_calib_table *t) { return t->equalized[0] ? 2 : 1; }
+/* 2 adds the 'equalized' line, so that a qforge older than it refuses such a
+ * table instead of applying its thresholds to the graph it was not made on; 3
+ * adds the tensors' minimums (and makes that line optional). */
+int qfi_calib_table_version(const qf_calib_table *t)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->entries[i].has_min) return 3;
+    return t->equalized[0] ? 2 : 1;
+}
 
 qf_status qf_calib_table_write(const qf_calib_table *t, const char *path)
 {
@@ -163,7 +177,7 @@ qf_status qf_calib_table_write(const qf_calib_table *t, const char *path)
     FILE *f = af.f;
     char list[128];
     methods_string(t->methods, t->percentile, list, sizeof list);
-    fprintf(f, "%s %d\n", TABLE_MAGIC, table_version(t));
+    fprintf(f, "%s %d\n", TABLE_MAGIC, qfi_calib_table_version(t));
     fprintf(f, "method %s\n", list);
     fprintf(f, "images %lld\n", (long long)t->images);
     fprintf(f, "model-sha256 %s\n", t->model_sha256);
@@ -188,6 +202,7 @@ qf_status qf_calib_table_write(const qf_calib_table *t, const char *path)
             else
                 fprintf(f, " %s=%.9g", qf_calib_method_name(m), a);
         }
+        if (e->has_min) fprintf(f, " %s=%.9g", MIN_KEY, (double)(e->min + 0.0f));
         fputc('\n', f);
     }
     return qfi_atomic_commit(&af);
@@ -324,16 +339,22 @@ static bool parse_int64(const char *s, int64_t max, int64_t *out)
     return true;
 }
 
-/* A threshold as the writer prints it (%.9g of a finite float >= 0). */
-static bool parse_amax(const char *s, float *out)
+/* A finite float as the writer prints it (%.9g: no '+' in front). */
+static bool parse_float(const char *s, float *out)
 {
-    if (!*s || strspn(s, "0123456789.e+-") != strlen(s) || s[0] == '-' || s[0] == '+') return false;
+    if (!*s || strspn(s, "0123456789.e+-") != strlen(s) || s[0] == '+') return false;
     char *end;
     errno = 0;
     float v = strtof(s, &end);
-    if (*end || !valid_amax(v)) return false;
+    if (*end || !isfinite(v)) return false;
     *out = v;
     return true;
+}
+
+/* A threshold as the writer prints it (%.9g of a finite float >= 0). */
+static bool parse_amax(const char *s, float *out)
+{
+    return s[0] != '-' && parse_float(s, out) && valid_amax(*out);
 }
 
 /* Undoes put_escaped() in place; false on a malformed escape. */
@@ -421,14 +442,15 @@ static qf_status parse_header(reader *r, qf_calib_table *t, int64_t *ntensors)
     if (!unescape(v)) return bad_line(r, "malformed %%XX escape in the preprocessing description");
     if (!(t->preprocess = qfi_strdup(v))) return QF_ERR_NOMEM;
 
-    if (t->version >= 2) {
-        QF_CHECK(need_line(r, &line, "the 'equalized' line"));
+    /* version 2 has the 'equalized' line always, version 3 for an equalized graph */
+    QF_CHECK(need_line(r, &line, t->version == 2 ? "the 'equalized' line" : "the 'tensors' line"));
+    if (t->version == 2 || (t->version >= 3 && after_key(line, "equalized"))) {
         if (!(v = after_key(line, "equalized")) || !qfi_is_sha256_hex(v))
             return bad_line(r, "expected 'equalized' and 64 lowercase hex digits");
         memcpy(t->equalized, v, 65);
+        QF_CHECK(need_line(r, &line, "the 'tensors' line"));
     }
 
-    QF_CHECK(need_line(r, &line, "the 'tensors' line"));
     if (!(v = after_key(line, "tensors")) || !parse_int64(v, QF_MAX_VALUES, ntensors))
         return bad_line(r, "expected 'tensors COUNT' (at most %d)", QF_MAX_VALUES);
     // Every tensor line takes at least 4 bytes ("a 0\n"): check before allocating.
@@ -465,7 +487,7 @@ static bool name_set_add(name_set *ns, const char *name)
 
 static qf_status parse_entry(reader *r, char *line, const qf_calib_table *t, qf_calib_entry *e)
 {
-    char *field[QF_CALIB_METHOD_COUNT + 2];
+    char *field[QF_CALIB_METHOD_COUNT + 3];
     int nf = 0;
     for (char *p = line;;) {
         char *sp = strchr(p, ' ');
@@ -478,7 +500,11 @@ static qf_status parse_entry(reader *r, char *line, const qf_calib_table *t, qf_
     int want = 1 + __builtin_popcount(t->methods);
     for (int k = 0; k < nf; k++)
         if (!field[k][0]) return bad_line(r, "empty field (two spaces in a row, or a space at the end of the line)");
-    if (nf != want) return bad_line(r, "expected a tensor name and %d threshold%s, found %d fields", want - 1, want > 2 ? "s" : "", nf);
+    /* version 3: the minimum may follow the thresholds */
+    char *min = t->version >= 3 && nf == want + 1 ? field[want] : NULL;
+    if (nf != want && !min)
+        return bad_line(r, "expected a tensor name and %d threshold%s%s, found %d fields", want - 1, want > 2 ? "s" : "",
+                        t->version >= 3 ? " (then " MIN_KEY "=VALUE or nothing)" : "", nf);
     if (!unescape(field[0])) return bad_line(r, "malformed %%XX escape in the tensor name");
     if (!(e->name = qfi_strdup(field[0]))) return QF_ERR_NOMEM;
     bool single = want == 2;
@@ -498,6 +524,13 @@ static qf_status parse_entry(reader *r, char *line, const qf_calib_table *t, qf_
         }
         if (!parse_amax(val, &e->amax[m]))
             return bad_line(r, "tensor %s: bad %s threshold '%s' (a finite number >= 0)", e->name, qf_calib_method_name(m), val);
+    }
+    if (min) {
+        const size_t k = strlen(MIN_KEY "=");
+        if (strncmp(min, MIN_KEY "=", k) || !parse_float(min + k, &e->min))
+            return bad_line(r, "tensor %s: expected %s=VALUE (a finite number) after the thresholds, found '%s'",
+                            e->name, MIN_KEY, min);
+        e->has_min = true;
     }
     return QF_OK;
 }

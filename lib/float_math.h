@@ -84,6 +84,20 @@ static QFI_HD float qfi_bits_f32(uint32_t u)
 #endif
 }
 
+/* A float's bits as a key whose unsigned order is the float order (-inf to
+ * +inf; NaN falls outside), so that an integer min or max reduction, which
+ * vectorizes and has device atomics, finds a signed extreme. Both zeros take
+ * +0's key: a minimum must not depend on which zero came first. */
+static QFI_HD uint32_t qfi_f32_order_key(uint32_t bits)
+{
+    const uint32_t flip = (uint32_t)((int32_t)bits >> 31) | 0x80000000u; /* negatives: every bit */
+    return bits & 0x7fffffffu ? bits ^ flip : 0x80000000u;
+}
+static QFI_HD uint32_t qfi_f32_from_order_key(uint32_t key)
+{
+    return key & 0x80000000u ? key ^ 0x80000000u : ~key;
+}
+
 /* 2^k for k in [-126, 127]: a normal float made from its exponent bits. */
 static QFI_HD float qfi_pow2i(int k) { return qfi_bits_f32((uint32_t)(k + 127) << 23); }
 

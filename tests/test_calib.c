@@ -90,7 +90,8 @@ static int count_files(const char *part)
 static bool hist_equal(const qf_histogram *a, const qf_histogram *b)
 {
     return a->exp == b->exp && a->zeros == b->zeros && a->nonfinite == b->nonfinite &&
-           !memcmp(&a->absmax, &b->absmax, sizeof a->absmax) && !memcmp(a->bins, b->bins, sizeof a->bins);
+           !memcmp(&a->absmax, &b->absmax, sizeof a->absmax) && !memcmp(&a->min, &b->min, sizeof a->min) &&
+           !memcmp(a->bins, b->bins, sizeof a->bins);
 }
 static uint32_t f32_bits(float x)
 {
@@ -221,7 +222,9 @@ START_TEST(histogram_exact)
         if (!isfinite(x[i])) ref.nonfinite++;
         else if (x[i] == 0) ref.zeros++;
         else ref.bins[(int)floor(ldexp(fabs(x[i]), 11 - e))]++;
+        if (isfinite(x[i]) && x[i] < ref.min) ref.min = x[i] + 0.0f; /* a zero as +0 */
     }
+    ck_assert(ref.min < -1.0f);
     ck_assert(ldexp(1.0, e) > amax && ldexp(1.0, e - 1) <= amax);
     // Streaming, in ascending order of magnitude: the range widens many times.
     float *sorted = malloc(n * sizeof *sorted);
@@ -304,6 +307,81 @@ START_TEST(histogram_batch_splits)
             ck_assert_uint_eq(f32_bits(qf_calib_threshold(&h, m, 99.9)), f32_bits(thr_ref[m]));
     }
     free(x);
+}
+END_TEST
+
+/* The signed minimum beside the |x| bins: the smallest finite value (a zero
+ * as +0, never -0), +inf while there is none; the same bits whatever the
+ * order, the split into calls or the merging, on the vectorized chunks and
+ * the reference path (taken for chunks with NaN or Inf) alike, and a Relu
+ * output's made in its input's pass. */
+START_TEST(histogram_min)
+{
+    qf_histogram h, a, b, m;
+    qf_histogram_init(&h);
+    ck_assert(isinf(h.min) && h.min > 0);
+    const float bad[3] = {NAN, -INFINITY, INFINITY};
+    qf_histogram_add(&h, bad, 3);
+    ck_assert(isinf(h.min) && h.min > 0); /* no finite value: still none */
+    const float zeros[2] = {-0.0f, 0.0f}, zeros_rev[2] = {0.0f, -0.0f};
+    qf_histogram_init(&a);
+    qf_histogram_add(&a, zeros, 2);
+    qf_histogram_init(&b);
+    qf_histogram_add(&b, zeros_rev, 2);
+    ck_assert_uint_eq(f32_bits(a.min), 0);
+    ck_assert_uint_eq(f32_bits(b.min), 0);
+
+    /* a two-sided tensor whose negative side is a quarter of its positive one */
+    rng_state = 6;
+    const size_t n = 30000;
+    float *x = malloc(n * sizeof *x), *rev = malloc(n * sizeof *rev), *r = malloc(n * sizeof *r);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(rng_uniform() * 1.25 - 0.25) * 8.0f;
+    x[n / 3] = -2.0f;  /* -0.25 of the largest */
+    x[n / 2] = 8.0f;
+    x[n / 4] = -0.0f;
+    for (size_t i = 0; i < n; i++) rev[i] = x[n - 1 - i];
+    for (int pass = 0; pass < 2; pass++) { /* pass 1: a NaN in every other call (the reference path) */
+        qf_histogram_init(&h);
+        qf_histogram_add(&h, x, n);
+        ck_assert_uint_eq(f32_bits(h.min), f32_bits(-2.0f));
+        qf_histogram_init(&a);
+        qf_histogram_init(&b);
+        for (size_t off = 0; off < n; off += 1000) {
+            qf_histogram_add(&a, rev + off, 1000);
+            qf_histogram_add(&b, x + off, 1000);
+            if (pass) qf_histogram_add(&b, bad, 1);
+        }
+        ck_assert_uint_eq(f32_bits(a.min), f32_bits(-2.0f));
+        ck_assert_uint_eq(f32_bits(b.min), f32_bits(-2.0f));
+        qf_histogram_init(&a);
+        qf_histogram_init(&b);
+        qf_histogram_add(&a, x, n / 2);       /* holds the minimum */
+        qf_histogram_add(&b, x + n / 2, n - n / 2);
+        m = b;
+        qf_histogram_merge(&m, &a);
+        ck_assert_uint_eq(f32_bits(m.min), f32_bits(-2.0f));
+        m = a;
+        qf_histogram_merge(&m, &b);
+        ck_assert_uint_eq(f32_bits(m.min), f32_bits(-2.0f));
+        qf_histogram_init(&m);
+        qf_histogram_merge(&m, &b); /* an empty histogram takes the other's */
+        ck_assert_float_eq(m.min, b.min);
+        ck_assert(b.min > -2.0f && b.min < 0.0f);
+        x[n / 5] = NAN;
+    }
+
+    /* a Relu's histogram from its input: 0 where any x <= 0, else the smallest x */
+    for (int positive = 0; positive < 2; positive++) {
+        for (size_t i = 0; i < n; i++) r[i] = positive ? fabsf(rev[i]) + 0.5f : rev[i];
+        qf_histogram_init(&h);
+        qf_histogram_init(&a);
+        qfi_histogram_add_relu(&h, &a, r, n);
+        ck_assert_uint_eq(f32_bits(a.min), f32_bits(positive ? 0.5f : 0.0f));
+        ck_assert_uint_eq(f32_bits(h.min), f32_bits(positive ? 0.5f : -2.0f));
+    }
+    free(x);
+    free(rev);
+    free(r);
 }
 END_TEST
 
@@ -607,7 +685,8 @@ static void image_data(int k, float *in, float *out)
     rng_state = saved;
 }
 
-static const char *SHA = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+#define SHA_HEX "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+static const char *SHA = SHA_HEX;
 
 /* Calibrates IMAGES images in batches of `batch` (the last one padded with garbage)
  * on `threads` threads; images [first, last) only. */
@@ -1070,6 +1149,9 @@ static void assert_tables_equal(const qf_calib_table *a, const qf_calib_table *b
         if (strcmp(a->entries[i].name, b->entries[i].name)) bad = i;
         for (int m = 0; m < QF_CALIB_METHOD_COUNT; m++)
             if ((a->methods & (1u << m)) && f32_bits(a->entries[i].amax[m]) != f32_bits(b->entries[i].amax[m])) bad = i;
+        if (a->entries[i].has_min != b->entries[i].has_min ||
+            (a->entries[i].has_min && f32_bits(a->entries[i].min) != f32_bits(b->entries[i].min)))
+            bad = i;
     }
     ck_assert_msg(bad < 0, "entry %d differs: %s", bad, bad >= 0 ? a->entries[bad].name : "");
 }
@@ -1184,7 +1266,7 @@ START_TEST(table_rejects_garbage)
 
     // {line replaced, its text, line the error must name (0: the replaced one)}
     static const struct { int line; const char *repl; int at; } cases[] = {
-        {1, "qforge-calib 3"},
+        {1, "qforge-calib 4"},
         {1, "qforge-calib 0"},
         {1, "qforge-calib 2", 6}, /* version 2 has an 'equalized' line before 'tensors' */
         {1, "qforge-calib"},
@@ -1252,6 +1334,105 @@ START_TEST(table_rejects_garbage)
     ck_assert_int_eq(qf_calib_table_read(tmp_path("missing.calib"), &r), QF_ERR_IO);
     free(good);
     qf_calib_table_free(t);
+    remove_tmpdir();
+}
+END_TEST
+
+/* Version 3 adds each tensor's minimum, as the last field of its line
+ * (min=VALUE, signed), where the entry has one; the 'equalized' line only for
+ * an equalized graph's table. The same bits come back, and entries without a
+ * minimum read back without one. */
+START_TEST(table_min_round_trip)
+{
+    make_tmpdir();
+    const float mins[] = {-0.25f, 0.0f, -FLT_MAX, -1e-45f, 3.5f, -16777217.0f};
+    for (int k = 0; k < 3; k++) { /* one method, several, and an equalized graph's */
+        qf_calib_table *t = sample_table(k == 1 ? QF_CALIB_ALL : 1u << QF_CALIB_ENTROPY, 40), *r;
+        if (k == 2) memset(t->equalized, 'e', 64);
+        for (int i = 0; i < t->n; i++) {
+            t->entries[i].has_min = i % 7 != 5;
+            t->entries[i].min = t->entries[i].has_min ? mins[i % QF_ARRAY_LEN(mins)] : NAN;
+        }
+        ck_assert_int_eq(qf_calib_table_write(t, tmp_path("m.calib")), QF_OK);
+        ck_assert_int_eq(qf_calib_table_read(tmp_path("m.calib"), &r), QF_OK);
+        t->version = 3;
+        assert_tables_equal(t, r);
+        ck_assert_str_eq(r->equalized, t->equalized);
+        ck_assert_uint_eq(f32_bits(qf_calib_table_min(r, 0)), f32_bits(-0.25f));
+        ck_assert(isnan(qf_calib_table_min(r, 5)) && !r->entries[5].has_min);
+        ck_assert(isnan(qf_calib_table_min(r, 40)));
+        char *a = slurp(tmp_path("m.calib"), NULL);
+        ck_assert(!strncmp(a, "qforge-calib 3\n", 15));
+        ck_assert(!strstr(a, "\nequalized ") == (k != 2));
+        if (k == 0) ck_assert_ptr_nonnull(strstr(a, "\ninput.1 0 min=-0.25\n/layer1/conv%202/Conv_output_0 3.40282347e+38 min=0\n"));
+        if (k == 1) ck_assert_ptr_nonnull(strstr(a, " mse=1.40129846e-45 min=-0.25\n"));
+        free(a);
+        qf_calib_table_free(t);
+        qf_calib_table_free(r);
+    }
+    /* a mangled minimum fails naming its line (7: the first tensor's, of 2 methods) */
+    qf_calib_table *t = sample_table((1u << QF_CALIB_ENTROPY) | (1u << QF_CALIB_MINMAX), 3);
+    t->entries[1].has_min = true;
+    t->entries[1].min = -1.0f;
+    ck_assert_int_eq(qf_calib_table_write(t, tmp_path("m.calib")), QF_OK);
+    char *good = slurp(tmp_path("m.calib"), NULL);
+    static const char *const bad[] = {
+        "x entropy=1 minmax=2 min=", "x entropy=1 minmax=2 min=nan", "x entropy=1 minmax=2 min=-inf",
+        "x entropy=1 minmax=2 min=+1", "x entropy=1 minmax=2 min=1e39", "x entropy=1 minmax=2 min=--1",
+        "x entropy=1 minmax=2 mn=-1", "x entropy=1 minmax=2 -1", "x entropy=1 minmax=2 min=-1 min=-2",
+        "x entropy=1 min=-1 minmax=2", "x min=-1 entropy=1 minmax=2", "x entropy=1 minmax=2 min=-1 ",
+    };
+    for (size_t k = 0; k < QF_ARRAY_LEN(bad); k++) {
+        char *txt = replace_line(good, 7, bad[k]);
+        expect_bad(txt, strlen(txt), 7, bad[k]);
+        free(txt);
+    }
+    char *ok = replace_line(good, 7, "x entropy=1 minmax=2 min=-1e-45");
+    spit(tmp_path("ok.calib"), ok, strlen(ok));
+    qf_calib_table *r;
+    ck_assert_int_eq(qf_calib_table_read(tmp_path("ok.calib"), &r), QF_OK);
+    ck_assert_float_eq(r->entries[0].min, -1e-45f);
+    qf_calib_table_free(r);
+    char *eq = replace_line(good, 6, "equalized 0123"); /* v3's optional line, malformed */
+    expect_bad(eq, strlen(eq), 6, "a malformed 'equalized' line");
+    free(eq);
+    free(ok);
+    free(good);
+    qf_calib_table_free(t);
+    remove_tmpdir();
+}
+END_TEST
+
+/* Tables written before version 3 (by a qforge without minimums) read as they
+ * did: no entry has a minimum, so quant gives their two-sided tensors no zero
+ * point. */
+START_TEST(table_reads_old_versions)
+{
+    make_tmpdir();
+    static const char v1[] = "qforge-calib 1\nmethod auto,minmax\nimages 10\nmodel-sha256 " SHA_HEX "\npreprocess\n"
+                             "tensors 2\nx auto=1.5 minmax=2\ny auto=0.25 minmax=0.5\n";
+    static const char v2[] = "qforge-calib 2\nmethod minmax\nimages 10\nmodel-sha256 " SHA_HEX "\npreprocess --gray\n"
+                             "equalized " SHA_HEX "\ntensors 1\nx 2\n";
+    const char *texts[2] = {v1, v2};
+    for (int k = 0; k < 2; k++) {
+        qf_calib_table *r;
+        spit(tmp_path("old.calib"), texts[k], strlen(texts[k]));
+        ck_assert_int_eq(qf_calib_table_read(tmp_path("old.calib"), &r), QF_OK);
+        ck_assert_int_eq(r->version, k + 1);
+        ck_assert_int_eq(r->n, 2 - k);
+        for (int i = 0; i < r->n; i++) ck_assert(!r->entries[i].has_min && isnan(qf_calib_table_min(r, i)));
+        ck_assert_str_eq(r->equalized, k ? SHA : "");
+        /* written again as it was read: the same version and bytes */
+        ck_assert_int_eq(qf_calib_table_write(r, tmp_path("again.calib")), QF_OK);
+        char *again = slurp(tmp_path("again.calib"), NULL);
+        ck_assert_str_eq(again, texts[k]);
+        free(again);
+        qf_calib_table_free(r);
+    }
+    /* a minimum is a version 3 field: in a version 1 or 2 line it is an extra field */
+    static const char v1min[] = "qforge-calib 1\nmethod minmax\nimages 10\nmodel-sha256 " SHA_HEX "\npreprocess\n"
+                                "tensors 1\nx 2 min=-1\n";
+    expect_bad(v1min, strlen(v1min), 7, "a minimum in a version 1 table");
     remove_tmpdir();
 }
 END_TEST
@@ -1402,6 +1583,7 @@ static Suite *calib_suite(void)
     tcase_add_test(tc, histogram_merge_exact);
     tcase_add_test(tc, histogram_batch_splits);
     tcase_add_test(tc, histogram_relu_exact);
+    tcase_add_test(tc, histogram_min);
     tcase_add_test(tc, calib_uniform);
     tcase_add_test(tc, calib_gaussian);
     tcase_add_test(tc, calib_laplacian);
@@ -1416,6 +1598,8 @@ static Suite *calib_suite(void)
     tcase_add_test(tc, finalize_rejects_bad_meta);
     tcase_add_test(tc, table_round_trip);
     tcase_add_test(tc, table_rejects_garbage);
+    tcase_add_test(tc, table_min_round_trip);
+    tcase_add_test(tc, table_reads_old_versions);
     tcase_add_test(tc, table_lookup_names_tensor);
     tcase_add_test(tc, table_model_check);
     tcase_add_test(tc, table_write_all_or_nothing);

@@ -118,7 +118,7 @@ expect 2 "equalize" "--equalize at fp16" -- "$QFORGE" quant "$model" --precision
 expect 2 "trt-cache" "calib --equalize --trt-cache" -- \
   "$QFORGE" calib "$model" --images "$tmp/test" -n 50 $pp --equalize --trt-cache "$tmp/eq.cache"
 "$QFORGE" calib "$model" --images "$tmp/test" -n 100 $pp --equalize -o "$tmp/eq.calib" 2> "$tmp/eq.err"
-if head -1 "$tmp/eq.calib" | grep -q '^qforge-calib 2$' && grep -Eq '^equalized [0-9a-f]{64}$' "$tmp/eq.calib" &&
+if head -1 "$tmp/eq.calib" | grep -q '^qforge-calib 3$' && grep -Eq '^equalized [0-9a-f]{64}$' "$tmp/eq.calib" &&
    grep -q 'equalized 2 of 2 conv pairs' "$tmp/eq.err"
 then pass "calib --equalize records it in the table"; else fail "calib --equalize: $(cat "$tmp/eq.err")"; fi
 "$QFORGE" quant "$model" --calib "$tmp/eq.calib" -o "$tmp/eq.qfm" 2> "$tmp/eqq.err"

@@ -1576,7 +1576,8 @@ static qf_graph *b_observed(void)
 
 /* Histograms built on the device (hist_observer) are the host's histograms
  * of the same device data (observer), bin for bin: zeros, NaN and Inf
- * included, and a padded last batch counting only its real images. */
+ * included, and a padded last batch counting only its real images; their
+ * signed minimums are the same bits (-0 among the data). */
 static void histograms_match(const char *host_ops)
 {
     qf_graph *g = b_observed();
@@ -1612,6 +1613,8 @@ static void histograms_match(const char *host_ops)
                       "%s: host exp %d absmax %g zeros %llu nonfinite %llu, device %d %g %llu %llu", name, h->exp,
                       h->absmax, (unsigned long long)h->zeros, (unsigned long long)h->nonfinite, d->exp, d->absmax,
                       (unsigned long long)d->zeros, (unsigned long long)d->nonfinite);
+        ck_assert_msg(!memcmp(&h->min, &d->min, sizeof h->min) && isfinite(h->min), "%s: min host %a, device %a",
+                      name, h->min, d->min);
         for (int b = 0; b < QF_HIST_BINS; b++)
             ck_assert_msg(h->bins[b] == d->bins[b], "%s bin %d: host %llu, device %llu", name, b,
                           (unsigned long long)h->bins[b], (unsigned long long)d->bins[b]);

@@ -27,7 +27,8 @@ extern "C" {
  * of two above absmax, so absmax lies in [2^exp / 2, 2^exp).
  * Exact zeros are counted apart (they quantize exactly at any scale, and a ReLU
  * output's spike of zeros would otherwise dominate the entropy search); NaN and Inf
- * are excluded and counted. */
+ * are excluded and counted. Beside |x|, the smallest finite x keeps the sign the
+ * bins drop: how far a two-sided tensor reaches below zero (quant's zero points). */
 #define QF_HIST_BINS 2048
 #define QF_HIST_EXP_EMPTY (-200) /* exp of a histogram that saw no nonzero value */
 
@@ -36,6 +37,7 @@ typedef struct qf_histogram {
     uint64_t zeros;              /* exact zeros */
     uint64_t nonfinite;          /* NaN and +-Inf, excluded from everything else */
     float absmax;                /* largest finite |x|; 0 if none */
+    float min;                   /* smallest finite x (a zero counts as +0); +INFINITY if none */
     int exp;                     /* range is [0, 2^exp) */
 } qf_histogram;
 
@@ -103,12 +105,15 @@ float qf_calib_scale(float amax);
 
 /* ---- tables (table.calib, qforge-calib(5)) ------------------------------------------ */
 /* The newest format version read and written; a table is written at the
- * oldest version that holds it (2 only for an equalized graph's). */
-#define QF_CALIB_TABLE_VERSION 2
+ * oldest version that holds it (3 where an entry records its minimum, 2 for
+ * an equalized graph's without). */
+#define QF_CALIB_TABLE_VERSION 3
 
 typedef struct qf_calib_entry {
     char *name;                         /* tensor (graph value) name */
     float amax[QF_CALIB_METHOD_COUNT];  /* valid where the table's `methods` has the bit */
+    bool has_min;                       /* min is recorded (tables before version 3 record none) */
+    float min;                          /* the smallest finite value calibration saw (qf_histogram.min) */
 } qf_calib_entry;
 
 typedef struct qf_calib_table {
@@ -133,6 +138,8 @@ int qf_calib_table_find(const qf_calib_table *t, const char *name);
 /* amax of entry i by method (use qf_calib_table_default_method() for the default);
  * fails naming the tensor if the table did not record that method. */
 qf_status qf_calib_table_amax(const qf_calib_table *t, int i, qf_calib_method m, float *amax);
+/* The smallest value entry i recorded, or NAN where the table records none. */
+float qf_calib_table_min(const qf_calib_table *t, int i);
 
 /* Writes table.calib. Like every writer here, it writes a temporary file in the
  * same folder and renames it over `path`, so a failure never leaves a half-written

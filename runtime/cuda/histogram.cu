@@ -1,17 +1,21 @@
 /* Calibration histograms built on the device: the |x| histogram of an f32
  * tensor in calib/histogram.c's bins, so only 16 KiB per value crosses to
  * the host instead of the tensor. Two passes: the largest finite |x| (with
- * the counts of zeros and of NaN/Inf), then each nonzero finite value into bin
+ * the counts of zeros and of NaN/Inf, and the smallest finite x, found as the
+ * CPU finds it, by lib/float_math.h's order keys), then each nonzero finite value into bin
  * floor(|x| * 2^(11 - exp)) at the smallest range 2^exp above that maximum.
  * Counts are integers and the scaling by a power of two is exact, so the
  * result is the histogram the CPU makes of the same numbers; calib merges it
  * into the value's running histogram exactly (qf_histogram_merge). */
 #include "cuda_internal.h"
 #include "qforge/calib.h"
+#include "float_math.h" /* qfi_f32_order_key */
 #include <float.h>
 
 struct cu_hist {
     unsigned int absmax_bits; /* bits of the largest finite |x|: ordered as integers for floats >= 0 */
+    unsigned int min_key_inv; /* ~ the order key of the smallest finite x: atomicMax finds the minimum,
+                                 and the memset's 0 (~ a key no finite value has) means none */
     unsigned long long zeros, nonfinite;
     unsigned long long bins[QF_HIST_BINS];
 };
@@ -20,21 +24,27 @@ namespace {
 
 __global__ void hist_stats_kernel(const float *x, int64_t n, cu_hist *h)
 {
-    unsigned int mx = 0;
+    unsigned int mx = 0, low = 0xffffffffu; /* low: the smallest order key seen */
     unsigned long long zeros = 0, nonfinite = 0;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const float a = fabsf(x[i]);
-        if (!(a <= FLT_MAX)) nonfinite++;
-        else if (a == 0.0f) zeros++;
+        if (!(a <= FLT_MAX)) {
+            nonfinite++;
+            continue;
+        }
+        low = min(low, qfi_f32_order_key(__float_as_uint(x[i])));
+        if (a == 0.0f) zeros++;
         else mx = max(mx, __float_as_uint(a));
     }
     for (int o = 16; o > 0; o >>= 1) {
         mx = max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        low = min(low, __shfl_xor_sync(0xffffffffu, low, o));
         zeros += __shfl_xor_sync(0xffffffffu, zeros, o);
         nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, o);
     }
     if ((threadIdx.x & 31) == 0) {
         if (mx) atomicMax(&h->absmax_bits, mx);
+        if (~low) atomicMax(&h->min_key_inv, ~low);
         if (zeros) atomicAdd(&h->zeros, zeros);
         if (nonfinite) atomicAdd(&h->nonfinite, nonfinite);
     }
@@ -83,5 +93,6 @@ qf_status cu_histogram(cudaStream_t s, const float *x, int64_t n, cu_hist *dev, 
     uint32_t bits = host->absmax_bits;
     memcpy(&out->absmax, &bits, sizeof out->absmax);
     if (out->absmax > 0.0f) frexpf(out->absmax, &out->exp);
+    if (host->min_key_inv) out->min = qfi_bits_f32(qfi_f32_from_order_key(~host->min_key_inv));
     return QF_OK;
 }

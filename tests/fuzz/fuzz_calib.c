@@ -29,6 +29,10 @@ static void same_table(const qf_calib_table *a, const qf_calib_table *b)
             if ((a->methods & (1u << m)) && memcmp(&a->entries[i].amax[m], &b->entries[i].amax[m], sizeof(float)) &&
                 !(a->entries[i].amax[m] == 0 && b->entries[i].amax[m] == 0))
                 fail("a threshold");
+        if (a->entries[i].has_min != b->entries[i].has_min ||
+            (a->entries[i].has_min && memcmp(&a->entries[i].min, &b->entries[i].min, sizeof(float)) &&
+             !(a->entries[i].min == 0 && b->entries[i].min == 0)))
+            fail("a minimum");
     }
 }
 
