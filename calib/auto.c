@@ -32,6 +32,7 @@ typedef struct auto_tensor {
     int entry;              /* in the table */
     float cand[K];
     float lo;               /* the graph's lower bound of the tensor (lib/value_ranges.c); -inf: none */
+    float data_min;         /* the smallest value calibration saw (the table's); NAN: none */
     /* the grid each candidate puts the tensor on (qf_auto_chooser_set_zero_points) */
     float scale[K];
     int32_t zero_point[K];
@@ -124,6 +125,7 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
         auto_tensor *at = &a->tensors[ti];
         qf_calib_auto_candidates(h, at->cand);
         at->lo = range[v].lo;
+        at->data_min = qf_calib_table_min(t, e);
         bool itself = is_graph_output(g, v), read = false;
         for (int i = 0; i < g->n_nodes; i++) {
             const qf_node *n = &g->nodes[i];
@@ -143,7 +145,7 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
         if (itself || !read) a->terms[a->n_terms++] = (auto_term){.tensor = ti, .node = -1};
     }
     free(range);
-    qf_auto_chooser_set_zero_points(a, true);
+    qf_auto_chooser_set_zero_points(a, true, true);
     *out = a;
     return QF_OK;
 nomem:
@@ -152,16 +154,21 @@ nomem:
     return qf_error(QF_ERR_NOMEM, "calibration (auto): out of memory");
 }
 
-/* Each candidate's grid as qforge quant makes it (qfi_quant_act_params): with
- * zero points, [min(lo, 0), amax] on 256 levels where the graph bounds the
- * tensor from below; else [-amax, amax]. Judged on the symmetric grid, a
- * ReLU output's candidates are rounded twice as coarsely as quant's default
- * rounds them, which favours clipping. */
-void qf_auto_chooser_set_zero_points(qf_auto_chooser *a, bool zero_points)
+/* Each candidate's grid as qforge quant makes it (qfi_quant_act_lo, then
+ * qfi_quant_act_params): with zero points, [min(lo, 0), amax] on 256 levels
+ * where the graph bounds the tensor from below, or with two_sided its
+ * calibrated minimum does, above -amax (so a candidate is judged with the
+ * negative side the data has, as quant will give it); else [-amax, amax].
+ * Judged on the symmetric grid, a ReLU output's candidates are rounded twice
+ * as coarsely as quant's default rounds them, which favours clipping. */
+void qf_auto_chooser_set_zero_points(qf_auto_chooser *a, bool zero_points, bool two_sided)
 {
     for (int ti = 0; ti < a->n_tensors; ti++) {
         auto_tensor *t = &a->tensors[ti];
-        for (int k = 0; k < K; k++) qfi_quant_act_params(t->cand[k], t->lo, zero_points, &t->scale[k], &t->zero_point[k]);
+        const float data_min = two_sided ? t->data_min : NAN;
+        for (int k = 0; k < K; k++)
+            qfi_quant_act_params(t->cand[k], qfi_quant_act_lo(t->lo, data_min, t->cand[k]), zero_points, &t->scale[k],
+                                 &t->zero_point[k]);
     }
 }
 

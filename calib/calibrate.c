@@ -98,6 +98,7 @@ void qf_calibrate_opts_init(qf_calibrate_opts *o)
     o->methods = 1u << QF_CALIB_METHOD_DEFAULT;
     o->percentile = QF_CALIB_PERCENTILE_DEFAULT;
     o->auto_zero_points = true;
+    o->auto_two_sided = true;
 }
 
 static double seconds_now(void)
@@ -193,7 +194,7 @@ static qf_status choose_auto(const qf_graph *g, const qf_dataset *ds, const qf_p
     qf_auto_chooser *a = NULL;
     int64_t images = 0;
     qf_status st = qf_auto_chooser_create(cal, t, o->threads, &a);
-    if (st == QF_OK) qf_auto_chooser_set_zero_points(a, o->auto_zero_points);
+    if (st == QF_OK) qf_auto_chooser_set_zero_points(a, o->auto_zero_points, o->auto_two_sided);
     if (st == QF_OK && device != QF_DEVICE_CPU) st = qf_auto_chooser_set_device(a, device, o->device_index);
     if (st == QF_OK)
         st = qf_calib_sample_batches(g, ds, pp, QF_CALIB_AUTO_IMAGES, decode, o->strict, chooser_batch, a, &images);

@@ -157,6 +157,11 @@ void qfi_fake_quantize_zp(float *y, const float *x, size_t n, float scale, int32
  * -128 - round(lo / scale), in [-128, 0]: a Relu output gets twice symmetric
  * INT8's resolution. */
 void qfi_quant_act_params(float amax, float lo, bool asymmetric, float *scale, int32_t *zero_point);
+/* The lo that qfi_quant_act_params is given for an activation with threshold
+ * amax: the graph's bound graph_lo where it is above -amax; else, where the
+ * graph leaves the tensor two-sided, the smallest value calibration saw
+ * (data_min; NAN: none known) if that is above -amax; else graph_lo. */
+float qfi_quant_act_lo(float graph_lo, float data_min, float amax);
 
 /* Applies the epilogue to n accumulators on the host; element i belongs to
  * output channel ch + i * ch_step (0 along an NCHW plane, 1 along a Gemm

@@ -1,7 +1,8 @@
 /* Static value ranges for INT8 zero points: an interval holding each value of
  * a prepared FP32 graph, from the graph alone (each op's qfi_op_desc.range),
  * so that a one-sided activation (after Relu, ReLU6, HardSwish, SiLU, a
- * sigmoid gate) can spend all 256 INT8 levels on the side it has. Read by
+ * sigmoid gate) can spend all 256 INT8 levels on the side it has; and the
+ * rule that gives a two-sided one its calibrated minimum instead. Read by
  * quant/assign.c, which gives the zero points, and calib/auto.c, which judges
  * thresholds on the grid they make. */
 #include <math.h>
@@ -67,4 +68,11 @@ void qfi_quant_act_params(float amax, float lo, bool asymmetric, float *scale, i
     if (!(s >= 0x1p-126f)) return; /* no normal scale */
     *scale = s;
     *zero_point = -128 - (int32_t)rintf(lo / s); /* lo is stored as -128; in [-128, 0] */
+}
+
+float qfi_quant_act_lo(float graph_lo, float data_min, float amax)
+{
+    /* The graph's bound holds for any input, so it wins wherever it helps; a
+     * data minimum at or below -amax would give the symmetric grid anyway. */
+    return graph_lo > -amax || !(data_min > -amax) ? graph_lo : data_min;
 }

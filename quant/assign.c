@@ -475,11 +475,18 @@ qf_status qfi_quant_assign(qfi_qplan *p)
     }
     float *class_amax = qfi_calloc((size_t)g->n_values + 1, sizeof *class_amax);
     float *class_lo = qfi_calloc((size_t)g->n_values + 1, sizeof *class_lo);
+    float *class_graph_lo = qfi_calloc((size_t)g->n_values + 1, sizeof *class_graph_lo); /* for the summary */
     qfi_range *range = NULL;
-    qf_status st = class_amax && class_lo ? QF_OK : QF_ERR_NOMEM;
+    qf_status st = class_amax && class_lo && class_graph_lo ? QF_OK : QF_ERR_NOMEM;
     if (st == QF_OK && p->o.asymmetric) st = qfi_value_ranges(g, &range);
-    for (int v = 0; v < g->n_values && st == QF_OK; v++)
-        p->values[v].lo = range && !(p->o.asymmetric_unpadded && dense_conv_pads(p, g, v)) ? range[v].lo : -INFINITY;
+    for (int v = 0; v < g->n_values && st == QF_OK; v++) {
+        qfi_qvalue *qv = &p->values[v];
+        bool zero_point = range && !(p->o.asymmetric_unpadded && dense_conv_pads(p, g, v));
+        qv->lo = zero_point ? range[v].lo : -INFINITY;
+        qv->data_min = zero_point && p->o.asymmetric_two_sided && (qv->store == QF_I8 || qv->read_i8)
+                           ? qf_calib_table_min(p->t, qf_calib_table_find(p->t, g->values[v].name))
+                           : NAN;
+    }
     for (int v = 0; v < g->n_values && st == QF_OK; v++) {
         qfi_qvalue *qv = &p->values[v];
         bool root = qv->store == QF_I8 && qv->writer >= 0 && p->nodes[qv->writer].role != QFI_QROLE_PASS;
@@ -492,7 +499,8 @@ qf_status qfi_quant_assign(qfi_qplan *p)
         st = table_amax(p, v, wn, &qv->amax);
         if (st != QF_OK) break;
         if (quantized) {
-            qfi_quant_act_params(qv->amax, qv->lo, p->o.asymmetric, &qv->scale, &qv->zero_point);
+            float lo = qfi_quant_act_lo(qv->lo, qv->data_min, qv->amax);
+            qfi_quant_act_params(qv->amax, lo, p->o.asymmetric, &qv->scale, &qv->zero_point);
             qv->no_range = qv->amax < QF_CALIB_AMAX_MIN;
         }
         if (root) {
@@ -501,21 +509,28 @@ qf_status qfi_quant_assign(qfi_qplan *p)
         }
     }
     /* a class shares one zero point: the lowest bound of its values */
-    for (int v = 0; v < g->n_values && st == QF_OK; v++)
-        if (p->values[v].store == QF_I8 && qfi_qfloat(p, v))
-            class_lo[find(p, v)] = fminf(class_lo[find(p, v)], p->values[v].lo);
+    for (int v = 0; v < g->n_values && st == QF_OK; v++) {
+        const qfi_qvalue *qv = &p->values[v];
+        if (qv->store != QF_I8 || !qfi_qfloat(p, v)) continue;
+        int r = find(p, v);
+        class_lo[r] = fminf(class_lo[r], qfi_quant_act_lo(qv->lo, qv->data_min, class_amax[r]));
+        class_graph_lo[r] = fminf(class_graph_lo[r], qv->lo);
+    }
     if (st == QF_OK)
         for (int v = 0; v < g->n_values; v++) {
             qfi_qvalue *qv = &p->values[v];
             if (qv->store != QF_I8 || !qfi_qfloat(p, v)) continue;
-            float a = class_amax[find(p, v)];
-            qfi_quant_act_params(a, class_lo[find(p, v)], p->o.asymmetric, &qv->scale, &qv->zero_point);
+            int r = find(p, v);
+            float a = class_amax[r];
+            qfi_quant_act_params(a, class_lo[r], p->o.asymmetric, &qv->scale, &qv->zero_point);
             qv->no_range = qv->amax >= 0.0f && a < QF_CALIB_AMAX_MIN; /* said of the class's writers */
             p->sum.int8_activations++;
             if (qv->zero_point) p->sum.zero_point_activations++;
+            if (qv->zero_point && !(class_graph_lo[r] > -a)) p->sum.zero_point_two_sided++;
         }
     free(class_amax);
     free(class_lo);
+    free(class_graph_lo);
     free(range);
     return st;
 }

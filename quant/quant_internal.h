@@ -38,7 +38,8 @@ typedef struct qfi_qvalue {
     float amax;            /* the table's threshold (INT8) or |x| bound (FP16 overflow); < 0: unknown */
     float scale;           /* I8 storage: the scale of its class; else the scale a QuantizeLinear of it uses */
     int32_t zero_point;    /* with the scale: 0 unless the options ask for zero points and it is one-sided */
-    float lo;              /* its values lie at or above this (quant/range.c); -INFINITY: unknown */
+    float lo;              /* its values lie at or above this (lib/value_ranges.c); -INFINITY: unknown */
+    float data_min;        /* the table's minimum where a zero point may take it (qfi_quant_act_lo); NAN: not */
     bool read_i8;          /* some INT8 node reads it as int8 */
     bool no_range;         /* its threshold (its class's) is below QF_CALIB_AMAX_MIN: INT8 holds it as 0 */
 } qfi_qvalue;

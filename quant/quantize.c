@@ -29,6 +29,7 @@ void qf_quant_opts_init(qf_quant_opts *o)
      * Runtime method there (bench/accuracy.md); on the GPU it costs ResNets
      * 6-12 % at b256 (bench/zoo/NOTES.md, session 22) */
     o->asymmetric = true;
+    o->asymmetric_two_sided = true;
 }
 
 qf_status qfi_quant_plan(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qfi_qplan *p)
@@ -95,8 +96,10 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
                g->source, p.sum.nodes[QF_PREC_INT8], p.sum.nodes[QF_PREC_FP16], p.sum.nodes[QF_PREC_FP32], p.sum.fused,
                p.sum.conversions);
         if (p.sum.int8_activations && o->asymmetric)
-            qf_log(QF_LOG_INFO, "%s: %d of %d int8 activations have a zero point (those the graph bounds from below; "
-                   "--zero-points none: all symmetric)", g->source, p.sum.zero_point_activations, p.sum.int8_activations);
+            qf_log(QF_LOG_INFO, "%s: %d of %d int8 activations have a zero point (%d from the graph's lower bound, %d "
+                   "two-sided from their calibrated minimum; --zero-points none: all symmetric)", g->source,
+                   p.sum.zero_point_activations, p.sum.int8_activations,
+                   p.sum.zero_point_activations - p.sum.zero_point_two_sided, p.sum.zero_point_two_sided);
         if (summary) *summary = p.sum;
     }
     qfi_quant_plan_free(&p);

@@ -875,9 +875,12 @@ END_TEST
  * batches on 2 threads, the second short (3 images) and padded with large
  * values that must not count: a chooser that reused an engine's rows, an
  * input or a sum wrongly across batches, candidates or threads would differ.
- * Both grids: with zero points (the default) r, p and f, which the Relu
+ * Three grids: with zero points (the default) r, p and f, which the Relu
  * bounds below by 0, are judged on [0, amax] in 256 levels (scale amax / 255,
- * zero point -128); without, every tensor on [-amax, amax]. */
+ * zero point -128), and the two-sided x, c1, c2 and y on [min, amax] where
+ * their calibrated minimum is above -amax; with the graph's zero points only
+ * (--zero-points graph) those stay on [-amax, amax]; without, every tensor
+ * is. */
 enum { SC_B = 4, SC_C = 4, SC_HW = 96 * 96, SC_M1 = 5, SC_M2 = 3, SC_N = 7 };
 
 typedef struct sc_capture {
@@ -960,10 +963,11 @@ START_TEST(auto_scores_match_a_plain_recomputation)
     OK(qf_calib_finalize(c, 1u << QF_CALIB_AUTO, QF_CALIB_PERCENTILE_DEFAULT, &meta, &t));
     double *ly = malloc(SC_M1 * SC_HW * sizeof *ly), *lq = malloc(SC_M1 * SC_HW * sizeof *lq);
     float *xq = malloc(per * sizeof *xq);
-    for (int zp = 1; zp >= 0; zp--) {
+    int two_sided_grids = 0;
+    for (int zp = 2; zp >= 0; zp--) { /* 2: all zero points, 1: the graph's, 0: none */
         qf_auto_chooser *a;
         OK(qf_auto_chooser_create(c, t, 2, &a));
-        if (!zp) qf_auto_chooser_set_zero_points(a, false);
+        if (zp < 2) qf_auto_chooser_set_zero_points(a, zp > 0, false);
         for (int b = 0; b < 2; b++) OK(qf_auto_chooser_run(a, in[b], real[b]));
         int judged = 0;
         for (int v = 0; v < g->n_values; v++) {
@@ -975,9 +979,13 @@ START_TEST(auto_scores_match_a_plain_recomputation)
             float cand[QF_CALIB_AUTO_CANDIDATES];
             qf_calib_auto_candidates(qfi_calib_value_hist(c, v), cand);
             const bool one_sided = zp && (!strcmp(val->name, "r") || !strcmp(val->name, "p") || !strcmp(val->name, "f"));
+            const float data_min = qfi_calib_value_hist(c, v)->min;
             for (int k = 0; k < QF_CALIB_AUTO_CANDIDATES; k++) {
-                const float s = one_sided ? cand[k] / 255.0f : qf_calib_scale(cand[k]);
-                const int32_t z = one_sided ? -128 : 0;
+                const bool two_sided = zp == 2 && !one_sided && data_min > -cand[k];
+                const float lo = one_sided ? 0.0f : fminf(data_min, 0.0f);
+                const float s = one_sided || two_sided ? (cand[k] - lo) / 255.0f : qf_calib_scale(cand[k]);
+                const int32_t z = one_sided || two_sided ? -128 - (int32_t)rintf(lo / s) : 0;
+                two_sided_grids += two_sided && z != -128;
                 double want = 0.0;
                 bool itself = false; // a graph output, or read by an op other than a judging layer
                 for (int j = 0; j < g->n_outputs; j++) itself |= g->outputs[j] == v;
@@ -1021,6 +1029,7 @@ START_TEST(auto_scores_match_a_plain_recomputation)
         ck_assert_int_eq(judged, 7); // x, c1, c2, r, p, f, y
         qf_auto_chooser_free(a);
     }
+    ck_assert_int_gt(two_sided_grids, 4); /* 9 of the 20 candidates of x, c1, c2 and y */
     free(ly);
     free(lq);
     free(xq);

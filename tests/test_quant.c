@@ -359,6 +359,14 @@ static float table_amax(const qf_calib_table *t, const char *name)
     return t->entries[i].amax[QF_CALIB_MINMAX];
 }
 
+/* The grid of a tensor alone in its class, bounded below by graph_lo, with
+ * the table's minmax threshold and minimum (qforge quant's default rule). */
+static void two_sided_grid(const qf_calib_table *t, const char *name, float graph_lo, float *s, int32_t *z)
+{
+    const float amax = table_amax(t, name), min = qf_calib_table_min(t, qf_calib_table_find(t, name));
+    qfi_quant_act_params(amax, qfi_quant_act_lo(graph_lo, min, amax), true, s, z);
+}
+
 static int find_node(const qf_graph *g, qf_op o, int nth)
 {
     for (int i = 0; i < g->n_nodes; i++)
@@ -514,6 +522,7 @@ START_TEST(learned_rounding_beats_nearest)
     t->entries[qf_calib_table_find(t, "x")].amax[QF_CALIB_MINMAX] = 1.0f;
     qf_quant_opts o;
     qf_quant_opts_init(&o);
+    o.asymmetric_two_sided = false; /* x stays on the grid of its levels, k / 127 */
     qf_adaround *r;
     OK(qf_adaround_create(ref, t, &o, &(qf_adaround_opts){.iterations = 300, .images = 16, .threads = 2}, &r));
     ck_assert_int_eq(qf_adaround_layers(r), 1);
@@ -983,11 +992,21 @@ static qf_graph *concat_net(uint64_t seed)
     return g;
 }
 
+/* concat_net's minmax table from random input (seed 22), which *x receives. */
+static qf_calib_table *concat_table(float **x)
+{
+    qf_graph *g = concat_net(21);
+    *x = random_input(g, 22, -1, 1);
+    qf_calib_table *t = calibrate_minmax(g, *x);
+    qf_graph_free(g);
+    return t;
+}
+
 START_TEST(scales_shared_through_concat_pool_flatten)
 {
     qf_graph *ref = concat_net(21), *g = concat_net(21);
-    float *x = random_input(g, 22, -1, 1);
-    qf_calib_table *t = calibrate_minmax(g, x);
+    float *x;
+    qf_calib_table *t = concat_table(&x);
     float *y32 = run(ref, x, NULL, NULL);
     qf_quant_summary sum;
     ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
@@ -1030,8 +1049,8 @@ END_TEST
 START_TEST(missing_table_entry_is_an_error)
 {
     qf_graph *g = concat_net(21);
-    float *x = random_input(g, 22, -1, 1);
-    qf_calib_table *t = calibrate_minmax(g, x);
+    float *x;
+    qf_calib_table *t = concat_table(&x);
     int i = qf_calib_table_find(t, "cb");
     ck_assert_int_ge(i, 0);
     free(t->entries[i].name);
@@ -1685,13 +1704,19 @@ START_TEST(int8_fp16_boundaries)
     ck_assert_int_eq(g->values[qf_graph_find_value(g, "c1")].dtype, QF_F16);
     const qf_value *sgv = &g->values[qf_graph_find_value(g, "sg")];
     ck_assert_int_eq(sgv->dtype, QF_I8);
-    ck_assert(sgv->scale == qf_calib_scale(table_amax(t, "sg")));
+    /* the Tanh's bound, -1, lies below -amax: the grid is its calibrated minimum's */
+    float s;
+    int32_t z;
+    ck_assert(table_amax(t, "sg") < 1.0f);
+    two_sided_grid(t, "sg", -1.0f, &s, &z);
+    ck_assert(sgv->scale == s && sgv->zero_point == z && z != 0);
     ck_assert_int_eq(g->nodes[find_node(g, QF_OP_TANH, 0)].precision, QF_PREC_FP16);
     ck_assert_int_eq(g->nodes[g->n_nodes - 1].op, QF_OP_DEQUANTIZE_LINEAR);
     ck_assert_str_eq(g->values[g->nodes[g->n_nodes - 1].out[0]].name, "out");
     const qf_value *pooled = &g->values[g->nodes[g->n_nodes - 1].in[0]];
     ck_assert_int_eq(pooled->dtype, QF_I8);
-    ck_assert(pooled->scale == qf_calib_scale(table_amax(t, "c2")));
+    two_sided_grid(t, "c2", -INFINITY, &s, &z); /* the pool's own minimum lies above c2's */
+    ck_assert(pooled->scale == s && pooled->zero_point == z && z != 0);
     float *y32 = run(gs[0], x, NULL, NULL), *y8 = run(g, x, NULL, NULL);
     double db = sqnr_db(y32, y8, 2 * 4 * 16);
     ck_assert_msg(db > 30.0, "SQNR %.1f dB", db);
@@ -1908,6 +1933,7 @@ START_TEST(zero_points_for_one_sided_activations)
         qf_quant_opts o;
         qf_quant_opts_init(&o);
         o.asymmetric = asym;
+        o.asymmetric_two_sided = false; /* x's own: zero_points_for_two_sided_activations */
         OK(qf_quantize(g, t, &o, NULL));
         const qf_node *c1 = &g->nodes[find_node(g, QF_OP_CONV, 0)], *c2 = &g->nodes[find_node(g, QF_OP_CONV, 1)];
         const qf_node *pool = &g->nodes[find_node(g, QF_OP_MAX_POOL, 0)];
@@ -1972,6 +1998,113 @@ START_TEST(zero_points_for_one_sided_activations)
     free(x);
     free(y32);
     qf_graph_free(ref);
+}
+END_TEST
+
+/* ---- zero points of two-sided activations (qf_quant_opts.asymmetric_two_sided) ----- */
+
+START_TEST(activation_lo_rule)
+{
+    /* the graph's bound where it is above -amax */
+    ck_assert(qfi_quant_act_lo(0.0f, -1.0f, 4.0f) == 0.0f);
+    ck_assert(qfi_quant_act_lo(-0.375f, -0.25f, 4.0f) == -0.375f);
+    /* else the calibrated minimum where that is */
+    ck_assert(qfi_quant_act_lo(-INFINITY, -1.0f, 4.0f) == -1.0f);
+    ck_assert(qfi_quant_act_lo(-6.0f, -1.0f, 4.0f) == -1.0f);
+    ck_assert(qfi_quant_act_lo(-INFINITY, 0.5f, 4.0f) == 0.5f); /* qfi_quant_act_params keeps 0 exact */
+    /* else the graph's (symmetric then) */
+    ck_assert(qfi_quant_act_lo(-INFINITY, -4.0f, 4.0f) == -INFINITY);
+    ck_assert(qfi_quant_act_lo(-INFINITY, -5.0f, 4.0f) == -INFINITY);
+    ck_assert(qfi_quant_act_lo(-INFINITY, NAN, 4.0f) == -INFINITY);
+}
+END_TEST
+
+/* chain_net's input x, which the graph leaves unbounded, calibrated on data in
+ * [-0.25, 1): with zero points (the default) its QuantizeLinear spans [min,
+ * amax] on 256 levels, min the table's (-0.25 amax here: zero point -77);
+ * symmetric with the graph's zero points only (--zero-points graph) or none,
+ * with a minimum at or below -amax, from a table without minimums (before
+ * version 3), and with --zero-points unpadded (conv1 reads x with padding).
+ * The finer steps bring the output closer to FP32. */
+START_TEST(zero_points_for_two_sided_activations)
+{
+    qf_graph *ref = chain_net(7);
+    float *x = random_input(ref, 99, -0.25f, 1.0f);
+    qf_calib_table *t = calibrate_minmax(ref, x);
+    qf_calib_entry *e = &t->entries[qf_calib_table_find(t, "x")];
+    const float amax = table_amax(t, "x");
+    ck_assert(e->has_min && e->min >= -0.25f && e->min < -0.24f && amax > 0.99f);
+    float *y[2] = {NULL, NULL};
+    for (int mode = 0; mode < 6; mode++) { /* all, graph, none, min below -amax, no min, unpadded */
+        e->min = mode == 3 ? -1.5f * amax : -0.25f * amax;
+        e->has_min = mode != 4;
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.method = QF_CALIB_MINMAX;
+        o.asymmetric_two_sided = mode != 1;
+        o.asymmetric = mode != 2;
+        o.asymmetric_unpadded = mode == 5;
+        qf_graph *g = chain_net(7);
+        qf_quant_summary sum;
+        OK(qf_quantize(g, t, &o, &sum));
+        ck_assert_int_eq(sum.zero_point_two_sided, 0); /* x is quantized, not stored by an INT8 node */
+        const qf_value *xq = &g->values[g->nodes[find_node(g, QF_OP_CONV, 0)].in[0]];
+        const float lo = -0.25f * amax, s = mode ? qf_calib_scale(amax) : (amax - lo) / 255.0f;
+        ck_assert_msg(xq->scale == s && xq->zero_point == (mode ? 0 : -77), "mode %d: scale %.9g (want %.9g), "
+                      "zero point %d", mode, xq->scale, s, (int)xq->zero_point);
+        if (!mode) { /* lo is the lowest level */
+            ck_assert_int_eq(qfi_quantize_f32_zp(lo, xq->scale, xq->zero_point), -128);
+            ck_assert_int_eq(qfi_quantize_f32_zp(amax, xq->scale, xq->zero_point), 127);
+        }
+        if (mode < 2) y[mode] = run(g, x, NULL, NULL);
+        qf_graph_free(g);
+    }
+    float *y32 = run(ref, x, NULL, NULL);
+    const int64_t n = qf_value_numel(&ref->values[ref->outputs[0]]);
+    ck_assert_msg(sqnr_db(y32, y[0], n) > sqnr_db(y32, y[1], n), "SQNR with x's zero point %.2f dB, without %.2f dB",
+                  sqnr_db(y32, y[0], n), sqnr_db(y32, y[1], n));
+    qf_calib_table_free(t);
+    free(x), free(y32), free(y[0]), free(y[1]);
+    qf_graph_free(ref);
+}
+END_TEST
+
+/* concat_net's class ra, cb, cc, mp, fl (joined by Concat, MaxPool, Flatten)
+ * shares one zero point: its lo is the lowest of its members' (ra, a Relu
+ * output, 0; the rest two-sided, their calibrated minimums), at the class's
+ * threshold; one member whose minimum is at or below -amax leaves the class
+ * symmetric. */
+START_TEST(two_sided_zero_points_per_class)
+{
+    float *x;
+    qf_calib_table *t = concat_table(&x);
+    const float a = fmaxf(table_amax(t, "ra"), table_amax(t, "cb"));
+    const char *members[] = {"ra", "cb", "cc", "mp", "fl"};
+    const float mins[] = {0.0f, -0.25f, -0.2f, -0.15f, -0.15f}; /* of a */
+    for (int spoil = 0; spoil < 2; spoil++) {
+        for (int i = 0; i < 5; i++) {
+            qf_calib_entry *e = &t->entries[qf_calib_table_find(t, members[i])];
+            e->has_min = true;
+            e->min = (spoil && i == 3 ? -1.0f : mins[i]) * a;
+        }
+        qf_graph *g = concat_net(21);
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.method = QF_CALIB_MINMAX;
+        qf_quant_summary sum;
+        OK(qf_quantize(g, t, &o, &sum));
+        const float s = spoil ? qf_calib_scale(a) : (a + 0.25f * a) / 255.0f;
+        for (int i = 0; i < 5; i++) {
+            const qf_value *v = &g->values[qf_graph_find_value(g, members[i])];
+            ck_assert_int_eq(v->dtype, QF_I8);
+            ck_assert_msg(v->scale == s && v->zero_point == (spoil ? 0 : -77), "spoil %d: %s has scale %g, zero point %d",
+                          spoil, members[i], v->scale, (int)v->zero_point);
+        }
+        ck_assert_int_eq(sum.zero_point_two_sided, spoil ? 0 : 5);
+        qf_graph_free(g);
+    }
+    qf_calib_table_free(t);
+    free(x);
 }
 END_TEST
 
@@ -2072,6 +2205,9 @@ int main(void)
     tcase_add_test(tg, zero_points_unpadded);
     tcase_add_test(tg, value_ranges_follow_the_graph);
     tcase_add_test(tg, zero_points_for_one_sided_activations);
+    tcase_add_test(tg, activation_lo_rule);
+    tcase_add_test(tg, zero_points_for_two_sided_activations);
+    tcase_add_test(tg, two_sided_zero_points_per_class);
     tcase_add_test(tg, pooled_layers_stay_fp16);
     suite_add_tcase(s, tg);
     return run_suite(s);

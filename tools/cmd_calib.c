@@ -15,7 +15,7 @@ static const char calib_help[] =
     "                    [--strict] [--quiet]\n"
     "  --method auto (default: per tensor, the threshold whose error costs its readers least)\n"
     "           | entropy | minmax | percentile[=P] | mse | all\n"
-    "  --zero-points all (default) | unpadded | none: the INT8 grid auto judges thresholds on,\n"
+    "  --zero-points all (default) | graph | unpadded | none: the INT8 grid auto judges thresholds on,\n"
     "              as quant --zero-points will quantize (none: symmetric, as TensorRT's INT8)\n"
     "  --equalize  cross-layer equalization of the FP32 graph first (the same function);\n"
     "              the table records it, and quant --calib equalizes alike\n"
@@ -72,8 +72,8 @@ int cmd_calib(int argc, char **argv)
         else if (!strcmp(a, "--trt-cache")) target = &trt;
         else if (!strcmp(a, "--report")) target = &report;
         else if (!strcmp(a, "--zero-points")) {
-            if (!next || (strcmp(next, "all") && strcmp(next, "unpadded") && strcmp(next, "none")))
-                return cli_usage_error("calib", "--zero-points takes all, unpadded or none");
+            if (!next || !cli_zero_points(next, NULL, NULL))
+                return cli_usage_error("calib", "--zero-points takes " CLI_ZERO_POINTS_MODES);
             target = &zero_points;
         } else if (a[0] == '-' && a[1]) return cli_usage_error("calib", "unknown option %s", a);
         else if (!model) model = a;
@@ -93,8 +93,7 @@ int cmd_calib(int argc, char **argv)
     qf_calibrate_opts co;
     qf_calibrate_opts_init(&co);
     if (method && qf_calib_method_parse(method, &co.methods, &co.percentile) != QF_OK) return cli_fail(QF_ERR_USAGE);
-    /* unpadded: judged as all (the few symmetric tensors it leaves get thresholds judged with a zero point) */
-    co.auto_zero_points = !zero_points || strcmp(zero_points, "none") != 0;
+    cli_zero_points(zero_points, NULL, &co);
     qf_engine_opts eo = {0};
     bool device_given;
     if (cli_device_opts(device, &eo, &device_given) != QF_OK) return cli_fail(QF_ERR_USAGE);

@@ -19,7 +19,7 @@ static const char quant_help[] =
     "                    [--threads T] [--json] [--strict]\n"
     "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
     "       qforge quant MODEL-QDQ.onnx [-o MODEL.qfm]   (a Q/DQ or QOperator model: its own scales)\n"
-    "  both: [--per-tensor-weights] [--asymmetric | --zero-points all|unpadded|none] [--int8-attention]\n"
+    "  both: [--per-tensor-weights] [--asymmetric | --zero-points all|graph|unpadded|none] [--int8-attention]\n"
     "        [--equalize] [--fp16-layers NAME,...]\n"
     "        [--export-onnx FILE.onnx] [--force] [--quiet]\n"
     "  --equalize  cross-layer equalization of the FP32 graph before calibrating and quantizing\n"
@@ -29,10 +29,11 @@ static const char quant_help[] =
     "  --optimize-rounding  with --images: round each INT8 weight up or down, whichever\n"
     "              brings its layer's output on 64 calibration images closer to FP32\n"
     "              (AdaRound; minutes on the CPU, see qforge-quant(1))\n"
-    "  --zero-points all (default; = --asymmetric) | unpadded | none: zero points for\n"
-    "              activations the graph bounds from below (after Relu, HardSwish, SiLU, ...), all\n"
-    "              256 levels on their range; unpadded: not on inputs of dense convs that read\n"
-    "              padding; none: symmetric (GPU: ResNets 6-12 % faster, see qforge-quant(1))\n"
+    "  --zero-points all (default; = --asymmetric) | graph | unpadded | none: zero points for\n"
+    "              activations the graph bounds from below (after Relu, HardSwish, SiLU, ...) and\n"
+    "              two-sided ones whose calibrated minimum is above -threshold, all 256 levels on\n"
+    "              their range; graph: only the first; unpadded: not on inputs of dense convs that\n"
+    "              read padding; none: symmetric (GPU: ResNets 6-12 % faster, see qforge-quant(1))\n"
     "  --int8-attention  MatMuls of two activations (attention's QK^T and AV) in INT8 too\n"
     "              (per-tensor scales, exact int32 products); without it they stay FP16\n"
     "  --images:   calibrate on up to COUNT images of DIR (default 500), quantize, and check\n"
@@ -171,8 +172,8 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
                                        next ? next : "");
             i++;
         } else if (!strcmp(arg, "--zero-points")) {
-            if (!next || (strcmp(next, "all") && strcmp(next, "unpadded") && strcmp(next, "none")))
-                return cli_usage_error("quant", "--zero-points takes all, unpadded or none");
+            if (!next || !cli_zero_points(next, NULL, NULL))
+                return cli_usage_error("quant", "--zero-points takes " CLI_ZERO_POINTS_MODES);
             a->zero_points = next;
             i += 2;
             continue;
@@ -258,10 +259,7 @@ static qf_status quant_options(const quant_args *a, const qf_calib_table *t, con
 {
     qf_quant_opts_init(qo);
     qo->per_tensor_weights = a->per_tensor;
-    if (a->zero_points) {
-        qo->asymmetric = strcmp(a->zero_points, "none") != 0;
-        qo->asymmetric_unpadded = !strcmp(a->zero_points, "unpadded");
-    }
+    cli_zero_points(a->zero_points, qo, NULL);
     qo->int8_attention = a->int8_attention;
     qo->float_nodes = floats ? floats : a->fp16_layers;
     qo->n_float_nodes = floats ? n_floats : a->n_fp16_layers;
@@ -388,7 +386,7 @@ static qf_status calibrate(quant_args *a, const qf_dataset *cal, const char *sha
     co.threads = co.decode_threads = a->io.threads;
     co.strict = a->io.strict;
     co.model_sha256 = sha;
-    co.auto_zero_points = !a->zero_points || strcmp(a->zero_points, "none") != 0;
+    cli_zero_points(a->zero_points, NULL, &co); /* auto judges on the grid quant will use */
     progress pr = {0};
     co.progress = calib_progress;
     co.progress_user = &pr;
@@ -681,11 +679,11 @@ static void print_json(const quant_args *a, const quant_report *r)
     json_string(stdout, a->out_path);
     printf(", \"precision\": \"%s\", \"device\": \"%s\", \"nodes\": {\"int8\": %d, \"fp16\": %d, \"fp32\": %d}, "
            "\"fused\": %d, \"conversions\": %d, \"rescaled_channels\": %d, \"rescaled_layers\": %d, "
-           "\"int8_activations\": %d, \"zero_point_activations\": %d, \"images_found\": %lld, "
-           "\"calibration_images\": %lld, ",
+           "\"int8_activations\": %d, \"zero_point_activations\": %d, \"zero_point_two_sided\": %d, "
+           "\"images_found\": %lld, \"calibration_images\": %lld, ",
            a->best ? "best" : a->precision, r->device, r->sum.nodes[QF_PREC_INT8], r->sum.nodes[QF_PREC_FP16],
            r->sum.nodes[QF_PREC_FP32], r->sum.fused, r->sum.conversions, r->sum.rescaled_channels,
-           r->sum.rescaled_layers, r->sum.int8_activations, r->sum.zero_point_activations, (long long)r->found,
+           r->sum.rescaled_layers, r->sum.int8_activations, r->sum.zero_point_activations, r->sum.zero_point_two_sided, (long long)r->found,
            (long long)r->calib_images);
     printf("\"held_out\": {\"images\": %lld, \"agreement\": %.6f, \"sqnr_db\": %.3f, ", (long long)s->images,
            eval_agreement(s), eval_sqnr(s));

@@ -110,6 +110,34 @@ qf_status cli_equalize(qf_graph *g, bool quiet)
     return QF_OK;
 }
 
+bool cli_zero_points(const char *mode, qf_quant_opts *qo, qf_calibrate_opts *co)
+{
+    static const char *const modes[] = {"all", "graph", "unpadded", "none"};
+    const int n = (int)(sizeof modes / sizeof *modes);
+    int m = 0;
+    while (mode && m < n && strcmp(mode, modes[m])) m++;
+    if (m == n) return false;
+    qf_quant_opts q;
+    qf_quant_opts_init(&q);
+    if (mode) {
+        q.asymmetric = strcmp(mode, "none") != 0;
+        q.asymmetric_unpadded = !strcmp(mode, "unpadded");
+        /* graph: only where the graph bounds the tensor from below */
+        q.asymmetric_two_sided = q.asymmetric && strcmp(mode, "graph") != 0;
+    }
+    if (qo) {
+        qo->asymmetric = q.asymmetric;
+        qo->asymmetric_unpadded = q.asymmetric_unpadded;
+        qo->asymmetric_two_sided = q.asymmetric_two_sided;
+    }
+    /* unpadded is judged as all: the few tensors it leaves symmetric get thresholds judged with a zero point */
+    if (co) {
+        co->auto_zero_points = q.asymmetric;
+        co->auto_two_sided = q.asymmetric_two_sided;
+    }
+    return true;
+}
+
 qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp)
 {
     if (g->n_inputs != 1)

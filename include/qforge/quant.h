@@ -62,6 +62,13 @@ typedef struct qf_quant_opts {
      * keep their zero points (MobileNetV2 and EfficientNet-Lite1 get all
      * of asymmetric's gain, ResNet-20 none; bench/zoo/NOTES.md, session 21). */
     bool asymmetric_unpadded;
+    /* With asymmetric: also an activation the graph leaves two-sided (a
+     * projection conv's output, a residual Add, a Concat of those) whose
+     * calibrated minimum (the table's, qforge-calib(5)) lies above
+     * -threshold: [min, threshold] on 256 levels, scale (threshold - min) /
+     * 255. Tables before version 3 record no minimum: such tensors stay
+     * symmetric. */
+    bool asymmetric_two_sided;
     /* INT8: also the MatMul nodes whose two inputs are both activations
      * (attention's Q x K^T and softmax(A) x V): each input quantized per
      * tensor at its calibrated scale, an exact int32 product, the requantizing
@@ -200,6 +207,8 @@ typedef struct qf_quant_summary {
     int rescaled_layers;           /* the Conv/Gemm/MatMul nodes they belong to */
     int int8_activations;          /* activations stored as int8 */
     int zero_point_activations;    /* those of them with a zero point (qf_quant_opts.asymmetric) */
+    int zero_point_two_sided;      /* of those, the ones the graph leaves two-sided, whose zero point
+                                      comes from their calibrated minimum (asymmetric_two_sided) */
 } qf_quant_summary;
 
 /* Whether a prepared graph carries its own quantization: QuantizeLinear or
