@@ -145,7 +145,7 @@ qf_status qf_auto_chooser_create(const qf_calib *c, const qf_calib_table *t, int
         if (itself || !read) a->terms[a->n_terms++] = (auto_term){.tensor = ti, .node = -1};
     }
     free(range);
-    qf_auto_chooser_set_zero_points(a, true, true);
+    qf_auto_chooser_set_zero_points(a, true, false);
     *out = a;
     return QF_OK;
 nomem:

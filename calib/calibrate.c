@@ -98,7 +98,6 @@ void qf_calibrate_opts_init(qf_calibrate_opts *o)
     o->methods = 1u << QF_CALIB_METHOD_DEFAULT;
     o->percentile = QF_CALIB_PERCENTILE_DEFAULT;
     o->auto_zero_points = true;
-    o->auto_two_sided = true;
 }
 
 static double seconds_now(void)

@@ -29,7 +29,6 @@ void qf_quant_opts_init(qf_quant_opts *o)
      * Runtime method there (bench/accuracy.md); on the GPU it costs ResNets
      * 6-12 % at b256 (bench/zoo/NOTES.md, session 22) */
     o->asymmetric = true;
-    o->asymmetric_two_sided = true;
 }
 
 qf_status qfi_quant_plan(qf_graph *g, const qf_calib_table *t, const qf_quant_opts *o, qfi_qplan *p)

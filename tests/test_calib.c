@@ -877,10 +877,10 @@ END_TEST
  * input or a sum wrongly across batches, candidates or threads would differ.
  * Three grids: with zero points (the default) r, p and f, which the Relu
  * bounds below by 0, are judged on [0, amax] in 256 levels (scale amax / 255,
- * zero point -128), and the two-sided x, c1, c2 and y on [min, amax] where
- * their calibrated minimum is above -amax; with the graph's zero points only
- * (--zero-points graph) those stay on [-amax, amax]; without, every tensor
- * is. */
+ * zero point -128), the rest on [-amax, amax]; with two-sided ones too
+ * (--zero-points two-sided) x, c1, c2 and y on [min, amax] where their
+ * calibrated minimum is above -amax; without, every tensor on [-amax,
+ * amax]. */
 enum { SC_B = 4, SC_C = 4, SC_HW = 96 * 96, SC_M1 = 5, SC_M2 = 3, SC_N = 7 };
 
 typedef struct sc_capture {
@@ -964,10 +964,10 @@ START_TEST(auto_scores_match_a_plain_recomputation)
     double *ly = malloc(SC_M1 * SC_HW * sizeof *ly), *lq = malloc(SC_M1 * SC_HW * sizeof *lq);
     float *xq = malloc(per * sizeof *xq);
     int two_sided_grids = 0;
-    for (int zp = 2; zp >= 0; zp--) { /* 2: all zero points, 1: the graph's, 0: none */
+    for (int zp = 2; zp >= 0; zp--) { /* 2: the two-sided ones too, 1: the graph's (the default), 0: none */
         qf_auto_chooser *a;
         OK(qf_auto_chooser_create(c, t, 2, &a));
-        if (zp < 2) qf_auto_chooser_set_zero_points(a, zp > 0, false);
+        if (zp != 1) qf_auto_chooser_set_zero_points(a, zp > 0, zp == 2);
         for (int b = 0; b < 2; b++) OK(qf_auto_chooser_run(a, in[b], real[b]));
         int judged = 0;
         for (int v = 0; v < g->n_values; v++) {

@@ -359,14 +359,6 @@ static float table_amax(const qf_calib_table *t, const char *name)
     return t->entries[i].amax[QF_CALIB_MINMAX];
 }
 
-/* The grid of a tensor alone in its class, bounded below by graph_lo, with
- * the table's minmax threshold and minimum (qforge quant's default rule). */
-static void two_sided_grid(const qf_calib_table *t, const char *name, float graph_lo, float *s, int32_t *z)
-{
-    const float amax = table_amax(t, name), min = qf_calib_table_min(t, qf_calib_table_find(t, name));
-    qfi_quant_act_params(amax, qfi_quant_act_lo(graph_lo, min, amax), true, s, z);
-}
-
 static int find_node(const qf_graph *g, qf_op o, int nth)
 {
     for (int i = 0; i < g->n_nodes; i++)
@@ -522,7 +514,6 @@ START_TEST(learned_rounding_beats_nearest)
     t->entries[qf_calib_table_find(t, "x")].amax[QF_CALIB_MINMAX] = 1.0f;
     qf_quant_opts o;
     qf_quant_opts_init(&o);
-    o.asymmetric_two_sided = false; /* x stays on the grid of its levels, k / 127 */
     qf_adaround *r;
     OK(qf_adaround_create(ref, t, &o, &(qf_adaround_opts){.iterations = 300, .images = 16, .threads = 2}, &r));
     ck_assert_int_eq(qf_adaround_layers(r), 1);
@@ -1704,19 +1695,13 @@ START_TEST(int8_fp16_boundaries)
     ck_assert_int_eq(g->values[qf_graph_find_value(g, "c1")].dtype, QF_F16);
     const qf_value *sgv = &g->values[qf_graph_find_value(g, "sg")];
     ck_assert_int_eq(sgv->dtype, QF_I8);
-    /* the Tanh's bound, -1, lies below -amax: the grid is its calibrated minimum's */
-    float s;
-    int32_t z;
-    ck_assert(table_amax(t, "sg") < 1.0f);
-    two_sided_grid(t, "sg", -1.0f, &s, &z);
-    ck_assert(sgv->scale == s && sgv->zero_point == z && z != 0);
+    ck_assert(sgv->scale == qf_calib_scale(table_amax(t, "sg")));
     ck_assert_int_eq(g->nodes[find_node(g, QF_OP_TANH, 0)].precision, QF_PREC_FP16);
     ck_assert_int_eq(g->nodes[g->n_nodes - 1].op, QF_OP_DEQUANTIZE_LINEAR);
     ck_assert_str_eq(g->values[g->nodes[g->n_nodes - 1].out[0]].name, "out");
     const qf_value *pooled = &g->values[g->nodes[g->n_nodes - 1].in[0]];
     ck_assert_int_eq(pooled->dtype, QF_I8);
-    two_sided_grid(t, "c2", -INFINITY, &s, &z); /* the pool's own minimum lies above c2's */
-    ck_assert(pooled->scale == s && pooled->zero_point == z && z != 0);
+    ck_assert(pooled->scale == qf_calib_scale(table_amax(t, "c2")));
     float *y32 = run(gs[0], x, NULL, NULL), *y8 = run(g, x, NULL, NULL);
     double db = sqnr_db(y32, y8, 2 * 4 * 16);
     ck_assert_msg(db > 30.0, "SQNR %.1f dB", db);
@@ -1933,7 +1918,6 @@ START_TEST(zero_points_for_one_sided_activations)
         qf_quant_opts o;
         qf_quant_opts_init(&o);
         o.asymmetric = asym;
-        o.asymmetric_two_sided = false; /* x's own: zero_points_for_two_sided_activations */
         OK(qf_quantize(g, t, &o, NULL));
         const qf_node *c1 = &g->nodes[find_node(g, QF_OP_CONV, 0)], *c2 = &g->nodes[find_node(g, QF_OP_CONV, 1)];
         const qf_node *pool = &g->nodes[find_node(g, QF_OP_MAX_POOL, 0)];
@@ -2020,12 +2004,12 @@ START_TEST(activation_lo_rule)
 END_TEST
 
 /* chain_net's input x, which the graph leaves unbounded, calibrated on data in
- * [-0.25, 1): with zero points (the default) its QuantizeLinear spans [min,
- * amax] on 256 levels, min the table's (-0.25 amax here: zero point -77);
- * symmetric with the graph's zero points only (--zero-points graph) or none,
- * with a minimum at or below -amax, from a table without minimums (before
- * version 3), and with --zero-points unpadded (conv1 reads x with padding).
- * The finer steps bring the output closer to FP32. */
+ * [-0.25, 1): with two-sided zero points (--zero-points two-sided) its
+ * QuantizeLinear spans [min, amax] on 256 levels, min the table's (-0.25 amax
+ * here: zero point -77); symmetric with the graph's zero points only (the
+ * default) or none, with a minimum at or below -amax, from a table without
+ * minimums (before version 3), and where a padded dense conv reads it (conv1,
+ * --zero-points unpadded). The finer steps bring the output closer to FP32. */
 START_TEST(zero_points_for_two_sided_activations)
 {
     qf_graph *ref = chain_net(7);
@@ -2035,7 +2019,7 @@ START_TEST(zero_points_for_two_sided_activations)
     const float amax = table_amax(t, "x");
     ck_assert(e->has_min && e->min >= -0.25f && e->min < -0.24f && amax > 0.99f);
     float *y[2] = {NULL, NULL};
-    for (int mode = 0; mode < 6; mode++) { /* all, graph, none, min below -amax, no min, unpadded */
+    for (int mode = 0; mode < 6; mode++) { /* two-sided, all, none, min below -amax, no min, unpadded */
         e->min = mode == 3 ? -1.5f * amax : -0.25f * amax;
         e->has_min = mode != 4;
         qf_quant_opts o;
@@ -2091,6 +2075,7 @@ START_TEST(two_sided_zero_points_per_class)
         qf_quant_opts o;
         qf_quant_opts_init(&o);
         o.method = QF_CALIB_MINMAX;
+        o.asymmetric_two_sided = true;
         qf_quant_summary sum;
         OK(qf_quantize(g, t, &o, &sum));
         const float s = spoil ? qf_calib_scale(a) : (a + 0.25f * a) / 255.0f;

@@ -73,12 +73,12 @@ void cli_default_output(const char *model, const char *ext, char *out, size_t si
  * (qf_graph_equalize), with one line on stderr saying what moved unless
  * `quiet` (or --quiet). */
 qf_status cli_equalize(qf_graph *g, bool quiet);
-/* --zero-points MODE of calib and quant (all, graph, unpadded or none; NULL:
+/* --zero-points MODE of calib and quant (all, two-sided, unpadded or none; NULL:
  * the library's default): qo's asymmetric flags, and the grid co's auto
  * judges thresholds on, quant's for that mode (either may be NULL); false for
  * another word. */
 bool cli_zero_points(const char *mode, qf_quant_opts *qo, qf_calibrate_opts *co);
-#define CLI_ZERO_POINTS_MODES "all, graph, unpadded or none"
+#define CLI_ZERO_POINTS_MODES "all, two-sided, unpadded or none"
 /* Fills model-given fields of pp (channels, height, width, layout) from the
  * graph's first input, which must be (N,C,H,W) float. */
 qf_status cli_preprocess_for_model(const qf_graph *g, qf_preprocess *pp);

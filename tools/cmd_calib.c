@@ -15,8 +15,9 @@ static const char calib_help[] =
     "                    [--strict] [--quiet]\n"
     "  --method auto (default: per tensor, the threshold whose error costs its readers least)\n"
     "           | entropy | minmax | percentile[=P] | mse | all\n"
-    "  --zero-points all (default) | graph | unpadded | none: the INT8 grid auto judges thresholds on,\n"
-    "              as quant --zero-points will quantize (none: symmetric, as TensorRT's INT8)\n"
+    "  --zero-points all (default) | two-sided | unpadded | none: the INT8 grid auto judges\n"
+    "              thresholds on, as quant --zero-points will quantize (none: symmetric, as\n"
+    "              TensorRT's INT8)\n"
     "  --equalize  cross-layer equalization of the FP32 graph first (the same function);\n"
     "              the table records it, and quant --calib equalizes alike\n"
     "  See qforge-calib(1) and qforge-calib(5).\n";

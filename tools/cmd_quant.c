@@ -19,7 +19,7 @@ static const char quant_help[] =
     "                    [--threads T] [--json] [--strict]\n"
     "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
     "       qforge quant MODEL-QDQ.onnx [-o MODEL.qfm]   (a Q/DQ or QOperator model: its own scales)\n"
-    "  both: [--per-tensor-weights] [--asymmetric | --zero-points all|graph|unpadded|none] [--int8-attention]\n"
+    "  both: [--per-tensor-weights] [--asymmetric | --zero-points all|two-sided|unpadded|none] [--int8-attention]\n"
     "        [--equalize] [--fp16-layers NAME,...]\n"
     "        [--export-onnx FILE.onnx] [--force] [--quiet]\n"
     "  --equalize  cross-layer equalization of the FP32 graph before calibrating and quantizing\n"
@@ -29,11 +29,11 @@ static const char quant_help[] =
     "  --optimize-rounding  with --images: round each INT8 weight up or down, whichever\n"
     "              brings its layer's output on 64 calibration images closer to FP32\n"
     "              (AdaRound; minutes on the CPU, see qforge-quant(1))\n"
-    "  --zero-points all (default; = --asymmetric) | graph | unpadded | none: zero points for\n"
-    "              activations the graph bounds from below (after Relu, HardSwish, SiLU, ...) and\n"
-    "              two-sided ones whose calibrated minimum is above -threshold, all 256 levels on\n"
-    "              their range; graph: only the first; unpadded: not on inputs of dense convs that\n"
-    "              read padding; none: symmetric (GPU: ResNets 6-12 % faster, see qforge-quant(1))\n"
+    "  --zero-points all (default; = --asymmetric) | two-sided | unpadded | none: zero points\n"
+    "              for activations the graph bounds from below (after Relu, HardSwish, SiLU, ...),\n"
+    "              all 256 levels on their range; two-sided: also where the graph does not but\n"
+    "              the calibrated minimum lies above -threshold; unpadded: not on inputs of dense\n"
+    "              convs that read padding; none: symmetric (GPU: ResNets 6-12 % faster)\n"
     "  --int8-attention  MatMuls of two activations (attention's QK^T and AV) in INT8 too\n"
     "              (per-tensor scales, exact int32 products); without it they stay FP16\n"
     "  --images:   calibrate on up to COUNT images of DIR (default 500), quantize, and check\n"
@@ -56,7 +56,7 @@ static const char quant_help[] =
 typedef struct quant_args {
     const char *model, *calib, *precision, *method, *out_path, *onnx_out, *calib_out, *report, *device;
     bool per_tensor, force, json, best;
-    const char *zero_points; /* --zero-points all|unpadded|none (--asymmetric: all); NULL: the library's default */
+    const char *zero_points; /* --zero-points MODE (--asymmetric: all); NULL: the library's default */
     bool int8_attention;   /* --int8-attention: MatMuls of two activations in INT8 */
     bool equalize;         /* --equalize, or a table calibrated with it: every graph of MODEL is equalized */
     bool equalize_told;    /* its summary line was printed (the graph is loaded several times) */

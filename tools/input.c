@@ -112,7 +112,7 @@ qf_status cli_equalize(qf_graph *g, bool quiet)
 
 bool cli_zero_points(const char *mode, qf_quant_opts *qo, qf_calibrate_opts *co)
 {
-    static const char *const modes[] = {"all", "graph", "unpadded", "none"};
+    static const char *const modes[] = {"all", "two-sided", "unpadded", "none"};
     const int n = (int)(sizeof modes / sizeof *modes);
     int m = 0;
     while (mode && m < n && strcmp(mode, modes[m])) m++;
@@ -122,8 +122,7 @@ bool cli_zero_points(const char *mode, qf_quant_opts *qo, qf_calibrate_opts *co)
     if (mode) {
         q.asymmetric = strcmp(mode, "none") != 0;
         q.asymmetric_unpadded = !strcmp(mode, "unpadded");
-        /* graph: only where the graph bounds the tensor from below */
-        q.asymmetric_two_sided = q.asymmetric && strcmp(mode, "graph") != 0;
+        q.asymmetric_two_sided = !strcmp(mode, "two-sided");
     }
     if (qo) {
         qo->asymmetric = q.asymmetric;

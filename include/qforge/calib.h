@@ -241,9 +241,8 @@ void qf_auto_chooser_free(qf_auto_chooser *a);
 qf_status qf_auto_chooser_set_device(qf_auto_chooser *a, qf_device_kind device, int index);
 /* Judges each candidate on the grid qforge quant gives the tensor with zero
  * points (true, the default: qf_quant_opts.asymmetric) or without, and with
- * two_sided also those from the table's minimums
- * (qf_quant_opts.asymmetric_two_sided); before the first batch. Default:
- * both true. */
+ * two_sided (default false) also those from the table's minimums
+ * (qf_quant_opts.asymmetric_two_sided); before the first batch. */
 void qf_auto_chooser_set_zero_points(qf_auto_chooser *a, bool zero_points, bool two_sided);
 /* One batch: `input` laid out as the graph's input at its batch, the first
  * `images` images real (0: all). */
@@ -290,7 +289,7 @@ typedef struct qf_calibrate_opts {
                                   points (quant's default; qf_auto_chooser_set_zero_points);
                                   false: of symmetric INT8 (quant --zero-points none). Default true */
     bool auto_two_sided;       /* with auto_zero_points: also those two-sided tensors get from
-                                  their minimums (qf_quant_opts.asymmetric_two_sided). Default true */
+                                  their minimums (qf_quant_opts.asymmetric_two_sided). Default false */
     const char *model_sha256;  /* the table's model hash (qf_sha256_file()); NULL: 64 zeros */
     qf_progress_fn progress;   /* optional: called with 0 when the first batch is asked for,
                                   then after every batch (from worker threads, one at a time) */
