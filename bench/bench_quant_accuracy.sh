@@ -3,6 +3,9 @@
 #   qforge: calib --method all on the calibration images, then quant at INT8
 #   with each method the table holds (auto, the default, first; all with zero
 #   points for one-sided activations, the default), with auto and
+#   --zero-points two-sided (zero points also for two-sided activations from
+#   their calibrated minimum, auto judged on that grid by calib --zero-points
+#   two-sided: "auto two-sided"), with auto and
 #   --zero-points none (symmetric activations, auto judged on their grid by
 #   calib --zero-points none: "auto sym"), with calib --equalize (cross-layer
 #   equalization: "auto+eq", "auto+eq sym") and at
@@ -68,12 +71,17 @@ bench_model() {
       > "$tmp/$name.$m.json"
     qrow "$name" "$m" int8 "$tmp/$name.$m.json"
   done
-  echo "== $name: qforge calib --zero-points none; quant --precision int8 --method auto --zero-points none; eval" >&2
-  "$qforge" calib "$model" --images "$calib" $pp --zero-points none -o "$tmp/$name.sym.calib" --quiet
-  "$qforge" quant "$model" --calib "$tmp/$name.sym.calib" --precision int8 --method auto --zero-points none \
-    -o "$tmp/$name.sym.qfm"
-  "$qforge" eval "$tmp/$name.sym.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet > "$tmp/$name.sym.json"
-  qrow "$name" "auto sym" int8 "$tmp/$name.sym.json"
+  for zp in two-sided none; do
+    echo "== $name: qforge calib --zero-points $zp; quant --precision int8 --method auto --zero-points $zp; eval" >&2
+    "$qforge" calib "$model" --images "$calib" $pp --zero-points $zp -o "$tmp/$name.$zp.calib" --quiet
+    "$qforge" quant "$model" --calib "$tmp/$name.$zp.calib" --precision int8 --method auto --zero-points $zp \
+      -o "$tmp/$name.$zp.qfm"
+    "$qforge" eval "$tmp/$name.$zp.qfm" --images "$eval" $pp "$@" --reference "$model" --json --quiet \
+      > "$tmp/$name.$zp.json"
+    label="auto two-sided"
+    [ $zp = none ] && label="auto sym"
+    qrow "$name" "$label" int8 "$tmp/$name.$zp.json"
+  done
   echo "== $name: qforge calib --equalize (cross-layer equalization); quant auto, auto --zero-points none; eval" >&2
   for zp in all none; do
     "$qforge" calib "$model" --images "$calib" $pp --equalize --zero-points $zp -o "$tmp/$name.eq$zp.calib" --quiet

@@ -79,7 +79,7 @@ then pass "TensorRT cache format"; else fail "TensorRT cache format"; fi
 "$QFORGE" calib "$model" --images "$tmp/test" -n 300 $pp --trt-cache "$tmp/d.cache" -o "$tmp/d.calib" 2> "$tmp/d.err"
 if grep -q '^method auto$' "$tmp/d.calib" && head -1 "$tmp/d.cache" | grep -q '^TRT-[0-9]*-EntropyCalibration2$' &&
    grep -q 'auto thresholds (chosen on 32 images' "$tmp/d.err" &&
-   [ "$(sed -n 's/^\([^ ]*\) auto=\([^ ]*\) .*/\1 \2/p' "$tmp/a.calib")" = "$(sed -n '7,$p' "$tmp/d.calib")" ]
+   [ "$(sed -n 's/^\([^ ]*\) auto=\([^ ]*\) .*/\1 \2/p' "$tmp/a.calib")" = "$(sed -n '7,$s/ min=.*//p' "$tmp/d.calib")" ]
 then pass "calib --method auto by default (the all table's auto column, entropy cache header)"
 else fail "calib default auto: $(cat "$tmp/d.err")"; fi
 grep -q "TensorRT's INT8 is symmetric: --zero-points none" "$tmp/d.err" &&
@@ -91,7 +91,18 @@ changed=$(diff "$tmp/d.calib" "$tmp/sym.calib" | sed -n 's/^< \([^ ]*\) .*/\1/p'
 if [ -n "$changed" ] && ! echo "$changed" | grep -qv 'Relu_output'
 then pass "calib --zero-points none: other auto thresholds for $(echo "$changed" | wc -l) Relu outputs only"
 else fail "calib --zero-points none changed: ${changed:-nothing}"; fi
-expect 2 "zero-points takes all, unpadded or none" "calib --zero-points with a bad value" -- \
+# --zero-points two-sided (calib and quant): the input, which the graph leaves two-sided, gets a zero
+# point from its calibrated minimum; only two-sided tensors' auto thresholds can differ
+"$QFORGE" calib "$model" --images "$tmp/test" -n 300 $pp --zero-points two-sided -o "$tmp/two.calib" --quiet
+changed=$(diff "$tmp/d.calib" "$tmp/two.calib" | sed -n 's/^< \([^ ]*\) .*/\1/p')
+"$QFORGE" quant "$model" --calib "$tmp/two.calib" --zero-points two-sided -o "$tmp/two.qfm" --quiet
+"$QFORGE" quant "$model" --calib "$tmp/d.calib" -o "$tmp/d.qfm" --quiet
+if [ -n "$changed" ] && ! echo "$changed" | grep -q 'Relu_output' &&
+   "$QFORGE" info "$tmp/two.qfm" --nodes | grep -q '^ *0 QuantizeLinear .* zp -[0-9]' &&
+   ! "$QFORGE" info "$tmp/d.qfm" --nodes | grep -q '^ *0 QuantizeLinear .* zp '
+then pass "--zero-points two-sided: the input's zero point, other auto thresholds for $(echo "$changed" | wc -l) tensors"
+else fail "--zero-points two-sided: changed ${changed:-nothing}; $("$QFORGE" info "$tmp/two.qfm" --nodes | grep Quantize)"; fi
+expect 2 "zero-points takes all, two-sided, unpadded or none" "calib --zero-points with a bad value" -- \
   "$QFORGE" calib "$model" --images "$tmp/test" --zero-points half
 
 "$QFORGE" quant "$model" --images "$tmp/test" -n 100 --held-out 50 $pp --bias-correction -o "$tmp/bc.qfm" > /dev/null 2> "$tmp/bc.err"
