@@ -26,7 +26,8 @@
 # ONNX model needs it, and the numbers must not depend on that default.)
 # Usage: [LITE1_ONNX=FILE] bench/bench_quant_accuracy.sh [BUILD_DIR]
 #   (needs ../shared/data; python3 with numpy, Pillow, onnx and onnxruntime;
-#   builds BUILD_DIR/bench/quant_predict when it is missing)
+#   (re)builds BUILD_DIR/bench/quant_predict, which links the library statically:
+#   a stale one quantizes by older defaults than the qforge it is checked against)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$top/build}
@@ -117,7 +118,7 @@ else
 fi
 
 echo "== resnet20: Q/DQ export run by onnxruntime against qforge's INT8 engine" >&2
-[ -x "$build/bench/quant_predict" ] || make -C "$build" bench/quant_predict >&2
+make -C "$build" bench/quant_predict >&2
 "$build/bench/quant_predict" "$data/cifar10/resnet20.onnx" "$tmp/resnet20.calib" "$data/cifar10/test" \
   --method entropy > "$tmp/resnet20.pred"
 export_ok=0
