@@ -161,9 +161,13 @@ static qf_status table_validate(const qf_calib_table *t, const char *path)
 
 /* 2 adds the 'equalized' line, so that a qforge older than it refuses such a
  * table instead of applying its thresholds to the graph it was not made on; 3
- * adds the tensors' minimums (and makes that line optional). */
+ * adds the tensors' minimums (and makes that line optional). A table is
+ * written in the oldest version that holds it, except that one read as
+ * version 3 stays 3: a round trip keeps a table's version (a version 3
+ * table may have neither minimums nor the 'equalized' line). */
 int qfi_calib_table_version(const qf_calib_table *t)
 {
+    if (t->version >= 3) return 3;
     for (int i = 0; i < t->n; i++)
         if (t->entries[i].has_min) return 3;
     return t->equalized[0] ? 2 : 1;
