@@ -40,14 +40,15 @@ trap 'rm -rf "$tmp"' EXIT
 rows=$tmp/rows.jsonl
 : > "$rows"
 
-# qrow MODEL METHOD PRECISION EVAL_JSON: one table row from `qforge eval --json`
+# qrow MODEL METHOD PRECISION EVAL_JSON [TOOL]: one table row from `qforge eval --json`
 qrow() {
   python3 - "$@" >> "$rows" <<'PY'
 import json, sys
 model, method, precision, path = sys.argv[1:5]
+tool = sys.argv[5] if len(sys.argv) > 5 else "qforge"
 d = json.load(open(path))
 ref = d.get("reference") or {}
-print(json.dumps(dict(model=model, tool="qforge", method=method, precision=precision, images=d["images"],
+print(json.dumps(dict(model=model, tool=tool, method=method, precision=precision, images=d["images"],
                       top1=d["top1"], agreement=ref.get("agreement", 1.0), sqnr_db=ref.get("sqnr_db"))))
 if precision == "int8" and method == "auto":  # the FP32 reference, scored in the same pass
     print(json.dumps(dict(model=model, tool="qforge", method="-", precision="fp32", images=d["images"],
@@ -100,11 +101,21 @@ bench_model() {
   qrow "$name" - fp16 "$tmp/$name.fp16.json"
   echo "== $name: onnxruntime quantize_static" >&2
   python3 "$peers/ort_quant.py" "$model" --calib "$calib" --eval "$eval" $pp --name "$name" "$@" \
-    2> "$tmp/$name.ort.log" >> "$rows" || { cat "$tmp/$name.ort.log" >&2; exit 1; }
+    --keep "$tmp/ort.$name" 2> "$tmp/$name.ort.log" >> "$rows" || { cat "$tmp/$name.ort.log" >&2; exit 1; }
   python3 "$peers/ort_quant.py" "$model" --calib "$calib" --eval "$eval" $pp --name "$name" "$@" \
-    --methods minmax,entropy --activations uint8 2> "$tmp/$name.ort8.log" > "$tmp/$name.ort8.jsonl" ||
-    { cat "$tmp/$name.ort8.log" >&2; exit 1; }
+    --methods minmax,entropy --activations uint8 --keep "$tmp/ort.$name" 2> "$tmp/$name.ort8.log" \
+    > "$tmp/$name.ort8.jsonl" || { cat "$tmp/$name.ort8.log" >&2; exit 1; }
   grep -v '"precision": "fp32"' "$tmp/$name.ort8.jsonl" >> "$rows"  # its FP32 row is the one above
+  # ONNX Runtime's models again, run by qforge (which runs a uint8 Q/DQ model as ONNX Runtime does,
+  # bench/qdq.md) on qforge's decoding and resizing: beside qforge's rows, one pipeline for both
+  # tools' quantization (ort_quant.py decodes and resizes with Pillow, whose pixels differ)
+  for f in "$tmp/ort.$name"/*.ort-*.onnx; do
+    m=${f##*.ort-}
+    m=${m%.onnx}
+    case $m in *.*) continue;; esac  # ONNX Runtime's by-products (preprocessed, augmented, opset-converted copies)
+    "$qforge" eval "$f" --images "$eval" $pp "$@" --reference "$model" --json --quiet > "$tmp/$name.ortq.json"
+    qrow "$name" "$m" int8 "$tmp/$name.ortq.json" "ORT by qforge"
+  done
 }
 
 bench_model resnet20 "$data/cifar10/resnet20.onnx" "$data/cifar10/calib" "$data/cifar10/test" "--preset cifar10"
@@ -128,10 +139,10 @@ python3 "$peers/check_export.py" "$tmp/resnet20.qdq.onnx" --images "$data/cifar1
 python3 - "$rows" "$tmp/export.json" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(f"{'model':<20}{'tool':<13}{'method':<16}{'precision':<11}{'images':>7}{'top-1':>9}{'agree FP32':>12}{'SQNR dB':>9}")
+print(f"{'model':<20}{'tool':<15}{'method':<16}{'precision':<11}{'images':>7}{'top-1':>9}{'agree FP32':>12}{'SQNR dB':>9}")
 for r in rows:
     db = "-" if r.get("sqnr_db") is None else f"{r['sqnr_db']:.2f}"
-    print(f"{r['model']:<20}{r['tool']:<13}{r['method']:<16}{r['precision']:<11}{r['images']:>7}"
+    print(f"{r['model']:<20}{r['tool']:<15}{r['method']:<16}{r['precision']:<11}{r['images']:>7}"
           f"{r['top1']:>9.4f}{r['agreement']:>12.4f}{db:>9}")
 for model in dict.fromkeys(r["model"] for r in rows):
     q = [r for r in rows if r["model"] == model and r["tool"] == "qforge" and r["precision"] == "int8"]
@@ -140,6 +151,12 @@ for model in dict.fromkeys(r["model"] for r in rows):
     ob = max(o, key=lambda r: r["top1"])
     print(f"{model}: qforge INT8 (default auto) top-1 {qd['top1']:.4f}, agreement {qd['agreement']:.4f}; "
           f"best ONNX Runtime INT8 ({ob['method']}) top-1 {ob['top1']:.4f}, agreement {ob['agreement']:.4f}")
+    # the same pipeline for both: ONNX Runtime's models run by qforge, against qforge's default
+    oq = [r for r in rows if r["model"] == model and r["tool"] == "ORT by qforge"]
+    if oq:
+        best = max(oq, key=lambda r: r["sqnr_db"])
+        print(f"{model}, one pipeline: qforge default {qd['sqnr_db']:.2f} dB, agreement {qd['agreement']:.4f}; "
+              f"best ONNX Runtime model ({best['method']}) {best['sqnr_db']:.2f} dB, agreement {best['agreement']:.4f}")
 e = json.load(open(sys.argv[2]))
 print(f"resnet20 Q/DQ export: onnxruntime agrees with qforge's CPU INT8 engine on {e['agreement']:.4f} of "
       f"{e['images']} images (bar {e['min_agreement']}); opset {e['opset']}, "
