@@ -28,7 +28,7 @@ set -o pipefail
 R=$PWD
 L=$OUT/logs
 mkdir -p $L
-trap 'tar -czf $OUT/logs.tgz -C $OUT logs && rm -rf $L' EXIT
+trap 'tar -czf $OUT/logs.tgz -C $OUT logs && rm -rf $L; out_fits' EXIT
 . bench/device/env.sh
 modes=" ${*:-tests} "
 want() { # MODE: asked for by name, or tests/bench by `all`
