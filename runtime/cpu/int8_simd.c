@@ -253,8 +253,10 @@ T512 static inline __m512i requant16(__m512i a, __m512 m, __m512 r, __m512 m_r, 
 {
     __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), m);
     if (has_res) v = _mm512_add_ps(v, _mm512_mul_ps(r, m_r));
-    v = _mm512_mask_mov_ps(lo, _mm512_cmp_ps_mask(v, lo, _CMP_GE_OQ), v);
-    v = _mm512_mask_mov_ps(hi, _mm512_cmp_ps_mask(v, hi, _CMP_LE_OQ), v);
+    /* vmaxps / vminps return their second operand (the bound) for a NaN, as
+     * fmaxf/fminf's v >= lo test does; of two zeros they may keep the other
+     * sign, which the conversion to an integer drops */
+    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
     return _mm512_cvtps_epi32(v);
 }
 
