@@ -706,9 +706,14 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
     /* tests: run one variant (index mod count), or "splitk": the split-K ones where the layer has any */
     const char *pin = getenv("QFORGE_CUDA_IGEMM_VARIANT");
     bool split_only = false;
-    if (pin && !strcmp(pin, "splitk"))
+    if (pin && !strcmp(pin, "splitk")) {
         for (int v = 0; v < n - 1; v++) split_only |= cu_igemm_split_k(ig, v) > 1;
-    if (pin && !strcmp(pin, "splitk")) pin = NULL;
+        pin = NULL;
+    }
+    /* an implicit-GEMM variant (v > 0) a pin leaves untimed */
+    auto pinned_out = [&](int v) {
+        return v > 0 && ((pin && v != 1 + atoi(pin) % (n - 1)) || (split_only && cu_igemm_split_k(ig, v - 1) < 2));
+    };
     gemm_ok = gemm_ok && !cu_tactic_forced("igemm") && !split_only;
     int best = -1;
     /* the choice of an earlier build of the same layer on this device */
@@ -725,7 +730,7 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
         return QF_OK;
     }
     for (int v = gemm_ok ? 0 : 1; v < n; v++) {
-        if ((pin && v > 0 && v != 1 + atoi(pin) % (n - 1)) || (split_only && cu_igemm_split_k(ig, v - 1) < 2)) continue;
+        if (pinned_out(v)) continue;
         *use = v;
         QF_CHECK(time_layer(c, L, &t[v]));
         if (best < 0 || t[v] < t[best]) best = v;
@@ -738,7 +743,7 @@ qf_status cu_igemm_choose(cu_engine *c, cu_layer *L, const cu_igemm *ig, const c
     snprintf(how + len, how_len - len, " (%.3f ms", t[best]);
     for (int v = 0; v < n; v++) {
         len = strlen(how);
-        if (v != best && (v == 0 ? gemm_ok : !pin && !(split_only && cu_igemm_split_k(ig, v - 1) < 2)))
+        if (v != best && (v == 0 ? gemm_ok : !pin && !pinned_out(v)))
             snprintf(how + len, how_len - len, "; %s %.3f", v == 0 ? "GEMM path" : cu_igemm_describe(ig, v - 1, d, sizeof d), t[v]);
     }
     len = strlen(how);
