@@ -201,25 +201,67 @@ static QFI_HD float qfi_act_value_kinds(qf_act act, float v, float s, bool gelu)
 }
 static QFI_HD float qfi_act_value(qf_act act, float v, float s) { return qfi_act_value_kinds(act, v, s, true); }
 
+/* ---- exact conversions through the float 1.5*2^23 ---------------------------------
+ * Float <-> integer conversions run at an eighth of the FP32 rate on sm_90,
+ * which bounds an epilogue that needs two or three per output; these are
+ * exact full-rate replacements. QFI_MAGIC = 1.5*2^23 lies in the binade
+ * [2^23, 2^24), whose unit is 1, so every integer of magnitude up to 2^22 is
+ * QFI_MAGIC plus itself exactly, and adding QFI_MAGIC rounds to an integer
+ * (to nearest, ties to even, as rintf does). */
+#define QFI_MAGIC_BITS 0x4B400000
+#define QFI_MAGIC 12582912.0f
+#define QFI_MAGIC_LIMIT ((int64_t)1 << 22) /* |integer| below this: exact */
+
+/* The integer a, |a| < 2^22, as a float from the bits QFI_MAGIC_BITS + a
+ * (an accumulator that started at QFI_MAGIC_BITS). */
+static QFI_HD float qfi_magic_to_f32(int32_t bits) { return qfi_sub(qfi_bits_f32((uint32_t)bits), QFI_MAGIC); }
+/* v in [-2^22, 2^22] rounded to an integer: the low byte of the result is
+ * rint(v) as an int8 when v is in [-128, 127]. */
+static QFI_HD uint32_t qfi_magic_round(float v) { return qfi_f32_bits(qfi_add(v, QFI_MAGIC)); }
+/* The same plus a zero point z, as integers (adding z to v before rounding
+ * would move ties to even for odd z): the low byte is rint(v) + z, the
+ * stored level of an epilogue result v relative to z (qfi_requant_level). */
+static QFI_HD uint32_t qfi_magic_round_zp(float v, int32_t z) { return qfi_magic_round(v) + (uint32_t)z; }
+/* An int8 r given as u = r ^ 0x80 (that is r + 128) in the low byte of
+ * QFI_MAGIC_BITS, as the float r - z (exactly: the subtrahend
+ * QFI_MAGIC + 128 + z is an integer of QFI_MAGIC's binade). */
+static QFI_HD float qfi_magic_u8_to_f32_zp(uint32_t bits, int32_t z)
+{
+    return qfi_sub(qfi_bits_f32(bits), QFI_MAGIC + (float)(128 + z));
+}
+static QFI_HD float qfi_magic_u8_to_f32(uint32_t bits) { return qfi_magic_u8_to_f32_zp(bits, 0); }
+
 #ifdef __CUDACC__
 /* A smooth fused activation whose result only goes to rint (an int8
- * output), computed with CUDA's fast-but-accurate functions in place of
+ * output), computed with the GPU's approximate instructions in place of
  * lib/float_math.h's exact forms (their e^x, erf and IEEE divisions, each
  * operation rounded on its own, cost several times as many instructions,
- * and the requantize pass of a wide SiLU or GELU layer is bound by them).
- * The level stays the exact one's: where the fast y lies closer to a
- * rounding boundary than the two forms' worst difference (plus 2^-12), or
- * |v| > 2048, the exact form decides (rare: a fraction of a percent of the
- * elements). The differences:
+ * and the epilogues of wide SiLU or GELU layers are bound by them). The
+ * level stays the exact one's: the fast y comes with a margin, twice the
+ * two forms' worst difference, and where y - margin and y + margin clamp
+ * and round to different levels the exact form decides (qfi_level_sure;
+ * rare: 0.002-0.1 % of the values |v| >= 1). The differences:
  * - GELU: 0.5 |v| |d erf| (erff 2 ulp + qfi_erf 3 ulp: 4e-7 with the
  *   argument's rounding) plus a few roundings of |y| <= |v|: below 6e-7 |v|,
- *   margin 1.2e-6 |v|. The tanh form computes its argument with the exact
- *   form's operations, so only tanh differs.
+ *   margin 1.2e-6 |v| + 2^-12. The tanh form computes its argument with the
+ *   exact form's operations, so only tanh differs.
  * - SiLU and Sigmoid, from the same x = v s and the same split into
- *   e = e^-|x| and n / d: expf 2 ulp against qfi_exp's 2, then 1 + e, the
- *   reciprocal (or division) and the products, 0.5 ulp each: below 8 ulp of
- *   |y| together (1e-6 |y|), margin 2.4e-6 |y|.
- * HardSwish's exact form is already a few operations: it is used as is. */
+ *   e = e^-|x| and sigmoid = 1 / (1 + e) or e / (1 + e): __expf (ex2.approx)
+ *   is within 2 + 1.173 |x| ulp of e^-|x| (CUDA's documented bound: the
+ *   rounding of |x| log2 e), rcp.approx within 1 ulp, then 1 + e and the
+ *   products 0.5 ulp each; the exact form (qfi_exp 2 ulp and its
+ *   roundings) within 6 ulp. An error in e moves sigmoid by that relative
+ *   error only where x < 0 (for x >= 0 by e / (1 + e) of it, under 2.4e-7
+ *   relative), so the margin is |y| (2.4e-6 + 3e-7 |x|) for x < 0 and
+ *   2.4e-6 |y| for x >= 0, plus 2^-16 for values near zero. Where e^-|x|
+ *   is below the normal range (x < -87) both forms give |y| < 1.2e-38 |v|,
+ *   level 0 unless |v| >= 1e30, which the exact form then decides.
+ * tests/smooth_sweep.cu checks every float v at several scales against the
+ * exact form. HardSwish's exact form is already a few operations: it is
+ * used as is. The *_level_fast functions store the clamped fast value in
+ * *out and return whether it rounds to the exact form's level; they have
+ * no branch, so that kernels can unroll them over many elements and leave
+ * the exact form to a second pass. */
 static __device__ __noinline__ float qfi_act_exact_out_of_line(qf_act act, float v, float s)
 {
     return qfi_act_value(act, v, s); /* rare: one copy per file, not one per epilogue instance */
@@ -229,37 +271,63 @@ static QFI_HD bool qfi_act_has_fast_level(qf_act act)
 {
     return qfi_act_smooth(act) && act != QF_ACT_HARD_SWISH;
 }
-/* gelu: as at qfi_act_value_kinds (false: act is no GELU, whose code is left out) */
-static __device__ __forceinline__ float qfi_smooth_level_fast_kinds(qf_act act, float v, float s, bool gelu)
+static __device__ __forceinline__ float qfi_rcp_approx(float d)
 {
-    if (!qfi_act_has_fast_level(act)) return qfi_act_value_kinds(act, v, s, gelu);
-    const float av = fabsf(v);
-    if (av <= 2048.0f) {
-        const float x = qfi_mul(v, s);
-        float y, margin;
-        if (gelu && (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH)) {
-            float inner;
-            if (act == QF_ACT_GELU_TANH) {
-                const float x3 = qfi_mul(qfi_mul(x, x), x);
-                inner = tanhf(qfi_mul(0.797884583f, qfi_add(x, qfi_mul(0.044715f, x3))));
-            } else {
-                inner = erff(x * 0.707106781f);
-            }
-            y = 0.5f * v * (1.0f + inner);
-            margin = fmaf(av, 1.2e-6f, 2.44140625e-4f);
-        } else {
-            const float e = expf(-fabsf(x)), r = __frcp_rn(1.0f + e);
-            const float sig = x >= 0.0f ? r : e * r;
-            y = act == QF_ACT_SILU ? v * sig : sig / s;
-            margin = fmaf(fabsf(y), 2.4e-6f, 2.44140625e-4f);
-        }
-        if (fabsf(fabsf(y - rintf(y)) - 0.5f) > margin) return y;
-    }
-    return qfi_act_exact_out_of_line(act, v, s);
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+    return r;
 }
-static __device__ __forceinline__ float qfi_smooth_level_fast(qf_act act, float v, float s)
+/* y clamped to [lo, hi] into *out; whether every value within margin of y
+ * clamps and rounds to the same level (rounding is monotonic: the two ends
+ * decide; QFI_MAGIC rounds, lo and hi are int8 bounds). NaN clamps to lo,
+ * as the exact form's NaN does. */
+static __device__ __forceinline__ bool qfi_level_sure(float y, float margin, float lo, float hi, float *out)
 {
-    return qfi_smooth_level_fast_kinds(act, v, s, true);
+    *out = fminf(fmaxf(y, lo), hi);
+    return qfi_magic_round(fminf(fmaxf(y - margin, lo), hi)) == qfi_magic_round(fminf(fmaxf(y + margin, lo), hi));
+}
+/* SiLU (silu) or Sigmoid of v at scale s */
+static __device__ __forceinline__ bool qfi_sigmoid_level_fast(bool silu, float v, float s, float lo, float hi, float *out)
+{
+    const float x = qfi_mul(v, s), ax = fabsf(x), e = __expf(-ax), r = qfi_rcp_approx(1.0f + e);
+    const bool neg = x < 0.0f;
+    const float sig = neg ? e * r : r;
+    const float y = silu ? v * sig : sig * __frcp_rn(s);
+    const float margin = fmaf(fabsf(y), neg ? fmaf(ax, 3e-7f, 2.4e-6f) : 2.4e-6f, 1.52587890625e-5f);
+    return qfi_level_sure(y, margin, lo, hi, out) & (!neg || ax <= 87.0f || fabsf(v) < 1e30f);
+}
+/* GELU (the tanh form where tanh_form) of v at scale s */
+static __device__ __forceinline__ bool qfi_gelu_level_fast(bool tanh_form, float v, float s, float lo, float hi, float *out)
+{
+    const float x = qfi_mul(v, s);
+    float inner;
+    if (tanh_form) {
+        const float x3 = qfi_mul(qfi_mul(x, x), x);
+        inner = tanhf(qfi_mul(0.797884583f, qfi_add(x, qfi_mul(0.044715f, x3))));
+    } else {
+        inner = erff(x * 0.707106781f);
+    }
+    const float y = 0.5f * v * (1.0f + inner);
+    return qfi_level_sure(y, fmaf(fabsf(v), 1.2e-6f, 2.44140625e-4f), lo, hi, out);
+}
+/* Any smooth act (HardSwish: its exact form); gelu as at qfi_act_value_kinds
+ * (false: act is no GELU, whose code is left out) */
+static __device__ __forceinline__ bool qfi_smooth_level_fast_try(qf_act act, float v, float s, float lo, float hi, bool gelu,
+                                                                float *out)
+{
+    if (act == QF_ACT_SILU || act == QF_ACT_SIGMOID) return qfi_sigmoid_level_fast(act == QF_ACT_SILU, v, s, lo, hi, out);
+    if (gelu && (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH))
+        return qfi_gelu_level_fast(act == QF_ACT_GELU_TANH, v, s, lo, hi, out);
+    *out = fminf(fmaxf(qfi_act_value_kinds(act, v, s, gelu), lo), hi);
+    return true;
+}
+/* The clamped level value of act: the fast one where sure, else the exact form's */
+static __device__ __forceinline__ float qfi_smooth_level_fast_kinds(qf_act act, float v, float s, float lo, float hi, bool gelu)
+{
+    float y;
+    return qfi_smooth_level_fast_try(act, v, s, lo, hi, gelu, &y)
+               ? y
+               : fminf(fmaxf(qfi_act_exact_out_of_line(act, v, s), lo), hi);
 }
 #endif
 
@@ -287,9 +355,9 @@ static QFI_HD float qfi_requant_value_at(const qfi_requant *rq, float a, float m
 }
 #ifdef __CUDACC__
 /* The same for an int8 output, whose value only goes to rint:
- * qfi_smooth_level_fast's value of rq->act, same level. The requantize
+ * qfi_smooth_level_fast_kinds's value of rq->act, same level. The requantize
  * kernel after cuBLASLt's int32 GEMM (gemm.cu), the depthwise and grouped
- * kernels' int8 stores (conv_grouped.cu) and the implicit GEMM's epilogue
+ * kernels' int8 stores (conv_grouped.cu) and the implicit GEMM's exact pass
  * take it; the implicit GEMM, which serves no GELU, without GELU's code
  * (gelu false): a fast GELU there cost its Sigmoid, SiLU and HardSwish
  * instances 10-19 % (MobileNetV3-Large INT8 b256 46,807 -> 37,944 img/s,
@@ -298,8 +366,7 @@ static QFI_HD float qfi_requant_value_at(const qfi_requant *rq, float a, float m
 static __device__ __forceinline__ float qfi_requant_smooth_i8_value_kinds(const qfi_requant *rq, float a, float m,
                                                                           bool has_res, float r, bool gelu)
 {
-    const float v = qfi_smooth_level_fast_kinds(rq->act, qfi_requant_linear(rq, a, m, has_res, r), rq->act_s, gelu);
-    return fminf(fmaxf(v, rq->lo), rq->hi);
+    return qfi_smooth_level_fast_kinds(rq->act, qfi_requant_linear(rq, a, m, has_res, r), rq->act_s, rq->lo, rq->hi, gelu);
 }
 static __device__ __forceinline__ float qfi_requant_smooth_i8_value(const qfi_requant *rq, float a, float m, bool has_res,
                                                                     float r)
@@ -391,34 +458,5 @@ static QFI_HD void qfi_requant_elem(const qfi_requant *rq, void *y, int64_t i, i
     qfi_requant_elem_at(rq, y, i, acc, c, res, true);
 }
 
-/* ---- exact conversions through the float 1.5*2^23 ---------------------------------
- * Float <-> integer conversions run at an eighth of the FP32 rate on sm_90,
- * which bounds an epilogue that needs two or three per output; these are
- * exact full-rate replacements. QFI_MAGIC = 1.5*2^23 lies in the binade
- * [2^23, 2^24), whose unit is 1, so every integer of magnitude up to 2^22 is
- * QFI_MAGIC plus itself exactly, and adding QFI_MAGIC rounds to an integer
- * (to nearest, ties to even, as rintf does). */
-#define QFI_MAGIC_BITS 0x4B400000
-#define QFI_MAGIC 12582912.0f
-#define QFI_MAGIC_LIMIT ((int64_t)1 << 22) /* |integer| below this: exact */
-
-/* The integer a, |a| < 2^22, as a float from the bits QFI_MAGIC_BITS + a
- * (an accumulator that started at QFI_MAGIC_BITS). */
-static QFI_HD float qfi_magic_to_f32(int32_t bits) { return qfi_sub(qfi_bits_f32((uint32_t)bits), QFI_MAGIC); }
-/* v in [-2^22, 2^22] rounded to an integer: the low byte of the result is
- * rint(v) as an int8 when v is in [-128, 127]. */
-static QFI_HD uint32_t qfi_magic_round(float v) { return qfi_f32_bits(qfi_add(v, QFI_MAGIC)); }
-/* The same plus a zero point z, as integers (adding z to v before rounding
- * would move ties to even for odd z): the low byte is rint(v) + z, the
- * stored level of an epilogue result v relative to z (qfi_requant_level). */
-static QFI_HD uint32_t qfi_magic_round_zp(float v, int32_t z) { return qfi_magic_round(v) + (uint32_t)z; }
-/* An int8 r given as u = r ^ 0x80 (that is r + 128) in the low byte of
- * QFI_MAGIC_BITS, as the float r - z (exactly: the subtrahend
- * QFI_MAGIC + 128 + z is an integer of QFI_MAGIC's binade). */
-static QFI_HD float qfi_magic_u8_to_f32_zp(uint32_t bits, int32_t z)
-{
-    return qfi_sub(qfi_bits_f32(bits), QFI_MAGIC + (float)(128 + z));
-}
-static QFI_HD float qfi_magic_u8_to_f32(uint32_t bits) { return qfi_magic_u8_to_f32_zp(bits, 0); }
 
 #endif

@@ -17,6 +17,7 @@
 #include "qforge/calib.h"
 #include "../calib/calib_internal.h"
 #include "testutil.h"
+#include "smooth_sweep.h"
 
 /* ---- graph building ---------------------------------------------------------------- */
 
@@ -1334,6 +1335,33 @@ START_TEST(smooth_levels_exact)
 }
 END_TEST
 
+/* The fast levels themselves, all 2^32 floats v at each output scale
+ * below, clamped to int8's bounds and to wide ones (+-2^21: the margins
+ * over the whole range of y): none the fast form calls sure may differ
+ * from the exact form's level, and of the v with 1 <= |v| <= 2048 (where
+ * an int8 output's levels are) it may leave at most 1 % to the exact form
+ * (the share it defers is the epilogues' cost). */
+START_TEST(smooth_levels_sweep)
+{
+    const qf_act acts[4] = {QF_ACT_SILU, QF_ACT_SIGMOID, QF_ACT_GELU, QF_ACT_GELU_TANH};
+    const float scales[4] = {0.00371f, 0.0241f, 0.0973f, 0.613f};
+    for (int a = 0; a < 4; a++)
+        for (int k = 0; k < 4; k++) {
+            /* int8 bounds with a zero point of 3, or wide ones */
+            const float lo = k % 2 ? -131.0f : -2097152.0f, hi = k % 2 ? 124.0f : 2097152.0f;
+            unsigned long long wrong, unsure, total, big;
+            ck_assert_int_eq(qft_smooth_sweep(acts[a], scales[k], lo, hi, &wrong, &unsure, &total, &big), 0);
+            printf("smooth_levels_sweep: act %d scale %g bounds [%g, %g]: %llu of %llu wrong; %llu of the %llu with "
+                   "1 <= |v| <= 2048 (%.4f %%) left to the exact form\n",
+                   (int)acts[a], scales[k], lo, hi, wrong, total, unsure, big, 100.0 * (double)unsure / (double)big);
+            ck_assert_msg(wrong == 0, "act %d scale %g: %llu fast levels differ from the exact form's", (int)acts[a],
+                          scales[k], wrong);
+            ck_assert_msg(unsure * 100 <= big, "act %d scale %g: %llu of %llu left to the exact form", (int)acts[a],
+                          scales[k], unsure, big);
+        }
+}
+END_TEST
+
 /* INT8 with the activations above in every conv's epilogue: the CUDA engine
  * bit for bit with the CPU engine, with per-channel and per-tensor weight
  * scales (a smooth activation keeps a layer out of cuBLASLt's int8 epilogue)
@@ -2266,6 +2294,7 @@ int main(void)
     tcase_add_test(ops, cudnn_conv_int8_halves);
     tcase_add_test(ops, smooth_epilogues_exact);
     tcase_add_test(ops, smooth_levels_exact);
+    tcase_add_test(ops, smooth_levels_sweep);
     tcase_add_test(ops, vector_convs_exact);
     tcase_add_test(ops, attention_fused);
     tcase_add_test(ops, t_conv_tiles);

@@ -12,7 +12,8 @@
 # PROFILE_ARCHS (default the zoo's slowest against PyTorch), for issue 14;
 # PROFILE_OPSET=17 for the transformers (vit_b_16 swin_t convnext_tiny), issue 13;
 # PROFILE_DEBUG=1 keeps each build's debug log (tactics, fusions) in logs.tgz;
-# PROFILE_BATCHES (default 256) the batch sizes profiled.
+# PROFILE_BATCHES (default 256) the batch sizes profiled, PROFILE_PRECS (default
+# "int8 fp16") the precisions.
 # `qdq`: bench/bench_qdq.sh with qforge on the GPU (models quantized elsewhere
 # against ONNX Runtime on the CPU; ORT quantizes the Q/DQ models here), issue 18.
 # `best`: MobileNetV2 `quant --precision best --max-drop 0.1` calibrated and
@@ -128,7 +129,7 @@ if want profile; then
       > $L/torch_$a.json 2> $L/torch_$a.err
     /tmp/q/bin/qforge calib /tmp/p/$a.onnx --images $R/.device/data/imagenet/images/calib --preset imagenet -n 50 \
       --device cuda --batch 50 --quiet -o /tmp/p/$a.calib
-    for p in int8 fp16; do
+    for p in ${PROFILE_PRECS:-int8 fp16}; do
       /tmp/q/bin/qforge quant /tmp/p/$a.onnx --calib /tmp/p/$a.calib --precision $p -o /tmp/p/${a}_$p.qfm --quiet
       # PROFILE_DEBUG=1: the engine build's log too (each layer's tactic with the timings of the first build, fusions)
       for b in ${PROFILE_BATCHES:-256}; do

@@ -235,17 +235,29 @@ __device__ __forceinline__ void init_acc(const igemm_params &p, int32_t (&acc)[M
     }
 }
 
+/* The smooth activation an epilogue instance computes (the kernel picks
+ * one per tile from p.rq.act, so that the unrolled loop has no branch on it) */
+enum { ACT_NONE, ACT_SIGMOID_SILU, ACT_HARD_SWISH };
+
 /* Requantizes a warp's accumulators (acc + bias, from init_acc; its residual
  * already in Ew) into Ew: c0,c1 are (row g, channels 2t, 2t+1), c2,c3 the
  * same channels of row g+8 of each 16x8 piece; the warp tile's first
  * channel is ch0. lib/quant_math.h's operations, in its order; SMALL: every
  * |acc + bias| < 2^22 (the host proves it from K and the bias); RES: p.res;
- * ACT: p.rq's smooth activation (without, p.rq.act is none). */
-template <int MT, int NT, int EW, bool SMALL, bool RES, bool ACT>
+ * ACT: the kind of p.rq's smooth activation. */
+template <int MT, int NT, int EW, bool SMALL, bool RES, int ACT>
 __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int32_t (&acc)[MT][NT][4], int8_t *Ew, int ch0,
                                                 int lane)
 {
     const int g = lane >> 2, t4 = lane & 3;
+    /* ACT_SIGMOID_SILU: each element's fast level (lib/quant_math.h), and
+     * bit (nt MT + mt) 2 + h for a channel pair whose level the exact form
+     * must decide (rare): that pair keeps its residual in Ew for the second
+     * pass below, and the unrolled loop has no branch an element, so that
+     * the elements' chains of dependent operations overlap */
+    static_assert(ACT != ACT_SIGMOID_SILU || MT * NT * 2 <= 64, "one bit a channel pair");
+    const bool silu = p.rq.act == QF_ACT_SILU;
+    uint64_t unsure = 0;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         /* channels past M are never stored: their requantization (a smooth
@@ -262,14 +274,48 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                 const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
                 const uint32_t r = RES ? (uint32_t)*e ^ 0x8080u : 0u;
                 const float f0 = SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), f1 = SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1);
-                const float r0 = residual_to_float<0>(r, p.rq.z_r), r1 = residual_to_float<1>(r, p.rq.z_r);
-                /* an int8 output: a smooth activation's fast level (the exact one's) */
-                const float v0 = ACT ? qfi_requant_smooth_i8_value_kinds(&p.rq, f0, m0, RES, r0, false)
-                                     : qfi_requant_value_kinds(&p.rq, f0, m0, RES, r0, false, false);
-                const float v1 = ACT ? qfi_requant_smooth_i8_value_kinds(&p.rq, f1, m1, RES, r1, false)
-                                     : qfi_requant_value_kinds(&p.rq, f1, m1, RES, r1, false, false);
-                *e = (uint16_t)__byte_perm(qfi_magic_round_zp(v0, p.rq.z_out), qfi_magic_round_zp(v1, p.rq.z_out), 0x0040);
+                float l0 = qfi_requant_linear(&p.rq, f0, m0, RES, residual_to_float<0>(r, p.rq.z_r)),
+                      l1 = qfi_requant_linear(&p.rq, f1, m1, RES, residual_to_float<1>(r, p.rq.z_r));
+                float v0, v1;
+                bool sure = true;
+                if constexpr (ACT == ACT_SIGMOID_SILU) {
+                    sure = qfi_sigmoid_level_fast(silu, l0, p.rq.act_s, p.rq.lo, p.rq.hi, &v0) &
+                           qfi_sigmoid_level_fast(silu, l1, p.rq.act_s, p.rq.lo, p.rq.hi, &v1);
+                    unsure |= (uint64_t)!sure << ((nt * MT + mt) * 2 + h);
+                } else {
+                    if constexpr (ACT == ACT_HARD_SWISH) {
+                        l0 = qfi_act_value_kinds(QF_ACT_HARD_SWISH, l0, p.rq.act_s, false);
+                        l1 = qfi_act_value_kinds(QF_ACT_HARD_SWISH, l1, p.rq.act_s, false);
+                    }
+                    v0 = fminf(fmaxf(l0, p.rq.lo), p.rq.hi), v1 = fminf(fmaxf(l1, p.rq.lo), p.rq.hi);
+                }
+                const uint16_t levels =
+                    (uint16_t)__byte_perm(qfi_magic_round_zp(v0, p.rq.z_out), qfi_magic_round_zp(v1, p.rq.z_out), 0x0040);
+                if (sure) *e = levels;
             }
+    }
+    if constexpr (ACT == ACT_SIGMOID_SILU) {
+        if (!__any_sync(0xffffffffu, unsure != 0)) return;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            if (ch0 + nt * 8 >= p.M) break;
+            const int cl = nt * 8 + t4 * 2, ch = ch0 + cl;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    if (!(unsure >> ((nt * MT + mt) * 2 + h) & 1)) continue;
+                    uint16_t *e = (uint16_t *)(Ew + (mt * 16 + g + h * 8) * EW + cl);
+                    const uint32_t r = RES ? (uint32_t)*e ^ 0x8080u : 0u;
+                    const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
+                    const float f0 = SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), f1 = SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1);
+                    const float v0 = qfi_requant_smooth_i8_value_kinds(&p.rq, f0, p.rq.m[ch], RES, residual_to_float<0>(r, p.rq.z_r),
+                                                                       false);
+                    const float v1 = qfi_requant_smooth_i8_value_kinds(&p.rq, f1, p.rq.m[ch + 1], RES,
+                                                                       residual_to_float<1>(r, p.rq.z_r), false);
+                    *e = (uint16_t)__byte_perm(qfi_magic_round_zp(v0, p.rq.z_out), qfi_magic_round_zp(v1, p.rq.z_out), 0x0040);
+                }
+        }
     }
 }
 
@@ -525,15 +571,25 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
         }
         if (p.k_splits > 1) { /* no residual (the epilogue kernel reads it), no small_acc */
             add_partial_warp<MT, NT>(p, acc, pos0, ch0, lane);
-        } else if constexpr (ACT) { /* e^x dominates: no SMALL form (the host clears small_acc) */
-            if (has_res) requantize_warp<MT, NT, wt::EW, false, true, true>(p, acc, Ew, ch0, lane);
-            else requantize_warp<MT, NT, wt::EW, false, false, true>(p, acc, Ew, ch0, lane);
+        } else if constexpr (ACT) {
+            /* the SMALL form only for SiLU and Sigmoid without a residual (the
+             * host's small_acc says so): fewer instances of these large loops */
+            if (p.rq.act == QF_ACT_HARD_SWISH) {
+                if (has_res) requantize_warp<MT, NT, wt::EW, false, true, ACT_HARD_SWISH>(p, acc, Ew, ch0, lane);
+                else requantize_warp<MT, NT, wt::EW, false, false, ACT_HARD_SWISH>(p, acc, Ew, ch0, lane);
+            } else if (has_res) {
+                requantize_warp<MT, NT, wt::EW, false, true, ACT_SIGMOID_SILU>(p, acc, Ew, ch0, lane);
+            } else if (p.small_acc) {
+                requantize_warp<MT, NT, wt::EW, true, false, ACT_SIGMOID_SILU>(p, acc, Ew, ch0, lane);
+            } else {
+                requantize_warp<MT, NT, wt::EW, false, false, ACT_SIGMOID_SILU>(p, acc, Ew, ch0, lane);
+            }
         } else if (p.small_acc) {
-            if (has_res) requantize_warp<MT, NT, wt::EW, true, true, false>(p, acc, Ew, ch0, lane);
-            else requantize_warp<MT, NT, wt::EW, true, false, false>(p, acc, Ew, ch0, lane);
+            if (has_res) requantize_warp<MT, NT, wt::EW, true, true, ACT_NONE>(p, acc, Ew, ch0, lane);
+            else requantize_warp<MT, NT, wt::EW, true, false, ACT_NONE>(p, acc, Ew, ch0, lane);
         } else {
-            if (has_res) requantize_warp<MT, NT, wt::EW, false, true, false>(p, acc, Ew, ch0, lane);
-            else requantize_warp<MT, NT, wt::EW, false, false, false>(p, acc, Ew, ch0, lane);
+            if (has_res) requantize_warp<MT, NT, wt::EW, false, true, ACT_NONE>(p, acc, Ew, ch0, lane);
+            else requantize_warp<MT, NT, wt::EW, false, false, ACT_NONE>(p, acc, Ew, ch0, lane);
         }
         __syncwarp();
         if (p.k_splits == 1) wt::store(p, Ew, pos0, ch0, lane);
@@ -547,6 +603,80 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
         }
     }
     cp_async_wait<0>();
+}
+
+/* 1x1 stride-1 convs over at most 64 input channels (EfficientNet's and
+ * MobileNet's narrow expand convs: 16 to 40 channels in, 96 to 240 out,
+ * at the largest resolutions) without the Tensor Cores: at K <= 64 a tile
+ * of the implicit GEMM is one pipeline stage and its epilogue (a SiLU's
+ * e^x and reciprocal each) runs at the occupancy of its 64-channel
+ * accumulators; here each thread keeps four channels' weights in
+ * registers, takes the positions of its block's row in turn (dp4a over
+ * the input row, which the block's threads read from L1), and stores the
+ * four levels as one word, at a full SM's worth of warps. Same integer
+ * sums (exact) and the same epilogue as requantize_warp. KW: 4-byte words
+ * of K compiled (p.Cp / 4 of them used); ACT as requantize_warp's. */
+template <int KW, bool SMALL, bool RES, int ACT>
+__device__ __forceinline__ void pointwise_rows(const igemm_params &p, int c4, int pl, int per_block)
+{
+    const int ch = c4 * 4, cw = p.Cp / 4;
+    uint32_t w[4][KW];
+    int32_t base[4];
+    float m[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+#pragma unroll
+        for (int j = 0; j < KW; j++) w[c][j] = j < cw ? __ldg((const uint32_t *)(p.w + (size_t)(ch + c) * p.K) + j) : 0u;
+        base[c] = (SMALL ? QFI_MAGIC_BITS : 0) + (p.rq.bias ? p.rq.bias[ch + c] : 0);
+        m[c] = p.rq.m[ch + c];
+    }
+    const bool silu = p.rq.act == QF_ACT_SILU;
+    for (int pos = blockIdx.x * per_block + pl; pos < p.P; pos += gridDim.x * per_block) {
+        const uint32_t *xr = (const uint32_t *)(p.x + (size_t)pos * p.Cp);
+        int32_t acc[4] = {base[0], base[1], base[2], base[3]};
+#pragma unroll
+        for (int j = 0; j < KW; j++)
+            if (j < cw) {
+                const int xv = (int)__ldg(xr + j);
+#pragma unroll
+                for (int c = 0; c < 4; c++) acc[c] = __dp4a(xv, (int)w[c][j], acc[c]);
+            }
+        const size_t at = (size_t)pos * p.M + ch;
+        const uint32_t rw = RES ? *(const uint32_t *)(p.res + at) : 0u;
+        float f[4], rf[4], v[4];
+        bool sure = true;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            f[c] = SMALL ? qfi_magic_to_f32(acc[c]) : qfi_i2f(acc[c]);
+            rf[c] = RES ? qfi_requant_residual(&p.rq, (int8_t)(rw >> (8 * c))) : 0.0f;
+            float l = qfi_requant_linear(&p.rq, f[c], m[c], RES, rf[c]);
+            if constexpr (ACT == ACT_SIGMOID_SILU) {
+                sure &= qfi_sigmoid_level_fast(silu, l, p.rq.act_s, p.rq.lo, p.rq.hi, &v[c]);
+            } else {
+                if constexpr (ACT == ACT_HARD_SWISH) l = qfi_act_value_kinds(QF_ACT_HARD_SWISH, l, p.rq.act_s, false);
+                v[c] = fminf(fmaxf(l, p.rq.lo), p.rq.hi);
+            }
+        }
+        if (ACT == ACT_SIGMOID_SILU && !sure) /* rare: the exact form where a level is not sure */
+#pragma unroll
+            for (int c = 0; c < 4; c++) v[c] = qfi_requant_smooth_i8_value_kinds(&p.rq, f[c], m[c], RES, rf[c], false);
+        const uint32_t lo = __byte_perm(qfi_magic_round_zp(v[0], p.rq.z_out), qfi_magic_round_zp(v[1], p.rq.z_out), 0x0040),
+                       hi = __byte_perm(qfi_magic_round_zp(v[2], p.rq.z_out), qfi_magic_round_zp(v[3], p.rq.z_out), 0x0040);
+        *(uint32_t *)(p.y + at) = __byte_perm(lo, hi, 0x5410);
+    }
+}
+/* Blocks of p.M / 4 threads (one a channel quad) times the rows a block
+ * takes at once; the residual and exact-conversion forms picked once. */
+template <int KW, int ACT> __global__ void __launch_bounds__(1024) pointwise_kernel(igemm_params p)
+{
+    const int m4 = p.M / 4, per_block = blockDim.x / m4, c4 = threadIdx.x % m4, pl = threadIdx.x / m4;
+    if (p.res) {
+        if (p.small_acc) pointwise_rows<KW, true, true, ACT>(p, c4, pl, per_block);
+        else pointwise_rows<KW, false, true, ACT>(p, c4, pl, per_block);
+    } else {
+        if (p.small_acc) pointwise_rows<KW, true, false, ACT>(p, c4, pl, per_block);
+        else pointwise_rows<KW, false, false, ACT>(p, c4, pl, per_block);
+    }
 }
 
 /* An input of C < 4 channels rearranged for the gather, one thread per
@@ -618,6 +748,7 @@ typedef struct igemm_variant {
     int k_splits, kt_split; /* split-K units a tile and their stages (igemm_params') */
     int blocks, n_tiles, p_tiles;
     size_t smem;
+    int threads;            /* a block's; 0: THREADS. The 1x1 kernel (pointwise_kernel) has bm 0 */
 } igemm_variant;
 
 struct cu_igemm {
@@ -658,6 +789,12 @@ template <int VEC> static igemm_fn kernel_for_act(int bm, int bn, bool wg)
     }
     if (bm != 128 || bn == 256) return NULL;
     return bn == 128 ? igemm_kernel<128, 128, 2, VEC, false, true> : igemm_kernel<128, 64, 4, VEC, false, true>;
+}
+/* The 1x1 kernel of act (no GELU here) */
+template <int KW> static igemm_fn pointwise_for(qf_act act)
+{
+    return act == QF_ACT_NONE ? pointwise_kernel<KW, ACT_NONE>
+         : act == QF_ACT_HARD_SWISH ? pointwise_kernel<KW, ACT_HARD_SWISH> : pointwise_kernel<KW, ACT_SIGMOID_SILU>;
 }
 /* Tile shapes: 128x128 (warps 64x32), 128x256 for M > 128 (warps 64x64:
  * the gathered patches serve twice the channels), and for M <= 64 128x64
@@ -821,7 +958,9 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     ig->rq = *rq;
     ig->prep_bytes = prep_bytes(g);
     const bool act = rq->act != QF_ACT_NONE; /* the kernels with the smooth activation's code */
-    p.small_acc = acc_bound(g, w, bias) < QFI_MAGIC_LIMIT && !act;
+    /* the smooth instances have the exact conversions for SiLU and Sigmoid
+     * without a residual only (launch_gemm clears it where one is read) */
+    p.small_acc = acc_bound(g, w, bias) < QFI_MAGIC_LIMIT && (!act || qfi_act_has_fast_level(rq->act));
     p.H = q.H, p.W = q.W, p.Cp = q.Cp, p.Ho = (int)g->Ho, p.Wo = (int)g->Wo, p.M = (int)g->M;
     p.P = (int)(g->N * g->Ho * g->Wo);
     p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
@@ -832,6 +971,27 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.div_Wo = cu_make_fast_div((uint32_t)g->Wo);
     /* the variants the tuner times: tile shapes for M, residual handling, grid */
     const int64_t P = p.P;
+    /* the 1x1 kernel over K <= 64 (smooth activations other than GELU, which the host kept out) */
+    if (q.prep == PREP_NONE && q.kh == 1 && q.kw == 1 && q.sh == 1 && q.sw == 1 && q.ph == 0 && q.pw == 0 && K16 <= 64 &&
+        g->M / 4 <= 1024) {
+        igemm_variant pw;
+        memset(&pw, 0, sizeof pw);
+        const qf_act a = rq->act == QF_ACT_SIGMOID || rq->act == QF_ACT_SILU || rq->act == QF_ACT_HARD_SWISH ? rq->act : QF_ACT_NONE;
+        pw.fn = K16 <= 32 ? pointwise_for<8>(a) : pointwise_for<16>(a);
+        const int m4 = (int)(g->M / 4);
+        pw.threads = m4 * (m4 < 256 ? 256 / m4 : 1);
+        pw.k_splits = 1, pw.n_tiles = pw.p_tiles = 1;
+        int per_sm = 0;
+        cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pw.fn, pw.threads, 0);
+        if (e != cudaSuccess) {
+            free(ig);
+            return cu_fail(e, "setting up the 1x1 conv kernel", __FILE__, __LINE__);
+        }
+        /* as many blocks as are resident at once (each loads its weights once), fewer for few rows */
+        const int64_t rows = (P + pw.threads / m4 - 1) / (pw.threads / m4), resident = (int64_t)per_sm * c->prop.multiProcessorCount;
+        pw.blocks = (int)(rows < resident ? rows : resident);
+        if (per_sm > 0) ig->v[ig->n_v++] = pw;
+    }
     /* (BM, BN, wgmma): wgmma only where the sm_90a code runs (compute capability 9.0) */
     const struct { int bm, bn; bool wg; } shapes[] = {
         {128, 128, false}, {128, 256, false}, {128, 64, false}, {256, 64, false},
@@ -908,7 +1068,7 @@ uint32_t cu_igemm_signature(const cu_igemm *ig)
     uint32_t h = 2166136261u; /* FNV-1a over each variant's shape and kind */
     for (int i = 0; i < ig->n_v; i++) {
         const igemm_variant &v = ig->v[i];
-        const int f[] = {v.bm, v.bn, v.wg, v.persistent, v.k_splits, v.kt_split};
+        const int f[] = {v.bm, v.bn, v.wg, v.persistent, v.k_splits, v.kt_split, v.threads};
         for (int x : f) h = (h ^ (uint32_t)x) * 16777619u;
     }
     return h;
@@ -923,6 +1083,7 @@ static qf_status launch_gemm(const cu_igemm *ig, int variant, cudaStream_t s, co
     const igemm_variant &v = ig->v[variant];
     igemm_params p = ig->p;
     p.x = x, p.res = res, p.y = y;
+    if (res && p.rq.act != QF_ACT_NONE) p.small_acc = 0;
     p.n_tiles = v.n_tiles, p.p_tiles = v.p_tiles;
     if (v.k_splits > 1) {
         p.k_splits = v.k_splits, p.kt_split = v.kt_split;
@@ -930,7 +1091,7 @@ static qf_status launch_gemm(const cu_igemm *ig, int variant, cudaStream_t s, co
         p.acc_out = (int32_t *)((char *)scratch + ig->prep_bytes);
         CU_CHECK(cudaMemsetAsync(p.acc_out, 0, ig->acc_bytes, s));
     }
-    v.fn<<<v.blocks, THREADS, v.smem, s>>>(p);
+    v.fn<<<v.blocks, v.threads ? v.threads : THREADS, v.smem, s>>>(p);
     CU_LAUNCHED();
     if (v.k_splits > 1) return cu_requant_launch(s, &ig->rq, p.acc_out, p.P, p.M, p.M, res, y);
     return QF_OK;
@@ -973,6 +1134,10 @@ qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t 
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)
 {
     const igemm_variant &v = ig->v[variant];
+    if (v.bm == 0) {
+        snprintf(buf, len, "1x1 dp4a kernel, %d threads a block%s", v.threads, ig->p.small_acc ? "" : ", int32 conversions");
+        return buf;
+    }
     char split[32] = "";
     if (v.k_splits > 1) snprintf(split, sizeof split, ", split-K %d", v.k_splits);
     snprintf(buf, len, "implicit-GEMM %s %dx%d, %d-byte gather%s%s%s%s", v.wg ? "wgmma.s8" : "mma.s8", v.bm, v.bn, ig->vec,

@@ -357,25 +357,48 @@ __global__ void requant_kernel(qfi_requant q, const int32_t *acc, int64_t rows, 
 /* Four channels a thread: int4 accumulators in, char4 out (cols % 4 == 0,
  * ld % 4 == 0); I, the index type: 32 bits where the elements' count allows
  * (a 64-bit division per four elements costs more than the GELU or SiLU
- * levels). FAST: q.act is a GELU, SiLU or Sigmoid, whose level
- * qfi_requant_smooth_i8_value finds with CUDA's expf / erff / tanhf (ViT's
- * and ConvNeXt's fc1 and EfficientNet's wide SiLU convs run here). A 2-D
- * form with each thread's channel multipliers in registers and four rows'
- * loads in flight measured slower (ViT-B/16 fc1 0.873 against 0.800 ms,
- * EfficientNet-B0's widest SiLU conv 1.76 against 1.34 ms). */
-template <bool ACT, bool FAST, typename I>
+ * levels). FAST: q.act is SiLU or Sigmoid (FAST_SIGMOID_SILU) or a GELU
+ * (FAST_GELU), whose four levels are found by lib/quant_math.h's fast forms
+ * without a branch, then by the exact form where one of them is not sure
+ * (ViT's and ConvNeXt's fc1 and EfficientNet's wide SiLU convs run here).
+ * A 2-D form with each thread's channel multipliers in registers and four
+ * rows' loads in flight measured slower (ViT-B/16 fc1 0.873 against 0.800
+ * ms, EfficientNet-B0's widest SiLU conv 1.76 against 1.34 ms). */
+enum { FAST_NONE, FAST_SIGMOID_SILU, FAST_GELU };
+template <bool ACT, int FAST, typename I>
 __global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, I rows, I cols4, I ld4, const char4 *res, char4 *y)
 {
     const I n = rows * cols4;
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
         const I r = i / cols4, c4 = i - r * cols4, ch = c4 * 4;
-        const int4 a = acc[r * ld4 + c4];
+        const int4 a4 = acc[r * ld4 + c4];
         const char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
-        auto level = [&](int32_t a, I c, int8_t r) {
-            if constexpr (FAST) return qfi_requant_acc_level_fast(&q, a, c, res, qfi_requant_residual(&q, r));
-            return qfi_requant_level(&q, qfi_requant_acc_at(&q, a, c, res, qfi_requant_residual(&q, r), ACT));
-        };
-        y[i] = make_char4(level(a.x, ch, rv.x), level(a.y, ch + 1, rv.y), level(a.z, ch + 2, rv.z), level(a.w, ch + 3, rv.w));
+        const int32_t a[4] = {a4.x, a4.y, a4.z, a4.w};
+        const int8_t rr[4] = {rv.x, rv.y, rv.z, rv.w};
+        int8_t out[4];
+        if constexpr (FAST != FAST_NONE) {
+            float v[4];
+            bool sure = true;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float lin = qfi_requant_linear(&q, qfi_i2f(q.bias ? a[k] + q.bias[ch + k] : a[k]), q.m[ch + k], res,
+                                                     qfi_requant_residual(&q, rr[k]));
+                sure &= FAST == FAST_SIGMOID_SILU ? qfi_sigmoid_level_fast(q.act == QF_ACT_SILU, lin, q.act_s, q.lo, q.hi, &v[k])
+                                                  : qfi_gelu_level_fast(q.act == QF_ACT_GELU_TANH, lin, q.act_s, q.lo, q.hi, &v[k]);
+            }
+            if (!sure) /* rare: the exact form where a level is not sure */
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    v[k] = qfi_requant_smooth_i8_value(&q, qfi_i2f(q.bias ? a[k] + q.bias[ch + k] : a[k]), q.m[ch + k], res,
+                                                       qfi_requant_residual(&q, rr[k]));
+#pragma unroll
+            for (int k = 0; k < 4; k++) out[k] = qfi_requant_level(&q, v[k]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                out[k] = qfi_requant_level(&q, qfi_requant_acc_at(&q, a[k], ch + k, res, qfi_requant_residual(&q, rr[k]), ACT));
+        }
+        y[i] = make_char4(out[0], out[1], out[2], out[3]);
     }
 }
 
@@ -384,12 +407,16 @@ static void launch_requant_i8x4(cudaStream_t s, const cu_requant *rq, const int3
                                 int64_t ld, const int8_t *res, void *y, unsigned blocks)
 {
     const bool act = rq->act != QF_ACT_NONE;
+    const bool sig = rq->act == QF_ACT_SILU || rq->act == QF_ACT_SIGMOID;
     const bool fast = qfi_act_has_fast_level(rq->act);
     const I r = (I)rows, c4 = (I)(cols / 4), l4 = (I)(ld / 4);
     const int4 *a = (const int4 *)acc;
-    if (fast) requant_i8x4_kernel<true, true, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, (const char4 *)res, (char4 *)y);
-    else if (act) requant_i8x4_kernel<true, false, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, (const char4 *)res, (char4 *)y);
-    else requant_i8x4_kernel<false, false, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, (const char4 *)res, (char4 *)y);
+    const char4 *r4 = (const char4 *)res;
+    char4 *y4 = (char4 *)y;
+    if (sig) requant_i8x4_kernel<true, FAST_SIGMOID_SILU, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, r4, y4);
+    else if (fast) requant_i8x4_kernel<true, FAST_GELU, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, r4, y4);
+    else if (act) requant_i8x4_kernel<true, FAST_NONE, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, r4, y4);
+    else requant_i8x4_kernel<false, FAST_NONE, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, r4, y4);
 }
 
 qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t *acc, int64_t rows, int64_t cols,
