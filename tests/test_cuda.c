@@ -788,6 +788,61 @@ static qf_graph *b_se_block_s2(void) { return se_block("se_block_s2", 40, 20, 3,
 static qf_graph *b_se_block_k5(void) { return se_block("se_block_k5", 48, 14, 5, 1, true); }
 /* 36 channels (no 8-channel lanes in the fused gate's pool), squeezed to 9 */
 static qf_graph *b_se_block_odd(void) { return se_block("se_block_odd", 36, 9, 3, 1, true); }
+/* ShuffleNetV2's units: the channel halves by Slice (stride-1 units) or
+ * Split, a branch of 1x1 -> depthwise 3x3 -> 1x1 convs over 10 channels (the
+ * depthwise conv in 2-channel vectors), Concat, and the channel shuffle
+ * (Reshape to 5-D, Transpose(0,2,1,3,4), Reshape back), which the device
+ * fuses into one gather with the Concat; a shuffle of 4 groups straight
+ * after a conv, and one whose Concat is also an output (not folded); a
+ * depthwise conv of 7 channels (one-channel vectors). */
+static int shuffle(qf_graph *g, const char *name, int x, int64_t C, int64_t groups, int64_t H)
+{
+    char rn[48], tn[48];
+    snprintf(rn, sizeof rn, "%s.split", name);
+    snprintf(tn, sizeof tn, "%s.t", name);
+    int r = reshape_to(g, rn, x, 5, DIMS(0, groups, C / groups, H, H));
+    int t = unary(g, tn, QF_OP_TRANSPOSE, r);
+    set_ints(&g->nodes[g->n_nodes - 1], "perm", 5, DIMS(0, 2, 1, 3, 4));
+    return reshape_to(g, name, t, 4, DIMS(0, C, H, H));
+}
+static int shuffle_branch(qf_graph *g, const char *name, int x, int64_t C)
+{
+    char a[48], b[48], c[48], ra[48], rc[48];
+    snprintf(a, sizeof a, "%s.pw1", name), snprintf(b, sizeof b, "%s.dw", name), snprintf(c, sizeof c, "%s.pw2", name);
+    snprintf(ra, sizeof ra, "%s.r1", name), snprintf(rc, sizeof rc, "%s.r2", name);
+    int y = unary(g, ra, QF_OP_RELU, conv(g, a, x, C, C, 1, 1, P0, 1, 1, true));
+    y = conv(g, b, y, C, C, 3, 1, P1, C, 1, true);
+    return unary(g, rc, QF_OP_RELU, conv(g, c, y, C, C, 1, 1, P0, 1, 1, true));
+}
+static int concat2(qf_graph *g, const char *name, int a, int b)
+{
+    int y = value(g, name);
+    set_int(op(g, name, QF_OP_CONCAT, 2, IN(a, b), y), "axis", 1);
+    return y;
+}
+static qf_graph *b_shuffle_units(void)
+{
+    qf_graph *g = new_graph("shuffle_units");
+    int x = input(g, "x", 4, DIMS(2, 20, 9, 9));
+    int c0 = unary(g, "r0", QF_OP_RELU, conv(g, "c0", x, 20, 20, 3, 1, P1, 1, 1, true));
+    int x1 = value(g, "x1"), x2 = value(g, "x2");
+    op(g, "x1", QF_OP_SLICE, 4, IN(c0, ints(g, "st1", 1, DIMS(0)), ints(g, "en1", 1, DIMS(10)), ints(g, "ax1", 1, DIMS(1))), x1);
+    op(g, "x2", QF_OP_SLICE, 4, IN(c0, ints(g, "st2", 1, DIMS(10)), ints(g, "en2", 1, DIMS(20)), ints(g, "ax2", 1, DIMS(1))), x2);
+    int s1 = shuffle(g, "shuffle1", concat2(g, "cat1", x1, shuffle_branch(g, "u1", x2, 10)), 20, 2, 9);
+    int h1 = value(g, "h1"), h2 = value(g, "h2");
+    int sp = qf_graph_add_node(g, "halves", QF_OP_SPLIT, 2, IN(s1, ints(g, "parts", 2, DIMS(10, 10))), 2, IN(h1, h2));
+    set_int(&g->nodes[sp], "axis", 1);
+    int s2 = shuffle(g, "shuffle2", concat2(g, "cat2", h1, shuffle_branch(g, "u2", h2, 10)), 20, 2, 9);
+    output(g, conv(g, "head", s2, 20, 12, 1, 1, P0, 1, 1, true));
+    output(g, conv(g, "g4", shuffle(g, "shuffle4", conv(g, "c4", s2, 20, 16, 3, 1, P1, 1, 1, true), 16, 4, 9), 16, 8,
+                   1, 1, P0, 1, 1, true));
+    int cat3 = concat2(g, "cat3", s1, s2);
+    output(g, cat3);
+    output(g, shuffle(g, "shuffle3", cat3, 40, 2, 9));
+    int c7 = conv(g, "c7", x, 20, 7, 1, 1, P0, 1, 1, true);
+    output(g, conv(g, "dw7", c7, 7, 7, 3, 1, P1, 7, 1, true));
+    return g;
+}
 /* EfficientNet's and MobileNetV3's activations fused into INT8 epilogues:
  * SiLU (Mul(y, Sigmoid(y)), either order) after a 3x3 conv, a depthwise 3x3
  * (the sliding-window kernel), a depthwise 3x3 with a residual, a 1x1 conv
@@ -1174,6 +1229,7 @@ OP_TEST(se_block_wide)
 OP_TEST(se_block_s2)
 OP_TEST(se_block_k5)
 OP_TEST(se_block_odd)
+OP_TEST(shuffle_units)
 OP_TEST(mlp)
 
 START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
@@ -1299,6 +1355,39 @@ START_TEST(se_gates_fused)
                 qf_engine_free(e);
                 qf_graph_free(g);
             }
+}
+END_TEST
+
+static void count_shuffles(void *user, qf_log_level level, const char *msg)
+{
+    (void)level;
+    int *counts = (int *)user;
+    if (strstr(msg, "channel shuffle of")) counts[strstr(msg, "(1 input)") ? 0 : 1]++;
+}
+
+/* shuffle_units' four shuffles fuse at every precision, two of them with
+ * their Concat (the third Concat is an output too); none with
+ * QFORGE_CUDA_NOFUSE. t_shuffle_units checks the results. */
+START_TEST(channel_shuffles_fused)
+{
+    if (dut != QF_DEVICE_CUDA) {
+        printf("  channel_shuffles_fused: the CPU engine under test: no fusion to check\n");
+        return;
+    }
+    for (int p = QF_PREC_FP32; p <= QF_PREC_INT8; p++)
+        for (int nofuse = 0; nofuse < 2; nofuse++) {
+            qf_quant_opts o;
+            qf_quant_opts_init(&o);
+            o.precision = (qf_precision)p;
+            o.method = QF_CALIB_MINMAX;
+            qf_graph *g = build_quantized(b_shuffle_units, 0, p != QF_PREC_FP32 ? &o : NULL);
+            int counts[2] = {0, 0};
+            qf_engine *e = create_logged(g, nofuse, count_shuffles, counts);
+            ck_assert_msg(counts[0] == (nofuse ? 0 : 2) && counts[1] == (nofuse ? 0 : 2),
+                          "%s at %s: %d shuffles alone, %d with their Concat", g->source, prec_name[p], counts[0], counts[1]);
+            qf_engine_free(e);
+            qf_graph_free(g);
+        }
 }
 END_TEST
 
@@ -2329,6 +2418,8 @@ int main(void)
     tcase_add_test(ops, t_se_block_k5);
     tcase_add_test(ops, t_se_block_odd);
     tcase_add_test(ops, se_gates_fused);
+    tcase_add_test(ops, t_shuffle_units);
+    tcase_add_test(ops, channel_shuffles_fused);
     tcase_add_test(ops, t_mlp);
     tcase_add_test(ops, t_moves_exact);
     tcase_add_test(ops, observer_matches_cpu);

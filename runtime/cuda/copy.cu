@@ -380,12 +380,14 @@ static qf_status slice_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         first += p->start[d] * xs[d];
         ss[d] = p->step[d] * xs[d];
     }
-    logical_strides(y->ndim, y->dims, ds);
+    cu_strides(c, yv, ds);
     cu_elem el = {y->dtype, 0.0f};
     return cu_strided_copy(s, dst, el, ds, 0, src, el, ss, first, y->ndim, y->dims);
 }
 
-const cu_op cu_op_slice = {slice_prepare, NULL, slice_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, NULL};
+/* An NHWC input's slices stay NHWC (ShuffleNet's and YOLO's channel halves
+ * feed Convs and Concats, which would convert them back) */
+const cu_op cu_op_slice = {slice_prepare, NULL, slice_launch, CU_RULE_LIKE_INPUT, CU_ALL_PRECISIONS, NULL};
 
 /* ---- Expand: the input read with stride 0 along the dims it is broadcast in ----------------- */
 
@@ -556,7 +558,7 @@ static qf_status split_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
         if (yv >= 0) {
             void *dst;
             QF_CHECK(cu_value_ptr(c, yv, &dst));
-            logical_strides(y->ndim, y->dims, ds);
+            cu_strides(c, yv, ds);
             QF_CHECK(cu_strided_copy(s, dst, el, ds, 0, src, el, ss, at * ss[p->norm], y->ndim, y->dims));
         }
         at += y->dims[p->norm];
@@ -564,4 +566,4 @@ static qf_status split_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     return QF_OK;
 }
 
-const cu_op cu_op_split = {slice_prepare, NULL, split_launch, CU_RULE_LOGICAL, CU_ALL_PRECISIONS, NULL};
+const cu_op cu_op_split = {slice_prepare, NULL, split_launch, CU_RULE_LIKE_INPUT, CU_ALL_PRECISIONS, NULL};

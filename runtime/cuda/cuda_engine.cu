@@ -345,8 +345,9 @@ static qf_status build_view(cu_engine *c)
 }
 
 /* NHWC where the ops allow it: graph inputs that feed an NHWC op, outputs of
- * NHWC ops, elementwise results of NHWC operands, and Pad's and Resize's
- * outputs of NHWC inputs. */
+ * NHWC ops, elementwise results of NHWC operands, and the outputs of Pad,
+ * Resize, Slice and Split of NHWC inputs. Layers fused before this (channel
+ * shuffles) count as their fused op writing their out_override. */
 static void assign_layouts(cu_engine *c)
 {
     const qf_graph *g = c->g;
@@ -361,9 +362,11 @@ static void assign_layouts(cu_engine *c)
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
-        const cu_op *op = c->layers[i].op;
+        const cu_layer *L = &c->layers[i];
+        const cu_op *op = L->op;
+        if (L->skip) continue; /* fused: the values it wrote are another layer's or none */
         for (int k = 0; k < n->n_out; k++) {
-            int v = n->out[k];
+            int v = cu_out_value(L, k);
             if (v < 0 || g->values[v].ndim != 4) continue;
             const qf_value *val = &g->values[v];
             cu_layout lay = CU_LOGICAL;
@@ -681,10 +684,11 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     QF_CHECK(qfi_cublaslt_load());
     LT_CHECK(cublasLtCreate(&c->lt));
 
-    assign_layouts(c);
     memcpy(plan_values, g->values, (size_t)g->n_values * sizeof(qf_value));
     c->fuse = !e->opts.observer && !getenv("QFORGE_CUDA_NOFUSE");
-    qf_status st = c->fuse ? cu_fuse_layers(c, plan_values) : QF_OK;
+    qf_status st = c->fuse ? cu_fuse_channel_shuffles(c, plan_values) : QF_OK;
+    assign_layouts(c);
+    if (st == QF_OK && c->fuse) st = cu_fuse_layers(c, plan_values);
     if (st == QF_OK && c->fuse) cu_fuse_input_quantize(c, plan_values);
     if (st == QF_OK && c->fuse) cu_fuse_batchnorm_act(c, plan_values);
     if (st == QF_OK && c->fuse) st = cu_fuse_attention(c, plan_values);

@@ -278,6 +278,27 @@ bool cu_se_gate_fits(int64_t C, int64_t M1);
 qf_status cu_fuse_se_gates(cu_engine *c, qf_value *plan_values);
 extern const cu_op cu_op_se_gate;
 
+/* A channel shuffle, Reshape [N,C,H,W] -> [N,g,C/g,H,W] -> Transpose(0,2,1,3,4)
+ * -> Reshape [N,C,H,W] (ShuffleNet's, between every two units), with the
+ * Concat along channels that feeds it when only the shuffle reads it: one
+ * layer, one gather kernel writing NHWC (channel_shuffle.cu), where the
+ * chain was a Concat and two layout-changing copies (0.19 ms of each unit's
+ * 0.4 at batch 256, INT8). Fused before the layouts are assigned, so that
+ * the Slices after it see an NHWC value and keep it. */
+#define CU_SHUFFLE_MAX_IN 8
+typedef struct cu_shuffle_chain {
+    int n_in;                    /* the Concat's inputs, or the first Reshape's input */
+    int in[CU_SHUFFLE_MAX_IN];
+    int64_t groups;              /* g */
+    int nodes[4];                /* the chain's nodes after the fused layer's own (skipped) */
+    int n_nodes;
+    int out;                     /* the last Reshape's output, which the layer writes */
+} cu_shuffle_chain;
+/* Fuses every such chain (before the layouts): the Concat's layer, or the
+ * first Reshape's, runs cu_op_channel_shuffle with the chain as its state. */
+qf_status cu_fuse_channel_shuffles(cu_engine *c, qf_value *plan_values);
+extern const cu_op cu_op_channel_shuffle;
+
 /* ---- strided copies (copy.cu) ----------------------------------------------------
  * Copies the nd-dim view `dims` of src (element strides ss, starting at
  * element so) into dst (strides ds, starting at element do_), converting

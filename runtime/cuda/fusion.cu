@@ -399,3 +399,103 @@ qf_status cu_fuse_se_gates(cu_engine *c, qf_value *plan_values)
     }
     return QF_OK;
 }
+
+/* ---- channel shuffles ----------------------------------------------------------------------- */
+
+/* A device layer of node i that no fusion took yet. */
+static bool free_layer(const cu_engine *c, const qf_node *n)
+{
+    const cu_layer *L = &c->layers[n - c->g->nodes];
+    return !L->skip && !cu_on_host(L) && L->out_override < 0;
+}
+
+/* The node that writes value v, or NULL. */
+static const qf_node *producer_of(const qf_graph *g, int v)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_out; k++)
+            if (g->nodes[i].out[k] == v) return &g->nodes[i];
+    return NULL;
+}
+
+/* The one reader of v (not a graph output) when it is a free layer of op o, or NULL. */
+static const qf_node *only_reader(const cu_engine *c, int v, qf_op o)
+{
+    int count;
+    const qf_node *n = find_consumer(c->g, v, &count);
+    return n && count == 1 && n->op == o && n->in[0] == v && free_layer(c, n) ? n : NULL;
+}
+
+static bool shuffle_match(const cu_engine *c, int i, cu_shuffle_chain *ch)
+{
+    const qf_graph *g = c->g;
+    const qf_node *r1 = &g->nodes[i];
+    memset(ch, 0, sizeof *ch);
+    if (r1->op != QF_OP_RESHAPE || !free_layer(c, r1) || r1->n_out != 1 || r1->out[0] < 0) return false;
+    const qf_value *x = qfi_in(g, r1, 0), *v5 = qfi_out(g, r1, 0);
+    const size_t es = qf_dtype_info(x->dtype)->size;
+    if (x->ndim != 4 || v5->ndim != 5 || v5->dims[0] != x->dims[0] || v5->dims[1] < 2 ||
+        v5->dims[1] * v5->dims[2] != x->dims[1] || v5->dims[3] != x->dims[2] || v5->dims[4] != x->dims[3] ||
+        qf_value_numel(x) >= INT32_MAX || x->dims[1] >= (1 << 24) || (es != 1 && es != 2 && es != 4))
+        return false;
+    const qf_node *t = only_reader(c, r1->out[0], QF_OP_TRANSPOSE);
+    if (!t || t->out[0] < 0) return false;
+    const qfi_transpose_params *tp = (const qfi_transpose_params *)t->params;
+    static const int perm[5] = {0, 2, 1, 3, 4};
+    if (tp->n_perm != 5 || memcmp(tp->perm, perm, sizeof perm)) return false;
+    const qf_node *r2 = only_reader(c, t->out[0], QF_OP_RESHAPE);
+    if (!r2 || r2->out[0] < 0 || !same_shape(qfi_out(g, r2, 0), x)) return false;
+    ch->groups = v5->dims[1];
+    ch->out = r2->out[0];
+    ch->nodes[ch->n_nodes++] = i;
+    ch->nodes[ch->n_nodes++] = (int)(t - g->nodes);
+    ch->nodes[ch->n_nodes++] = (int)(r2 - g->nodes);
+    ch->n_in = 1;
+    ch->in[0] = r1->in[0];
+    /* the Concat before it, when it is read here only and converts nothing */
+    const qf_node *cat = producer_of(g, r1->in[0]);
+    int count;
+    find_consumer(g, r1->in[0], &count);
+    if (!cat || cat->op != QF_OP_CONCAT || count != 1 || !free_layer(c, cat) || cat->n_in > CU_SHUFFLE_MAX_IN ||
+        ((const qfi_axis_params *)cat->params)->norm != 1)
+        return true;
+    const cu_elem e = cu_elem_of(c, cat, r1->in[0]);
+    for (int k = 0; k < cat->n_in; k++)
+        if (cat->in[k] < 0 || g->values[cat->in[k]].ndim != 4 || !cu_elems_alike(cu_elem_of(c, cat, cat->in[k]), e))
+            return true;
+    memmove(ch->nodes + 1, ch->nodes, (size_t)ch->n_nodes * sizeof *ch->nodes);
+    ch->nodes[0] = (int)(cat - g->nodes);
+    ch->n_nodes++;
+    ch->n_in = cat->n_in;
+    memcpy(ch->in, cat->in, (size_t)cat->n_in * sizeof *ch->in);
+    return true;
+}
+
+/* Runs before the layouts are assigned (cuda_engine.cu): the chain's first
+ * node's layer writes the last Reshape's output, NHWC by its op's rule, and
+ * the other layers are skipped. */
+qf_status cu_fuse_channel_shuffles(cu_engine *c, qf_value *plan_values)
+{
+    const qf_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        cu_shuffle_chain ch;
+        if (!shuffle_match(c, i, &ch)) continue;
+        cu_layer *L = &c->layers[ch.nodes[0]];
+        cu_shuffle_chain *keep = (cu_shuffle_chain *)malloc(sizeof *keep);
+        if (!keep) return QF_ERR_NOMEM;
+        *keep = ch;
+        L->state = keep; /* channel_shuffle.cu's prepare replaces it */
+        L->free_state = free;
+        L->op = &cu_op_channel_shuffle;
+        plan_values[L->n->out[0]].producer = -1;
+        for (int k = 1; k < ch.n_nodes; k++) {
+            c->layers[ch.nodes[k]].skip = true;
+            plan_values[g->nodes[ch.nodes[k]].out[0]].producer = -1;
+        }
+        plan_values[ch.out].producer = ch.nodes[0];
+        L->out_override = ch.out;
+        qf_log(QF_LOG_DEBUG, "%s: channel shuffle of %lld groups fused from node %s to %s (%d input%s)", g->source,
+               (long long)ch.groups, L->n->name, g->nodes[ch.nodes[ch.n_nodes - 1]].name, ch.n_in, ch.n_in == 1 ? "" : "s");
+    }
+    return QF_OK;
+}
