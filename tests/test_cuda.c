@@ -792,9 +792,10 @@ static qf_graph *b_se_block_odd(void) { return se_block("se_block_odd", 36, 9, 3
  * Split, a branch of 1x1 -> depthwise 3x3 -> 1x1 convs over 10 channels (the
  * depthwise conv in 2-channel vectors), Concat, and the channel shuffle
  * (Reshape to 5-D, Transpose(0,2,1,3,4), Reshape back), which the device
- * fuses into one gather with the Concat; a shuffle of 4 groups straight
- * after a conv, and one whose Concat is also an output (not folded); a
- * depthwise conv of 7 channels (one-channel vectors). */
+ * fuses into one gather with the Concat, and with the Slices after it
+ * where only they read it; a shuffle of 4 groups straight after a conv, and
+ * one whose Concat is also an output (not folded); a depthwise conv of 7
+ * channels (one-channel vectors); max pools of 20 and 24 channels. */
 static int shuffle(qf_graph *g, const char *name, int x, int64_t C, int64_t groups, int64_t H)
 {
     char rn[48], tn[48];
@@ -830,15 +831,30 @@ static qf_graph *b_shuffle_units(void)
     op(g, "x2", QF_OP_SLICE, 4, IN(c0, ints(g, "st2", 1, DIMS(10)), ints(g, "en2", 1, DIMS(20)), ints(g, "ax2", 1, DIMS(1))), x2);
     int s1 = shuffle(g, "shuffle1", concat2(g, "cat1", x1, shuffle_branch(g, "u1", x2, 10)), 20, 2, 9);
     int h1 = value(g, "h1"), h2 = value(g, "h2");
-    int sp = qf_graph_add_node(g, "halves", QF_OP_SPLIT, 2, IN(s1, ints(g, "parts", 2, DIMS(10, 10))), 2, IN(h1, h2));
-    set_int(&g->nodes[sp], "axis", 1);
+    op(g, "h1", QF_OP_SLICE, 4, IN(s1, ints(g, "st3", 1, DIMS(0)), ints(g, "en3", 1, DIMS(10)), ints(g, "ax3", 1, DIMS(1))), h1);
+    op(g, "h2", QF_OP_SLICE, 4, IN(s1, ints(g, "st4", 1, DIMS(10)), ints(g, "en4", 1, DIMS(20)), ints(g, "ax4", 1, DIMS(1))), h2);
     int s2 = shuffle(g, "shuffle2", concat2(g, "cat2", h1, shuffle_branch(g, "u2", h2, 10)), 20, 2, 9);
-    output(g, conv(g, "head", s2, 20, 12, 1, 1, P0, 1, 1, true));
+    int h3 = value(g, "h3"), h4 = value(g, "h4");
+    int sp = qf_graph_add_node(g, "halves", QF_OP_SPLIT, 2, IN(s2, ints(g, "parts", 2, DIMS(10, 10))), 2, IN(h3, h4));
+    set_int(&g->nodes[sp], "axis", 1);
+    int s5 = shuffle(g, "shuffle5", concat2(g, "cat5", h3, shuffle_branch(g, "u3", h4, 10)), 20, 2, 9);
+    output(g, conv(g, "head", s5, 20, 12, 1, 1, P0, 1, 1, true));
     output(g, conv(g, "g4", shuffle(g, "shuffle4", conv(g, "c4", s2, 20, 16, 3, 1, P1, 1, 1, true), 16, 4, 9), 16, 8,
                    1, 1, P0, 1, 1, true));
-    int cat3 = concat2(g, "cat3", s1, s2);
+    int cat3 = concat2(g, "cat3", s2, s5);
     output(g, cat3);
     output(g, shuffle(g, "shuffle3", cat3, 40, 2, 9));
+    output(g, conv(g, "dw_s2", x2, 10, 10, 3, 2, P1, 10, 1, true)); /* 2-channel words, stride 2 */
+    /* the stem's max pool over 20 and 24 channels: 4- and 8-byte int8 vectors */
+    for (int k = 0; k < 2; k++) {
+        int mp = value(g, k ? "mp24" : "mp20");
+        qf_node *n = op(g, k ? "mp24" : "mp20", QF_OP_MAX_POOL, 1,
+                        IN(k ? conv(g, "c24", c0, 20, 24, 1, 1, P0, 1, 1, true) : c0), mp);
+        set_ints(n, "kernel_shape", 2, DIMS(3, 3));
+        set_ints(n, "strides", 2, DIMS(2, 2));
+        set_ints(n, "pads", 4, DIMS(1, 1, 1, 1));
+        output(g, mp);
+    }
     int c7 = conv(g, "c7", x, 20, 7, 1, 1, P0, 1, 1, true);
     output(g, conv(g, "dw7", c7, 7, 7, 3, 1, P1, 7, 1, true));
     return g;
@@ -1363,11 +1379,12 @@ static void count_shuffles(void *user, qf_log_level level, const char *msg)
     (void)level;
     int *counts = (int *)user;
     if (strstr(msg, "channel shuffle of")) counts[strstr(msg, "(1 input)") ? 0 : 1]++;
+    if (strstr(msg, "Slices that read it")) counts[2]++;
 }
 
-/* shuffle_units' four shuffles fuse at every precision, two of them with
- * their Concat (the third Concat is an output too); none with
- * QFORGE_CUDA_NOFUSE. t_shuffle_units checks the results. */
+/* shuffle_units' five shuffles fuse at every precision, three of them with
+ * their Concat (the fourth Concat is an output too), one with the Slices
+ * after it; none with QFORGE_CUDA_NOFUSE. t_shuffle_units checks the results. */
 START_TEST(channel_shuffles_fused)
 {
     if (dut != QF_DEVICE_CUDA) {
@@ -1381,10 +1398,11 @@ START_TEST(channel_shuffles_fused)
             o.precision = (qf_precision)p;
             o.method = QF_CALIB_MINMAX;
             qf_graph *g = build_quantized(b_shuffle_units, 0, p != QF_PREC_FP32 ? &o : NULL);
-            int counts[2] = {0, 0};
+            int counts[3] = {0, 0, 0};
             qf_engine *e = create_logged(g, nofuse, count_shuffles, counts);
-            ck_assert_msg(counts[0] == (nofuse ? 0 : 2) && counts[1] == (nofuse ? 0 : 2),
-                          "%s at %s: %d shuffles alone, %d with their Concat", g->source, prec_name[p], counts[0], counts[1]);
+            ck_assert_msg(counts[0] == (nofuse ? 0 : 2) && counts[1] == (nofuse ? 0 : 3) && counts[2] == !nofuse,
+                          "%s at %s: %d shuffles alone, %d with their Concat, %d with Slices", g->source, prec_name[p],
+                          counts[0], counts[1], counts[2]);
             qf_engine_free(e);
             qf_graph_free(g);
         }

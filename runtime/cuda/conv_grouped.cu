@@ -248,7 +248,11 @@ bool grouped3x3_i8_strip(cudaStream_t s, const cu_conv_geo &g, const void *x, co
 
 /* Float (f32, f16): V consecutive outputs of one group a thread, weights
  * [kh][kw][Cg][M] read as vectors; each output's sum in the CPU kernel's
- * order (bias, then taps in (kh, kw, c) order). */
+ * order (bias, then taps in (kh, kw, c) order), f32 with a rounding after
+ * each multiply as the CPU's, f16 by fused multiply-adds: its output
+ * rounds to half anyway, and the separate roundings halved its speed
+ * (RegNetX-1.6GF's 24-channel groups: 2.0 ms a layer at batch 256, cuDNN's
+ * grouped engines 3.4). */
 template <typename T, int V>
 __global__ void grouped_vec_kernel(T *y, const T *x, const T *w, const T *bias, cu_conv_geo p, bool relu, float lo,
                                    float hi, int total)
@@ -275,7 +279,9 @@ __global__ void grouped_vec_kernel(T *y, const T *x, const T *w, const T *bias, 
                     const float xv = to_f32(xp[c]);
                     wv.load(wp + (size_t)c * M);
 #pragma unroll
-                    for (int v = 0; v < V; v++) acc[v] = __fadd_rn(acc[v], __fmul_rn(to_f32(wv.e[v]), xv));
+                    for (int v = 0; v < V; v++)
+                        acc[v] = std::is_same<T, float>::value ? __fadd_rn(acc[v], __fmul_rn(to_f32(wv.e[v]), xv))
+                                                               : __fmaf_rn(to_f32(wv.e[v]), xv, acc[v]);
                 }
             }
         }
@@ -363,32 +369,38 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
 }
 
 /* INT8 3x3 depthwise (dilation 1, stride SW along W) to int8 or half (TY):
- * a thread takes 4 channels (one 32-bit word) of TW consecutive output
- * pixels of a row, with its 36 weights widened once into registers and a
- * sliding window of input columns, so each input word is loaded and
- * widened once per thread instead of once per tap. */
-template <int SW, int TW, bool ACT, typename TY>
+ * a thread takes CV channels (4: one 32-bit word; 2 where C is only even,
+ * ShuffleNetV2's 58 and 116) of TW consecutive output pixels of a row, with
+ * its 9 * CV weights widened once into registers and a sliding window of
+ * input columns, so each input word is loaded and widened once per thread
+ * instead of once per tap. */
+template <int CV> struct dw_word;
+template <> struct dw_word<4> { typedef uint32_t type; };
+template <> struct dw_word<2> { typedef uint16_t type; };
+
+template <int SW, int TW, int CV, bool ACT, typename TY>
 __global__ void depthwise3x3_i8_kernel(TY *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q, int32_t zx,
                                        const int8_t *res, int total)
 {
-    const int C = (int)p.C, G = C / 4, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
+    typedef typename dw_word<CV>::type word_t;
+    const int C = (int)p.C, G = C / CV, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
     const uint32_t zw = zp_word(zx);
     const int strips = (Wo + TW - 1) / TW;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         const int cg = i % G, r0 = i / G, strip = r0 % strips, r1 = r0 / strips, oh = r1 % Ho, n = r1 / Ho;
-        const int c0 = cg * 4, ow0 = strip * TW, iw0 = ow0 * SW - p.pw;
-        int32_t wr[9][4];
+        const int c0 = cg * CV, ow0 = strip * TW, iw0 = ow0 * SW - p.pw;
+        int32_t wr[9][CV];
 #pragma unroll
         for (int t = 0; t < 9; t++) {
-            const uint32_t word = *(const uint32_t *)(w + t * C + c0);
+            const uint32_t word = *(const word_t *)(w + t * C + c0);
 #pragma unroll
-            for (int v = 0; v < 4; v++) wr[t][v] = (int8_t)(word >> (8 * v));
+            for (int v = 0; v < CV; v++) wr[t][v] = (int8_t)(word >> (8 * v));
         }
-        int32_t bias[4] = {0, 0, 0, 0};
-        float m[4];
+        int32_t bias[CV];
+        float m[CV];
 #pragma unroll
-        for (int v = 0; v < 4; v++) {
-            if (q.bias) bias[v] = q.bias[c0 + v];
+        for (int v = 0; v < CV; v++) {
+            bias[v] = q.bias ? q.bias[c0 + v] : 0;
             m[v] = q.m[c0 + v];
         }
         const int8_t *rows[3];
@@ -400,16 +412,16 @@ __global__ void depthwise3x3_i8_kernel(TY *y, const int8_t *x, const int8_t *w, 
             rows[r] = x + ((size_t)(n * H + (row_ok[r] ? ih : 0)) * W) * C + c0;
         }
         /* input column iw of the window, widened: col[r][v] */
-        auto load_col = [&](int iw, int32_t (&col)[3][4]) {
+        auto load_col = [&](int iw, int32_t (&col)[3][CV]) {
             const bool in = (unsigned)iw < (unsigned)W;
 #pragma unroll
             for (int r = 0; r < 3; r++) {
-                const uint32_t word = in && row_ok[r] ? *(const uint32_t *)(rows[r] + (size_t)iw * C) : zw;
+                const uint32_t word = in && row_ok[r] ? *(const word_t *)(rows[r] + (size_t)iw * C) : zw;
 #pragma unroll
-                for (int v = 0; v < 4; v++) col[r][v] = (int8_t)(word >> (8 * v));
+                for (int v = 0; v < CV; v++) col[r][v] = (int8_t)(word >> (8 * v));
             }
         };
-        int32_t cols[3][3][4];
+        int32_t cols[3][3][CV];
         load_col(iw0, cols[0]);
         if (SW == 1) load_col(iw0 + 1, cols[1]);
 #pragma unroll
@@ -418,11 +430,11 @@ __global__ void depthwise3x3_i8_kernel(TY *y, const int8_t *x, const int8_t *w, 
             const int base = iw0 + j * SW;
             if (SW == 2) load_col(base + 1, cols[1]);
             load_col(base + 2, cols[2]);
-            uint32_t packed[2] = {0, 0}; /* 4 levels in [0], or 4 halves */
+            uint32_t packed[CV / 2] = {}; /* CV levels in [0], or CV halves */
             const size_t o = ((size_t)(n * Ho + oh) * Wo + ow0 + j) * C + c0;
-            const uint32_t rw = res ? *(const uint32_t *)(res + o) : 0u;
+            const uint32_t rw = res ? *(const word_t *)(res + o) : 0u;
 #pragma unroll
-            for (int v = 0; v < 4; v++) {
+            for (int v = 0; v < CV; v++) {
                 int32_t acc = 0;
 #pragma unroll
                 for (int r = 0; r < 3; r++)
@@ -439,13 +451,14 @@ __global__ void depthwise3x3_i8_kernel(TY *y, const int8_t *x, const int8_t *w, 
                     packed[v / 2] |= h << (16 * (v % 2));
                 }
             }
-            if constexpr (std::is_same<TY, int8_t>::value) *(uint32_t *)(y + o) = packed[0];
-            else *(uint2 *)(y + o) = make_uint2(packed[0], packed[1]);
+            if constexpr (std::is_same<TY, int8_t>::value) *(word_t *)(y + o) = (word_t)packed[0];
+            else if constexpr (CV == 4) *(uint2 *)(y + o) = make_uint2(packed[0], packed[1]);
+            else *(uint32_t *)(y + o) = packed[0];
             /* slide: the next pixel's first column(s) are this one's last */
 #pragma unroll
             for (int r = 0; r < 3; r++)
 #pragma unroll
-                for (int v = 0; v < 4; v++) {
+                for (int v = 0; v < CV; v++) {
                     if (SW == 1) cols[0][r][v] = cols[1][r][v], cols[1][r][v] = cols[2][r][v];
                     else cols[0][r][v] = cols[2][r][v];
                 }
@@ -453,20 +466,30 @@ __global__ void depthwise3x3_i8_kernel(TY *y, const int8_t *x, const int8_t *w, 
     }
 }
 
-template <int SW, typename TY>
+template <int SW, int CV, typename TY>
 void launch_depthwise3x3_i8(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const cu_requant *rq,
                             const int8_t *res, void *y)
 {
     constexpr int TW = 8;
-    const int total = (int)(g.N * g.Ho * ((g.Wo + TW - 1) / TW) * (g.C / 4));
+    const int total = (int)(g.N * g.Ho * ((g.Wo + TW - 1) / TW) * (g.C / CV));
     unsigned b = cu_blocks(total, 128);
     if (b > 262144) b = 262144;
     if (rq->act != QF_ACT_NONE)
-        depthwise3x3_i8_kernel<SW, TW, true, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq,
-                                                                   rq->z_in, res, total);
+        depthwise3x3_i8_kernel<SW, TW, CV, true, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g,
+                                                                       *rq, rq->z_in, res, total);
     else
-        depthwise3x3_i8_kernel<SW, TW, false, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq,
-                                                                    rq->z_in, res, total);
+        depthwise3x3_i8_kernel<SW, TW, CV, false, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g,
+                                                                        *rq, rq->z_in, res, total);
+}
+
+/* By stride and channels a thread (4 where C allows, else 2). */
+template <typename TY>
+void launch_depthwise3x3_i8_cv(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const cu_requant *rq,
+                               const int8_t *res, void *y)
+{
+    const bool words = g.C % 4 == 0;
+    if (g.sw == 1) words ? launch_depthwise3x3_i8<1, 4, TY>(s, g, x, w, rq, res, y) : launch_depthwise3x3_i8<1, 2, TY>(s, g, x, w, rq, res, y);
+    else words ? launch_depthwise3x3_i8<2, 4, TY>(s, g, x, w, rq, res, y) : launch_depthwise3x3_i8<2, 2, TY>(s, g, x, w, rq, res, y);
 }
 
 template <typename T, typename Acc, int V>
@@ -540,15 +563,12 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     if (total == 0) return QF_OK;
     /* depthwise with whole vectors and 32-bit indices: the vectorized kernel */
     const bool dw = g->group == g->C && g->M == g->C && fits_i32(g);
-    const bool dw3x3 = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->C % 4 == 0 && g->kh == 3 &&
+    const bool dw3x3 = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->C % 2 == 0 && g->kh == 3 &&
                        g->kw == 3 && g->dh == 1 && g->dw == 1 && (g->sw == 1 || g->sw == 2);
     const bool half_out = rq && rq->out == QF_F16;
-    if (dw3x3 && g->sw == 1) {
-        if (half_out) launch_depthwise3x3_i8<1, __half>(s, *g, x, w, rq, res, y);
-        else launch_depthwise3x3_i8<1, int8_t>(s, *g, x, w, rq, res, y);
-    } else if (dw3x3) {
-        if (half_out) launch_depthwise3x3_i8<2, __half>(s, *g, x, w, rq, res, y);
-        else launch_depthwise3x3_i8<2, int8_t>(s, *g, x, w, rq, res, y);
+    if (dw3x3) {
+        if (half_out) launch_depthwise3x3_i8_cv<__half>(s, *g, x, w, rq, res, y);
+        else launch_depthwise3x3_i8_cv<int8_t>(s, *g, x, w, rq, res, y);
     } else if (dw && (rq || dt == QF_F16 || dt == QF_F32)) {
         /* the widest vector of channels C divides into, 16 bytes at most:
          * ShuffleNetV2's 58-channel layers take 2 (the general kernel, one

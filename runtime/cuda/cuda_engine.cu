@@ -688,6 +688,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     c->fuse = !e->opts.observer && !getenv("QFORGE_CUDA_NOFUSE");
     qf_status st = c->fuse ? cu_fuse_channel_shuffles(c, plan_values) : QF_OK;
     assign_layouts(c);
+    if (st == QF_OK && c->fuse) st = cu_fuse_shuffle_slices(c, plan_values);
     if (st == QF_OK && c->fuse) st = cu_fuse_layers(c, plan_values);
     if (st == QF_OK && c->fuse) cu_fuse_input_quantize(c, plan_values);
     if (st == QF_OK && c->fuse) cu_fuse_batchnorm_act(c, plan_values);

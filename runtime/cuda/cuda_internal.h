@@ -286,17 +286,24 @@ extern const cu_op cu_op_se_gate;
  * 0.4 at batch 256, INT8). Fused before the layouts are assigned, so that
  * the Slices after it see an NHWC value and keep it. */
 #define CU_SHUFFLE_MAX_IN 8
+#define CU_SHUFFLE_MAX_OUT 8
 typedef struct cu_shuffle_chain {
     int n_in;                    /* the Concat's inputs, or the first Reshape's input */
     int in[CU_SHUFFLE_MAX_IN];
     int64_t groups;              /* g */
     int nodes[4];                /* the chain's nodes after the fused layer's own (skipped) */
     int n_nodes;
-    int out;                     /* the last Reshape's output, which the layer writes */
+    int out;                     /* the last Reshape's output */
+    int n_out;                   /* the values the layer writes: out, or the Slices that split it */
+    int outs[CU_SHUFFLE_MAX_OUT];
+    int64_t out_first[CU_SHUFFLE_MAX_OUT]; /* each one's first channel of out */
 } cu_shuffle_chain;
 /* Fuses every such chain (before the layouts): the Concat's layer, or the
  * first Reshape's, runs cu_op_channel_shuffle with the chain as its state. */
 qf_status cu_fuse_channel_shuffles(cu_engine *c, qf_value *plan_values);
+/* After the layouts: a shuffle read only by Slices along channels that
+ * split it into NHWC parts (ShuffleNet's halves) writes those parts itself. */
+qf_status cu_fuse_shuffle_slices(cu_engine *c, qf_value *plan_values);
 extern const cu_op cu_op_channel_shuffle;
 
 /* ---- strided copies (copy.cu) ----------------------------------------------------

@@ -447,6 +447,8 @@ static bool shuffle_match(const cu_engine *c, int i, cu_shuffle_chain *ch)
     if (!r2 || r2->out[0] < 0 || !same_shape(qfi_out(g, r2, 0), x)) return false;
     ch->groups = v5->dims[1];
     ch->out = r2->out[0];
+    ch->n_out = 1;
+    ch->outs[0] = ch->out;
     ch->nodes[ch->n_nodes++] = i;
     ch->nodes[ch->n_nodes++] = (int)(t - g->nodes);
     ch->nodes[ch->n_nodes++] = (int)(r2 - g->nodes);
@@ -496,6 +498,67 @@ qf_status cu_fuse_channel_shuffles(cu_engine *c, qf_value *plan_values)
         L->out_override = ch.out;
         qf_log(QF_LOG_DEBUG, "%s: channel shuffle of %lld groups fused from node %s to %s (%d input%s)", g->source,
                (long long)ch.groups, L->n->name, g->nodes[ch.nodes[ch.n_nodes - 1]].name, ch.n_in, ch.n_in == 1 ? "" : "s");
+    }
+    return QF_OK;
+}
+
+/* Slice node n of value v along channels only, step 1, into an NHWC value
+ * (the Slice's rule keeps v's NHWC layout): its first channel, or -1. */
+static int64_t channel_slice_first(const cu_engine *c, const qf_node *n, int v)
+{
+    const qf_graph *g = c->g;
+    if (n->op != QF_OP_SLICE || n->in[0] != v || n->n_out != 1 || n->out[0] < 0 || !free_layer(c, n)) return -1;
+    const qfi_slice_params *p = (const qfi_slice_params *)n->params;
+    const qf_value *x = &g->values[v], *y = &g->values[n->out[0]];
+    if (y->ndim != 4 || y->dtype != x->dtype || c->vals[n->out[0]].layout != CU_NHWC ||
+        (y->flags & QF_VALUE_OUTPUT))
+        return -1;
+    for (int d = 0; d < 4; d++)
+        if (p->step[d] != 1 || (d != 1 && (p->start[d] != 0 || y->dims[d] != x->dims[d]))) return -1;
+    return p->start[1];
+}
+
+qf_status cu_fuse_shuffle_slices(cu_engine *c, qf_value *plan_values)
+{
+    const qf_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        cu_layer *L = &c->layers[i];
+        if (L->op != &cu_op_channel_shuffle || L->skip) continue;
+        cu_shuffle_chain *ch = (cu_shuffle_chain *)L->state;
+        const int v = ch->out;
+        if (c->vals[v].layout != CU_NHWC || (g->values[v].flags & QF_VALUE_OUTPUT)) continue;
+        /* every reader a Slice of its own channels, together each channel once */
+        cu_shuffle_chain t = *ch;
+        int readers[CU_SHUFFLE_MAX_OUT];
+        t.n_out = 0;
+        bool ok = true;
+        for (int j = 0; j < g->n_nodes && ok; j++)
+            for (int k = 0; k < g->nodes[j].n_in && ok; k++) {
+                if (g->nodes[j].in[k] != v) continue;
+                const int64_t first = k == 0 ? channel_slice_first(c, &g->nodes[j], v) : -1;
+                ok = first >= 0 && t.n_out < CU_SHUFFLE_MAX_OUT;
+                if (!ok) break;
+                int at = t.n_out++; /* kept in channel order */
+                for (; at > 0 && t.out_first[at - 1] > first; at--) {
+                    t.out_first[at] = t.out_first[at - 1], t.outs[at] = t.outs[at - 1], readers[at] = readers[at - 1];
+                }
+                t.out_first[at] = first, t.outs[at] = g->nodes[j].out[0], readers[at] = j;
+            }
+        int64_t next = 0;
+        for (int k = 0; k < t.n_out && ok; k++) {
+            ok = t.out_first[k] == next;
+            next += g->values[t.outs[k]].dims[1];
+        }
+        if (!ok || t.n_out == 0 || next != g->values[v].dims[1]) continue;
+        *ch = t;
+        plan_values[v].producer = -1;
+        for (int k = 0; k < t.n_out; k++) {
+            c->layers[readers[k]].skip = true;
+            plan_values[t.outs[k]].producer = i;
+        }
+        L->out_override = t.outs[0];
+        qf_log(QF_LOG_DEBUG, "%s: channel shuffle at node %s writes the %d Slices that read it", g->source, L->n->name,
+               t.n_out);
     }
     return QF_OK;
 }
