@@ -2,7 +2,8 @@
 # bench/zoo/zoo.py merge and report on made-up results: a later run whose
 # deadline came before its timings keeps the earlier run's speed figures,
 # marked "*" in the table with the run they came from, and its own figures
-# win where it has them; ONNX Runtime's SQNR (zoo.py run --ort) has its column;
+# win where it has them; ONNX Runtime's SQNR (zoo.py run --ort) has its column,
+# kept from an earlier run of the same export by a run without --ort;
 # a row the deadline cut short keeps the earlier one. Needs python3 (exit 77 without).
 set -u
 : "${top_srcdir:?}"
@@ -76,5 +77,30 @@ python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > "$tmp/merge.out" && pytho
 if row | grep -q '| 20.0 (was 19.0) |' && grep -q 'kept the earlier row' "$tmp/merge.out"; then
   pass "a row cut short by the deadline does not replace a complete one"
 else fail "a row cut short by the deadline: $(row)"; fi
+
+# a run without --ort keeps the ONNX Runtime figures of the same export,
+# naming their run; of another export it keeps none
+sha_ort() { # FILE SHA KEEP_ORT
+  python3 - "$@" <<'PY'
+import json, sys
+path, sha, keep = sys.argv[1:4]
+r = json.load(open(path)); r["export"]["weights_sha"] = sha
+if keep == "no": r.pop("ort_int8", None)
+json.dump(r, open(path, "w"))
+PY
+}
+sha_ort "$tmp/res/resnet50.bn.ts17.json" s1 yes
+result "$tmp/new/resnet50.bn.ts17.json" ggggggg 22.0 52000
+sha_ort "$tmp/new/resnet50.bn.ts17.json" s1 no
+python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
+if row | grep -q '| 22.0 (was 20.0) | 14.5 (0.98) |' && grep -q 'ORT INT8 figures .* commit eeeeeee (the same export)' "$tmp/R.md"
+then pass "a run without --ort keeps the same export's ONNX Runtime figures, named"
+else fail "a run without --ort keeps the same export's ONNX Runtime figures: $(row)"; fi
+result "$tmp/new/resnet50.bn.ts17.json" hhhhhhh 23.0 52000
+sha_ort "$tmp/new/resnet50.bn.ts17.json" s2 no
+python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
+if row | grep -q '| 23.0 (was 22.0) |  |' && ! grep -q 'ORT INT8 figures' "$tmp/R.md"
+then pass "another export's ONNX Runtime figures are not kept"
+else fail "another export's ONNX Runtime figures are not kept: $(row)"; fi
 
 [ $fails -eq 0 ]

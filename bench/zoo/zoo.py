@@ -717,11 +717,24 @@ def carry_speed(new, old):
         new["speed_from"] = dict(new.get("speed_from") or {}, **carried)
 
 
+def carry_ort(new, old):
+    """Gives new the ONNX Runtime quantization of old when new's run made none
+    (no --ort) and both exported the same weights: ONNX Runtime's figures do
+    not depend on qforge's commit. new["ort_from"] names the run they are from."""
+    sha = lambda r: (r.get("export") or {}).get("weights_sha")
+    if new.get("ort_int8") or not (old.get("ort_int8") or {}).get("ok") or sha(new) is None or sha(new) != sha(old):
+        return
+    new["ort_int8"] = old["ort_int8"]
+    run = old.get("run") or {}
+    new["ort_from"] = old.get("ort_from") or {"date": run.get("date"), "commit": run.get("commit")}
+
+
 def cmd_merge(a):
     """Copies a run's JSON files into the results folder; a result replacing
     one of another run keeps that one's headline figures as "previous", and
-    the timings it lacks (carry_speed). A result whose checks the run's
-    deadline cut short ("cut_at") does not replace a complete one."""
+    the timings (carry_speed) and the ONNX Runtime figures (carry_ort) it
+    lacks. A result whose checks the run's deadline cut short ("cut_at") does
+    not replace a complete one."""
     n = 0
     os.makedirs(a.results, exist_ok=True)
     for p in sorted(glob.glob(os.path.join(a.new, "*.json"))):
@@ -738,6 +751,7 @@ def cmd_merge(a):
             elif "previous" in old:
                 new["previous"] = old["previous"]
             carry_speed(new, old)
+            carry_ort(new, old)
         with open(dst, "w") as f:
             json.dump(new, f, indent=1, sort_keys=True)
         n += 1
@@ -820,6 +834,10 @@ def cmd_report(a):
     for d, c in carried_runs:
         L.append("- speed figures marked * in a row of a later run were timed in the run of %s, commit %s "
                  "(the later run's deadline came first)" % (d, c))
+    ort_runs = sorted({(r["ort_from"]["date"], r["ort_from"]["commit"]) for r in rs if r.get("ort_from")})
+    for d, c in ort_runs:
+        L.append("- ORT INT8 figures of a row from a later run without `--ort` are the run of %s, commit %s (the "
+                 "same export)" % (d, c))
     L += ["",
           "Weights: `bn` = torchvision's random initialisation with BatchNorm statistics re-estimated on "
           "calibration images (as many as each run's line above says; train-mode BN, rest in eval mode; \"N "
