@@ -1323,6 +1323,7 @@ START_TEST(attention_fused)
         int8_reads_fp16_gemms = true;
         check_graph(builds[k], false);
         int8_reads_fp16_gemms = false;
+        if (dut != QF_DEVICE_CUDA) continue; /* the CPU engine under test: no fusion to count */
         for (int nofuse = 0; nofuse < 2; nofuse++) {
             qf_graph *g = builds[k]();
             prepare(g, (int)g->values[g->inputs[0]].dims[0]);
@@ -1450,6 +1451,10 @@ END_TEST
  * (the share it defers is the epilogues' cost). */
 START_TEST(smooth_levels_sweep)
 {
+    if (dut != QF_DEVICE_CUDA) {
+        printf("  smooth_levels_sweep: the CPU engine under test: no device levels to sweep\n");
+        return;
+    }
     const qf_act acts[4] = {QF_ACT_SILU, QF_ACT_SIGMOID, QF_ACT_GELU, QF_ACT_GELU_TANH};
     const float scales[4] = {0.00371f, 0.0241f, 0.0973f, 0.613f};
     for (int a = 0; a < 4; a++)
