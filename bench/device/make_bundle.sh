@@ -20,6 +20,9 @@ cp $B/tests/test_cuda $T/bin/
 # test binary holds the whole library, and the carry is 64 MiB in all
 [ -n "$QDQ" ] && [ -x $B/tests/tensor_predict ] && cp $B/tests/tensor_predict $T/bin/
 [ -f $B/tools/.libs/qforge ] && cp $B/tools/.libs/qforge $T/bin/
+# the zoo's logits writer (bench/zoo/run.sh), where built (`make bench/zoo/qf_logits`): small, and
+# a bundle without it made a zoo call fail at its first model
+[ -f $B/bench/zoo/.libs/qf_logits ] && cp $B/bench/zoo/.libs/qf_logits $T/bin/
 cp -L $B/.libs/libqforge.so.0 $T/lib/
 for l in libprotobuf-c.so.1 libpng16.so.16 libjpeg.so.62 libopenblas.so.0 libsubunit.so.0 libgfortran.so.5 libquadmath.so.0 libz.so.1; do
   cp -L /lib/x86_64-linux-gnu/$l $T/lib/

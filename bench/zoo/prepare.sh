@@ -12,7 +12,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 make -C "$B" bench/zoo/qf_logits tests/test_cuda tests/test_backend_ops >/dev/null
 # make_bundle.sh also copies its own data subset once; the zoo needs only the bundle
-sh bench/device/make_bundle.sh "$B/bench/zoo/.libs/qf_logits" >/dev/null
+sh bench/device/make_bundle.sh >/dev/null # it takes the qf_logits just built
 Z=.device/zoo
 S=$(cd ../shared/data/imagenet && pwd)
 rm -rf $Z && mkdir -p $Z/images $Z/whl
