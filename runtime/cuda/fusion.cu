@@ -402,7 +402,7 @@ qf_status cu_fuse_se_gates(cu_engine *c, qf_value *plan_values)
 
 /* ---- channel shuffles ----------------------------------------------------------------------- */
 
-/* A device layer of node i that no fusion took yet. */
+/* Whether node n runs as a device layer that no fusion took yet. */
 static bool free_layer(const cu_engine *c, const qf_node *n)
 {
     const cu_layer *L = &c->layers[n - c->g->nodes];
