@@ -815,6 +815,16 @@ static int shuffle_branch(qf_graph *g, const char *name, int x, int64_t C)
     y = conv(g, b, y, C, C, 3, 1, P1, C, 1, true);
     return unary(g, rc, QF_OP_RELU, conv(g, c, y, C, C, 1, 1, P0, 1, 1, true));
 }
+/* Slice of x's channels [start, end). */
+static int slice_channels(qf_graph *g, const char *name, int x, int64_t start, int64_t end)
+{
+    char st[48], en[48], ax[48];
+    snprintf(st, sizeof st, "%s.starts", name), snprintf(en, sizeof en, "%s.ends", name);
+    snprintf(ax, sizeof ax, "%s.axes", name);
+    int y = value(g, name);
+    op(g, name, QF_OP_SLICE, 4, IN(x, ints(g, st, 1, DIMS(start)), ints(g, en, 1, DIMS(end)), ints(g, ax, 1, DIMS(1))), y);
+    return y;
+}
 static int concat2(qf_graph *g, const char *name, int a, int b)
 {
     int y = value(g, name);
@@ -826,13 +836,9 @@ static qf_graph *b_shuffle_units(void)
     qf_graph *g = new_graph("shuffle_units");
     int x = input(g, "x", 4, DIMS(2, 20, 9, 9));
     int c0 = unary(g, "r0", QF_OP_RELU, conv(g, "c0", x, 20, 20, 3, 1, P1, 1, 1, true));
-    int x1 = value(g, "x1"), x2 = value(g, "x2");
-    op(g, "x1", QF_OP_SLICE, 4, IN(c0, ints(g, "st1", 1, DIMS(0)), ints(g, "en1", 1, DIMS(10)), ints(g, "ax1", 1, DIMS(1))), x1);
-    op(g, "x2", QF_OP_SLICE, 4, IN(c0, ints(g, "st2", 1, DIMS(10)), ints(g, "en2", 1, DIMS(20)), ints(g, "ax2", 1, DIMS(1))), x2);
+    int x1 = slice_channels(g, "x1", c0, 0, 10), x2 = slice_channels(g, "x2", c0, 10, 20);
     int s1 = shuffle(g, "shuffle1", concat2(g, "cat1", x1, shuffle_branch(g, "u1", x2, 10)), 20, 2, 9);
-    int h1 = value(g, "h1"), h2 = value(g, "h2");
-    op(g, "h1", QF_OP_SLICE, 4, IN(s1, ints(g, "st3", 1, DIMS(0)), ints(g, "en3", 1, DIMS(10)), ints(g, "ax3", 1, DIMS(1))), h1);
-    op(g, "h2", QF_OP_SLICE, 4, IN(s1, ints(g, "st4", 1, DIMS(10)), ints(g, "en4", 1, DIMS(20)), ints(g, "ax4", 1, DIMS(1))), h2);
+    int h1 = slice_channels(g, "h1", s1, 0, 10), h2 = slice_channels(g, "h2", s1, 10, 20);
     int s2 = shuffle(g, "shuffle2", concat2(g, "cat2", h1, shuffle_branch(g, "u2", h2, 10)), 20, 2, 9);
     int h3 = value(g, "h3"), h4 = value(g, "h4");
     int sp = qf_graph_add_node(g, "halves", QF_OP_SPLIT, 2, IN(s2, ints(g, "parts", 2, DIMS(10, 10))), 2, IN(h3, h4));
@@ -1192,6 +1198,18 @@ static qf_graph *build_quantized(build_fn build, int batch, const qf_quant_opts 
     return g;
 }
 
+/* build_quantized at precision p with MinMax thresholds (per-tensor weight
+ * scales where asked), or left FP32. */
+static qf_graph *build_minmax(build_fn build, int p, bool per_tensor)
+{
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.precision = (qf_precision)p;
+    o.method = QF_CALIB_MINMAX;
+    o.per_tensor_weights = per_tensor;
+    return build_quantized(build, 0, p != QF_PREC_FP32 ? &o : NULL);
+}
+
 /* Every output of build()'s graph on both engines at FP32, FP16, INT8 and
  * INT8 with per-tensor weight scales: within tolerance, or (exact) bit for bit. */
 static void check_graph(build_fn build, bool exact)
@@ -1199,12 +1217,7 @@ static void check_graph(build_fn build, bool exact)
     for (int v = 0; v <= QF_PRECISION_COUNT; v++) {
         const bool per_tensor = v == QF_PRECISION_COUNT;
         const int p = per_tensor ? QF_PREC_INT8 : v;
-        qf_quant_opts o;
-        qf_quant_opts_init(&o);
-        o.precision = (qf_precision)p;
-        o.method = QF_CALIB_MINMAX;
-        o.per_tensor_weights = per_tensor;
-        qf_graph *g = build_quantized(build, 0, p != QF_PREC_FP32 ? &o : NULL);
+        qf_graph *g = build_minmax(build, p, per_tensor);
         compare(g, (qf_precision)p, 2, prec_name[v], exact);
         qf_graph_free(g);
     }
@@ -1361,11 +1374,7 @@ START_TEST(se_gates_fused)
     for (size_t k = 0; k < QF_ARRAY_LEN(builds); k++)
         for (int p = QF_PREC_FP16; p <= QF_PREC_INT8; p++)
             for (int nofuse = 0; nofuse < 2; nofuse++) {
-                qf_quant_opts o;
-                qf_quant_opts_init(&o);
-                o.precision = (qf_precision)p;
-                o.method = QF_CALIB_MINMAX;
-                qf_graph *g = build_quantized(builds[k], 0, &o);
+                qf_graph *g = build_minmax(builds[k], p, false);
                 int count = 0;
                 qf_engine *e = create_logged(g, nofuse, count_se_gates, &count);
                 ck_assert_msg(count == !nofuse, "%s at %s: %d gates fused", g->source, prec_name[p], count);
@@ -1394,11 +1403,7 @@ START_TEST(channel_shuffles_fused)
     }
     for (int p = QF_PREC_FP32; p <= QF_PREC_INT8; p++)
         for (int nofuse = 0; nofuse < 2; nofuse++) {
-            qf_quant_opts o;
-            qf_quant_opts_init(&o);
-            o.precision = (qf_precision)p;
-            o.method = QF_CALIB_MINMAX;
-            qf_graph *g = build_quantized(b_shuffle_units, 0, p != QF_PREC_FP32 ? &o : NULL);
+            qf_graph *g = build_minmax(b_shuffle_units, p, false);
             int counts[3] = {0, 0, 0};
             qf_engine *e = create_logged(g, nofuse, count_shuffles, counts);
             ck_assert_msg(counts[0] == (nofuse ? 0 : 2) && counts[1] == (nofuse ? 0 : 3) && counts[2] == !nofuse,
