@@ -1190,6 +1190,167 @@ START_TEST(engine_runs_a_small_network)
 }
 END_TEST
 
+/* ---- fused FP16 attention (lib/attention.h, runtime/cpu/attention.c) ----------------------- */
+
+/* q (2,3,M,D) x kt (2,3,D,N) -> [+ bias (1,3,M,N), viewed as (1,2,3,M,N) + mask
+ * (1,2,1,M,N) of 0 / -100, viewed back: Swin's form] -> Softmax -> x v
+ * (2,3,N,D), as exporters write attention; the scores also a graph output
+ * when scores_out (then nothing may fuse). Quantized to FP16. */
+enum { ATT_M = 70, ATT_N = 80, ATT_D = 32 }; /* two key tiles, the second partial */
+static float att_bias[3 * ATT_M * ATT_N], att_mask[2 * ATT_M * ATT_N]; /* the constants, before quantization */
+static qf_graph *attention_graph(bool biased, bool scores_out)
+{
+    qf_graph *g = qf_graph_new(biased ? "swin_attention" : "vit_attention");
+    g->opset = 17;
+    int q = input(g, "q", 4, (int64_t[]){2, 3, ATT_M, ATT_D}), kt = input(g, "kt", 4, (int64_t[]){2, 3, ATT_D, ATT_N});
+    int v = input(g, "v", 4, (int64_t[]){2, 3, ATT_N, ATT_D});
+    /* V made before the scores (as exporters order it): the fused kernel runs at the first MatMul */
+    int vt = value(g, "v.t");
+    set_ints(op(g, "v.t", QF_OP_TRANSPOSE, 1, &v, vt), "perm", 4, (int64_t[]){0, 1, 2, 3});
+    v = vt;
+    int s = value(g, "qk");
+    op(g, "qk", QF_OP_MATMUL, 2, (int[]){q, kt}, s);
+    if (scores_out) output(g, s);
+    if (biased) {
+        int bias = weight(g, "rel_bias", 4, (int64_t[]){1, 3, ATT_M, ATT_N}, -2.0f, 2.0f);
+        int mask = weight(g, "mask", 5, (int64_t[]){1, 2, 1, ATT_M, ATT_N}, 0.0f, 1.0f);
+        float *mk = g->values[mask].data;
+        for (int i = 0; i < 2 * ATT_M * ATT_N; i++) mk[i] = mk[i] < 0.3f ? -100.0f : 0.0f;
+        memcpy(att_bias, g->values[bias].data, sizeof att_bias);
+        memcpy(att_mask, mk, sizeof att_mask);
+        int shape5 = qfi_graph_add_const(g, "shape5", QF_I64, 1, (int64_t[]){5}, memcpy(malloc(5 * sizeof(int64_t)),
+                                          (int64_t[]){1, 2, 3, ATT_M, ATT_N}, 5 * sizeof(int64_t)));
+        int shape4 = qfi_graph_add_const(g, "shape4", QF_I64, 1, (int64_t[]){4}, memcpy(malloc(4 * sizeof(int64_t)),
+                                          (int64_t[]){2, 3, ATT_M, ATT_N}, 4 * sizeof(int64_t)));
+        int b = value(g, "biased"), r = value(g, "s5"), m = value(g, "masked"), back = value(g, "s4");
+        op(g, "bias_add", QF_OP_ADD, 2, (int[]){s, bias}, b);
+        op(g, "view5", QF_OP_RESHAPE, 2, (int[]){b, shape5}, r);
+        op(g, "mask_add", QF_OP_ADD, 2, (int[]){r, mask}, m);
+        op(g, "view4", QF_OP_RESHAPE, 2, (int[]){m, shape4}, back);
+        s = back;
+    }
+    int p = value(g, "p"), y = value(g, "av");
+    set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, &s, p), "axis", -1);
+    op(g, "av", QF_OP_MATMUL, 2, (int[]){p, v}, y);
+    output(g, y);
+    prepare_graph(g, 2);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.precision = QF_PREC_FP16;
+    ck_assert_msg(qf_quantize(g, NULL, &o, NULL) == QF_OK, "%s", qf_error_message());
+    return g;
+}
+
+static void count_fused(void *user, qf_log_level level, const char *msg)
+{
+    (void)level;
+    if (strstr(msg, "attention fused")) ++*(int *)user;
+}
+
+/* Runs g on the CPU engine (QFORGE_CPU_NOFUSE when nofuse) on inputs x[3];
+ * returns a copy of the attention output and the chains fused in *fused. */
+static float *run_attention(const qf_graph *g, float *const *x, bool nofuse, int *fused)
+{
+    if (nofuse) setenv("QFORGE_CPU_NOFUSE", "1", 1);
+    *fused = 0;
+    qf_log_set(count_fused, fused, QF_LOG_DEBUG);
+    qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = 2};
+    qf_engine *e = NULL;
+    qf_status st = qf_engine_create(g, &opts, &e);
+    qf_log_set(NULL, NULL, QF_LOG_DEBUG);
+    unsetenv("QFORGE_CPU_NOFUSE");
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    const int64_t sizes[3] = {2 * 3 * ATT_M * ATT_D, 2 * 3 * ATT_D * ATT_N, 2 * 3 * ATT_N * ATT_D};
+    for (int k = 0; k < 3; k++) memcpy(qf_engine_input(e, k), x[k], (size_t)sizes[k] * sizeof(float));
+    ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
+    const int out = g->n_outputs - 1;
+    float *y = malloc(sizeof(float) * 2 * 3 * ATT_M * ATT_D);
+    memcpy(y, qf_engine_output(e, out), sizeof(float) * 2 * 3 * ATT_M * ATT_D);
+    qf_engine_free(e);
+    return y;
+}
+
+/* The chain in double on the inputs as the FP16 graph holds them (rounded to
+ * half); the biases exact. */
+static double *attention_ref(float *const *x, bool biased)
+{
+    const float *bias = att_bias, *mask = att_mask;
+    double *y = calloc(2 * 3 * ATT_M * ATT_D, sizeof *y), s[ATT_N];
+    for (int b = 0; b < 6; b++)
+        for (int i = 0; i < ATT_M; i++) {
+            double mx = -INFINITY, sum = 0.0;
+            for (int j = 0; j < ATT_N; j++) {
+                double acc = 0.0;
+                for (int d = 0; d < ATT_D; d++)
+                    acc += (double)qf_f16_to_f32(qf_f32_to_f16(x[0][(b * ATT_M + i) * ATT_D + d])) *
+                           qf_f16_to_f32(qf_f32_to_f16(x[1][(b * ATT_D + d) * ATT_N + j]));
+                if (biased) acc += (double)bias[((b % 3) * ATT_M + i) * ATT_N + j] + mask[((b / 3) * ATT_M + i) * ATT_N + j];
+                s[j] = acc;
+                mx = fmax(mx, acc);
+            }
+            for (int j = 0; j < ATT_N; j++) sum += s[j] = exp(s[j] - mx);
+            for (int d = 0; d < ATT_D; d++) {
+                double o = 0.0;
+                for (int j = 0; j < ATT_N; j++) o += s[j] / sum * qf_f16_to_f32(qf_f32_to_f16(x[2][(b * ATT_N + j) * ATT_D + d]));
+                y[(b * ATT_M + i) * ATT_D + d] = o;
+            }
+        }
+    return y;
+}
+
+/* The CPU engine runs FP16 attention chains as one kernel (what the CUDA
+ * engine's fused kernel computes): one chain found in each form, none with
+ * QFORGE_CPU_NOFUSE or where the scores are a graph output (then the bits
+ * are the unfused nodes'). Keeping the scores and probabilities in FP32 must
+ * bring the output closer to the exact chain than the unfused FP16 nodes,
+ * and within half precision's rounding of it. */
+START_TEST(attention_chain_fused)
+{
+    for (int biased = 0; biased < 2; biased++) {
+        rng_use_xorshift(77 + (uint64_t)biased);
+        qf_graph *g = attention_graph(biased, false);
+        float *x[3];
+        const int64_t sizes[3] = {2 * 3 * ATT_M * ATT_D, 2 * 3 * ATT_D * ATT_N, 2 * 3 * ATT_N * ATT_D};
+        for (int k = 0; k < 3; k++) {
+            x[k] = malloc((size_t)sizes[k] * sizeof(float));
+            for (int64_t i = 0; i < sizes[k]; i++) x[k][i] = frand(-1.5f, 1.5f);
+        }
+        int fused, unfused_count;
+        float *yf = run_attention(g, x, false, &fused), *yu = run_attention(g, x, true, &unfused_count);
+        ck_assert_int_eq(fused, 1);
+        ck_assert_int_eq(unfused_count, 0);
+        double *ref = attention_ref(x, biased);
+        double ef = 0, eu = 0, sig = 0, worst = 0, big = 0;
+        for (int64_t i = 0; i < 2 * 3 * ATT_M * ATT_D; i++) {
+            ef += (yf[i] - ref[i]) * (yf[i] - ref[i]);
+            eu += (yu[i] - ref[i]) * (yu[i] - ref[i]);
+            sig += ref[i] * ref[i];
+            worst = fmax(worst, fabs(yf[i] - ref[i]));
+            big = fmax(big, fabs(ref[i]));
+        }
+        const double sqnr_f = 10 * log10(sig / ef), sqnr_u = 10 * log10(sig / eu);
+        ck_assert_msg(sqnr_f > sqnr_u + 1.0, "%s: fused %.2f dB, unfused %.2f dB against the exact chain", g->source,
+                      sqnr_f, sqnr_u);
+        ck_assert_msg(worst <= 1e-3 * big, "%s: fused output off by %.3g (outputs up to %.3g)", g->source, worst, big);
+        free(ref);
+        free(yf);
+        free(yu);
+        qf_graph_free(g);
+
+        /* the scores read outside the chain: nothing fuses, the unfused bits */
+        g = attention_graph(biased, true);
+        yf = run_attention(g, x, false, &fused);
+        yu = run_attention(g, x, true, &unfused_count);
+        ck_assert_int_eq(fused, 0);
+        ck_assert_int_eq(memcmp(yf, yu, sizeof(float) * 2 * 3 * ATT_M * ATT_D), 0);
+        free(yf);
+        free(yu);
+        qf_graph_free(g);
+        for (int k = 0; k < 3; k++) free(x[k]);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ops_compute");
@@ -1208,6 +1369,7 @@ static Suite *suite(void)
     tcase_add_test(tc, flop_counts);
     tcase_add_test(tc, unsupported_and_invalid);
     tcase_add_test(tc, engine_runs_a_small_network);
+    tcase_add_test(tc, attention_chain_fused);
     suite_add_tcase(s, tc);
     return s;
 }

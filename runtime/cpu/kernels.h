@@ -242,4 +242,14 @@ const qf_graph *qfi_cpu_lowp_graph(const qfi_cpu_lowp *lp, const qf_graph *g, co
 /* Runs a wrapped node; `a` carries the real graph and the engine's pointers. */
 qf_status qfi_cpu_lowp_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a);
 
+/* ---- fused FP16 attention (runtime/cpu/attention.c) --------------------------------
+ * A chain lib/attention.h found, run as one kernel where its first MatMul
+ * runs: reads Q, K^T, V and the bias operands, writes the chain's output;
+ * the scores are never stored. `data`: the engine's pointer of each value. */
+typedef struct qfi_cpu_attention qfi_cpu_attention;
+struct qfi_attention_chain;
+qf_status qfi_cpu_attention_create(const qf_graph *g, const struct qfi_attention_chain *ch, qfi_cpu_attention **out);
+void qfi_cpu_attention_free(qfi_cpu_attention *a);
+qf_status qfi_cpu_attention_run(const qfi_cpu_attention *a, void *const *data, int threads);
+
 #endif

@@ -1,0 +1,173 @@
+/* Finding attention chains (attention.h) in a graph, and the bias table
+ * both engines' fused kernels read. */
+#include "attention.h"
+#include "ops/nn.h"
+
+/* The one reader of value v, or NULL (several, none, or v is a graph output). */
+static const qf_node *only_reader(const qf_graph *g, int v)
+{
+    if (g->values[v].flags & QF_VALUE_OUTPUT) return NULL;
+    const qf_node *found = NULL;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] == v) {
+                if (found) return NULL;
+                found = &g->nodes[i];
+            }
+    return found;
+}
+
+static bool is_half(const qf_value *v) { return v->dtype == QF_F16; }
+
+/* The matrices' batch dims: all but the last two, the same for a and b. */
+static bool same_batch(const qf_value *a, const qf_value *b)
+{
+    if (a->ndim != b->ndim || a->ndim < 3) return false;
+    for (int d = 0; d < a->ndim - 2; d++)
+        if (a->dims[d] != b->dims[d]) return false;
+    return true;
+}
+
+static bool node_ok(const qf_graph *g, const qfi_attention_rules *r, const qf_node *n)
+{
+    return n->precision == QF_PREC_FP16 && (!r || !r->node || r->node(r->user, g, (int)(n - g->nodes)));
+}
+
+/* Whether the fused kernel at node `first` can read v. */
+static bool operand_ok(const qf_graph *g, const qfi_attention_rules *r, int v, int first)
+{
+    if (r && r->operand) return r->operand(r->user, g, v, first);
+    const qf_value *val = &g->values[v];
+    return (val->flags & (QF_VALUE_CONST | QF_VALUE_INPUT)) || (val->producer >= 0 && val->producer < first);
+}
+
+/* An Add of `cur` (the scores, dims of x) and a bias operand, as ch's next bias. */
+static bool take_bias(const qf_graph *g, const qfi_attention_rules *r, const qf_node *m, int cur, int first,
+                      qfi_attention_chain *ch)
+{
+    const int other = m->in[0] == cur ? m->in[1] : m->in[0];
+    const qf_value *x = &g->values[cur], *y = qfi_out(g, m, 0), *o = &g->values[other];
+    if (m->in[0] == m->in[1] || ch->n_bias == QFI_ATTN_MAX_BIAS || y->ndim > QFI_ATTN_MAX_DIMS ||
+        y->dims[y->ndim - 1] != ch->N || o->ndim > y->ndim ||
+        (!is_half(o) && !(o->dtype == QF_F32 && (o->flags & QF_VALUE_CONST))) || !operand_ok(g, r, other, first))
+        return false;
+    if (x->ndim != y->ndim || memcmp(x->dims, y->dims, (size_t)x->ndim * sizeof(int64_t)))
+        return false; /* the scores themselves are not broadcast */
+    for (int d = 0; d < o->ndim; d++) {
+        const int64_t od = o->dims[d], yd = y->dims[y->ndim - o->ndim + d];
+        if (od != 1 && od != yd) return false;
+    }
+    qfi_attention_bias *b = &ch->bias[ch->n_bias++];
+    int64_t st[QFI_ATTN_MAX_DIMS];
+    qfi_broadcast_strides(o->ndim, o->dims, y->ndim, y->dims, st);
+    b->value = other;
+    b->nd = y->ndim - 1;
+    for (int d = 0; d < b->nd; d++) b->dims[d] = y->dims[d], b->strides[d] = st[d];
+    b->col_stride = st[y->ndim - 1];
+    return true;
+}
+
+bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules *rules, qfi_attention_chain *ch)
+{
+    const qf_node *n = &g->nodes[first];
+    memset(ch, 0, sizeof *ch);
+    if (n->op != QF_OP_MATMUL || n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0 || !node_ok(g, rules, n)) return false;
+    const qf_value *q = qfi_in(g, n, 0), *kt = qfi_in(g, n, 1), *s = qfi_out(g, n, 0);
+    if (!is_half(q) || !is_half(kt) || !is_half(s) || !same_batch(q, kt) || q->ndim > QFI_ATTN_MAX_DIMS) return false;
+    const int r = q->ndim;
+    ch->first = first;
+    ch->q = n->in[0], ch->kt = n->in[1];
+    ch->M = q->dims[r - 2], ch->D = q->dims[r - 1], ch->N = kt->dims[r - 1];
+    ch->nb = qfi_numel(r - 2, q->dims);
+    if (kt->dims[r - 2] != ch->D || (ch->D != 32 && ch->D != 64 && ch->D != 128) || ch->M < 1 || ch->N < 1 ||
+        ch->nb > INT32_MAX / ch->M || !operand_ok(g, rules, ch->q, first) ||
+        !operand_ok(g, rules, ch->kt, first))
+        return false;
+    /* the scores' flat order is (batch, query, key) whatever Reshapes view
+     * them as, so each Add's operand is found from a row index and a key */
+    int cur = n->out[0];
+    bool softmax = false;
+    for (;;) {
+        const qf_node *m = only_reader(g, cur);
+        if (!m || ch->n_nodes == QFI_ATTN_MAX_NODES || m->n_out != 1 || !node_ok(g, rules, m)) return false;
+        const qf_value *x = &g->values[cur], *y = qfi_out(g, m, 0);
+        if (!is_half(y)) return false;
+        if (m->op == QF_OP_RESHAPE) {
+            if (y->ndim < 1 || y->dims[y->ndim - 1] != ch->N || qf_value_numel(y) != qf_value_numel(x)) return false;
+        } else if (m->op == QF_OP_ADD && !softmax) {
+            if (!take_bias(g, rules, m, cur, first, ch)) return false;
+        } else if (m->op == QF_OP_SOFTMAX && !softmax) {
+            const qfi_softmax_params *p = (const qfi_softmax_params *)m->params;
+            const int64_t axis = p->axis < 0 ? p->axis + x->ndim : p->axis;
+            if (axis != x->ndim - 1 || x->dims[x->ndim - 1] != ch->N) return false;
+            softmax = true;
+        } else if (m->op == QF_OP_MATMUL && softmax && m->n_in == 2 && m->in[0] == cur && m->in[1] >= 0) {
+            const qf_value *v = qfi_in(g, m, 1);
+            if (!is_half(v) || !same_batch(x, v) || x->ndim != r || x->dims[r - 2] != ch->M || v->dims[r - 2] != ch->N ||
+                v->dims[r - 1] != ch->D || qfi_numel(r - 2, x->dims) != ch->nb || !operand_ok(g, rules, m->in[1], first))
+                return false;
+            ch->v = m->in[1];
+            ch->out = m->out[0];
+            ch->nodes[ch->n_nodes++] = (int)(m - g->nodes);
+            return true;
+        } else {
+            return false;
+        }
+        ch->nodes[ch->n_nodes++] = (int)(m - g->nodes);
+        cur = m->out[0];
+    }
+}
+
+int64_t qfi_attention_bias_row(const qfi_attention_bias *b, int64_t r)
+{
+    int64_t off = 0;
+    for (int d = b->nd - 1; d >= 0; d--) {
+        const int64_t q = r / b->dims[d];
+        off += (r - q * b->dims[d]) * b->strides[d];
+        r = q;
+    }
+    return off;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
+
+qf_status qfi_attention_bias_table(const qf_graph *g, const qfi_attention_chain *ch, uint16_t **table, int64_t *period)
+{
+    *table = NULL;
+    *period = 0;
+    if (ch->n_bias < 2) return QF_OK;
+    const int64_t max_elems = (int64_t)1 << 24;
+    int64_t per = 1;
+    for (int k = 0; k < ch->n_bias; k++) {
+        const qfi_attention_bias *b = &ch->bias[k];
+        const qf_value *bv = &g->values[b->value];
+        if (!(bv->flags & QF_VALUE_CONST) || !bv->data) return QF_OK;
+        int64_t pk = 1, span = 1;
+        for (int d = b->nd - 1; d >= 0; d--) { /* span saturates past 2^24 (dims are below 2^31) */
+            span = span * b->dims[d] > max_elems ? max_elems + 1 : span * b->dims[d];
+            if (b->strides[d]) pk = span;
+        }
+        if (pk > max_elems) return QF_OK; /* (and per and pk below 2^24: their lcm fits) */
+        per = per / gcd64(per, pk) * pk;
+        if (per * ch->N > max_elems) return QF_OK;
+    }
+    uint16_t *t = qfi_calloc((size_t)(per * ch->N) + 1, sizeof *t);
+    if (!t) return QF_ERR_NOMEM;
+    for (int64_t r = 0; r < per; r++) {
+        int64_t at[QFI_ATTN_MAX_BIAS];
+        for (int k = 0; k < ch->n_bias; k++) at[k] = qfi_attention_bias_row(&ch->bias[k], r);
+        for (int64_t j = 0; j < ch->N; j++) {
+            float sum = 0.0f;
+            for (int k = 0; k < ch->n_bias; k++) {
+                const qf_value *bv = &g->values[ch->bias[k].value];
+                const int64_t e = at[k] + j * ch->bias[k].col_stride;
+                sum += qf_f16_to_f32(bv->dtype == QF_F16 ? ((const uint16_t *)bv->data)[e]
+                                                         : qf_f32_to_f16(((const float *)bv->data)[e]));
+            }
+            t[r * ch->N + j] = qf_f32_to_f16(sum);
+        }
+    }
+    *table = t;
+    *period = per;
+    return QF_OK;
+}

@@ -1,0 +1,78 @@
+/* Attention chains, the one definition both engines fuse: an FP16 MatMul of
+ * Q by K^T, then Reshapes and Adds of bias operands (relative positions,
+ * masks), a Softmax over the keys, Reshapes, and the MatMul of the
+ * probabilities by V. Each node is the only reader of the one before (and
+ * no intermediate is a graph output), so the chain can run as one kernel
+ * that never writes the scores: runtime/cpu/attention.c and
+ * runtime/cuda/attention.cu.
+ *
+ * What the fused chain computes (both engines, so that they agree to FP32
+ * rounding instead of differing by half precision's): for each query row,
+ *   s_j = q . k_j in FP32, plus each bias operand read as half (a float
+ *         constant rounded to half; two or more constant operands summed in
+ *         FP32 and rounded to half once where their table fits:
+ *         qfi_attention_bias_table);
+ *   keys in tiles of QFI_ATTN_KEY_TILE, the row max m kept online: at each
+ *   tile m' = max(m, the tile's max), the running sum l and output o scaled
+ *   by exp2((m - m') log2 e), then p_j = exp2((s_j - m') log2 e), l += p_j
+ *   (unrounded), o += half(p_j) v_j in FP32;
+ *   out = half(o * (1 / l)).
+ * The unfused nodes round the scores, the biased scores and the
+ * probabilities to half; the fused chain keeps them in FP32. Heads of 32,
+ * 64 or 128 only (the sizes the CUDA kernel is built for): both engines
+ * must fuse the same chains to agree. */
+#ifndef QFORGE_ATTENTION_H
+#define QFORGE_ATTENTION_H
+
+#include "internal.h"
+
+#define QFI_ATTN_MAX_BIAS 2
+#define QFI_ATTN_MAX_NODES 12
+#define QFI_ATTN_MAX_DIMS 6
+#define QFI_ATTN_KEY_TILE 64
+
+typedef struct qfi_attention_bias {
+    int value;                          /* the Add's other operand */
+    int nd;                             /* the Add's output dims but the last: one row of scores each */
+    int64_t dims[QFI_ATTN_MAX_DIMS];
+    int64_t strides[QFI_ATTN_MAX_DIMS]; /* the operand's element strides along those (0: broadcast) */
+    int64_t col_stride;                 /* and along the keys */
+} qfi_attention_bias;
+
+typedef struct qfi_attention_chain {
+    int first;                      /* node index of the Q K^T MatMul */
+    int q, kt, v, out;              /* values: Q [nb][M][D], K^T [nb][D][N], V [nb][N][D], out [nb][M][D] */
+    int64_t nb, M, N, D;
+    int nodes[QFI_ATTN_MAX_NODES];  /* the chain after the first MatMul, the AV MatMul last */
+    int n_nodes;
+    qfi_attention_bias bias[QFI_ATTN_MAX_BIAS];
+    int n_bias;
+} qfi_attention_chain;
+
+/* What an engine adds to the graph's conditions. Either may be NULL. */
+typedef struct qfi_attention_rules {
+    /* May node i be part of a chain (the engine runs it itself)? */
+    bool (*node)(void *user, const qf_graph *g, int i);
+    /* May the fused kernel, run where node `first` runs, read value v (V
+     * and the bias operands)? NULL: v is a constant, a graph input or the
+     * output of a node before `first`. */
+    bool (*operand)(void *user, const qf_graph *g, int v, int first);
+    void *user;
+} qfi_attention_rules;
+
+/* Whether node `first` of g starts an attention chain; fills *ch if so.
+ * The scores' rows, nb * M, fit 31 bits (the CUDA kernel's bias arithmetic). */
+bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules *rules, qfi_attention_chain *ch);
+
+/* Where row r (batch * M + query) of the scores starts in bias operand b. */
+int64_t qfi_attention_bias_row(const qfi_attention_bias *b, int64_t r);
+
+/* Constant bias operands as one half table of their sums (the semantics
+ * above): the operands' rows repeat with a period (the rows their outermost
+ * read dim spans), and so does the sum, over the lcm of the periods. *table
+ * (period * N halves, row r % period for score row r; the caller frees it)
+ * stays NULL where fewer than two operands, one not constant, or a period
+ * past 2^24 elements: the operands are then added one by one. */
+qf_status qfi_attention_bias_table(const qf_graph *g, const qfi_attention_chain *ch, uint16_t **table, int64_t *period);
+
+#endif
