@@ -8,23 +8,25 @@
  * probabilities reach memory: ViT-B/16's QK^T and Softmax nodes wrote 22 MB
  * of them per image, and Softmax and AV read them back.
  *
- * Numerics against the unfused nodes (and the CPU engine, which runs them):
- * the scores and their sums with the biases stay in FP32 instead of being
- * rounded to half after each node (a float constant bias is read as half),
- * and the normalization comes after the AV product; the differences are of
- * half precision's rounding of the unfused results (test_cuda's `sdpa`
- * graphs: 0.00098 at most, of outputs up to 1). */
+ * Numerics: lib/attention.h's, which the CPU engine's fused chain
+ * (runtime/cpu/attention.c) computes step for step: the scores and their
+ * sums with the biases stay in FP32 instead of being rounded to half after
+ * each node (a float constant bias is read as half; constant biases as
+ * qfi_attention_bias_table's one table), and the normalization comes after
+ * the AV product. Against the unfused nodes the differences are of half
+ * precision's rounding of their results (test_cuda's `sdpa` graphs before
+ * the CPU engine fused them too: 0.00098 at most, of outputs up to 1). */
 #include "cuda_internal.h"
 
 namespace {
 
-constexpr int BQ = 64, BKEYS = 64, THREADS = 128;
+constexpr int BQ = 64, BKEYS = QFI_ATTN_KEY_TILE, THREADS = 128; /* key tiles: lib/attention.h's semantics */
 
 struct attn_bias {
     const __half *p;
     int nd;
-    int dims[CU_ATTN_MAX_DIMS];
-    int64_t strides[CU_ATTN_MAX_DIMS];
+    int dims[QFI_ATTN_MAX_DIMS];
+    int64_t strides[QFI_ATTN_MAX_DIMS];
     int64_t col_stride;
 };
 
@@ -33,7 +35,7 @@ struct attn_params {
     __half *o;
     int nb, M, N, q_tiles;
     int n_bias;
-    attn_bias bias[CU_ATTN_MAX_BIAS];
+    attn_bias bias[QFI_ATTN_MAX_BIAS];
 };
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t *r)
@@ -261,80 +263,16 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
 template <int D> constexpr size_t smem_bytes() { return sizeof(__half) * ((size_t)BQ * (D + 8) + (size_t)D * (BKEYS + 8) + (size_t)BKEYS * (D + 8)); }
 
 struct attn_state {
-    cu_attention_chain ch;
+    qfi_attention_chain ch;
     attn_params p;
 };
 
 } // namespace
 
-bool cu_attention_head_fits(int64_t d) { return d == 32 || d == 64 || d == 128; }
-
-/* Host twin of bias_row. */
-static int64_t host_bias_row(const cu_attention_bias &b, int64_t r)
-{
-    int64_t off = 0;
-    for (int d = b.nd - 1; d >= 0; d--) {
-        const int64_t q = r / b.dims[d];
-        off += (r - q * b.dims[d]) * b.strides[d];
-        r = q;
-    }
-    return off;
-}
-
-static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
-
-/* Constant bias operands (Swin's relative-position bias and shifted-window
- * mask) become one half table of their sums: the operands' rows repeat with
- * a period (the rows their outermost read dim spans), and so does the sum,
- * over lcm of the periods. One load a score instead of one per operand, and
- * no kernel instance with two. The sum of the half operands is rounded to
- * half once more (Swin's masked scores, -100 + bias, by at most 0.03, which
- * exp(-100) does not see; the unmasked ones are the bias alone, exact).
- * *table: the combined operand, or NULL where the operands do not qualify. */
-static qf_status combined_bias(cu_engine *c, const cu_attention_chain &ch, uint16_t **table, int64_t *period)
-{
-    *table = NULL;
-    if (ch.n_bias < 2) return QF_OK;
-    const int64_t max_elems = (int64_t)1 << 24;
-    int64_t per = 1;
-    for (int k = 0; k < ch.n_bias; k++) {
-        const cu_attention_bias &b = ch.bias[k];
-        const qf_value *bv = &c->g->values[b.value];
-        if (!(bv->flags & QF_VALUE_CONST) || !bv->data) return QF_OK;
-        int64_t pk = 1, span = 1;
-        for (int d = b.nd - 1; d >= 0; d--) { /* span saturates past 2^24 (dims are below 2^31) */
-            span = span * b.dims[d] > max_elems ? max_elems + 1 : span * b.dims[d];
-            if (b.strides[d]) pk = span;
-        }
-        if (pk > max_elems) return QF_OK; /* (and per and pk below 2^24: their lcm fits) */
-        per = per / gcd64(per, pk) * pk;
-        if (per * ch.N > max_elems) return QF_OK;
-    }
-    uint16_t *t = (uint16_t *)qfi_calloc((size_t)(per * ch.N) + 1, sizeof *t);
-    if (!t) return QF_ERR_NOMEM;
-    for (int64_t r = 0; r < per; r++) {
-        int64_t at[CU_ATTN_MAX_BIAS];
-        for (int k = 0; k < ch.n_bias; k++) at[k] = host_bias_row(ch.bias[k], r);
-        for (int64_t j = 0; j < ch.N; j++) {
-            float sum = 0.0f;
-            for (int k = 0; k < ch.n_bias; k++) {
-                const qf_value *bv = &c->g->values[ch.bias[k].value];
-                const int64_t e = at[k] + j * ch.bias[k].col_stride;
-                sum += qf_f16_to_f32(bv->dtype == QF_F16 ? ((const uint16_t *)bv->data)[e]
-                                                         : qf_f32_to_f16(((const float *)bv->data)[e]));
-            }
-            t[r * ch.N + j] = qf_f32_to_f16(sum);
-        }
-    }
-    *table = t;
-    *period = per;
-    return QF_OK;
-}
-
 static qf_status attn_prepare(cu_engine *c, cu_layer *L)
 {
     /* the chain cu_fuse_attention left as the state */
-    const cu_attention_chain ch = *(const cu_attention_chain *)L->state;
+    const qfi_attention_chain ch = *(const qfi_attention_chain *)L->state;
     L->free_state(L->state);
     attn_state *st = (attn_state *)qfi_calloc(1, sizeof *st);
     L->state = st;
@@ -342,7 +280,7 @@ static qf_status attn_prepare(cu_engine *c, cu_layer *L)
     if (!st) return QF_ERR_NOMEM;
     st->ch = ch;
     attn_params &p = st->p;
-    if (ch.nb > INT32_MAX || ch.M > INT32_MAX / 2 || ch.N > INT32_MAX / 2 || ch.n_bias > CU_ATTN_MAX_BIAS)
+    if (ch.nb > INT32_MAX || ch.M > INT32_MAX / 2 || ch.N > INT32_MAX / 2 || ch.n_bias > QFI_ATTN_MAX_BIAS)
         return qf_error(QF_ERR_UNSUPPORTED, "attention of %lld x %lld queries and %lld keys", (long long)ch.nb,
                         (long long)ch.M, (long long)ch.N);
     p.nb = (int)ch.nb, p.M = (int)ch.M, p.N = (int)ch.N;
@@ -359,7 +297,7 @@ static qf_status attn_prepare(cu_engine *c, cu_layer *L)
     p.o = (__half *)ptr;
     uint16_t *table;
     int64_t period;
-    QF_CHECK(combined_bias(c, ch, &table, &period));
+    QF_CHECK(qfi_attention_bias_table(c->g, &ch, &table, &period));
     if (table) {
         qf_status us = cu_upload(c, table, (size_t)(period * ch.N) * sizeof *table, &ptr);
         free(table);
@@ -374,7 +312,7 @@ static qf_status attn_prepare(cu_engine *c, cu_layer *L)
         p.n_bias = ch.n_bias;
     }
     for (int k = 0; k < (table ? 0 : ch.n_bias); k++) {
-        const cu_attention_bias &cb = ch.bias[k];
+        const qfi_attention_bias &cb = ch.bias[k];
         attn_bias &b = p.bias[k];
         const qf_value *bv = &c->g->values[cb.value];
         if (bv->dtype == QF_F16) {

@@ -19,6 +19,7 @@ extern "C" {
 #include "../tactic_cache.h"
 #include "ops/nn.h"
 #include "ops/tensor_ops.h"
+#include "attention.h"
 }
 
 /* ---- errors -------------------------------------------------------------------
@@ -232,29 +233,9 @@ void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values);
  * output into it (DenseNet's pre-activation BN-ReLU, int8 in, int8 out). */
 void cu_fuse_batchnorm_act(cu_engine *c, qf_value *plan_values);
 
-/* FP16 attention as exporters write it, MatMul(Q, K^T) -> {Add(bias) |
- * Reshape}* -> Softmax(last axis) -> {Reshape}* -> MatMul(., V), run by one
- * layer at the first MatMul (attention.cu): the scores never reach memory. */
-#define CU_ATTN_MAX_BIAS 2
-#define CU_ATTN_MAX_NODES 12
-#define CU_ATTN_MAX_DIMS 6
-typedef struct cu_attention_bias {
-    int value;                  /* the Add's other operand */
-    int nd;                     /* the Add's output dims but the last: one row of scores each */
-    int64_t dims[CU_ATTN_MAX_DIMS];
-    int64_t strides[CU_ATTN_MAX_DIMS]; /* the operand's element strides along those (0: broadcast) */
-    int64_t col_stride;         /* and along the keys */
-} cu_attention_bias;
-typedef struct cu_attention_chain {
-    int q, kt, v, out;          /* values: Q [nb][M][D], K^T [nb][D][N], V [nb][N][D], out [nb][M][D] */
-    int64_t nb, M, N, D;
-    int nodes[CU_ATTN_MAX_NODES]; /* the chain after the first MatMul (skipped) */
-    int n_nodes;
-    cu_attention_bias bias[CU_ATTN_MAX_BIAS];
-    int n_bias;
-} cu_attention_chain;
-/* The head sizes the attention kernel is built for (attention.cu). */
-bool cu_attention_head_fits(int64_t d);
+/* FP16 attention chains (lib/attention.h finds them, with the engine's
+ * rules), each run by one layer at its first MatMul (attention.cu): the
+ * scores never reach memory. */
 /* Fuses every such chain (after cu_fuse_layers): the first MatMul's layer
  * runs cu_op_attention with the chain as its state. */
 qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values);

@@ -212,88 +212,24 @@ static const qf_node *only_consumer(const cu_engine *c, int v)
     return n;
 }
 
-/* The matrices' batch dims: all but the last two, the same for a and b. */
-static bool same_batch(const qf_value *a, const qf_value *b)
+/* The CUDA engine's rules for lib/attention.h's chains: every node of the
+ * chain is one of its own layers, not fused into another, not on the host;
+ * the kernel reads its operands where readable_at says it can. */
+struct attention_rules_user {
+    const cu_engine *c;
+    const qf_value *plan_values;
+};
+static bool attention_node(void *user, const qf_graph *g, int i)
 {
-    if (a->ndim != b->ndim || a->ndim < 3) return false;
-    for (int d = 0; d < a->ndim - 2; d++)
-        if (a->dims[d] != b->dims[d]) return false;
-    return true;
+    (void)g;
+    const cu_layer *L = &((const attention_rules_user *)user)->c->layers[i];
+    return !L->skip && !cu_on_host(L);
 }
-
-static bool attention_match(const cu_engine *c, const qf_value *plan_values, int first, cu_attention_chain *ch)
+static bool attention_operand(void *user, const qf_graph *g, int v, int first)
 {
-    const qf_graph *g = c->g;
-    const qf_node *n = &g->nodes[first];
-    const cu_layer *L0 = &c->layers[first];
-    memset(ch, 0, sizeof *ch);
-    if (n->op != QF_OP_MATMUL || n->precision != QF_PREC_FP16 || n->n_in != 2 || L0->skip || cu_on_host(L0))
-        return false;
-    const qf_value *q = qfi_in(g, n, 0), *kt = qfi_in(g, n, 1), *s = qfi_out(g, n, 0);
-    if (!is_half(q) || !is_half(kt) || !is_half(s) || !same_batch(q, kt) || q->ndim > CU_ATTN_MAX_DIMS) return false;
-    const int r = q->ndim;
-    ch->q = n->in[0], ch->kt = n->in[1];
-    ch->M = q->dims[r - 2], ch->D = q->dims[r - 1], ch->N = kt->dims[r - 1];
-    ch->nb = qfi_numel(r - 2, q->dims);
-    /* a score row's index, batch * M + query, fits 32 bits (the kernel's bias arithmetic) */
-    if (kt->dims[r - 2] != ch->D || !cu_attention_head_fits(ch->D) || ch->M < 1 || ch->N < 1 ||
-        ch->nb > INT32_MAX / ch->M ||
-        !readable_at(c, plan_values, ch->q, first) || !readable_at(c, plan_values, ch->kt, first))
-        return false;
-    /* the scores' flat order is (batch, query, key) whatever Reshapes view
-     * them as, so each Add's operand is found from a row index and a key */
-    int cur = n->out[0];
-    bool softmax = false;
-    for (;;) {
-        const qf_node *m = only_consumer(c, cur);
-        if (!m || ch->n_nodes == CU_ATTN_MAX_NODES) return false;
-        const qf_value *x = &g->values[cur], *y = m->n_out == 1 ? qfi_out(g, m, 0) : NULL;
-        if (!y || !is_half(y)) return false;
-        const int node = (int)(m - g->nodes);
-        if (m->op == QF_OP_RESHAPE) {
-            if (y->ndim < 1 || y->dims[y->ndim - 1] != ch->N || qf_value_numel(y) != qf_value_numel(x)) return false;
-        } else if (m->op == QF_OP_ADD && !softmax) {
-            const int other = m->in[0] == cur ? m->in[1] : m->in[0];
-            const qf_value *o = &g->values[other];
-            if (m->in[0] == m->in[1] || ch->n_bias == CU_ATTN_MAX_BIAS || qf_value_numel(y) != qf_value_numel(x) ||
-                y->ndim > CU_ATTN_MAX_DIMS || y->dims[y->ndim - 1] != ch->N || o->ndim > y->ndim ||
-                (o->dtype != QF_F16 && !(o->dtype == QF_F32 && (o->flags & QF_VALUE_CONST))) ||
-                !readable_at(c, plan_values, other, first))
-                return false;
-            if (x->ndim != y->ndim || memcmp(x->dims, y->dims, (size_t)x->ndim * sizeof(int64_t)))
-                return false; /* the scores themselves are not broadcast */
-            for (int d = 0; d < o->ndim; d++) {
-                const int64_t od = o->dims[d], yd = y->dims[y->ndim - o->ndim + d];
-                if (od != 1 && od != yd) return false;
-            }
-            cu_attention_bias *b = &ch->bias[ch->n_bias++];
-            int64_t st[CU_ATTN_MAX_DIMS];
-            qfi_broadcast_strides(o->ndim, o->dims, y->ndim, y->dims, st);
-            b->value = other;
-            b->nd = y->ndim - 1;
-            for (int d = 0; d < b->nd; d++) b->dims[d] = y->dims[d], b->strides[d] = st[d];
-            b->col_stride = st[y->ndim - 1];
-        } else if (m->op == QF_OP_SOFTMAX && !softmax) {
-            const qfi_softmax_params *p = (const qfi_softmax_params *)m->params;
-            const int64_t axis = p->axis < 0 ? p->axis + x->ndim : p->axis;
-            if (axis != x->ndim - 1 || x->dims[x->ndim - 1] != ch->N) return false;
-            softmax = true;
-        } else if (m->op == QF_OP_MATMUL && softmax && m->n_in == 2 && m->in[0] == cur) {
-            const qf_value *v = qfi_in(g, m, 1);
-            if (!is_half(v) || !same_batch(x, v) || x->ndim != r || x->dims[r - 2] != ch->M ||
-                v->dims[r - 2] != ch->N || v->dims[r - 1] != ch->D || qfi_numel(r - 2, x->dims) != ch->nb ||
-                !readable_at(c, plan_values, m->in[1], first))
-                return false;
-            ch->v = m->in[1];
-            ch->out = m->out[0];
-            ch->nodes[ch->n_nodes++] = node;
-            return true;
-        } else {
-            return false;
-        }
-        ch->nodes[ch->n_nodes++] = node;
-        cur = m->out[0];
-    }
+    (void)g;
+    const attention_rules_user *u = (const attention_rules_user *)user;
+    return readable_at(u->c, u->plan_values, v, first);
 }
 
 /* The chain's layer runs at its first MatMul, where Q, K^T, V and the Adds'
@@ -302,11 +238,13 @@ static bool attention_match(const cu_engine *c, const qf_value *plan_values, int
  * (attention.cu's prepare takes it). */
 qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values)
 {
+    attention_rules_user user = {c, plan_values};
+    const qfi_attention_rules rules = {attention_node, attention_operand, &user};
     for (int i = 0; i < c->g->n_nodes; i++) {
-        cu_attention_chain ch;
-        if (!attention_match(c, plan_values, i, &ch)) continue;
+        qfi_attention_chain ch;
+        if (!qfi_attention_match(c->g, i, &rules, &ch)) continue;
         cu_layer *L = &c->layers[i];
-        cu_attention_chain *keep = (cu_attention_chain *)malloc(sizeof *keep);
+        qfi_attention_chain *keep = (qfi_attention_chain *)malloc(sizeof *keep);
         if (!keep) return QF_ERR_NOMEM;
         *keep = ch;
         L->state = keep;
