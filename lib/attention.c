@@ -171,3 +171,49 @@ qf_status qfi_attention_bias_table(const qf_graph *g, const qfi_attention_chain 
     *period = per;
     return QF_OK;
 }
+
+/* qfi_attention_hoist_operands' matcher: operands anywhere. */
+static bool operand_anywhere(void *user, const qf_graph *g, int v, int first)
+{
+    (void)user, (void)g, (void)v, (void)first;
+    return true;
+}
+
+/* Whether every input of node n exists before node index `at`. */
+static bool inputs_before(const qf_graph *g, const qf_node *n, int at)
+{
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] >= 0 && g->values[n->in[k]].producer >= at) return false;
+    return true;
+}
+
+qf_status qfi_attention_hoist_operands(qf_graph *g)
+{
+    const qfi_attention_rules anywhere = {NULL, operand_anywhere, NULL};
+    int moved = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        qfi_attention_chain ch;
+        if (!qfi_attention_match(g, i, &anywhere, &ch)) continue;
+        int operands[1 + QFI_ATTN_MAX_BIAS], n = 0;
+        operands[n++] = ch.v;
+        for (int k = 0; k < ch.n_bias; k++) operands[n++] = ch.bias[k].value;
+        for (int k = 0; k < n; k++) {
+            const int p = g->values[operands[k]].producer;
+            if (p < i) continue; /* a constant, an input, or made in time */
+            const qf_op op = g->nodes[p].op;
+            if ((op != QF_OP_DEQUANTIZE_LINEAR && op != QF_OP_QUANTIZE_LINEAR && op != QF_OP_CAST) ||
+                !inputs_before(g, &g->nodes[p], i))
+                break;
+            /* nodes i..p-1 cannot read what p writes (the order is topological) */
+            const qf_node conv = g->nodes[p];
+            memmove(&g->nodes[i + 1], &g->nodes[i], (size_t)(p - i) * sizeof *g->nodes);
+            g->nodes[i] = conv;
+            for (int j = i; j <= p; j++)
+                for (int o = 0; o < g->nodes[j].n_out; o++)
+                    if (g->nodes[j].out[o] >= 0) g->values[g->nodes[j].out[o]].producer = j;
+            i++, moved++; /* the chain's first MatMul is one further on */
+        }
+    }
+    if (moved) qf_log(QF_LOG_DEBUG, "%s: %d conversions moved before the attention chains that read them", g->source, moved);
+    return QF_OK;
+}

@@ -67,6 +67,15 @@ bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules
 /* Where row r (batch * M + query) of the scores starts in bias operand b. */
 int64_t qfi_attention_bias_row(const qfi_attention_bias *b, int64_t r);
 
+/* Moves the conversion (DequantizeLinear, QuantizeLinear, Cast) that makes
+ * a chain's V or bias operand after the chain's first MatMul to just before
+ * it, where its own input exists by then, so that the chain can run where
+ * the first MatMul stands: the quantizer converts a value where its first
+ * reader needs it, and timm's DeiT makes V (int8) before the scores but its
+ * half copy only at the AV MatMul. Values and their order of computation
+ * are otherwise the same. */
+qf_status qfi_attention_hoist_operands(qf_graph *g);
+
 /* Constant bias operands as one half table of their sums (the semantics
  * above): the operands' rows repeat with a period (the rows their outermost
  * read dim spans), and so does the sum, over the lcm of the periods. *table

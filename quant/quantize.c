@@ -1,6 +1,7 @@
 /* qf_quantize: checks the request, plans (quant/assign.c), then rewrites the
  * graph (quant/rewrite.c); and the precision names the CLI uses. */
 #include "quant_internal.h"
+#include "attention.h"
 
 static const char *const prec_names[QF_PRECISION_COUNT] = {
     [QF_PREC_FP32] = "fp32",
@@ -79,6 +80,7 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
                             "--precision int8 applies", g->source);
         qf_quant_summary s = {.from_model = true};
         QF_CHECK(qfi_qdq_import(g, &s));
+        QF_CHECK(qfi_attention_hoist_operands(g));
         if (summary) *summary = s;
         return QF_OK;
     }
@@ -89,6 +91,7 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
     if (st == QF_OK && o->precision == QF_PREC_INT8) qfi_quant_report_float(&p);
     if (st == QF_OK) qfi_quant_warn_ranges(&p);
     if (st == QF_OK && o->precision != QF_PREC_FP32) st = qfi_quant_rewrite(&p);
+    if (st == QF_OK) st = qfi_attention_hoist_operands(g); /* both engines can then fuse the chains */
     /* (qf_graph_prepare already made every Reshape target batch-free) */
     if (st == QF_OK) {
         qf_log(QF_LOG_INFO, "%s: %d INT8, %d FP16, %d FP32 nodes; %d ops fused into INT8 epilogues; %d conversions",

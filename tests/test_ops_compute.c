@@ -1195,7 +1195,10 @@ END_TEST
 /* q (2,3,M,D) x kt (2,3,D,N) -> [+ bias (1,3,M,N), viewed as (1,2,3,M,N) + mask
  * (1,2,1,M,N) of 0 / -100, viewed back: Swin's form] -> Softmax -> x v
  * (2,3,N,D), as exporters write attention; the scores also a graph output
- * when scores_out (then nothing may fuse). Quantized to FP16. */
+ * when scores_out (then nothing may fuse). Quantized to FP16: V's Cast to
+ * half made where the AV MatMul reads it, unless the Swin form's Transpose
+ * reads V first (qfi_attention_hoist_operands moves the Cast before the
+ * scores so that the chain can run there). */
 enum { ATT_M = 70, ATT_N = 80, ATT_D = 32 }; /* two key tiles, the second partial */
 static float att_bias[3 * ATT_M * ATT_N], att_mask[2 * ATT_M * ATT_N]; /* the constants, before quantization */
 static qf_graph *attention_graph(bool biased, bool scores_out)
@@ -1204,10 +1207,11 @@ static qf_graph *attention_graph(bool biased, bool scores_out)
     g->opset = 17;
     int q = input(g, "q", 4, (int64_t[]){2, 3, ATT_M, ATT_D}), kt = input(g, "kt", 4, (int64_t[]){2, 3, ATT_D, ATT_N});
     int v = input(g, "v", 4, (int64_t[]){2, 3, ATT_N, ATT_D});
-    /* V made before the scores (as exporters order it): the fused kernel runs at the first MatMul */
-    int vt = value(g, "v.t");
-    set_ints(op(g, "v.t", QF_OP_TRANSPOSE, 1, &v, vt), "perm", 4, (int64_t[]){0, 1, 2, 3});
-    v = vt;
+    if (biased) { /* V made before the scores, as exporters order it */
+        int vt = value(g, "v.t");
+        set_ints(op(g, "v.t", QF_OP_TRANSPOSE, 1, &v, vt), "perm", 4, (int64_t[]){0, 1, 2, 3});
+        v = vt;
+    } /* else the quantizer's Cast of V comes after the scores, and is moved before them */
     int s = value(g, "qk");
     op(g, "qk", QF_OP_MATMUL, 2, (int[]){q, kt}, s);
     if (scores_out) output(g, s);
