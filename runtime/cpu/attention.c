@@ -61,33 +61,22 @@ typedef struct attn_job {
  * sgemm calls). A row's sums come in the same order either way. */
 enum { RB = 4, TILE = QFI_ATTN_KEY_TILE };
 
-/* s[r][0..n) += x[r] * row[0..n) for the RB rows of s (TILE apart) */
-QFI_SIMD_CLONES static void add_scaled_rows(float *restrict s, const float *restrict x, const float *restrict row,
-                                            int64_t n)
+/* y[r][0..n) += x[r] * row[0..n) for RB rows of y, `stride` apart (scores
+ * against a K^T row, outputs against a V row) */
+QFI_SIMD_CLONES static void add_scaled_rows(float *restrict y, int64_t stride, const float *restrict x,
+                                            const float *restrict row, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) {
         const float v = row[j];
-        s[j] += x[0] * v;
-        s[TILE + j] += x[1] * v;
-        s[2 * TILE + j] += x[2] * v;
-        s[3 * TILE + j] += x[3] * v;
+        y[j] += x[0] * v;
+        y[stride + j] += x[1] * v;
+        y[2 * stride + j] += x[2] * v;
+        y[3 * stride + j] += x[3] * v;
     }
 }
 QFI_SIMD_CLONES static void add_scaled(float *restrict s, float x, const float *restrict row, int64_t n)
 {
     for (int64_t j = 0; j < n; j++) s[j] += x * row[j];
-}
-/* o[r][0..D) += p[r] * vrow[0..D) for RB rows of o (D apart) */
-QFI_SIMD_CLONES static void add_scaled_outs(float *restrict o, const float *restrict p, const float *restrict vrow,
-                                            int64_t D)
-{
-    for (int64_t d = 0; d < D; d++) {
-        const float v = vrow[d];
-        o[d] += p[0] * v;
-        o[D + d] += p[1] * v;
-        o[2 * D + d] += p[2] * v;
-        o[3 * D + d] += p[3] * v;
-    }
 }
 QFI_SIMD_CLONES static void scale(float *restrict o, float c, int64_t n)
 {
@@ -125,7 +114,7 @@ static void attend_rows(const attn_job *j, int64_t row0, int nr, const float *kt
         for (int64_t d = 0; d < D; d++) {
             if (nr == RB) {
                 for (int r = 0; r < RB; r++) qd[r] = q[r * D + d];
-                add_scaled_rows(s, qd, kt + d * N + k0, nk);
+                add_scaled_rows(s, TILE, qd, kt + d * N + k0, nk);
             } else {
                 add_scaled(s, q[d], kt + d * N + k0, nk);
             }
@@ -150,7 +139,7 @@ static void attend_rows(const attn_job *j, int64_t row0, int nr, const float *kt
                 l[r] += p;
                 ph[r] = qf_f16_to_f32(qf_f32_to_f16(p));
             }
-            if (nr == RB) add_scaled_outs(o, ph, v + (k0 + t) * D, D);
+            if (nr == RB) add_scaled_rows(o, D, ph, v + (k0 + t) * D, D);
             else add_scaled(o, ph[0], v + (k0 + t) * D, D);
         }
     }
