@@ -157,8 +157,8 @@ DEFINE_I8_BLOCKS(block512_9t, T512, __m512i, LOAD512, BCAST512, _mm512_dpbusd_ep
 /* 256 bits, 16 registers: 4 rows x 3 vectors, 3 inputs and a broadcast. The
  * same source compiles twice: VEX-encoded for AVX-VNNI CPUs, EVEX-encoded for
  * AVX512-VNNI ones (the tests run the latter on AVX-512 machines). */
-#define TVEX __attribute__((target("avx2,avxvnni")))
-#define TEVEX __attribute__((target("avx2,avx512f,avx512vl,avx512vnni")))
+#define TVEX __attribute__((target("avx2,avxvnni,f16c")))
+#define TEVEX __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512vnni")))
 #define LOAD256(p) _mm256_loadu_si256((const __m256i *)(p))
 #define BCAST256(v) _mm256_set1_epi32(v)
 #define STORE256(p, v) _mm256_storeu_si256((__m256i *)(p), v)
@@ -242,56 +242,65 @@ T512 static void dw_expand512(const uint8_t *row, int64_t s, int64_t d, int64_t 
 DEFINE_DW_EXPAND256(dw_expand_vex, TVEX)
 DEFINE_DW_EXPAND256(dw_expand_evex, TEVEX)
 
-/* ---- the requantizing epilogue, INT8 outputs ------------------------------------------
+/* ---- the requantizing epilogue ------------------------------------------------------
  * lib/quant_math.h's steps on a vector: (float)a rounded to nearest (cvtdq2ps),
  * one product, the residual's product and sum, then glibc's fmaxf(v, lo) and
  * fminf(v, hi) -- v if v >= lo (resp. <= hi), else the bound, so a NaN gives
- * the bound and a zero keeps its sign -- and rint (cvtps2dq, ties to even,
- * like rintf in the same rounding mode). Float outputs and the smooth
- * activations (Sigmoid, SiLU, HardSwish: qfi_act_value) take the C loop. */
-T512 static inline __m512i requant16(__m512i a, __m512 m, __m512 r, __m512 m_r, bool has_res, __m512 lo, __m512 hi)
+ * the bound and a zero keeps its sign (a float output stores it) -- then
+ * for int8 rint (cvtps2dq, ties to even, like rintf in the same rounding
+ * mode) plus the zero point, for half the rounding to nearest even of
+ * qf_f32_to_f16 (vcvtps2ph). The smooth activations (Sigmoid, SiLU,
+ * HardSwish, GELU: qfi_act_value) take the C loop. */
+T512 static inline __m512 requant16(__m512i a, __m512 m, __m512 r, __m512 m_r, bool has_res, __m512 lo, __m512 hi)
 {
     __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), m);
     if (has_res) v = _mm512_add_ps(v, _mm512_mul_ps(r, m_r));
-    /* vmaxps / vminps return their second operand (the bound) for a NaN, as
-     * fmaxf/fminf's v >= lo test does; of two zeros they may keep the other
-     * sign, which the conversion to an integer drops */
-    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-    return _mm512_cvtps_epi32(v);
+    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo, _CMP_GE_OQ), lo, v);
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_LE_OQ), hi, v);
+}
+/* Outputs at .. at + 15 (mask k) of y in rq->out's dtype. */
+T512 static inline void store16(const qfi_requant *rq, void *y, int64_t at, __mmask16 k, __m512 v, __m512i vzo)
+{
+    switch (rq->out) {
+    case QF_I8:
+        _mm_mask_storeu_epi8((int8_t *)y + at, k, _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(v), vzo)));
+        break;
+    case QF_F16:
+        _mm256_mask_storeu_epi16((uint16_t *)y + at, k, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        break;
+    default: _mm512_mask_storeu_ps((float *)y + at, k, v);
+    }
 }
 
 T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
                                 const int8_t *res, void *y, int64_t at)
 {
-    if (rq->out != QF_I8 || rq->act != QF_ACT_NONE) {
+    if (rq->act != QF_ACT_NONE) {
         requant_run_c(rq, acc, n, add, m, res, y, at);
         return;
     }
     const __m512i va = _mm512_set1_epi32(add), vzr = _mm512_set1_epi32(rq->z_r), vzo = _mm512_set1_epi32(rq->z_out);
     const __m512 vm = _mm512_set1_ps(m), vmr = _mm512_set1_ps(rq->m_r), lo = _mm512_set1_ps(rq->lo),
                  hi = _mm512_set1_ps(rq->hi);
-    int8_t *yo = (int8_t *)y + at;
     const int8_t *ro = res ? res + at : NULL;
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
         __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, acc + i), va);
         __m512 r = _mm512_setzero_ps();
         if (ro) r = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, ro + i)), vzr));
-        __m512i q = requant16(a, vm, r, vmr, ro != NULL, lo, hi);
-        _mm_mask_storeu_epi8(yo + i, k, _mm512_cvtepi32_epi8(_mm512_add_epi32(q, vzo)));
+        store16(rq, y, at + i, k, requant16(a, vm, r, vmr, ro != NULL, lo, hi), vzo);
     }
 }
 
 T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
                                  const float *m, const int8_t *res, void *y, int64_t at)
 {
-    if (rq->out != QF_I8 || rq->act != QF_ACT_NONE) {
+    if (rq->act != QF_ACT_NONE) {
         requant_cols_c(rq, acc, n, add0, add, m, res, y, at);
         return;
     }
     const __m512i va0 = _mm512_set1_epi32(add0), vzr = _mm512_set1_epi32(rq->z_r), vzo = _mm512_set1_epi32(rq->z_out);
     const __m512 vmr = _mm512_set1_ps(rq->m_r), lo = _mm512_set1_ps(rq->lo), hi = _mm512_set1_ps(rq->hi);
-    int8_t *yo = (int8_t *)y + at;
     const int8_t *ro = res ? res + at : NULL;
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
@@ -299,28 +308,33 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
         if (add) a = _mm512_add_epi32(a, _mm512_maskz_loadu_epi32(k, add + i));
         __m512 r = _mm512_setzero_ps();
         if (ro) r = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, ro + i)), vzr));
-        __m512i q = requant16(a, _mm512_maskz_loadu_ps(k, m + i), r, vmr, ro != NULL, lo, hi);
-        _mm_mask_storeu_epi8(yo + i, k, _mm512_cvtepi32_epi8(_mm512_add_epi32(q, vzo)));
+        store16(rq, y, at + i, k, requant16(a, _mm512_maskz_loadu_ps(k, m + i), r, vmr, ro != NULL, lo, hi), vzo);
     }
 }
 
-/* 256 bits: AVX2 has no masked byte stores, so 8 at a time and the C loop for
- * the tail. */
+/* 256 bits: AVX2 has no masked stores of bytes or halves, so 8 at a time and
+ * the C loop for the tail. */
 #define DEFINE_REQUANT256(SUFFIX, TARGET)                                                                              \
-    TARGET static inline __m256i requant8##SUFFIX(__m256i a, __m256 m, __m256 r, __m256 m_r, bool has_res, __m256 lo, \
-                                                  __m256 hi)                                                           \
+    TARGET static inline __m256 requant8##SUFFIX(__m256i a, __m256 m, __m256 r, __m256 m_r, bool has_res, __m256 lo,   \
+                                                 __m256 hi)                                                            \
     {                                                                                                                  \
         __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(a), m);                                                            \
         if (has_res) v = _mm256_add_ps(v, _mm256_mul_ps(r, m_r));                                                      \
         v = _mm256_blendv_ps(lo, v, _mm256_cmp_ps(v, lo, _CMP_GE_OQ));                                                 \
-        v = _mm256_blendv_ps(hi, v, _mm256_cmp_ps(v, hi, _CMP_LE_OQ));                                                 \
-        return _mm256_cvtps_epi32(v);                                                                                  \
+        return _mm256_blendv_ps(hi, v, _mm256_cmp_ps(v, hi, _CMP_LE_OQ));                                              \
     }                                                                                                                  \
-    /* the 8 int32 (each in [-128, 127], the zero point added) as 8 bytes */                                           \
-    TARGET static inline void store8##SUFFIX(int8_t *y, __m256i q)                                                     \
+    /* outputs at .. at + 7 of y in rq->out's dtype (int8: rint plus the zero point, packed) */                        \
+    TARGET static inline void store8##SUFFIX(const qfi_requant *rq, void *y, int64_t at, __m256 v, __m256i vzo)        \
     {                                                                                                                  \
-        __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));                       \
-        _mm_storel_epi64((__m128i *)y, _mm_packs_epi16(w, w));                                                         \
+        if (rq->out == QF_I8) {                                                                                        \
+            const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(v), vzo);                                            \
+            __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));                    \
+            _mm_storel_epi64((__m128i *)((int8_t *)y + at), _mm_packs_epi16(w, w));                                    \
+        } else if (rq->out == QF_F16) {                                                                                \
+            _mm_storeu_si128((__m128i *)((uint16_t *)y + at), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); \
+        } else {                                                                                                       \
+            _mm256_storeu_ps((float *)y + at, v);                                                                      \
+        }                                                                                                              \
     }                                                                                                                  \
     TARGET static inline __m256 res8##SUFFIX(const int8_t *r, __m256i z)                                               \
     {                                                                                                                  \
@@ -330,16 +344,15 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
                                            const int8_t *res, void *y, int64_t at)                                     \
     {                                                                                                                  \
         int64_t i = 0;                                                                                                 \
-        if (rq->out == QF_I8 && rq->act == QF_ACT_NONE) {                                                                                        \
+        if (rq->act == QF_ACT_NONE) {                                                                                  \
             const __m256i va = _mm256_set1_epi32(add),                                                                 \
-                              vzr = _mm256_set1_epi32(rq->z_r), vzo = _mm256_set1_epi32(rq->z_out);                    \
-            const __m256 vm = _mm256_set1_ps(m), vmr = _mm256_set1_ps(rq->m_r), lo = _mm256_set1_ps(rq->lo),          \
+                          vzr = _mm256_set1_epi32(rq->z_r), vzo = _mm256_set1_epi32(rq->z_out);                        \
+            const __m256 vm = _mm256_set1_ps(m), vmr = _mm256_set1_ps(rq->m_r), lo = _mm256_set1_ps(rq->lo),           \
                          hi = _mm256_set1_ps(rq->hi);                                                                  \
-            int8_t *yo = (int8_t *)y + at;                                                                             \
             for (; i + 8 <= n; i += 8) {                                                                               \
-                __m256i a = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i)), va);                     \
+                __m256i a = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i)), va);                      \
                 __m256 r = res ? res8##SUFFIX(res + at + i, vzr) : _mm256_setzero_ps();                                \
-                store8##SUFFIX(yo + i, _mm256_add_epi32(requant8##SUFFIX(a, vm, r, vmr, res != NULL, lo, hi), vzo));   \
+                store8##SUFFIX(rq, y, at + i, requant8##SUFFIX(a, vm, r, vmr, res != NULL, lo, hi), vzo);              \
             }                                                                                                          \
         }                                                                                                              \
         requant_run_c(rq, acc + i, n - i, add, m, res, y, at + i);                                                     \
@@ -349,17 +362,16 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
                                             int64_t at)                                                                \
     {                                                                                                                  \
         int64_t i = 0;                                                                                                 \
-        if (rq->out == QF_I8 && rq->act == QF_ACT_NONE) {                                                                                        \
+        if (rq->act == QF_ACT_NONE) {                                                                                  \
             const __m256i va0 = _mm256_set1_epi32(add0),                                                               \
-                              vzr = _mm256_set1_epi32(rq->z_r), vzo = _mm256_set1_epi32(rq->z_out);                    \
-            const __m256 vmr = _mm256_set1_ps(rq->m_r), lo = _mm256_set1_ps(rq->lo), hi = _mm256_set1_ps(rq->hi);     \
-            int8_t *yo = (int8_t *)y + at;                                                                             \
+                          vzr = _mm256_set1_epi32(rq->z_r), vzo = _mm256_set1_epi32(rq->z_out);                        \
+            const __m256 vmr = _mm256_set1_ps(rq->m_r), lo = _mm256_set1_ps(rq->lo), hi = _mm256_set1_ps(rq->hi);      \
             for (; i + 8 <= n; i += 8) {                                                                               \
-                __m256i a = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i)), va0);                    \
-                if (add) a = _mm256_add_epi32(a, _mm256_loadu_si256((const __m256i *)(add + i)));                     \
+                __m256i a = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(acc + i)), va0);                     \
+                if (add) a = _mm256_add_epi32(a, _mm256_loadu_si256((const __m256i *)(add + i)));                      \
                 __m256 r = res ? res8##SUFFIX(res + at + i, vzr) : _mm256_setzero_ps();                                \
-                const __m256i q = requant8##SUFFIX(a, _mm256_loadu_ps(m + i), r, vmr, res != NULL, lo, hi);            \
-                store8##SUFFIX(yo + i, _mm256_add_epi32(q, vzo));                                                      \
+                store8##SUFFIX(rq, y, at + i, requant8##SUFFIX(a, _mm256_loadu_ps(m + i), r, vmr, res != NULL, lo, hi), \
+                               vzo);                                                                                   \
             }                                                                                                          \
         }                                                                                                              \
         requant_cols_c(rq, acc + i, n - i, add0, add ? add + i : NULL, m + i, res, y, at + i);                         \
