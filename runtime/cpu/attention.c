@@ -7,6 +7,7 @@
 #include "kernels.h"
 #include "attention.h"
 #include <math.h>
+#include "float_math.h"
 
 struct qfi_cpu_attention {
     qfi_attention_chain ch;
@@ -51,7 +52,7 @@ typedef struct attn_job {
     const uint16_t *q, *kt, *v;
     const uint16_t *bias[QFI_ATTN_MAX_BIAS]; /* each operand's halves (or the table) */
     uint16_t *out;
-    float *buf;    /* per slot: K^T, V, a block of query rows, their outputs and a tile of scores each */
+    float *buf;    /* per slot: K^T, V, a block of query rows, their outputs, a tile of scores and of halves each */
     size_t buf_floats;
     int64_t slots;
 } attn_job;
@@ -88,10 +89,57 @@ static void widen(float *restrict dst, const uint16_t *restrict src, int64_t n)
     for (int64_t i = 0; i < n; i++) dst[i] = qf_f16_to_f32(src[i]);
 }
 
+/* 2^x for x <= 0 (below -150, or NaN: 0) from single IEEE operations, no
+ * libm call, so that a loop of it vectorizes and every instruction set gives
+ * the same bits: x = n + f, |f| <= 1/2, 2^f by its Taylor polynomial of
+ * degree 7 (truncation below 0.1 ulp), times 2^n in two normal steps.
+ * Within 1.5 ulp of 2^x (checked against exp2 in double over [-151, 0] in
+ * steps of 1.4e-4), as CUDA's exp2f is within 2. */
+static inline float exp2_neg(float x)
+{
+    x = x >= -150.0f ? x : -150.0f;
+    const float magic = 12582912.0f; /* 1.5 * 2^23: x + magic - magic is rint(x) */
+    const float n = (x + magic) - magic, f = x - n;
+    float p = 1.5252733804059840e-5f;
+    p = p * f + 1.5403530393381608e-4f;
+    p = p * f + 1.3333558146428443e-3f;
+    p = p * f + 9.6181291076284772e-3f;
+    p = p * f + 5.5504108664821580e-2f;
+    p = p * f + 2.4022650695910071e-1f;
+    p = p * f + 6.9314718055994531e-1f;
+    p = p * f + 1.0f;
+    const int32_t ni = (int32_t)n, e1 = ni / 2, e2 = ni - e1;
+    return p * qfi_pow2i(e1) * qfi_pow2i(e2);
+}
+
+/* p in [0, 1] rounded to the nearest half value, ties to even: what
+ * qf_f16_to_f32(qf_f32_to_f16(p)) gives (equal for every float in [0, 1]),
+ * without branches: 13 mantissa bits rounded off where the half is normal,
+ * whole units of 2^-24 below 2^-14. */
+static inline float round_to_half(float p)
+{
+    uint32_t u = qfi_f32_bits(p);
+    u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+    const float magic = 12582912.0f;
+    const float sub = ((p * 16777216.0f + magic) - magic) * 5.9604644775390625e-8f;
+    return p >= 6.103515625e-05f ? qfi_bits_f32(u) : sub;
+}
+
+/* The probabilities of a tile's scores s[0..n) against the row max base:
+ * p[t] = 2^((s[t] - base) log2 e) into s, and rounded to half into h. */
+QFI_SIMD_CLONES static void probabilities(float *restrict s, float *restrict h, float base, int64_t n)
+{
+    const float LOG2E = 1.44269504088896341f;
+    for (int64_t t = 0; t < n; t++) {
+        s[t] = exp2_neg((s[t] - base) * LOG2E);
+        h[t] = round_to_half(s[t]);
+    }
+}
+
 /* Query rows row0 .. row0 + nr - 1 (nr 1 or RB; row = batch * M + query) of
- * one batch matrix, K^T and V widened. Scratch: q and o RB x D, s RB x TILE. */
+ * one batch matrix, K^T and V widened. Scratch: q and o RB x D, s and h RB x TILE. */
 static void attend_rows(const attn_job *j, int64_t row0, int nr, const float *kt, const float *v, float *q, float *o,
-                        float *s)
+                        float *s, float *h)
 {
     const qfi_attention_chain *ch = &j->a->ch;
     const int64_t N = ch->N, D = ch->D;
@@ -119,7 +167,6 @@ static void attend_rows(const attn_job *j, int64_t row0, int nr, const float *kt
                 add_scaled(s, q[d], kt + d * N + k0, nk);
             }
         }
-        float base[RB];
         for (int r = 0; r < nr; r++) {
             float *sr = s + r * TILE, mx = -INFINITY;
             for (int64_t t = 0; t < nk; t++) {
@@ -127,18 +174,16 @@ static void attend_rows(const attn_job *j, int64_t row0, int nr, const float *kt
                 mx = fmaxf(mx, sr[t]);
             }
             const float m_new = fmaxf(m[r], mx);
-            base[r] = m_new == -INFINITY ? 0.0f : m_new; /* a row masked so far: no inf - inf */
-            const float corr = exp2f((m[r] - base[r]) * LOG2E);
+            const float base = m_new == -INFINITY ? 0.0f : m_new; /* a row masked so far: no inf - inf */
+            const float corr = exp2_neg((m[r] - base) * LOG2E);
             m[r] = m_new;
             l[r] *= corr;
             scale(o + r * D, corr, D);
+            probabilities(sr, h + r * TILE, base, nk);
+            for (int64_t t = 0; t < nk; t++) l[r] += sr[t];
         }
         for (int64_t t = 0; t < nk; t++) {
-            for (int r = 0; r < nr; r++) {
-                const float p = exp2f((s[r * TILE + t] - base[r]) * LOG2E);
-                l[r] += p;
-                ph[r] = qf_f16_to_f32(qf_f32_to_f16(p));
-            }
+            for (int r = 0; r < nr; r++) ph[r] = h[r * TILE + t];
             if (nr == RB) add_scaled_rows(o, D, ph, v + (k0 + t) * D, D);
             else add_scaled(o, ph[0], v + (k0 + t) * D, D);
         }
@@ -156,13 +201,13 @@ static void attn_slot(void *arg, int64_t k)
     const attn_job *j = arg;
     const qfi_attention_chain *ch = &j->a->ch;
     const int64_t N = ch->N, D = ch->D;
-    float *kt = j->buf + (size_t)k * j->buf_floats, *v = kt + N * D, *q = v + N * D, *o = q + RB * D, *s = o + RB * D;
+    float *kt = j->buf + (size_t)k * j->buf_floats, *v = kt + N * D, *q = v + N * D, *o = q + RB * D, *s = o + RB * D, *h = s + RB * TILE;
     for (int64_t b = ch->nb * k / j->slots; b < ch->nb * (k + 1) / j->slots; b++) {
         widen(kt, j->kt + b * D * N, D * N);
         widen(v, j->v + b * N * D, N * D);
         int64_t i = 0;
-        for (; i + RB <= ch->M; i += RB) attend_rows(j, b * ch->M + i, RB, kt, v, q, o, s);
-        for (; i < ch->M; i++) attend_rows(j, b * ch->M + i, 1, kt, v, q, o, s);
+        for (; i + RB <= ch->M; i += RB) attend_rows(j, b * ch->M + i, RB, kt, v, q, o, s, h);
+        for (; i < ch->M; i++) attend_rows(j, b * ch->M + i, 1, kt, v, q, o, s, h);
     }
 }
 
@@ -177,7 +222,7 @@ qf_status qfi_cpu_attention_run(const qfi_cpu_attention *a, void *const *data, i
     }
     const int t = threads > 0 ? threads : qfi_cpu_count();
     j.slots = ch->nb < t ? ch->nb : t;
-    j.buf_floats = (size_t)(2 * ch->N * ch->D + 2 * RB * ch->D + RB * TILE);
+    j.buf_floats = (size_t)(2 * ch->N * ch->D + 2 * RB * ch->D + 2 * RB * TILE);
     j.buf = malloc((size_t)j.slots * j.buf_floats * sizeof *j.buf);
     if (!j.buf) return qf_error(QF_ERR_NOMEM, "out of memory for attention's keys and values");
     qfi_parallel_for(t, j.slots, attn_slot, &j);
