@@ -9,6 +9,7 @@
 #define HAVE_F16C_KERNELS 1
 #include <cpuid.h>
 #include <immintrin.h>
+#include <stdatomic.h>
 #define TF16C __attribute__((target("avx2,f16c")))
 
 /* Inf and NaN halves (exponent 31) go through the scalar code: vcvtph2ps
@@ -93,11 +94,20 @@ TF16C static void dequantize_i8_v(const int8_t *q, float *f, int64_t n, float s,
 }
 
 /* F16C is CPUID.1:ECX bit 29, asked directly: Debian 12's clang 14 rejects
- * __builtin_cpu_supports("f16c") at compile time (as int8_simd.c's avxvnni) */
+ * __builtin_cpu_supports("f16c") at compile time (as int8_simd.c's avxvnni).
+ * Asked once: these conversions run on rows of a few hundred elements, and
+ * under a hypervisor cpuid traps (it was 12 % of DeiT-tiny's INT8 time on
+ * the CPU engine, in the Q/DQ nodes' per-row calls). */
 static bool has_f16c(void)
 {
-    unsigned a, b, c, d;
-    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+    static _Atomic int known = -1; /* -1: not asked yet */
+    int v = atomic_load_explicit(&known, memory_order_relaxed);
+    if (v < 0) {
+        unsigned a, b, c, d;
+        v = __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);
+        atomic_store_explicit(&known, v, memory_order_relaxed);
+    }
+    return v;
 }
 #endif
 
