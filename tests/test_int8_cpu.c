@@ -245,6 +245,9 @@ static void check_conv(const conv_case *c, uint64_t seed, const char *what)
 #define zp_relu_res {.bias = true, .residual = true, .act = QF_ACT_RELU, .out = QF_I8, .zp = true}
 #define zp_clip {.bias = true, .act = QF_ACT_CLIP, .out = QF_I8, .zp = true}
 #define zp_float {.bias = true, .residual = true, .act = QF_ACT_NONE, .out = QF_F32, .zp = true}
+#define gelu_i8 {.bias = true, .act = QF_ACT_GELU, .out = QF_I8}
+#define gelu_half_res {.bias = true, .residual = true, .act = QF_ACT_GELU, .out = QF_F16}
+#define gelu_zp {.bias = true, .act = QF_ACT_GELU, .out = QF_I8, .zp = true}
 
 static const conv_case conv_cases[] = {
     /* direct path: pointwise, odd channels (not a multiple of 4) */
@@ -310,6 +313,10 @@ static const gemm_case gemm_cases[] = {
     {.matmul = true, .batch = 3, .rows = 5, .K = 130, .N = 8, .ep = plain},
     {.rows = 17, .K = 67, .N = 33, .trans_b = true, .ep = zp_relu_res},
     {.matmul = true, .batch = 2, .rows = 3, .K = 7, .N = 19, .ep = zp_clip},
+    /* GELU's values vectorized (gelu_values): chunks of 64, vectors of 16 and 8, tails */
+    {.rows = 9, .K = 200, .N = 150, .trans_b = true, .ep = gelu_i8},
+    {.rows = 5, .K = 64, .N = 37, .ep = gelu_half_res},
+    {.matmul = true, .batch = 2, .rows = 3, .K = 40, .N = 70, .ep = gelu_zp},
 };
 
 START_TEST(gemm_int8_every_isa)

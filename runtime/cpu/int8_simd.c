@@ -42,6 +42,38 @@ static void requant_cols_c(const qfi_requant *rq, const int32_t *acc, int64_t n,
     }
 }
 
+/* GELU (the erf form: transformers' MLPs) in a loop that vectorizes, for the
+ * vector epilogues below: v[i], the clamped value of output i before its
+ * rounding or conversion. The same operations as qfi_requant_value (one
+ * multiplier m1, or m_col[i] per output), with qfi_erf's pieces all computed
+ * and the one its branches take selected, and the clamp written as glibc's
+ * fmaxf/fminf behave: so the same bits as the C loop. */
+static inline float erf_selected(float x)
+{
+    const float ax = x < 0.0f ? -x : x;
+    const float r0 = qfi_mul(ax, qfi_erf_small(qfi_mul(ax, ax))), r1 = qfi_erf_1to2(qfi_sub(ax, 1.0f)),
+                r2 = qfi_erf_2to3(qfi_sub(ax, 2.0f)), r3 = qfi_erf_3up(qfi_sub(ax, 3.0f));
+    const float r = ax < 1.0f ? r0 : ax < 2.0f ? r1 : ax < 3.0f ? r2 : ax < 3.93f ? r3 : 1.0f;
+    return x == x ? (x < 0.0f ? -r : r) : x;
+}
+QFI_SIMD_CLONES static void gelu_values(const qfi_requant *rq, const int32_t *restrict acc, int64_t n, int32_t add0,
+                                        const int32_t *restrict add, const float *restrict m_col, float m1,
+                                        const int8_t *restrict res, float *restrict v)
+{
+    const float s = rq->act_s, lo = rq->lo, hi = rq->hi, m_r = rq->m_r;
+    const int32_t z_r = rq->z_r;
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t a = add_wrap(acc[i], add ? add_wrap(add0, add[i]) : add0);
+        float lin = qfi_mul(qfi_i2f(a), m_col ? m_col[i] : m1);
+        if (res) lin = qfi_add(lin, qfi_mul((float)((int32_t)res[i] - z_r), m_r));
+        const float x = qfi_mul(lin, s);
+        float g = qfi_div(qfi_mul(qfi_mul(x, 0.5f), qfi_add(1.0f, erf_selected(qfi_div(x, 1.41421354f)))), s);
+        g = g >= lo ? g : lo;
+        v[i] = g <= hi ? g : hi;
+    }
+}
+enum { GELU_CHUNK = 64 }; /* values a gelu_values call, on the stack */
+
 static void dw_expand_c(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e)
 {
     for (int64_t i = 0; i < n; i++)
@@ -249,8 +281,9 @@ DEFINE_DW_EXPAND256(dw_expand_evex, TEVEX)
  * the bound and a zero keeps its sign (a float output stores it) -- then
  * for int8 rint (cvtps2dq, ties to even, like rintf in the same rounding
  * mode) plus the zero point, for half the rounding to nearest even of
- * qf_f32_to_f16 (vcvtps2ph). The smooth activations (Sigmoid, SiLU,
- * HardSwish, GELU: qfi_act_value) take the C loop. */
+ * qf_f32_to_f16 (vcvtps2ph). GELU's erf form takes its values from
+ * gelu_values; the other smooth activations (Sigmoid, SiLU, HardSwish,
+ * GELU's tanh form: qfi_act_value) take the C loop. */
 T512 static inline __m512 requant16(__m512i a, __m512 m, __m512 r, __m512 m_r, bool has_res, __m512 lo, __m512 hi)
 {
     __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), m);
@@ -272,9 +305,29 @@ T512 static inline void store16(const qfi_requant *rq, void *y, int64_t at, __mm
     }
 }
 
+/* The GELU epilogue: values by gelu_values, stored 16 at a time. */
+T512 static void gelu_store512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
+                               const float *m_col, float m1, const int8_t *res, void *y, int64_t at)
+{
+    const __m512i vzo = _mm512_set1_epi32(rq->z_out);
+    float v[GELU_CHUNK];
+    for (int64_t i = 0; i < n; i += GELU_CHUNK) {
+        const int64_t c = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
+        gelu_values(rq, acc + i, c, add0, add ? add + i : NULL, m_col ? m_col + i : NULL, m1, res ? res + at + i : NULL, v);
+        for (int64_t j = 0; j < c; j += 16) {
+            const __mmask16 k = c - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c - j)) - 1);
+            store16(rq, y, at + i + j, k, _mm512_maskz_loadu_ps(k, v + j), vzo);
+        }
+    }
+}
+
 T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
                                 const int8_t *res, void *y, int64_t at)
 {
+    if (rq->act == QF_ACT_GELU) {
+        gelu_store512(rq, acc, n, add, NULL, NULL, m, res, y, at);
+        return;
+    }
     if (rq->act != QF_ACT_NONE) {
         requant_run_c(rq, acc, n, add, m, res, y, at);
         return;
@@ -295,6 +348,10 @@ T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64
 T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
                                  const float *m, const int8_t *res, void *y, int64_t at)
 {
+    if (rq->act == QF_ACT_GELU) {
+        gelu_store512(rq, acc, n, add0, add, m, 0.0f, res, y, at);
+        return;
+    }
     if (rq->act != QF_ACT_NONE) {
         requant_cols_c(rq, acc, n, add0, add, m, res, y, at);
         return;
@@ -340,9 +397,29 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
     {                                                                                                                  \
         return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)r)), z));     \
     }                                                                                                                  \
+    /* the GELU epilogue: values by gelu_values, stored 8 at a time, the tail one by one */                            \
+    TARGET static void gelu_store##SUFFIX(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0,          \
+                                          const int32_t *add, const float *m_col, float m1, const int8_t *res,         \
+                                          void *y, int64_t at)                                                         \
+    {                                                                                                                  \
+        const __m256i vzo = _mm256_set1_epi32(rq->z_out);                                                              \
+        float v[GELU_CHUNK];                                                                                           \
+        for (int64_t i = 0; i < n; i += GELU_CHUNK) {                                                                  \
+            const int64_t c = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;                                                 \
+            gelu_values(rq, acc + i, c, add0, add ? add + i : NULL, m_col ? m_col + i : NULL, m1,                      \
+                        res ? res + at + i : NULL, v);                                                                 \
+            int64_t j = 0;                                                                                             \
+            for (; j + 8 <= c; j += 8) store8##SUFFIX(rq, y, at + i + j, _mm256_loadu_ps(v + j), vzo);                 \
+            for (; j < c; j++) qfi_requant_store(rq, y, at + i + j, v[j]);                                             \
+        }                                                                                                              \
+    }                                                                                                                  \
     TARGET static void requant_run##SUFFIX(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m, \
                                            const int8_t *res, void *y, int64_t at)                                     \
     {                                                                                                                  \
+        if (rq->act == QF_ACT_GELU) {                                                                                  \
+            gelu_store##SUFFIX(rq, acc, n, add, NULL, NULL, m, res, y, at);                                            \
+            return;                                                                                                    \
+        }                                                                                                              \
         int64_t i = 0;                                                                                                 \
         if (rq->act == QF_ACT_NONE) {                                                                                  \
             const __m256i va = _mm256_set1_epi32(add),                                                                 \
@@ -361,6 +438,10 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
                                             const int32_t *add, const float *m, const int8_t *res, void *y,            \
                                             int64_t at)                                                                \
     {                                                                                                                  \
+        if (rq->act == QF_ACT_GELU) {                                                                                  \
+            gelu_store##SUFFIX(rq, acc, n, add0, add, m, 0.0f, res, y, at);                                            \
+            return;                                                                                                    \
+        }                                                                                                              \
         int64_t i = 0;                                                                                                 \
         if (rq->act == QF_ACT_NONE) {                                                                                  \
             const __m256i va0 = _mm256_set1_epi32(add0),                                                               \
