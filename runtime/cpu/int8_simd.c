@@ -284,17 +284,21 @@ DEFINE_DW_EXPAND256(dw_expand_evex, TEVEX)
  * qf_f32_to_f16 (vcvtps2ph). GELU's erf form takes its values from
  * gelu_values; the other smooth activations (Sigmoid, SiLU, HardSwish,
  * GELU's tanh form: qfi_act_value) take the C loop. */
-T512 static inline __m512 requant16(__m512i a, __m512 m, __m512 r, __m512 m_r, bool has_res, __m512 lo, __m512 hi)
+#define INLINE512 T512 static inline __attribute__((always_inline))
+/* (out: the output dtype, a constant where each loop below is instanced) */
+INLINE512 __m512 requant16(qf_dtype out, __m512i a, __m512 m, __m512 r, __m512 m_r, bool has_res, __m512 lo, __m512 hi)
 {
     __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), m);
     if (has_res) v = _mm512_add_ps(v, _mm512_mul_ps(r, m_r));
+    if (out == QF_I8) /* vmaxps / vminps: the bound for a NaN too; a zero's sign the conversion drops (4 % of ResNet-20) */
+        return _mm512_min_ps(_mm512_max_ps(v, lo), hi);
     v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo, _CMP_GE_OQ), lo, v);
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_LE_OQ), hi, v);
 }
-/* Outputs at .. at + 15 (mask k) of y in rq->out's dtype. */
-T512 static inline void store16(const qfi_requant *rq, void *y, int64_t at, __mmask16 k, __m512 v, __m512i vzo)
+/* Outputs at .. at + 15 (mask k) of y in dtype out. */
+INLINE512 void store16(qf_dtype out, void *y, int64_t at, __mmask16 k, __m512 v, __m512i vzo)
 {
-    switch (rq->out) {
+    switch (out) {
     case QF_I8:
         _mm_mask_storeu_epi8((int8_t *)y + at, k, _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(v), vzo)));
         break;
@@ -316,22 +320,15 @@ T512 static void gelu_store512(const qfi_requant *rq, const int32_t *acc, int64_
         gelu_values(rq, acc + i, c, add0, add ? add + i : NULL, m_col ? m_col + i : NULL, m1, res ? res + at + i : NULL, v);
         for (int64_t j = 0; j < c; j += 16) {
             const __mmask16 k = c - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c - j)) - 1);
-            store16(rq, y, at + i + j, k, _mm512_maskz_loadu_ps(k, v + j), vzo);
+            store16(rq->out, y, at + i + j, k, _mm512_maskz_loadu_ps(k, v + j), vzo);
         }
     }
 }
 
-T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
-                                const int8_t *res, void *y, int64_t at)
+/* The epilogues without a smooth activation, one loop per output dtype. */
+INLINE512 void run512_as(qf_dtype out, const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
+                         const int8_t *res, void *y, int64_t at)
 {
-    if (rq->act == QF_ACT_GELU) {
-        gelu_store512(rq, acc, n, add, NULL, NULL, m, res, y, at);
-        return;
-    }
-    if (rq->act != QF_ACT_NONE) {
-        requant_run_c(rq, acc, n, add, m, res, y, at);
-        return;
-    }
     const __m512i va = _mm512_set1_epi32(add), vzr = _mm512_set1_epi32(rq->z_r), vzo = _mm512_set1_epi32(rq->z_out);
     const __m512 vm = _mm512_set1_ps(m), vmr = _mm512_set1_ps(rq->m_r), lo = _mm512_set1_ps(rq->lo),
                  hi = _mm512_set1_ps(rq->hi);
@@ -341,21 +338,12 @@ T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64
         __m512i a = _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, acc + i), va);
         __m512 r = _mm512_setzero_ps();
         if (ro) r = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, ro + i)), vzr));
-        store16(rq, y, at + i, k, requant16(a, vm, r, vmr, ro != NULL, lo, hi), vzo);
+        store16(out, y, at + i, k, requant16(out, a, vm, r, vmr, ro != NULL, lo, hi), vzo);
     }
 }
-
-T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
-                                 const float *m, const int8_t *res, void *y, int64_t at)
+INLINE512 void cols512_as(qf_dtype out, const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0,
+                          const int32_t *add, const float *m, const int8_t *res, void *y, int64_t at)
 {
-    if (rq->act == QF_ACT_GELU) {
-        gelu_store512(rq, acc, n, add0, add, m, 0.0f, res, y, at);
-        return;
-    }
-    if (rq->act != QF_ACT_NONE) {
-        requant_cols_c(rq, acc, n, add0, add, m, res, y, at);
-        return;
-    }
     const __m512i va0 = _mm512_set1_epi32(add0), vzr = _mm512_set1_epi32(rq->z_r), vzo = _mm512_set1_epi32(rq->z_out);
     const __m512 vmr = _mm512_set1_ps(rq->m_r), lo = _mm512_set1_ps(rq->lo), hi = _mm512_set1_ps(rq->hi);
     const int8_t *ro = res ? res + at : NULL;
@@ -365,8 +353,28 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
         if (add) a = _mm512_add_epi32(a, _mm512_maskz_loadu_epi32(k, add + i));
         __m512 r = _mm512_setzero_ps();
         if (ro) r = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, ro + i)), vzr));
-        store16(rq, y, at + i, k, requant16(a, _mm512_maskz_loadu_ps(k, m + i), r, vmr, ro != NULL, lo, hi), vzo);
+        store16(out, y, at + i, k, requant16(out, a, _mm512_maskz_loadu_ps(k, m + i), r, vmr, ro != NULL, lo, hi), vzo);
     }
+}
+
+T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
+                                const int8_t *res, void *y, int64_t at)
+{
+    if (rq->act == QF_ACT_GELU) gelu_store512(rq, acc, n, add, NULL, NULL, m, res, y, at);
+    else if (rq->act != QF_ACT_NONE) requant_run_c(rq, acc, n, add, m, res, y, at);
+    else if (rq->out == QF_I8) run512_as(QF_I8, rq, acc, n, add, m, res, y, at);
+    else if (rq->out == QF_F16) run512_as(QF_F16, rq, acc, n, add, m, res, y, at);
+    else run512_as(QF_F32, rq, acc, n, add, m, res, y, at);
+}
+
+T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
+                                 const float *m, const int8_t *res, void *y, int64_t at)
+{
+    if (rq->act == QF_ACT_GELU) gelu_store512(rq, acc, n, add0, add, m, 0.0f, res, y, at);
+    else if (rq->act != QF_ACT_NONE) requant_cols_c(rq, acc, n, add0, add, m, res, y, at);
+    else if (rq->out == QF_I8) cols512_as(QF_I8, rq, acc, n, add0, add, m, res, y, at);
+    else if (rq->out == QF_F16) cols512_as(QF_F16, rq, acc, n, add0, add, m, res, y, at);
+    else cols512_as(QF_F32, rq, acc, n, add0, add, m, res, y, at);
 }
 
 /* 256 bits: AVX2 has no masked stores of bytes or halves, so 8 at a time and
