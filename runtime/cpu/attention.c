@@ -3,7 +3,8 @@
  * engines differ by FP32 summation order instead of by the half rounding
  * of scores and probabilities that the unfused nodes do. The batch matrices
  * are shared out among the threads; each has K^T and V widened to float
- * once, then each query row walks the keys in tiles with the online softmax. */
+ * once, then each block of query rows walks the keys in tiles with the
+ * online softmax. */
 #include "kernels.h"
 #include "attention.h"
 #include <math.h>
