@@ -118,6 +118,13 @@ bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules
     }
 }
 
+void qfi_attention_log(const qf_graph *g, const qfi_attention_chain *ch)
+{
+    qf_log(QF_LOG_DEBUG, "%s: attention fused from node %s to %s (%lld x %lld queries, %lld keys, heads of %lld)",
+           g->source, g->nodes[ch->first].name, g->nodes[ch->nodes[ch->n_nodes - 1]].name, (long long)ch->nb,
+           (long long)ch->M, (long long)ch->N, (long long)ch->D);
+}
+
 int64_t qfi_attention_bias_row(const qfi_attention_bias *b, int64_t r)
 {
     int64_t off = 0;

@@ -64,6 +64,9 @@ typedef struct qfi_attention_rules {
  * The scores' rows, nb * M, fit 31 bits (the CUDA kernel's bias arithmetic). */
 bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules *rules, qfi_attention_chain *ch);
 
+/* The debug line an engine logs for each chain it fuses (tests count them). */
+void qfi_attention_log(const qf_graph *g, const qfi_attention_chain *ch);
+
 /* Where row r (batch * M + query) of the scores starts in bias operand b. */
 int64_t qfi_attention_bias_row(const qfi_attention_bias *b, int64_t r);
 

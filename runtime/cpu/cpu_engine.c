@@ -28,7 +28,7 @@ typedef struct cpu_engine {
     void **state;       /* per node: what its kernel's prepare built, or NULL */
     qfi_cpu_lowp *lowp; /* FP16/INT8 nodes run through FP32 kernels; NULL if none */
     qfi_cpu_attention **attn; /* per node: the fused chain it starts, or NULL */
-    bool *skip;         /* per node: inside a fused chain, not run */
+    bool *own;          /* per node: runs its own kernel (false inside a fused chain) */
 } cpu_engine;
 
 static void cpu_destroy(qf_engine *e)
@@ -46,7 +46,7 @@ static void cpu_destroy(qf_engine *e)
     if (c->attn)
         for (int i = 0; i < e->g->n_nodes; i++) qfi_cpu_attention_free(c->attn[i]);
     free(c->attn);
-    free(c->skip);
+    free(c->own);
     qfi_cpu_lowp_free(c->lowp);
     free(c);
 }
@@ -97,24 +97,24 @@ static qf_status cpu_free_memory(const qf_graph *g, const qf_engine_opts *opts, 
     return QF_OK;
 }
 
-/* Finds the attention chains and marks them in c; plan_values (a copy of
- * g's values) then has the chains' intermediates unwritten and each chain's
- * output written where its first MatMul runs, for the memory plan. */
+/* Finds the attention chains and marks them in c (attn at the first MatMul,
+ * none of their nodes `own`); plan_values (a copy of g's values) then has
+ * the chains' intermediates unwritten and each chain's output written where
+ * its first MatMul runs, for the memory plan. */
 static qf_status fuse_attention(const qf_graph *g, cpu_engine *c, qf_value *plan_values)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         qfi_attention_chain ch;
-        if (c->skip[i] || !qfi_attention_match(g, i, NULL, &ch)) continue;
+        if (!c->own[i] || !qfi_attention_match(g, i, NULL, &ch)) continue;
         QF_CHECK(qfi_cpu_attention_create(g, &ch, &c->attn[i]));
+        c->own[i] = false;
         plan_values[g->nodes[i].out[0]].producer = -1;
         for (int k = 0; k < ch.n_nodes; k++) {
-            c->skip[ch.nodes[k]] = true;
+            c->own[ch.nodes[k]] = false;
             plan_values[g->nodes[ch.nodes[k]].out[0]].producer = -1;
         }
         plan_values[ch.out].producer = i;
-        qf_log(QF_LOG_DEBUG, "%s: attention fused from node %s to %s (%lld x %lld queries, %lld keys, heads of %lld)",
-               g->source, g->nodes[i].name, g->nodes[ch.nodes[ch.n_nodes - 1]].name, (long long)ch.nb, (long long)ch.M,
-               (long long)ch.N, (long long)ch.D);
+        qfi_attention_log(g, &ch);
     }
     return QF_OK;
 }
@@ -132,12 +132,13 @@ static qf_status cpu_create(qf_engine *e)
     size_t *off = qfi_calloc((size_t)g->n_values + 1, sizeof *off);
     c->data = qfi_calloc((size_t)g->n_values + 1, sizeof *c->data);
     c->attn = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->attn);
-    c->skip = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->skip);
+    c->own = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->own);
     qf_value *plan_values = qfi_calloc((size_t)g->n_values + 1, sizeof *plan_values);
-    if (!off || !c->data || !c->attn || !c->skip || !plan_values) {
+    if (!off || !c->data || !c->attn || !c->own || !plan_values) {
         free(plan_values);
         goto nomem;
     }
+    for (int i = 0; i < g->n_nodes; i++) c->own[i] = true;
     memcpy(plan_values, g->values, (size_t)g->n_values * sizeof *plan_values);
     qf_status st = !e->opts.observer && !getenv("QFORGE_CPU_NOFUSE") ? fuse_attention(g, c, plan_values) : QF_OK;
     size_t total = 0;
@@ -145,7 +146,9 @@ static qf_status cpu_create(qf_engine *e)
     pg.values = plan_values;
     if (st == QF_OK) st = qfi_plan_memory(&pg, 64, off, &total);
     free(plan_values);
-    if (st == QF_OK) st = qfi_cpu_lowp_create(g, NULL, &c->lowp);
+    /* staging only for the nodes that run their own kernels: a fused chain's
+     * scores would have taken the largest buffers */
+    if (st == QF_OK) st = qfi_cpu_lowp_create(g, c->own, &c->lowp);
     if (st != QF_OK) {
         free(off);
         cpu_destroy(e);
@@ -157,6 +160,7 @@ static qf_status cpu_create(qf_engine *e)
     if (!c->state) goto nomem;
     for (int i = 0; i < g->n_nodes && st == QF_OK; i++) {
         const qf_node *n = &g->nodes[i];
+        if (!c->own[i]) continue;
         st = qfi_cpu_node_prepare(g, n, &c->state[i]);
         size_t s = qfi_cpu_node_scratch(c->lowp, g, n);
         if (s > scratch) scratch = s;
@@ -205,12 +209,12 @@ static qf_status cpu_run(qf_engine *e, int items)
         for (int i = 0; i < g->n_inputs; i++) e->opts.observer(e->opts.observer_user, g, g->inputs[i], c->data[g->inputs[i]]);
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
-        if (c->skip[i]) continue;
         if (c->attn[i]) { /* no observer: none is called for a fused chain */
             qf_status st = qfi_cpu_attention_run(c->attn[i], c->data, threads);
             if (st != QF_OK) return qfi_error_node(st, g, n);
             continue;
         }
+        if (!c->own[i]) continue;
         for (int k = 0; k < n->n_in; k++) c->in[k] = n->in[k] >= 0 ? c->data[n->in[k]] : NULL;
         for (int k = 0; k < n->n_out; k++) c->out[k] = n->out[k] >= 0 ? c->data[n->out[k]] : NULL;
         qfi_kernel_args a = {.g = g, .n = n, .in = c->in, .out = c->out, .scratch = c->scratch, .state = c->state[i],

@@ -257,9 +257,7 @@ qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values)
         plan_values[ch.out].producer = i;
         L->out_override = ch.out;
         L->op = &cu_op_attention;
-        qf_log(QF_LOG_DEBUG, "%s: attention fused from node %s to %s (%lld x %lld queries, %lld keys, heads of %lld)",
-               c->g->source, L->n->name, c->g->nodes[ch.nodes[ch.n_nodes - 1]].name, (long long)ch.nb, (long long)ch.M,
-               (long long)ch.N, (long long)ch.D);
+        qfi_attention_log(c->g, &ch);
     }
     return QF_OK;
 }
