@@ -1200,6 +1200,8 @@ END_TEST
  * reads V first (qfi_attention_hoist_operands moves the Cast before the
  * scores so that the chain can run there). */
 enum { ATT_M = 70, ATT_N = 80, ATT_D = 32 }; /* two key tiles, the second partial */
+enum { ATT_OUT = 2 * 3 * ATT_M * ATT_D };     /* elements of the output (and of Q) */
+static const int64_t att_in_elems[3] = {ATT_OUT, 2 * 3 * ATT_D * ATT_N, 2 * 3 * ATT_N * ATT_D}; /* Q, K^T, V */
 static float att_bias[3 * ATT_M * ATT_N], att_mask[2 * ATT_M * ATT_N]; /* the constants, before quantization */
 static qf_graph *attention_graph(bool biased, bool scores_out)
 {
@@ -1264,12 +1266,11 @@ static float *run_attention(const qf_graph *g, float *const *x, bool nofuse, int
     qf_log_set(NULL, NULL, QF_LOG_DEBUG);
     unsetenv("QFORGE_CPU_NOFUSE");
     ck_assert_msg(st == QF_OK, "%s", qf_error_message());
-    const int64_t sizes[3] = {2 * 3 * ATT_M * ATT_D, 2 * 3 * ATT_D * ATT_N, 2 * 3 * ATT_N * ATT_D};
-    for (int k = 0; k < 3; k++) memcpy(qf_engine_input(e, k), x[k], (size_t)sizes[k] * sizeof(float));
+    for (int k = 0; k < 3; k++) memcpy(qf_engine_input(e, k), x[k], (size_t)att_in_elems[k] * sizeof(float));
     ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
     const int out = g->n_outputs - 1;
-    float *y = malloc(sizeof(float) * 2 * 3 * ATT_M * ATT_D);
-    memcpy(y, qf_engine_output(e, out), sizeof(float) * 2 * 3 * ATT_M * ATT_D);
+    float *y = malloc(sizeof(float) * ATT_OUT);
+    memcpy(y, qf_engine_output(e, out), sizeof(float) * ATT_OUT);
     qf_engine_free(e);
     return y;
 }
@@ -1279,7 +1280,7 @@ static float *run_attention(const qf_graph *g, float *const *x, bool nofuse, int
 static double *attention_ref(float *const *x, bool biased)
 {
     const float *bias = att_bias, *mask = att_mask;
-    double *y = calloc(2 * 3 * ATT_M * ATT_D, sizeof *y), s[ATT_N];
+    double *y = calloc(ATT_OUT, sizeof *y), s[ATT_N];
     for (int b = 0; b < 6; b++)
         for (int i = 0; i < ATT_M; i++) {
             double mx = -INFINITY, sum = 0.0;
@@ -1314,10 +1315,9 @@ START_TEST(attention_chain_fused)
         rng_use_xorshift(77 + (uint64_t)biased);
         qf_graph *g = attention_graph(biased, false);
         float *x[3];
-        const int64_t sizes[3] = {2 * 3 * ATT_M * ATT_D, 2 * 3 * ATT_D * ATT_N, 2 * 3 * ATT_N * ATT_D};
         for (int k = 0; k < 3; k++) {
-            x[k] = malloc((size_t)sizes[k] * sizeof(float));
-            for (int64_t i = 0; i < sizes[k]; i++) x[k][i] = frand(-1.5f, 1.5f);
+            x[k] = malloc((size_t)att_in_elems[k] * sizeof(float));
+            for (int64_t i = 0; i < att_in_elems[k]; i++) x[k][i] = frand(-1.5f, 1.5f);
         }
         int fused, unfused_count;
         float *yf = run_attention(g, x, false, &fused), *yu = run_attention(g, x, true, &unfused_count);
@@ -1325,7 +1325,7 @@ START_TEST(attention_chain_fused)
         ck_assert_int_eq(unfused_count, 0);
         double *ref = attention_ref(x, biased);
         double ef = 0, eu = 0, sig = 0, worst = 0, big = 0;
-        for (int64_t i = 0; i < 2 * 3 * ATT_M * ATT_D; i++) {
+        for (int64_t i = 0; i < ATT_OUT; i++) {
             ef += (yf[i] - ref[i]) * (yf[i] - ref[i]);
             eu += (yu[i] - ref[i]) * (yu[i] - ref[i]);
             sig += ref[i] * ref[i];
@@ -1346,7 +1346,7 @@ START_TEST(attention_chain_fused)
         yf = run_attention(g, x, false, &fused);
         yu = run_attention(g, x, true, &unfused_count);
         ck_assert_int_eq(fused, 0);
-        ck_assert_int_eq(memcmp(yf, yu, sizeof(float) * 2 * 3 * ATT_M * ATT_D), 0);
+        ck_assert_int_eq(memcmp(yf, yu, sizeof(float) * ATT_OUT), 0);
         free(yf);
         free(yu);
         qf_graph_free(g);
