@@ -285,6 +285,7 @@ def cmd_export(a):
     with torch.no_grad():
         torch_out = as_list(m(torch.from_numpy(x16)))
     names = outputs_of(a.model)
+    os.makedirs(os.path.join(a.work, "onnx"), exist_ok=True)
     # PyTorch's own outputs too, laid out as the .ort.npy files below: onnxruntime's
     # kernels have errors of their own (its Sigmoid of large negative inputs)
     np.save(os.path.join(a.work, "onnx", "%s.%s.torch.npy" % (a.model, a.variant)),
@@ -292,7 +293,6 @@ def cmd_export(a):
     for setting in a.settings.split(","):
         key = key_of(a.model, a.variant, setting)
         path = os.path.join(a.work, "onnx", key + ".onnx")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         r = {"key": key, "prepare_s": round(prep_s, 2), "bn_layers": n_bn, "torch": torch.__version__,
              "init_sha": init_sha, "weights_sha": final_sha}
         t0 = time.time()
