@@ -260,6 +260,10 @@ static const conv_case conv_cases[] = {
     CONV2(1, 4, 4, 1, 14, 14, 3, 3, 1, 2, 2, 2, 2, 2, plain),          /* dilation 2 */
     CONV2(1, 5, 6, 1, 9, 11, 2, 3, 3, 1, 1, 0, 0, 2, plain),           /* stride 3, uneven window and pads */
     CONV2(1, 300, 3, 1, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, plain),          /* K = 2700: sums far from small */
+    /* AMX tiles: 17 quads in groups of 9 (the last padded), 40 channels = a block of 32 and 8 */
+    CONV2(1, 68, 40, 1, 9, 13, 1, 1, 1, 1, 0, 0, 0, 0, relu_res),
+    CONV2(2, 96, 36, 1, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, zp_clip),       /* 24 quads: two groups of 12, 9 taps */
+    CONV2(1, 32, 32, 2, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, plain),         /* a tile reduction per group */
     /* groups */
     CONV2(2, 8, 12, 4, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, relu_res),
     CONV2(1, 12, 6, 3, 10, 7, 3, 3, 2, 1, 1, 1, 1, 1, plain),

@@ -1,8 +1,9 @@
 /* INT8 Conv on the CPU with exact integer arithmetic (kernels.h's INT8
  * section), on one of three paths:
- *  - depthwise (one input channel per group), 1-D/2-D windows: each padded
- *    input row is expanded into the horizontal taps of every output, four to
- *    a quad, then each output row is a sum of quad dot products (dw_row);
+ *  - depthwise (one input channel per group), 1-D/2-D windows: the padded
+ *    input plane's rows are expanded into the horizontal taps of every
+ *    output, four to a quad, then each output row is a sum of quad dot
+ *    products (dw_plane), the plane requantized in one run;
  *  - direct, other 1-D/2-D windows, per group: the image's channels in quads
  *    interleaved into padded phase planes (conv_direct.c's layout), then
  *    register blocks of output channels x positions (int8_simd.c);
@@ -46,7 +47,8 @@ typedef struct conv8_state {
     int32_t *add;
     int32_t *w;
     /* direct */
-    int64_t quads, blocks;      /* channel quads and weight blocks per group */
+    int64_t quads, blocks;      /* channel quads (tiles: a multiple of kq) and weight blocks per group */
+    int64_t kq;                 /* tiles: quads per tile row group */
     int64_t reach;              /* phase rows below an output row that its taps read */
     qfi_i8_geom bg;             /* a block's reduction: quads, planes, tap offsets in bytes */
     const unsigned char *phase; /* per phase plane: whether a tap reads it */
@@ -82,7 +84,19 @@ static void direct_setup(const qfi_conv_geom *geo, conv8_state *st, int64_t *off
         }
     for (int64_t t = 0; t < p->taps; t++) off[t] = p->off[t] * 4;
     st->phase = phase;
-    st->bg = (qfi_i8_geom){.quads = st->quads, .stride = p->plane * 4, .taps = p->taps, .off = off};
+    st->bg = (qfi_i8_geom){.quads = st->quads, .stride = p->plane * 4, .taps = p->taps, .kq = st->kq, .off = off};
+}
+
+/* The direct path's kernels and reduction for cg channels a group: its quads
+ * (tiles: padded to a multiple of kq, zero weights and 0x80 activations) and
+ * the tiles' kq (0 for vector blocks). */
+static const qfi_i8_kernels *direct_reduction(int64_t cg, int64_t *quads, int64_t *kq)
+{
+    const int64_t q0 = (cg + 3) / 4;
+    const qfi_i8_kernels *k = qfi_cpu_i8_direct_kernels(q0);
+    *kq = k->tiles ? qfi_cpu_i8_tile_kq(q0) : 0;
+    *quads = k->tiles ? (q0 + *kq - 1) / *kq * *kq : q0;
+    return k;
 }
 
 qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **state)
@@ -92,10 +106,12 @@ qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **
     QF_CHECK(qfi_conv_geometry(g, n, &geo));
     QF_CHECK(qfi_int8_operands(g, n, geo.M));
     const qfi_window *win = &geo.w;
-    const qfi_i8_kernels *k = qfi_cpu_i8_kernels(qfi_cpu_i8_isa());
     const conv8_path path = choose_path(&geo);
     const int64_t cg = geo.C / geo.group, mg = geo.M / geo.group, taps = qfi_window_k_size(win);
-    const int64_t quads = (cg + 3) / 4, blocks = (mg + k->mb - 1) / k->mb;
+    int64_t quads, kq;
+    const qfi_i8_kernels *k = path == PATH_DIRECT ? direct_reduction(cg, &quads, &kq)
+                                                  : (quads = (cg + 3) / 4, kq = 0, qfi_cpu_i8_kernels(qfi_cpu_i8_isa()));
+    const int64_t blocks = (mg + k->mb - 1) / k->mb;
     const int64_t kh = win->k[1], kw = win->k[2], nd = dw_quads_per_row(win);
     const int64_t words = path == PATH_DIRECT      ? geo.group * blocks * quads * taps * k->mb
                           : path == PATH_DEPTHWISE ? geo.M * kh * nd
@@ -106,7 +122,7 @@ qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **
     conv8_state *st = malloc(head + addb + wb + offb + (size_t)phases + 1);
     if (!st) return qf_error(QF_ERR_NOMEM, "out of memory packing INT8 weights");
     memset(st, 0, sizeof *st);
-    st->path = path, st->k = k, st->quads = quads, st->blocks = blocks;
+    st->path = path, st->k = k, st->quads = quads, st->kq = kq, st->blocks = blocks;
     char *base = (char *)st;
     st->add = (int32_t *)(base + head);
     st->w = (int32_t *)(base + head + addb);
@@ -122,7 +138,17 @@ qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **
         st->add[m] = (int32_t)((bias ? (uint32_t)bias[m] : 0u) - 128u * s);
     }
     int8_t *pw = (int8_t *)st->w; /* words written byte by byte: byte j of a word is in memory order */
-    if (path == PATH_DIRECT) {
+    if (path == PATH_DIRECT && k->tiles) {
+        for (int64_t gi = 0; gi < geo.group; gi++)
+            for (int64_t b = 0; b < blocks; b++)
+                for (int64_t t = 0; t < taps; t++)
+                    for (int64_t q0 = 0; q0 < quads; q0 += kq)
+                        for (int64_t r = 0; r < k->mb; r++)
+                            for (int64_t j = 0; j < 4 * kq; j++) {
+                                int64_t mi = b * k->mb + r, c = 4 * q0 + j;
+                                *pw++ = mi < mg && c < cg ? w[((gi * mg + mi) * cg + c) * taps + t] : 0;
+                            }
+    } else if (path == PATH_DIRECT) {
         for (int64_t gi = 0; gi < geo.group; gi++)
             for (int64_t b = 0; b < blocks; b++)
                 for (int64_t q = 0; q < quads; q++)
@@ -144,12 +170,11 @@ qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **
 
 /* ---- scratch ---------------------------------------------------------------------- */
 
-/* Depthwise rows: each expanded row holds dw_row's reach of quads. */
+/* Depthwise: the padded u8 plane, its rows expanded, the plane's sums. */
 typedef struct dw8_layout {
-    int64_t nq;                  /* quads per expanded row */
-    int64_t prow;                /* bytes of one padded input row */
-    size_t e, pad, row, acc, rows; /* offsets in a slot */
-    size_t slot;
+    int64_t nq;                   /* quads per expanded row */
+    int64_t prow;                 /* bytes of one padded input row */
+    size_t plane, e, acc, slot;   /* offsets in a slot, its size */
 } dw8_layout;
 
 static void dw_layout(const qfi_conv_geom *geo, dw8_layout *L)
@@ -159,12 +184,10 @@ static void dw_layout(const qfi_conv_geom *geo, dw8_layout *L)
     L->nq = (w->out[2] + 15) / 16 * 16 + (dw_quads_per_row(w) - 1) * dw_kstep(w);
     int64_t need = w->stride[2] * L->nq + 3 * w->dil[2];
     L->prow = (need > Wp ? need : Wp) + 64;
-    L->e = 0;
-    L->pad = L->e + align64((size_t)(Hp * L->nq) * 4);
-    L->row = L->pad + align64((size_t)L->nq * 4);
-    L->acc = L->row + align64((size_t)L->prow);
-    L->rows = L->acc + align64((size_t)L->nq * 4);
-    L->slot = L->rows + align64((size_t)Hp * sizeof(void *));
+    L->plane = 0;
+    L->e = L->plane + align64((size_t)(Hp * L->prow));
+    L->acc = L->e + align64((size_t)(Hp * L->nq) * 4);
+    L->slot = L->acc + align64((size_t)(w->out[1] * w->out[2] + 16) * 4);
 }
 
 /* Direct: a slot holds one group of one image (or a band of its rows) in
@@ -191,7 +214,9 @@ size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n)
         qfi_direct_plan *p = malloc(sizeof *p);
         if (!p) return SIZE_MAX; /* the engine then fails to allocate, and says so */
         qfi_cpu_direct_plan(&g1, false, QFI_I8_CHUNK_MAX, p);
-        per_slot = direct_slot_bytes(p, (g1.C + 3) / 4);
+        int64_t quads, kq;
+        direct_reduction(g1.C, &quads, &kq);
+        per_slot = direct_slot_bytes(p, quads);
         free(p);
         break;
     }
@@ -220,8 +245,9 @@ typedef struct conv8_job {
 
 /* ---- depthwise ------------------------------------------------------------------------ */
 
-/* Plane c of image n: its rows expanded once, then every output channel
- * that reads it, row by row. */
+/* Plane c of image n: padded (u8, the zero point in the padding) and its
+ * rows expanded once, then every output channel that reads it, in one call
+ * for the sums and one for the epilogue. */
 static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
 {
     const qfi_conv_geom *geo = j->geo;
@@ -231,33 +257,28 @@ static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
     const int64_t n = plane / geo->C, c = plane % geo->C, mult = geo->M / geo->C;
     const int64_t H = w->in[1], W = w->in[2], pt = w->pad[1], pl = w->pad[2];
     const int64_t Hp = H + pt + w->pad_end[1], Ho = w->out[1], Wo = w->out[2];
-    const int64_t kh = w->k[1], nd = dw_quads_per_row(w);
-    uint8_t *e = (uint8_t *)slot + L->e, *pad = (uint8_t *)slot + L->pad, *row = (uint8_t *)slot + L->row;
+    const int64_t kh = w->k[1], nd = dw_quads_per_row(w), prow = L->prow;
+    uint8_t *padded = (uint8_t *)slot + L->plane, *e = (uint8_t *)slot + L->e;
     int32_t *acc = (int32_t *)(slot + L->acc);
-    const uint8_t **rowp = (const uint8_t **)(slot + L->rows);
     const int8_t *xc = j->x + (n * geo->C + c) * H * W;
-    memset(pad, j->fill, (size_t)L->nq * 4);
-    memset(row, j->fill, (size_t)L->prow);
     for (int64_t r = 0; r < Hp; r++) {
-        int64_t ih = r - pt;
+        uint8_t *row = padded + r * prow;
+        const int64_t ih = r - pt;
         if (ih < 0 || ih >= H) {
-            rowp[r] = pad;
+            memset(row, j->fill, (size_t)prow);
             continue;
         }
         const int8_t *xr = xc + ih * W;
+        memset(row, j->fill, (size_t)pl);
         for (int64_t i = 0; i < W; i++) row[pl + i] = (uint8_t)(xr[i] ^ 0x80);
-        k->dw_expand(row, w->stride[2], w->dil[2], L->nq, e + r * L->nq * 4);
-        rowp[r] = e + r * L->nq * 4;
+        memset(row + pl + W, j->fill, (size_t)(prow - pl - W));
     }
-    const uint8_t *rows[QFI_DIRECT_MAX_TAPS];
+    k->dw_expand(padded, prow, Hp, w->stride[2], w->dil[2], L->nq, e);
     for (int64_t mm = 0; mm < mult; mm++) {
         const int64_t m = c * mult + mm;
-        const int32_t *wm = j->st->w + m * kh * nd;
-        for (int64_t oh = 0; oh < Ho; oh++) {
-            for (int64_t i = 0; i < kh; i++) rows[i] = rowp[oh * w->stride[1] + i * w->dil[1]];
-            k->dw_row(rows, (int)kh, (int)nd, dw_kstep(w), wm, Wo, acc);
-            k->requant_run(j->rq, acc, Wo, j->st->add[m], j->m[m], j->res, j->y, ((n * geo->M + m) * Ho + oh) * Wo);
-        }
+        k->dw_plane(e, L->nq, w->stride[1], w->dil[1], (int)kh, (int)nd, dw_kstep(w), j->st->w + m * kh * nd, Ho, Wo,
+                    acc);
+        k->requant_run(j->rq, acc, Ho * Wo, j->st->add[m], j->m[m], j->res, j->y, (n * geo->M + m) * Ho * Wo);
     }
 }
 

@@ -61,7 +61,8 @@ qf_status qfi_cpu_gemm_prepare(const qf_graph *g, const qf_node *n, void **state
     const size_t head = align64(sizeof(gemm8_state));
     gemm8_state *st = malloc(head + (size_t)(quads * npad) * 4 + 1);
     if (!st) return qf_error(QF_ERR_NOMEM, "out of memory packing INT8 weights");
-    *st = (gemm8_state){.k = qfi_cpu_i8_kernels(qfi_cpu_i8_isa()), .quads = quads, .npad = npad,
+    /* vector blocks: the tile blocks' weight layout is the direct convolution's */
+    *st = (gemm8_state){.k = qfi_cpu_i8_direct_kernels(0), .quads = quads, .npad = npad,
                         .b = (uint8_t *)st + head};
     const int8_t *w = qfi_in(g, n, 1)->data;
     for (int64_t q = 0; q < quads; q++)

@@ -74,10 +74,15 @@ QFI_SIMD_CLONES static void gelu_values(const qfi_requant *rq, const int32_t *re
 }
 enum { GELU_CHUNK = 64 }; /* values a gelu_values call, on the stack */
 
-static void dw_expand_c(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e)
+static void dw_expand_row_c(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e)
 {
     for (int64_t i = 0; i < n; i++)
         for (int j = 0; j < 4; j++) e[4 * i + j] = row[s * i + d * j];
+}
+static void dw_expand_c(const uint8_t *src, int64_t src_stride, int64_t nr, int64_t s, int64_t d, int64_t n,
+                        uint8_t *e)
+{
+    for (int64_t r = 0; r < nr; r++) dw_expand_row_c(src + r * src_stride, s, d, n, e + r * n * 4);
 }
 
 /* The dot product of a u8 quad and an s8 quad. */
@@ -86,15 +91,17 @@ static inline int32_t dot4(const uint8_t *u, const int8_t *s)
     return u[0] * s[0] + u[1] * s[1] + u[2] * s[2] + u[3] * s[3];
 }
 
-static void dw_row_c(const uint8_t *const *rows, int nr, int nd, int64_t kstep, const int32_t *w, int64_t n,
-                     int32_t *acc)
+static void dw_plane_c(const uint8_t *e, int64_t nq, int64_t sh, int64_t dh, int kh, int nd, int64_t kstep,
+                       const int32_t *w, int64_t ho, int64_t wo, int32_t *acc)
 {
-    for (int64_t i = 0; i < n; i++) {
-        int32_t s = 0;
-        for (int r = 0; r < nr; r++)
-            for (int k = 0; k < nd; k++) s += dot4(rows[r] + 4 * (i + k * kstep), (const int8_t *)&w[r * nd + k]);
-        acc[i] = s;
-    }
+    for (int64_t oh = 0; oh < ho; oh++)
+        for (int64_t i = 0; i < wo; i++) {
+            int32_t s = 0;
+            for (int r = 0; r < kh; r++)
+                for (int k = 0; k < nd; k++)
+                    s += dot4(e + 4 * ((oh * sh + r * dh) * nq + i + k * kstep), (const int8_t *)&w[r * nd + k]);
+            acc[oh * wo + i] = s;
+        }
 }
 
 /* Plain C blocks: 4 rows x nv vectors of 4 positions. */
@@ -135,7 +142,7 @@ static const qfi_i8_kernels kernels_c = {
     .requant_run = requant_run_c,
     .requant_cols = requant_cols_c,
     .dw_expand = dw_expand_c,
-    .dw_row = dw_row_c,
+    .dw_plane = dw_plane_c,
 };
 
 #ifdef HAVE_VNNI_KERNELS
@@ -205,71 +212,83 @@ DEFINE_I8_BLOCKS(block_evex_1t, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd
 DEFINE_I8_BLOCKS(block_evex_9t, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd_epi32, STORE256,
                  _mm256_setzero_si256, 8, 4, 9)
 
-/* ---- depthwise rows ---------------------------------------------------------------- */
-#define DEFINE_DW_ROW(NAME, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW)                                         \
-    TARGET static void NAME(const uint8_t *const *rows, int nr, int nd, int64_t kstep, const int32_t *w, int64_t n,   \
-                            int32_t *acc)                                                                              \
+/* ---- depthwise planes ---------------------------------------------------------------- */
+#define DEFINE_DW_PLANE(NAME, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW)                                       \
+    TARGET static void NAME(const uint8_t *e, int64_t nq, int64_t sh, int64_t dh, int kh, int nd, int64_t kstep,     \
+                            const int32_t *w, int64_t ho, int64_t wo, int32_t *acc)                                   \
     {                                                                                                                  \
-        int64_t i = 0;                                                                                                 \
-        for (; i + 2 * VW <= n; i += 2 * VW) { /* two vectors: twice the work per weight broadcast */                \
-            VT a0 = ZERO(), a1 = ZERO();                                                                               \
-            for (int r = 0; r < nr; r++)                                                                               \
-                for (int k = 0; k < nd; k++) {                                                                         \
-                    const uint8_t *p = rows[r] + 4 * (i + k * kstep);                                                  \
-                    const VT wv = BCAST(w[r * nd + k]);                                                                \
-                    a0 = DPBUSD(a0, LOAD((const void *)p), wv);                                                        \
-                    a1 = DPBUSD(a1, LOAD((const void *)(p + 4 * VW)), wv);                                             \
-                }                                                                                                      \
-            STORE((void *)(acc + i), a0);                                                                              \
-            STORE((void *)(acc + i + VW), a1);                                                                         \
-        }                                                                                                              \
-        for (; i < n; i += VW) {                                                                                       \
-            VT a0 = ZERO();                                                                                            \
-            for (int r = 0; r < nr; r++)                                                                               \
-                for (int k = 0; k < nd; k++)                                                                           \
-                    a0 = DPBUSD(a0, LOAD((const void *)(rows[r] + 4 * (i + k * kstep))), BCAST(w[r * nd + k]));       \
-            STORE((void *)(acc + i), a0);                                                                              \
+        const uint8_t *rows[QFI_DIRECT_MAX_TAPS];                                                                      \
+        for (int64_t oh = 0; oh < ho; oh++, acc += wo) {                                                               \
+            for (int r = 0; r < kh; r++) rows[r] = e + 4 * (oh * sh + r * dh) * nq;                                    \
+            int64_t i = 0;                                                                                             \
+            for (; i + 2 * VW <= wo; i += 2 * VW) { /* two vectors: twice the work per weight broadcast */           \
+                VT a0 = ZERO(), a1 = ZERO();                                                                           \
+                for (int r = 0; r < kh; r++)                                                                           \
+                    for (int k = 0; k < nd; k++) {                                                                     \
+                        const uint8_t *p = rows[r] + 4 * (i + k * kstep);                                              \
+                        const VT wv = BCAST(w[r * nd + k]);                                                            \
+                        a0 = DPBUSD(a0, LOAD((const void *)p), wv);                                                    \
+                        a1 = DPBUSD(a1, LOAD((const void *)(p + 4 * VW)), wv);                                         \
+                    }                                                                                                  \
+                STORE((void *)(acc + i), a0);                                                                          \
+                STORE((void *)(acc + i + VW), a1);                                                                     \
+            }                                                                                                          \
+            /* the tail's full vector runs into the next row, which overwrites it */                                   \
+            for (; i < wo; i += VW) {                                                                                  \
+                VT a0 = ZERO();                                                                                        \
+                for (int r = 0; r < kh; r++)                                                                           \
+                    for (int k = 0; k < nd; k++)                                                                       \
+                        a0 = DPBUSD(a0, LOAD((const void *)(rows[r] + 4 * (i + k * kstep))), BCAST(w[r * nd + k])); \
+                STORE((void *)(acc + i), a0);                                                                          \
+            }                                                                                                          \
         }                                                                                                              \
     }
-DEFINE_DW_ROW(dw_row512, T512, __m512i, LOAD512, BCAST512, _mm512_dpbusd_epi32, STORE512, _mm512_setzero_si512, 16)
-DEFINE_DW_ROW(dw_row_vex, TVEX, __m256i, LOAD256, BCAST256, DPVEX, STORE256, _mm256_setzero_si256, 8)
-DEFINE_DW_ROW(dw_row_evex, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd_epi32, STORE256, _mm256_setzero_si256, 8)
+DEFINE_DW_PLANE(dw_plane512, T512, __m512i, LOAD512, BCAST512, _mm512_dpbusd_epi32, STORE512, _mm512_setzero_si512, 16)
+DEFINE_DW_PLANE(dw_plane_vex, TVEX, __m256i, LOAD256, BCAST256, DPVEX, STORE256, _mm256_setzero_si256, 8)
+DEFINE_DW_PLANE(dw_plane_evex, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd_epi32, STORE256, _mm256_setzero_si256,
+                8)
 
 /* Byte j of quad i is row[s*i + d*j]: one vpermb per 16 quads when the 16
  * quads span at most 64 bytes. */
-T512 static void dw_expand512(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e)
+T512 static void dw_expand512(const uint8_t *src, int64_t src_stride, int64_t nr, int64_t s, int64_t d, int64_t n,
+                              uint8_t *e)
 {
     if (15 * s + 3 * d >= 64) {
-        dw_expand_c(row, s, d, n, e);
+        dw_expand_c(src, src_stride, nr, s, d, n, e);
         return;
     }
     uint8_t idx[64];
     for (int k = 0; k < 64; k++) idx[k] = (uint8_t)(s * (k / 4) + d * (k % 4));
     const __m512i perm = _mm512_loadu_si512(idx);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_si512(e + 4 * i, _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(row + s * i)));
-    if (i < n) dw_expand_c(row + s * i, s, d, n - i, e + 4 * i);
+    for (int64_t r = 0; r < nr; r++, src += src_stride, e += 4 * n) {
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_si512(e + 4 * i, _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(src + s * i)));
+        if (i < n) dw_expand_row_c(src + s * i, s, d, n - i, e + 4 * i);
+    }
 }
 
 /* 256 bits without byte permutes across lanes: each 128-bit lane makes 4
  * quads from its own 16-byte load (pshufb), when 4 quads span 16 bytes. */
 #define DEFINE_DW_EXPAND256(NAME, TARGET)                                                                              \
-    TARGET static void NAME(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e)                          \
+    TARGET static void NAME(const uint8_t *src, int64_t src_stride, int64_t nr, int64_t s, int64_t d, int64_t n,      \
+                            uint8_t *e)                                                                                \
     {                                                                                                                  \
         if (3 * s + 3 * d >= 16) {                                                                                     \
-            dw_expand_c(row, s, d, n, e);                                                                              \
+            dw_expand_c(src, src_stride, nr, s, d, n, e);                                                              \
             return;                                                                                                    \
         }                                                                                                              \
         uint8_t idx[32];                                                                                               \
         for (int k = 0; k < 32; k++) idx[k] = (uint8_t)(s * (k % 16 / 4) + d * (k % 4));                               \
         const __m256i perm = _mm256_loadu_si256((const __m256i *)idx);                                                \
-        int64_t i = 0;                                                                                                 \
-        for (; i + 8 <= n; i += 8) {                                                                                   \
-            __m256i v = _mm256_loadu2_m128i((const __m128i *)(row + s * (i + 4)), (const __m128i *)(row + s * i));   \
-            _mm256_storeu_si256((__m256i *)(e + 4 * i), _mm256_shuffle_epi8(v, perm));                               \
+        for (int64_t r = 0; r < nr; r++, src += src_stride, e += 4 * n) {                                              \
+            int64_t i = 0;                                                                                             \
+            for (; i + 8 <= n; i += 8) {                                                                               \
+                __m256i v = _mm256_loadu2_m128i((const __m128i *)(src + s * (i + 4)), (const __m128i *)(src + s * i)); \
+                _mm256_storeu_si256((__m256i *)(e + 4 * i), _mm256_shuffle_epi8(v, perm));                           \
+            }                                                                                                          \
+            if (i < n) dw_expand_row_c(src + s * i, s, d, n - i, e + 4 * i);                                           \
         }                                                                                                              \
-        if (i < n) dw_expand_c(row + s * i, s, d, n - i, e + 4 * i);                                                   \
     }
 DEFINE_DW_EXPAND256(dw_expand_vex, TVEX)
 DEFINE_DW_EXPAND256(dw_expand_evex, TEVEX)
@@ -477,7 +496,20 @@ static const qfi_i8_kernels kernels512 = {
     .requant_run = requant_run512,
     .requant_cols = requant_cols512,
     .dw_expand = dw_expand512,
-    .dw_row = dw_row512,
+    .dw_plane = dw_plane512,
+};
+/* The 512-bit set with AMX tile blocks for the direct path (the Gemm path and
+ * narrow reductions keep the vector blocks: qfi_cpu_i8_direct_kernels). */
+static const qfi_i8_kernels kernels_amx = {
+    .isa = QFI_I8_AMX,
+    .mb = 32, .nv = 2, .vw = 16, .tiles = true,
+    .block = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
+    .block_1t = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
+    .block_9t = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
+    .requant_run = requant_run512,
+    .requant_cols = requant_cols512,
+    .dw_expand = dw_expand512,
+    .dw_plane = dw_plane512,
 };
 static const qfi_i8_kernels kernels_vex = {
     .isa = QFI_I8_VNNI256,
@@ -488,7 +520,7 @@ static const qfi_i8_kernels kernels_vex = {
     .requant_run = requant_run_vex,
     .requant_cols = requant_cols_vex,
     .dw_expand = dw_expand_vex,
-    .dw_row = dw_row_vex,
+    .dw_plane = dw_plane_vex,
 };
 static const qfi_i8_kernels kernels_evex = {
     .isa = QFI_I8_VNNI256,
@@ -499,7 +531,7 @@ static const qfi_i8_kernels kernels_evex = {
     .requant_run = requant_run_evex,
     .requant_cols = requant_cols_evex,
     .dw_expand = dw_expand_evex,
-    .dw_row = dw_row_evex,
+    .dw_plane = dw_plane_evex,
 };
 
 static bool has_vnni512(void)
@@ -530,6 +562,7 @@ bool qfi_cpu_i8_isa_runs(qfi_i8_isa isa)
 #ifdef HAVE_VNNI_KERNELS
     case QFI_I8_VNNI256: return has_avxvnni() || has_evex256();
     case QFI_I8_VNNI512: return has_vnni512();
+    case QFI_I8_AMX: return has_vnni512() && qfi_cpu_amx_usable();
 #endif
     default: return false;
     }
@@ -538,12 +571,19 @@ bool qfi_cpu_i8_isa_runs(qfi_i8_isa isa)
 const qfi_i8_kernels *qfi_cpu_i8_kernels(qfi_i8_isa isa)
 {
 #ifdef HAVE_VNNI_KERNELS
-    if (isa == QFI_I8_VNNI512 && has_vnni512()) return &kernels512;
+    if (isa == QFI_I8_AMX && has_vnni512() && qfi_cpu_amx_usable()) return &kernels_amx;
+    if ((isa == QFI_I8_VNNI512 || isa == QFI_I8_AMX) && has_vnni512()) return &kernels512;
     if (isa == QFI_I8_VNNI256 && has_avxvnni()) return &kernels_vex;
     if (isa == QFI_I8_VNNI256 && has_evex256()) return &kernels_evex;
 #endif
     (void)isa;
     return &kernels_c;
+}
+
+const qfi_i8_kernels *qfi_cpu_i8_direct_kernels(int64_t quads)
+{
+    const qfi_i8_kernels *k = qfi_cpu_i8_kernels(qfi_cpu_i8_isa());
+    return k->tiles && quads < QFI_I8_TILE_MIN_QUADS ? qfi_cpu_i8_kernels(QFI_I8_VNNI512) : k;
 }
 
 static int chosen = -1; /* qfi_cpu_i8_set_isa's choice; -1: none */
@@ -571,6 +611,6 @@ void qfi_cpu_i8_set_isa(qfi_i8_isa isa) { chosen = qfi_cpu_i8_isa_runs(isa) ? (i
 
 const char *qfi_cpu_i8_isa_name(qfi_i8_isa isa)
 {
-    static const char *const names[QFI_I8_ISAS] = {"portable", "vnni256", "vnni512"};
+    static const char *const names[QFI_I8_ISAS] = {"portable", "vnni256", "vnni512", "amx"};
     return isa < QFI_I8_ISAS ? names[isa] : "?";
 }

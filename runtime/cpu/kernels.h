@@ -163,6 +163,7 @@ typedef enum qfi_i8_isa {
     QFI_I8_PORTABLE, /* plain C */
     QFI_I8_VNNI256,  /* 8 x int32 per vector: AVX-VNNI, or AVX512-VNNI at 256 bits */
     QFI_I8_VNNI512,  /* 16 x int32: AVX512-VNNI with VBMI (byte permutes) */
+    QFI_I8_AMX,      /* VNNI512, with the direct convolutions' blocks on AMX-INT8 tiles (int8_amx.c) */
     QFI_I8_ISAS
 } qfi_i8_isa;
 /* The instruction set INT8 kernels use: the widest this CPU runs, unless a
@@ -175,21 +176,24 @@ void qfi_cpu_i8_set_isa(qfi_i8_isa isa);
 const char *qfi_cpu_i8_isa_name(qfi_i8_isa isa);
 
 /* What a register block reduces: `quads` groups of 4 bytes, each at `taps`
- * byte offsets from the block's base, groups `stride` bytes apart. */
+ * byte offsets from the block's base, groups `stride` bytes apart. Tile
+ * blocks reduce them kq at a time (quads a multiple of kq). */
 typedef struct qfi_i8_geom {
-    int64_t quads, stride, taps;
+    int64_t quads, stride, taps, kq;
     const int64_t *off;
 } qfi_i8_geom;
 /* out (mb, nv*vw) int32 = sum over quads q and taps t of the dot product of
  * the u8 quad at x + q*stride + off[t] + 4*i (position i) with the s8 quad
  * w[(q*taps + t)*mb + m] (row m): mb rows of w broadcast against nv vectors
- * of vw consecutive positions. */
+ * of vw consecutive positions. A kernel set with `tiles` packs w per tap t
+ * and group of kq quads instead: mb rows (output channels) of 4*kq bytes. */
 typedef void (*qfi_i8_block_fn)(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out);
 /* The int32 addend of an output element rides along with the accumulator;
  * the requantizing epilogue then runs on acc + add. */
 typedef struct qfi_i8_kernels {
     qfi_i8_isa isa;
     int mb, nv, vw;              /* rows x vectors x positions per vector of the widest block */
+    bool tiles;                  /* blocks on AMX tiles: the weights' tile layout, geom kq */
     qfi_i8_block_fn block[3];    /* block[k]: k+1 vectors; any number of taps */
     qfi_i8_block_fn block_1t[3]; /* the same, for taps == 1 */
     qfi_i8_block_fn block_9t[3]; /* taps == 9 */
@@ -200,18 +204,37 @@ typedef struct qfi_i8_kernels {
     /* The same with element i of channel i: add[i] (+ add0) and m[i]. */
     void (*requant_cols)(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
                          const float *m, const int8_t *res, void *y, int64_t at);
-    /* e (n quads) = row[s*i + d*j] at quad i, byte j: the four horizontal taps
-     * of output i of a depthwise window (row: >= s*n + 3*d + 64 bytes). */
-    void (*dw_expand)(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e);
-    /* acc[i] (i < n, rounded up to 16) = sum over rows r < nr and dwords k < nd
-     * of the u8 quad rows[r] + 4*(i + k*kstep) . the s8 quad w[r*nd + k]. */
-    void (*dw_row)(const uint8_t *const *rows, int nr, int nd, int64_t kstep, const int32_t *w, int64_t n,
-                   int32_t *acc);
+    /* Rows r < nr of e, n quads each: byte j of quad i of row r is
+     * src[r*src_stride + s*i + d*j], the four horizontal taps of output i of
+     * a depthwise window (each src row: >= s*n + 3*d + 64 bytes). */
+    void (*dw_expand)(const uint8_t *src, int64_t src_stride, int64_t nr, int64_t s, int64_t d, int64_t n,
+                      uint8_t *e);
+    /* A depthwise plane from expanded rows of nq quads: acc[oh*wo + i] (oh <
+     * ho, i < wo) = sum over window rows r < kh and dwords k < nd of the u8
+     * quad i + k*kstep of expanded row oh*sh + r*dh . the s8 quad w[r*nd + k].
+     * Writes up to 16 elements past the last; reads rows rounded up to 16. */
+    void (*dw_plane)(const uint8_t *e, int64_t nq, int64_t sh, int64_t dh, int kh, int nd, int64_t kstep,
+                     const int32_t *w, int64_t ho, int64_t wo, int32_t *acc);
 } qfi_i8_kernels;
 const qfi_i8_kernels *qfi_cpu_i8_kernels(qfi_i8_isa isa);
+/* The chosen kernels for a direct convolution reducing `quads` quads per tap:
+ * tiles only where a tile row holds 4 quads or more (a narrower one wastes
+ * most of a TDPBSUD), else the same ISA's vector blocks. */
+const qfi_i8_kernels *qfi_cpu_i8_direct_kernels(int64_t quads);
 /* Widest register block of any instance, for buffers sized before the choice. */
-#define QFI_I8_MB_MAX 8
+#define QFI_I8_MB_MAX 32
 #define QFI_I8_CHUNK_MAX 48
+
+/* AMX (int8_amx.c): whether this CPU and OS run the tiles (asks Linux for
+ * them once); the tile blocks of 1 and 2 vectors of 16 positions, 32 rows;
+ * the group of quads a reduction of `quads` runs in (at most QFI_I8_TILE_KQ,
+ * chosen to pad least: the packed reduction is rounded up to a multiple). */
+#define QFI_I8_TILE_KQ 16
+#define QFI_I8_TILE_MIN_QUADS 4
+bool qfi_cpu_amx_usable(void);
+void qfi_cpu_amx_block_1(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out);
+void qfi_cpu_amx_block_2(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out);
+int64_t qfi_cpu_i8_tile_kq(int64_t quads);
 
 /* Conv nodes of precision INT8; runtime/cpu/conv_int8.c. */
 qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a);
