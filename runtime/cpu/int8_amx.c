@@ -7,6 +7,7 @@
  * are already the B operand's layout, one tile row per quad at the plane
  * stride, so only the weights are packed differently. Sums are exact int32,
  * so the blocks give the vector blocks' bits. */
+#define _DEFAULT_SOURCE 1 /* syscall(), which -std=c11 hides */
 #include "kernels.h"
 #include <string.h>
 
