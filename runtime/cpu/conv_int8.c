@@ -293,7 +293,7 @@ static void pack_rows(const conv8_job *j, int64_t n, int64_t gi, uint8_t *xp, in
 {
     const qfi_direct_plan *p = &j->st->plan;
     const int64_t H = p->H, W = p->W, Hq = p->Hq, Wq = p->Wq, cg = p->C;
-    const uint32_t flip = 0x80808080u, fill = j->fill * 0x01010101u;
+    const uint32_t fill = j->fill * 0x01010101u;
     const uint8_t *x = (const uint8_t *)(j->x + (n * j->geo->C + gi * cg) * H * W);
     for (int64_t cq = 0; cq < j->st->quads; cq++) {
         const int64_t nch = cg - 4 * cq < 4 ? cg - 4 * cq : 4;
@@ -303,6 +303,11 @@ static void pack_rows(const conv8_job *j, int64_t n, int64_t gi, uint8_t *xp, in
                 uint32_t *plane = (uint32_t *)(xp + (cq * p->plane + (a * p->sw + b) * Hq * Wq) * 4);
                 int64_t lo, hi; /* phase columns [lo, hi) hold input columns col*sw + b - pl */
                 qfi_window_run(Wq, W, p->sw, b - p->pl, &lo, &hi);
+                if (nch == 4 && p->sh == 1 && p->sw == 1 && p->pt == 0 && lo == 0 && hi == W && Wq == W && q1 <= H) {
+                    /* unpadded (1x1 convs): rows q0..q1 are one run of every channel's plane */
+                    j->st->k->interleave4(x + 4 * cq * H * W + q0 * W, H * W, (q1 - q0) * W, plane + q0 * Wq);
+                    continue;
+                }
                 for (int64_t q = q0; q < q1; q++) {
                     uint32_t *r = plane + q * Wq;
                     const int64_t ih = q * p->sh + a - p->pt;
@@ -313,15 +318,10 @@ static void pack_rows(const conv8_job *j, int64_t n, int64_t gi, uint8_t *xp, in
                     for (int64_t col = 0; col < lo; col++) r[col] = fill;
                     for (int64_t col = hi; col < Wq; col++) r[col] = fill;
                     const uint8_t *x0 = x + (4 * cq * H + ih) * W + b - p->pl; /* column col: x0[col*sw] */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
                     if (nch == 4 && p->sw == 1) {
-                        const uint8_t *x1 = x0 + H * W, *x2 = x1 + H * W, *x3 = x2 + H * W;
-                        for (int64_t col = lo; col < hi; col++)
-                            r[col] = ((uint32_t)x0[col] | (uint32_t)x1[col] << 8 | (uint32_t)x2[col] << 16 |
-                                      (uint32_t)x3[col] << 24) ^ flip;
+                        j->st->k->interleave4(x0 + lo, H * W, hi - lo, r + lo);
                         continue;
                     }
-#endif
                     for (int64_t col = lo; col < hi; col++) {
                         uint8_t *o = (uint8_t *)(r + col);
                         for (int64_t ci = 0; ci < 4; ci++)

@@ -85,6 +85,14 @@ static void dw_expand_c(const uint8_t *src, int64_t src_stride, int64_t nr, int6
     for (int64_t r = 0; r < nr; r++) dw_expand_row_c(src + r * src_stride, s, d, n, e + r * n * 4);
 }
 
+static void interleave4_c(const uint8_t *x, int64_t plane, int64_t n, uint32_t *r)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t *o = (uint8_t *)(r + i);
+        for (int c = 0; c < 4; c++) o[c] = (uint8_t)(x[c * plane + i] ^ 0x80);
+    }
+}
+
 /* The dot product of a u8 quad and an s8 quad. */
 static inline int32_t dot4(const uint8_t *u, const int8_t *s)
 {
@@ -142,6 +150,7 @@ static const qfi_i8_kernels kernels_c = {
     .requant_run = requant_run_c,
     .requant_cols = requant_cols_c,
     .dw_expand = dw_expand_c,
+    .interleave4 = interleave4_c,
     .dw_plane = dw_plane_c,
 };
 
@@ -266,6 +275,30 @@ T512 static void dw_expand512(const uint8_t *src, int64_t src_stride, int64_t nr
             _mm512_storeu_si512(e + 4 * i, _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(src + s * i)));
         if (i < n) dw_expand_row_c(src + s * i, s, d, n - i, e + 4 * i);
     }
+}
+
+/* 64 positions at a time: byte then word unpacks interleave the four rows
+ * within each 128-bit lane (lane L of u0..u3: positions 16L.. 16L+15, four
+ * at a time), then a 4 x 4 transpose of lanes puts them in order. */
+T512 static void interleave4_512(const uint8_t *x, int64_t plane, int64_t n, uint32_t *r)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        const __m512i a = _mm512_loadu_si512(x + i), b = _mm512_loadu_si512(x + plane + i),
+                      c = _mm512_loadu_si512(x + 2 * plane + i), d = _mm512_loadu_si512(x + 3 * plane + i);
+        const __m512i ab0 = _mm512_unpacklo_epi8(a, b), ab1 = _mm512_unpackhi_epi8(a, b);
+        const __m512i cd0 = _mm512_unpacklo_epi8(c, d), cd1 = _mm512_unpackhi_epi8(c, d);
+        const __m512i u0 = _mm512_unpacklo_epi16(ab0, cd0), u1 = _mm512_unpackhi_epi16(ab0, cd0);
+        const __m512i u2 = _mm512_unpacklo_epi16(ab1, cd1), u3 = _mm512_unpackhi_epi16(ab1, cd1);
+        const __m512i t0 = _mm512_shuffle_i64x2(u0, u1, 0x44), t1 = _mm512_shuffle_i64x2(u0, u1, 0xee);
+        const __m512i t2 = _mm512_shuffle_i64x2(u2, u3, 0x44), t3 = _mm512_shuffle_i64x2(u2, u3, 0xee);
+        _mm512_storeu_si512(r + i, _mm512_xor_si512(_mm512_shuffle_i64x2(t0, t2, 0x88), flip));
+        _mm512_storeu_si512(r + i + 16, _mm512_xor_si512(_mm512_shuffle_i64x2(t0, t2, 0xdd), flip));
+        _mm512_storeu_si512(r + i + 32, _mm512_xor_si512(_mm512_shuffle_i64x2(t1, t3, 0x88), flip));
+        _mm512_storeu_si512(r + i + 48, _mm512_xor_si512(_mm512_shuffle_i64x2(t1, t3, 0xdd), flip));
+    }
+    interleave4_c(x + i, plane, n - i, r + i);
 }
 
 /* 256 bits without byte permutes across lanes: each 128-bit lane makes 4
@@ -495,6 +528,7 @@ static const qfi_i8_kernels kernels512 = {
     .block_9t = {block512_9t_1, block512_9t_2, block512_9t_3},
     .requant_run = requant_run512,
     .requant_cols = requant_cols512,
+    .interleave4 = interleave4_512,
     .dw_expand = dw_expand512,
     .dw_plane = dw_plane512,
 };
@@ -508,6 +542,7 @@ static const qfi_i8_kernels kernels_amx = {
     .block_9t = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
     .requant_run = requant_run512,
     .requant_cols = requant_cols512,
+    .interleave4 = interleave4_512,
     .dw_expand = dw_expand512,
     .dw_plane = dw_plane512,
 };
@@ -519,6 +554,7 @@ static const qfi_i8_kernels kernels_vex = {
     .block_9t = {block_vex_9t_1, block_vex_9t_2, block_vex_9t_3},
     .requant_run = requant_run_vex,
     .requant_cols = requant_cols_vex,
+    .interleave4 = interleave4_c,
     .dw_expand = dw_expand_vex,
     .dw_plane = dw_plane_vex,
 };
@@ -530,6 +566,7 @@ static const qfi_i8_kernels kernels_evex = {
     .block_9t = {block_evex_9t_1, block_evex_9t_2, block_evex_9t_3},
     .requant_run = requant_run_evex,
     .requant_cols = requant_cols_evex,
+    .interleave4 = interleave4_c,
     .dw_expand = dw_expand_evex,
     .dw_plane = dw_plane_evex,
 };

@@ -204,6 +204,9 @@ typedef struct qfi_i8_kernels {
     /* The same with element i of channel i: add[i] (+ add0) and m[i]. */
     void (*requant_cols)(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
                          const float *m, const int8_t *res, void *y, int64_t at);
+    /* r[i] = the bytes x[i], x[plane + i], x[2*plane + i], x[3*plane + i],
+     * each ^ 0x80, for i < n: four channels' rows as u8 quads. */
+    void (*interleave4)(const uint8_t *x, int64_t plane, int64_t n, uint32_t *r);
     /* Rows r < nr of e, n quads each: byte j of quad i of row r is
      * src[r*src_stride + s*i + d*j], the four horizontal taps of output i of
      * a depthwise window (each src row: >= s*n + 3*d + 64 bytes). */
