@@ -172,6 +172,7 @@ qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **
 
 /* Depthwise: the padded u8 plane, its rows expanded, the plane's sums. */
 typedef struct dw8_layout {
+    bool flat;                    /* stride 1, one quad a row: the output rows are one run (below) */
     int64_t nq;                   /* quads per expanded row */
     int64_t prow;                 /* bytes of one padded input row */
     size_t plane, e, acc, slot;   /* offsets in a slot, its size */
@@ -181,12 +182,17 @@ static void dw_layout(const qfi_conv_geom *geo, dw8_layout *L)
 {
     const qfi_window *w = &geo->w;
     const int64_t Hp = w->in[1] + w->pad[1] + w->pad_end[1], Wp = w->in[2] + w->pad[2] + w->pad_end[2];
-    L->nq = (w->out[2] + 15) / 16 * 16 + (dw_quads_per_row(w) - 1) * dw_kstep(w);
+    /* With vertical stride 1 and one quad per window row, expanded rows of
+     * exactly Wo quads make window row r of output p = (oh, ow) quad p + r*dil*Wo
+     * of the expanded plane: the plane's outputs are one run, vectors across
+     * rows (a 7x7 map: 49 outputs in 4 vectors instead of 7) */
+    L->flat = w->stride[1] == 1 && dw_quads_per_row(w) == 1;
+    L->nq = L->flat ? w->out[2] : (w->out[2] + 15) / 16 * 16 + (dw_quads_per_row(w) - 1) * dw_kstep(w);
     int64_t need = w->stride[2] * L->nq + 3 * w->dil[2];
     L->prow = (need > Wp ? need : Wp) + 64;
     L->plane = 0;
     L->e = L->plane + align64((size_t)(Hp * L->prow));
-    L->acc = L->e + align64((size_t)(Hp * L->nq) * 4);
+    L->acc = L->e + align64((size_t)(Hp * L->nq + 32) * 4); /* a run's last vectors read past the plane */
     L->slot = L->acc + align64((size_t)(w->out[1] * w->out[2] + 16) * 4);
 }
 
@@ -260,24 +266,15 @@ static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
     const int64_t kh = w->k[1], nd = dw_quads_per_row(w), prow = L->prow;
     uint8_t *padded = (uint8_t *)slot + L->plane, *e = (uint8_t *)slot + L->e;
     int32_t *acc = (int32_t *)(slot + L->acc);
-    const int8_t *xc = j->x + (n * geo->C + c) * H * W;
-    for (int64_t r = 0; r < Hp; r++) {
-        uint8_t *row = padded + r * prow;
-        const int64_t ih = r - pt;
-        if (ih < 0 || ih >= H) {
-            memset(row, j->fill, (size_t)prow);
-            continue;
-        }
-        const int8_t *xr = xc + ih * W;
-        memset(row, j->fill, (size_t)pl);
-        for (int64_t i = 0; i < W; i++) row[pl + i] = (uint8_t)(xr[i] ^ 0x80);
-        memset(row + pl + W, j->fill, (size_t)(prow - pl - W));
-    }
+    k->dw_pad(j->x + (n * geo->C + c) * H * W, H, W, pt, pl, Hp, prow, j->fill, padded);
     k->dw_expand(padded, prow, Hp, w->stride[2], w->dil[2], L->nq, e);
     for (int64_t mm = 0; mm < mult; mm++) {
         const int64_t m = c * mult + mm;
-        k->dw_plane(e, L->nq, w->stride[1], w->dil[1], (int)kh, (int)nd, dw_kstep(w), j->st->w + m * kh * nd, Ho, Wo,
-                    acc);
+        if (L->flat)
+            k->dw_plane(e, L->nq, 1, w->dil[1], (int)kh, 1, 0, j->st->w + m * kh, 1, Ho * Wo, acc);
+        else
+            k->dw_plane(e, L->nq, w->stride[1], w->dil[1], (int)kh, (int)nd, dw_kstep(w), j->st->w + m * kh * nd, Ho,
+                        Wo, acc);
         k->requant_run(j->rq, acc, Ho * Wo, j->st->add[m], j->m[m], j->res, j->y, (n * geo->M + m) * Ho * Wo);
     }
 }

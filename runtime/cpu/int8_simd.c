@@ -93,6 +93,21 @@ static void interleave4_c(const uint8_t *x, int64_t plane, int64_t n, uint32_t *
     }
 }
 
+static void dw_pad_c(const int8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp, int64_t prow,
+                     uint8_t fill, uint8_t *out)
+{
+    for (int64_t r = 0; r < hp; r++, out += prow) {
+        const int64_t i = r - pt;
+        if (i < 0 || i >= h) {
+            memset(out, fill, (size_t)prow);
+            continue;
+        }
+        memset(out, fill, (size_t)pl);
+        for (int64_t j = 0; j < w; j++) out[pl + j] = (uint8_t)(x[i * w + j] ^ 0x80);
+        memset(out + pl + w, fill, (size_t)(prow - pl - w));
+    }
+}
+
 /* The dot product of a u8 quad and an s8 quad. */
 static inline int32_t dot4(const uint8_t *u, const int8_t *s)
 {
@@ -151,6 +166,7 @@ static const qfi_i8_kernels kernels_c = {
     .requant_cols = requant_cols_c,
     .dw_expand = dw_expand_c,
     .interleave4 = interleave4_c,
+    .dw_pad = dw_pad_c,
     .dw_plane = dw_plane_c,
 };
 
@@ -273,7 +289,9 @@ T512 static void dw_expand512(const uint8_t *src, int64_t src_stride, int64_t nr
         int64_t i = 0;
         for (; i + 16 <= n; i += 16)
             _mm512_storeu_si512(e + 4 * i, _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(src + s * i)));
-        if (i < n) dw_expand_row_c(src + s * i, s, d, n - i, e + 4 * i);
+        if (i < n) /* the row has 64 bytes to spare for the load */
+            _mm512_mask_storeu_epi8(e + 4 * i, ~0ull >> (64 - 4 * (n - i)),
+                                    _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(src + s * i)));
     }
 }
 
@@ -299,6 +317,32 @@ T512 static void interleave4_512(const uint8_t *x, int64_t plane, int64_t n, uin
         _mm512_storeu_si512(r + i + 48, _mm512_xor_si512(_mm512_shuffle_i64x2(t1, t3, 0xdd), flip));
     }
     interleave4_c(x + i, plane, n - i, r + i);
+}
+
+/* 64 bytes a step: the row's bytes by a masked load (lanes outside the row
+ * neither read nor fault), flipped, over the fill. */
+T512 static void dw_pad512(const int8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp, int64_t prow,
+                           uint8_t fill, uint8_t *out)
+{
+    const __m512i vfill = _mm512_set1_epi8((char)fill), flip = _mm512_set1_epi8((char)0x80);
+    for (int64_t r = 0; r < hp; r++, out += prow) {
+        const int64_t i = r - pt;
+        for (int64_t c0 = 0; c0 < prow; c0 += 64) {
+            const int64_t room = prow - c0 < 64 ? prow - c0 : 64;
+            __m512i v = vfill;
+            if (i >= 0 && i < h) {
+                int64_t lo = pl - c0, hi = pl + w - c0; /* lanes [lo, hi) hold x's row */
+                lo = lo < 0 ? 0 : lo;
+                hi = hi > room ? room : hi;
+                if (hi > lo) {
+                    const __mmask64 k = (~0ull >> (64 - (hi - lo))) << lo;
+                    v = _mm512_mask_mov_epi8(vfill, k,
+                                             _mm512_xor_si512(_mm512_maskz_loadu_epi8(k, x + i * w + c0 - pl), flip));
+                }
+            }
+            _mm512_mask_storeu_epi8(out + c0, ~0ull >> (64 - room), v);
+        }
+    }
 }
 
 /* 256 bits without byte permutes across lanes: each 128-bit lane makes 4
@@ -529,6 +573,7 @@ static const qfi_i8_kernels kernels512 = {
     .requant_run = requant_run512,
     .requant_cols = requant_cols512,
     .interleave4 = interleave4_512,
+    .dw_pad = dw_pad512,
     .dw_expand = dw_expand512,
     .dw_plane = dw_plane512,
 };
@@ -543,6 +588,7 @@ static const qfi_i8_kernels kernels_amx = {
     .requant_run = requant_run512,
     .requant_cols = requant_cols512,
     .interleave4 = interleave4_512,
+    .dw_pad = dw_pad512,
     .dw_expand = dw_expand512,
     .dw_plane = dw_plane512,
 };
@@ -555,6 +601,7 @@ static const qfi_i8_kernels kernels_vex = {
     .requant_run = requant_run_vex,
     .requant_cols = requant_cols_vex,
     .interleave4 = interleave4_c,
+    .dw_pad = dw_pad_c,
     .dw_expand = dw_expand_vex,
     .dw_plane = dw_plane_vex,
 };
@@ -567,6 +614,7 @@ static const qfi_i8_kernels kernels_evex = {
     .requant_run = requant_run_evex,
     .requant_cols = requant_cols_evex,
     .interleave4 = interleave4_c,
+    .dw_pad = dw_pad_c,
     .dw_expand = dw_expand_evex,
     .dw_plane = dw_plane_evex,
 };

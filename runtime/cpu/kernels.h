@@ -207,6 +207,10 @@ typedef struct qfi_i8_kernels {
     /* r[i] = the bytes x[i], x[plane + i], x[2*plane + i], x[3*plane + i],
      * each ^ 0x80, for i < n: four channels' rows as u8 quads. */
     void (*interleave4)(const uint8_t *x, int64_t plane, int64_t n, uint32_t *r);
+    /* The u8 padded plane (hp rows of prow bytes) of an int8 plane x (h x w):
+     * x ^ 0x80 at row pt + i, column pl + j, `fill` everywhere else. */
+    void (*dw_pad)(const int8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp, int64_t prow,
+                   uint8_t fill, uint8_t *out);
     /* Rows r < nr of e, n quads each: byte j of quad i of row r is
      * src[r*src_stride + s*i + d*j], the four horizontal taps of output i of
      * a depthwise window (each src row: >= s*n + 3*d + 64 bytes). */
