@@ -349,11 +349,9 @@ static void direct8_range(const conv8_job *j, const uint8_t *xp, int64_t n, int6
             if (p->Wq == p->Wo) {
                 /* the grid's rows are the output's (1x1 convs): each channel's chunk is one run of the
                  * output plane, requantized in one call rather than one per output row (7x7 maps: 7x fewer) */
-                for (int64_t r = 0; r < rows; r++) {
-                    const int64_t m = gi * mg + b * mb + r;
-                    k->requant_run(j->rq, out + r * chunk, len, j->st->add[m], j->m[m], j->res, j->y,
-                                   (n * j->geo->M + m) * p->Ho * p->Wo + p0);
-                }
+                const int64_t m = gi * mg + b * mb;
+                k->requant_rows(j->rq, out, chunk, rows, len, j->st->add + m, j->m + m, j->res, j->y,
+                                (n * j->geo->M + m) * p->Ho * p->Wo + p0, p->Ho * p->Wo);
                 continue;
             }
             /* the grid's columns >= Wo are dropped */
@@ -361,11 +359,10 @@ static void direct8_range(const conv8_job *j, const uint8_t *xp, int64_t n, int6
             for (int64_t i = 0; i < len;) {
                 const int64_t run = p->Wq - ow < len - i ? p->Wq - ow : len - i;
                 const int64_t valid = ow < p->Wo ? (p->Wo - ow < run ? p->Wo - ow : run) : 0;
-                for (int64_t r = 0; valid > 0 && r < rows; r++) {
-                    const int64_t m = gi * mg + b * mb + r;
-                    k->requant_run(j->rq, out + r * chunk + i, valid, j->st->add[m], j->m[m], j->res, j->y,
-                                   ((n * j->geo->M + m) * p->Ho + oh) * p->Wo + ow);
-                }
+                const int64_t m = gi * mg + b * mb;
+                if (valid > 0)
+                    k->requant_rows(j->rq, out + i, chunk, rows, valid, j->st->add + m, j->m + m, j->res, j->y,
+                                    ((n * j->geo->M + m) * p->Ho + oh) * p->Wo + ow, p->Ho * p->Wo);
                 i += run;
                 ow = 0;
                 oh++;

@@ -108,6 +108,13 @@ static void dw_pad_c(const int8_t *x, int64_t h, int64_t w, int64_t pt, int64_t 
     }
 }
 
+static void requant_rows_c(const qfi_requant *rq, const int32_t *acc, int64_t acc_stride, int64_t rows, int64_t n,
+                           const int32_t *add, const float *m, const int8_t *res, void *y, int64_t at,
+                           int64_t y_stride)
+{
+    for (int64_t r = 0; r < rows; r++) requant_run_c(rq, acc + r * acc_stride, n, add[r], m[r], res, y, at + r * y_stride);
+}
+
 /* The dot product of a u8 quad and an s8 quad. */
 static inline int32_t dot4(const uint8_t *u, const int8_t *s)
 {
@@ -163,6 +170,7 @@ static const qfi_i8_kernels kernels_c = {
     .block_1t = {block_c_1, block_c_2, NULL},
     .block_9t = {block_c_1, block_c_2, NULL},
     .requant_run = requant_run_c,
+    .requant_rows = requant_rows_c,
     .requant_cols = requant_cols_c,
     .dw_expand = dw_expand_c,
     .interleave4 = interleave4_c,
@@ -463,6 +471,19 @@ T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64
     else run512_as(QF_F32, rq, acc, n, add, m, res, y, at);
 }
 
+/* One call for a register block's rows: the loop-invariant vectors are set once. */
+T512 static void requant_rows512(const qfi_requant *rq, const int32_t *acc, int64_t acc_stride, int64_t rows,
+                                 int64_t n, const int32_t *add, const float *m, const int8_t *res, void *y, int64_t at,
+                                 int64_t y_stride)
+{
+    if (rq->act != QF_ACT_NONE || rq->out != QF_I8) {
+        for (int64_t r = 0; r < rows; r++)
+            requant_run512(rq, acc + r * acc_stride, n, add[r], m[r], res, y, at + r * y_stride);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) run512_as(QF_I8, rq, acc + r * acc_stride, n, add[r], m[r], res, y, at + r * y_stride);
+}
+
 T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
                                  const float *m, const int8_t *res, void *y, int64_t at)
 {
@@ -561,8 +582,18 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
         }                                                                                                              \
         requant_cols_c(rq, acc + i, n - i, add0, add ? add + i : NULL, m + i, res, y, at + i);                         \
     }
+#define DEFINE_REQUANT_ROWS256(SUFFIX, TARGET)                                                                         \
+    TARGET static void requant_rows##SUFFIX(const qfi_requant *rq, const int32_t *acc, int64_t acc_stride,             \
+                                            int64_t rows, int64_t n, const int32_t *add, const float *m,               \
+                                            const int8_t *res, void *y, int64_t at, int64_t y_stride)                  \
+    {                                                                                                                  \
+        for (int64_t r = 0; r < rows; r++)                                                                             \
+            requant_run##SUFFIX(rq, acc + r * acc_stride, n, add[r], m[r], res, y, at + r * y_stride);                 \
+    }
 DEFINE_REQUANT256(_vex, TVEX)
 DEFINE_REQUANT256(_evex, TEVEX)
+DEFINE_REQUANT_ROWS256(_vex, TVEX)
+DEFINE_REQUANT_ROWS256(_evex, TEVEX)
 
 static const qfi_i8_kernels kernels512 = {
     .isa = QFI_I8_VNNI512,
@@ -571,6 +602,7 @@ static const qfi_i8_kernels kernels512 = {
     .block_1t = {block512_1t_1, block512_1t_2, block512_1t_3},
     .block_9t = {block512_9t_1, block512_9t_2, block512_9t_3},
     .requant_run = requant_run512,
+    .requant_rows = requant_rows512,
     .requant_cols = requant_cols512,
     .interleave4 = interleave4_512,
     .dw_pad = dw_pad512,
@@ -586,6 +618,7 @@ static const qfi_i8_kernels kernels_amx = {
     .block_1t = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
     .block_9t = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
     .requant_run = requant_run512,
+    .requant_rows = requant_rows512,
     .requant_cols = requant_cols512,
     .interleave4 = interleave4_512,
     .dw_pad = dw_pad512,
@@ -599,6 +632,7 @@ static const qfi_i8_kernels kernels_vex = {
     .block_1t = {block_vex_1t_1, block_vex_1t_2, block_vex_1t_3},
     .block_9t = {block_vex_9t_1, block_vex_9t_2, block_vex_9t_3},
     .requant_run = requant_run_vex,
+    .requant_rows = requant_rows_vex,
     .requant_cols = requant_cols_vex,
     .interleave4 = interleave4_c,
     .dw_pad = dw_pad_c,
@@ -612,6 +646,7 @@ static const qfi_i8_kernels kernels_evex = {
     .block_1t = {block_evex_1t_1, block_evex_1t_2, block_evex_1t_3},
     .block_9t = {block_evex_9t_1, block_evex_9t_2, block_evex_9t_3},
     .requant_run = requant_run_evex,
+    .requant_rows = requant_rows_evex,
     .requant_cols = requant_cols_evex,
     .interleave4 = interleave4_c,
     .dw_pad = dw_pad_c,

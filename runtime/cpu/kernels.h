@@ -201,6 +201,10 @@ typedef struct qfi_i8_kernels {
      * for i < n, in rq->out's dtype (y and res index the whole tensor). */
     void (*requant_run)(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
                         const int8_t *res, void *y, int64_t at);
+    /* requant_run of `rows` channels at once: row r is acc + r*acc_stride,
+     * its addend add[r], multiplier m[r], outputs at + r*y_stride. */
+    void (*requant_rows)(const qfi_requant *rq, const int32_t *acc, int64_t acc_stride, int64_t rows, int64_t n,
+                         const int32_t *add, const float *m, const int8_t *res, void *y, int64_t at, int64_t y_stride);
     /* The same with element i of channel i: add[i] (+ add0) and m[i]. */
     void (*requant_cols)(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
                          const float *m, const int8_t *res, void *y, int64_t at);
