@@ -93,7 +93,7 @@ static void direct_setup(const qfi_conv_geom *geo, conv8_state *st, int64_t *off
 static const qfi_i8_kernels *direct_reduction(int64_t cg, int64_t *quads, int64_t *kq)
 {
     const int64_t q0 = (cg + 3) / 4;
-    const qfi_i8_kernels *k = qfi_cpu_i8_direct_kernels(q0);
+    const qfi_i8_kernels *k = qfi_cpu_i8_block_kernels(q0);
     *kq = k->tiles ? qfi_cpu_i8_tile_kq(q0) : 0;
     *quads = k->tiles ? (q0 + *kq - 1) / *kq * *kq : q0;
     return k;

@@ -45,9 +45,20 @@ static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
  * npad columns per quad so a block may read a whole vector past N. */
 typedef struct gemm8_state {
     const qfi_i8_kernels *k;
-    int64_t quads, npad;
+    int64_t quads, kq, npad;
     uint8_t *b;
 } gemm8_state;
+
+/* The blocks' kernels and reduction for K: its quads (tiles: padded to a
+ * multiple of kq, with zero X words) and the tiles' kq (0: vector blocks). */
+static const qfi_i8_kernels *reduction(int64_t K, int64_t *quads, int64_t *kq)
+{
+    const int64_t q0 = (K + 3) / 4;
+    const qfi_i8_kernels *k = qfi_cpu_i8_block_kernels(q0);
+    *kq = k->tiles ? qfi_cpu_i8_tile_kq(q0) : 0;
+    *quads = k->tiles ? (q0 + *kq - 1) / *kq * *kq : q0;
+    return k;
+}
 
 static int64_t padded_columns(int64_t N) { return (N + 15) / 16 * 16; }
 
@@ -57,13 +68,13 @@ qf_status qfi_cpu_gemm_prepare(const qf_graph *g, const qf_node *n, void **state
     if (n->precision != QF_PREC_INT8 || qfi_matmul_is_product(n)) return QF_OK; /* no weights to pack */
     igemm_shape s;
     QF_CHECK(int8_shape(g, n, &s));
-    const int64_t quads = (s.K + 3) / 4, npad = padded_columns(s.N);
+    int64_t quads, kq;
+    const qfi_i8_kernels *k = reduction(s.K, &quads, &kq);
+    const int64_t npad = padded_columns(s.N);
     const size_t head = align64(sizeof(gemm8_state));
     gemm8_state *st = malloc(head + (size_t)(quads * npad) * 4 + 1);
     if (!st) return qf_error(QF_ERR_NOMEM, "out of memory packing INT8 weights");
-    /* vector blocks: the tile blocks' weight layout is the direct convolution's */
-    *st = (gemm8_state){.k = qfi_cpu_i8_direct_kernels(0), .quads = quads, .npad = npad,
-                        .b = (uint8_t *)st + head};
+    *st = (gemm8_state){.k = k, .quads = quads, .kq = kq, .npad = npad, .b = (uint8_t *)st + head};
     const int8_t *w = qfi_in(g, n, 1)->data;
     for (int64_t q = 0; q < quads; q++)
         for (int64_t c = 0; c < npad; c++)
@@ -76,15 +87,18 @@ qf_status qfi_cpu_gemm_prepare(const qf_graph *g, const qf_node *n, void **state
     return QF_OK;
 }
 
-/* Scratch: m (N floats) | X's rows packed as s8 words (row blocks of mb, quads)
- * | the row sums. Sized for the widest block of any instance. */
+/* Scratch: m (N floats) | X's rows packed as s8 words (row blocks of mb, quads;
+ * tiles: per group of kq quads, mb rows of 4*kq bytes) | the row sums. Sized
+ * for the widest block of any instance. */
 typedef struct gemm8_layout {
     size_t m, a, sums, total;
 } gemm8_layout;
 
 static void layout(const igemm_shape *s, gemm8_layout *L)
 {
-    const int64_t blocks = (s->rows + QFI_I8_MB_MAX - 1) / QFI_I8_MB_MAX, quads = (s->K + 3) / 4;
+    int64_t quads, kq;
+    reduction(s->K, &quads, &kq);
+    const int64_t blocks = (s->rows + QFI_I8_MB_MAX - 1) / QFI_I8_MB_MAX;
     L->m = 0;
     L->a = align64((size_t)s->N * 4);
     L->sums = L->a + align64((size_t)(blocks * QFI_I8_MB_MAX * quads) * 4);
@@ -163,13 +177,22 @@ qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a)
     const int8_t *x = a->in[0];
     const int64_t mb = k->mb, blocks = (s.rows + mb - 1) / mb;
     int8_t *pa = (int8_t *)ap;
-    for (int64_t rb = 0; rb < blocks; rb++)
-        for (int64_t q = 0; q < st->quads; q++)
-            for (int64_t r = 0; r < mb; r++)
-                for (int64_t j = 0; j < 4; j++) {
-                    const int64_t row = rb * mb + r, kk = 4 * q + j;
-                    *pa++ = row < s.rows && kk < s.K ? x[row * s.K + kk] : 0;
-                }
+    if (k->tiles) /* block rb, group q0, row r: 4*kq bytes of k = 4*q0 .. 4*q0 + 4*kq - 1 */
+        for (int64_t rb = 0; rb < blocks; rb++)
+            for (int64_t q0 = 0; q0 < st->quads; q0 += st->kq)
+                for (int64_t r = 0; r < mb; r++)
+                    for (int64_t j = 0; j < 4 * st->kq; j++) {
+                        const int64_t row = rb * mb + r, kk = 4 * q0 + j;
+                        *pa++ = row < s.rows && kk < s.K ? x[row * s.K + kk] : 0;
+                    }
+    else
+        for (int64_t rb = 0; rb < blocks; rb++)
+            for (int64_t q = 0; q < st->quads; q++)
+                for (int64_t r = 0; r < mb; r++)
+                    for (int64_t j = 0; j < 4; j++) {
+                        const int64_t row = rb * mb + r, kk = 4 * q + j;
+                        *pa++ = row < s.rows && kk < s.K ? x[row * s.K + kk] : 0;
+                    }
     for (int64_t r = 0; r < s.rows; r++) {
         int32_t sum = 0;
         for (int64_t kk = 0; kk < s.K; kk++) sum += x[r * s.K + kk];
@@ -178,7 +201,7 @@ qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a)
     static const int64_t zero_off[1] = {0};
     gemm8_job j = {.s = &s, .st = st, .rq = &rq, .m = m, .a = ap, .sums = sums, .bias = a->in[2],
                    .res = rv ? a->in[4] : NULL, .y = a->out[0],
-                   .bg = {.quads = st->quads, .stride = st->npad * 4, .taps = 1, .off = zero_off}};
+                   .bg = {.quads = st->quads, .stride = st->npad * 4, .taps = 1, .kq = st->kq, .off = zero_off}};
     const int64_t widest = k->nv * k->vw, chunks = (s.N + widest - 1) / widest;
     const int64_t cpus = qfi_cpu_count(), threads = a->threads > 0 && a->threads < cpus ? a->threads : cpus;
     j.parts = (threads + blocks - 1) / blocks;

@@ -609,8 +609,8 @@ static const qfi_i8_kernels kernels512 = {
     .dw_expand = dw_expand512,
     .dw_plane = dw_plane512,
 };
-/* The 512-bit set with AMX tile blocks for the direct path (the Gemm path and
- * narrow reductions keep the vector blocks: qfi_cpu_i8_direct_kernels). */
+/* The 512-bit set with AMX tile blocks (narrow reductions keep the vector
+ * blocks: qfi_cpu_i8_block_kernels). */
 static const qfi_i8_kernels kernels_amx = {
     .isa = QFI_I8_AMX,
     .mb = 32, .nv = 2, .vw = 16, .tiles = true,
@@ -700,7 +700,7 @@ const qfi_i8_kernels *qfi_cpu_i8_kernels(qfi_i8_isa isa)
     return &kernels_c;
 }
 
-const qfi_i8_kernels *qfi_cpu_i8_direct_kernels(int64_t quads)
+const qfi_i8_kernels *qfi_cpu_i8_block_kernels(int64_t quads)
 {
     const qfi_i8_kernels *k = qfi_cpu_i8_kernels(qfi_cpu_i8_isa());
     return k->tiles && quads < QFI_I8_TILE_MIN_QUADS ? qfi_cpu_i8_kernels(QFI_I8_VNNI512) : k;

@@ -228,10 +228,10 @@ typedef struct qfi_i8_kernels {
                      const int32_t *w, int64_t ho, int64_t wo, int32_t *acc);
 } qfi_i8_kernels;
 const qfi_i8_kernels *qfi_cpu_i8_kernels(qfi_i8_isa isa);
-/* The chosen kernels for a direct convolution reducing `quads` quads per tap:
- * tiles only where a tile row holds 4 quads or more (a narrower one wastes
- * most of a TDPBSUD), else the same ISA's vector blocks. */
-const qfi_i8_kernels *qfi_cpu_i8_direct_kernels(int64_t quads);
+/* The chosen kernels for register blocks reducing `quads` quads a tap (a
+ * direct convolution, a Gemm): tiles only where a tile row holds 4 quads or
+ * more (a narrower one wastes most of a TDPBSUD), else the ISA's vector blocks. */
+const qfi_i8_kernels *qfi_cpu_i8_block_kernels(int64_t quads);
 /* Widest register block of any instance, for buffers sized before the choice. */
 #define QFI_I8_MB_MAX 32
 #define QFI_I8_CHUNK_MAX 48
