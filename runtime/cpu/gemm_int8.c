@@ -180,11 +180,12 @@ qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a)
     if (k->tiles) /* block rb, group q0, row r: 4*kq bytes of k = 4*q0 .. 4*q0 + 4*kq - 1 */
         for (int64_t rb = 0; rb < blocks; rb++)
             for (int64_t q0 = 0; q0 < st->quads; q0 += st->kq)
-                for (int64_t r = 0; r < mb; r++)
-                    for (int64_t j = 0; j < 4 * st->kq; j++) {
-                        const int64_t row = rb * mb + r, kk = 4 * q0 + j;
-                        *pa++ = row < s.rows && kk < s.K ? x[row * s.K + kk] : 0;
-                    }
+                for (int64_t r = 0; r < mb; r++, pa += 4 * st->kq) {
+                    const int64_t row = rb * mb + r, k0 = 4 * q0, have = row < s.rows ? s.K - k0 : 0;
+                    const int64_t n = have < 4 * st->kq ? (have > 0 ? have : 0) : 4 * st->kq;
+                    if (n > 0) memcpy(pa, x + row * s.K + k0, (size_t)n);
+                    memset(pa + n, 0, (size_t)(4 * st->kq - n));
+                }
     else
         for (int64_t rb = 0; rb < blocks; rb++)
             for (int64_t q = 0; q < st->quads; q++)
