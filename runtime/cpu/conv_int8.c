@@ -87,18 +87,6 @@ static void direct_setup(const qfi_conv_geom *geo, conv8_state *st, int64_t *off
     st->bg = (qfi_i8_geom){.quads = st->quads, .stride = p->plane * 4, .taps = p->taps, .kq = st->kq, .off = off};
 }
 
-/* The direct path's kernels and reduction for cg channels a group: its quads
- * (tiles: padded to a multiple of kq, zero weights and 0x80 activations) and
- * the tiles' kq (0 for vector blocks). */
-static const qfi_i8_kernels *direct_reduction(int64_t cg, int64_t *quads, int64_t *kq)
-{
-    const int64_t q0 = (cg + 3) / 4;
-    const qfi_i8_kernels *k = qfi_cpu_i8_block_kernels(q0);
-    *kq = k->tiles ? qfi_cpu_i8_tile_kq(q0) : 0;
-    *quads = k->tiles ? (q0 + *kq - 1) / *kq * *kq : q0;
-    return k;
-}
-
 qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **state)
 {
     *state = NULL;
@@ -108,9 +96,8 @@ qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **
     const qfi_window *win = &geo.w;
     const conv8_path path = choose_path(&geo);
     const int64_t cg = geo.C / geo.group, mg = geo.M / geo.group, taps = qfi_window_k_size(win);
-    int64_t quads, kq;
-    const qfi_i8_kernels *k = path == PATH_DIRECT ? direct_reduction(cg, &quads, &kq)
-                                                  : (quads = (cg + 3) / 4, kq = 0, qfi_cpu_i8_kernels(qfi_cpu_i8_isa()));
+    int64_t quads, kq; /* the direct path's reduction; the other paths use k's epilogue and depthwise kernels */
+    const qfi_i8_kernels *k = qfi_cpu_i8_reduction(cg, &quads, &kq);
     const int64_t blocks = (mg + k->mb - 1) / k->mb;
     const int64_t kh = win->k[1], kw = win->k[2], nd = dw_quads_per_row(win);
     const int64_t words = path == PATH_DIRECT      ? geo.group * blocks * quads * taps * k->mb
@@ -221,7 +208,7 @@ size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n)
         if (!p) return SIZE_MAX; /* the engine then fails to allocate, and says so */
         qfi_cpu_direct_plan(&g1, false, QFI_I8_CHUNK_MAX, p);
         int64_t quads, kq;
-        direct_reduction(g1.C, &quads, &kq);
+        qfi_cpu_i8_reduction(g1.C, &quads, &kq);
         per_slot = direct_slot_bytes(p, quads);
         free(p);
         break;
@@ -270,11 +257,9 @@ static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
     k->dw_expand(padded, prow, Hp, w->stride[2], w->dil[2], L->nq, e);
     for (int64_t mm = 0; mm < mult; mm++) {
         const int64_t m = c * mult + mm;
-        if (L->flat)
-            k->dw_plane(e, L->nq, 1, w->dil[1], (int)kh, 1, 0, j->st->w + m * kh, 1, Ho * Wo, acc);
-        else
-            k->dw_plane(e, L->nq, w->stride[1], w->dil[1], (int)kh, (int)nd, dw_kstep(w), j->st->w + m * kh * nd, Ho,
-                        Wo, acc);
+        /* flat: one output row of Ho*Wo (stride 1, nd 1) */
+        k->dw_plane(e, L->nq, w->stride[1], w->dil[1], (int)kh, (int)nd, dw_kstep(w), j->st->w + m * kh * nd,
+                    L->flat ? 1 : Ho, L->flat ? Ho * Wo : Wo, acc);
         k->requant_run(j->rq, acc, Ho * Wo, j->st->add[m], j->m[m], j->res, j->y, (n * geo->M + m) * Ho * Wo);
     }
 }
@@ -345,11 +330,10 @@ static void direct8_range(const conv8_job *j, const uint8_t *xp, int64_t n, int6
         const int64_t len = end - p0 < widest ? end - p0 : widest, nv = (len + k->vw - 1) / k->vw, chunk = nv * k->vw;
         for (int64_t b = b0; b < b1; b++) {
             fns[nv - 1](&j->st->bg, xp + p0 * 4, wg + b * j->st->quads * p->taps * mb, out);
-            const int64_t rows = mg - b * mb < mb ? mg - b * mb : mb;
+            const int64_t rows = mg - b * mb < mb ? mg - b * mb : mb, m = gi * mg + b * mb; /* its first channel */
             if (p->Wq == p->Wo) {
                 /* the grid's rows are the output's (1x1 convs): each channel's chunk is one run of the
                  * output plane, requantized in one call rather than one per output row (7x7 maps: 7x fewer) */
-                const int64_t m = gi * mg + b * mb;
                 k->requant_rows(j->rq, out, chunk, rows, len, j->st->add + m, j->m + m, j->res, j->y,
                                 (n * j->geo->M + m) * p->Ho * p->Wo + p0, p->Ho * p->Wo);
                 continue;
@@ -359,7 +343,6 @@ static void direct8_range(const conv8_job *j, const uint8_t *xp, int64_t n, int6
             for (int64_t i = 0; i < len;) {
                 const int64_t run = p->Wq - ow < len - i ? p->Wq - ow : len - i;
                 const int64_t valid = ow < p->Wo ? (p->Wo - ow < run ? p->Wo - ow : run) : 0;
-                const int64_t m = gi * mg + b * mb;
                 if (valid > 0)
                     k->requant_rows(j->rq, out + i, chunk, rows, valid, j->st->add + m, j->m + m, j->res, j->y,
                                     ((n * j->geo->M + m) * p->Ho + oh) * p->Wo + ow, p->Ho * p->Wo);

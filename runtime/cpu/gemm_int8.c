@@ -49,17 +49,6 @@ typedef struct gemm8_state {
     uint8_t *b;
 } gemm8_state;
 
-/* The blocks' kernels and reduction for K: its quads (tiles: padded to a
- * multiple of kq, with zero X words) and the tiles' kq (0: vector blocks). */
-static const qfi_i8_kernels *reduction(int64_t K, int64_t *quads, int64_t *kq)
-{
-    const int64_t q0 = (K + 3) / 4;
-    const qfi_i8_kernels *k = qfi_cpu_i8_block_kernels(q0);
-    *kq = k->tiles ? qfi_cpu_i8_tile_kq(q0) : 0;
-    *quads = k->tiles ? (q0 + *kq - 1) / *kq * *kq : q0;
-    return k;
-}
-
 static int64_t padded_columns(int64_t N) { return (N + 15) / 16 * 16; }
 
 qf_status qfi_cpu_gemm_prepare(const qf_graph *g, const qf_node *n, void **state)
@@ -69,7 +58,7 @@ qf_status qfi_cpu_gemm_prepare(const qf_graph *g, const qf_node *n, void **state
     igemm_shape s;
     QF_CHECK(int8_shape(g, n, &s));
     int64_t quads, kq;
-    const qfi_i8_kernels *k = reduction(s.K, &quads, &kq);
+    const qfi_i8_kernels *k = qfi_cpu_i8_reduction(s.K, &quads, &kq);
     const int64_t npad = padded_columns(s.N);
     const size_t head = align64(sizeof(gemm8_state));
     gemm8_state *st = malloc(head + (size_t)(quads * npad) * 4 + 1);
@@ -97,7 +86,7 @@ typedef struct gemm8_layout {
 static void layout(const igemm_shape *s, gemm8_layout *L)
 {
     int64_t quads, kq;
-    reduction(s->K, &quads, &kq);
+    qfi_cpu_i8_reduction(s->K, &quads, &kq);
     const int64_t blocks = (s->rows + QFI_I8_MB_MAX - 1) / QFI_I8_MB_MAX;
     L->m = 0;
     L->a = align64((size_t)s->N * 4);

@@ -595,35 +595,27 @@ DEFINE_REQUANT256(_evex, TEVEX)
 DEFINE_REQUANT_ROWS256(_vex, TVEX)
 DEFINE_REQUANT_ROWS256(_evex, TEVEX)
 
+/* What the 512-bit and AMX sets share: everything but the blocks. */
+#define VECTOR512_MEMBERS                                                                                              \
+    .requant_run = requant_run512, .requant_rows = requant_rows512, .requant_cols = requant_cols512,                   \
+    .interleave4 = interleave4_512, .dw_pad = dw_pad512, .dw_expand = dw_expand512, .dw_plane = dw_plane512,
 static const qfi_i8_kernels kernels512 = {
     .isa = QFI_I8_VNNI512,
     .mb = 8, .nv = 3, .vw = 16,
     .block = {block512_1, block512_2, block512_3},
     .block_1t = {block512_1t_1, block512_1t_2, block512_1t_3},
     .block_9t = {block512_9t_1, block512_9t_2, block512_9t_3},
-    .requant_run = requant_run512,
-    .requant_rows = requant_rows512,
-    .requant_cols = requant_cols512,
-    .interleave4 = interleave4_512,
-    .dw_pad = dw_pad512,
-    .dw_expand = dw_expand512,
-    .dw_plane = dw_plane512,
+    VECTOR512_MEMBERS
 };
 /* The 512-bit set with AMX tile blocks (narrow reductions keep the vector
- * blocks: qfi_cpu_i8_block_kernels). */
+ * blocks: qfi_cpu_i8_reduction). */
 static const qfi_i8_kernels kernels_amx = {
     .isa = QFI_I8_AMX,
     .mb = 32, .nv = 2, .vw = 16, .tiles = true,
     .block = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
     .block_1t = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
     .block_9t = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
-    .requant_run = requant_run512,
-    .requant_rows = requant_rows512,
-    .requant_cols = requant_cols512,
-    .interleave4 = interleave4_512,
-    .dw_pad = dw_pad512,
-    .dw_expand = dw_expand512,
-    .dw_plane = dw_plane512,
+    VECTOR512_MEMBERS
 };
 static const qfi_i8_kernels kernels_vex = {
     .isa = QFI_I8_VNNI256,
@@ -700,10 +692,14 @@ const qfi_i8_kernels *qfi_cpu_i8_kernels(qfi_i8_isa isa)
     return &kernels_c;
 }
 
-const qfi_i8_kernels *qfi_cpu_i8_block_kernels(int64_t quads)
+const qfi_i8_kernels *qfi_cpu_i8_reduction(int64_t k, int64_t *quads, int64_t *kq)
 {
-    const qfi_i8_kernels *k = qfi_cpu_i8_kernels(qfi_cpu_i8_isa());
-    return k->tiles && quads < QFI_I8_TILE_MIN_QUADS ? qfi_cpu_i8_kernels(QFI_I8_VNNI512) : k;
+    const int64_t q0 = (k + 3) / 4;
+    const qfi_i8_kernels *ks = qfi_cpu_i8_kernels(qfi_cpu_i8_isa());
+    if (ks->tiles && q0 < QFI_I8_TILE_MIN_QUADS) ks = qfi_cpu_i8_kernels(QFI_I8_VNNI512);
+    *kq = ks->tiles ? qfi_cpu_i8_tile_kq(q0) : 0;
+    *quads = ks->tiles ? (q0 + *kq - 1) / *kq * *kq : q0;
+    return ks;
 }
 
 static int chosen = -1; /* qfi_cpu_i8_set_isa's choice; -1: none */

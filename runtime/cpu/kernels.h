@@ -228,10 +228,12 @@ typedef struct qfi_i8_kernels {
                      const int32_t *w, int64_t ho, int64_t wo, int32_t *acc);
 } qfi_i8_kernels;
 const qfi_i8_kernels *qfi_cpu_i8_kernels(qfi_i8_isa isa);
-/* The chosen kernels for register blocks reducing `quads` quads a tap (a
- * direct convolution, a Gemm): tiles only where a tile row holds 4 quads or
- * more (a narrower one wastes most of a TDPBSUD), else the ISA's vector blocks. */
-const qfi_i8_kernels *qfi_cpu_i8_block_kernels(int64_t quads);
+/* The chosen kernels for register blocks reducing `k` bytes a tap (a direct
+ * convolution's channels a group, a Gemm's K): tiles only where a tile row
+ * holds 4 quads or more (a narrower one wastes most of a TDPBSUD), else the
+ * ISA's vector blocks. *quads: the packed reduction (tiles: padded to a
+ * multiple of kq with zero weights), *kq: the tiles' group (0: vector blocks). */
+const qfi_i8_kernels *qfi_cpu_i8_reduction(int64_t k, int64_t *quads, int64_t *kq);
 /* Widest register block of any instance, for buffers sized before the choice. */
 #define QFI_I8_MB_MAX 32
 #define QFI_I8_CHUNK_MAX 48
