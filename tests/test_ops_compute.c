@@ -270,6 +270,11 @@ static const conv_case conv_cases[] = {
     /* depthwise, and depthwise with a channel multiplier of 2 */
     {2, 6, 6, 6, {.nsp = 2, .in = {9, 7}, .k = {3, 3}, .s = {2, 2}, .pb = {1, 1}, .pe = {1, 1}}, true},
     {2, 3, 6, 3, {.nsp = 2, .in = {8, 8}, .k = {3, 3}, .d = {2, 1}, .pb = {2, 1}, .pe = {1, 1}}, false},
+    /* depthwise rows of two 16-output vectors and a partial one (stride 1, 5x5; stride 2;
+     * stride 3 with dilation 2), so every path of the row kernel runs */
+    {2, 4, 4, 4, {.nsp = 2, .in = {6, 75}, .k = {5, 5}, .pb = {2, 2}, .pe = {2, 2}}, true},
+    {1, 3, 3, 3, {.nsp = 2, .in = {5, 99}, .k = {3, 3}, .s = {2, 2}, .pb = {1, 1}, .pe = {1, 1}}, true},
+    {1, 2, 4, 2, {.nsp = 2, .in = {7, 120}, .k = {3, 3}, .s = {1, 3}, .d = {1, 2}, .pb = {1, 0}, .pe = {0, 2}}, false},
     /* pointwise 1x1 (GEMM on the image directly), and 1x1 with stride 2 (im2col) */
     {3, 8, 5, 1, {.nsp = 2, .in = {5, 6}, .k = {1, 1}}, true},
     {2, 8, 5, 1, {.nsp = 2, .in = {7, 6}, .k = {1, 1}, .s = {2, 2}}, true},

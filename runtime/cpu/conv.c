@@ -1,7 +1,7 @@
 /* Conv on the CPU: a direct kernel (runtime/cpu/conv_direct.c) for the
  * group-1 2-D windows where it beats BLAS, im2col + cblas_sgemm per (image,
- * group) otherwise, a direct loop for depthwise-style convolutions (one input
- * channel per group), a plain sgemm for 1x1 stride-1 unpadded ones, and sums
+ * group) otherwise, runtime/cpu/conv_depthwise.c for depthwise-style
+ * convolutions (one input channel per group), a plain sgemm for 1x1 stride-1 unpadded ones, and sums
  * in double for those of one input position (vector_image).
  * Independent items are spread over threads; each thread owns one slot of the
  * scratch. */
@@ -82,8 +82,8 @@ size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n)
     if (qfi_conv_geometry(g, n, &geo) != QF_OK) return 0;
     switch (choose_conv_path(&geo)) {
     case PATH_VECTOR:
-    case PATH_DEPTHWISE:
     case PATH_POINTWISE: return 0;
+    case PATH_DEPTHWISE: return qfi_cpu_conv_depthwise_scratch(&geo);
     case PATH_DIRECT: return qfi_cpu_conv_direct_scratch(&geo, qfi_cpu_conv_direct_slots(&geo, 0));
     case PATH_IM2COL: break;
     }
@@ -197,54 +197,6 @@ static void vector_image(void *arg, int64_t n)
     }
 }
 
-/* y[lo..hi) += wv * x[o*stride] (x already offset to the tap): one kernel tap along an output row. */
-static void row_axpy(float *restrict y, const float *restrict x, float wv, int64_t lo, int64_t hi, int64_t stride)
-{
-    int64_t o = lo;
-    if (stride == 1) {
-        /* blocks of 8 with a fixed inner count: gcc vectorizes these at -O2 */
-        for (; o + 8 <= hi; o += 8)
-            for (int u = 0; u < 8; u++) y[o + u] += wv * x[o + u];
-        for (; o < hi; o++) y[o] += wv * x[o];
-    } else {
-        for (; o < hi; o++) y[o] += wv * x[o * stride];
-    }
-}
-
-/* Depthwise: output channel m of image n reads only input channel m / (M/group).
- * The plane starts at the bias and takes one kernel tap at a time, each over
- * the rows and columns where that tap lands inside the image. */
-static void depthwise_plane(void *arg, int64_t plane)
-{
-    const conv_job *j = arg;
-    const qfi_conv_geom *geo = j->geo;
-    const qfi_window *w = &geo->w;
-    const int64_t n = plane / geo->M, m = plane % geo->M, c = m / (geo->M / geo->group);
-    const int64_t H = w->in[1], W = w->in[2], Ho = w->out[1], Wo = w->out[2];
-    const float *xc = j->x + (n * geo->C + c) * qfi_window_in_size(w); /* (D,H,W) */
-    const float *wm = j->w + m * qfi_window_k_size(w);                   /* (Kd,Kh,Kw) */
-    float *y = j->y + plane * qfi_window_out_size(w);                    /* (Do,Ho,Wo) */
-    const float bias = j->b ? j->b[m] : 0.0f;
-    fill(y, bias, qfi_window_out_size(w));
-    for (int64_t kd = 0; kd < w->k[0]; kd++)
-        for (int64_t kh = 0; kh < w->k[1]; kh++)
-            for (int64_t kw = 0; kw < w->k[2]; kw++) {
-                const float wv = *wm++;
-                int64_t off[3], lo[3], hi[3];
-                for (int s = 0; s < 3; s++) {
-                    int64_t k = s == 0 ? kd : s == 1 ? kh : kw;
-                    off[s] = k * w->dil[s] - w->pad[s];
-                    qfi_window_run(w->out[s], w->in[s], w->stride[s], off[s], &lo[s], &hi[s]);
-                }
-                for (int64_t od = lo[0]; od < hi[0]; od++)
-                    for (int64_t oh = lo[1]; oh < hi[1]; oh++) {
-                        int64_t id = od * w->stride[0] + off[0], ih = oh * w->stride[1] + off[1];
-                        row_axpy(y + (od * Ho + oh) * Wo, xc + (id * H + ih) * W + off[2], wv, lo[2], hi[2],
-                                 w->stride[2]);
-                    }
-            }
-}
-
 static qf_status conv_run(const qfi_kernel_args *a)
 {
     if (a->n->precision == QF_PREC_INT8) return qfi_cpu_conv_int8(a);
@@ -258,10 +210,7 @@ static qf_status conv_run(const qfi_kernel_args *a)
         qfi_parallel_for(threads, geo.N, vector_image, &j);
         return QF_OK;
     }
-    if (path == PATH_DEPTHWISE) {
-        qfi_parallel_for(threads, geo.N * geo.M, depthwise_plane, &j);
-        return QF_OK;
-    }
+    if (path == PATH_DEPTHWISE) return qfi_cpu_conv_depthwise(&geo, j.x, j.w, j.b, j.y, a->scratch, threads);
     int64_t kdim = geo.C / geo.group * qfi_window_k_size(&geo.w);
     if (kdim == 0) {
         /* no input channels: only the bias remains (and BLAS rejects K = 0 leading dims) */

@@ -141,6 +141,11 @@ bool qfi_cpu_direct_window_ok(const struct qfi_window *w);
  * register block computes past its start. */
 void qfi_cpu_direct_plan(const struct qfi_conv_geom *geo, bool share_rows, int64_t chunk, qfi_direct_plan *p);
 int64_t qfi_cpu_conv_direct_slots(const struct qfi_conv_geom *geo, int threads);
+/* FP32 depthwise convolutions (runtime/cpu/conv_depthwise.c): the scratch
+ * (padded planes, one a thread) and the run. */
+size_t qfi_cpu_conv_depthwise_scratch(const struct qfi_conv_geom *geo);
+qf_status qfi_cpu_conv_depthwise(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b,
+                                 float *y, float *scratch, int threads);
 size_t qfi_cpu_conv_direct_scratch(const struct qfi_conv_geom *geo, int64_t slots);
 void qfi_cpu_conv_direct(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
                          void *scratch, int threads, qfi_direct_isa isa);
