@@ -1360,11 +1360,111 @@ START_TEST(attention_chain_fused)
 }
 END_TEST
 
+static void count_clamps(void *user, qf_log_level level, const char *msg)
+{
+    (void)level;
+    int n;
+    const char *at = strstr(msg, "CPU engine: ");
+    if (at && sscanf(at, "CPU engine: %d Relu/Clip nodes fused", &n) == 1) *(int *)user += n;
+}
+
+/* Runs the conv_clamps graph on the CPU engine (QFORGE_CPU_NOFUSE when
+ * nofuse); its outputs concatenated, the fused activations in *fused. */
+static float *run_clamps(const qf_graph *g, const float *x, int64_t nx, int64_t *ny, bool nofuse, int *fused)
+{
+    if (nofuse) setenv("QFORGE_CPU_NOFUSE", "1", 1);
+    *fused = 0;
+    qf_log_set(count_clamps, fused, QF_LOG_DEBUG);
+    qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = 3};
+    qf_engine *e = NULL;
+    qf_status st = qf_engine_create(g, &opts, &e);
+    qf_log_set(NULL, NULL, QF_LOG_DEBUG);
+    unsetenv("QFORGE_CPU_NOFUSE");
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    memcpy(qf_engine_input(e, 0), x, (size_t)nx * sizeof(float));
+    ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
+    *ny = 0;
+    for (int k = 0; k < g->n_outputs; k++) *ny += qf_value_numel(&g->values[g->outputs[k]]);
+    float *y = malloc((size_t)*ny * sizeof(float)), *p = y;
+    for (int k = 0; k < g->n_outputs; k++) {
+        int64_t n = qf_value_numel(&g->values[g->outputs[k]]);
+        memcpy(p, qf_engine_output(e, k), (size_t)n * sizeof(float));
+        p += n;
+    }
+    qf_engine_free(e);
+    return y;
+}
+
+/* The CPU engine fuses an FP32 Conv's sole-reader Relu or Clip into the
+ * Conv (each conv path: pointwise GEMM, depthwise, direct or im2col, the
+ * vector path of one position) with the unfused nodes' bits; not where the
+ * Conv's output has another reader. */
+START_TEST(conv_clamps_fused)
+{
+    rng_use_xorshift(91);
+    qf_graph *g = qf_graph_new("conv_clamps");
+    g->opset = 17;
+    int x = input(g, "x", 4, (int64_t[]){2, 8, 9, 40});
+    int zero = qfi_graph_add_const(g, "zero", QF_F32, 0, NULL, memcpy(malloc(sizeof(float)), &(float){0.0f}, sizeof(float)));
+    int six = qfi_graph_add_const(g, "six", QF_F32, 0, NULL, memcpy(malloc(sizeof(float)), &(float){0.5f}, sizeof(float)));
+    int none = -1;
+    /* conv, its activation, and the output's reader count */
+    struct { const char *name; int64_t m, group, k, stride; qf_op act; bool shared; } layers[] = {
+        {"pointwise", 8, 1, 1, 1, QF_OP_RELU, false},  {"depthwise", 8, 8, 3, 2, QF_OP_CLIP, false},
+        {"dense", 6, 1, 3, 1, QF_OP_CLIP, false},      {"shared", 8, 1, 1, 1, QF_OP_RELU, true},
+    };
+    for (size_t l = 0; l < QF_ARRAY_LEN(layers); l++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "%s.w", layers[l].name);
+        int w = weight(g, nm, 4, (int64_t[]){layers[l].m, 8 / layers[l].group, layers[l].k, layers[l].k}, -0.5f, 0.5f);
+        snprintf(nm, sizeof nm, "%s.b", layers[l].name);
+        int b = weight(g, nm, 1, (int64_t[]){layers[l].m}, -0.3f, 0.3f);
+        int c = value(g, layers[l].name), y = value(g, nm + 0);
+        qf_node *n = op(g, layers[l].name, QF_OP_CONV, 3, (int[]){x, w, b}, c);
+        set_int(n, "group", layers[l].group);
+        int64_t p = layers[l].k / 2;
+        set_ints(n, "pads", 4, (int64_t[]){p, p, p, p});
+        set_ints(n, "strides", 2, (int64_t[]){layers[l].stride, layers[l].stride});
+        snprintf(nm, sizeof nm, "%s.act", layers[l].name);
+        y = value(g, nm);
+        if (layers[l].act == QF_OP_RELU) op(g, nm, QF_OP_RELU, 1, &c, y);
+        else op(g, nm, QF_OP_CLIP, 3, (int[]){c, l == 1 ? zero : none, six}, y);
+        output(g, y);
+        if (layers[l].shared) output(g, c);
+    }
+    /* a squeeze-excitation FC: one position in, one out */
+    int pooled = value(g, "pooled"), fc = value(g, "fc"), fc_act = value(g, "fc.act");
+    op(g, "pool", QF_OP_GLOBAL_AVERAGE_POOL, 1, &x, pooled);
+    int fw = weight(g, "fc.w", 4, (int64_t[]){5, 8, 1, 1}, -0.5f, 0.5f);
+    op(g, "fc", QF_OP_CONV, 2, (int[]){pooled, fw}, fc);
+    op(g, "fc.act", QF_OP_RELU, 1, &fc, fc_act);
+    output(g, fc_act);
+    prepare_graph(g, 2);
+    float *in = malloc(2 * 8 * 9 * 40 * sizeof(float));
+    for (int i = 0; i < 2 * 8 * 9 * 40; i++) in[i] = frand(-1.0f, 1.0f);
+    int fused, unfused;
+    int64_t nf, nu;
+    float *yf = run_clamps(g, in, 2 * 8 * 9 * 40, &nf, false, &fused), *yu = run_clamps(g, in, 2 * 8 * 9 * 40, &nu, true, &unfused);
+    ck_assert_int_eq(fused, 4);
+    ck_assert_int_eq(unfused, 0);
+    ck_assert_int_eq(nf, nu);
+    int clamped = 0;
+    for (int64_t i = 0; i < nf; i++) clamped += yu[i] == 0.0f || yu[i] == 0.5f;
+    ck_assert_msg(clamped > nf / 4, "the activations clamp only %d of %lld outputs", clamped, (long long)nf);
+    ck_assert_int_eq(memcmp(yf, yu, (size_t)nf * sizeof(float)), 0);
+    free(yf);
+    free(yu);
+    free(in);
+    qf_graph_free(g);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ops_compute");
     TCase *tc = tcase_create("kernels");
     tcase_add_loop_test(tc, conv_matches_naive, 0, (int)(2 * QF_ARRAY_LEN(conv_cases)));
+    tcase_add_test(tc, conv_clamps_fused);
     tcase_add_loop_test(tc, conv_transpose_matches_naive, 0, (int)(2 * QF_ARRAY_LEN(convt_cases)));
     tcase_add_test(tc, conv_transpose_same_upper_known_answer);
     tcase_add_loop_test(tc, gemm_matches_naive, 0, (int)QF_ARRAY_LEN(gemm_cases));
