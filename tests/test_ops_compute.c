@@ -1258,19 +1258,27 @@ static void count_fused(void *user, qf_log_level level, const char *msg)
     if (strstr(msg, "attention fused")) ++*(int *)user;
 }
 
-/* Runs g on the CPU engine (QFORGE_CPU_NOFUSE when nofuse) on inputs x[3];
- * returns a copy of the attention output and the chains fused in *fused. */
-static float *run_attention(const qf_graph *g, float *const *x, bool nofuse, int *fused)
+/* g's CPU engine (QFORGE_CPU_NOFUSE when nofuse) on `threads` threads; the
+ * debug lines of its build go to count(counted), which starts at 0. */
+static qf_engine *cpu_engine_counting(const qf_graph *g, bool nofuse, int threads, qf_log_fn count, int *counted)
 {
     if (nofuse) setenv("QFORGE_CPU_NOFUSE", "1", 1);
-    *fused = 0;
-    qf_log_set(count_fused, fused, QF_LOG_DEBUG);
-    qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = 2};
+    *counted = 0;
+    qf_log_set(count, counted, QF_LOG_DEBUG);
+    qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = threads};
     qf_engine *e = NULL;
     qf_status st = qf_engine_create(g, &opts, &e);
     qf_log_set(NULL, NULL, QF_LOG_DEBUG);
     unsetenv("QFORGE_CPU_NOFUSE");
     ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    return e;
+}
+
+/* Runs g on the CPU engine (QFORGE_CPU_NOFUSE when nofuse) on inputs x[3];
+ * returns a copy of the attention output and the chains fused in *fused. */
+static float *run_attention(const qf_graph *g, float *const *x, bool nofuse, int *fused)
+{
+    qf_engine *e = cpu_engine_counting(g, nofuse, 2, count_fused, fused);
     for (int k = 0; k < 3; k++) memcpy(qf_engine_input(e, k), x[k], (size_t)att_in_elems[k] * sizeof(float));
     ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
     const int out = g->n_outputs - 1;
@@ -1372,15 +1380,7 @@ static void count_clamps(void *user, qf_log_level level, const char *msg)
  * nofuse); its outputs concatenated, the fused activations in *fused. */
 static float *run_clamps(const qf_graph *g, const float *x, int64_t nx, int64_t *ny, bool nofuse, int *fused)
 {
-    if (nofuse) setenv("QFORGE_CPU_NOFUSE", "1", 1);
-    *fused = 0;
-    qf_log_set(count_clamps, fused, QF_LOG_DEBUG);
-    qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = 3};
-    qf_engine *e = NULL;
-    qf_status st = qf_engine_create(g, &opts, &e);
-    qf_log_set(NULL, NULL, QF_LOG_DEBUG);
-    unsetenv("QFORGE_CPU_NOFUSE");
-    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    qf_engine *e = cpu_engine_counting(g, nofuse, 3, count_clamps, fused);
     memcpy(qf_engine_input(e, 0), x, (size_t)nx * sizeof(float));
     ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
     *ny = 0;
