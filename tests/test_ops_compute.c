@@ -1368,19 +1368,19 @@ START_TEST(attention_chain_fused)
 }
 END_TEST
 
-static void count_clamps(void *user, qf_log_level level, const char *msg)
+static void count_epilogues(void *user, qf_log_level level, const char *msg)
 {
     (void)level;
     int n;
     const char *at = strstr(msg, "CPU engine: ");
-    if (at && sscanf(at, "CPU engine: %d Relu/Clip nodes fused", &n) == 1) *(int *)user += n;
+    if (at && sscanf(at, "CPU engine: %d activation nodes fused", &n) == 1) *(int *)user += n;
 }
 
-/* Runs the conv_clamps graph on the CPU engine (QFORGE_CPU_NOFUSE when
+/* Runs the conv_epilogues graph on the CPU engine (QFORGE_CPU_NOFUSE when
  * nofuse); its outputs concatenated, the fused activations in *fused. */
-static float *run_clamps(const qf_graph *g, const float *x, int64_t nx, int64_t *ny, bool nofuse, int *fused)
+static float *run_epilogues(const qf_graph *g, const float *x, int64_t nx, int64_t *ny, bool nofuse, int *fused)
 {
-    qf_engine *e = cpu_engine_counting(g, nofuse, 3, count_clamps, fused);
+    qf_engine *e = cpu_engine_counting(g, nofuse, 3, count_epilogues, fused);
     memcpy(qf_engine_input(e, 0), x, (size_t)nx * sizeof(float));
     ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
     *ny = 0;
@@ -1395,62 +1395,96 @@ static float *run_clamps(const qf_graph *g, const float *x, int64_t nx, int64_t 
     return y;
 }
 
-/* The CPU engine fuses an FP32 Conv's sole-reader Relu or Clip into the
- * Conv (each conv path: pointwise GEMM, depthwise, direct or im2col, the
- * vector path of one position) with the unfused nodes' bits; not where the
- * Conv's output has another reader. */
-START_TEST(conv_clamps_fused)
+/* The activation(s) `kind` names after the value c: "relu", "clip", "clip0"
+ * (a lower bound only), "silu" (Mul(x, Sigmoid(x))), "hswish" (the node),
+ * "hswish_mul" (Mul(HardSigmoid(x), x)), "relu_sigmoid"; their output. */
+static int add_activation(qf_graph *g, const char *name, const char *kind, int c, int lo, int hi)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s.act", name);
+    int y = value(g, nm);
+    if (!strcmp(kind, "relu")) op(g, nm, QF_OP_RELU, 1, &c, y);
+    else if (!strcmp(kind, "clip")) op(g, nm, QF_OP_CLIP, 3, (int[]){c, lo, hi}, y);
+    else if (!strcmp(kind, "clip0")) op(g, nm, QF_OP_CLIP, 2, (int[]){c, lo}, y);
+    else if (!strcmp(kind, "hswish")) op(g, nm, QF_OP_HARD_SWISH, 1, &c, y);
+    else {
+        char gn[64];
+        snprintf(gn, sizeof gn, "%s.gate", name);
+        int gate = value(g, gn), in = c;
+        if (!strcmp(kind, "relu_sigmoid")) {
+            snprintf(gn, sizeof gn, "%s.relu", name);
+            in = value(g, gn);
+            op(g, gn, QF_OP_RELU, 1, &c, in);
+            op(g, nm, QF_OP_SIGMOID, 1, &in, y);
+            return y;
+        }
+        if (!strcmp(kind, "silu")) op(g, gn, QF_OP_SIGMOID, 1, &in, gate);
+        else {
+            qf_node *h = op(g, gn, QF_OP_HARD_SIGMOID, 1, &in, gate);
+            set_float(h, "alpha", 1.0f / 6.0f);
+            set_float(h, "beta", 0.5f);
+        }
+        op(g, nm, QF_OP_MUL, 2, !strcmp(kind, "silu") ? (int[]){in, gate} : (int[]){gate, in}, y);
+    }
+    return y;
+}
+
+/* The CPU engine fuses an FP32 Conv's activations (a sole-reader Relu or
+ * Clip, then a Sigmoid, SiLU or HardSwish) into the Conv, on each conv path
+ * (pointwise GEMM, depthwise, direct, the vector path of one position), with
+ * the unfused nodes' bits; not where the Conv's output has another reader. */
+START_TEST(conv_epilogues_fused)
 {
     rng_use_xorshift(91);
-    qf_graph *g = qf_graph_new("conv_clamps");
+    qf_graph *g = qf_graph_new("conv_epilogues");
     g->opset = 17;
     int x = input(g, "x", 4, (int64_t[]){2, 8, 9, 40});
     int zero = qfi_graph_add_const(g, "zero", QF_F32, 0, NULL, memcpy(malloc(sizeof(float)), &(float){0.0f}, sizeof(float)));
-    int six = qfi_graph_add_const(g, "six", QF_F32, 0, NULL, memcpy(malloc(sizeof(float)), &(float){0.5f}, sizeof(float)));
-    int none = -1;
-    /* conv, its activation, and the output's reader count */
-    struct { const char *name; int64_t m, group, k, stride; qf_op act; bool shared; } layers[] = {
-        {"pointwise", 8, 1, 1, 1, QF_OP_RELU, false},  {"depthwise", 8, 8, 3, 2, QF_OP_CLIP, false},
-        {"dense", 6, 1, 3, 1, QF_OP_CLIP, false},      {"shared", 8, 1, 1, 1, QF_OP_RELU, true},
+    int half = qfi_graph_add_const(g, "half", QF_F32, 0, NULL, memcpy(malloc(sizeof(float)), &(float){0.5f}, sizeof(float)));
+    /* conv, its activations, the nodes they count, and whether the conv's output is also a graph output */
+    struct { const char *name; int64_t m, group, k, stride; const char *act; int nodes; bool shared; } layers[] = {
+        {"pointwise", 8, 1, 1, 1, "relu", 1, false},      {"depthwise", 8, 8, 3, 2, "clip", 1, false},
+        {"dense", 6, 1, 3, 1, "clip0", 1, false},         {"shared", 8, 1, 1, 1, "relu", 0, true},
+        {"pw_silu", 8, 1, 1, 1, "silu", 2, false},        {"dw_hswish", 8, 8, 5, 1, "hswish", 1, false},
+        {"dense_hswish", 4, 1, 3, 2, "hswish_mul", 2, false}, {"dw_relu_sig", 8, 8, 3, 1, "relu_sigmoid", 2, false},
     };
+    int want = 0;
     for (size_t l = 0; l < QF_ARRAY_LEN(layers); l++) {
         char nm[64];
         snprintf(nm, sizeof nm, "%s.w", layers[l].name);
         int w = weight(g, nm, 4, (int64_t[]){layers[l].m, 8 / layers[l].group, layers[l].k, layers[l].k}, -0.5f, 0.5f);
         snprintf(nm, sizeof nm, "%s.b", layers[l].name);
         int b = weight(g, nm, 1, (int64_t[]){layers[l].m}, -0.3f, 0.3f);
-        int c = value(g, layers[l].name), y = value(g, nm + 0);
+        int c = value(g, layers[l].name);
         qf_node *n = op(g, layers[l].name, QF_OP_CONV, 3, (int[]){x, w, b}, c);
         set_int(n, "group", layers[l].group);
         int64_t p = layers[l].k / 2;
         set_ints(n, "pads", 4, (int64_t[]){p, p, p, p});
         set_ints(n, "strides", 2, (int64_t[]){layers[l].stride, layers[l].stride});
-        snprintf(nm, sizeof nm, "%s.act", layers[l].name);
-        y = value(g, nm);
-        if (layers[l].act == QF_OP_RELU) op(g, nm, QF_OP_RELU, 1, &c, y);
-        else op(g, nm, QF_OP_CLIP, 3, (int[]){c, l == 1 ? zero : none, six}, y);
-        output(g, y);
+        output(g, add_activation(g, layers[l].name, layers[l].act, c, layers[l].group > 1 ? zero : half, half));
         if (layers[l].shared) output(g, c);
+        want += layers[l].nodes;
     }
-    /* a squeeze-excitation FC: one position in, one out */
+    /* a squeeze-excitation FC (one position in, one out) and its sigmoid gate */
     int pooled = value(g, "pooled"), fc = value(g, "fc"), fc_act = value(g, "fc.act");
     op(g, "pool", QF_OP_GLOBAL_AVERAGE_POOL, 1, &x, pooled);
     int fw = weight(g, "fc.w", 4, (int64_t[]){5, 8, 1, 1}, -0.5f, 0.5f);
     op(g, "fc", QF_OP_CONV, 2, (int[]){pooled, fw}, fc);
-    op(g, "fc.act", QF_OP_RELU, 1, &fc, fc_act);
+    op(g, "fc.act", QF_OP_SIGMOID, 1, &fc, fc_act);
     output(g, fc_act);
+    want++;
     prepare_graph(g, 2);
     float *in = malloc(2 * 8 * 9 * 40 * sizeof(float));
     for (int i = 0; i < 2 * 8 * 9 * 40; i++) in[i] = frand(-1.0f, 1.0f);
     int fused, unfused;
     int64_t nf, nu;
-    float *yf = run_clamps(g, in, 2 * 8 * 9 * 40, &nf, false, &fused), *yu = run_clamps(g, in, 2 * 8 * 9 * 40, &nu, true, &unfused);
-    ck_assert_int_eq(fused, 4);
+    float *yf = run_epilogues(g, in, 2 * 8 * 9 * 40, &nf, false, &fused), *yu = run_epilogues(g, in, 2 * 8 * 9 * 40, &nu, true, &unfused);
+    ck_assert_int_eq(fused, want);
     ck_assert_int_eq(unfused, 0);
     ck_assert_int_eq(nf, nu);
     int clamped = 0;
     for (int64_t i = 0; i < nf; i++) clamped += yu[i] == 0.0f || yu[i] == 0.5f;
-    ck_assert_msg(clamped > nf / 4, "the activations clamp only %d of %lld outputs", clamped, (long long)nf);
+    ck_assert_msg(clamped > nf / 8, "the activations clamp only %d of %lld outputs", clamped, (long long)nf);
     ck_assert_int_eq(memcmp(yf, yu, (size_t)nf * sizeof(float)), 0);
     free(yf);
     free(yu);
@@ -1464,7 +1498,7 @@ static Suite *suite(void)
     Suite *s = suite_create("ops_compute");
     TCase *tc = tcase_create("kernels");
     tcase_add_loop_test(tc, conv_matches_naive, 0, (int)(2 * QF_ARRAY_LEN(conv_cases)));
-    tcase_add_test(tc, conv_clamps_fused);
+    tcase_add_test(tc, conv_epilogues_fused);
     tcase_add_loop_test(tc, conv_transpose_matches_naive, 0, (int)(2 * QF_ARRAY_LEN(convt_cases)));
     tcase_add_test(tc, conv_transpose_same_upper_known_answer);
     tcase_add_loop_test(tc, gemm_matches_naive, 0, (int)QF_ARRAY_LEN(gemm_cases));

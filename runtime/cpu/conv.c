@@ -132,7 +132,7 @@ typedef struct conv_job {
     const float *x, *w, *b;
     float *y;
     float *scratch;      /* slots * col_elems floats, NULL for pointwise */
-    const qfi_cpu_clamp *clamp; /* a fused Relu or Clip, or NULL */
+    const qfi_cpu_epilogue *epilogue; /* fused activations, or NULL */
     int64_t items, slots;
 } conv_job;
 
@@ -168,7 +168,7 @@ static void conv_item(const conv_job *j, int64_t item, float *col)
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)out_sz, (int)kdim, 1.0f, wg, (int)kdim, cols,
                 (int)out_sz, beta, yg, (int)out_sz);
-    if (j->clamp) qfi_cpu_clamp_floats(j->clamp, yg, yg, mg * out_sz);
+    if (j->epilogue) qfi_cpu_epilogue_floats(j->epilogue, yg, yg, mg * out_sz);
 }
 
 /* Slot t runs items t, t+slots, t+2*slots, ... with its own im2col buffer. */
@@ -197,15 +197,15 @@ static void vector_image(void *arg, int64_t n)
         for (int64_t c = 0; c < C; c++) acc += (double)w[c] * (double)x[c];
         j->y[n * M + m] = (float)acc;
     }
-    if (j->clamp) qfi_cpu_clamp_floats(j->clamp, j->y + n * M, j->y + n * M, M);
+    if (j->epilogue) qfi_cpu_epilogue_floats(j->epilogue, j->y + n * M, j->y + n * M, M);
 }
 
-/* The fused clamp over image n's outputs, for the kernels that write whole tensors. */
-static void clamp_image(void *arg, int64_t n)
+/* The fused activations over image n's outputs, for the kernels that write whole tensors. */
+static void epilogue_image(void *arg, int64_t n)
 {
     const conv_job *j = arg;
     const int64_t per_image = j->geo->M * qfi_window_out_size(&j->geo->w);
-    qfi_cpu_clamp_floats(j->clamp, j->y + n * per_image, j->y + n * per_image, per_image);
+    qfi_cpu_epilogue_floats(j->epilogue, j->y + n * per_image, j->y + n * per_image, per_image);
 }
 
 static qf_status conv_run(const qfi_kernel_args *a)
@@ -214,7 +214,7 @@ static qf_status conv_run(const qfi_kernel_args *a)
     qfi_conv_geom geo;
     QF_CHECK(qfi_conv_geometry(a->g, a->n, &geo));
     conv_job j = {.geo = &geo, .x = a->in[0], .w = a->in[1], .b = geo.has_bias ? a->in[2] : NULL, .y = a->out[0],
-                  .clamp = a->clamp};
+                  .epilogue = a->epilogue};
     if (geo.N == 0 || geo.M == 0 || qfi_window_out_size(&geo.w) == 0) return QF_OK;
     int threads = a->threads > 0 ? a->threads : qfi_cpu_count();
     const conv_path path = choose_conv_path(&geo);
@@ -222,19 +222,19 @@ static qf_status conv_run(const qfi_kernel_args *a)
         qfi_parallel_for(threads, geo.N, vector_image, &j);
         return QF_OK;
     }
-    if (path == PATH_DEPTHWISE) return qfi_cpu_conv_depthwise(&geo, j.x, j.w, j.b, j.y, a->clamp, a->scratch, threads);
+    if (path == PATH_DEPTHWISE) return qfi_cpu_conv_depthwise(&geo, j.x, j.w, j.b, j.y, a->epilogue, a->scratch, threads);
     int64_t kdim = geo.C / geo.group * qfi_window_k_size(&geo.w);
     if (kdim == 0) {
         /* no input channels: only the bias remains (and BLAS rejects K = 0 leading dims) */
         int64_t out_sz = qfi_window_out_size(&geo.w);
         for (int64_t i = 0; i < geo.N * geo.M * out_sz; i++) j.y[i] = j.b ? j.b[i / out_sz % geo.M] : 0.0f;
-        if (j.clamp) qfi_parallel_for(threads, geo.N, clamp_image, &j);
+        if (j.epilogue) qfi_parallel_for(threads, geo.N, epilogue_image, &j);
         return QF_OK;
     }
     if (path == PATH_DIRECT) {
         if (!a->scratch) return qf_error(QF_ERR_USAGE, "no padded-image scratch was provided");
         qfi_cpu_conv_direct(&geo, j.x, j.w, j.b, j.y, a->scratch, threads, qfi_cpu_direct_isa());
-        if (j.clamp) qfi_parallel_for(threads, geo.N, clamp_image, &j);
+        if (j.epilogue) qfi_parallel_for(threads, geo.N, epilogue_image, &j);
         return QF_OK;
     }
     if (kdim > INT_MAX || qfi_window_out_size(&geo.w) > INT_MAX || geo.M > INT_MAX)

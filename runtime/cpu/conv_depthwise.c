@@ -30,7 +30,7 @@ typedef struct dw_job {
     const qfi_conv_geom *geo;
     const float *x, *w, *b;
     float *y;
-    const qfi_cpu_clamp *clamp; /* a fused Relu or Clip, or NULL */
+    const qfi_cpu_epilogue *epilogue; /* fused activations, or NULL */
     float *scratch; /* slots padded planes (2-D), NULL for the 3-D loop */
     int64_t planes, slots;
     int64_t ph, pitch; /* the padded plane's rows, and floats a row */
@@ -157,7 +157,7 @@ static void dw_plane_2d(const dw_job *j, int64_t plane, float *p)
         if (sw == 1) dw_row(yr, pr, pitch, wk, kh, kw, dh, dw, 1, bias, Wo);
         else if (sw == 2) dw_row(yr, pr, pitch, wk, kh, kw, dh, dw, 2, bias, Wo);
         else dw_row(yr, pr, pitch, wk, kh, kw, dh, dw, sw, bias, Wo);
-        if (j->clamp) qfi_cpu_clamp_floats(j->clamp, yr, yr, Wo); /* the row is in L1 */
+        if (j->epilogue) qfi_cpu_epilogue_floats(j->epilogue, yr, yr, Wo); /* the row is in L1 */
     }
 }
 
@@ -214,13 +214,13 @@ static void dw_plane_3d(void *arg, int64_t plane)
                                  w->stride[2]);
                     }
             }
-    if (j->clamp) qfi_cpu_clamp_floats(j->clamp, y, y, qfi_window_out_size(w));
+    if (j->epilogue) qfi_cpu_epilogue_floats(j->epilogue, y, y, qfi_window_out_size(w));
 }
 
 qf_status qfi_cpu_conv_depthwise(const qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
-                                 const qfi_cpu_clamp *clamp, float *scratch, int threads)
+                                 const qfi_cpu_epilogue *epilogue, float *scratch, int threads)
 {
-    dw_job j = {.geo = geo, .x = x, .w = w, .b = b, .y = y, .clamp = clamp, .planes = geo->N * geo->M};
+    dw_job j = {.geo = geo, .x = x, .w = w, .b = b, .y = y, .epilogue = epilogue, .planes = geo->N * geo->M};
     if (!flat_window(&geo->w)) {
         qfi_parallel_for(threads, j.planes, dw_plane_3d, &j);
         return QF_OK;

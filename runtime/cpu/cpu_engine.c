@@ -2,12 +2,13 @@
  * topological order through the kernel table (each op's kernel family, as
  * include/qforge/ops.def names it), the observer called after each node.
  * FP16 attention chains (lib/attention.h) run as one kernel, as on the CUDA
- * engine, and an FP32 Conv applies the Relu or Clip that alone reads its
- * output (lib/fusion.h's planner), except under an observer (which sees
+ * engine, and an FP32 Conv applies the Relu, Clip, Sigmoid, SiLU or
+ * HardSwish that alone reads its output (lib/fusion.h's planner), except under an observer (which sees
  * every value) or with QFORGE_CPU_NOFUSE set. */
 #include "../engine_impl.h"
 #include "attention.h"
 #include "fusion.h"
+#include "ops/tensor_ops.h"
 #include <cblas.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -31,8 +32,8 @@ typedef struct cpu_engine {
     qfi_cpu_lowp *lowp; /* FP16/INT8 nodes run through FP32 kernels; NULL if none */
     qfi_cpu_attention **attn; /* per node: the fused chain it starts, or NULL */
     bool *own;          /* per node: runs its own kernel (false inside a fused chain) */
-    qfi_cpu_clamp *clamp; /* per node: the Relu or Clip an FP32 Conv applies (clamped[i]) */
-    int *clamped;       /* per node: the fused Relu's or Clip's output value the Conv writes, or -1 */
+    qfi_cpu_epilogue *epilogue; /* per node: the activations an FP32 Conv applies (where fused_out[i] >= 0) */
+    int *fused_out;     /* per node: the last fused activation's output, which the Conv writes, or -1 */
 } cpu_engine;
 
 static void cpu_destroy(qf_engine *e)
@@ -51,8 +52,8 @@ static void cpu_destroy(qf_engine *e)
         for (int i = 0; i < e->g->n_nodes; i++) qfi_cpu_attention_free(c->attn[i]);
     free(c->attn);
     free(c->own);
-    free(c->clamp);
-    free(c->clamped);
+    free(c->epilogue);
+    free(c->fused_out);
     qfi_cpu_lowp_free(c->lowp);
     free(c);
 }
@@ -126,7 +127,7 @@ static qf_status fuse_attention(const qf_graph *g, cpu_engine *c, qf_value *plan
 }
 
 /* An FP32 Conv of its own kernel (not through lowp.c's f32 view) anchors... */
-static bool clamp_anchor(void *user, const qf_graph *g, int i)
+static bool epilogue_anchor(void *user, const qf_graph *g, int i)
 {
     const cpu_engine *c = user;
     const qf_node *n = &g->nodes[i];
@@ -134,38 +135,57 @@ static bool clamp_anchor(void *user, const qf_graph *g, int i)
            qfi_out(g, n, 0)->dtype == QF_F32;
 }
 
-/* ... one Relu or Clip of FP32 values. */
-static bool clamp_accept(void *user, const qf_graph *g, const qfi_fusion *f, const qfi_fuse_candidate *cand)
+static bool fp32_node(const qf_graph *g, const qf_node *n)
 {
-    const qf_node *n = cand->node;
-    return (cand->link == QFI_FUSE_RELU || cand->link == QFI_FUSE_CLIP) && f->node[QFI_FUSE_RELU] < 0 &&
-           f->node[QFI_FUSE_CLIP] < 0 && n->precision == QF_PREC_FP32 && !qfi_node_f32_view(n) &&
-           qfi_out(g, n, 0)->dtype == QF_F32;
+    return n->precision == QF_PREC_FP32 && !qfi_node_f32_view(n) && qfi_out(g, n, 0)->dtype == QF_F32;
 }
 
-/* Fuses each FP32 Conv's sole-reader Relu or Clip into it: the Conv writes
- * the activation's output (plan_values: the Conv's own output unwritten),
- * the activation node runs nothing. MobileNetV2's ReLU6 passes were 15 % of
- * its FP32 time. */
-static qf_status fuse_clamps(const qf_graph *g, cpu_engine *c, qf_value *plan_values)
+/* ... one Relu or Clip, then one Sigmoid, SiLU or HardSwish, of FP32 values
+ * (not GELU: its Erf chain rounds where the fused function does not). */
+static bool epilogue_accept(void *user, const qf_graph *g, const qfi_fusion *f, const qfi_fuse_candidate *cand)
 {
-    qfi_fusion_rules rules = {.anchor = clamp_anchor, .accept = clamp_accept, .user = c};
+    const bool clamp = cand->link == QFI_FUSE_RELU || cand->link == QFI_FUSE_CLIP;
+    const bool act = cand->link == QFI_FUSE_ACT &&
+                     (cand->act == QF_ACT_SIGMOID || cand->act == QF_ACT_SILU || cand->act == QF_ACT_HARD_SWISH);
+    if (clamp && (f->node[QFI_FUSE_RELU] >= 0 || f->node[QFI_FUSE_CLIP] >= 0 || f->node[QFI_FUSE_ACT] >= 0)) return false;
+    return (clamp || act) && fp32_node(g, cand->node) && (!cand->gate || fp32_node(g, cand->gate));
+}
+
+/* Fuses each FP32 Conv's activations into it: the Conv writes the last
+ * one's output (plan_values: the Conv's and the others' outputs unwritten),
+ * the activation nodes run nothing. MobileNetV2's ReLU6 passes were 14 % of
+ * its FP32 time. */
+static qf_status fuse_epilogues(const qf_graph *g, cpu_engine *c, qf_value *plan_values)
+{
+    qfi_fusion_rules rules = {.anchor = epilogue_anchor, .accept = epilogue_accept, .user = c};
     qfi_fusion *f;
     int n_f, fused = 0;
     QF_CHECK(qfi_fusion_plan(g, &rules, &f, &n_f));
     for (int k = 0; k < n_f; k++) {
-        const int relu = f[k].node[QFI_FUSE_RELU], clip = f[k].node[QFI_FUSE_CLIP], act = relu >= 0 ? relu : clip;
-        if (act < 0) continue;
-        const int i = f[k].anchor;
-        c->clamp[i] = relu >= 0 ? (qfi_cpu_clamp){.relu = true} : (qfi_cpu_clamp){.lo = f[k].clip_lo, .hi = f[k].clip_hi};
-        c->clamped[i] = g->nodes[act].out[0];
-        c->own[act] = false;
+        if (f[k].last == f[k].anchor) continue;
+        const int i = f[k].anchor, relu = f[k].node[QFI_FUSE_RELU], clip = f[k].node[QFI_FUSE_CLIP];
+        const int act = f[k].node[QFI_FUSE_ACT], gate = f[k].node[QFI_FUSE_GATE];
+        qfi_cpu_epilogue *e = &c->epilogue[i];
+        *e = (qfi_cpu_epilogue){.relu = relu >= 0, .clip = clip >= 0, .lo = f[k].clip_lo, .hi = f[k].clip_hi};
+        if (act >= 0) {
+            /* HardSwish's HardSigmoid: the node's own, or the gate's of Mul(x, HardSigmoid(x)) */
+            const qfi_unary_params *p = g->nodes[gate >= 0 ? gate : act].params;
+            e->act = f[k].act;
+            if (e->act == QF_ACT_HARD_SWISH) e->alpha = p->alpha, e->beta = p->beta;
+        }
+        const int links[] = {relu, clip, act, gate};
+        for (size_t l = 0; l < QF_ARRAY_LEN(links); l++)
+            if (links[l] >= 0) {
+                c->own[links[l]] = false;
+                plan_values[g->nodes[links[l]].out[0]].producer = -1;
+                fused++;
+            }
         plan_values[g->nodes[i].out[0]].producer = -1;
-        plan_values[c->clamped[i]].producer = i;
-        fused++;
+        c->fused_out[i] = f[k].out;
+        plan_values[f[k].out].producer = i;
     }
     free(f);
-    if (fused) qf_log(QF_LOG_DEBUG, "%s: CPU engine: %d Relu/Clip nodes fused into their FP32 Convs", g->source, fused);
+    if (fused) qf_log(QF_LOG_DEBUG, "%s: CPU engine: %d activation nodes fused into their FP32 Convs", g->source, fused);
     return QF_OK;
 }
 
@@ -183,21 +203,21 @@ static qf_status cpu_create(qf_engine *e)
     c->data = qfi_calloc((size_t)g->n_values + 1, sizeof *c->data);
     c->attn = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->attn);
     c->own = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->own);
-    c->clamp = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->clamp);
-    c->clamped = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->clamped);
+    c->epilogue = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->epilogue);
+    c->fused_out = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->fused_out);
     qf_value *plan_values = qfi_calloc((size_t)g->n_values + 1, sizeof *plan_values);
-    if (!off || !c->data || !c->attn || !c->own || !c->clamp || !c->clamped || !plan_values) {
+    if (!off || !c->data || !c->attn || !c->own || !c->epilogue || !c->fused_out || !plan_values) {
         free(plan_values);
         goto nomem;
     }
     for (int i = 0; i < g->n_nodes; i++) {
         c->own[i] = true;
-        c->clamped[i] = -1;
+        c->fused_out[i] = -1;
     }
     memcpy(plan_values, g->values, (size_t)g->n_values * sizeof *plan_values);
     const bool fuse = !e->opts.observer && !getenv("QFORGE_CPU_NOFUSE");
     qf_status st = fuse ? fuse_attention(g, c, plan_values) : QF_OK;
-    if (st == QF_OK && fuse) st = fuse_clamps(g, c, plan_values);
+    if (st == QF_OK && fuse) st = fuse_epilogues(g, c, plan_values);
     size_t total = 0;
     qf_graph pg = *g;
     pg.values = plan_values;
@@ -274,10 +294,10 @@ static qf_status cpu_run(qf_engine *e, int items)
         if (!c->own[i]) continue;
         for (int k = 0; k < n->n_in; k++) c->in[k] = n->in[k] >= 0 ? c->data[n->in[k]] : NULL;
         for (int k = 0; k < n->n_out; k++) c->out[k] = n->out[k] >= 0 ? c->data[n->out[k]] : NULL;
-        const bool clamped = c->clamped[i] >= 0;
-        if (clamped) c->out[0] = c->data[c->clamped[i]];
+        const bool fused = c->fused_out[i] >= 0;
+        if (fused) c->out[0] = c->data[c->fused_out[i]];
         qfi_kernel_args a = {.g = g, .n = n, .in = c->in, .out = c->out, .scratch = c->scratch, .state = c->state[i],
-                             .threads = threads, .clamp = clamped ? &c->clamp[i] : NULL};
+                             .threads = threads, .epilogue = fused ? &c->epilogue[i] : NULL};
         qf_status st = qfi_cpu_node_run(c->lowp, &a);
         if (st != QF_OK) return qfi_error_node(st, g, n);
         if (e->opts.observer)

@@ -14,17 +14,21 @@ typedef struct qfi_kernel_args {
     void *scratch;           /* scratch(g, n) bytes, or NULL */
     const void *state;       /* what prepare(g, n) built, or NULL */
     int threads;
-    const struct qfi_cpu_clamp *clamp; /* an FP32 Conv's fused Relu or Clip (cpu_engine.c), or NULL */
+    const struct qfi_cpu_epilogue *epilogue; /* an FP32 Conv's fused activations (cpu_engine.c), or NULL */
 } qfi_kernel_args;
 
-/* A Relu or Clip applied by the FP32 Conv that writes its input, where the
- * CPU engine fuses them (no observer needs the Conv's own output): the
- * unary kernel's expressions, so the same bits. y may be x. */
-typedef struct qfi_cpu_clamp {
-    bool relu;     /* Relu: x > 0 ? x : 0 (NaN and -0 become +0) */
-    float lo, hi;  /* Clip: max then min, as unary.c computes it */
-} qfi_cpu_clamp;
-void qfi_cpu_clamp_floats(const qfi_cpu_clamp *c, const float *x, float *y, int64_t n);
+/* The activations an FP32 Conv applies to its own output where the CPU
+ * engine fuses them (no observer needs the Conv's output): a Relu or Clip,
+ * then a Sigmoid, SiLU (Mul(x, Sigmoid(x))) or HardSwish (the node, or
+ * Mul(x, HardSigmoid(x))), computed by the expressions of the kernels of
+ * those nodes (unary.c, binary.c's Mul), so the same bits. y may be x. */
+typedef struct qfi_cpu_epilogue {
+    bool relu, clip;  /* Relu: x > 0 ? x : 0 (NaN and -0 become +0); Clip: max then min */
+    float lo, hi;     /* Clip's bounds */
+    qf_act act;       /* QF_ACT_NONE, SIGMOID, SILU or HARD_SWISH */
+    float alpha, beta; /* HARD_SWISH: its HardSigmoid's */
+} qfi_cpu_epilogue;
+void qfi_cpu_epilogue_floats(const qfi_cpu_epilogue *c, const float *x, float *y, int64_t n);
 
 /* A kernel family. run() computes FP32 nodes and nodes of the op's typed
  * precisions (qfi_op_desc.typed: INT8 Conv, the conversions) in their own
@@ -155,7 +159,7 @@ int64_t qfi_cpu_conv_direct_slots(const struct qfi_conv_geom *geo, int threads);
  * (padded planes, one a thread) and the run. */
 size_t qfi_cpu_conv_depthwise_scratch(const struct qfi_conv_geom *geo);
 qf_status qfi_cpu_conv_depthwise(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b,
-                                 float *y, const qfi_cpu_clamp *clamp, float *scratch, int threads);
+                                 float *y, const qfi_cpu_epilogue *epilogue, float *scratch, int threads);
 size_t qfi_cpu_conv_direct_scratch(const struct qfi_conv_geom *geo, int64_t slots);
 void qfi_cpu_conv_direct(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
                          void *scratch, int threads, qfi_direct_isa isa);

@@ -2,6 +2,7 @@
  * Clip, Sigmoid, HardSigmoid, HardSwish, Tanh, Erf, Gelu, Sqrt),
  * split into chunks across threads. */
 #include <math.h>
+#include <string.h>
 #include "kernels.h"
 #include "ops/tensor_ops.h"
 #include "float_math.h" /* Sigmoid, Tanh, Erf, Gelu: as the CUDA engine computes them */
@@ -18,43 +19,56 @@ typedef struct unary_job {
 
 /* Compiled per ISA: 16 floats a step on AVX-512 (the baseline build
  * vectorizes only 4 wide). */
-QFI_SIMD_CLONES void qfi_cpu_clamp_floats(const qfi_cpu_clamp *c, const float *x, float *y, int64_t n)
+QFI_SIMD_CLONES void qfi_cpu_epilogue_floats(const qfi_cpu_epilogue *e, const float *x, float *y, int64_t n)
 {
-    if (c->relu) {
+    if (e->relu) {
         for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-        return;
+        x = y;
+    } else if (e->clip) {
+        const float lo = e->lo, hi = e->hi;
+        /* max then min: when lo > hi every element becomes hi, as the spec says */
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i] < lo ? lo : x[i];
+            y[i] = v > hi ? hi : v;
+        }
+        x = y;
     }
-    const float lo = c->lo, hi = c->hi;
-    /* max then min: when lo > hi every element becomes hi, as the spec says */
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i] < lo ? lo : x[i];
-        y[i] = v > hi ? hi : v;
+    switch (e->act) {
+    case QF_ACT_SIGMOID:
+        for (int64_t i = 0; i < n; i++) y[i] = qfi_sigmoid(x[i]);
+        break;
+    case QF_ACT_SILU: /* Mul(x, Sigmoid(x)): the sigmoid rounded to float, then the product */
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * qfi_sigmoid(x[i]);
+        break;
+    case QF_ACT_HARD_SWISH:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] * qfi_hard_sigmoid(x[i], e->alpha, e->beta);
+        break;
+    default:
+        if (x != y) memcpy(y, x, (size_t)n * sizeof *y);
     }
 }
 
-/* Compiled per ISA, as the clamps above. */
+/* Compiled per ISA, as the epilogues above. */
 QFI_SIMD_CLONES static void run_f32(const unary_job *j, const float *x, float *y, int64_t n)
 {
     const qfi_unary_params *p = j->p;
     switch (j->n->op) {
-    case QF_OP_RELU: qfi_cpu_clamp_floats(&(qfi_cpu_clamp){.relu = true}, x, y, n); break;
+    case QF_OP_RELU: qfi_cpu_epilogue_floats(&(qfi_cpu_epilogue){.relu = true}, x, y, n); break;
     case QF_OP_LEAKY_RELU:
         for (int64_t i = 0; i < n; i++) y[i] = x[i] >= 0.0f ? x[i] : x[i] * p->alpha;
         break;
     case QF_OP_CLIP: {
-        const qfi_cpu_clamp c = {.lo = j->lo ? *(const float *)j->lo : p->lo, .hi = j->hi ? *(const float *)j->hi : p->hi};
-        qfi_cpu_clamp_floats(&c, x, y, n);
+        const qfi_cpu_epilogue c = {
+            .clip = true, .lo = j->lo ? *(const float *)j->lo : p->lo, .hi = j->hi ? *(const float *)j->hi : p->hi};
+        qfi_cpu_epilogue_floats(&c, x, y, n);
         break;
     }
-    case QF_OP_SIGMOID:
-        for (int64_t i = 0; i < n; i++) y[i] = qfi_sigmoid(x[i]);
-        break;
+    case QF_OP_SIGMOID: qfi_cpu_epilogue_floats(&(qfi_cpu_epilogue){.act = QF_ACT_SIGMOID}, x, y, n); break;
     case QF_OP_HARD_SIGMOID:
+        for (int64_t i = 0; i < n; i++) y[i] = qfi_hard_sigmoid(x[i], p->alpha, p->beta);
+        break;
     case QF_OP_HARD_SWISH:
-        for (int64_t i = 0; i < n; i++) {
-            const float h = qfi_hard_sigmoid(x[i], p->alpha, p->beta);
-            y[i] = j->n->op == QF_OP_HARD_SWISH ? x[i] * h : h;
-        }
+        qfi_cpu_epilogue_floats(&(qfi_cpu_epilogue){.act = QF_ACT_HARD_SWISH, .alpha = p->alpha, .beta = p->beta}, x, y, n);
         break;
     case QF_OP_TANH:
         for (int64_t i = 0; i < n; i++) y[i] = qfi_tanh(x[i]);
