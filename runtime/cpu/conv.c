@@ -1,8 +1,10 @@
 /* Conv on the CPU: a direct kernel (runtime/cpu/conv_direct.c) for the
  * group-1 2-D windows where it beats BLAS, im2col + cblas_sgemm per (image,
  * group) otherwise, runtime/cpu/conv_depthwise.c for depthwise-style
- * convolutions (one input channel per group), a plain sgemm for 1x1 stride-1 unpadded ones, and sums
- * in double for those of one input position (vector_image).
+ * convolutions (one input channel per group), a plain sgemm for 1x1
+ * stride-1 unpadded ones, and sums in double for those of one input position
+ * (vector_image). A fused activation (qfi_kernel_args.epilogue) is applied
+ * by each path to what it has just written.
  * Independent items are spread over threads; each thread owns one slot of the
  * scratch. */
 #include "kernels.h"

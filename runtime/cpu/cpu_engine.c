@@ -3,8 +3,8 @@
  * include/qforge/ops.def names it), the observer called after each node.
  * FP16 attention chains (lib/attention.h) run as one kernel, as on the CUDA
  * engine, and an FP32 Conv applies the Relu, Clip, Sigmoid, SiLU or
- * HardSwish that alone reads its output (lib/fusion.h's planner), except under an observer (which sees
- * every value) or with QFORGE_CPU_NOFUSE set. */
+ * HardSwish that alone reads its output (lib/fusion.h's planner), except
+ * under an observer (which sees every value) or with QFORGE_CPU_NOFUSE set. */
 #include "../engine_impl.h"
 #include "attention.h"
 #include "fusion.h"
@@ -126,18 +126,17 @@ static qf_status fuse_attention(const qf_graph *g, cpu_engine *c, qf_value *plan
     return QF_OK;
 }
 
-/* An FP32 Conv of its own kernel (not through lowp.c's f32 view) anchors... */
-static bool epilogue_anchor(void *user, const qf_graph *g, int i)
-{
-    const cpu_engine *c = user;
-    const qf_node *n = &g->nodes[i];
-    return c->own[i] && n->op == QF_OP_CONV && n->precision == QF_PREC_FP32 && !qfi_node_f32_view(n) &&
-           qfi_out(g, n, 0)->dtype == QF_F32;
-}
-
+/* A node that computes FP32 in its own kernel (not through lowp.c's f32 view). */
 static bool fp32_node(const qf_graph *g, const qf_node *n)
 {
     return n->precision == QF_PREC_FP32 && !qfi_node_f32_view(n) && qfi_out(g, n, 0)->dtype == QF_F32;
+}
+
+/* An FP32 Conv anchors... */
+static bool epilogue_anchor(void *user, const qf_graph *g, int i)
+{
+    const cpu_engine *c = user;
+    return c->own[i] && g->nodes[i].op == QF_OP_CONV && fp32_node(g, &g->nodes[i]);
 }
 
 /* ... one Relu or Clip, then one Sigmoid, SiLU or HardSwish, of FP32 values

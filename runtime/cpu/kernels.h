@@ -28,7 +28,7 @@ typedef struct qfi_cpu_epilogue {
     qf_act act;       /* QF_ACT_NONE, SIGMOID, SILU or HARD_SWISH */
     float alpha, beta; /* HARD_SWISH: its HardSigmoid's */
 } qfi_cpu_epilogue;
-void qfi_cpu_epilogue_floats(const qfi_cpu_epilogue *c, const float *x, float *y, int64_t n);
+void qfi_cpu_epilogue_floats(const qfi_cpu_epilogue *e, const float *x, float *y, int64_t n);
 
 /* A kernel family. run() computes FP32 nodes and nodes of the op's typed
  * precisions (qfi_op_desc.typed: INT8 Conv, the conversions) in their own
@@ -155,14 +155,15 @@ bool qfi_cpu_direct_window_ok(const struct qfi_window *w);
  * register block computes past its start. */
 void qfi_cpu_direct_plan(const struct qfi_conv_geom *geo, bool share_rows, int64_t chunk, qfi_direct_plan *p);
 int64_t qfi_cpu_conv_direct_slots(const struct qfi_conv_geom *geo, int threads);
+size_t qfi_cpu_conv_direct_scratch(const struct qfi_conv_geom *geo, int64_t slots);
+void qfi_cpu_conv_direct(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
+                         void *scratch, int threads, qfi_direct_isa isa);
+
 /* FP32 depthwise convolutions (runtime/cpu/conv_depthwise.c): the scratch
  * (padded planes, one a thread) and the run. */
 size_t qfi_cpu_conv_depthwise_scratch(const struct qfi_conv_geom *geo);
 qf_status qfi_cpu_conv_depthwise(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b,
                                  float *y, const qfi_cpu_epilogue *epilogue, float *scratch, int threads);
-size_t qfi_cpu_conv_direct_scratch(const struct qfi_conv_geom *geo, int64_t slots);
-void qfi_cpu_conv_direct(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b, float *y,
-                         void *scratch, int threads, qfi_direct_isa isa);
 
 /* Bulk conversions between f32 and stored f16 / int8 values (convert_simd.c),
  * bit for bit lib/dtype.c's and lib/quant_math.h's element functions: f16 <->
