@@ -152,5 +152,17 @@ agree=$(sed -n 's/.*"agreement": \([0-9.]*\).*/\1/p' "$tmp/eval.json")
 if awk -v t="$top1" -v a="$agree" 'BEGIN { exit !(t >= 0.90 && t <= 0.97 && a == 1) }'; then pass "eval top1 $top1, agreement $agree"
 else fail "eval json: $(cat "$tmp/eval.json")"; fi
 
+# ---- bench --profile on the CPU: every node that runs timed, with its shapes -------------
+"$QFORGE" bench "$model" --device cpu --batch 4 --iterations 3 --profile > "$tmp/prof.txt" 2>&1
+# the stem's Relu runs inside its Conv (no line); the residual Relus after the Adds have their own
+if grep -q '^  per node (' "$tmp/prof.txt" && grep -q ' Conv  *fp32  /stem/stem.0/Conv  4x1x28x28 -> 4x32x28x28$' "$tmp/prof.txt" &&
+   grep -q ' Gemm  *fp32  .* 4x64 -> 4x10$' "$tmp/prof.txt" && grep -q ' Relu  *fp32  /res1/Relu ' "$tmp/prof.txt" &&
+   ! grep -q 'stem/stem.2/Relu\|on the host\|warning' "$tmp/prof.txt"
+then pass "bench --profile on the CPU"; else fail "bench --profile: $(cat "$tmp/prof.txt")"; fi
+"$QFORGE" bench "$model" --device cpu --batch 2 --iterations 3 --profile --json > "$tmp/prof.json"
+if [ "$(grep -o '"op": "Conv"' "$tmp/prof.json" | wc -l)" = 6 ] && grep -q '"ms": 0\.[0-9]*[1-9]' "$tmp/prof.json" &&
+   grep -q '"node": "/stem/stem.2/Relu", "op": "Relu", "precision": "fp32", "host": false, "ms": 0.00000}' "$tmp/prof.json"
+then pass "bench --profile --json on the CPU"; else fail "bench --profile --json: $(head -c 400 "$tmp/prof.json")"; fi
+
 echo "test_cli: $fails failure(s)"
 [ "$fails" = 0 ]

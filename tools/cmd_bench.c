@@ -90,10 +90,23 @@ static int cmp_prof(const void *a, const void *b)
 }
 
 /* A node a device engine runs on the host (it has no kernel for it). */
-static bool on_host(const qf_engine *e, int node) { return qf_engine_node_device(e, node) == QF_DEVICE_CPU; }
+static bool on_host(const qf_engine *e, qf_device_kind device, int node)
+{
+    return device != QF_DEVICE_CPU && qf_engine_node_device(e, node) == QF_DEVICE_CPU;
+}
+
+/* "16x96x112x112", or "-" for no value. */
+static void print_dims(const qf_value *v)
+{
+    if (!v) {
+        printf("-");
+        return;
+    }
+    for (int d = 0; d < v->ndim; d++) printf("%s%lld", d ? "x" : "", (long long)v->dims[d]);
+}
 
 /* Prints the nodes by time (text) or appends a "profile" array (json). */
-static qf_status profile(qf_engine *e, const qf_graph *g, bool json)
+static qf_status profile(qf_engine *e, qf_device_kind device, const qf_graph *g, bool json)
 {
     double *ms = calloc((size_t)g->n_nodes + 1, sizeof *ms);
     prof_row *rows = calloc((size_t)g->n_nodes + 1, sizeof *rows);
@@ -117,16 +130,19 @@ static qf_status profile(qf_engine *e, const qf_graph *g, bool json)
                 printf("%s{\"node\": ", i ? ", " : "");
                 json_string(stdout, n->name);
                 printf(", \"op\": \"%s\", \"precision\": \"%s\", \"host\": %s, \"ms\": %.5f}", qf_op_name(n->op),
-                       qf_precision_name(n->precision), on_host(e, rows[i].node) ? "true" : "false", rows[i].ms);
+                       qf_precision_name(n->precision), on_host(e, device, rows[i].node) ? "true" : "false", rows[i].ms);
             }
             printf("]");
         } else {
-            printf("  per node (one eager pass, %.3f ms in nodes):\n", total);
+            printf("  per node (%.3f ms in nodes):\n", total);
             for (int i = 0; i < g->n_nodes && rows[i].ms > 0.0; i++) {
                 const qf_node *n = &g->nodes[rows[i].node];
-                printf("    %8.4f ms %5.1f%%  %-18s %-5s %s%s\n", rows[i].ms, 100.0 * rows[i].ms / (total > 0 ? total : 1),
-                       qf_op_name(n->op), qf_precision_name(n->precision), n->name,
-                       on_host(e, rows[i].node) ? "  (on the host)" : "");
+                printf("    %8.4f ms %5.1f%%  %-18s %-5s %s  ", rows[i].ms, 100.0 * rows[i].ms / (total > 0 ? total : 1),
+                       qf_op_name(n->op), qf_precision_name(n->precision), n->name);
+                print_dims(n->n_in > 0 && n->in[0] >= 0 ? &g->values[n->in[0]] : NULL);
+                printf(" -> ");
+                print_dims(&g->values[n->out[0]]);
+                printf("%s\n", on_host(e, device, rows[i].node) ? "  (on the host)" : "");
             }
         }
     }
@@ -165,7 +181,7 @@ static qf_status bench_one(const char *model, int batch, const char *precision, 
                batch, r->ips, r->p50, r->p90, r->p99, r->e2e_p50, r->iterations, r->build_s);
     if (prof) {
         if (json) printf("{\"batch\": %d", batch);
-        st = profile(e, g, json);
+        st = profile(e, eo->device, g, json);
         if (json) printf("}");
         if (st == QF_ERR_UNSUPPORTED) {
             qf_log(QF_LOG_WARN, "%s", qf_error_message());

@@ -5,7 +5,9 @@ cpu` times qforge: inputs of the model's shape at --batch filled with values in
 seconds, then runs back to back; images/s = batch x runs / their summed time.
 Prints qforge bench's JSON shape (images_per_second, latency_ms p50) so that
 bench/bench_cpu_int8.sh reads either alike.
-Usage: ort_speed.py MODEL.onnx [--batch B] [--duration S | --iterations N] [--threads T] [--json]"""
+--profile then prints every node's median time over five more runs, from ONNX
+Runtime's own profiler, as `qforge bench --profile` prints qforge's.
+Usage: ort_speed.py MODEL.onnx [--batch B] [--duration S | --iterations N] [--threads T] [--json] [--profile]"""
 import argparse
 import json
 import time
@@ -41,9 +43,10 @@ def batch_free(path):
     return m.SerializeToString()
 
 
-def session(path, threads):
+def session(path, threads, profile=False):
     import onnxruntime as ort
     so = ort.SessionOptions()
+    so.enable_profiling = profile
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -62,6 +65,40 @@ def feeds(sess, batch):
     return out
 
 
+PROFILE_RUNS = 5
+
+
+def profile(a, x):
+    """Each node's median kernel time (ms) over PROFILE_RUNS runs after a
+    warm-up, from a second session with ONNX Runtime's profiler on."""
+    import os
+    import tempfile
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory() as d:
+        os.chdir(d)  # the profiler writes its trace into the working folder
+        try:
+            sess = session(a.model, a.threads, profile=True)
+            for _ in range(2 + PROFILE_RUNS):
+                sess.run(None, x)
+            with open(sess.end_profiling()) as f:
+                trace = json.load(f)
+        finally:
+            os.chdir(cwd)
+    times, ops = {}, {}
+    for ev in trace:
+        if ev.get("cat") == "Node" and ev["name"].endswith("_kernel_time"):
+            node = ev["name"][:-len("_kernel_time")]
+            times.setdefault(node, []).append(ev["dur"] / 1e3)
+            args = ev.get("args", {})
+            shapes = [next(iter(d.values())) for d in args.get("input_type_shape", [])[:1] + args.get("output_type_shape", [])]
+            ops[node] = (args.get("op_name", "?"), " -> ".join("x".join(map(str, d)) for d in shapes))
+    med = {k: float(np.median(v[-PROFILE_RUNS:])) for k, v in times.items()}
+    total = sum(med.values())
+    print(f"  per node ({total:.3f} ms in nodes):")
+    for k in sorted(med, key=med.get, reverse=True):
+        print(f"    {med[k]:8.4f} ms {100 * med[k] / (total or 1):5.1f}%  {ops[k][0]:18s} {k}  {ops[k][1]}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model")
@@ -70,6 +107,7 @@ def main():
     ap.add_argument("--iterations", type=int, default=0, help="a fixed number of timed runs instead")
     ap.add_argument("--threads", type=int, default=0, help="intra-op threads (0: ONNX Runtime's default)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="then every node's median time")
     a = ap.parse_args()
     sess = session(a.model, a.threads)
     x = feeds(sess, a.batch)
@@ -98,6 +136,8 @@ def main():
                                        "latency_ms": {"p50": round(p50, 4)}, "iterations": n}]}))
     else:
         print(f"batch {a.batch:5d}  {ips:10.1f} images/s  latency p50 {p50:.3f} ms  ({n} runs)")
+    if a.profile:
+        profile(a, x)
 
 
 if __name__ == "__main__":

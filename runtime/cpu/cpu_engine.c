@@ -11,6 +11,7 @@
 #include "ops/tensor_ops.h"
 #include <cblas.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 #include "kernels.h"
 
@@ -275,9 +276,18 @@ nomem:
     return qfi_error_file(qf_error(QF_ERR_NOMEM, "out of memory planning the CPU engine"), g->source);
 }
 
-static qf_status cpu_run(qf_engine *e, int items)
+static double now_ms(void)
 {
-    (void)items; /* the inputs are read in place: nothing to leave out */
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+/* One forward pass; with node_ms, each node's time is added to node_ms[i]
+ * (a fused attention chain's to its first node, a node fused into a Conv
+ * gets none). */
+static qf_status forward(qf_engine *e, double *node_ms)
+{
     const qf_graph *g = e->g;
     cpu_engine *c = e->impl;
     int threads = e->opts.threads > 0 ? e->opts.threads : qfi_cpu_count();
@@ -285,9 +295,11 @@ static qf_status cpu_run(qf_engine *e, int items)
         for (int i = 0; i < g->n_inputs; i++) e->opts.observer(e->opts.observer_user, g, g->inputs[i], c->data[g->inputs[i]]);
     for (int i = 0; i < g->n_nodes; i++) {
         const qf_node *n = &g->nodes[i];
+        const double t0 = node_ms ? now_ms() : 0.0;
         if (c->attn[i]) { /* no observer: none is called for a fused chain */
             qf_status st = qfi_cpu_attention_run(c->attn[i], c->data, threads);
             if (st != QF_OK) return qfi_error_node(st, g, n);
+            if (node_ms) node_ms[i] += now_ms() - t0;
             continue;
         }
         if (!c->own[i]) continue;
@@ -299,11 +311,48 @@ static qf_status cpu_run(qf_engine *e, int items)
                              .threads = threads, .epilogue = fused ? &c->epilogue[i] : NULL};
         qf_status st = qfi_cpu_node_run(c->lowp, &a);
         if (st != QF_OK) return qfi_error_node(st, g, n);
+        if (node_ms) node_ms[i] += now_ms() - t0;
         if (e->opts.observer)
             for (int k = 0; k < n->n_out; k++)
                 if (n->out[k] >= 0) e->opts.observer(e->opts.observer_user, g, n->out[k], c->out[k]);
     }
     return QF_OK;
+}
+
+static qf_status cpu_run(qf_engine *e, int items)
+{
+    (void)items; /* the inputs are read in place: nothing to leave out */
+    return forward(e, NULL);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Each node's median over PROFILE_RUNS passes: one pass of a small layer
+ * is a few microseconds, where a preemption or a page fault would decide
+ * the figure. */
+enum { PROFILE_RUNS = 5 };
+static qf_status cpu_profile(qf_engine *e, double *node_ms)
+{
+    const int nodes = e->g->n_nodes;
+    double *runs = qfi_calloc((size_t)nodes * PROFILE_RUNS + 1, sizeof *runs);
+    if (!runs) return qf_error(QF_ERR_NOMEM, "out of memory profiling the CPU engine");
+    qf_status st = QF_OK;
+    for (int r = 0; r < PROFILE_RUNS && st == QF_OK; r++) {
+        double *t = runs + (size_t)r * nodes;
+        st = forward(e, t);
+    }
+    for (int i = 0; i < nodes && st == QF_OK; i++) {
+        double v[PROFILE_RUNS];
+        for (int r = 0; r < PROFILE_RUNS; r++) v[r] = runs[(size_t)r * nodes + i];
+        qsort(v, PROFILE_RUNS, sizeof *v, cmp_double);
+        node_ms[i] = v[PROFILE_RUNS / 2];
+    }
+    free(runs);
+    return st;
 }
 
 /* Every op has a CPU kernel, and every precision runs (FP16 and INT8 through
@@ -347,6 +396,7 @@ const qfi_backend qfi_cpu_backend = {
     .name = "cpu",
     .create = cpu_create,
     .run = cpu_run,
+    .profile = cpu_profile,
     .destroy = cpu_destroy,
     .op_precisions = cpu_op_precisions,
     .check = cpu_check,
