@@ -759,18 +759,19 @@ END_TEST
 
 START_TEST(global_pool_matches_naive)
 {
-    static const int64_t shapes[3][5] = {{2, 3, 5, 4}, {1, 2, 7}, {2, 2, 2, 3, 4}};
-    static const int ranks[3] = {4, 3, 5};
-    for (int s = 0; s < 3; s++)
+    /* the last: 300 planes, two threads' pieces of 256 planes summed 8 side by side, and tails */
+    static const int64_t shapes[4][5] = {{2, 3, 5, 4}, {1, 2, 7}, {2, 2, 2, 3, 4}, {3, 100, 7, 7}};
+    static const int ranks[4] = {4, 3, 5, 4};
+    for (int s = 0; s < 4; s++)
         for (int is_max = 0; is_max < 2; is_max++) {
             one *t = one_new(13);
             const float *x = one_input(t, ranks[s], shapes[s]);
             one_node(t, is_max ? QF_OP_GLOBAL_MAX_POOL : QF_OP_GLOBAL_AVERAGE_POOL, 1);
-            ck_assert_int_eq(one_run(t, 1), QF_OK);
+            ck_assert_int_eq(one_run(t, 2), QF_OK);
             int64_t yd[5] = {shapes[s][0], shapes[s][1], 1, 1, 1};
             check_shape(t, ranks[s], yd);
             int64_t planes = shapes[s][0] * shapes[s][1], S = qfi_numel(ranks[s], shapes[s]) / planes;
-            double ref[8];
+            double ref[300];
             for (int64_t p = 0; p < planes; p++) {
                 double sum = 0, mx = -INFINITY;
                 for (int64_t i = 0; i < S; i++) {
@@ -778,6 +779,9 @@ START_TEST(global_pool_matches_naive)
                     mx = fmax(mx, x[p * S + i]);
                 }
                 ref[p] = is_max ? mx : sum / (double)S;
+                /* the kernel's bits: each plane summed in double in position order */
+                ck_assert_msg(t->y[0][p] == (float)ref[p], "global pool plane %lld of %lld: %.9g, not %.9g",
+                              (long long)p, (long long)planes, t->y[0][p], (float)ref[p]);
             }
             check_close(t->y[0], ref, planes, 1e-6, "global pool");
             one_free(t);

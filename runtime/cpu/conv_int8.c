@@ -315,27 +315,36 @@ static void pack_rows(const conv8_job *j, int64_t n, int64_t gi, uint8_t *xp, in
 }
 
 /* Output rows [oh0, oh1) and weight blocks [b0, b1) of group gi of image n,
- * from the packed planes xp. */
+ * from the packed planes xp: block by block, each over all the positions, so
+ * the requantized rows go to mb output planes at a time, each written front
+ * to back. Positions outermost wrote every plane of the layer 32 bytes at a
+ * time, more streams than the store prefetchers follow: MobileNetV2's 16 ->
+ * 96 expansion took 5.5 ms a batch of 16 that way, 3.7 this way. */
 static void direct8_range(const conv8_job *j, const uint8_t *xp, int64_t n, int64_t gi, int64_t oh0, int64_t oh1,
                           int64_t b0, int64_t b1)
 {
     const qfi_direct_plan *p = &j->st->plan;
     const qfi_i8_kernels *k = j->st->k;
-    const int64_t mb = k->mb, mg = p->M, widest = k->nv * k->vw;
+    const int64_t mb = k->mb, mg = p->M, widest = k->nv * k->vw, plane = p->Ho * p->Wo;
     const qfi_i8_block_fn *fns = p->taps == 1 ? k->block_1t : p->taps == 9 ? k->block_9t : k->block;
     const int32_t *wg = j->st->w + gi * j->st->blocks * j->st->quads * p->taps * mb;
     int32_t out[QFI_I8_MB_MAX * QFI_I8_CHUNK_MAX];
     const int64_t end = oh1 * p->Wq;
-    for (int64_t p0 = oh0 * p->Wq; p0 < end; p0 += widest) {
-        const int64_t len = end - p0 < widest ? end - p0 : widest, nv = (len + k->vw - 1) / k->vw, chunk = nv * k->vw;
-        for (int64_t b = b0; b < b1; b++) {
+    const char *y = j->y;
+    const size_t esz = qf_dtype_info(j->rq->out)->size;
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t rows = mg - b * mb < mb ? mg - b * mb : mb, m = gi * mg + b * mb; /* its first channel */
+        const int64_t y0 = (n * j->geo->M + m) * plane;                                  /* its plane */
+        for (int64_t p0 = oh0 * p->Wq; p0 < end; p0 += widest) {
+            const int64_t len = end - p0 < widest ? end - p0 : widest, nv = (len + k->vw - 1) / k->vw;
+            const int64_t chunk = nv * k->vw;
             fns[nv - 1](&j->st->bg, xp + p0 * 4, wg + b * j->st->quads * p->taps * mb, out);
-            const int64_t rows = mg - b * mb < mb ? mg - b * mb : mb, m = gi * mg + b * mb; /* its first channel */
+            /* two lines past this chunk's stores: what a plane's next chunks write (+3 % on MobileNetV2) */
+            for (int64_t r = 0; r < rows; r++) __builtin_prefetch(y + (size_t)(y0 + r * plane + p0) * esz + 128, 1, 3);
             if (p->Wq == p->Wo) {
                 /* the grid's rows are the output's (1x1 convs): each channel's chunk is one run of the
                  * output plane, requantized in one call rather than one per output row (7x7 maps: 7x fewer) */
-                k->requant_rows(j->rq, out, chunk, rows, len, j->st->add + m, j->m + m, j->res, j->y,
-                                (n * j->geo->M + m) * p->Ho * p->Wo + p0, p->Ho * p->Wo);
+                k->requant_rows(j->rq, out, chunk, rows, len, j->st->add + m, j->m + m, j->res, j->y, y0 + p0, plane);
                 continue;
             }
             /* the grid's columns >= Wo are dropped */
@@ -345,7 +354,7 @@ static void direct8_range(const conv8_job *j, const uint8_t *xp, int64_t n, int6
                 const int64_t valid = ow < p->Wo ? (p->Wo - ow < run ? p->Wo - ow : run) : 0;
                 if (valid > 0)
                     k->requant_rows(j->rq, out + i, chunk, rows, valid, j->st->add + m, j->m + m, j->res, j->y,
-                                    ((n * j->geo->M + m) * p->Ho + oh) * p->Wo + ow, p->Ho * p->Wo);
+                                    y0 + oh * p->Wo + ow, plane);
                 i += run;
                 ow = 0;
                 oh++;

@@ -1,7 +1,66 @@
 /* GlobalAveragePool and GlobalMaxPool on the CPU: one mean or max per
- * (image, channel) plane. */
+ * (image, channel) plane, each plane's sum in double in position order (the
+ * CUDA kernel's order too). A plane's sum is a chain of dependent adds, so
+ * LANES planes are summed side by side (independent chains, each in its own
+ * order: the same bits) and groups of planes spread over the threads: one
+ * plane at a time on one thread, MobileNetV2's 16 x 1280 planes of 49 took
+ * 1.5 ms a batch, 3 % of its INT8 time. */
 #include "kernels.h"
 #include "ops/nn.h"
+
+enum { LANES = 8, PLANES_PER_ITEM = 256 };
+
+typedef struct gpool_job {
+    const float *x; /* (planes, S) */
+    float *y;       /* (planes) */
+    int64_t planes, S;
+    bool is_max;
+} gpool_job;
+
+/* Planes [p0, p0 + LANES), all of them present. */
+static void pool_lanes(const gpool_job *j, int64_t p0)
+{
+    const int64_t S = j->S;
+    const float *x = j->x + p0 * S;
+    if (j->is_max) {
+        float m[LANES];
+        for (int l = 0; l < LANES; l++) m[l] = x[l * S];
+        for (int64_t s = 1; s < S; s++)
+            for (int l = 0; l < LANES; l++)
+                if (x[l * S + s] > m[l]) m[l] = x[l * S + s];
+        for (int l = 0; l < LANES; l++) j->y[p0 + l] = m[l];
+        return;
+    }
+    double sum[LANES] = {0.0};
+    for (int64_t s = 0; s < S; s++)
+        for (int l = 0; l < LANES; l++) sum[l] += x[l * S + s];
+    for (int l = 0; l < LANES; l++) j->y[p0 + l] = (float)(sum[l] / (double)S);
+}
+
+static void pool_one(const gpool_job *j, int64_t p)
+{
+    const float *xp = j->x + p * j->S;
+    const int64_t S = j->S;
+    if (j->is_max) {
+        float m = xp[0];
+        for (int64_t s = 1; s < S; s++)
+            if (xp[s] > m) m = xp[s];
+        j->y[p] = m;
+        return;
+    }
+    double sum = 0.0;
+    for (int64_t s = 0; s < S; s++) sum += xp[s];
+    j->y[p] = (float)(sum / (double)S);
+}
+
+static void pool_item(void *arg, int64_t item)
+{
+    const gpool_job *j = arg;
+    const int64_t lo = item * PLANES_PER_ITEM, hi = lo + PLANES_PER_ITEM < j->planes ? lo + PLANES_PER_ITEM : j->planes;
+    int64_t p = lo;
+    for (; p + LANES <= hi; p += LANES) pool_lanes(j, p);
+    for (; p < hi; p++) pool_one(j, p);
+}
 
 static qf_status global_pool_run(const qfi_kernel_args *a)
 {
@@ -9,22 +68,13 @@ static qf_status global_pool_run(const qfi_kernel_args *a)
     QF_CHECK(qfi_require_f32(a->g, a->n, xv, "input"));
     const int64_t planes = xv->dims[0] * xv->dims[1];
     const int64_t S = planes ? qf_value_numel(xv) / planes : 0;
-    const float *x = a->in[0]; /* (N*C, S) */
-    float *y = a->out[0];      /* (N*C) */
-    const bool is_max = a->n->op == QF_OP_GLOBAL_MAX_POOL;
-    for (int64_t p = 0; p < planes; p++) {
-        const float *xp = x + p * S;
-        if (is_max) {
-            float m = S ? xp[0] : 0.0f;
-            for (int64_t s = 1; s < S; s++)
-                if (xp[s] > m) m = xp[s];
-            y[p] = m;
-        } else {
-            double sum = 0.0;
-            for (int64_t s = 0; s < S; s++) sum += xp[s];
-            y[p] = S ? (float)(sum / (double)S) : 0.0f;
-        }
+    if (S == 0) { /* an empty plane's mean or max: 0 */
+        for (int64_t p = 0; p < planes; p++) ((float *)a->out[0])[p] = 0.0f;
+        return QF_OK;
     }
+    gpool_job j = {.x = a->in[0], .y = a->out[0], .planes = planes, .S = S,
+                   .is_max = a->n->op == QF_OP_GLOBAL_MAX_POOL};
+    qfi_parallel_for(a->threads, (planes + PLANES_PER_ITEM - 1) / PLANES_PER_ITEM, pool_item, &j);
     return QF_OK;
 }
 
