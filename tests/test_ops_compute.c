@@ -1497,6 +1497,141 @@ START_TEST(conv_epilogues_fused)
 }
 END_TEST
 
+/* ---- image-parallel runs ----------------------------------------------------------------- */
+
+/* What the engine said it does with the batch: slices (their count), 0 for
+ * layer by layer (the reason kept), -1 for neither. */
+typedef struct batch_plan {
+    int slices;
+    char why[256];
+} batch_plan;
+
+static void note_batch_plan(void *user, qf_log_level level, const char *msg)
+{
+    (void)level;
+    batch_plan *p = user;
+    const char *at;
+    int batch, n;
+    if ((at = strstr(msg, "CPU engine: a batch of ")) && sscanf(at, "CPU engine: a batch of %d as %d slices", &batch, &n) == 2)
+        p->slices = n;
+    else if ((at = strstr(msg, "CPU engine: layer by layer: "))) {
+        p->slices = 0;
+        snprintf(p->why, sizeof p->why, "%s", at + strlen("CPU engine: layer by layer: "));
+    }
+}
+
+/* Every output of g run on x with `threads` threads, concatenated
+ * (QFORGE_CPU_LAYERWISE when layerwise); what the engine did in *plan. */
+static float *run_batch(const qf_graph *g, const float *x, int threads, bool layerwise, batch_plan *plan, int64_t *ny)
+{
+    if (layerwise) setenv("QFORGE_CPU_LAYERWISE", "1", 1);
+    *plan = (batch_plan){.slices = -1};
+    qf_log_set(note_batch_plan, plan, QF_LOG_DEBUG);
+    qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = threads};
+    qf_engine *e = NULL;
+    qf_status st = qf_engine_create(g, &opts, &e);
+    qf_log_set(NULL, NULL, QF_LOG_DEBUG);
+    unsetenv("QFORGE_CPU_LAYERWISE");
+    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    memcpy(qf_engine_input(e, 0), x, qf_value_bytes(&g->values[g->inputs[0]]));
+    ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
+    *ny = 0;
+    for (int k = 0; k < g->n_outputs; k++) *ny += qf_value_numel(&g->values[g->outputs[k]]);
+    float *y = malloc((size_t)*ny * sizeof(float)), *p = y;
+    for (int k = 0; k < g->n_outputs; k++) {
+        const int64_t n = qf_value_numel(&g->values[g->outputs[k]]);
+        memcpy(p, qf_engine_output(e, k), (size_t)n * sizeof(float));
+        p += n;
+    }
+    qf_engine_free(e);
+    return y;
+}
+
+/* A batch of 7 images through convs, pools, a classifier, a batched MatMul
+ * of two activations, a Transpose and a Concat along channels; `mixer`
+ * adds a node that mixes images (0: none). */
+static qf_graph *slices_graph(int mixer)
+{
+    qf_graph *g = qf_graph_new("slices");
+    g->opset = 17;
+    int x = input(g, "x", 4, (int64_t[]){7, 4, 9, 9});
+    int c1 = value(g, "c1"), r1 = value(g, "r1"), mp = value(g, "mp"), gp = value(g, "gp"), fl = value(g, "fl");
+    int fc = value(g, "fc"), sm = value(g, "sm"), rs = value(g, "rs"), tr = value(g, "tr"), mm = value(g, "mm");
+    int cat = value(g, "cat"), nhwc = value(g, "nhwc");
+    conv_node(g, "c1", x, weight(g, "c1.w", 4, (int64_t[]){6, 4, 3, 3}, -0.5f, 0.5f),
+              weight(g, "c1.b", 1, (int64_t[]){6}, -0.2f, 0.2f), c1, 1, 1);
+    op(g, "r1", QF_OP_RELU, 1, &c1, r1);
+    qf_node *n = op(g, "mp", QF_OP_MAX_POOL, 1, &r1, mp);
+    set_ints(n, "kernel_shape", 2, (int64_t[]){2, 2});
+    set_ints(n, "strides", 2, (int64_t[]){2, 2});
+    op(g, "gp", QF_OP_GLOBAL_AVERAGE_POOL, 1, &mp, gp);
+    op(g, "fl", QF_OP_FLATTEN, 1, &gp, fl);
+    op(g, "fc", QF_OP_GEMM, 3,
+       (int[]){fl, weight(g, "fc.w", 2, (int64_t[]){6, 5}, -1.0f, 1.0f), weight(g, "fc.b", 1, (int64_t[]){5}, -0.1f, 0.1f)},
+       fc);
+    set_int(op(g, "sm", QF_OP_SOFTMAX, 1, &fc, sm), "axis", 1);
+    output(g, sm);
+    /* (7, 6, 16) times its transpose (7, 16, 6): image by image */
+    int shape = qfi_graph_add_const(g, "rs.shape", QF_I64, 1, (int64_t[]){3},
+                                    memcpy(malloc(3 * sizeof(int64_t)), (int64_t[]){7, 6, 16}, 3 * sizeof(int64_t)));
+    op(g, "rs", QF_OP_RESHAPE, 2, (int[]){mp, shape}, rs);
+    set_ints(op(g, "tr", QF_OP_TRANSPOSE, 1, &rs, tr), "perm", 3, (int64_t[]){0, 2, 1});
+    op(g, "mm", QF_OP_MATMUL, 2, (int[]){rs, tr}, mm);
+    output(g, mm);
+    set_int(op(g, "cat", QF_OP_CONCAT, 2, (int[]){c1, r1}, cat), "axis", 1);
+    set_ints(op(g, "nhwc", QF_OP_TRANSPOSE, 1, &cat, nhwc), "perm", 4, (int64_t[]){0, 2, 3, 1});
+    output(g, nhwc);
+    int mix = value(g, "mix");
+    if (mixer == 1) set_int(op(g, "mix", QF_OP_SOFTMAX, 1, &fc, mix), "axis", 0);
+    if (mixer == 2) {
+        n = op(g, "mix", QF_OP_REDUCE_MEAN, 1, &gp, mix);
+        set_ints(n, "axes", 1, (int64_t[]){0});
+    }
+    if (mixer == 3) set_int(op(g, "mix", QF_OP_CONCAT, 2, (int[]){fc, fc}, mix), "axis", 0);
+    if (mixer == 4) set_ints(op(g, "mix", QF_OP_TRANSPOSE, 1, &fc, mix), "perm", 2, (int64_t[]){1, 0});
+    if (mixer) output(g, mix);
+    prepare_graph(g, 7);
+    return g;
+}
+
+/* A batch that fits every thread two images runs as a slice per thread,
+ * the bits of layer by layer (slices of 3 + 4, and 2 + 2 + 3); a node that
+ * mixes images keeps it layer by layer, named in the debug log. */
+START_TEST(images_in_slices)
+{
+    rng_use_xorshift(123);
+    const int64_t nx = 7 * 4 * 9 * 9;
+    float *x = malloc(nx * sizeof(float));
+    for (int64_t i = 0; i < nx; i++) x[i] = frand(-1.0f, 1.0f);
+    static const char *const mixers[] = {NULL, "Softmax mix normalizes along the batch", "ReduceMean mix reduces along the batch",
+                                         "Concat mix joins along the batch", "Transpose mix moves the batch"};
+    for (int mixer = 0; mixer < 5; mixer++) {
+        qf_graph *g = slices_graph(mixer);
+        batch_plan plan;
+        int64_t n_ref, n;
+        float *ref = run_batch(g, x, 2, true, &plan, &n_ref);
+        ck_assert_int_eq(plan.slices, -1);
+        for (int threads = 2; threads <= 4; threads++) {
+            float *y = run_batch(g, x, threads, false, &plan, &n);
+            if (threads == 4) { /* 7 images: not two a thread, not asked */
+                ck_assert_int_eq(plan.slices, -1);
+            } else if (mixer) {
+                ck_assert_int_eq(plan.slices, 0);
+                ck_assert_msg(strstr(plan.why, mixers[mixer]), "layer by layer because \"%s\"", plan.why);
+            } else {
+                ck_assert_int_eq(plan.slices, threads);
+            }
+            ck_assert_int_eq(n, n_ref);
+            ck_assert_msg(memcmp(y, ref, (size_t)n * sizeof(float)) == 0, "mixer %d, %d threads: other bits", mixer, threads);
+            free(y);
+        }
+        free(ref);
+        qf_graph_free(g);
+    }
+    free(x);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ops_compute");
@@ -1510,6 +1645,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, row_gemms_are_batch_invariant, 0, (int)QF_ARRAY_LEN(rows_cases));
     tcase_add_loop_test(tc, pool_matches_naive, 0, (int)QF_ARRAY_LEN(pool_cases));
     tcase_add_test(tc, global_pool_matches_naive);
+    tcase_add_test(tc, images_in_slices);
     tcase_add_test(tc, batchnorm_matches_naive);
     tcase_add_test(tc, softmax_matches_naive);
     tcase_add_test(tc, reduce_mean_matches_naive);

@@ -4,10 +4,15 @@
  * FP16 attention chains (lib/attention.h) run as one kernel, as on the CUDA
  * engine, and an FP32 Conv applies the Relu, Clip, Sigmoid, SiLU or
  * HardSwish that alone reads its output (lib/fusion.h's planner), except
- * under an observer (which sees every value) or with QFORGE_CPU_NOFUSE set. */
+ * under an observer (which sees every value) or with QFORGE_CPU_NOFUSE set.
+ * A batch of at least two images per thread whose nodes all keep images
+ * apart (image_parallel.c) runs instead as one slice of images per thread,
+ * each slice an engine of its own on one thread through the whole graph: no
+ * barrier after every node, each thread's working set its own. */
 #include "../engine_impl.h"
 #include "attention.h"
 #include "fusion.h"
+#include "image_parallel.h"
 #include "ops/tensor_ops.h"
 #include <cblas.h>
 #include <stdio.h>
@@ -35,6 +40,13 @@ typedef struct cpu_engine {
     bool *own;          /* per node: runs its own kernel (false inside a fused chain) */
     qfi_cpu_epilogue *epilogue; /* per node: the activations an FP32 Conv applies (where fused_out[i] >= 0) */
     int *fused_out;     /* per node: the last fused activation's output, which the Conv writes, or -1 */
+    /* image-parallel: `slices` engines, each on its images of the batch and
+     * one thread (the fields above then stay unused), and the whole batch's
+     * input and output buffers, which the slices read and write in place */
+    int slices;
+    qf_engine **slice;
+    qf_graph *slice_graph; /* each slice's view of the graph */
+    void **io;             /* the graph's inputs, then its outputs */
 } cpu_engine;
 
 static void cpu_destroy(qf_engine *e)
@@ -56,6 +68,15 @@ static void cpu_destroy(qf_engine *e)
     free(c->epilogue);
     free(c->fused_out);
     qfi_cpu_lowp_free(c->lowp);
+    for (int t = 0; t < c->slices; t++) {
+        if (c->slice) qf_engine_free(c->slice[t]);
+        if (c->slice_graph) free(c->slice_graph[t].values);
+    }
+    free(c->slice);
+    free(c->slice_graph);
+    if (c->io)
+        for (int i = 0; i < e->g->n_inputs + e->g->n_outputs; i++) free(c->io[i]);
+    free(c->io);
     free(c);
 }
 
@@ -189,9 +210,87 @@ static qf_status fuse_epilogues(const qf_graph *g, cpu_engine *c, qf_value *plan
     return QF_OK;
 }
 
+/* Slices of images to run the batch as: the threads, when every thread gets
+ * at least two images and no node mixes images; else 0 (layer by layer). */
+static int image_slices(const qf_engine *e)
+{
+    const qf_graph *g = e->g;
+    const int threads = e->opts.threads > 0 ? e->opts.threads : qfi_cpu_count();
+    if (e->opts.observer || threads < 2 || g->batch < 2 * threads || getenv("QFORGE_CPU_LAYERWISE")) return 0;
+    const char *why;
+    if (!qfi_cpu_images_independent(g, &why)) {
+        qf_log(QF_LOG_DEBUG, "%s: CPU engine: layer by layer: %s", g->source, why);
+        return 0;
+    }
+    return threads < 256 ? threads : 256; /* forward_slices's MAX_SLICES */
+}
+
+static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
+
+/* The image-parallel engine: the batch's buffers, then per slice a view of
+ * the graph at its images and an engine on one thread whose inputs and
+ * outputs are its images of those buffers. */
+static qf_status create_slices(qf_engine *e, cpu_engine *c, int slices)
+{
+    const qf_graph *g = e->g;
+    const int io = g->n_inputs + g->n_outputs;
+    c->slices = slices;
+    c->slice = qfi_calloc((size_t)slices, sizeof *c->slice);
+    c->slice_graph = qfi_calloc((size_t)slices, sizeof *c->slice_graph);
+    c->io = qfi_calloc((size_t)io + 1, sizeof *c->io);
+    if (!c->slice || !c->slice_graph || !c->io) return QF_ERR_NOMEM;
+    size_t bytes = 0;
+    for (int i = 0; i < io; i++) {
+        const size_t b = align64(qf_value_bytes(&g->values[i < g->n_inputs ? g->inputs[i] : g->outputs[i - g->n_inputs]]));
+        c->io[i] = aligned_alloc(64, b ? b : 64);
+        if (!c->io[i]) return qf_error(QF_ERR_NOMEM, "out of memory for the batch's inputs and outputs");
+        memset(c->io[i], 0, b);
+        bytes += b;
+    }
+    qf_engine_opts o = e->opts;
+    o.threads = 1;
+    for (int t = 0; t < slices; t++) {
+        const int lo = g->batch * t / slices, hi = g->batch * (t + 1) / slices;
+        QF_CHECK(qfi_cpu_batch_view(g, hi - lo, &c->slice_graph[t]));
+        QF_CHECK(qf_engine_create(&c->slice_graph[t], &o, &c->slice[t]));
+        qf_engine *s = c->slice[t];
+        cpu_engine *sc = s->impl;
+        for (int i = 0; i < io; i++) {
+            const bool is_in = i < g->n_inputs;
+            const int v = is_in ? g->inputs[i] : g->outputs[i - g->n_inputs];
+            char *at = (char *)c->io[i] + qf_value_bytes(&g->values[v]) / (size_t)g->batch * (size_t)lo;
+            sc->data[v] = at;
+            if (is_in) s->inputs[i] = at;
+            else s->outputs[i - g->n_inputs] = at;
+        }
+        bytes += s->arena_bytes;
+    }
+    for (int i = 0; i < g->n_inputs; i++) e->inputs[i] = c->io[i];
+    for (int i = 0; i < g->n_outputs; i++) e->outputs[i] = c->io[g->n_inputs + i];
+    e->arena_bytes = bytes;
+    qf_log(QF_LOG_DEBUG, "%s: CPU engine: a batch of %d as %d slices of images, one thread each", g->source, g->batch,
+           slices);
+    return QF_OK;
+}
+
 static qf_status cpu_create(qf_engine *e)
 {
     const qf_graph *g = e->g;
+    const int slices = image_slices(e);
+    if (slices > 1) {
+        cpu_engine *c = qfi_calloc(1, sizeof *c);
+        if (!c) return QF_ERR_NOMEM;
+        e->impl = c;
+        qf_status st = create_slices(e, c, slices);
+        if (st != QF_OK) {
+            qfi_error_saved err;
+            qfi_error_save(&err);
+            cpu_destroy(e);
+            e->impl = NULL;
+            return qfi_error_restore(st, &err);
+        }
+        return QF_OK;
+    }
     /* The engine spreads (image, group) work over its own threads; OpenBLAS's
      * threads on top of those only spin and contend (measured: 4.2 s of system
      * time per 2000 ResNet-20 images with them, 0.2 s without). */
@@ -283,6 +382,51 @@ static double now_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
 }
 
+static qf_status forward(qf_engine *e, double *node_ms);
+
+typedef struct slices_job {
+    cpu_engine *c;
+    double *node_ms;     /* per slice, n_nodes each; NULL when not timing */
+    int nodes;
+    qf_status *st;
+    qfi_error_saved *err;
+} slices_job;
+
+static void run_slice(void *arg, int64_t t)
+{
+    const slices_job *j = arg;
+    j->st[t] = forward(j->c->slice[t], j->node_ms ? j->node_ms + t * j->nodes : NULL);
+    if (j->st[t] != QF_OK) qfi_error_save(&j->err[t]);
+}
+
+/* Every slice's pass at once, a thread each; with node_ms, each node's mean
+ * time over the slices is added (what the node costs the batch's wall time). */
+static qf_status forward_slices(cpu_engine *c, int nodes, double *node_ms)
+{
+    enum { MAX_SLICES = 256 };
+    qf_status st[MAX_SLICES];
+    qfi_error_saved *err = qfi_calloc((size_t)c->slices, sizeof *err);
+    double *t = node_ms ? qfi_calloc((size_t)c->slices * nodes + 1, sizeof *t) : NULL;
+    if (!err || (node_ms && !t)) {
+        free(err);
+        free(t);
+        return QF_ERR_NOMEM;
+    }
+    slices_job j = {.c = c, .node_ms = t, .nodes = nodes, .st = st, .err = err};
+    qfi_parallel_for(c->slices, c->slices, run_slice, &j);
+    qf_status r = QF_OK;
+    for (int s = 0; s < c->slices && r == QF_OK; s++)
+        if (st[s] != QF_OK) r = qfi_error_restore(st[s], &err[s]);
+    for (int i = 0; t && i < nodes; i++) {
+        double sum = 0.0;
+        for (int s = 0; s < c->slices; s++) sum += t[(size_t)s * nodes + i];
+        node_ms[i] += sum / c->slices;
+    }
+    free(err);
+    free(t);
+    return r;
+}
+
 /* One forward pass; with node_ms, each node's time is added to node_ms[i]
  * (a fused attention chain's to its first node, a node fused into a Conv
  * gets none). */
@@ -290,6 +434,7 @@ static qf_status forward(qf_engine *e, double *node_ms)
 {
     const qf_graph *g = e->g;
     cpu_engine *c = e->impl;
+    if (c->slices) return forward_slices(c, g->n_nodes, node_ms);
     int threads = e->opts.threads > 0 ? e->opts.threads : qfi_cpu_count();
     if (e->opts.observer)
         for (int i = 0; i < g->n_inputs; i++) e->opts.observer(e->opts.observer_user, g, g->inputs[i], c->data[g->inputs[i]]);
