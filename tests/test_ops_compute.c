@@ -1264,16 +1264,17 @@ static void count_fused(void *user, qf_log_level level, const char *msg)
 
 /* g's CPU engine (QFORGE_CPU_NOFUSE when nofuse) on `threads` threads; the
  * debug lines of its build go to count(counted), which starts at 0. */
-static qf_engine *cpu_engine_counting(const qf_graph *g, bool nofuse, int threads, qf_log_fn count, int *counted)
+/* A CPU engine for g on `threads` threads, built with environment variable
+ * env set (NULL: none) and the debug log going to note(user). */
+static qf_engine *cpu_engine_noting(const qf_graph *g, const char *env, int threads, qf_log_fn note, void *user)
 {
-    if (nofuse) setenv("QFORGE_CPU_NOFUSE", "1", 1);
-    *counted = 0;
-    qf_log_set(count, counted, QF_LOG_DEBUG);
+    if (env) setenv(env, "1", 1);
+    qf_log_set(note, user, QF_LOG_DEBUG);
     qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = threads};
     qf_engine *e = NULL;
     qf_status st = qf_engine_create(g, &opts, &e);
     qf_log_set(NULL, NULL, QF_LOG_DEBUG);
-    unsetenv("QFORGE_CPU_NOFUSE");
+    if (env) unsetenv(env);
     ck_assert_msg(st == QF_OK, "%s", qf_error_message());
     return e;
 }
@@ -1282,7 +1283,8 @@ static qf_engine *cpu_engine_counting(const qf_graph *g, bool nofuse, int thread
  * returns a copy of the attention output and the chains fused in *fused. */
 static float *run_attention(const qf_graph *g, float *const *x, bool nofuse, int *fused)
 {
-    qf_engine *e = cpu_engine_counting(g, nofuse, 2, count_fused, fused);
+    *fused = 0;
+    qf_engine *e = cpu_engine_noting(g, nofuse ? "QFORGE_CPU_NOFUSE" : NULL, 2, count_fused, fused);
     for (int k = 0; k < 3; k++) memcpy(qf_engine_input(e, k), x[k], (size_t)att_in_elems[k] * sizeof(float));
     ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
     const int out = g->n_outputs - 1;
@@ -1384,7 +1386,8 @@ static void count_epilogues(void *user, qf_log_level level, const char *msg)
  * nofuse); its outputs concatenated, the fused activations in *fused. */
 static float *run_epilogues(const qf_graph *g, const float *x, int64_t nx, int64_t *ny, bool nofuse, int *fused)
 {
-    qf_engine *e = cpu_engine_counting(g, nofuse, 3, count_epilogues, fused);
+    *fused = 0;
+    qf_engine *e = cpu_engine_noting(g, nofuse ? "QFORGE_CPU_NOFUSE" : NULL, 3, count_epilogues, fused);
     memcpy(qf_engine_input(e, 0), x, (size_t)nx * sizeof(float));
     ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
     *ny = 0;
@@ -1524,15 +1527,8 @@ static void note_batch_plan(void *user, qf_log_level level, const char *msg)
  * (QFORGE_CPU_LAYERWISE when layerwise); what the engine did in *plan. */
 static float *run_batch(const qf_graph *g, const float *x, int threads, bool layerwise, batch_plan *plan, int64_t *ny)
 {
-    if (layerwise) setenv("QFORGE_CPU_LAYERWISE", "1", 1);
     *plan = (batch_plan){.slices = -1};
-    qf_log_set(note_batch_plan, plan, QF_LOG_DEBUG);
-    qf_engine_opts opts = {.device = QF_DEVICE_CPU, .threads = threads};
-    qf_engine *e = NULL;
-    qf_status st = qf_engine_create(g, &opts, &e);
-    qf_log_set(NULL, NULL, QF_LOG_DEBUG);
-    unsetenv("QFORGE_CPU_LAYERWISE");
-    ck_assert_msg(st == QF_OK, "%s", qf_error_message());
+    qf_engine *e = cpu_engine_noting(g, layerwise ? "QFORGE_CPU_LAYERWISE" : NULL, threads, note_batch_plan, plan);
     memcpy(qf_engine_input(e, 0), x, qf_value_bytes(&g->values[g->inputs[0]]));
     ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
     *ny = 0;
