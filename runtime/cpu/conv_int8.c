@@ -253,8 +253,11 @@ static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
     const int64_t kh = w->k[1], nd = dw_quads_per_row(w), prow = L->prow;
     uint8_t *padded = (uint8_t *)slot + L->plane, *e = (uint8_t *)slot + L->e;
     int32_t *acc = (int32_t *)(slot + L->acc);
-    k->dw_pad(j->x + (n * geo->C + c) * H * W, H, W, pt, pl, Hp, prow, j->fill, padded);
-    k->dw_expand(padded, prow, Hp, w->stride[2], w->dil[2], L->nq, e);
+    const int8_t *x = j->x + (n * geo->C + c) * H * W;
+    if (!k->dw_pad_expand || !k->dw_pad_expand(x, H, W, pt, pl, Hp, w->stride[2], w->dil[2], L->nq, j->fill, e)) {
+        k->dw_pad(x, H, W, pt, pl, Hp, prow, j->fill, padded);
+        k->dw_expand(padded, prow, Hp, w->stride[2], w->dil[2], L->nq, e);
+    }
     for (int64_t mm = 0; mm < mult; mm++) {
         const int64_t m = c * mult + mm;
         /* flat: one output row of Ho*Wo (stride 1, nd 1) */

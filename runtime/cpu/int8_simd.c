@@ -353,6 +353,47 @@ T512 static void dw_pad512(const int8_t *x, int64_t h, int64_t w, int64_t pt, in
     }
 }
 
+/* dw_pad and dw_expand512 in one pass: a group of 16 quads is one masked
+ * load of the input row, read where it lies in the padded row (lanes in the
+ * padding hold `fill`; masked-off lanes neither read nor fault), flipped,
+ * and one vpermb; rows of the vertical padding are `fill` throughout. The
+ * padded plane was most of the depthwise time of a small plane (each row a
+ * loop of masked 64-byte chunks) and, on a large one, one more pass over
+ * the plane. */
+T512 static bool dw_pad_expand512(const int8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp, int64_t s,
+                                  int64_t d, int64_t n, uint8_t fill, uint8_t *e)
+{
+    enum { MAX_GROUPS = 64 };
+    const int64_t groups = (n + 15) / 16;
+    if (15 * s + 3 * d >= 64 || groups > MAX_GROUPS) return false;
+    uint8_t idx[64];
+    for (int k = 0; k < 64; k++) idx[k] = (uint8_t)(s * (k / 4) + d * (k % 4));
+    const __m512i perm = _mm512_loadu_si512(idx), vfill = _mm512_set1_epi8((char)fill),
+                  flip = _mm512_set1_epi8((char)0x80);
+    /* per group: the lanes that hold input columns (the same on every row) */
+    __mmask64 in_row[MAX_GROUPS];
+    for (int64_t g = 0; g < groups; g++) {
+        const int64_t c0 = s * 16 * g - pl; /* the input column of lane 0 */
+        const int64_t lo = c0 < 0 ? -c0 : 0, hi = w - c0 < 64 ? w - c0 : 64;
+        in_row[g] = hi > lo ? (~0ull >> (64 - (hi - lo))) << lo : 0;
+    }
+    const __mmask64 tail = n % 16 ? ~0ull >> (64 - 4 * (n % 16)) : ~0ull;
+    for (int64_t r = 0; r < hp; r++, e += 4 * n) {
+        const int64_t i = r - pt;
+        for (int64_t g = 0; g < groups; g++) {
+            __m512i v = vfill;
+            if (i >= 0 && i < h && in_row[g]) {
+                const int8_t *at = x + i * w + (s * 16 * g - pl); /* lane 0's column; only in_row lanes are read */
+                v = _mm512_permutexvar_epi8(
+                    perm, _mm512_mask_mov_epi8(vfill, in_row[g],
+                                               _mm512_xor_si512(_mm512_maskz_loadu_epi8(in_row[g], at), flip)));
+            }
+            _mm512_mask_storeu_epi8(e + 64 * g, g + 1 < groups ? ~0ull : tail, v);
+        }
+    }
+    return true;
+}
+
 /* 256 bits without byte permutes across lanes: each 128-bit lane makes 4
  * quads from its own 16-byte load (pshufb), when 4 quads span 16 bytes. */
 #define DEFINE_DW_EXPAND256(NAME, TARGET)                                                                              \
@@ -615,7 +656,8 @@ DEFINE_REQUANT_ROWS256(_evex, TEVEX)
 /* What the 512-bit and AMX sets share: everything but the blocks. */
 #define VECTOR512_MEMBERS                                                                                              \
     .requant_run = requant_run512, .requant_rows = requant_rows512, .requant_cols = requant_cols512,                   \
-    .interleave4 = interleave4_512, .dw_pad = dw_pad512, .dw_expand = dw_expand512, .dw_plane = dw_plane512,
+    .interleave4 = interleave4_512, .dw_pad = dw_pad512, .dw_expand = dw_expand512,                                   \
+    .dw_pad_expand = dw_pad_expand512, .dw_plane = dw_plane512,
 static const qfi_i8_kernels kernels512 = {
     .isa = QFI_I8_VNNI512,
     .mb = 8, .nv = 3, .vw = 16,

@@ -240,6 +240,11 @@ typedef struct qfi_i8_kernels {
      * a depthwise window (each src row: >= s*n + 3*d + 64 bytes). */
     void (*dw_expand)(const uint8_t *src, int64_t src_stride, int64_t nr, int64_t s, int64_t d, int64_t n,
                       uint8_t *e);
+    /* Optional (NULL, or false returned: dw_pad then dw_expand): the
+     * expanded rows of dw_pad's plane straight from x, with no padded plane;
+     * the same bytes (rows of n quads, hp rows). */
+    bool (*dw_pad_expand)(const int8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp, int64_t s,
+                          int64_t d, int64_t n, uint8_t fill, uint8_t *e);
     /* A depthwise plane from expanded rows of nq quads: acc[oh*wo + i] (oh <
      * ho, i < wo) = sum over window rows r < kh and dwords k < nd of the u8
      * quad i + k*kstep of expanded row oh*sh + r*dh . the s8 quad w[r*nd + k].
