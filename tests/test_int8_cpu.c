@@ -275,6 +275,10 @@ static const conv_case conv_cases[] = {
     CONV2(1, 5, 10, 5, 8, 9, 3, 3, 1, 1, 1, 1, 1, 1, half_out),
     CONV2(1, 4, 4, 4, 13, 13, 5, 5, 3, 1, 2, 2, 2, 2, plain),          /* the plain loop: 4*dil not a multiple of 3 */
     CONV2(1, 3, 3, 3, 10, 10, 3, 3, 1, 2, 2, 2, 2, 2, relu_res),       /* depthwise, dilation 2 */
+    /* depthwise strided, one quad a row: the expanded rows in phase planes, one run of outputs */
+    CONV2(2, 9, 9, 9, 14, 14, 3, 3, 2, 1, 1, 1, 1, 1, relu_res),      /* 14x14 -> 7x7 */
+    CONV2(1, 4, 8, 4, 13, 11, 3, 3, 2, 2, 2, 1, 2, 3, zp_clip),       /* dilation 2: every window row in phase 0 */
+    CONV2(1, 5, 5, 5, 16, 12, 4, 2, 3, 1, 1, 0, 2, 1, half_out),      /* stride 3, four window rows */
     /* 1-D and 3-D */
     {.nd = 1, .N = 2, .C = 6, .M = 5, .group = 1, .in = {23}, .k = {3}, .stride = {2}, .dil = {1}, .pad0 = {1},
      .pad1 = {1}, .ep = relu_res},

@@ -159,8 +159,11 @@ qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **
 
 /* Depthwise: the padded u8 plane, its rows expanded, the plane's sums. */
 typedef struct dw8_layout {
-    bool flat;                    /* stride 1, one quad a row: the output rows are one run (below) */
+    bool flat;                    /* one quad a window row: the plane's outputs are one run (below) */
     int64_t nq;                   /* quads per expanded row */
+    int64_t phases;               /* flat: the expanded rows stored as this many phase planes */
+    int64_t step;                 /* quads from an output row's window to the next's (not flat) */
+    int64_t off[QFI_DIRECT_MAX_TAPS]; /* per window row: its first quad for output row 0 */
     int64_t prow;                 /* bytes of one padded input row */
     size_t plane, e, acc, slot;   /* offsets in a slot, its size */
 } dw8_layout;
@@ -169,17 +172,25 @@ static void dw_layout(const qfi_conv_geom *geo, dw8_layout *L)
 {
     const qfi_window *w = &geo->w;
     const int64_t Hp = w->in[1] + w->pad[1] + w->pad_end[1], Wp = w->in[2] + w->pad[2] + w->pad_end[2];
-    /* With vertical stride 1 and one quad per window row, expanded rows of
-     * exactly Wo quads make window row r of output p = (oh, ow) quad p + r*dil*Wo
-     * of the expanded plane: the plane's outputs are one run, vectors across
+    const int64_t sh = w->stride[1], dh = w->dil[1];
+    /* With one quad per window row, expanded rows of exactly Wo quads stored
+     * as sh phase planes (padded rows a, a + sh, a + 2sh, ... in phase a)
+     * make window row r of output p = (oh, ow) quad p + (r*dh / sh)*Wo of
+     * phase (r*dh) % sh: the plane's outputs are one run, vectors across
      * rows (a 7x7 map: 49 outputs in 4 vectors instead of 7) */
-    L->flat = w->stride[1] == 1 && dw_quads_per_row(w) == 1;
+    L->flat = dw_quads_per_row(w) == 1;
     L->nq = L->flat ? w->out[2] : (w->out[2] + 15) / 16 * 16 + (dw_quads_per_row(w) - 1) * dw_kstep(w);
+    L->phases = L->flat ? sh : 1;
+    const int64_t per_phase = (Hp + L->phases - 1) / L->phases;
+    L->step = sh * L->nq;
+    for (int64_t r = 0; r < w->k[1]; r++)
+        L->off[r] = L->flat ? ((r * dh) % sh * per_phase + r * dh / sh) * L->nq : r * dh * L->nq;
     int64_t need = w->stride[2] * L->nq + 3 * w->dil[2];
     L->prow = (need > Wp ? need : Wp) + 64;
     L->plane = 0;
     L->e = L->plane + align64((size_t)(Hp * L->prow));
-    L->acc = L->e + align64((size_t)(Hp * L->nq + 32) * 4); /* a run's last vectors read past the plane */
+    /* a run's last vectors read past the plane */
+    L->acc = L->e + align64((size_t)(L->phases * per_phase * L->nq + 32) * 4);
     L->slot = L->acc + align64((size_t)(w->out[1] * w->out[2] + 16) * 4);
 }
 
@@ -254,15 +265,18 @@ static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
     uint8_t *padded = (uint8_t *)slot + L->plane, *e = (uint8_t *)slot + L->e;
     int32_t *acc = (int32_t *)(slot + L->acc);
     const int8_t *x = j->x + (n * geo->C + c) * H * W;
-    if (!k->dw_pad_expand || !k->dw_pad_expand(x, H, W, pt, pl, Hp, w->stride[2], w->dil[2], L->nq, j->fill, e)) {
+    const int64_t s = w->stride[2], d = w->dil[2], per_phase = (Hp + L->phases - 1) / L->phases;
+    if (!k->dw_pad_expand || !k->dw_pad_expand(x, H, W, pt, pl, Hp, s, d, L->nq, L->phases, j->fill, e)) {
         k->dw_pad(x, H, W, pt, pl, Hp, prow, j->fill, padded);
-        k->dw_expand(padded, prow, Hp, w->stride[2], w->dil[2], L->nq, e);
+        for (int64_t a = 0; a < L->phases && a < Hp; a++) /* phase a: padded rows a, a + phases, ... */
+            k->dw_expand(padded + a * prow, L->phases * prow, (Hp - a + L->phases - 1) / L->phases, s, d, L->nq,
+                         e + 4 * a * per_phase * L->nq);
     }
     for (int64_t mm = 0; mm < mult; mm++) {
         const int64_t m = c * mult + mm;
-        /* flat: one output row of Ho*Wo (stride 1, nd 1) */
-        k->dw_plane(e, L->nq, w->stride[1], w->dil[1], (int)kh, (int)nd, dw_kstep(w), j->st->w + m * kh * nd,
-                    L->flat ? 1 : Ho, L->flat ? Ho * Wo : Wo, acc);
+        /* flat: one output row of Ho*Wo */
+        k->dw_plane(e, L->step, L->off, (int)kh, (int)nd, dw_kstep(w), j->st->w + m * kh * nd, L->flat ? 1 : Ho,
+                    L->flat ? Ho * Wo : Wo, acc);
         k->requant_run(j->rq, acc, Ho * Wo, j->st->add[m], j->m[m], j->res, j->y, (n * geo->M + m) * Ho * Wo);
     }
 }

@@ -121,7 +121,7 @@ static inline int32_t dot4(const uint8_t *u, const int8_t *s)
     return u[0] * s[0] + u[1] * s[1] + u[2] * s[2] + u[3] * s[3];
 }
 
-static void dw_plane_c(const uint8_t *e, int64_t nq, int64_t sh, int64_t dh, int kh, int nd, int64_t kstep,
+static void dw_plane_c(const uint8_t *e, int64_t step, const int64_t *off, int kh, int nd, int64_t kstep,
                        const int32_t *w, int64_t ho, int64_t wo, int32_t *acc)
 {
     for (int64_t oh = 0; oh < ho; oh++)
@@ -129,7 +129,7 @@ static void dw_plane_c(const uint8_t *e, int64_t nq, int64_t sh, int64_t dh, int
             int32_t s = 0;
             for (int r = 0; r < kh; r++)
                 for (int k = 0; k < nd; k++)
-                    s += dot4(e + 4 * ((oh * sh + r * dh) * nq + i + k * kstep), (const int8_t *)&w[r * nd + k]);
+                    s += dot4(e + 4 * (oh * step + off[r] + i + k * kstep), (const int8_t *)&w[r * nd + k]);
             acc[oh * wo + i] = s;
         }
 }
@@ -247,12 +247,12 @@ DEFINE_I8_BLOCKS(block_evex_9t, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd
 
 /* ---- depthwise planes ---------------------------------------------------------------- */
 #define DEFINE_DW_PLANE(NAME, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW)                                       \
-    TARGET static void NAME(const uint8_t *e, int64_t nq, int64_t sh, int64_t dh, int kh, int nd, int64_t kstep,     \
+    TARGET static void NAME(const uint8_t *e, int64_t step, const int64_t *off, int kh, int nd, int64_t kstep,        \
                             const int32_t *w, int64_t ho, int64_t wo, int32_t *acc)                                   \
     {                                                                                                                  \
         const uint8_t *rows[QFI_DIRECT_MAX_TAPS];                                                                      \
         for (int64_t oh = 0; oh < ho; oh++, acc += wo) {                                                               \
-            for (int r = 0; r < kh; r++) rows[r] = e + 4 * (oh * sh + r * dh) * nq;                                    \
+            for (int r = 0; r < kh; r++) rows[r] = e + 4 * (oh * step + off[r]);                                       \
             int64_t i = 0;                                                                                             \
             for (; i + 2 * VW <= wo; i += 2 * VW) { /* two vectors: twice the work per weight broadcast */           \
                 VT a0 = ZERO(), a1 = ZERO();                                                                           \
@@ -361,7 +361,7 @@ T512 static void dw_pad512(const int8_t *x, int64_t h, int64_t w, int64_t pt, in
  * loop of masked 64-byte chunks) and, on a large one, one more pass over
  * the plane. */
 T512 static bool dw_pad_expand512(const int8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp, int64_t s,
-                                  int64_t d, int64_t n, uint8_t fill, uint8_t *e)
+                                  int64_t d, int64_t n, int64_t phases, uint8_t fill, uint8_t *e)
 {
     enum { MAX_GROUPS = 64 };
     const int64_t groups = (n + 15) / 16;
@@ -378,8 +378,10 @@ T512 static bool dw_pad_expand512(const int8_t *x, int64_t h, int64_t w, int64_t
         in_row[g] = hi > lo ? (~0ull >> (64 - (hi - lo))) << lo : 0;
     }
     const __mmask64 tail = n % 16 ? ~0ull >> (64 - 4 * (n % 16)) : ~0ull;
-    for (int64_t r = 0; r < hp; r++, e += 4 * n) {
+    const int64_t per_phase = (hp + phases - 1) / phases;
+    for (int64_t r = 0; r < hp; r++) {
         const int64_t i = r - pt;
+        uint8_t *er = e + 4 * n * (r % phases * per_phase + r / phases);
         for (int64_t g = 0; g < groups; g++) {
             __m512i v = vfill;
             if (i >= 0 && i < h && in_row[g]) {
@@ -388,7 +390,7 @@ T512 static bool dw_pad_expand512(const int8_t *x, int64_t h, int64_t w, int64_t
                     perm, _mm512_mask_mov_epi8(vfill, in_row[g],
                                                _mm512_xor_si512(_mm512_maskz_loadu_epi8(in_row[g], at), flip)));
             }
-            _mm512_mask_storeu_epi8(e + 64 * g, g + 1 < groups ? ~0ull : tail, v);
+            _mm512_mask_storeu_epi8(er + 64 * g, g + 1 < groups ? ~0ull : tail, v);
         }
     }
     return true;

@@ -242,14 +242,15 @@ typedef struct qfi_i8_kernels {
                       uint8_t *e);
     /* Optional (NULL, or false returned: dw_pad then dw_expand): the
      * expanded rows of dw_pad's plane straight from x, with no padded plane;
-     * the same bytes (rows of n quads, hp rows). */
+     * the same bytes (rows of n quads), padded row r stored as row
+     * (r % phases) * ((hp + phases - 1) / phases) + r / phases. */
     bool (*dw_pad_expand)(const int8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t hp, int64_t s,
-                          int64_t d, int64_t n, uint8_t fill, uint8_t *e);
-    /* A depthwise plane from expanded rows of nq quads: acc[oh*wo + i] (oh <
-     * ho, i < wo) = sum over window rows r < kh and dwords k < nd of the u8
-     * quad i + k*kstep of expanded row oh*sh + r*dh . the s8 quad w[r*nd + k].
-     * Writes up to 16 elements past the last; reads rows rounded up to 16. */
-    void (*dw_plane)(const uint8_t *e, int64_t nq, int64_t sh, int64_t dh, int kh, int nd, int64_t kstep,
+                          int64_t d, int64_t n, int64_t phases, uint8_t fill, uint8_t *e);
+    /* A depthwise plane from expanded quads: acc[oh*wo + i] (oh < ho, i <
+     * wo) = sum over window rows r < kh and dwords k < nd of the u8 quad
+     * oh*step + off[r] + i + k*kstep of e . the s8 quad w[r*nd + k]. Writes
+     * up to 16 elements past the last; reads rows rounded up to 16. */
+    void (*dw_plane)(const uint8_t *e, int64_t step, const int64_t *off, int kh, int nd, int64_t kstep,
                      const int32_t *w, int64_t ho, int64_t wo, int32_t *acc);
 } qfi_i8_kernels;
 const qfi_i8_kernels *qfi_cpu_i8_kernels(qfi_i8_isa isa);
