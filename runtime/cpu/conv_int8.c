@@ -159,39 +159,53 @@ qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **
 
 /* Depthwise: the padded u8 plane, its rows expanded, the plane's sums. */
 typedef struct dw8_layout {
-    bool flat;                    /* one quad a window row: the plane's outputs are one run (below) */
+    bool flat;                    /* the plane's outputs are one run (below) */
     int64_t nq;                   /* quads per expanded row */
     int64_t phases;               /* flat: the expanded rows stored as this many phase planes */
     int64_t step;                 /* quads from an output row's window to the next's (not flat) */
+    int64_t kstep;                /* quads from a window row's dword to the next */
+    int64_t dplane;               /* flat: quads of one dword's expanded plane */
     int64_t off[QFI_DIRECT_MAX_TAPS]; /* per window row: its first quad for output row 0 */
     int64_t prow;                 /* bytes of one padded input row */
     size_t plane, e, acc, slot;   /* offsets in a slot, its size */
 } dw8_layout;
 
+static int64_t vectors(int64_t n) { return (n + 15) / 16; }
+
 static void dw_layout(const qfi_conv_geom *geo, dw8_layout *L)
 {
     const qfi_window *w = &geo->w;
     const int64_t Hp = w->in[1] + w->pad[1] + w->pad_end[1], Wp = w->in[2] + w->pad[2] + w->pad_end[2];
-    const int64_t sh = w->stride[1], dh = w->dil[1];
-    /* With one quad per window row, expanded rows of exactly Wo quads stored
-     * as sh phase planes (padded rows a, a + sh, a + 2sh, ... in phase a)
-     * make window row r of output p = (oh, ow) quad p + (r*dh / sh)*Wo of
-     * phase (r*dh) % sh: the plane's outputs are one run, vectors across
-     * rows (a 7x7 map: 49 outputs in 4 vectors instead of 7) */
-    L->flat = dw_quads_per_row(w) == 1;
-    L->nq = L->flat ? w->out[2] : (w->out[2] + 15) / 16 * 16 + (dw_quads_per_row(w) - 1) * dw_kstep(w);
+    const int64_t sh = w->stride[1], dh = w->dil[1], kh = w->k[1], Ho = w->out[1], Wo = w->out[2];
+    const int64_t nd = dw_quads_per_row(w), rows_nq = vectors(Wo) * 16 + (nd - 1) * dw_kstep(w);
+    /* Flat: each dword k of the window rows (taps 4k..4k+3) expanded into a
+     * plane of its own, rows of exactly Wo quads stored as sh phase planes
+     * (padded rows a, a + sh, a + 2sh, ... in phase a), so that dword k of
+     * window row r of output p = (oh, ow) is quad p + (r*dh / sh)*Wo of
+     * phase (r*dh) % sh of plane k: the plane's outputs are one run, vectors
+     * across rows (a 7x7 map: 49 outputs in 4 vectors instead of 7). Taken
+     * where it costs fewer vectors than output row by row, which a window
+     * one dword wide always does; a wider one only on narrow maps (8x8 with
+     * 5x5 windows: 64 outputs in 4 vectors instead of 8 half-empty ones). */
+    const int64_t flat_cost = nd * (Hp * vectors(Wo) + kh * vectors(Ho * Wo));
+    const int64_t rows_cost = Hp * vectors(rows_nq) + Ho * kh * nd * vectors(Wo);
+    L->flat = nd == 1 || flat_cost < rows_cost;
+    L->nq = L->flat ? Wo : rows_nq;
     L->phases = L->flat ? sh : 1;
     const int64_t per_phase = (Hp + L->phases - 1) / L->phases;
+    L->dplane = L->phases * per_phase * L->nq;
     L->step = sh * L->nq;
-    for (int64_t r = 0; r < w->k[1]; r++)
+    L->kstep = L->flat ? L->dplane : dw_kstep(w);
+    for (int64_t r = 0; r < kh; r++)
         L->off[r] = L->flat ? ((r * dh) % sh * per_phase + r * dh / sh) * L->nq : r * dh * L->nq;
-    int64_t need = w->stride[2] * L->nq + 3 * w->dil[2];
+    /* the bytes dw_expand reads of a padded row: dword k of the flat planes starts 4k*dil columns in */
+    int64_t need = w->stride[2] * L->nq + 3 * w->dil[2] + (L->flat ? 4 * (nd - 1) * w->dil[2] : 0);
     L->prow = (need > Wp ? need : Wp) + 64;
     L->plane = 0;
     L->e = L->plane + align64((size_t)(Hp * L->prow));
     /* a run's last vectors read past the plane */
-    L->acc = L->e + align64((size_t)(L->phases * per_phase * L->nq + 32) * 4);
-    L->slot = L->acc + align64((size_t)(w->out[1] * w->out[2] + 16) * 4);
+    L->acc = L->e + align64((size_t)((L->flat ? nd : 1) * L->dplane + 32) * 4);
+    L->slot = L->acc + align64((size_t)(Ho * Wo + 16) * 4);
 }
 
 /* Direct: a slot holds one group of one image (or a band of its rows) in
@@ -266,16 +280,21 @@ static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
     int32_t *acc = (int32_t *)(slot + L->acc);
     const int8_t *x = j->x + (n * geo->C + c) * H * W;
     const int64_t s = w->stride[2], d = w->dil[2], per_phase = (Hp + L->phases - 1) / L->phases;
-    if (!k->dw_pad_expand || !k->dw_pad_expand(x, H, W, pt, pl, Hp, s, d, L->nq, L->phases, j->fill, e)) {
-        k->dw_pad(x, H, W, pt, pl, Hp, prow, j->fill, padded);
+    bool padded_made = false;
+    for (int64_t kd = 0; kd < (L->flat ? nd : 1); kd++) { /* flat: a plane per dword, its taps 4kd*d columns in */
+        uint8_t *ek = e + 4 * kd * L->dplane;
+        if (k->dw_pad_expand && k->dw_pad_expand(x, H, W, pt, pl - 4 * kd * d, Hp, s, d, L->nq, L->phases, j->fill, ek))
+            continue;
+        if (!padded_made) k->dw_pad(x, H, W, pt, pl, Hp, prow, j->fill, padded);
+        padded_made = true;
         for (int64_t a = 0; a < L->phases && a < Hp; a++) /* phase a: padded rows a, a + phases, ... */
-            k->dw_expand(padded + a * prow, L->phases * prow, (Hp - a + L->phases - 1) / L->phases, s, d, L->nq,
-                         e + 4 * a * per_phase * L->nq);
+            k->dw_expand(padded + a * prow + 4 * kd * d, L->phases * prow, (Hp - a + L->phases - 1) / L->phases, s, d,
+                         L->nq, ek + 4 * a * per_phase * L->nq);
     }
     for (int64_t mm = 0; mm < mult; mm++) {
         const int64_t m = c * mult + mm;
         /* flat: one output row of Ho*Wo */
-        k->dw_plane(e, L->step, L->off, (int)kh, (int)nd, dw_kstep(w), j->st->w + m * kh * nd, L->flat ? 1 : Ho,
+        k->dw_plane(e, L->step, L->off, (int)kh, (int)nd, L->kstep, j->st->w + m * kh * nd, L->flat ? 1 : Ho,
                     L->flat ? Ho * Wo : Wo, acc);
         k->requant_run(j->rq, acc, Ho * Wo, j->st->add[m], j->m[m], j->res, j->y, (n * geo->M + m) * Ho * Wo);
     }
