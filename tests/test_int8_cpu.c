@@ -87,7 +87,7 @@ static void run_isa(const qf_graph *g, qfi_i8_isa isa, int threads, const void *
     void *state;
     OK(qfi_cpu_node_prepare(g, n, &state));
     qfi_cpu_i8_set_isa(QFI_I8_ISAS); /* back to the default */
-    const size_t bytes = qfi_cpu_node_scratch(NULL, g, n);
+    const size_t bytes = qfi_cpu_node_scratch(NULL, g, n, threads);
     void *scratch = bytes ? malloc(bytes) : NULL;
     void *out[1] = {y};
     qfi_kernel_args a = {.g = g, .n = n, .in = in, .out = out, .scratch = scratch, .state = state, .threads = threads};

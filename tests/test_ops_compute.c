@@ -99,7 +99,7 @@ static qf_status one_run(one *t, int threads)
         out[k] = t->y[k];
     }
     if (threads == 1) return qfi_cpu_run_node(g, n, in, out);
-    size_t sb = qfi_cpu_kernel_of(n->op)->scratch ? qfi_cpu_kernel_of(n->op)->scratch(g, n) : 0;
+    size_t sb = qfi_cpu_kernel_of(n->op)->scratch ? qfi_cpu_kernel_of(n->op)->scratch(g, n, threads) : 0;
     void *scratch = sb ? malloc(sb) : NULL;
     qfi_kernel_args a = {.g = g, .n = n, .in = in, .out = out, .scratch = scratch, .threads = threads};
     st = qfi_cpu_kernel_of(n->op)->run(&a);

@@ -64,11 +64,12 @@ static conv_path choose_conv_path(const qfi_conv_geom *geo)
     return PATH_IM2COL;
 }
 
-/* Scratch slots: one per thread that can run at once, never more than items. */
-static int64_t conv_slots(int64_t items)
+/* Scratch slots: one per thread that can run at once (threads 0: all
+ * cores), never more than items. */
+static int64_t conv_slots(int64_t items, int threads)
 {
-    int64_t cpus = qfi_cpu_count();
-    return items < cpus ? items : cpus;
+    int64_t cpus = qfi_cpu_count(), s = threads > 0 && threads < cpus ? threads : cpus;
+    return items < s ? items : s;
 }
 
 /* Elements of one im2col matrix: (C/group * K) rows of OUT columns. */
@@ -77,19 +78,19 @@ static int64_t col_elems(const qfi_conv_geom *geo)
     return geo->C / geo->group * qfi_window_k_size(&geo->w) * qfi_window_out_size(&geo->w);
 }
 
-size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n)
+size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n, int threads)
 {
-    if (n->precision == QF_PREC_INT8) return qfi_cpu_conv_int8_scratch(g, n);
+    if (n->precision == QF_PREC_INT8) return qfi_cpu_conv_int8_scratch(g, n, threads);
     qfi_conv_geom geo;
     if (qfi_conv_geometry(g, n, &geo) != QF_OK) return 0;
     switch (choose_conv_path(&geo)) {
     case PATH_VECTOR:
     case PATH_POINTWISE: return 0;
-    case PATH_DEPTHWISE: return qfi_cpu_conv_depthwise_scratch(&geo);
-    case PATH_DIRECT: return qfi_cpu_conv_direct_scratch(&geo, qfi_cpu_conv_direct_slots(&geo, 0));
+    case PATH_DEPTHWISE: return qfi_cpu_conv_depthwise_scratch(&geo, threads);
+    case PATH_DIRECT: return qfi_cpu_conv_direct_scratch(&geo, qfi_cpu_conv_direct_slots(&geo, threads));
     case PATH_IM2COL: break;
     }
-    return (size_t)(conv_slots(geo.N * geo.group) * col_elems(&geo)) * sizeof(float);
+    return (size_t)(conv_slots(geo.N * geo.group, threads) * col_elems(&geo)) * sizeof(float);
 }
 
 /* Unfolds one group of one image. x is (Cg, D,H,W); col is (Cg*Kd*Kh*Kw, Do*Ho*Wo):
@@ -242,7 +243,7 @@ static qf_status conv_run(const qfi_kernel_args *a)
     if (kdim > INT_MAX || qfi_window_out_size(&geo.w) > INT_MAX || geo.M > INT_MAX)
         return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
     j.items = geo.N * geo.group;
-    j.slots = conv_slots(j.items);
+    j.slots = conv_slots(j.items, threads);
     if (path == PATH_IM2COL) {
         if (!a->scratch) return qf_error(QF_ERR_USAGE, "no im2col scratch was provided");
         j.scratch = a->scratch;

@@ -56,12 +56,12 @@ static int64_t dw_slots(int64_t planes, int threads)
     return threads > 0 && threads < s ? threads : s;
 }
 
-size_t qfi_cpu_conv_depthwise_scratch(const qfi_conv_geom *geo)
+size_t qfi_cpu_conv_depthwise_scratch(const qfi_conv_geom *geo, int threads)
 {
     if (!flat_window(&geo->w)) return 0;
     int64_t ph, pitch;
     padded_dims(&geo->w, &ph, &pitch);
-    return (size_t)(dw_slots(geo->N * geo->M, 0) * ph * pitch) * sizeof(float);
+    return (size_t)(dw_slots(geo->N * geo->M, threads) * ph * pitch) * sizeof(float);
 }
 
 /* p (ph, pitch) = x (H, W) shifted by the leading pads, zeros where x has no element. */

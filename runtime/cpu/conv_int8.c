@@ -215,7 +215,7 @@ static size_t direct_slot_bytes(const qfi_direct_plan *p, int64_t quads)
     return align64((size_t)(quads * p->plane + p->slack) * 4);
 }
 
-size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n)
+size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n, int threads)
 {
     qfi_conv_geom geo;
     if (qfi_conv_geometry(g, n, &geo) != QF_OK || geo.group < 1) return 0;
@@ -240,7 +240,8 @@ size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n)
     }
     case PATH_LOOP: per_slot = align64((size_t)qfi_window_out_size(&geo.w) * 4); break;
     }
-    return m + (size_t)qfi_cpu_count() * per_slot;
+    const int64_t cpus = qfi_cpu_count(), slots = threads > 0 && threads < cpus ? threads : cpus;
+    return m + (size_t)slots * per_slot;
 }
 
 /* ---- the job every path shares ---------------------------------------------------- */
@@ -524,7 +525,7 @@ qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a)
         j.items = geo.N * geo.M;
         break;
     }
-    /* the scratch holds qfi_cpu_count() slots */
+    /* the scratch holds a slot per thread */
     j.slots = j.items < threads ? j.items : threads;
     qfi_parallel_for((int)j.slots, j.slots, conv8_slot, &j);
     return QF_OK;

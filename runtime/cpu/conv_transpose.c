@@ -6,10 +6,10 @@
 #include <cblas.h>
 #include <limits.h>
 
-static int64_t convt_slots(int64_t items)
+static int64_t convt_slots(int64_t items, int threads)
 {
-    int64_t cpus = qfi_cpu_count();
-    return items < cpus ? items : cpus;
+    int64_t cpus = qfi_cpu_count(), s = threads > 0 && threads < cpus ? threads : cpus;
+    return items < s ? items : s;
 }
 
 /* Elements of one col matrix: (M/group * K) rows of IN columns. */
@@ -18,11 +18,11 @@ static int64_t col_elems(const qfi_conv_geom *geo)
     return geo->M / geo->group * qfi_window_k_size(&geo->w) * qfi_window_in_size(&geo->w);
 }
 
-size_t qfi_cpu_conv_transpose_scratch(const qf_graph *g, const qf_node *n)
+size_t qfi_cpu_conv_transpose_scratch(const qf_graph *g, const qf_node *n, int threads)
 {
     qfi_conv_geom geo;
     if (qfi_conv_transpose_geometry(g, n, &geo) != QF_OK) return 0;
-    return (size_t)(convt_slots(geo.N * geo.group) * col_elems(&geo)) * sizeof(float);
+    return (size_t)(convt_slots(geo.N * geo.group, threads) * col_elems(&geo)) * sizeof(float);
 }
 
 /* Adds col (Mg*Kd*Kh*Kw, Di*Hi*Wi) into y (Mg, Do,Ho,Wo): input position i under
@@ -101,8 +101,7 @@ static qf_status conv_transpose_run(const qfi_kernel_args *a)
     if (!a->scratch && col_elems(&geo) > 0) return qf_error(QF_ERR_USAGE, "no col2im scratch was provided");
     int threads = a->threads > 0 ? a->threads : qfi_cpu_count();
     j.items = geo.N * geo.group;
-    j.slots = convt_slots(j.items);
-    if (j.slots > threads) j.slots = threads;
+    j.slots = convt_slots(j.items, threads);
     j.scratch = a->scratch;
     qfi_parallel_for((int)j.slots, j.slots, convt_slot, &j);
     return QF_OK;

@@ -338,7 +338,7 @@ static qf_status cpu_create(qf_engine *e)
         const qf_node *n = &g->nodes[i];
         if (!c->own[i]) continue;
         st = qfi_cpu_node_prepare(g, n, &c->state[i]);
-        size_t s = qfi_cpu_node_scratch(c->lowp, g, n);
+        size_t s = qfi_cpu_node_scratch(c->lowp, g, n, e->opts.threads);
         if (s > scratch) scratch = s;
         if (n->n_in > width) width = n->n_in;
         if (n->n_out > width) width = n->n_out;
@@ -524,9 +524,9 @@ void qfi_cpu_node_release(const qf_node *n, void *state)
     if (state) kernels[n->op]->release(state);
 }
 
-size_t qfi_cpu_node_scratch(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n)
+size_t qfi_cpu_node_scratch(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n, int threads)
 {
-    return kernels[n->op]->scratch ? kernels[n->op]->scratch(qfi_cpu_lowp_graph(lp, g, n), n) : 0;
+    return kernels[n->op]->scratch ? kernels[n->op]->scratch(qfi_cpu_lowp_graph(lp, g, n), n, threads) : 0;
 }
 
 /* "INT8 kernels vnni512, FP32 GEMM OpenBLAS 0.3.21 ..., 16 cores" */
@@ -553,7 +553,7 @@ qf_status qfi_cpu_run_node(const qf_graph *g, const qf_node *n, const void *cons
 {
     void *state;
     QF_CHECK(qfi_cpu_node_prepare(g, n, &state));
-    size_t scratch = kernels[n->op]->scratch ? kernels[n->op]->scratch(g, n) : 0;
+    size_t scratch = kernels[n->op]->scratch ? kernels[n->op]->scratch(g, n, 1) : 0;
     void *buf = scratch ? malloc(scratch) : NULL;
     qf_status st = scratch && !buf ? qf_error(QF_ERR_NOMEM, "out of memory for scratch") : QF_OK;
     if (st == QF_OK) {

@@ -37,13 +37,13 @@ static qf_status gemm_run(const qfi_kernel_args *a)
 }
 
 /* INT8: gemm_int8.c's; FP32 (and FP16 on the f32 view): the row blocks' padding. */
-static size_t gemm_scratch(const qf_graph *g, const qf_node *n)
+static size_t gemm_scratch(const qf_graph *g, const qf_node *n, int threads)
 {
     if (n->precision == QF_PREC_INT8) return qfi_cpu_gemm_scratch(g, n);
     const qfi_gemm_params *p = n->params;
     qfi_gemm_geom geo;
     if (!p || qfi_gemm_geometry(g, n, &geo) != QF_OK) return 0;
-    return qfi_cpu_sgemm_rows_scratch(geo.M, geo.N, geo.K, p->trans_a);
+    return qfi_cpu_sgemm_rows_scratch(geo.M, geo.N, geo.K, p->trans_a, threads);
 }
 
 const qfi_cpu_kernel qfi_cpu_gemm = {

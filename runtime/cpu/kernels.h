@@ -36,8 +36,9 @@ void qfi_cpu_epilogue_floats(const qfi_cpu_epilogue *e, const float *x, float *y
  * lowp.c. */
 typedef struct qfi_cpu_kernel {
     qf_status (*run)(const qfi_kernel_args *a);
-    /* Bytes of scratch run() needs (im2col), or NULL for none. */
-    size_t (*scratch)(const qf_graph *g, const qf_node *n);
+    /* Bytes of scratch run() needs (im2col) on up to `threads` threads (0:
+     * all cores), or NULL for none. */
+    size_t (*scratch)(const qf_graph *g, const qf_node *n, int threads);
     /* Per-node state built once with the engine (INT8 weights packed for the
      * kernel), freed by release(); NULL for none. *state may stay NULL. */
     qf_status (*prepare)(const qf_graph *g, const qf_node *n, void **state);
@@ -55,7 +56,7 @@ const qfi_cpu_kernel *qfi_cpu_kernel_of(qf_op op);
  * real graph; a->scratch holds qfi_cpu_node_scratch() bytes. */
 typedef struct qfi_cpu_lowp qfi_cpu_lowp; /* lowp.c, below */
 qf_status qfi_cpu_node_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a);
-size_t qfi_cpu_node_scratch(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n);
+size_t qfi_cpu_node_scratch(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n, int threads);
 /* What n's kernel builds once before its runs (INT8 weights packed), for
  * a->state; *state stays NULL for kernels without. Release frees it. */
 qf_status qfi_cpu_node_prepare(const qf_graph *g, const qf_node *n, void **state);
@@ -109,13 +110,13 @@ static inline void qfi_copy_floats(float *__restrict r, const float *__restrict 
  * that a row gets the same bits whatever the other rows are: for GEMMs whose
  * rows grow with the batch. Blocks of large GEMMs are spread over `threads`
  * (<= 0: all cores). runtime/cpu/sgemm_rows.c. */
-size_t qfi_cpu_sgemm_rows_scratch(int64_t rows, int64_t N, int64_t K, bool trans_a);
+size_t qfi_cpu_sgemm_rows_scratch(int64_t rows, int64_t N, int64_t K, bool trans_a, int threads);
 qf_status qfi_cpu_sgemm_rows(bool trans_a, bool trans_b, int64_t rows, int64_t N, int64_t K, float alpha,
                              const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *Y,
                              void *scratch, int threads);
 
-size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n);
-size_t qfi_cpu_conv_transpose_scratch(const qf_graph *g, const qf_node *n);
+size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n, int threads);
+size_t qfi_cpu_conv_transpose_scratch(const qf_graph *g, const qf_node *n, int threads);
 /* Unfolds one group of one image for Conv: x is (Cg, D,H,W), col is
  * (Cg*Kd*Kh*Kw, Do*Ho*Wo), 0 where a tap falls in the padding. runtime/cpu/conv.c. */
 struct qfi_window;
@@ -161,7 +162,7 @@ void qfi_cpu_conv_direct(const struct qfi_conv_geom *geo, const float *x, const 
 
 /* FP32 depthwise convolutions (runtime/cpu/conv_depthwise.c): the scratch
  * (padded planes, one a thread) and the run. */
-size_t qfi_cpu_conv_depthwise_scratch(const struct qfi_conv_geom *geo);
+size_t qfi_cpu_conv_depthwise_scratch(const struct qfi_conv_geom *geo, int threads);
 qf_status qfi_cpu_conv_depthwise(const struct qfi_conv_geom *geo, const float *x, const float *w, const float *b,
                                  float *y, const qfi_cpu_epilogue *epilogue, float *scratch, int threads);
 
@@ -277,7 +278,7 @@ int64_t qfi_cpu_i8_tile_kq(int64_t quads);
 
 /* Conv nodes of precision INT8; runtime/cpu/conv_int8.c. */
 qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a);
-size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n);
+size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n, int threads);
 qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **state);
 /* Gemm and MatMul nodes of precision INT8; runtime/cpu/gemm_int8.c. */
 qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a);

@@ -96,13 +96,13 @@ static int64_t tall_rows(const qf_graph *g, const qf_node *n, const qfi_matmul_g
     return bv->ndim <= 2 && qf_value_numel(av) == nb * geo->M * geo->K ? nb * geo->M : 0;
 }
 
-static size_t matmul_scratch(const qf_graph *g, const qf_node *n)
+static size_t matmul_scratch(const qf_graph *g, const qf_node *n, int threads)
 {
     qfi_matmul_geom geo;
     if (qfi_matmul_geometry(g, n, &geo) != QF_OK) return 0;
     if (qfi_matmul_is_product(n)) return (size_t)(qfi_numel(geo.nbatch, geo.batch) * geo.N) * sizeof(int32_t);
     if (n->precision == QF_PREC_INT8) return qfi_cpu_gemm_scratch(g, n);
-    return qfi_cpu_sgemm_rows_scratch(tall_rows(g, n, &geo), geo.N, geo.K, false);
+    return qfi_cpu_sgemm_rows_scratch(tall_rows(g, n, &geo), geo.N, geo.K, false, threads);
 }
 
 static qf_status matmul_run(const qfi_kernel_args *a)

@@ -85,11 +85,11 @@ static int64_t rows_slots(int64_t rows, int64_t N, int64_t K, int threads)
     return slots < blocks ? slots : blocks;
 }
 
-size_t qfi_cpu_sgemm_rows_scratch(int64_t rows, int64_t N, int64_t K, bool trans_a)
+size_t qfi_cpu_sgemm_rows_scratch(int64_t rows, int64_t N, int64_t K, bool trans_a, int threads)
 {
     if (rows <= 0 || N <= 0 || K <= 0) return 0;
     if (!trans_a && rows % SGEMM_ROWS == 0) return 0;
-    const int64_t blocks = trans_a ? rows_slots(rows, N, K, 0) : 1;
+    const int64_t blocks = trans_a ? rows_slots(rows, N, K, threads) : 1;
     return (size_t)(blocks * block_floats(N, K)) * sizeof(float);
 }
 
@@ -100,13 +100,13 @@ qf_status qfi_cpu_sgemm_rows(bool trans_a, bool trans_b, int64_t rows, int64_t N
     if (rows <= 0 || N <= 0 || K <= 0) return QF_OK;
     if (N > INT_MAX || K > INT_MAX || (!trans_a && lda > INT_MAX) || ldb > INT_MAX)
         return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
-    if (!scratch && qfi_cpu_sgemm_rows_scratch(rows, N, K, trans_a) > 0)
+    if (!scratch && qfi_cpu_sgemm_rows_scratch(rows, N, K, trans_a, threads) > 0)
         return qf_error(QF_ERR_USAGE, "no GEMM row-block scratch was provided");
     rows_job j = {.trans_a = trans_a, .trans_b = trans_b, .rows = rows, .N = N, .K = K, .lda = lda, .ldb = ldb,
                   .alpha = alpha, .beta = beta, .A = A, .B = B, .Y = Y, .scratch = scratch,
                   .blocks = (rows + SGEMM_ROWS - 1) / SGEMM_ROWS};
     j.slots = rows_slots(rows, N, K, threads);
-    if (trans_a && j.slots > 1) { /* the scratch holds one block per slot of all cores */
+    if (trans_a && j.slots > 1) { /* the scratch holds a block per slot of these threads, at most all cores' */
         const int64_t planned = rows_slots(rows, N, K, 0);
         if (j.slots > planned) j.slots = planned;
     }

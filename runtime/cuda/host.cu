@@ -124,7 +124,7 @@ static qf_status host_prepare(cu_engine *c, cu_layer *L)
             QF_ASSERT(!cu_is_nhwc(c, v)); /* cu_op_host's outputs are logical */
         }
     }
-    const size_t scratch = qfi_cpu_node_scratch(c->host_lowp, g, n);
+    const size_t scratch = qfi_cpu_node_scratch(c->host_lowp, g, n, c->e->opts.threads);
     if (scratch && !(h->scratch = malloc(scratch))) return QF_ERR_NOMEM;
     return qfi_cpu_node_prepare(g, n, &h->kstate);
 }
