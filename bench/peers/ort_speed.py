@@ -73,11 +73,11 @@ def profile(a, x):
     warm-up, from a second session with ONNX Runtime's profiler on."""
     import os
     import tempfile
-    cwd = os.getcwd()
+    cwd, model = os.getcwd(), os.path.abspath(a.model)
     with tempfile.TemporaryDirectory() as d:
         os.chdir(d)  # the profiler writes its trace into the working folder
         try:
-            sess = session(a.model, a.threads, profile=True)
+            sess = session(model, a.threads, profile=True)
             for _ in range(2 + PROFILE_RUNS):
                 sess.run(None, x)
             with open(sess.end_profiling()) as f:
