@@ -211,18 +211,24 @@ static qf_status fuse_epilogues(const qf_graph *g, cpu_engine *c, qf_value *plan
 }
 
 /* Slices of images to run the batch as: the threads, when every thread gets
- * at least two images and no node mixes images; else 0 (layer by layer). */
+ * at least two images and no node mixes images; else 0 (layer by layer).
+ * Each slice packs its own weights (and widens FP16 ones), so slices are
+ * for machines of up to MAX_SLICE_THREADS threads, where they were measured
+ * (2); larger ones keep layer by layer, which has work enough per thread. */
+enum { MAX_SLICE_THREADS = 16 };
 static int image_slices(const qf_engine *e)
 {
     const qf_graph *g = e->g;
     const int threads = e->opts.threads > 0 ? e->opts.threads : qfi_cpu_count();
-    if (e->opts.observer || threads < 2 || g->batch < 2 * threads || getenv("QFORGE_CPU_LAYERWISE")) return 0;
+    if (e->opts.observer || threads < 2 || threads > MAX_SLICE_THREADS || g->batch < 2 * threads ||
+        getenv("QFORGE_CPU_LAYERWISE"))
+        return 0;
     const char *why;
     if (!qfi_cpu_images_independent(g, &why)) {
         qf_log(QF_LOG_DEBUG, "%s: CPU engine: layer by layer: %s", g->source, why);
         return 0;
     }
-    return threads < 256 ? threads : 256; /* forward_slices's MAX_SLICES */
+    return threads;
 }
 
 static size_t align64(size_t b) { return (b + 63) / 64 * 64; }
@@ -282,14 +288,14 @@ static qf_status cpu_create(qf_engine *e)
         if (!c) return QF_ERR_NOMEM;
         e->impl = c;
         qf_status st = create_slices(e, c, slices);
-        if (st != QF_OK) {
-            qfi_error_saved err;
-            qfi_error_save(&err);
-            cpu_destroy(e);
-            e->impl = NULL;
-            return qfi_error_restore(st, &err);
-        }
-        return QF_OK;
+        if (st == QF_OK) return QF_OK;
+        qfi_error_saved err;
+        qfi_error_save(&err);
+        cpu_destroy(e);
+        e->impl = NULL;
+        if (st != QF_ERR_NOMEM) return qfi_error_restore(st, &err);
+        /* the slices' copies of the weights did not fit: layer by layer needs one */
+        qf_log(QF_LOG_DEBUG, "%s: CPU engine: layer by layer: %s", g->source, err.msg);
     }
     /* The engine spreads (image, group) work over its own threads; OpenBLAS's
      * threads on top of those only spin and contend (measured: 4.2 s of system
@@ -403,8 +409,7 @@ static void run_slice(void *arg, int64_t t)
  * time over the slices is added (what the node costs the batch's wall time). */
 static qf_status forward_slices(cpu_engine *c, int nodes, double *node_ms)
 {
-    enum { MAX_SLICES = 256 };
-    qf_status st[MAX_SLICES];
+    qf_status st[MAX_SLICE_THREADS];
     qfi_error_saved *err = qfi_calloc((size_t)c->slices, sizeof *err);
     double *t = node_ms ? qfi_calloc((size_t)c->slices * nodes + 1, sizeof *t) : NULL;
     if (!err || (node_ms && !t)) {
