@@ -1545,7 +1545,7 @@ static float *run_batch(const qf_graph *g, const float *x, int threads, bool lay
 
 /* A batch of 7 images through convs, pools, a classifier, a batched MatMul
  * of two activations, a Transpose and a Concat along channels; `mixer`
- * adds a node that mixes images (0: none). */
+ * adds a node that mixes images (1-4) or lists an output twice (5); 0: neither. */
 static qf_graph *slices_graph(int mixer)
 {
     qf_graph *g = qf_graph_new("slices");
@@ -1585,7 +1585,8 @@ static qf_graph *slices_graph(int mixer)
     }
     if (mixer == 3) set_int(op(g, "mix", QF_OP_CONCAT, 2, (int[]){fc, fc}, mix), "axis", 0);
     if (mixer == 4) set_ints(op(g, "mix", QF_OP_TRANSPOSE, 1, &fc, mix), "perm", 2, (int64_t[]){1, 0});
-    if (mixer) output(g, mix);
+    if (mixer >= 1 && mixer <= 4) output(g, mix);
+    if (mixer == 5) output(g, sm); /* the same value twice: one buffer of the batch each */
     prepare_graph(g, 7);
     return g;
 }
@@ -1600,8 +1601,9 @@ START_TEST(images_in_slices)
     float *x = malloc(nx * sizeof(float));
     for (int64_t i = 0; i < nx; i++) x[i] = frand(-1.0f, 1.0f);
     static const char *const mixers[] = {NULL, "Softmax mix normalizes along the batch", "ReduceMean mix reduces along the batch",
-                                         "Concat mix joins along the batch", "Transpose mix moves the batch"};
-    for (int mixer = 0; mixer < 5; mixer++) {
+                                         "Concat mix joins along the batch", "Transpose mix moves the batch",
+                                         "an output listed twice"};
+    for (int mixer = 0; mixer < 6; mixer++) {
         qf_graph *g = slices_graph(mixer);
         batch_plan plan;
         int64_t n_ref, n;

@@ -214,9 +214,12 @@ bool qfi_cpu_images_independent(const qf_graph *g, const char **why)
             *why = buf;
         }
     }
-    for (int i = 0; i < g->n_outputs && ok; i++)
+    for (int i = 0; i < g->n_outputs && ok; i++) {
         if (!batched[g->outputs[i]] || g->values[g->outputs[i]].producer < 0)
             *why = "an output that no node computes from the images", ok = false;
+        for (int k = 0; k < i && ok; k++) /* each output is its own buffer of the batch */
+            if (g->outputs[k] == g->outputs[i]) *why = "an output listed twice", ok = false;
+    }
     free(batched);
     return ok;
 }
