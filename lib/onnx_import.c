@@ -768,6 +768,14 @@ static qf_status load_node(loader *L, size_t i)
             return qf_error(QF_ERR_INVALID, "input %s is not produced by any node (missing initializer?)", x);
         }
     }
+    /* ONNX's QuantizeLinear and DequantizeLinear need their scale; qforge's
+     * own conversions, which take the value's, are never read from ONNX (one
+     * left without a scale made a node read a value nothing computed) */
+    if ((!strcmp(np->op_type, "QuantizeLinear") || !strcmp(np->op_type, "DequantizeLinear")) &&
+        (np->n_input < 2 || in[1] < 0)) {
+        free(io);
+        return qf_error(QF_ERR_INVALID, "%s without its scale (input 1 is required)", np->op_type);
+    }
     for (size_t k = 0; k < n_out; k++) out[k] = np->output[k] && np->output[k][0] ? name_find(L, np->output[k]) : -1;
     const char *name = L->node_names[i];
     bool done = false;

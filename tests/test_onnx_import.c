@@ -78,6 +78,9 @@ static const bad_case bad_cases[] = {
     {"resize_huge_taps.onnx", QF_ERR_INVALID, {"node Resize_0 (Resize)", "83886090 positions in all"}},
     /* and a Reshape whose data input is absent ("") read values[-1] while fixing its batch (ASan) */
     {"reshape_missing_data.onnx", QF_ERR_INVALID, {"node Reshape_12 (Reshape)", "missing input"}},
+    /* and a DequantizeLinear with its scale omitted ("") left, once the Q/DQ pairs were folded, an Add
+     * reading a value nothing computed (UBSan: a null pointer) */
+    {"qdq_missing_scale.onnx", QF_ERR_INVALID, {"node DequantizeLinear_7 (DequantizeLinear)", "without its scale"}},
     /* models quantized elsewhere (qdq_seed.onnx broken one way each) */
     {"qdq_zero_scale.onnx", QF_ERR_INVALID, {"node x_q (QuantizeLinear)", "scale x_scale is 0"}},
     {"qdq_bias_zero_point.onnx", QF_ERR_UNSUPPORTED, {"node b_dq (DequantizeLinear)", "b_zero_point is not 0"}},
