@@ -47,6 +47,8 @@ typedef struct cpu_engine {
     qf_engine **slice;
     qf_graph *slice_graph; /* each slice's view of the graph */
     void **io;             /* the graph's inputs, then its outputs */
+    qf_status *slice_st;   /* per slice: its last pass's status, and its message */
+    qfi_error_saved *slice_err;
 } cpu_engine;
 
 static void cpu_destroy(qf_engine *e)
@@ -74,6 +76,8 @@ static void cpu_destroy(qf_engine *e)
     }
     free(c->slice);
     free(c->slice_graph);
+    free(c->slice_st);
+    free(c->slice_err);
     if (c->io)
         for (int i = 0; i < e->g->n_inputs + e->g->n_outputs; i++) free(c->io[i]);
     free(c->io);
@@ -244,7 +248,9 @@ static qf_status create_slices(qf_engine *e, cpu_engine *c, int slices)
     c->slice = qfi_calloc((size_t)slices, sizeof *c->slice);
     c->slice_graph = qfi_calloc((size_t)slices, sizeof *c->slice_graph);
     c->io = qfi_calloc((size_t)io + 1, sizeof *c->io);
-    if (!c->slice || !c->slice_graph || !c->io) return QF_ERR_NOMEM;
+    c->slice_st = qfi_calloc((size_t)slices, sizeof *c->slice_st);
+    c->slice_err = qfi_calloc((size_t)slices, sizeof *c->slice_err);
+    if (!c->slice || !c->slice_graph || !c->io || !c->slice_st || !c->slice_err) return QF_ERR_NOMEM;
     size_t bytes = 0;
     for (int i = 0; i < io; i++) {
         const size_t b = align64(qf_value_bytes(&g->values[i < g->n_inputs ? g->inputs[i] : g->outputs[i - g->n_inputs]]));
@@ -392,42 +398,35 @@ static qf_status forward(qf_engine *e, double *node_ms);
 
 typedef struct slices_job {
     cpu_engine *c;
-    double *node_ms;     /* per slice, n_nodes each; NULL when not timing */
+    double *node_ms; /* per slice, n_nodes each; NULL when not timing */
     int nodes;
-    qf_status *st;
-    qfi_error_saved *err;
 } slices_job;
 
 static void run_slice(void *arg, int64_t t)
 {
     const slices_job *j = arg;
-    j->st[t] = forward(j->c->slice[t], j->node_ms ? j->node_ms + t * j->nodes : NULL);
-    if (j->st[t] != QF_OK) qfi_error_save(&j->err[t]);
+    cpu_engine *c = j->c;
+    c->slice_st[t] = forward(c->slice[t], j->node_ms ? j->node_ms + t * j->nodes : NULL);
+    if (c->slice_st[t] != QF_OK) qfi_error_save(&c->slice_err[t]);
 }
 
-/* Every slice's pass at once, a thread each; with node_ms, each node's mean
- * time over the slices is added (what the node costs the batch's wall time). */
+/* Every slice's pass at once, a thread each (allocating nothing, as a run
+ * must not); with node_ms, each node's mean time over the slices is added
+ * (what the node costs the batch's wall time). */
 static qf_status forward_slices(cpu_engine *c, int nodes, double *node_ms)
 {
-    qf_status st[MAX_SLICE_THREADS];
-    qfi_error_saved *err = qfi_calloc((size_t)c->slices, sizeof *err);
     double *t = node_ms ? qfi_calloc((size_t)c->slices * nodes + 1, sizeof *t) : NULL;
-    if (!err || (node_ms && !t)) {
-        free(err);
-        free(t);
-        return QF_ERR_NOMEM;
-    }
-    slices_job j = {.c = c, .node_ms = t, .nodes = nodes, .st = st, .err = err};
+    if (node_ms && !t) return qf_error(QF_ERR_NOMEM, "out of memory timing the CPU engine's nodes");
+    slices_job j = {.c = c, .node_ms = t, .nodes = nodes};
     qfi_parallel_for(c->slices, c->slices, run_slice, &j);
     qf_status r = QF_OK;
     for (int s = 0; s < c->slices && r == QF_OK; s++)
-        if (st[s] != QF_OK) r = qfi_error_restore(st[s], &err[s]);
+        if (c->slice_st[s] != QF_OK) r = qfi_error_restore(c->slice_st[s], &c->slice_err[s]);
     for (int i = 0; t && i < nodes; i++) {
         double sum = 0.0;
         for (int s = 0; s < c->slices; s++) sum += t[(size_t)s * nodes + i];
         node_ms[i] += sum / c->slices;
     }
-    free(err);
     free(t);
     return r;
 }
