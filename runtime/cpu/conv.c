@@ -64,14 +64,6 @@ static conv_path choose_conv_path(const qfi_conv_geom *geo)
     return PATH_IM2COL;
 }
 
-/* Scratch slots: one per thread that can run at once (threads 0: all
- * cores), never more than items. */
-static int64_t conv_slots(int64_t items, int threads)
-{
-    int64_t cpus = qfi_cpu_count(), s = threads > 0 && threads < cpus ? threads : cpus;
-    return items < s ? items : s;
-}
-
 /* Elements of one im2col matrix: (C/group * K) rows of OUT columns. */
 static int64_t col_elems(const qfi_conv_geom *geo)
 {
@@ -90,7 +82,7 @@ size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n, int threads)
     case PATH_DIRECT: return qfi_cpu_conv_direct_scratch(&geo, qfi_cpu_conv_direct_slots(&geo, threads));
     case PATH_IM2COL: break;
     }
-    return (size_t)(conv_slots(geo.N * geo.group, threads) * col_elems(&geo)) * sizeof(float);
+    return (size_t)(qfi_cpu_slots(geo.N * geo.group, threads) * col_elems(&geo)) * sizeof(float);
 }
 
 /* Unfolds one group of one image. x is (Cg, D,H,W); col is (Cg*Kd*Kh*Kw, Do*Ho*Wo):
@@ -243,7 +235,7 @@ static qf_status conv_run(const qfi_kernel_args *a)
     if (kdim > INT_MAX || qfi_window_out_size(&geo.w) > INT_MAX || geo.M > INT_MAX)
         return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
     j.items = geo.N * geo.group;
-    j.slots = conv_slots(j.items, threads);
+    j.slots = qfi_cpu_slots(j.items, threads);
     if (path == PATH_IM2COL) {
         if (!a->scratch) return qf_error(QF_ERR_USAGE, "no im2col scratch was provided");
         j.scratch = a->scratch;

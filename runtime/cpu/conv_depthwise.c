@@ -50,18 +50,12 @@ static void padded_dims(const qfi_window *w, int64_t *ph, int64_t *pitch)
     *pitch = w->stride[2] * wo_vec + (w->k[2] - 1) * w->dil[2];
 }
 
-static int64_t dw_slots(int64_t planes, int threads)
-{
-    int64_t cpus = qfi_cpu_count(), s = planes < cpus ? planes : cpus;
-    return threads > 0 && threads < s ? threads : s;
-}
-
 size_t qfi_cpu_conv_depthwise_scratch(const qfi_conv_geom *geo, int threads)
 {
     if (!flat_window(&geo->w)) return 0;
     int64_t ph, pitch;
     padded_dims(&geo->w, &ph, &pitch);
-    return (size_t)(dw_slots(geo->N * geo->M, threads) * ph * pitch) * sizeof(float);
+    return (size_t)(qfi_cpu_slots(geo->N * geo->M, threads) * ph * pitch) * sizeof(float);
 }
 
 /* p (ph, pitch) = x (H, W) shifted by the leading pads, zeros where x has no element. */
@@ -228,7 +222,7 @@ qf_status qfi_cpu_conv_depthwise(const qfi_conv_geom *geo, const float *x, const
     if (!scratch) return qf_error(QF_ERR_USAGE, "no padded-plane scratch was provided");
     padded_dims(&geo->w, &j.ph, &j.pitch);
     j.scratch = scratch;
-    j.slots = dw_slots(j.planes, threads);
+    j.slots = qfi_cpu_slots(j.planes, threads);
     qfi_parallel_for((int)j.slots, j.slots, dw_slot, &j);
     return QF_OK;
 }

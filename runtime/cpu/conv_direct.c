@@ -331,10 +331,9 @@ static void direct_slot(void *arg, int64_t t)
 
 int64_t qfi_cpu_conv_direct_slots(const qfi_conv_geom *geo, int threads)
 {
-    int64_t cpus = qfi_cpu_count(), s = threads > 0 && threads < cpus ? threads : cpus;
     /* more slots than items would only idle; at most N images x M channels */
-    int64_t most = geo->N * geo->M;
-    return s < most ? s : most > 0 ? most : 1;
+    const int64_t s = qfi_cpu_slots(geo->N * geo->M, threads);
+    return s > 0 ? s : 1;
 }
 
 /* A slot's floats: the padded image, rounded to whole cache lines. */

@@ -240,8 +240,7 @@ size_t qfi_cpu_conv_int8_scratch(const qf_graph *g, const qf_node *n, int thread
     }
     case PATH_LOOP: per_slot = align64((size_t)qfi_window_out_size(&geo.w) * 4); break;
     }
-    const int64_t cpus = qfi_cpu_count(), slots = threads > 0 && threads < cpus ? threads : cpus;
-    return m + (size_t)slots * per_slot;
+    return m + (size_t)qfi_cpu_threads(threads) * per_slot;
 }
 
 /* ---- the job every path shares ---------------------------------------------------- */
@@ -506,7 +505,7 @@ qf_status qfi_cpu_conv_int8(const qfi_kernel_args *a)
     qfi_requant rq;
     qfi_requant_init(&rq, m, geo.M, xv->scale, a->in[3], a->in[2], rv ? rv->scale : 0.0f, rv ? rv->zero_point : 0,
                      yv->dtype, yv->scale, yv->zero_point, n->act, n->act_lo, n->act_hi);
-    const int64_t cpus = qfi_cpu_count(), threads = a->threads > 0 && a->threads < cpus ? a->threads : cpus;
+    const int64_t threads = qfi_cpu_threads(a->threads);
     conv8_job j = {.geo = &geo, .st = st, .rq = &rq, .m = m, .x = a->in[0], .w = a->in[1],
                    .res = rv ? a->in[4] : NULL, .zx = xv->zero_point, .fill = (uint8_t)(xv->zero_point ^ 0x80),
                    .y = a->out[0],

@@ -6,12 +6,6 @@
 #include <cblas.h>
 #include <limits.h>
 
-static int64_t convt_slots(int64_t items, int threads)
-{
-    int64_t cpus = qfi_cpu_count(), s = threads > 0 && threads < cpus ? threads : cpus;
-    return items < s ? items : s;
-}
-
 /* Elements of one col matrix: (M/group * K) rows of IN columns. */
 static int64_t col_elems(const qfi_conv_geom *geo)
 {
@@ -22,7 +16,7 @@ size_t qfi_cpu_conv_transpose_scratch(const qf_graph *g, const qf_node *n, int t
 {
     qfi_conv_geom geo;
     if (qfi_conv_transpose_geometry(g, n, &geo) != QF_OK) return 0;
-    return (size_t)(convt_slots(geo.N * geo.group, threads) * col_elems(&geo)) * sizeof(float);
+    return (size_t)(qfi_cpu_slots(geo.N * geo.group, threads) * col_elems(&geo)) * sizeof(float);
 }
 
 /* Adds col (Mg*Kd*Kh*Kw, Di*Hi*Wi) into y (Mg, Do,Ho,Wo): input position i under
@@ -101,7 +95,7 @@ static qf_status conv_transpose_run(const qfi_kernel_args *a)
     if (!a->scratch && col_elems(&geo) > 0) return qf_error(QF_ERR_USAGE, "no col2im scratch was provided");
     int threads = a->threads > 0 ? a->threads : qfi_cpu_count();
     j.items = geo.N * geo.group;
-    j.slots = convt_slots(j.items, threads);
+    j.slots = qfi_cpu_slots(j.items, threads);
     j.scratch = a->scratch;
     qfi_parallel_for((int)j.slots, j.slots, convt_slot, &j);
     return QF_OK;

@@ -193,7 +193,7 @@ qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a)
                    .res = rv ? a->in[4] : NULL, .y = a->out[0],
                    .bg = {.quads = st->quads, .stride = st->npad * 4, .taps = 1, .kq = st->kq, .off = zero_off}};
     const int64_t widest = k->nv * k->vw, chunks = (s.N + widest - 1) / widest;
-    const int64_t cpus = qfi_cpu_count(), threads = a->threads > 0 && a->threads < cpus ? a->threads : cpus;
+    const int64_t threads = qfi_cpu_threads(a->threads);
     j.parts = (threads + blocks - 1) / blocks;
     if (j.parts > chunks) j.parts = chunks;
     qfi_parallel_for((int)threads, blocks * j.parts, gemm8_item, &j);

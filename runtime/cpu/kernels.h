@@ -30,6 +30,20 @@ typedef struct qfi_cpu_epilogue {
 } qfi_cpu_epilogue;
 void qfi_cpu_epilogue_floats(const qfi_cpu_epilogue *e, const float *x, float *y, int64_t n);
 
+/* The threads a call runs on at most: `threads` (<= 0: all cores), never
+ * more than the cores; and the scratch slots a call over `items`
+ * independent items needs (one per such thread, never more than items). */
+static inline int64_t qfi_cpu_threads(int threads)
+{
+    const int64_t cpus = qfi_cpu_count();
+    return threads > 0 && threads < cpus ? threads : cpus;
+}
+static inline int64_t qfi_cpu_slots(int64_t items, int threads)
+{
+    const int64_t t = qfi_cpu_threads(threads);
+    return items < t ? items : t;
+}
+
 /* A kernel family. run() computes FP32 nodes and nodes of the op's typed
  * precisions (qfi_op_desc.typed: INT8 Conv, the conversions) in their own
  * dtypes; every other FP16 or INT8 node runs it on the f32 view through
