@@ -105,6 +105,8 @@ static inline qf_value *qfi_out(const qf_graph *g, const qf_node *n, int k)
 {
     return &g->values[n->out[k]];
 }
+/* Whether value index v (-1: an omitted input) is a constant. */
+static inline bool qfi_is_const(const qf_graph *g, int v) { return v >= 0 && (g->values[v].flags & QF_VALUE_CONST); }
 /* The readers of every value: node indices use_node[use_start[v] ..
  * use_start[v+1]) in node order, a node reading v twice listed twice. Both
  * arrays are the caller's (free()). */

@@ -820,8 +820,6 @@ qf_status qfi_graph_free_batch(qf_graph *g)
 
 /* ---- BatchNormalization folding --------------------------------------------------- */
 
-static bool is_const(const qf_graph *g, int v) { return v >= 0 && (g->values[v].flags & QF_VALUE_CONST); }
-
 /* Conv -> BatchNormalization with constant parameters becomes one Conv:
  * W' = W * gamma/sqrt(var+eps) per output channel, b' = (b - mean)*gamma/sqrt(var+eps) + beta. */
 static qf_status fold_batchnorm(qf_graph *g)
@@ -832,11 +830,11 @@ static qf_status fold_batchnorm(qf_graph *g)
         int x = bn->in[0];
         if (x < 0 || g->values[x].producer < 0 || is_graph_output(g, x) || count_uses(g, x) != 1) continue;
         qf_node *conv = &g->nodes[g->values[x].producer];
-        if (conv->op != QF_OP_CONV || !is_const(g, conv->in[1]) || g->values[conv->in[1]].dtype != QF_F32) continue;
-        if (conv->n_in > 2 && conv->in[2] >= 0 && !is_const(g, conv->in[2])) continue;
+        if (conv->op != QF_OP_CONV || !qfi_is_const(g, conv->in[1]) || g->values[conv->in[1]].dtype != QF_F32) continue;
+        if (conv->n_in > 2 && conv->in[2] >= 0 && !qfi_is_const(g, conv->in[2])) continue;
         bool params_const = true;
         for (int k = 1; k < 5; k++)
-            params_const &= is_const(g, bn->in[k]) && g->values[bn->in[k]].dtype == QF_F32;
+            params_const &= qfi_is_const(g, bn->in[k]) && g->values[bn->in[k]].dtype == QF_F32;
         if (!params_const) continue;
         qf_value *w = &g->values[conv->in[1]];
         int64_t cout = w->dims[0], per = qf_value_numel(w) / (cout ? cout : 1);
@@ -910,7 +908,7 @@ static bool pads_spatial_zeros(const qf_graph *g, const qf_node *n, const qf_val
     if (p->mode != QFI_PADMODE_CONSTANT || x->dtype != QF_F32 || x->ndim < 3) return false;
     if (p->n_attr_pads >= 0 ? p->value != 0.0f
                             : n->n_in > 2 && n->in[2] >= 0 &&
-                                  !(is_const(g, n->in[2]) && qf_value_numel(&g->values[n->in[2]]) <= 1 &&
+                                  !(qfi_is_const(g, n->in[2]) && qf_value_numel(&g->values[n->in[2]]) <= 1 &&
                                     (qf_value_numel(&g->values[n->in[2]]) == 0 ||
                                      *(const float *)g->values[n->in[2]].data == 0.0f)))
         return false;
@@ -1031,7 +1029,7 @@ static qf_node *sole_reader_op(qf_graph *g, int v, qf_op op)
 static bool const_near(const qf_graph *g, int v, float want, float tol)
 {
     float f;
-    return is_const(g, v) && qf_value_numel(&g->values[v]) == 1 && g->values[v].dtype == QF_F32 &&
+    return qfi_is_const(g, v) && qf_value_numel(&g->values[v]) == 1 && g->values[v].dtype == QF_F32 &&
            qfi_value_scalar_f32(&g->values[v], &f) == QF_OK && fabsf(f - want) <= tol;
 }
 
@@ -1046,7 +1044,7 @@ static int other_operand(const qf_node *n, int v)
 static int row_const(const qf_graph *g, int v, int64_t len, int rank)
 {
     const qf_value *c = v >= 0 ? &g->values[v] : NULL;
-    return c && is_const(g, v) && c->dtype == QF_F32 && qf_value_numel(c) == len && c->ndim <= rank ? v : -1;
+    return c && qfi_is_const(g, v) && c->dtype == QF_F32 && qf_value_numel(c) == len && c->ndim <= rank ? v : -1;
 }
 
 /* Turns node n into op with these inputs and attributes, parsed and inferred;
@@ -1139,7 +1137,7 @@ static qf_status fuse_layer_norm(qf_graph *g)
         qf_node *add = sole_reader_op(g, m2->out[0], QF_OP_ADD);
         const int eps = add ? other_operand(add, m2->out[0]) : -1;
         float epsilon;
-        if (!add || !is_const(g, eps) || qf_value_numel(&g->values[eps]) != 1 ||
+        if (!add || !qfi_is_const(g, eps) || qf_value_numel(&g->values[eps]) != 1 ||
             qfi_value_scalar_f32(&g->values[eps], &epsilon) != QF_OK || !(epsilon >= 0.0f))
             continue;
         qf_node *sq = sole_reader_op(g, add->out[0], QF_OP_SQRT);
@@ -1265,9 +1263,9 @@ static qf_status fold_channel_scale(qf_graph *g)
     for (int i = 0; i < g->n_nodes; i++) {
         qf_node *mul = &g->nodes[i];
         if (mul->op != QF_OP_MUL || mul->n_in != 2 || mul->n_out != 1) continue;
-        const int gv = is_const(g, mul->in[1]) ? mul->in[1] : is_const(g, mul->in[0]) ? mul->in[0] : -1;
+        const int gv = qfi_is_const(g, mul->in[1]) ? mul->in[1] : qfi_is_const(g, mul->in[0]) ? mul->in[0] : -1;
         const int y = gv < 0 ? -1 : other_operand(mul, gv);
-        if (y < 0 || is_const(g, y) || g->values[gv].dtype != QF_F32 || g->values[y].dtype != QF_F32) continue;
+        if (y < 0 || qfi_is_const(g, y) || g->values[gv].dtype != QF_F32 || g->values[y].dtype != QF_F32) continue;
         /* back from y: [Transpose] <- [Add(bias)] <- MatMul | Conv */
         qf_node *tr = NULL, *badd = NULL, *p = sole_producer(g, y);
         int t = y, bias = -1;
@@ -1276,22 +1274,22 @@ static qf_status fold_channel_scale(qf_graph *g)
             t = p->in[0];
             p = sole_producer(g, t);
         }
-        if (p && p->op == QF_OP_ADD && p->n_in == 2 && (is_const(g, p->in[0]) || is_const(g, p->in[1]))) {
+        if (p && p->op == QF_OP_ADD && p->n_in == 2 && (qfi_is_const(g, p->in[0]) || qfi_is_const(g, p->in[1]))) {
             badd = p;
-            bias = is_const(g, p->in[1]) ? p->in[1] : p->in[0];
+            bias = qfi_is_const(g, p->in[1]) ? p->in[1] : p->in[0];
             t = other_operand(p, bias);
             p = sole_producer(g, t);
         }
-        if (!p || p->n_out != 1 || p->out[0] != t || p->n_in < 2 || !is_const(g, p->in[1]) ||
+        if (!p || p->n_out != 1 || p->out[0] != t || p->n_in < 2 || !qfi_is_const(g, p->in[1]) ||
             g->values[p->in[1]].dtype != QF_F32 || (bias >= 0 && g->values[bias].dtype != QF_F32))
             continue;
         const qf_value *w = &g->values[p->in[1]], *tv = &g->values[t], *yv = &g->values[y], *gm = &g->values[gv];
         int axis; /* of t: the output channels */
         int64_t C;
-        if (p->op == QF_OP_MATMUL && w->ndim == 2 && tv->ndim >= 2 && !is_const(g, p->in[0])) {
+        if (p->op == QF_OP_MATMUL && w->ndim == 2 && tv->ndim >= 2 && !qfi_is_const(g, p->in[0])) {
             axis = tv->ndim - 1, C = w->dims[1];
         } else if (p->op == QF_OP_CONV && !badd && w->ndim >= 3 && tv->ndim >= 3 &&
-                   (p->n_in < 3 || p->in[2] < 0 || (is_const(g, p->in[2]) && g->values[p->in[2]].dtype == QF_F32))) {
+                   (p->n_in < 3 || p->in[2] < 0 || (qfi_is_const(g, p->in[2]) && g->values[p->in[2]].dtype == QF_F32))) {
             axis = 1, C = w->dims[0];
             bias = p->n_in > 2 ? p->in[2] : -1;
         } else {

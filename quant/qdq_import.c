@@ -46,8 +46,6 @@ typedef struct imp {
     int *to_q;             /* per value: an INT8 pass/requant node's output -> the QuantizeLinear's it writes instead */
 } imp;
 
-static bool is_const(const qf_graph *g, int v) { return v >= 0 && (g->values[v].flags & QF_VALUE_CONST); }
-
 static int reader_count(const imp *m, int v) { return m->use_start[v + 1] - m->use_start[v]; }
 
 /* A per-tensor QuantizeLinear. */
@@ -91,7 +89,7 @@ static void find_dequantized(imp *m)
         if (x->dtype != QF_I8) continue;
         float s;
         int32_t z;
-        if (is_const(g, n->in[0])) {
+        if (qfi_is_const(g, n->in[0])) {
             m->wdq[n->out[0]] = i;
         } else if (qfi_qdq_params(g, n, &s, &z) == QF_OK && s == x->scale && z == x->zero_point) {
             m->act_of[n->out[0]] = n->in[0];
@@ -111,7 +109,7 @@ static bool anchor_candidate(const imp *m, int i)
     if (d->int8 != QFI_INT8_COMPUTE || n->precision != QF_PREC_FP32 || n->n_in < 2 || n->n_out != 1) return false;
     if (m->floated[i] || m->act_of[n->in[0]] < 0 || m->wdq[n->in[1]] < 0) return false;
     int b = n->n_in > 2 ? n->in[2] : -1;
-    if (b >= 0 && !(is_const(g, b) && g->values[b].dtype == QF_F32)) return false;
+    if (b >= 0 && !(qfi_is_const(g, b) && g->values[b].dtype == QF_F32)) return false;
     if (n->op == QF_OP_GEMM && ((const qfi_gemm_params *)n->params)->alpha != 1.0f) return false;
     if (d->int8_ok && !d->int8_ok(g, n)) return false;
     int64_t outer, ch, inner;
@@ -288,7 +286,7 @@ static bool int8_between(const imp *m, int i, int *q)
     for (int k = 0; k < n->n_in; k++) {
         int v = n->in[k];
         if (v < 0) continue;
-        if (is_const(g, v)) {
+        if (qfi_is_const(g, v)) {
             /* parameters only (shapes, axes, Resize's scales): a float constant as data would be read unquantized */
             if (g->values[v].dtype == QF_F32 && (k >= 32 || !(d->params & (1u << k)))) return false;
             continue;
@@ -421,7 +419,7 @@ static qf_status tidy(imp *m)
     for (int i = 0; i < g->n_nodes; i++) {
         qf_node *n = &g->nodes[i];
         bool drop = false;
-        if (n->op == QF_OP_DEQUANTIZE_LINEAR && n->in[0] >= 0 && is_const(g, n->in[0])) {
+        if (n->op == QF_OP_DEQUANTIZE_LINEAR && n->in[0] >= 0 && qfi_is_const(g, n->in[0])) {
             int y = n->out[0];
             if (start[y + 1] > start[y] || (g->values[y].flags & QF_VALUE_OUTPUT)) st = qfi_fold_node(g, n);
             drop = true;

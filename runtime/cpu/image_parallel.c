@@ -20,8 +20,6 @@
 /* Axis `a` of an ndim-dim tensor made non-negative. */
 static int64_t norm_axis(int64_t a, int ndim) { return a < 0 ? a + ndim : a; }
 
-static bool is_const(const qf_graph *g, int v) { return v >= 0 && (g->values[v].flags & QF_VALUE_CONST); }
-
 /* An operand of an elementwise node with output rank `rank`: an activation
  * with the images along dim 0 at that rank, or a constant that broadcasts
  * along dim 0 (lower rank, or dim 0 of 1). */
@@ -29,7 +27,7 @@ static bool elementwise_operand(const qf_graph *g, const bool *batched, int v, i
 {
     if (v < 0) return true;
     const qf_value *x = &g->values[v];
-    if (is_const(g, v)) return x->ndim < rank || x->dims[0] == 1;
+    if (qfi_is_const(g, v)) return x->ndim < rank || x->dims[0] == 1;
     return batched[v] && x->ndim == rank;
 }
 
@@ -41,7 +39,7 @@ static bool node_keeps_images(const qf_graph *g, const qf_node *n, const bool *b
     const int rank = y->ndim;
     /* every activation read holds the images (each op below says which inputs may be constant) */
     for (int k = 0; k < n->n_in; k++)
-        if (n->in[k] >= 0 && !is_const(g, n->in[k]) && !batched[n->in[k]]) {
+        if (n->in[k] >= 0 && !qfi_is_const(g, n->in[k]) && !batched[n->in[k]]) {
             *why = "reads a tensor without the images along dim 0";
             return false;
         }
@@ -105,7 +103,7 @@ static bool node_keeps_images(const qf_graph *g, const qf_node *n, const bool *b
     }
     case QF_OP_GEMM: {
         const qfi_gemm_params *p = n->params;
-        if (p->trans_a || !x_batched || !is_const(g, n->in[1]) || (n->n_in > 2 && n->in[2] >= 0 && !is_const(g, n->in[2]))) {
+        if (p->trans_a || !x_batched || !qfi_is_const(g, n->in[1]) || (n->n_in > 2 && n->in[2] >= 0 && !qfi_is_const(g, n->in[2]))) {
             *why = "is not images x constant weights";
             return false;
         }
@@ -113,7 +111,7 @@ static bool node_keeps_images(const qf_graph *g, const qf_node *n, const bool *b
     }
     case QF_OP_MATMUL: {
         const qf_value *a = &g->values[n->in[0]], *b = &g->values[n->in[1]];
-        if (x_batched && is_const(g, n->in[1]) && (b->ndim <= 2 || (b->ndim == a->ndim && b->dims[0] == 1)))
+        if (x_batched && qfi_is_const(g, n->in[1]) && (b->ndim <= 2 || (b->ndim == a->ndim && b->dims[0] == 1)))
             return true; /* rows of the images by constant weights */
         if (x_batched && batched[n->in[1]] && a->ndim >= 3 && a->ndim == b->ndim)
             return true; /* image by image (attention's products) */
@@ -141,7 +139,7 @@ static bool node_keeps_images(const qf_graph *g, const qf_node *n, const bool *b
     case QF_OP_CONCAT: {
         const qfi_axis_params *p = n->params;
         for (int k = 0; k < n->n_in; k++)
-            if (is_const(g, n->in[k])) {
+            if (qfi_is_const(g, n->in[k])) {
                 *why = "joins a constant to the images";
                 return false;
             }
@@ -155,8 +153,8 @@ static bool node_keeps_images(const qf_graph *g, const qf_node *n, const bool *b
     }
     case QF_OP_GATHER: {
         const qfi_axis_params *p = n->params;
-        if (p->norm == 0 || !is_const(g, n->in[1])) *why = "gathers along the batch or by computed indices";
-        return p->norm != 0 && is_const(g, n->in[1]) && x_batched;
+        if (p->norm == 0 || !qfi_is_const(g, n->in[1])) *why = "gathers along the batch or by computed indices";
+        return p->norm != 0 && qfi_is_const(g, n->in[1]) && x_batched;
     }
     case QF_OP_TRANSPOSE: {
         const qfi_transpose_params *p = n->params;
