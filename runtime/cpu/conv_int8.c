@@ -162,6 +162,7 @@ typedef struct dw8_layout {
     bool flat;                    /* the plane's outputs are one run (below) */
     int64_t nq;                   /* quads per expanded row */
     int64_t phases;               /* flat: the expanded rows stored as this many phase planes */
+    int64_t per_phase;            /* expanded rows of a phase plane */
     int64_t step;                 /* quads from an output row's window to the next's (not flat) */
     int64_t kstep;                /* quads from a window row's dword to the next */
     int64_t dplane;               /* flat: quads of one dword's expanded plane */
@@ -192,7 +193,7 @@ static void dw_layout(const qfi_conv_geom *geo, dw8_layout *L)
     L->flat = nd == 1 || flat_cost < rows_cost;
     L->nq = L->flat ? Wo : rows_nq;
     L->phases = L->flat ? sh : 1;
-    const int64_t per_phase = (Hp + L->phases - 1) / L->phases;
+    const int64_t per_phase = L->per_phase = (Hp + L->phases - 1) / L->phases;
     L->dplane = L->phases * per_phase * L->nq;
     L->step = sh * L->nq;
     L->kstep = L->flat ? L->dplane : dw_kstep(w);
@@ -279,7 +280,7 @@ static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
     uint8_t *padded = (uint8_t *)slot + L->plane, *e = (uint8_t *)slot + L->e;
     int32_t *acc = (int32_t *)(slot + L->acc);
     const int8_t *x = j->x + (n * geo->C + c) * H * W;
-    const int64_t s = w->stride[2], d = w->dil[2], per_phase = (Hp + L->phases - 1) / L->phases;
+    const int64_t s = w->stride[2], d = w->dil[2];
     bool padded_made = false;
     for (int64_t kd = 0; kd < (L->flat ? nd : 1); kd++) { /* flat: a plane per dword, its taps 4kd*d columns in */
         uint8_t *ek = e + 4 * kd * L->dplane;
@@ -289,7 +290,7 @@ static void dw8_plane(const conv8_job *j, int64_t plane, char *slot)
         padded_made = true;
         for (int64_t a = 0; a < L->phases && a < Hp; a++) /* phase a: padded rows a, a + phases, ... */
             k->dw_expand(padded + a * prow + 4 * kd * d, L->phases * prow, (Hp - a + L->phases - 1) / L->phases, s, d,
-                         L->nq, ek + 4 * a * per_phase * L->nq);
+                         L->nq, ek + 4 * a * L->per_phase * L->nq);
     }
     for (int64_t mm = 0; mm < mult; mm++) {
         const int64_t m = c * mult + mm;

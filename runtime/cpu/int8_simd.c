@@ -281,6 +281,16 @@ DEFINE_DW_PLANE(dw_plane_vex, TVEX, __m256i, LOAD256, BCAST256, DPVEX, STORE256,
 DEFINE_DW_PLANE(dw_plane_evex, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd_epi32, STORE256, _mm256_setzero_si256,
                 8)
 
+/* The vpermb indices that make 16 quads of taps from 64 bytes of a row:
+ * byte j of quad i is row byte s*i + d*j (the 16 quads must span at most 64
+ * bytes: 15s + 3d < 64). */
+T512 static __m512i expand_perm512(int64_t s, int64_t d)
+{
+    uint8_t idx[64];
+    for (int k = 0; k < 64; k++) idx[k] = (uint8_t)(s * (k / 4) + d * (k % 4));
+    return _mm512_loadu_si512(idx);
+}
+
 /* Byte j of quad i is row[s*i + d*j]: one vpermb per 16 quads when the 16
  * quads span at most 64 bytes. */
 T512 static void dw_expand512(const uint8_t *src, int64_t src_stride, int64_t nr, int64_t s, int64_t d, int64_t n,
@@ -290,9 +300,7 @@ T512 static void dw_expand512(const uint8_t *src, int64_t src_stride, int64_t nr
         dw_expand_c(src, src_stride, nr, s, d, n, e);
         return;
     }
-    uint8_t idx[64];
-    for (int k = 0; k < 64; k++) idx[k] = (uint8_t)(s * (k / 4) + d * (k % 4));
-    const __m512i perm = _mm512_loadu_si512(idx);
+    const __m512i perm = expand_perm512(s, d);
     for (int64_t r = 0; r < nr; r++, src += src_stride, e += 4 * n) {
         int64_t i = 0;
         for (; i + 16 <= n; i += 16)
@@ -366,9 +374,7 @@ T512 static bool dw_pad_expand512(const int8_t *x, int64_t h, int64_t w, int64_t
     enum { MAX_GROUPS = 64 };
     const int64_t groups = (n + 15) / 16;
     if (15 * s + 3 * d >= 64 || groups > MAX_GROUPS) return false;
-    uint8_t idx[64];
-    for (int k = 0; k < 64; k++) idx[k] = (uint8_t)(s * (k / 4) + d * (k % 4));
-    const __m512i perm = _mm512_loadu_si512(idx), vfill = _mm512_set1_epi8((char)fill),
+    const __m512i perm = expand_perm512(s, d), vfill = _mm512_set1_epi8((char)fill),
                   flip = _mm512_set1_epi8((char)0x80);
     /* per group: the lanes that hold input columns (the same on every row) */
     __mmask64 in_row[MAX_GROUPS];
