@@ -594,6 +594,7 @@ static const rows_case rows_cases[] = {
     {QF_OP_GEMM, false, false, 1.0f, 1.0f, false, 0},
     {QF_OP_GEMM, true, false, 1.0f, 0.35f, true, 0},
     {QF_OP_GEMM, true, true, -1.5f, 0.0f, true, 0},
+    {QF_OP_GEMM, false, true, -0.75f, 0.0f, false, 0},
     {QF_OP_MATMUL, false, false, 1.0f, 1.0f, false, 0},
     {QF_OP_MATMUL, false, false, 1.0f, 1.0f, false, 3},
 };
@@ -644,6 +645,20 @@ START_TEST(row_gemms_are_batch_invariant)
     for (int64_t i = 0; i < N; i++) src[2][i] = frand(-1, 1);
     float *all = rows_run(c, R, N, K, src, R, 0, 2), *one_thread = rows_run(c, R, N, K, src, R, 0, 1);
     ck_assert_msg(memcmp(all, one_thread, (size_t)(R * per * N) * sizeof *all) == 0, "case %d: threads differ", _i);
+    /* the values: a double-precision product, within float rounding of the sum of |terms| */
+    for (int64_t r = 0; r < R * per; r++)
+        for (int64_t n = 0; n < N; n++) {
+            double sum = 0.0, mag = 0.0;
+            for (int64_t k = 0; k < K; k++) {
+                const double a = c->ta ? src[0][k * R + r] : src[0][r * K + k];
+                const double b = c->tb ? src[1][n * K + k] : src[1][k * N + n];
+                sum += a * b, mag += fabs(a * b);
+            }
+            double want = c->alpha * sum;
+            if (c->op == QF_OP_GEMM && c->c) want += c->beta * src[2][n];
+            ck_assert_msg(fabs(all[r * N + n] - want) <= 1e-5 * fabs(c->alpha) * mag + 1e-6,
+                          "case %d: y[%lld][%lld] = %g, want %g", _i, (long long)r, (long long)n, all[r * N + n], want);
+        }
     /* every row alone, and runs of 2, 6 and 13 rows at odd offsets */
     const int64_t runs[][2] = {{2, 0}, {6, 2}, {13, 5}, {13, 24}};
     for (int64_t r = 0; r < R; r++) {

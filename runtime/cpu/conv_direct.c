@@ -125,14 +125,6 @@ static void pad_image(const qfi_direct_plan *p, const float *restrict x, float *
     if (borders) qfi_zero_floats(xp + p->C * p->plane, p->slack);
 }
 
-/* FMA contraction is asked for explicitly because -std=c11 turns it off in
- * gcc (a fused multiply-add only rounds less). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define FMA_CONTRACT __attribute__((optimize("fp-contract=fast")))
-#else
-#define FMA_CONTRACT
-#endif
-
 /* What a register block reads: C input rows `stride` floats apart, each read
  * at `taps` offsets. */
 typedef struct block_geom {
@@ -152,7 +144,7 @@ typedef struct block_geom {
  * vector shared through target_clones went through the stack in the AVX2
  * build (10x slower). A macro because C has no templates. */
 #define DEFINE_BLOCK(NAME, TARGET, VT, VTU, VW, MB, NV, TAPS)                                                         \
-    TARGET FMA_CONTRACT static void NAME(const block_geom *p, const float *xp, const float *const *wrow,              \
+    TARGET QFI_FMA_CONTRACT static void NAME(const block_geom *p, const float *xp, const float *const *wrow,              \
                                          const float *bias, float *out)                                               \
     {                                                                                                                 \
         VT acc[MB][NV];                                                                                               \
@@ -178,18 +170,8 @@ typedef struct block_geom {
             for (int v = 0; v < NV; v++) *(VTU *)(out + (m * NV + v) * VW) = acc[m][v];                               \
     }
 
-/* Loads and stores go through the *u twins, which may sit at any float and
- * alias float arrays. (memcpy instead took the accumulators' address, and gcc
- * then kept them in memory.) */
-typedef float vf16 __attribute__((vector_size(64)));
-typedef float vf8 __attribute__((vector_size(32)));
-typedef float vf4 __attribute__((vector_size(16)));
-typedef float vf16u __attribute__((vector_size(64), aligned(4), may_alias));
-typedef float vf8u __attribute__((vector_size(32), aligned(4), may_alias));
-typedef float vf4u __attribute__((vector_size(16), aligned(4), may_alias));
 #define NOTARGET
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
-#define HAVE_X86_KERNELS 1
+#ifdef QFI_X86_FLOAT_KERNELS
 /* 8x3 keeps 24 of AVX-512's 32 registers accumulating (11 loads per 24 FMAs):
  * measured 137-140 GFLOP/s on ResNet-20's 3x3 layers against 8x2's 119-126
  * and OpenBLAS im2col+sgemm's 61-71 on a 1-core AVX-512 Xeon. 4x3 is the most
@@ -222,7 +204,7 @@ typedef struct block_shape {
 static block_shape kernel_shape(qfi_direct_isa isa, int64_t taps)
 {
     switch (isa) {
-#ifdef HAVE_X86_KERNELS
+#ifdef QFI_X86_FLOAT_KERNELS
     case QFI_DIRECT_AVX512:
         if (taps == 9) return (block_shape){{block_avx512_9t_1, block_avx512_9t_2, block_avx512_9t_3}, 8, 3, 16};
         return (block_shape){{block_avx512_1, block_avx512_2, block_avx512_3}, 8, 3, 16};
@@ -236,7 +218,7 @@ static block_shape kernel_shape(qfi_direct_isa isa, int64_t taps)
 
 qfi_direct_isa qfi_cpu_direct_isa(void)
 {
-#ifdef HAVE_X86_KERNELS
+#ifdef QFI_X86_FLOAT_KERNELS
     if (__builtin_cpu_supports("avx512f")) return QFI_DIRECT_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return QFI_DIRECT_AVX2;
 #endif

@@ -104,6 +104,30 @@ void qfi_cpu_strided_copy(void *dst, const void *src, int nd, const int64_t *dim
 #define QFI_PRAGMA(x) _Pragma(#x)
 #define QFI_UNROLL(n) QFI_PRAGMA(GCC unroll n)
 #endif
+/* FMA contraction is asked for explicitly because -std=c11 turns it off in
+ * gcc (a fused multiply-add only rounds less). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define QFI_FMA_CONTRACT __attribute__((optimize("fp-contract=fast")))
+#else
+#define QFI_FMA_CONTRACT
+#endif
+/* GNU vector types of the FP32 register-block kernels (conv_direct.c,
+ * sgemm_rows.c). Loads and stores go through the *u twins, which may sit at
+ * any float and alias float arrays. (memcpy instead took the accumulators'
+ * address, and gcc then kept them in memory.) QFI_X86_FLOAT_KERNELS: the
+ * AVX2 and AVX-512 instances are compiled (gcc, x86-64, ELF). Not for nvcc,
+ * which reads this header for host.cu. */
+#ifndef __CUDACC__
+typedef float vf16 __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+typedef float vf4 __attribute__((vector_size(16)));
+typedef float vf16u __attribute__((vector_size(64), aligned(4), may_alias));
+typedef float vf8u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef float vf4u __attribute__((vector_size(16), aligned(4), may_alias));
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#define QFI_X86_FLOAT_KERNELS 1
+#endif
+#endif
 static inline void qfi_zero_floats(float *__restrict r, int64_t n)
 {
     int64_t i = 0;
