@@ -101,17 +101,19 @@ static QFI_HD uint32_t qfi_f32_from_order_key(uint32_t key)
 /* 2^k for k in [-126, 127]: a normal float made from its exponent bits. */
 static QFI_HD float qfi_pow2i(int k) { return qfi_bits_f32((uint32_t)(k + 127) << 23); }
 
-/* e^x within 2 ulp (tests/test_float_math.c), subnormal results included. */
+/* e^x within 2 ulp (tests/test_float_math.c), subnormal results included.
+ * No branch: the ends and NaN are selected after the computation on the
+ * clamped argument, so that CPU loops over it vectorize (the device computes
+ * the same path either way). */
 static QFI_HD float qfi_exp(float x)
 {
-    if (!(x == x)) return x;
-    if (x > 88.72283935546875f) return INFINITY;
-    if (x < -103.97208404541016f) return 0.0f;
+    const float hi = 88.72283935546875f, lo = -103.97208404541016f;
+    const float xc = x > hi ? hi : x < lo ? lo : x; /* keeps k's conversion in range */
     /* x = k ln2 + r with |r| <= ln2/2; adding 1.5 * 2^23 rounds x / ln2 to an integer */
     const float shifter = 12582912.0f;
-    const float k = qfi_sub(qfi_add(qfi_mul(x, 1.44269502f), shifter), shifter);
+    const float k = qfi_sub(qfi_add(qfi_mul(xc, 1.44269502f), shifter), shifter);
     /* Cody and Waite: ln2's leading 16 bits times |k| <= 150 is exact */
-    const float r = qfi_sub(qfi_sub(x, qfi_mul(k, 0.693145751953125f)), qfi_mul(k, 1.42860677e-6f));
+    const float r = qfi_sub(qfi_sub(xc, qfi_mul(k, 0.693145751953125f)), qfi_mul(k, 1.42860677e-6f));
     /* Taylor to r^7, whose remainder is below 1e-8 relative at |r| = ln2/2 */
     float p = 1.98412698e-4f;
     p = qfi_add(qfi_mul(p, r), 1.38888889e-3f);
@@ -124,7 +126,8 @@ static QFI_HD float qfi_exp(float x)
     /* times 2^k, k in [-150, 128], as two normal powers: one rounding where
      * the result is subnormal */
     const int ki = (int)k, k1 = ki / 2;
-    return qfi_mul(qfi_mul(p, qfi_pow2i(k1)), qfi_pow2i(ki - k1));
+    const float v = qfi_mul(qfi_mul(p, qfi_pow2i(k1)), qfi_pow2i(ki - k1));
+    return x > hi ? INFINITY : x < lo ? 0.0f : x == x ? v : x;
 }
 
 /* sigmoid(x) = 1 / (1 + e^-x) as n / d, with e = e^-|x| (a non-positive
@@ -248,6 +251,25 @@ static QFI_HD float qfi_erf(float x)
     return x < 0.0f ? -r : r;
 }
 
+/* The lane forms: the same bits as qfi_erf, qfi_tanh and qfi_gelu
+ * (tests/test_float_math.c compares them), with every piece computed and the
+ * one the branches take selected, one flat select after another: gcc
+ * vectorizes a CPU loop over these (not over nested selects, nor branches).
+ * The device keeps the branches, which skip the pieces a warp does not take. */
+static QFI_HD float qfi_erf_lanes(float x)
+{
+    const float ax = x < 0.0f ? -x : x;
+    const float r0 = qfi_mul(ax, qfi_erf_small(qfi_mul(ax, ax))), r1 = qfi_erf_1to2(qfi_sub(ax, 1.0f)),
+                r2 = qfi_erf_2to3(qfi_sub(ax, 2.0f)), r3 = qfi_erf_3up(qfi_sub(ax, 3.0f));
+    float r = 1.0f;
+    r = ax < 3.93f ? r3 : r;
+    r = ax < 3.0f ? r2 : r;
+    r = ax < 2.0f ? r1 : r;
+    r = ax < 1.0f ? r0 : r;
+    r = x < 0.0f ? -r : r;
+    return x == x ? r : x;
+}
+
 /* tanh(x) within 3 ulp: x + x^3 P(x^2) below 0.625 (fitted as erf's pieces,
  * degree 6), else 1 - 2 / (e^2|x| + 1), which is 1 in float from 9.1 on. */
 static QFI_HD float qfi_tanh(float x)
@@ -265,20 +287,35 @@ static QFI_HD float qfi_tanh(float x)
     }
     return x < 0.0f ? -r : r;
 }
+static QFI_HD float qfi_tanh_lanes(float x)
+{
+    const float ax = x < 0.0f ? -x : x, t = qfi_mul(ax, ax);
+    const float r0 = qfi_add(ax, qfi_mul(qfi_mul(ax, t), qfi_tanh_small(t)));
+    const float r1 = qfi_sub(1.0f, qfi_div(2.0f, qfi_add(qfi_exp(qfi_mul(2.0f, ax)), 1.0f)));
+    float r = 1.0f;
+    r = ax < 9.1f ? r1 : r;
+    r = ax < 0.625f ? r0 : r;
+    r = x < 0.0f ? -r : r;
+    return x == x ? r : x;
+}
 
 /* GELU: x/2 (1 + erf(x / sqrt 2)), or with approximate = "tanh"
  * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the operations in the order
  * the exporters' decompositions write them. */
+static QFI_HD float qfi_gelu_erf_arg(float x) { return qfi_div(x, 1.41421354f); }
+static QFI_HD float qfi_gelu_tanh_arg(float x)
+{
+    const float x3 = qfi_mul(qfi_mul(x, x), x);
+    return qfi_mul(0.797884583f, qfi_add(x, qfi_mul(0.044715f, x3)));
+}
+static QFI_HD float qfi_gelu_from(float x, float inner) { return qfi_mul(qfi_mul(x, 0.5f), qfi_add(1.0f, inner)); }
 static QFI_HD float qfi_gelu(float x, bool tanh_approx)
 {
-    float inner;
-    if (tanh_approx) {
-        const float x3 = qfi_mul(qfi_mul(x, x), x);
-        inner = qfi_tanh(qfi_mul(0.797884583f, qfi_add(x, qfi_mul(0.044715f, x3))));
-    } else {
-        inner = qfi_erf(qfi_div(x, 1.41421354f));
-    }
-    return qfi_mul(qfi_mul(x, 0.5f), qfi_add(1.0f, inner));
+    return qfi_gelu_from(x, tanh_approx ? qfi_tanh(qfi_gelu_tanh_arg(x)) : qfi_erf(qfi_gelu_erf_arg(x)));
+}
+static QFI_HD float qfi_gelu_lanes(float x, bool tanh_approx)
+{
+    return qfi_gelu_from(x, tanh_approx ? qfi_tanh_lanes(qfi_gelu_tanh_arg(x)) : qfi_erf_lanes(qfi_gelu_erf_arg(x)));
 }
 
 #endif

@@ -2,13 +2,15 @@
  * double-precision libm: e^x within 2 ulp over a million arguments spread
  * across its whole range (subnormal results within one subnormal step), the
  * special values, Sigmoid within 3 ulp, and erf and tanh (GELU's) within 3 ulp
- * over every 97th float of their non-constant range. */
+ * over every 97th float of their non-constant range; the lane forms of erf,
+ * tanh and GELU, computed in a loop that vectorizes, give their bits. */
 #include <check.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include "float_math.h"
+#include "internal.h" /* QFI_SIMD_CLONES */
 #include "testutil.h"
 
 /* |y - ref| in units of ref's last place (a float's spacing at ref). */
@@ -141,6 +143,57 @@ START_TEST(gelu_matches_its_definition)
 }
 END_TEST
 
+/* ---- the lane forms: the same bits as the branches --------------------------------------- */
+
+enum { LANE_FNS = 4 };
+static const char *const lane_names[LANE_FNS] = {"erf", "tanh", "gelu", "gelu (tanh)"};
+
+/* Compiled per ISA, as the CPU kernels that use the lane forms (unary.c). */
+QFI_SIMD_CLONES static void lanes_of(int fn, const float *x, float *y, int n)
+{
+    switch (fn) {
+    case 0: for (int i = 0; i < n; i++) y[i] = qfi_erf_lanes(x[i]); break;
+    case 1: for (int i = 0; i < n; i++) y[i] = qfi_tanh_lanes(x[i]); break;
+    case 2: for (int i = 0; i < n; i++) y[i] = qfi_gelu_lanes(x[i], false); break;
+    default: for (int i = 0; i < n; i++) y[i] = qfi_gelu_lanes(x[i], true); break;
+    }
+}
+static float branches_of(int fn, float x)
+{
+    switch (fn) {
+    case 0: return qfi_erf(x);
+    case 1: return qfi_tanh(x);
+    case 2: return qfi_gelu(x, false);
+    default: return qfi_gelu(x, true);
+    }
+}
+
+/* Every 251st bit pattern (17 million floats: both signs, subnormals,
+ * infinities and NaNs among them); NaN in, NaN out, payload aside. */
+START_TEST(lane_forms_give_the_same_bits)
+{
+    enum { BATCH = 4096, STEP = 251 };
+    static float x[BATCH], y[BATCH];
+    for (int fn = 0; fn < LANE_FNS; fn++) {
+        long n = 0;
+        for (uint64_t b0 = 0; b0 < (1ull << 32); b0 += (uint64_t)BATCH * STEP) {
+            int m = 0;
+            for (; m < BATCH && b0 + (uint64_t)m * STEP < (1ull << 32); m++)
+                x[m] = qfi_bits_f32((uint32_t)(b0 + (uint64_t)m * STEP));
+            lanes_of(fn, x, y, m);
+            for (int i = 0; i < m; i++) {
+                const float want = branches_of(fn, x[i]);
+                ck_assert_msg(qfi_f32_bits(y[i]) == qfi_f32_bits(want) || (isnan(y[i]) && isnan(want)),
+                              "%s lanes(%.9g) = %.9g, branches %.9g", lane_names[fn], (double)x[i], (double)y[i],
+                              (double)want);
+            }
+            n += m;
+        }
+        ck_assert_msg(n > 17000000, "%ld arguments", n);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("float_math");
@@ -151,6 +204,7 @@ int main(void)
     tcase_add_test(tc, erf_within_3_ulp);
     tcase_add_test(tc, tanh_within_3_ulp);
     tcase_add_test(tc, gelu_matches_its_definition);
+    tcase_add_test(tc, lane_forms_give_the_same_bits);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

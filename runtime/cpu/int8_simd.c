@@ -45,31 +45,41 @@ static void requant_cols_c(const qfi_requant *rq, const int32_t *acc, int64_t n,
 /* GELU (the erf form: transformers' MLPs) in a loop that vectorizes, for the
  * vector epilogues below: v[i], the clamped value of output i before its
  * rounding or conversion. The same operations as qfi_requant_value (one
- * multiplier m1, or m_col[i] per output), with qfi_erf's pieces all computed
- * and the one its branches take selected, and the clamp written as glibc's
- * fmaxf/fminf behave: so the same bits as the C loop. */
-static inline float erf_selected(float x)
+ * multiplier m1, or m_col[i] per output), with GELU's lane form
+ * (float_math.h), and the clamp written as glibc's fmaxf/fminf behave: so
+ * the same bits as the C loop. */
+/* HAS: which of add, m_col and res are given (bits 1, 2, 4), a constant in
+ * each instance below, so that no test is left in the loop to stop gcc. */
+static inline __attribute__((always_inline)) void gelu_loop(const qfi_requant *rq, const int32_t *restrict acc,
+                                                             int64_t n, int32_t add0, const int32_t *restrict add,
+                                                             const float *restrict m_col, float m1,
+                                                             const int8_t *restrict res, float *restrict v, int has)
 {
-    const float ax = x < 0.0f ? -x : x;
-    const float r0 = qfi_mul(ax, qfi_erf_small(qfi_mul(ax, ax))), r1 = qfi_erf_1to2(qfi_sub(ax, 1.0f)),
-                r2 = qfi_erf_2to3(qfi_sub(ax, 2.0f)), r3 = qfi_erf_3up(qfi_sub(ax, 3.0f));
-    const float r = ax < 1.0f ? r0 : ax < 2.0f ? r1 : ax < 3.0f ? r2 : ax < 3.93f ? r3 : 1.0f;
-    return x == x ? (x < 0.0f ? -r : r) : x;
+    const float s = rq->act_s, lo = rq->lo, hi = rq->hi, m_r = rq->m_r;
+    const int32_t z_r = rq->z_r;
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t a = add_wrap(acc[i], has & 1 ? add_wrap(add0, add[i]) : add0);
+        float lin = qfi_mul(qfi_i2f(a), has & 2 ? m_col[i] : m1);
+        if (has & 4) lin = qfi_add(lin, qfi_mul((float)((int32_t)res[i] - z_r), m_r));
+        const float x = qfi_mul(lin, s);
+        float g = qfi_div(qfi_gelu_lanes(x, false), s);
+        g = g >= lo ? g : lo;
+        v[i] = g <= hi ? g : hi;
+    }
 }
 QFI_SIMD_CLONES static void gelu_values(const qfi_requant *rq, const int32_t *restrict acc, int64_t n, int32_t add0,
                                         const int32_t *restrict add, const float *restrict m_col, float m1,
                                         const int8_t *restrict res, float *restrict v)
 {
-    const float s = rq->act_s, lo = rq->lo, hi = rq->hi, m_r = rq->m_r;
-    const int32_t z_r = rq->z_r;
-    for (int64_t i = 0; i < n; i++) {
-        const int32_t a = add_wrap(acc[i], add ? add_wrap(add0, add[i]) : add0);
-        float lin = qfi_mul(qfi_i2f(a), m_col ? m_col[i] : m1);
-        if (res) lin = qfi_add(lin, qfi_mul((float)((int32_t)res[i] - z_r), m_r));
-        const float x = qfi_mul(lin, s);
-        float g = qfi_div(qfi_mul(qfi_mul(x, 0.5f), qfi_add(1.0f, erf_selected(qfi_div(x, 1.41421354f)))), s);
-        g = g >= lo ? g : lo;
-        v[i] = g <= hi ? g : hi;
+    switch ((add != NULL) | (m_col != NULL) << 1 | (res != NULL) << 2) {
+    case 0: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 0); break;
+    case 1: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 1); break;
+    case 2: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 2); break;
+    case 3: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 3); break;
+    case 4: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 4); break;
+    case 5: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 5); break;
+    case 6: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 6); break;
+    default: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 7); break;
     }
 }
 enum { GELU_CHUNK = 64 }; /* values a gelu_values call, on the stack */

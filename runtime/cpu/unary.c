@@ -5,7 +5,7 @@
 #include <string.h>
 #include "kernels.h"
 #include "ops/tensor_ops.h"
-#include "float_math.h" /* Sigmoid, Tanh, Erf, Gelu: as the CUDA engine computes them */
+#include "float_math.h" /* Sigmoid, Tanh, Erf, Gelu: as the CUDA engine computes them, in lane forms */
 
 typedef struct unary_job {
     const qf_node *n;
@@ -71,13 +71,13 @@ QFI_SIMD_CLONES static void run_f32(const unary_job *j, const float *x, float *y
         qfi_cpu_epilogue_floats(&(qfi_cpu_epilogue){.act = QF_ACT_HARD_SWISH, .alpha = p->alpha, .beta = p->beta}, x, y, n);
         break;
     case QF_OP_TANH:
-        for (int64_t i = 0; i < n; i++) y[i] = qfi_tanh(x[i]);
+        for (int64_t i = 0; i < n; i++) y[i] = qfi_tanh_lanes(x[i]);
         break;
     case QF_OP_ERF:
-        for (int64_t i = 0; i < n; i++) y[i] = qfi_erf(x[i]);
+        for (int64_t i = 0; i < n; i++) y[i] = qfi_erf_lanes(x[i]);
         break;
     case QF_OP_GELU:
-        for (int64_t i = 0; i < n; i++) y[i] = qfi_gelu(x[i], p->tanh_approx);
+        for (int64_t i = 0; i < n; i++) y[i] = qfi_gelu_lanes(x[i], p->tanh_approx);
         break;
     case QF_OP_SQRT: /* correctly rounded in IEEE arithmetic, as CUDA's sqrtf */
         for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
