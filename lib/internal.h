@@ -314,5 +314,11 @@ qf_status qfi_graph_free_batch(qf_graph *g);
 /* Calls fn(arg, i) for i in [0, n) on up to `threads` threads (0 = all cores). */
 void qfi_parallel_for(int threads, int64_t n, void (*fn)(void *arg, int64_t i), void *arg);
 int qfi_cpu_count(void);
+/* The calling thread's floating-point environment (x86: MXCSR; 0 and no-ops
+ * elsewhere), which qfi_parallel_for's threads take on for its call; and
+ * that environment with subnormal inputs and results flushed to zero. */
+unsigned qfi_fp_env_get(void);
+void qfi_fp_env_set(unsigned env);
+unsigned qfi_fp_env_flushing(unsigned env);
 
 #endif

@@ -5,11 +5,17 @@
  * pool runs one call at a time; a call that finds it busy (another engine
  * on another thread, or a parallel-for inside a chunk) starts its own
  * threads as before. Each call splits its range into one static chunk per
- * thread, so results never depend on which thread ran what. */
+ * thread, so results never depend on which thread ran what, and each chunk
+ * runs in the caller's floating-point environment (the CPU engine flushes
+ * subnormals: cpu_engine.c). */
 #include "internal.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define HAVE_MXCSR 1
+#endif
 
 #define MAX_THREADS 256
 
@@ -19,14 +25,46 @@ int qfi_cpu_count(void)
     return n > 0 ? (int)(n > MAX_THREADS ? MAX_THREADS : n) : 1;
 }
 
+/* ---- the floating-point environment: x86's MXCSR (rounding, exception
+ * masks, flush-to-zero and denormals-are-zero); nothing elsewhere ---------------------- */
+
+unsigned qfi_fp_env_get(void)
+{
+#ifdef HAVE_MXCSR
+    return _mm_getcsr();
+#else
+    return 0;
+#endif
+}
+
+void qfi_fp_env_set(unsigned env)
+{
+#ifdef HAVE_MXCSR
+    _mm_setcsr(env);
+#else
+    (void)env;
+#endif
+}
+
+unsigned qfi_fp_env_flushing(unsigned env)
+{
+#ifdef HAVE_MXCSR
+    return env | 0x8000u /* FTZ: subnormal results become 0 */ | 0x0040u /* DAZ: subnormal inputs read as 0 */;
+#else
+    return env;
+#endif
+}
+
 typedef struct {
     void (*fn)(void *arg, int64_t i);
     void *arg;
     int64_t begin, end;
+    unsigned env; /* the caller's floating-point environment */
 } chunk;
 
 static void run_chunk(const chunk *c)
 {
+    if (qfi_fp_env_get() != c->env) qfi_fp_env_set(c->env);
     for (int64_t i = c->begin; i < c->end; i++) c->fn(c->arg, i);
 }
 
@@ -153,7 +191,8 @@ void qfi_parallel_for(int threads, int64_t n, void (*fn)(void *arg, int64_t i), 
         return;
     }
     chunk ch[MAX_THREADS];
-    for (int t = 0; t < threads; t++) ch[t] = (chunk){fn, arg, n * t / threads, n * (t + 1) / threads};
+    const unsigned env = qfi_fp_env_get();
+    for (int t = 0; t < threads; t++) ch[t] = (chunk){fn, arg, n * t / threads, n * (t + 1) / threads, env};
     if (atomic_flag_test_and_set_explicit(&pool.taken, memory_order_acquire)) {
         run_with_own_threads(ch, threads);
         return;

@@ -1645,6 +1645,47 @@ START_TEST(images_in_slices)
 }
 END_TEST
 
+/* The engine computes with subnormals flushed to zero (x86: FTZ and DAZ,
+ * for each pass, on the pool's threads too), and with IEEE subnormals under
+ * QFORGE_CPU_SUBNORMALS; the caller's floating-point environment is left as
+ * it was. A batch of 8 on 2 threads runs as image slices, and layer by layer. */
+START_TEST(subnormals_flushed)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    const float tiny = 5.877472e-39f /* subnormal: reads as 0 */, small = 2.0e-38f /* normal; half of it is not */;
+    enum { B = 8, C = 64 };
+    qf_graph *g = qf_graph_new("subnormals");
+    g->opset = 17;
+    int x = input(g, "x", 2, (int64_t[]){B, C}), y = value(g, "y");
+    float *half = malloc(sizeof(float));
+    *half = 0.5f;
+    op(g, "mul", QF_OP_MUL, 2, (int[]){x, qfi_graph_add_const(g, "half", QF_F32, 0, NULL, half)}, y);
+    output(g, y);
+    prepare_graph(g, B);
+    const unsigned modes = ~0x3fu; /* MXCSR less its sticky exception flags */
+    const unsigned before = qfi_fp_env_get() & modes;
+    for (int keep = 0; keep < 2; keep++)
+        for (int layerwise = 0; layerwise < 2; layerwise++) {
+            if (layerwise) setenv("QFORGE_CPU_LAYERWISE", "1", 1);
+            qf_engine *e = cpu_engine_noting(g, keep ? "QFORGE_CPU_SUBNORMALS" : NULL, 2, NULL, NULL);
+            unsetenv("QFORGE_CPU_LAYERWISE");
+            float *in = qf_engine_input(e, 0);
+            for (int i = 0; i < B * C; i++) in[i] = i % 3 == 0 ? 1.0f : i % 3 == 1 ? tiny : small;
+            ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
+            ck_assert_uint_eq(qfi_fp_env_get() & modes, before);
+            const float *out = qf_engine_output(e, 0);
+            for (int i = 0; i < B * C; i++) {
+                const float want = i % 3 == 0 ? 0.5f : !keep ? 0.0f : (i % 3 == 1 ? tiny : small) * 0.5f;
+                ck_assert_msg(out[i] == want, "keep %d, layerwise %d: y[%d] = %g, want %g", keep, layerwise, i,
+                              (double)out[i], (double)want);
+            }
+            qf_engine_free(e);
+        }
+    qf_graph_free(g);
+#endif
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("ops_compute");
@@ -1659,6 +1700,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, pool_matches_naive, 0, (int)QF_ARRAY_LEN(pool_cases));
     tcase_add_test(tc, global_pool_matches_naive);
     tcase_add_test(tc, images_in_slices);
+    tcase_add_test(tc, subnormals_flushed);
     tcase_add_test(tc, batchnorm_matches_naive);
     tcase_add_test(tc, softmax_matches_naive);
     tcase_add_test(tc, reduce_mean_matches_naive);
