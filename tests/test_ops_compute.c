@@ -679,6 +679,64 @@ START_TEST(row_gemms_are_batch_invariant)
 }
 END_TEST
 
+/* Every instruction set up to this CPU's on the row GEMM itself: AVX2 and
+ * AVX-512 (the own kernel) the same bits, OpenBLAS's row blocks (portable)
+ * within float rounding of a double product, at row counts that take every
+ * register block and tail (12, 6, 4, 2, 1 rows), with B as stored and
+ * transposed, one and two threads. */
+START_TEST(row_gemm_isas_agree)
+{
+    const int64_t N = 300, K = 200, rows_max = 37;
+    const bool tb = _i & 1;
+    const float alpha = tb ? 0.5f : 1.0f, beta = tb ? 1.0f : 0.0f;
+    rng_use_xorshift(77 + (uint64_t)_i);
+    float *A = malloc(sizeof(float) * rows_max * K), *B = malloc(sizeof(float) * N * K);
+    float *y0 = malloc(sizeof(float) * rows_max * N);
+    for (int64_t i = 0; i < rows_max * K; i++) A[i] = frand(-1, 1);
+    for (int64_t i = 0; i < N * K; i++) B[i] = frand(-1, 1);
+    for (int64_t i = 0; i < rows_max * N; i++) y0[i] = frand(-1, 1);
+    const int64_t row_counts[] = {1, 2, 5, 13, 37};
+    for (size_t rc = 0; rc < QF_ARRAY_LEN(row_counts); rc++) {
+        const int64_t rows = row_counts[rc];
+        float *own = NULL;
+        for (int isa = QFI_DIRECT_PORTABLE; isa <= (int)qfi_cpu_direct_isa(); isa++)
+            for (int threads = 1; threads <= 2; threads++) {
+                float *y = malloc(sizeof(float) * rows * N);
+                memcpy(y, y0, sizeof(float) * rows * N);
+                const size_t sb = qfi_cpu_sgemm_rows_scratch(rows, N, K, false, threads, (qfi_direct_isa)isa);
+                void *scratch = sb ? malloc(sb) : NULL;
+                ck_assert_int_eq(qfi_cpu_sgemm_rows(false, tb, rows, N, K, alpha, A, K, B, tb ? K : N, beta, y,
+                                                    scratch, threads, (qfi_direct_isa)isa),
+                                 QF_OK);
+                free(scratch);
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t n = 0; n < N; n++) {
+                        double sum = 0.0, mag = 0.0;
+                        for (int64_t k = 0; k < K; k++) {
+                            const double t = (double)A[r * K + k] * (tb ? B[n * K + k] : B[k * N + n]);
+                            sum += t, mag += fabs(t);
+                        }
+                        const double want = alpha * sum + beta * y0[r * N + n];
+                        ck_assert_msg(fabs(y[r * N + n] - want) <= 1e-5 * mag + 1e-6, "isa %d, %lld rows: y[%lld][%lld] = %g, want %g",
+                                      isa, (long long)rows, (long long)r, (long long)n, y[r * N + n], want);
+                    }
+                if (isa == QFI_DIRECT_PORTABLE) {
+                    free(y);
+                } else if (!own) {
+                    own = y;
+                } else {
+                    ck_assert_msg(memcmp(own, y, sizeof(float) * rows * N) == 0,
+                                  "isa %d, %d threads, %lld rows: other bits than the first own-kernel run", isa,
+                                  threads, (long long)rows);
+                    free(y);
+                }
+            }
+        free(own);
+    }
+    free(A), free(B), free(y0);
+}
+END_TEST
+
 /* ---- MaxPool / AveragePool ---------------------------------------------------------------- */
 
 typedef struct pool_case {
@@ -1697,6 +1755,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, gemm_matches_naive, 0, (int)QF_ARRAY_LEN(gemm_cases));
     tcase_add_loop_test(tc, matmul_matches_naive, 0, (int)QF_ARRAY_LEN(matmul_cases));
     tcase_add_loop_test(tc, row_gemms_are_batch_invariant, 0, (int)QF_ARRAY_LEN(rows_cases));
+    tcase_add_loop_test(tc, row_gemm_isas_agree, 0, 2);
     tcase_add_loop_test(tc, pool_matches_naive, 0, (int)QF_ARRAY_LEN(pool_cases));
     tcase_add_test(tc, global_pool_matches_naive);
     tcase_add_test(tc, images_in_slices);

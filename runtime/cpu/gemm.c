@@ -1,6 +1,6 @@
-/* Gemm on the CPU: Y (M,N) = beta * C broadcast into Y, then cblas_sgemm
- * adds alpha * op(A) * op(B) in fixed blocks of rows (sgemm_rows.c), so that
- * a row's result does not depend on the batch. */
+/* Gemm on the CPU: Y (M,N) = beta * C broadcast into Y, then sgemm_rows.c
+ * adds alpha * op(A) * op(B) so that a row's result does not depend on the
+ * batch. */
 #include "kernels.h"
 #include "ops/nn.h"
 
@@ -33,7 +33,7 @@ static qf_status gemm_run(const qfi_kernel_args *a)
     /* A is stored (M,K) or, transposed, (K,M); B (K,N) or (N,K): ld is the stored row length */
     const int64_t lda = qfi_in(g, n, 0)->dims[1], ldb = qfi_in(g, n, 1)->dims[1];
     return qfi_cpu_sgemm_rows(p->trans_a, p->trans_b, M, N, K, p->alpha, A, lda, B, ldb, beta, Y, a->scratch,
-                              a->threads);
+                              a->threads, qfi_cpu_direct_isa());
 }
 
 /* INT8: gemm_int8.c's; FP32 (and FP16 on the f32 view): the row blocks' padding. */
@@ -43,7 +43,7 @@ static size_t gemm_scratch(const qf_graph *g, const qf_node *n, int threads)
     const qfi_gemm_params *p = n->params;
     qfi_gemm_geom geo;
     if (!p || qfi_gemm_geometry(g, n, &geo) != QF_OK) return 0;
-    return qfi_cpu_sgemm_rows_scratch(geo.M, geo.N, geo.K, p->trans_a, threads);
+    return qfi_cpu_sgemm_rows_scratch(geo.M, geo.N, geo.K, p->trans_a, threads, qfi_cpu_direct_isa());
 }
 
 const qfi_cpu_kernel qfi_cpu_gemm = {

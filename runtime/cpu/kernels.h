@@ -143,16 +143,6 @@ static inline void qfi_copy_floats(float *__restrict r, const float *__restrict 
     for (; i < n; i++) r[i] = x[i];
 }
 
-/* Y (rows, N) = alpha * op(A) (rows, K) x op(B) (K, N) + beta * Y, row-major
- * as cblas_sgemm (lda, ldb: stored row lengths), in fixed blocks of rows so
- * that a row gets the same bits whatever the other rows are: for GEMMs whose
- * rows grow with the batch. Blocks of large GEMMs are spread over `threads`
- * (<= 0: all cores). runtime/cpu/sgemm_rows.c. */
-size_t qfi_cpu_sgemm_rows_scratch(int64_t rows, int64_t N, int64_t K, bool trans_a, int threads);
-qf_status qfi_cpu_sgemm_rows(bool trans_a, bool trans_b, int64_t rows, int64_t N, int64_t K, float alpha,
-                             const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *Y,
-                             void *scratch, int threads);
-
 size_t qfi_cpu_conv_scratch(const qf_graph *g, const qf_node *n, int threads);
 size_t qfi_cpu_conv_transpose_scratch(const qf_graph *g, const qf_node *n, int threads);
 /* Unfolds one group of one image for Conv: x is (Cg, D,H,W), col is
@@ -168,6 +158,18 @@ void qfi_cpu_im2col(const float *x, int64_t cg, const struct qfi_window *w, floa
  * tests run every narrower one too. */
 typedef enum qfi_direct_isa { QFI_DIRECT_PORTABLE, QFI_DIRECT_AVX2, QFI_DIRECT_AVX512 } qfi_direct_isa;
 qfi_direct_isa qfi_cpu_direct_isa(void);
+
+/* Y (rows, N) = alpha * op(A) (rows, K) x op(B) (K, N) + beta * Y, row-major
+ * as cblas_sgemm (lda, ldb: stored row lengths), so that a row gets the same
+ * bits whatever the other rows are: for GEMMs whose rows grow with the
+ * batch. Large GEMMs are spread over `threads` (<= 0: all cores). isa: the
+ * widest instruction set to use (qfi_cpu_direct_isa() in the kernels; tests
+ * run the narrower ones too, where AVX2 and AVX-512 give the same bits).
+ * runtime/cpu/sgemm_rows.c. */
+size_t qfi_cpu_sgemm_rows_scratch(int64_t rows, int64_t N, int64_t K, bool trans_a, int threads, qfi_direct_isa isa);
+qf_status qfi_cpu_sgemm_rows(bool trans_a, bool trans_b, int64_t rows, int64_t N, int64_t K, float alpha,
+                             const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *Y,
+                             void *scratch, int threads, qfi_direct_isa isa);
 struct qfi_conv_geom;
 bool qfi_cpu_conv_direct_supports(const struct qfi_conv_geom *geo);
 /* The padded phase-plane layout of one image (the top of conv_direct.c),

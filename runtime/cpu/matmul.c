@@ -1,7 +1,6 @@
 /* MatMul on the CPU: one cblas_sgemm per broadcast batch matrix, spread over
- * threads; when B has no batch dims the whole batch of A is one tall GEMM, in
- * fixed blocks of rows (sgemm_rows.c) so that a row's result does not depend
- * on the batch.
+ * threads; when B has no batch dims the whole batch of A is one tall GEMM
+ * (sgemm_rows.c), so that a row's result does not depend on the batch.
  * INT8 with a constant weight: gemm_int8.c; INT8 of two activations: below. */
 #include "kernels.h"
 #include "ops/nn.h"
@@ -102,7 +101,7 @@ static size_t matmul_scratch(const qf_graph *g, const qf_node *n, int threads)
     if (qfi_matmul_geometry(g, n, &geo) != QF_OK) return 0;
     if (qfi_matmul_is_product(n)) return (size_t)(qfi_numel(geo.nbatch, geo.batch) * geo.N) * sizeof(int32_t);
     if (n->precision == QF_PREC_INT8) return qfi_cpu_gemm_scratch(g, n);
-    return qfi_cpu_sgemm_rows_scratch(tall_rows(g, n, &geo), geo.N, geo.K, false, threads);
+    return qfi_cpu_sgemm_rows_scratch(tall_rows(g, n, &geo), geo.N, geo.K, false, threads, qfi_cpu_direct_isa());
 }
 
 static qf_status matmul_run(const qfi_kernel_args *a)
@@ -121,7 +120,7 @@ static qf_status matmul_run(const qfi_kernel_args *a)
     const int64_t rows = tall_rows(a->g, a->n, &geo);
     if (rows > 0)
         return qfi_cpu_sgemm_rows(false, false, rows, geo.N, geo.K, 1.0f, j.A, geo.K, j.B, geo.N, 0.0f, j.Y,
-                                  a->scratch, a->threads);
+                                  a->scratch, a->threads, qfi_cpu_direct_isa());
     if (geo.M > INT_MAX || geo.N > INT_MAX || geo.K > INT_MAX)
         return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
     qfi_parallel_for(a->threads, nb, matmul_item, &j);

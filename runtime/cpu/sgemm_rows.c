@@ -95,15 +95,17 @@ static const tile_set tiles512 = {{tile512_12, tile512_4, tile512_2, tile512_1},
 static const tile_set tiles256 = {{tile256_6, tile256_4, tile256_2, tile256_1}, {6, 4, 2, 1}, PANEL_VECS * 8};
 #endif
 
-/* The tiles this CPU runs, or NULL: OpenBLAS in row blocks. */
-static const tile_set *own_tiles(void)
+/* The tiles of isa, or NULL: OpenBLAS in row blocks. */
+static const tile_set *own_tiles(qfi_direct_isa isa)
 {
 #ifdef QFI_X86_FLOAT_KERNELS
-    switch (qfi_cpu_direct_isa()) {
+    switch (isa) {
     case QFI_DIRECT_AVX512: return &tiles512;
     case QFI_DIRECT_AVX2: return &tiles256;
     default: break;
     }
+#else
+    (void)isa;
 #endif
     return NULL;
 }
@@ -239,10 +241,10 @@ static int64_t rows_slots(int64_t rows, int64_t N, int64_t K, int threads)
     return slots < blocks ? slots : blocks;
 }
 
-size_t qfi_cpu_sgemm_rows_scratch(int64_t rows, int64_t N, int64_t K, bool trans_a, int threads)
+size_t qfi_cpu_sgemm_rows_scratch(int64_t rows, int64_t N, int64_t K, bool trans_a, int threads, qfi_direct_isa isa)
 {
     if (rows <= 0 || N <= 0 || K <= 0) return 0;
-    const tile_set *ts = trans_a ? NULL : own_tiles();
+    const tile_set *ts = trans_a ? NULL : own_tiles(isa);
     if (ts) return (size_t)(panel_slots(ts, rows, N, K, threads) * slot_floats(ts, K)) * sizeof(float);
     if (!trans_a && rows % SGEMM_ROWS == 0) return 0;
     const int64_t blocks = trans_a ? rows_slots(rows, N, K, threads) : 1;
@@ -251,14 +253,14 @@ size_t qfi_cpu_sgemm_rows_scratch(int64_t rows, int64_t N, int64_t K, bool trans
 
 qf_status qfi_cpu_sgemm_rows(bool trans_a, bool trans_b, int64_t rows, int64_t N, int64_t K, float alpha,
                              const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *Y,
-                             void *scratch, int threads)
+                             void *scratch, int threads, qfi_direct_isa isa)
 {
     if (rows <= 0 || N <= 0 || K <= 0) return QF_OK;
     if (N > INT_MAX || K > INT_MAX || (!trans_a && lda > INT_MAX) || ldb > INT_MAX)
         return qf_error(QF_ERR_UNSUPPORTED, "GEMM dimensions exceed the BLAS int range");
-    if (!scratch && qfi_cpu_sgemm_rows_scratch(rows, N, K, trans_a, threads) > 0)
+    if (!scratch && qfi_cpu_sgemm_rows_scratch(rows, N, K, trans_a, threads, isa) > 0)
         return qf_error(QF_ERR_USAGE, "no GEMM row-block scratch was provided");
-    const tile_set *ts = trans_a ? NULL : own_tiles();
+    const tile_set *ts = trans_a ? NULL : own_tiles(isa);
     if (ts) {
         panel_job pj = {.ts = ts, .trans_b = trans_b, .rows = rows, .N = N, .K = K, .lda = lda, .ldb = ldb,
                         .alpha = alpha, .beta = beta, .A = A, .B = B, .Y = Y, .scratch = scratch,
