@@ -190,6 +190,8 @@ static qf_graph *b_conv_grouped_vectors(void)
     /* stride 2 with 8 and 16 channels a group (INT8: the strip kernel's SW = 2, a strip's tail) */
     output(g, conv(g, "g8s2", d, 24, 24, 3, 2, P1, 3, 1, true));
     output(g, conv(g, "g16s2", a, 32, 32, 3, 2, P1, 2, 1, true));
+    /* 16 channels a group, dilated (INT8: the mma kernel; g16 and g16s2 too) */
+    output(g, conv(g, "g16d2", a, 32, 32, 3, 1, P2, 2, 2, true));
     return g;
 }
 static qf_graph *b_conv_relu_pool(void)

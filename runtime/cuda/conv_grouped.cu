@@ -246,6 +246,126 @@ bool grouped3x3_i8_strip(cudaStream_t s, const cu_conv_geo &g, const void *x, co
     return true;
 }
 
+/* INT8 3x3 grouped convs of 16 channels a group in and out (RegNetY's) on
+ * the Tensor Cores: a group's 16 outputs are the 16 rows of mma.m16n8k32,
+ * K its 9 taps times 16 channels (two taps a k32 step, the tenth zero), N
+ * the positions, 8 an MMA. A warp takes 32 positions of one group: its A
+ * fragments straight from the words layout (word [tap][cw][m] holds
+ * channels 4cw..4cw+3 of output m: fragment a0 of lane (gid, tig) is word
+ * [tap][tig][gid], a1 the row 8 below, a2/a3 the next tap), its B
+ * fragments one input word a position and tap (channels 4tig..4tig+3 of
+ * the group), the padding the zero point's word. The int32 sums are exact,
+ * so the levels are the other kernels' (bit for bit with the CPU engine);
+ * a warp's 32 x 16 int8 outputs go through shared memory to 16-byte rows.
+ * The dp4a strip kernel held RegNetY-800MF's grouped convs to twice their
+ * FP16 time (0.100 against 0.049 ms in its last stage at batch 256). */
+constexpr int G16_WARPS = 4, G16_NT = 4, G16_POS = 8 * G16_NT;
+
+__device__ __forceinline__ void mma_s8_g16(int32_t *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <bool ACT>
+__global__ void __launch_bounds__(32 * G16_WARPS) grouped16_mma_kernel(void *y, const int8_t *x, const uint32_t *w,
+                                                                        cu_conv_geo p, qfi_requant q, int32_t zx,
+                                                                        const int8_t *res, int groups, int total,
+                                                                        cu_fast_div by_wo, cu_fast_div by_howo)
+{
+    __shared__ __align__(16) uint8_t stage[G16_WARPS][G16_POS][16];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
+    const int C = (int)p.C, M = (int)p.M, H = (int)p.H, W = (int)p.W, Wo = (int)p.Wo;
+    const int P = (int)(p.N * p.Ho * p.Wo);
+    const uint32_t zw = zp_word(zx);
+    for (int t = blockIdx.x * G16_WARPS + warp; t < total; t += gridDim.x * G16_WARPS) {
+        /* the groups of one tile of positions next to each other: they read the same pixels */
+        const int pt = t / groups, g = t - pt * groups, m0 = g * 16, p0 = pt * G16_POS;
+        uint32_t a[5][4];
+#pragma unroll
+        for (int ks = 0; ks < 5; ks++) {
+            const uint32_t *wa = w + (size_t)(2 * ks * 4 + tig) * M + m0 + gid;
+            a[ks][0] = __ldg(wa), a[ks][1] = __ldg(wa + 8);
+            const bool second = 2 * ks + 1 < 9;
+            a[ks][2] = second ? __ldg(wa + 4 * M) : 0u, a[ks][3] = second ? __ldg(wa + 4 * M + 8) : 0u;
+        }
+        /* this lane's B column (position gid) of each 8-position MMA: its window's corner */
+        const int8_t *base[G16_NT];
+        int ih0[G16_NT], iw0[G16_NT];
+#pragma unroll
+        for (int j = 0; j < G16_NT; j++) {
+            const int pos = p0 + j * 8 + gid, pc = pos < P ? pos : 0;
+            const int n = cu_div_by(pc, by_howo), r = pc - n * (int)(p.Ho * p.Wo), oh = cu_div_by(r, by_wo), ow = r - oh * Wo;
+            ih0[j] = pos < P ? oh * p.sh - p.ph : -(1 << 20); /* past P: every tap reads padding */
+            iw0[j] = ow * p.sw - p.pw;
+            base[j] = x + (size_t)n * H * W * C + m0 + tig * 4;
+        }
+        int32_t acc[G16_NT][4] = {};
+#pragma unroll
+        for (int ks = 0; ks < 5; ks++) {
+            uint32_t b[G16_NT][2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int tap = 2 * ks + h, kh = tap / 3, kw = tap % 3;
+#pragma unroll
+                for (int j = 0; j < G16_NT; j++) {
+                    const int ih = ih0[j] + kh * p.dh, iw = iw0[j] + kw * p.dw;
+                    const bool in = tap < 9 && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
+                    b[j][h] = in ? __ldg((const uint32_t *)(base[j] + ((size_t)ih * W + iw) * C)) : tap < 9 ? zw : 0u;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < G16_NT; j++) mma_s8_g16(acc[j], a[ks], b[j][0], b[j][1]);
+        }
+        /* acc[j][e]: output m0 + gid + 8 (e / 2), position p0 + 8 j + 2 tig + e % 2 */
+        if (q.out == QF_I8 && !res) {
+#pragma unroll
+            for (int j = 0; j < G16_NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int m = m0 + gid + 8 * (e / 2);
+                    stage[warp][j * 8 + 2 * tig + e % 2][gid + 8 * (e / 2)] =
+                        (uint8_t)(ACT ? qfi_requant_acc_level_fast(&q, acc[j][e], m, false, 0.0f)
+                                      : qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[j][e], m, false, 0.0f, false)));
+                }
+            __syncwarp();
+            if (p0 + lane < P) *(uint4 *)((int8_t *)y + (size_t)(p0 + lane) * M + m0) = *(const uint4 *)stage[warp][lane];
+            __syncwarp(); /* the stage is this warp's next tile's */
+        } else {
+#pragma unroll
+            for (int j = 0; j < G16_NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int pos = p0 + j * 8 + 2 * tig + e % 2, m = m0 + gid + 8 * (e / 2);
+                    if (pos < P) qfi_requant_elem_at(&q, y, (int64_t)pos * M + m, acc[j][e], m, res, ACT);
+                }
+        }
+    }
+}
+
+/* The mma kernel's shapes: 3x3, 16 channels a group in and out, 32-bit indices. */
+bool grouped16_mma(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const cu_requant *rq,
+                   const int8_t *res, void *y)
+{
+    static const bool off = getenv("QFORGE_CUDA_NO_GROUPED_MMA") != NULL; /* benchmarks */
+    if (off || g.kh != 3 || g.kw != 3 || g.group < 2 || g.C != 16 * g.group || g.M != 16 * g.group) return false;
+    const int groups = (int)g.group, ptiles = (int)((g.N * g.Ho * g.Wo + G16_POS - 1) / G16_POS);
+    if ((int64_t)groups * ptiles >= INT32_MAX) return false;
+    const int total = groups * ptiles;
+    unsigned b = (unsigned)((total + G16_WARPS - 1) / G16_WARPS);
+    if (b > 262144) b = 262144;
+    const cu_fast_div by_wo = cu_make_fast_div((uint32_t)g.Wo), by_howo = cu_make_fast_div((uint32_t)(g.Ho * g.Wo));
+    if (rq->act != QF_ACT_NONE)
+        grouped16_mma_kernel<true><<<b, 32 * G16_WARPS, 0, s>>>(y, (const int8_t *)x, (const uint32_t *)w, g, *rq,
+                                                                rq->z_in, res, groups, total, by_wo, by_howo);
+    else
+        grouped16_mma_kernel<false><<<b, 32 * G16_WARPS, 0, s>>>(y, (const int8_t *)x, (const uint32_t *)w, g, *rq,
+                                                                 rq->z_in, res, groups, total, by_wo, by_howo);
+    return true;
+}
+
 /* Float (f32, f16): V consecutive outputs of one group a thread, weights
  * [kh][kw][Cg][M] read as vectors; each output's sum in the CPU kernel's
  * order (bias, then taps in (kh, kw, c) order), f32 with a rounding after
@@ -597,6 +717,7 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
             default: launch_depthwise<float, float, 1>(s, *g, x, w, bias, relu, lo, hi, NULL, NULL, y); break;
             }
         }
+    } else if (rq && fits_i32(g) && grouped16_mma(s, *g, x, w, rq, res, y)) {
     } else if (rq && grouped_vector(g, QF_I8) == 8 && grouped3x3_i8_strip<8>(s, *g, x, w, rq, res, y)) {
     } else if (rq && grouped_vector(g, QF_I8) == 4 && grouped3x3_i8_strip<4>(s, *g, x, w, rq, res, y)) {
     } else if (rq && grouped_vector(g, QF_I8) > 1) {
