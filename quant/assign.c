@@ -127,6 +127,26 @@ static bool read_by_compute_ops(const qfi_qplan *p, int v)
     return true;
 }
 
+/* Whether v is the input of a squeeze-excitation block: read by a global
+ * pool (or a ReduceMean) and by Mul nodes, nothing else. Those ops stay
+ * float, so an INT8 epilogue writing v writes it in float (float_out)
+ * whatever its activation: as int8 it would be converted back for both
+ * (RegNetY's ReLU blocks: a DequantizeLinear pass before the gate Mul, and
+ * an INT8 pool that keeps the device's fused gate kernel out, which wants
+ * an FP16 pool). */
+static bool feeds_squeeze_excitation(const qfi_qplan *p, int v)
+{
+    if (v < 0 || p->use_start[v + 1] == p->use_start[v]) return false;
+    bool pool = false, mul = false;
+    for (int u = p->use_start[v]; u < p->use_start[v + 1]; u++) {
+        const qf_op op = p->g->nodes[p->use_node[u]].op;
+        if (op == QF_OP_GLOBAL_AVERAGE_POOL || op == QF_OP_REDUCE_MEAN) pool = true;
+        else if (op == QF_OP_MUL) mul = true;
+        else return false;
+    }
+    return pool && mul;
+}
+
 /* Whether every reader of v reads it as int8 (an INT8 node, or an epilogue
  * that absorbed the reader) and v is not a graph output. */
 static bool read_only_as_int8(const qfi_qplan *p, int v)
@@ -199,6 +219,7 @@ static qf_status plan_fusions(qfi_qplan *p)
             qa->act = f->act;
             qa->float_out = !read_by_compute_ops(p, f->out);
         }
+        if (feeds_squeeze_excitation(p, f->out)) qa->float_out = true;
     }
     free(fs);
     return QF_OK;

@@ -867,6 +867,21 @@ static qf_graph *b_shuffle_units(void)
     output(g, conv(g, "dw7", c7, 7, 7, 3, 1, P1, 7, 1, true));
     return g;
 }
+/* RegNetY's block: a grouped 3x3 conv of 16 channels a group with a ReLU,
+ * then a squeeze-excitation (ReLU, Sigmoid) whose pool and gate Mul read
+ * the conv's output: INT8 writes it in halves (quant/assign.c,
+ * feeds_squeeze_excitation), so the pool is FP16 and the gate fuses. */
+static qf_graph *b_se_block_relu(void)
+{
+    qf_graph *g = new_graph("se_block_relu");
+    int x = input(g, "x", 4, DIMS(2, 32, 9, 9));
+    int b = unary(g, "rb", QF_OP_RELU, conv(g, "b", x, 32, 32, 3, 1, P1, 2, 1, true));
+    int m = unary(g, "squeeze", QF_OP_GLOBAL_AVERAGE_POOL, b);
+    int e = unary(g, "se_relu", QF_OP_RELU, conv(g, "se1", m, 32, 8, 1, 1, P0, 1, 1, true));
+    int gate = unary(g, "se_gate", QF_OP_SIGMOID, conv(g, "se2", e, 8, 32, 1, 1, P0, 1, 1, true));
+    output(g, conv(g, "c", binary(g, "excite", QF_OP_MUL, b, gate), 32, 24, 1, 1, P0, 1, 1, true));
+    return g;
+}
 /* EfficientNet's and MobileNetV3's activations fused into INT8 epilogues:
  * SiLU (Mul(y, Sigmoid(y)), either order) after a 3x3 conv, a depthwise 3x3
  * (the sliding-window kernel), a depthwise 3x3 with a residual, a 1x1 conv
@@ -1261,6 +1276,7 @@ OP_TEST(se_block_s2)
 OP_TEST(se_block_k5)
 OP_TEST(se_block_odd)
 OP_TEST(shuffle_units)
+OP_TEST(se_block_relu)
 OP_TEST(mlp)
 
 START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
@@ -1375,7 +1391,7 @@ START_TEST(se_gates_fused)
         printf("  se_gates_fused: the CPU engine under test: no fusion to check\n");
         return;
     }
-    const build_fn builds[] = {b_se_block, b_se_block_k5, b_se_block_odd};
+    const build_fn builds[] = {b_se_block, b_se_block_k5, b_se_block_odd, b_se_block_relu};
     for (size_t k = 0; k < QF_ARRAY_LEN(builds); k++)
         for (int p = QF_PREC_FP16; p <= QF_PREC_INT8; p++)
             for (int nofuse = 0; nofuse < 2; nofuse++) {
@@ -2456,6 +2472,7 @@ int main(void)
     tcase_add_test(ops, t_se_block_odd);
     tcase_add_test(ops, se_gates_fused);
     tcase_add_test(ops, t_shuffle_units);
+    tcase_add_test(ops, t_se_block_relu);
     tcase_add_test(ops, channel_shuffles_fused);
     tcase_add_test(ops, t_mlp);
     tcase_add_test(ops, t_moves_exact);
