@@ -126,6 +126,20 @@ static qf_graph *b_conv_rgb_s2(void)
     output(g, conv(g, "c", x, 3, 8, 3, 2, P1, 1, 1, true));
     return g;
 }
+/* RGB stems the INT8 stem kernel takes (3x3 over 3 channels): stride 1 with
+ * a SiLU on the graph's input (its QuantizeLinear folded into the conv),
+ * and stride 2 on an int8 value of 3 channels. */
+static qf_graph *b_rgb_stems(void)
+{
+    qf_graph *g = new_graph("rgb_stems");
+    int x = input(g, "x", 4, DIMS(2, 3, 15, 15));
+    int s1 = conv(g, "s1", x, 3, 20, 3, 1, P1, 1, 1, true);
+    int si = binary(g, "silu", QF_OP_MUL, s1, unary(g, "sig", QF_OP_SIGMOID, s1));
+    output(g, si);
+    int c3 = conv(g, "c3", si, 20, 3, 1, 1, P0, 1, 1, true);
+    output(g, conv(g, "rgb2", c3, 3, 12, 3, 2, P1, 1, 1, true));
+    return g;
+}
 static qf_graph *b_conv_1x1(void)
 {
     qf_graph *g = new_graph("conv_1x1");
@@ -1247,6 +1261,7 @@ static void check_graph(build_fn build, bool exact)
 OP_TEST(conv3x3)
 OP_TEST(conv_tiles)
 OP_TEST(conv_rgb_s2)
+OP_TEST(rgb_stems)
 OP_TEST(conv_1x1)
 OP_TEST(conv_depthwise)
 OP_TEST(depthwise_vectors)
@@ -2441,6 +2456,7 @@ int main(void)
     tcase_add_test(ops, attention_fused);
     tcase_add_test(ops, t_conv_tiles);
     tcase_add_test(ops, t_conv_rgb_s2);
+    tcase_add_test(ops, t_rgb_stems);
     tcase_add_test(ops, t_conv_1x1);
     tcase_add_test(ops, t_conv_depthwise);
     tcase_add_test(ops, t_depthwise_vectors);

@@ -730,6 +730,63 @@ struct f32_quantized {
     }
 };
 
+/* RGB stems (3x3 over 3 channels, 4 to 64 outputs: MobileNet's,
+ * EfficientNet's, ShuffleNet's first conv) without the Tensor Cores: one
+ * output pixel a thread, its 27 input bytes read straight from the graph's
+ * input through src (quantized on the way where the layer fused the
+ * QuantizeLinear) and packed into 7 words, dp4a against each output's 7
+ * weight words in shared memory (every thread reads the same word at once),
+ * the outputs stored a word of 4 channels at a time. The implicit GEMM ran
+ * these as 64-channel tiles over a space-to-depth copy made first (0.34-0.59
+ * ms at batch 256, against a memory bound near 0.06). Padding taps read the
+ * input's zero point; int32 sums and the same epilogue: the CPU engine's
+ * levels. */
+constexpr int STEM_K = 27, STEM_WORDS = 7, STEM_MAX_M = 64, STEM_THREADS = 128;
+
+template <typename Src, bool ACT>
+__global__ void __launch_bounds__(STEM_THREADS) stem_kernel(int8_t *y, Src src, const int32_t *w, qfi_requant q, int8_t pad,
+                                                            int M, int H, int W, int HoWo, int Wo, int sh, int sw, int ph,
+                                                            int pw, int dh, int dw, int P, cu_fast_div by_howo,
+                                                            cu_fast_div by_wo, const int8_t *res)
+{
+    __shared__ int32_t ws[STEM_MAX_M * STEM_WORDS];
+    for (int i = threadIdx.x; i < M * STEM_WORDS; i += blockDim.x) ws[i] = w[i];
+    __syncthreads();
+    for (int pix = blockIdx.x * blockDim.x + threadIdx.x; pix < P; pix += gridDim.x * blockDim.x) {
+        const int n = cu_div_by(pix, by_howo), r = pix - n * HoWo, oh = cu_div_by(r, by_wo), ow = r - oh * Wo;
+        uint32_t xw[STEM_WORDS] = {};
+#pragma unroll
+        for (int k = 0; k < STEM_K; k++) { /* k = tap * 3 + channel, tap = kh * 3 + kw */
+            const int tap = k / 3, ih = oh * sh - ph + tap / 3 * dh, iw = ow * sw - pw + tap % 3 * dw;
+            const int8_t v = (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W ? src((int64_t)n, k % 3, ih, iw) : pad;
+            xw[k / 4] |= (uint32_t)(uint8_t)v << (8 * (k % 4));
+        }
+        for (int m0 = 0; m0 < M; m0 += 4) {
+            int32_t acc[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int32_t a = 0;
+#pragma unroll
+                for (int j = 0; j < STEM_WORDS; j++) a = __dp4a((int)xw[j], ws[(m0 + e) * STEM_WORDS + j], a);
+                acc[e] = a;
+            }
+            if (!res) {
+                uint32_t word = 0;
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int8_t l = ACT ? qfi_requant_acc_level_fast(&q, acc[e], m0 + e, false, 0.0f)
+                                         : qfi_requant_level(&q, qfi_requant_acc_at(&q, acc[e], m0 + e, false, 0.0f, false));
+                    word |= (uint32_t)(uint8_t)l << (8 * e);
+                }
+                *(uint32_t *)(y + (size_t)pix * M + m0) = word;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++) qfi_requant_elem_at(&q, y, (int64_t)pix * M + m0 + e, acc[e], m0 + e, res, ACT);
+            }
+        }
+    }
+}
+
 } // namespace
 
 /* How the input reaches the gather. Space-to-depth turns a stride-2 RGB
@@ -749,6 +806,7 @@ typedef struct igemm_variant {
     int blocks, n_tiles, p_tiles;
     size_t smem;
     int threads;            /* a block's; 0: THREADS. The 1x1 kernel (pointwise_kernel) has bm 0 */
+    bool stem;              /* the RGB stem kernel (stem_kernel, on the unprepared input; bm 0 too) */
 } igemm_variant;
 
 struct cu_igemm {
@@ -763,6 +821,7 @@ struct cu_igemm {
     size_t acc_bytes;
     igemm_variant v[CU_IGEMM_MAX_VARIANTS];
     int n_v;
+    const int32_t *stem_w;  /* the stem kernel's weights: [M][7] words of k = (kh * 3 + kw) * 3 + c; NULL: no stem variant */
 };
 
 template <int VEC> static igemm_fn kernel_for(int bm, int bn, bool wg)
@@ -992,6 +1051,36 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
         pw.blocks = (int)(rows < resident ? rows : resident);
         if (per_sm > 0) ig->v[ig->n_v++] = pw;
     }
+    /* the RGB stem kernel: 3x3 over 3 channels, int8 out, M a multiple of 4 up to 64 */
+    if (g->C == 3 && g->kh == 3 && g->kw == 3 && g->group == 1 && g->M % 4 == 0 && g->M <= STEM_MAX_M && rq->out == QF_I8) {
+        int32_t *sw = (int32_t *)qfi_calloc((size_t)g->M * STEM_WORDS, sizeof *sw);
+        if (!sw) {
+            free(ig);
+            return QF_ERR_NOMEM;
+        }
+        for (int64_t m = 0; m < g->M; m++)
+            for (int k = 0; k < STEM_K; k++) {
+                const int tap = k / 3, c = k % 3; /* ONNX weights [M][C][kh][kw] */
+                const uint8_t b = (uint8_t)w[((m * 3 + c) * 3 + tap / 3) * 3 + tap % 3];
+                sw[m * STEM_WORDS + k / 4] |= (int32_t)((uint32_t)b << (8 * (k % 4)));
+            }
+        void *dsw = NULL;
+        qf_status su = cu_upload(c, sw, (size_t)g->M * STEM_WORDS * sizeof *sw, &dsw);
+        free(sw);
+        if (su != QF_OK) {
+            free(ig);
+            return su;
+        }
+        ig->stem_w = (const int32_t *)dsw;
+        igemm_variant sv;
+        memset(&sv, 0, sizeof sv);
+        sv.stem = true;
+        sv.threads = STEM_THREADS;
+        sv.k_splits = 1, sv.n_tiles = sv.p_tiles = 1;
+        const int64_t want = (P + STEM_THREADS - 1) / STEM_THREADS, most = (int64_t)c->prop.multiProcessorCount * 16;
+        sv.blocks = (int)(want < most ? want : most);
+        ig->v[ig->n_v++] = sv;
+    }
     /* (BM, BN, wgmma): wgmma only where the sm_90a code runs (compute capability 9.0) */
     const struct { int bm, bn; bool wg; } shapes[] = {
         {128, 128, false}, {128, 256, false}, {128, 64, false}, {256, 64, false},
@@ -1068,7 +1157,7 @@ uint32_t cu_igemm_signature(const cu_igemm *ig)
     uint32_t h = 2166136261u; /* FNV-1a over each variant's shape and kind */
     for (int i = 0; i < ig->n_v; i++) {
         const igemm_variant &v = ig->v[i];
-        const int f[] = {v.bm, v.bn, v.wg, v.persistent, v.k_splits, v.kt_split, v.threads};
+        const int f[] = {v.bm, v.bn, v.wg, v.persistent, v.k_splits, v.kt_split, v.threads, v.stem};
         for (int x : f) h = (h ^ (uint32_t)x) * 16777619u;
     }
     return h;
@@ -1116,24 +1205,53 @@ static qf_status prep_and_launch(const cu_igemm *ig, int variant, cudaStream_t s
     return launch_gemm(ig, variant, s, (const int8_t *)scratch, res, y, scratch);
 }
 
+/* The stem kernel of `variant` on the input as src reads it. */
+template <typename Src>
+static qf_status launch_stem(const cu_igemm *ig, int variant, cudaStream_t s, Src src, const int8_t *res, int8_t *y)
+{
+    const igemm_variant &v = ig->v[variant];
+    const cu_conv_geo &g = ig->geo;
+    const int HoWo = (int)(g.Ho * g.Wo);
+    const cu_fast_div by_howo = cu_make_fast_div((uint32_t)HoWo), by_wo = cu_make_fast_div((uint32_t)g.Wo);
+    const int8_t pad = (int8_t)ig->z_in;
+    if (ig->p.P == 0) return QF_OK;
+    if (ig->p.rq.act != QF_ACT_NONE)
+        stem_kernel<Src, true><<<v.blocks, STEM_THREADS, 0, s>>>(y, src, ig->stem_w, ig->p.rq, pad, (int)g.M, (int)g.H,
+                                                                 (int)g.W, HoWo, (int)g.Wo, g.sh, g.sw, g.ph, g.pw, g.dh,
+                                                                 g.dw, ig->p.P, by_howo, by_wo, res);
+    else
+        stem_kernel<Src, false><<<v.blocks, STEM_THREADS, 0, s>>>(y, src, ig->stem_w, ig->p.rq, pad, (int)g.M, (int)g.H,
+                                                                  (int)g.W, HoWo, (int)g.Wo, g.sh, g.sw, g.ph, g.pw, g.dh,
+                                                                  g.dw, ig->p.P, by_howo, by_wo, res);
+    CU_LAUNCHED();
+    return QF_OK;
+}
+
 qf_status cu_igemm_run(const cu_igemm *ig, int variant, cudaStream_t s, const int8_t *x, const int8_t *res, int8_t *y,
                        void *scratch)
 {
-    if (ig->prep == PREP_NONE) return launch_gemm(ig, variant, s, x, res, y, scratch);
     const cu_conv_geo &g = ig->geo;
+    if (ig->v[variant].stem) return launch_stem(ig, variant, s, int8_nhwc{x, (int)g.H, (int)g.W, (int)g.C}, res, y);
+    if (ig->prep == PREP_NONE) return launch_gemm(ig, variant, s, x, res, y, scratch);
     return prep_and_launch(ig, variant, s, int8_nhwc{x, (int)g.H, (int)g.W, (int)g.C}, res, y, scratch);
 }
 
 qf_status cu_igemm_run_quantizing(const cu_igemm *ig, int variant, cudaStream_t s, const float *x, const int64_t *xs,
                                   float scale, int32_t zp, const int8_t *res, int8_t *y, void *scratch)
 {
+    const f32_quantized src{x, xs[0], xs[1], xs[2], xs[3], scale, zp};
+    if (ig->v[variant].stem) return launch_stem(ig, variant, s, src, res, y);
     if (ig->prep == PREP_NONE) return qf_error(QF_ERR_USAGE, "quantizing implicit-GEMM conv of %lld channels", (long long)ig->geo.C);
-    return prep_and_launch(ig, variant, s, f32_quantized{x, xs[0], xs[1], xs[2], xs[3], scale, zp}, res, y, scratch);
+    return prep_and_launch(ig, variant, s, src, res, y, scratch);
 }
 
 const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t len)
 {
     const igemm_variant &v = ig->v[variant];
+    if (v.stem) {
+        snprintf(buf, len, "RGB stem dp4a kernel, a pixel a thread");
+        return buf;
+    }
     if (v.bm == 0) {
         snprintf(buf, len, "1x1 dp4a kernel, %d threads a block%s", v.threads, ig->p.small_acc ? "" : ", int32 conversions");
         return buf;
