@@ -232,6 +232,33 @@ static bool attention_operand(void *user, const qf_graph *g, int v, int first)
     return readable_at(u->c, u->plan_values, v, first);
 }
 
+/* ---- what every chain fusion does with its layers --------------------------------------------- */
+
+/* A layer whose work a chain took: skipped, its output never made. */
+static void skip_into_chain(cu_engine *c, qf_value *plan_values, int j)
+{
+    c->layers[j].skip = true;
+    plan_values[cu_out_value(&c->layers[j], 0)].producer = -1;
+}
+
+/* Layer L runs op over the chain (a copy of its `bytes` becomes L's state,
+ * which op's prepare takes) and writes the chain's output `out` instead of
+ * its own node's, which is never made. After the chain's other layers are
+ * skipped: `out` is one of theirs. */
+static qf_status take_chain(qf_value *plan_values, cu_layer *L, const cu_op *op, const void *chain, size_t bytes, int out)
+{
+    void *keep = malloc(bytes);
+    if (!keep) return QF_ERR_NOMEM;
+    memcpy(keep, chain, bytes);
+    L->state = keep;
+    L->free_state = free;
+    L->op = op;
+    plan_values[L->n->out[0]].producer = -1;
+    plan_values[out].producer = L->index;
+    L->out_override = out;
+    return QF_OK;
+}
+
 /* The chain's layer runs at its first MatMul, where Q, K^T, V and the Adds'
  * operands all exist (readable_at); its nodes after that are skipped and
  * their values never written. The layer's state starts as the chain
@@ -244,19 +271,8 @@ qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values)
         qfi_attention_chain ch;
         if (!qfi_attention_match(c->g, i, &rules, &ch)) continue;
         cu_layer *L = &c->layers[i];
-        qfi_attention_chain *keep = (qfi_attention_chain *)malloc(sizeof *keep);
-        if (!keep) return QF_ERR_NOMEM;
-        *keep = ch;
-        L->state = keep;
-        L->free_state = free;
-        plan_values[c->g->nodes[i].out[0]].producer = -1;
-        for (int k = 0; k < ch.n_nodes; k++) {
-            c->layers[ch.nodes[k]].skip = true;
-            plan_values[c->g->nodes[ch.nodes[k]].out[0]].producer = -1;
-        }
-        plan_values[ch.out].producer = i;
-        L->out_override = ch.out;
-        L->op = &cu_op_attention;
+        for (int k = 0; k < ch.n_nodes; k++) skip_into_chain(c, plan_values, ch.nodes[k]);
+        QF_CHECK(take_chain(plan_values, L, &cu_op_attention, &ch, sizeof ch, ch.out));
         qfi_attention_log(c->g, &ch);
     }
     return QF_OK;
@@ -315,21 +331,11 @@ qf_status cu_fuse_se_gates(cu_engine *c, qf_value *plan_values)
         cu_se_chain ch;
         if (!se_match(c, i, &ch)) continue;
         cu_layer *L = &c->layers[i];
-        cu_se_chain *keep = (cu_se_chain *)malloc(sizeof *keep);
-        if (!keep) return QF_ERR_NOMEM;
-        *keep = ch;
-        L->state = keep; /* se_gate.cu's prepare replaces it */
-        L->free_state = free;
-        L->op = &cu_op_se_gate;
-        plan_values[g->nodes[i].out[0]].producer = -1;
         for (int k = 0; k < 3; k++) {
             const int j = k < 2 ? ch.conv[k] : ch.gate;
-            if (j < 0) continue;
-            c->layers[j].skip = true;
-            plan_values[cu_out_value(&c->layers[j], 0)].producer = -1;
+            if (j >= 0) skip_into_chain(c, plan_values, j);
         }
-        plan_values[ch.out].producer = i;
-        L->out_override = ch.out;
+        QF_CHECK(take_chain(plan_values, L, &cu_op_se_gate, &ch, sizeof ch, ch.out));
         qf_log(QF_LOG_DEBUG, "%s: squeeze-excitation gate fused from node %s to %s", g->source, L->n->name,
                g->nodes[ch.gate >= 0 ? ch.gate : ch.conv[1]].name);
     }
@@ -419,19 +425,8 @@ qf_status cu_fuse_channel_shuffles(cu_engine *c, qf_value *plan_values)
         cu_shuffle_chain ch;
         if (!shuffle_match(c, i, &ch)) continue;
         cu_layer *L = &c->layers[ch.nodes[0]];
-        cu_shuffle_chain *keep = (cu_shuffle_chain *)malloc(sizeof *keep);
-        if (!keep) return QF_ERR_NOMEM;
-        *keep = ch;
-        L->state = keep; /* channel_shuffle.cu's prepare replaces it */
-        L->free_state = free;
-        L->op = &cu_op_channel_shuffle;
-        plan_values[L->n->out[0]].producer = -1;
-        for (int k = 1; k < ch.n_nodes; k++) {
-            c->layers[ch.nodes[k]].skip = true;
-            plan_values[g->nodes[ch.nodes[k]].out[0]].producer = -1;
-        }
-        plan_values[ch.out].producer = ch.nodes[0];
-        L->out_override = ch.out;
+        for (int k = 1; k < ch.n_nodes; k++) skip_into_chain(c, plan_values, ch.nodes[k]);
+        QF_CHECK(take_chain(plan_values, L, &cu_op_channel_shuffle, &ch, sizeof ch, ch.out));
         qf_log(QF_LOG_DEBUG, "%s: channel shuffle of %lld groups fused from node %s to %s (%d input%s)", g->source,
                (long long)ch.groups, L->n->name, g->nodes[ch.nodes[ch.n_nodes - 1]].name, ch.n_in, ch.n_in == 1 ? "" : "s");
     }

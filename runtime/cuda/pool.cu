@@ -6,6 +6,7 @@
  * arithmetic is runtime/cpu/pool.c's and global_pool.c's: sums in double,
  * padding never wins a max, the same divisor rules. */
 #include "cuda_internal.h"
+#include <type_traits>
 #include <float.h>
 
 typedef struct pool_geo {
@@ -66,20 +67,15 @@ template <typename T> __device__ __forceinline__ void max_into(cu_vec<T, 1> &m, 
 {
     m.e[0] = greater(v.e[0], m.e[0]) ? v.e[0] : m.e[0];
 }
-/* int8, 16 bytes: four signed byte maxima per instruction */
-__device__ __forceinline__ void max_into(cu_vec<int8_t, 16> &m, const cu_vec<int8_t, 16> &v)
+/* int8, 4 to 16 bytes: four signed byte maxima per instruction */
+template <int V, typename std::enable_if<V % 4 == 0, int>::type = 0>
+__device__ __forceinline__ void max_into(cu_vec<int8_t, V> &m, const cu_vec<int8_t, V> &v)
 {
-    m.raw.x = __vmaxs4(m.raw.x, v.raw.x);
-    m.raw.y = __vmaxs4(m.raw.y, v.raw.y);
-    m.raw.z = __vmaxs4(m.raw.z, v.raw.z);
-    m.raw.w = __vmaxs4(m.raw.w, v.raw.w);
+    uint32_t *mw = (uint32_t *)m.e;
+    const uint32_t *vw = (const uint32_t *)v.e;
+#pragma unroll
+    for (int j = 0; j < V / 4; j++) mw[j] = __vmaxs4(mw[j], vw[j]);
 }
-__device__ __forceinline__ void max_into(cu_vec<int8_t, 8> &m, const cu_vec<int8_t, 8> &v)
-{
-    m.raw.x = __vmaxs4(m.raw.x, v.raw.x);
-    m.raw.y = __vmaxs4(m.raw.y, v.raw.y);
-}
-__device__ __forceinline__ void max_into(cu_vec<int8_t, 4> &m, const cu_vec<int8_t, 4> &v) { m.raw = __vmaxs4(m.raw, v.raw); }
 
 /* V consecutive channels a thread: 1, or 4 to 16 bytes (one load per tap
  * instead of V, the same comparisons per lane) where C allows. */
