@@ -104,11 +104,13 @@ static QFI_HD float qfi_pow2i(int k) { return qfi_bits_f32((uint32_t)(k + 127) <
 /* e^x within 2 ulp (tests/test_float_math.c), subnormal results included.
  * No branch: the ends and NaN are selected after the computation on the
  * clamped argument, so that CPU loops over it vectorize (the device computes
- * the same path either way). */
+ * the same path either way). The clamp maps NaN to an end too: k's
+ * conversion to int is undefined for NaN (fuzz_qfm found it:
+ * tests/bad/qfm/exp_of_nan). */
 static QFI_HD float qfi_exp(float x)
 {
     const float hi = 88.72283935546875f, lo = -103.97208404541016f;
-    const float xc = x > hi ? hi : x < lo ? lo : x; /* keeps k's conversion in range */
+    const float xc = x > hi ? hi : x >= lo ? x : lo; /* keeps k's conversion in range, NaN too */
     /* x = k ln2 + r with |r| <= ln2/2; adding 1.5 * 2^23 rounds x / ln2 to an integer */
     const float shifter = 12582912.0f;
     const float k = qfi_sub(qfi_add(qfi_mul(xc, 1.44269502f), shifter), shifter);
