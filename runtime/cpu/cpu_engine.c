@@ -286,15 +286,22 @@ static qf_status create_slices(qf_engine *e, cpu_engine *c, int slices)
     return QF_OK;
 }
 
+/* e's engine state, empty but for what the environment asks (NULL: out of memory). */
+static cpu_engine *new_cpu_engine(qf_engine *e)
+{
+    cpu_engine *c = qfi_calloc(1, sizeof *c);
+    if (c) c->subnormals = getenv("QFORGE_CPU_SUBNORMALS") != NULL;
+    e->impl = c;
+    return c;
+}
+
 static qf_status cpu_create(qf_engine *e)
 {
     const qf_graph *g = e->g;
     const int slices = image_slices(e);
     if (slices > 1) {
-        cpu_engine *c = qfi_calloc(1, sizeof *c);
+        cpu_engine *c = new_cpu_engine(e);
         if (!c) return QF_ERR_NOMEM;
-        e->impl = c;
-        c->subnormals = getenv("QFORGE_CPU_SUBNORMALS") != NULL;
         qf_status st = create_slices(e, c, slices);
         if (st == QF_OK) return QF_OK;
         qfi_error_saved err;
@@ -309,9 +316,8 @@ static qf_status cpu_create(qf_engine *e)
      * threads on top of those only spin and contend (measured: 4.2 s of system
      * time per 2000 ResNet-20 images with them, 0.2 s without). */
     openblas_set_num_threads(1);
-    cpu_engine *c = qfi_calloc(1, sizeof *c);
+    cpu_engine *c = new_cpu_engine(e);
     if (!c) return QF_ERR_NOMEM;
-    e->impl = c;
     size_t *off = qfi_calloc((size_t)g->n_values + 1, sizeof *off);
     c->data = qfi_calloc((size_t)g->n_values + 1, sizeof *c->data);
     c->attn = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->attn);
@@ -328,7 +334,6 @@ static qf_status cpu_create(qf_engine *e)
         c->fused_out[i] = -1;
     }
     memcpy(plan_values, g->values, (size_t)g->n_values * sizeof *plan_values);
-    c->subnormals = getenv("QFORGE_CPU_SUBNORMALS") != NULL;
     const bool fuse = !e->opts.observer && !getenv("QFORGE_CPU_NOFUSE");
     qf_status st = fuse ? fuse_attention(g, c, plan_values) : QF_OK;
     if (st == QF_OK && fuse) st = fuse_epilogues(g, c, plan_values);

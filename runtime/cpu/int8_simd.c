@@ -47,9 +47,9 @@ static void requant_cols_c(const qfi_requant *rq, const int32_t *acc, int64_t n,
  * rounding or conversion. The same operations as qfi_requant_value (one
  * multiplier m1, or m_col[i] per output), with GELU's lane form
  * (float_math.h), and the clamp written as glibc's fmaxf/fminf behave: so
- * the same bits as the C loop. */
-/* HAS: which of add, m_col and res are given (bits 1, 2, 4), a constant in
- * each instance below, so that no test is left in the loop to stop gcc. */
+ * the same bits as the C loop. `has`: which of add, m_col and res are given
+ * (bits 1, 2, 4), a constant in each instance gelu_values calls, so that no
+ * test is left in the loop to stop gcc. */
 static inline __attribute__((always_inline)) void gelu_loop(const qfi_requant *rq, const int32_t *restrict acc,
                                                              int64_t n, int32_t add0, const int32_t *restrict add,
                                                              const float *restrict m_col, float m1,

@@ -39,6 +39,10 @@
 /* Multiply-adds below which a GEMM stays on one thread: threads are started
  * per call (runtime/parallel.c). */
 #define SGEMM_SPREAD_MACS (1 << 22)
+static bool one_thread(int64_t rows, int64_t N, int64_t K)
+{
+    return (double)rows * (double)N * (double)K < SGEMM_SPREAD_MACS;
+}
 
 /* ---- own kernel: panels of B, register blocks of rows ---------------------------------- */
 
@@ -119,8 +123,7 @@ static int64_t slot_floats(const tile_set *ts, int64_t K)
 
 static int64_t panel_slots(const tile_set *ts, int64_t rows, int64_t N, int64_t K, int threads)
 {
-    if ((double)rows * (double)N * (double)K < SGEMM_SPREAD_MACS) return 1;
-    return qfi_cpu_slots((N + ts->width - 1) / ts->width, threads);
+    return one_thread(rows, N, K) ? 1 : qfi_cpu_slots((N + ts->width - 1) / ts->width, threads);
 }
 
 typedef struct panel_job {
@@ -235,7 +238,7 @@ static void rows_slot(void *arg, int64_t t)
 /* How many slots a GEMM of these dims is spread over with `threads` (<= 0: all cores). */
 static int64_t rows_slots(int64_t rows, int64_t N, int64_t K, int threads)
 {
-    if ((double)rows * (double)N * (double)K < SGEMM_SPREAD_MACS) return 1;
+    if (one_thread(rows, N, K)) return 1;
     const int64_t blocks = (rows + SGEMM_ROWS - 1) / SGEMM_ROWS;
     const int64_t slots = threads > 0 ? threads : qfi_cpu_count(); /* a sysconf: not for small GEMMs */
     return slots < blocks ? slots : blocks;

@@ -14,7 +14,7 @@ enum { WARP = 32 };
 typedef struct softmax_job {
     const float *x;
     float *y;
-    int64_t outer, len, inner, chunk; /* rows (outer * inner) a task */
+    int64_t outer, len, inner;
 } softmax_job;
 
 /* One row of the last axis, as softmax_rows_kernel: the max, e^(x - max)
@@ -57,20 +57,19 @@ static void softmax_row_serial(const float *x, float *y, int64_t len, int64_t in
     for (int64_t l = 0; l < len; l++) y[l * inner] *= inv;
 }
 
-static void softmax_rows(void *arg, int64_t task)
+/* Row r of the (outer, inner) rows. */
+static void softmax_row(void *arg, int64_t r)
 {
     const softmax_job *j = arg;
-    const int64_t rows = j->outer * j->inner, r1 = (task + 1) * j->chunk < rows ? (task + 1) * j->chunk : rows;
-    for (int64_t r = task * j->chunk; r < r1; r++) {
-        const int64_t o = r / j->inner, i = r % j->inner, base = o * j->len * j->inner + i;
-        if (j->inner == 1 && j->len >= WARP)
-            softmax_row_warp(j->x + base, j->y + base, j->len);
-        else
-            softmax_row_serial(j->x + base, j->y + base, j->len, j->inner);
-    }
+    const int64_t o = r / j->inner, i = r % j->inner, base = o * j->len * j->inner + i;
+    if (j->inner == 1 && j->len >= WARP)
+        softmax_row_warp(j->x + base, j->y + base, j->len);
+    else
+        softmax_row_serial(j->x + base, j->y + base, j->len, j->inner);
 }
 
-/* Elements below which a Softmax stays on one thread: threads are started per call. */
+/* Elements below which a Softmax stays on the calling thread: waking the
+ * pool's threads would cost more than they save. */
 #define SOFTMAX_SPREAD (1 << 15)
 
 static qf_status softmax_run(const qfi_kernel_args *a)
@@ -79,9 +78,7 @@ static qf_status softmax_run(const qfi_kernel_args *a)
     QF_CHECK(qfi_softmax_geometry(a->g, a->n, &j.outer, &j.len, &j.inner));
     const int64_t rows = j.outer * j.inner;
     if (rows == 0 || j.len == 0) return QF_OK;
-    const int64_t tasks = rows * j.len < SOFTMAX_SPREAD ? 1 : qfi_cpu_slots(rows, a->threads);
-    j.chunk = (rows + tasks - 1) / tasks;
-    qfi_parallel_for((int)tasks, (rows + j.chunk - 1) / j.chunk, softmax_rows, &j);
+    qfi_parallel_for(rows * j.len < SOFTMAX_SPREAD ? 1 : a->threads, rows, softmax_row, &j);
     return QF_OK;
 }
 
