@@ -157,8 +157,9 @@ static qf_graph *b_conv_depthwise(void)
     return g;
 }
 /* Depthwise through the 4-channel vectors (12 channels), strided and
- * dilated, with a ReLU and a depthwise conv of 8-channel vectors after it;
- * and 3x3 ones of the INT8 sliding-window kernel: stride 2 with uneven pads
+ * dilated, with a ReLU and a 5x5 depthwise conv of 8-channel vectors after
+ * it (INT8: the sliding window, 2 channels a thread); and 3x3 ones of the
+ * INT8 sliding-window kernel: stride 2 with uneven pads
  * and a row of 11 pixels (one 8-pixel strip and a short one), stride 1 with
  * a residual Add. */
 static qf_graph *b_depthwise_vectors(void)
@@ -799,9 +800,12 @@ static qf_graph *se_block(const char *name, int64_t C, int64_t H, int k, int s, 
 static qf_graph *b_se_block(void) { return se_block("se_block", 16, 7, 3, 1, false); }
 /* 40 channels: a block's last 8 lanes idle; 400 positions, 50 a warp */
 static qf_graph *b_se_block_wide(void) { return se_block("se_block_wide", 40, 20, 3, 1, false); }
-/* the strided sliding-window kernel, and the vector depthwise kernel (5x5), into halves */
+/* the sliding-window kernel at stride 2, 3x3 and 5x5 (EfficientNet's
+ * downsampling convs: 15 columns, one strip of 8 and a short one), and 5x5
+ * at stride 1, into halves */
 static qf_graph *b_se_block_s2(void) { return se_block("se_block_s2", 40, 20, 3, 2, false); }
 static qf_graph *b_se_block_k5(void) { return se_block("se_block_k5", 48, 14, 5, 1, true); }
+static qf_graph *b_se_block_k5_s2(void) { return se_block("se_block_k5_s2", 40, 29, 5, 2, true); }
 /* 36 channels (no 8-channel lanes in the fused gate's pool), squeezed to 9 */
 static qf_graph *b_se_block_odd(void) { return se_block("se_block_odd", 36, 9, 3, 1, true); }
 /* ShuffleNetV2's units: the channel halves by Slice (stride-1 units) or
@@ -953,8 +957,7 @@ static qf_graph *b_moves_exact(void)
  * INT8 path reads or writes one. Convs on an input with a zero point: 3x3
  * stride 1 and 2 with padding, an RGB-like 3-channel layer (the implicit
  * GEMM's space-to-depth and widened inputs, padded with the zero point),
- * depthwise 3x3 stride 1 and 2 (the sliding-window kernel), 5x5 (the vector
- * kernel) and 3x3 of 6 channels (the general kernel), grouped of 4 channels
+ * depthwise 3x3 stride 1 and 2 and 5x5 (the sliding-window kernel) and 3x3 of 6 channels (the general kernel), grouped of 4 channels
  * a group (dp4a) and 16 (general), 1x1; residual Adds fused into the
  * epilogue with an output zero point (after a Relu) and without (linear);
  * SiLU and a squeeze-excitation gate; average pools with and without
@@ -1289,6 +1292,7 @@ OP_TEST(se_block)
 OP_TEST(se_block_wide)
 OP_TEST(se_block_s2)
 OP_TEST(se_block_k5)
+OP_TEST(se_block_k5_s2)
 OP_TEST(se_block_odd)
 OP_TEST(shuffle_units)
 OP_TEST(se_block_relu)
@@ -2485,6 +2489,7 @@ int main(void)
     tcase_add_test(ops, t_se_block_wide);
     tcase_add_test(ops, t_se_block_s2);
     tcase_add_test(ops, t_se_block_k5);
+    tcase_add_test(ops, t_se_block_k5_s2);
     tcase_add_test(ops, t_se_block_odd);
     tcase_add_test(ops, se_gates_fused);
     tcase_add_test(ops, t_shuffle_units);

@@ -8,7 +8,8 @@
  * Depthwise (group == C == M, C a multiple of the vector) gives each thread
  * a vector of consecutive channels of one output pixel: vector loads of
  * input and weights per tap, index arithmetic once per vector; INT8 3x3
- * layers (MobileNet's) a row of pixels with a sliding window. The general
+ * and 5x5 layers (MobileNet's, EfficientNet's) a row of pixels with a
+ * sliding window. The general
  * grouped case gives each thread a vector of consecutive outputs of one
  * group (INT8: dp4a over the group's channels, 4 at a time, where they come
  * in whole words); other shapes keep one thread per output element.
@@ -488,19 +489,20 @@ __global__ void depthwise_kernel(void *y, const T *x, const T *w, const T *bias,
     }
 }
 
-/* INT8 3x3 depthwise (dilation 1, stride SW along W) to int8 or half (TY):
- * a thread takes CV channels (4: one 32-bit word; 2 where C is only even,
- * ShuffleNetV2's 58 and 116) of TW consecutive output pixels of a row, with
- * its 9 * CV weights widened once into registers and a sliding window of
- * input columns, so each input word is loaded and widened once per thread
- * instead of once per tap. */
+/* INT8 K x K depthwise (K 3 or 5, dilation 1, stride SW along W) to int8
+ * or half (TY): a thread takes CV channels (3x3: 4, one 32-bit word, or 2
+ * where C is only even, ShuffleNetV2's 58 and 116; 5x5: 2, so that its
+ * widened window stays in registers) of TW consecutive output pixels of a
+ * row, with its K * K * CV weights widened once into registers and a
+ * sliding window of input columns, so each input word is loaded and widened
+ * once per thread instead of once per tap. */
 template <int CV> struct dw_word;
 template <> struct dw_word<4> { typedef uint32_t type; };
 template <> struct dw_word<2> { typedef uint16_t type; };
 
-template <int SW, int TW, int CV, bool ACT, typename TY>
-__global__ void depthwise3x3_i8_kernel(TY *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q, int32_t zx,
-                                       const int8_t *res, int total)
+template <int K, int SW, int TW, int CV, bool ACT, typename TY>
+__global__ void depthwise_window_i8_kernel(TY *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q,
+                                           int32_t zx, const int8_t *res, int total)
 {
     typedef typename dw_word<CV>::type word_t;
     const int C = (int)p.C, G = C / CV, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
@@ -509,9 +511,9 @@ __global__ void depthwise3x3_i8_kernel(TY *y, const int8_t *x, const int8_t *w, 
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
         const int cg = i % G, r0 = i / G, strip = r0 % strips, r1 = r0 / strips, oh = r1 % Ho, n = r1 / Ho;
         const int c0 = cg * CV, ow0 = strip * TW, iw0 = ow0 * SW - p.pw;
-        int32_t wr[9][CV];
+        int32_t wr[K * K][CV];
 #pragma unroll
-        for (int t = 0; t < 9; t++) {
+        for (int t = 0; t < K * K; t++) {
             const uint32_t word = *(const word_t *)(w + t * C + c0);
 #pragma unroll
             for (int v = 0; v < CV; v++) wr[t][v] = (int8_t)(word >> (8 * v));
@@ -523,44 +525,51 @@ __global__ void depthwise3x3_i8_kernel(TY *y, const int8_t *x, const int8_t *w, 
             bias[v] = q.bias ? q.bias[c0 + v] : 0;
             m[v] = q.m[c0 + v];
         }
-        const int8_t *rows[3];
-        bool row_ok[3];
+        const int8_t *rows[K];
+        bool row_ok[K];
 #pragma unroll
-        for (int r = 0; r < 3; r++) {
+        for (int r = 0; r < K; r++) {
             const int ih = oh * p.sh - p.ph + r;
             row_ok[r] = (unsigned)ih < (unsigned)H;
             rows[r] = x + ((size_t)(n * H + (row_ok[r] ? ih : 0)) * W) * C + c0;
         }
         /* input column iw of the window, widened: col[r][v] */
-        auto load_col = [&](int iw, int32_t (&col)[3][CV]) {
+        auto load_col = [&](int iw, int32_t (&col)[K][CV]) {
             const bool in = (unsigned)iw < (unsigned)W;
 #pragma unroll
-            for (int r = 0; r < 3; r++) {
+            for (int r = 0; r < K; r++) {
                 const uint32_t word = in && row_ok[r] ? *(const word_t *)(rows[r] + (size_t)iw * C) : zw;
 #pragma unroll
                 for (int v = 0; v < CV; v++) col[r][v] = (int8_t)(word >> (8 * v));
             }
         };
-        int32_t cols[3][3][CV];
-        load_col(iw0, cols[0]);
-        if (SW == 1) load_col(iw0 + 1, cols[1]);
+        /* the window's columns; the first K - SW are the previous pixel's last */
+        int32_t cols[K][K][CV];
+#pragma unroll
+        for (int k = 0; k < K - SW; k++) load_col(iw0 + k, cols[k]);
 #pragma unroll
         for (int j = 0; j < TW; j++) {
             if (ow0 + j >= Wo) break;
             const int base = iw0 + j * SW;
-            if (SW == 2) load_col(base + 1, cols[1]);
-            load_col(base + 2, cols[2]);
+#pragma unroll
+            for (int k = K - SW; k < K; k++) load_col(base + k, cols[k]);
             uint32_t packed[CV / 2] = {}; /* CV levels in [0], or CV halves */
             const size_t o = ((size_t)(n * Ho + oh) * Wo + ow0 + j) * C + c0;
             const uint32_t rw = res ? *(const word_t *)(res + o) : 0u;
 #pragma unroll
             for (int v = 0; v < CV; v++) {
-                int32_t acc = 0;
+                /* a sum a row, then theirs: K short chains instead of one of
+                 * K * K multiply-adds (exact in int32, in any order) */
+                int32_t row_sum[K], acc = bias[v];
 #pragma unroll
-                for (int r = 0; r < 3; r++)
+                for (int r = 0; r < K; r++) {
+                    row_sum[r] = 0;
 #pragma unroll
-                    for (int k = 0; k < 3; k++) acc += wr[r * 3 + k][v] * cols[k][r][v];
-                const float a = qfi_i2f(acc + bias[v]), r = qfi_requant_residual(&q, (int8_t)(rw >> (8 * v)));
+                    for (int k = 0; k < K; k++) row_sum[r] += wr[r * K + k][v] * cols[k][r][v];
+                }
+#pragma unroll
+                for (int r = 0; r < K; r++) acc += row_sum[r];
+                const float a = qfi_i2f(acc), r = qfi_requant_residual(&q, (int8_t)(rw >> (8 * v)));
                 if constexpr (std::is_same<TY, int8_t>::value) {
                     const float f = ACT ? qfi_requant_smooth_i8_value(&q, a, m[v], res, r)
                                         : qfi_requant_value_at(&q, a, m[v], res, r, false);
@@ -574,42 +583,49 @@ __global__ void depthwise3x3_i8_kernel(TY *y, const int8_t *x, const int8_t *w, 
             if constexpr (std::is_same<TY, int8_t>::value) *(word_t *)(y + o) = (word_t)packed[0];
             else if constexpr (CV == 4) *(uint2 *)(y + o) = make_uint2(packed[0], packed[1]);
             else *(uint32_t *)(y + o) = packed[0];
-            /* slide: the next pixel's first column(s) are this one's last */
+            /* slide: the next pixel's first K - SW columns are this one's last */
 #pragma unroll
-            for (int r = 0; r < 3; r++)
+            for (int k = 0; k < K - SW; k++)
 #pragma unroll
-                for (int v = 0; v < CV; v++) {
-                    if (SW == 1) cols[0][r][v] = cols[1][r][v], cols[1][r][v] = cols[2][r][v];
-                    else cols[0][r][v] = cols[2][r][v];
-                }
+                for (int r = 0; r < K; r++)
+#pragma unroll
+                    for (int v = 0; v < CV; v++) cols[k][r][v] = cols[k + SW][r][v];
         }
     }
 }
 
-template <int SW, int CV, typename TY>
-void launch_depthwise3x3_i8(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const cu_requant *rq,
-                            const int8_t *res, void *y)
+template <int K, int SW, int CV, typename TY>
+void launch_depthwise_window_i8(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const cu_requant *rq,
+                                const int8_t *res, void *y)
 {
     constexpr int TW = 8;
     const int total = (int)(g.N * g.Ho * ((g.Wo + TW - 1) / TW) * (g.C / CV));
     unsigned b = cu_blocks(total, 128);
     if (b > 262144) b = 262144;
     if (rq->act != QF_ACT_NONE)
-        depthwise3x3_i8_kernel<SW, TW, CV, true, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g,
-                                                                       *rq, rq->z_in, res, total);
+        depthwise_window_i8_kernel<K, SW, TW, CV, true, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x,
+                                                                             (const int8_t *)w, g, *rq, rq->z_in, res, total);
     else
-        depthwise3x3_i8_kernel<SW, TW, CV, false, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g,
-                                                                        *rq, rq->z_in, res, total);
+        depthwise_window_i8_kernel<K, SW, TW, CV, false, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x,
+                                                                              (const int8_t *)w, g, *rq, rq->z_in, res, total);
 }
 
-/* By stride and channels a thread (4 where C allows, else 2). */
+/* By kernel size, stride and channels a thread (3x3: 4 where C allows, else 2) */
 template <typename TY>
-void launch_depthwise3x3_i8_cv(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const cu_requant *rq,
-                               const int8_t *res, void *y)
+void launch_depthwise_window_i8_by_geo(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w,
+                                       const cu_requant *rq, const int8_t *res, void *y)
 {
     const bool words = g.C % 4 == 0;
-    if (g.sw == 1) words ? launch_depthwise3x3_i8<1, 4, TY>(s, g, x, w, rq, res, y) : launch_depthwise3x3_i8<1, 2, TY>(s, g, x, w, rq, res, y);
-    else words ? launch_depthwise3x3_i8<2, 4, TY>(s, g, x, w, rq, res, y) : launch_depthwise3x3_i8<2, 2, TY>(s, g, x, w, rq, res, y);
+    if (g.kh == 5) {
+        if (g.sw == 1) launch_depthwise_window_i8<5, 1, 2, TY>(s, g, x, w, rq, res, y);
+        else launch_depthwise_window_i8<5, 2, 2, TY>(s, g, x, w, rq, res, y);
+    } else if (g.sw == 1) {
+        words ? launch_depthwise_window_i8<3, 1, 4, TY>(s, g, x, w, rq, res, y)
+              : launch_depthwise_window_i8<3, 1, 2, TY>(s, g, x, w, rq, res, y);
+    } else {
+        words ? launch_depthwise_window_i8<3, 2, 4, TY>(s, g, x, w, rq, res, y)
+              : launch_depthwise_window_i8<3, 2, 2, TY>(s, g, x, w, rq, res, y);
+    }
 }
 
 template <typename T, typename Acc, int V>
@@ -683,12 +699,16 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     if (total == 0) return QF_OK;
     /* depthwise with whole vectors and 32-bit indices: the vectorized kernel */
     const bool dw = g->group == g->C && g->M == g->C && fits_i32(g);
-    const bool dw3x3 = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->C % 2 == 0 && g->kh == 3 &&
-                       g->kw == 3 && g->dh == 1 && g->dw == 1 && (g->sw == 1 || g->sw == 2);
+    /* 3x3 and 5x5 by the sliding window; QFORGE_CUDA_DW_WINDOW_MAXK=3
+     * (benchmarks) leaves 5x5 to the vector kernel, as before the window took it */
+    static const long window_maxk = getenv("QFORGE_CUDA_DW_WINDOW_MAXK") ? atol(getenv("QFORGE_CUDA_DW_WINDOW_MAXK")) : 5;
+    const bool window = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->C % 2 == 0 && g->kh == g->kw &&
+                        (g->kh == 3 || g->kh == 5) && g->kh <= window_maxk && g->dh == 1 && g->dw == 1 &&
+                        (g->sw == 1 || g->sw == 2);
     const bool half_out = rq && rq->out == QF_F16;
-    if (dw3x3) {
-        if (half_out) launch_depthwise3x3_i8_cv<__half>(s, *g, x, w, rq, res, y);
-        else launch_depthwise3x3_i8_cv<int8_t>(s, *g, x, w, rq, res, y);
+    if (window) {
+        if (half_out) launch_depthwise_window_i8_by_geo<__half>(s, *g, x, w, rq, res, y);
+        else launch_depthwise_window_i8_by_geo<int8_t>(s, *g, x, w, rq, res, y);
     } else if (dw && (rq || dt == QF_F16 || dt == QF_F32)) {
         /* the widest vector of channels C divides into, 16 bytes at most:
          * ShuffleNetV2's 58-channel layers take 2 (the general kernel, one
