@@ -286,15 +286,37 @@ static __device__ __forceinline__ bool qfi_level_sure(float y, float margin, flo
     *out = fminf(fmaxf(y, lo), hi);
     return qfi_magic_round(fminf(fmaxf(y - margin, lo), hi)) == qfi_magic_round(fminf(fmaxf(y + margin, lo), hi));
 }
-/* SiLU (silu) or Sigmoid of v at scale s */
+/* SiLU (silu) or Sigmoid of v at scale s by the approximate instructions:
+ * y, *rel its relative margin, *ax |v s| */
+static __device__ __forceinline__ float qfi_sigmoid_fast(bool silu, float v, float s, float *rel, float *ax)
+{
+    const float x = qfi_mul(v, s), e = __expf(-fabsf(x)), r = qfi_rcp_approx(1.0f + e);
+    const bool neg = x < 0.0f;
+    *ax = fabsf(x);
+    *rel = neg ? fmaf(*ax, 3e-7f, 2.4e-6f) : 2.4e-6f;
+    const float sig = neg ? e * r : r;
+    return silu ? v * sig : sig * __frcp_rn(s);
+}
+/* The same as a level: clamped into *out, whether sure */
 static __device__ __forceinline__ bool qfi_sigmoid_level_fast(bool silu, float v, float s, float lo, float hi, float *out)
 {
-    const float x = qfi_mul(v, s), ax = fabsf(x), e = __expf(-ax), r = qfi_rcp_approx(1.0f + e);
-    const bool neg = x < 0.0f;
-    const float sig = neg ? e * r : r;
-    const float y = silu ? v * sig : sig * __frcp_rn(s);
-    const float margin = fmaf(fabsf(y), neg ? fmaf(ax, 3e-7f, 2.4e-6f) : 2.4e-6f, 1.52587890625e-5f);
-    return qfi_level_sure(y, margin, lo, hi, out) & (!neg || ax <= 87.0f || fabsf(v) < 1e30f);
+    float rel, ax;
+    const float y = qfi_sigmoid_fast(silu, v, s, &rel, &ax);
+    return qfi_level_sure(y, fmaf(fabsf(y), rel, 1.52587890625e-5f), lo, hi, out) &
+           (!(qfi_mul(v, s) < 0.0f) || ax <= 87.0f || fabsf(v) < 1e30f);
+}
+/* And as a half (a float_out layer's output): the half bits of y - margin
+ * clamped into *h, and whether y + margin clamps and rounds to the same half
+ * (then so does every value between, the exact form's among them: rounding
+ * is monotonic). Only where |v s| <= 64, so that e^-|x| and the products
+ * stay normal and the relative margin alone bounds the two forms'
+ * difference (tests/smooth_sweep.cu checks every float). */
+static __device__ __forceinline__ bool qfi_sigmoid_f16_fast(bool silu, float v, float s, float lo, float hi, uint16_t *h)
+{
+    float rel, ax;
+    const float y = qfi_sigmoid_fast(silu, v, s, &rel, &ax), margin = fabsf(y) * rel;
+    *h = qfi_f16_bits(fminf(fmaxf(y - margin, lo), hi));
+    return (*h == qfi_f16_bits(fminf(fmaxf(y + margin, lo), hi))) & (ax <= 64.0f);
 }
 /* GELU (the tanh form where tanh_form) of v at scale s */
 static __device__ __forceinline__ bool qfi_gelu_level_fast(bool tanh_form, float v, float s, float lo, float hi, float *out)
@@ -404,25 +426,19 @@ static __device__ __forceinline__ int8_t qfi_requant_acc_level_fast(const qfi_re
 #ifdef __CUDACC__
 /* The same epilogue into a half output (a smooth activation fused into an
  * INT8 conv whose readers are float ops: quant/assign.c's float_out), as
- * half bits. SiLU and Sigmoid by the fast form above: the exact form's float
- * lies within its margin (2.4e-6 |y|) of the fast y, so where y - margin and
- * y + margin round to the same half, that half is the exact one's; otherwise
- * (about 1 % of values: a half's step is 2^-11 of it) the exact form decides.
- * Other activations take the exact form. */
+ * half bits. SiLU and Sigmoid by qfi_sigmoid_f16_fast where it is sure
+ * (about 99 % of values: a half's step is 2^-11 of it; it took CUDA's
+ * accurate expf and IEEE reciprocal before, a third of EfficientNet-B0's
+ * depthwise epilogue for the same margin but the x < 0 one), the exact form
+ * elsewhere; other activations take the exact form. */
 static __device__ __forceinline__ uint16_t qfi_requant_smooth_f16_bits(const qfi_requant *rq, float a, float m,
                                                                       bool has_res, float r)
 {
     const float v = qfi_requant_linear(rq, a, m, has_res, r);
-    if (rq->act == QF_ACT_SILU || rq->act == QF_ACT_SIGMOID) {
-        const float x = qfi_mul(v, rq->act_s);
-        if (fabsf(x) <= 64.0f) {
-            const float e = expf(-fabsf(x)), rc = __frcp_rn(1.0f + e);
-            const float sig = x >= 0.0f ? rc : e * rc;
-            const float y = rq->act == QF_ACT_SILU ? v * sig : sig / rq->act_s, margin = fabsf(y) * 2.4e-6f;
-            const uint16_t lo = qfi_f16_bits(fminf(fmaxf(y - margin, rq->lo), rq->hi));
-            if (lo == qfi_f16_bits(fminf(fmaxf(y + margin, rq->lo), rq->hi))) return lo;
-        }
-    }
+    uint16_t h;
+    if ((rq->act == QF_ACT_SILU || rq->act == QF_ACT_SIGMOID) &&
+        qfi_sigmoid_f16_fast(rq->act == QF_ACT_SILU, v, rq->act_s, rq->lo, rq->hi, &h))
+        return h;
     return qfi_f16_bits(fminf(fmaxf(qfi_act_exact_out_of_line(rq->act, v, rq->act_s), rq->lo), rq->hi));
 }
 /* The half bits of channel c's accumulator (and residual r, read only when

@@ -1,7 +1,8 @@
 /* Every float v through lib/quant_math.h's fast level of a smooth
  * activation (qfi_smooth_level_fast_try) against the exact form
  * (qfi_act_value) on the device: where the fast form calls its level sure,
- * the two must clamp and round to the same integer. test_cuda's
+ * the two must clamp and round to the same integer; the same for the half
+ * outputs' fast form (SiLU and Sigmoid) and the exact form's half. test_cuda's
  * smooth_levels_sweep runs it for SiLU, Sigmoid and GELU at several output
  * scales and bounds; it checks the margins by enumeration, not only by
  * lib/quant_math.h's error analysis. */
@@ -14,6 +15,9 @@ namespace {
 constexpr uint32_t ONE_BITS = 0x3F800000u;   /* 1.0f */
 constexpr uint32_t LEVEL_BITS = 0x45000000u; /* 2048.0f */
 
+/* HALF: the half outputs' fast form (qfi_sigmoid_f16_fast, SiLU and
+ * Sigmoid) against the exact form's half, instead of the int8 levels */
+template <bool HALF>
 __global__ void sweep_kernel(qf_act act, float s, float lo, float hi, unsigned long long *counts)
 {
     unsigned long long wrong = 0, unsure = 0;
@@ -21,13 +25,17 @@ __global__ void sweep_kernel(qf_act act, float s, float lo, float hi, unsigned l
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
         const uint32_t bits = (uint32_t)i;
         const float v = __uint_as_float(bits);
+        const float exact = fminf(fmaxf(qfi_act_value(act, v, s), lo), hi);
         float y;
-        if (!qfi_smooth_level_fast_try(act, v, s, lo, hi, true, &y)) {
+        uint16_t h;
+        const bool sure = HALF ? qfi_sigmoid_f16_fast(act == QF_ACT_SILU, v, s, lo, hi, &h)
+                               : qfi_smooth_level_fast_try(act, v, s, lo, hi, true, &y);
+        if (!sure) {
             const uint32_t mag = bits & 0x7FFFFFFFu; /* counted where the levels are: 1 <= |v| <= 2048 */
             unsure += mag >= ONE_BITS && mag <= LEVEL_BITS;
             continue;
         }
-        wrong += qfi_magic_round(y) != qfi_magic_round(fminf(fmaxf(qfi_act_value(act, v, s), lo), hi));
+        wrong += HALF ? h != qfi_f16_bits(exact) : qfi_magic_round(y) != qfi_magic_round(exact);
     }
     atomicAdd(&counts[0], wrong);
     atomicAdd(&counts[1], unsure);
@@ -35,14 +43,15 @@ __global__ void sweep_kernel(qf_act act, float s, float lo, float hi, unsigned l
 
 } // namespace
 
-extern "C" int qft_smooth_sweep(qf_act act, float s, float lo, float hi, unsigned long long *wrong,
+extern "C" int qft_smooth_sweep(qf_act act, bool half, float s, float lo, float hi, unsigned long long *wrong,
                                 unsigned long long *unsure, unsigned long long *total, unsigned long long *total_big)
 {
     unsigned long long *d = NULL, h[2] = {0, 0};
     if (cudaMalloc(&d, sizeof h) != cudaSuccess) return -1;
     cudaError_t e = cudaMemset(d, 0, sizeof h);
     if (e == cudaSuccess) {
-        sweep_kernel<<<8192, 256>>>(act, s, lo, hi, d);
+        if (half) sweep_kernel<true><<<8192, 256>>>(act, s, lo, hi, d);
+        else sweep_kernel<false><<<8192, 256>>>(act, s, lo, hi, d);
         e = cudaGetLastError();
     }
     if (e == cudaSuccess) e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);

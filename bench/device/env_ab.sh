@@ -1,6 +1,6 @@
 #!/bin/bash
 # A/B of one environment setting on the same build and the same .qfm files
-# (a dispatch switch such as QFORGE_CUDA_DW_WINDOW_MAXK): `qforge bench` at
+# (a dispatch switch such as QFORGE_CUDA_DW_WINDOW): `qforge bench` at
 # one batch, the two settings alternated REPS times per model so that clock
 # drift hits both alike; prints each side's median images/s and B / A.
 #   usage: bench/device/env_ab.sh 'VAR=a' 'VAR=b' MODEL.qfm...

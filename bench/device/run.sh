@@ -49,9 +49,11 @@ if want tests; then
   # split-K variants, on the whole grid they need); the default times
   # them all per layer (cudnn: every FP16 and INT8 conv on cuDNN's first
   # plan). The runs share the GPU at once (about 2 minutes for all 21)
-  for t in lt cudnn splitk 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do
+  # (dw5: every 5x5 depthwise conv on the sliding window, SiLU ones included)
+  for t in lt cudnn splitk dw5 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17; do
     case $t in
       lt|cudnn) env="QFORGE_CUDA_CONV_TACTIC=$t QFORGE_CUDA_IGEMM_BLOCKS=2";;
+      dw5) env="QFORGE_CUDA_DW_WINDOW=5";;
       splitk) env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$t";;
       *) env="QFORGE_CUDA_CONV_TACTIC=igemm QFORGE_CUDA_IGEMM_VARIANT=$t QFORGE_CUDA_IGEMM_BLOCKS=2";;
     esac

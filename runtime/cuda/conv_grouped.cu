@@ -8,8 +8,8 @@
  * Depthwise (group == C == M, C a multiple of the vector) gives each thread
  * a vector of consecutive channels of one output pixel: vector loads of
  * input and weights per tap, index arithmetic once per vector; INT8 3x3
- * and 5x5 layers (MobileNet's, EfficientNet's) a row of pixels with a
- * sliding window. The general
+ * layers (MobileNet's, EfficientNet's) and 5x5 ones without a smooth
+ * activation (MnasNet's) a row of pixels with a sliding window. The general
  * grouped case gives each thread a vector of consecutive outputs of one
  * group (INT8: dp4a over the group's channels, 4 at a time, where they come
  * in whole words); other shapes keep one thread per output element.
@@ -699,12 +699,16 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     if (total == 0) return QF_OK;
     /* depthwise with whole vectors and 32-bit indices: the vectorized kernel */
     const bool dw = g->group == g->C && g->M == g->C && fits_i32(g);
-    /* 3x3 and 5x5 by the sliding window; QFORGE_CUDA_DW_WINDOW_MAXK=3
-     * (benchmarks) leaves 5x5 to the vector kernel, as before the window took it */
-    static const long window_maxk = getenv("QFORGE_CUDA_DW_WINDOW_MAXK") ? atol(getenv("QFORGE_CUDA_DW_WINDOW_MAXK")) : 5;
+    /* 3x3 by the sliding window, and 5x5 without a smooth activation: 5x5's
+     * widened window (130 registers) leaves 3 blocks an SM, which hides the
+     * taps' latency (MnasNet b256 +3.8 %) but not a SiLU epilogue's
+     * (EfficientNet-B0 -9 %; the vector kernel keeps 5 blocks). For A/B,
+     * QFORGE_CUDA_DW_WINDOW=3 leaves every 5x5 conv to the vector kernel and
+     * =5 takes them all. */
+    static const long window_k = getenv("QFORGE_CUDA_DW_WINDOW") ? atol(getenv("QFORGE_CUDA_DW_WINDOW")) : 0;
+    const bool k5 = g->kh == 5 && (window_k == 5 || (window_k == 0 && rq && rq->act == QF_ACT_NONE));
     const bool window = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->C % 2 == 0 && g->kh == g->kw &&
-                        (g->kh == 3 || g->kh == 5) && g->kh <= window_maxk && g->dh == 1 && g->dw == 1 &&
-                        (g->sw == 1 || g->sw == 2);
+                        (g->kh == 3 || k5) && g->dh == 1 && g->dw == 1 && (g->sw == 1 || g->sw == 2);
     const bool half_out = rq && rq->out == QF_F16;
     if (window) {
         if (half_out) launch_depthwise_window_i8_by_geo<__half>(s, *g, x, w, rq, res, y);
