@@ -308,15 +308,16 @@ static __device__ __forceinline__ bool qfi_sigmoid_level_fast(bool silu, float v
 /* And as a half (a float_out layer's output): the half bits of y - margin
  * clamped into *h, and whether y + margin clamps and rounds to the same half
  * (then so does every value between, the exact form's among them: rounding
- * is monotonic). Only where |v s| <= 64, so that e^-|x| and the products
- * stay normal and the relative margin alone bounds the two forms'
- * difference (tests/smooth_sweep.cu checks every float). */
+ * is monotonic). Where v s < -64 only the exact form: e^-|x| and the
+ * products then approach the subnormals, where the relative margin no
+ * longer bounds the two forms' difference (tests/smooth_sweep.cu checks
+ * every float; quant gives half outputs s = 1, real units). */
 static __device__ __forceinline__ bool qfi_sigmoid_f16_fast(bool silu, float v, float s, float lo, float hi, uint16_t *h)
 {
     float rel, ax;
     const float y = qfi_sigmoid_fast(silu, v, s, &rel, &ax), margin = fabsf(y) * rel;
     *h = qfi_f16_bits(fminf(fmaxf(y - margin, lo), hi));
-    return (*h == qfi_f16_bits(fminf(fmaxf(y + margin, lo), hi))) & (ax <= 64.0f);
+    return (*h == qfi_f16_bits(fminf(fmaxf(y + margin, lo), hi))) & (!(qfi_mul(v, s) < 0.0f) || ax <= 64.0f);
 }
 /* GELU (the tanh form where tanh_form) of v at scale s */
 static __device__ __forceinline__ bool qfi_gelu_level_fast(bool tanh_form, float v, float s, float lo, float hi, float *out)

@@ -14,6 +14,8 @@ namespace {
 
 constexpr uint32_t ONE_BITS = 0x3F800000u;   /* 1.0f */
 constexpr uint32_t LEVEL_BITS = 0x45000000u; /* 2048.0f */
+constexpr uint32_t SIXTEENTH_BITS = 0x3D800000u; /* 0.0625f */
+constexpr uint32_t SIXTEEN_BITS = 0x41800000u;   /* 16.0f */
 
 /* HALF: the half outputs' fast form (qfi_sigmoid_f16_fast, SiLU and
  * Sigmoid) against the exact form's half, instead of the int8 levels */
@@ -31,8 +33,10 @@ __global__ void sweep_kernel(qf_act act, float s, float lo, float hi, unsigned l
         const bool sure = HALF ? qfi_sigmoid_f16_fast(act == QF_ACT_SILU, v, s, lo, hi, &h)
                                : qfi_smooth_level_fast_try(act, v, s, lo, hi, true, &y);
         if (!sure) {
-            const uint32_t mag = bits & 0x7FFFFFFFu; /* counted where the levels are: 1 <= |v| <= 2048 */
-            unsure += mag >= ONE_BITS && mag <= LEVEL_BITS;
+            /* counted where the values are: an int8 output's levels, 1 <= |v| <= 2048;
+             * a half output's pre-activations (real units), 1/16 <= |v| <= 16 */
+            const uint32_t mag = bits & 0x7FFFFFFFu;
+            unsure += HALF ? mag >= SIXTEENTH_BITS && mag <= SIXTEEN_BITS : mag >= ONE_BITS && mag <= LEVEL_BITS;
             continue;
         }
         wrong += HALF ? h != qfi_f16_bits(exact) : qfi_magic_round(y) != qfi_magic_round(exact);
@@ -56,6 +60,7 @@ extern "C" int qft_smooth_sweep(qf_act act, bool half, float s, float lo, float 
     }
     if (e == cudaSuccess) e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
     cudaFree(d);
-    *wrong = h[0], *unsure = h[1], *total = 1ull << 32, *total_big = 2ull * (LEVEL_BITS - ONE_BITS + 1);
+    *wrong = h[0], *unsure = h[1], *total = 1ull << 32;
+    *total_big = half ? 2ull * (SIXTEEN_BITS - SIXTEENTH_BITS + 1) : 2ull * (LEVEL_BITS - ONE_BITS + 1);
     return e == cudaSuccess ? 0 : -1;
 }

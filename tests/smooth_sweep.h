@@ -9,8 +9,9 @@ extern "C" {
 /* For act at output scale s with the int8 bounds lo, hi (relative to the
  * zero point): *wrong counts the v of all 2^32 floats (*total) whose level
  * (half: whose half output, act SiLU or Sigmoid) the fast form called sure
- * but got wrong, *unsure the v with 1 <= |v| <= 2048 (*total_big) it left
- * to the exact form. 0, or -1 on a CUDA error. */
+ * but got wrong, *unsure the v with 1 <= |v| <= 2048 (half: 1/16 <= |v|
+ * <= 16; *total_big of them) it left to the exact form. 0, or -1 on a CUDA
+ * error. */
 int qft_smooth_sweep(qf_act act, bool half, float s, float lo, float hi, unsigned long long *wrong,
                      unsigned long long *unsure, unsigned long long *total, unsigned long long *total_big);
 #ifdef __cplusplus

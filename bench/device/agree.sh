@@ -36,6 +36,9 @@ d = np.abs(g - c)
 line = "%-50s max |GPU - CPU| %.4g (max |CPU| %.4g), %.2f %% of outputs differ" % (s, d.max(), np.abs(c).max(), 100.0 * np.mean(d > 0))
 if n:
     line += ", top-1 agreement %.3f over %d" % (np.mean(g.reshape(n, -1).argmax(1) == c.reshape(n, -1).argmax(1)), n)
+    per = d.reshape(n, -1).max(1)
+    bad = np.nonzero(per > 0)[0]
+    line += "; samples that differ: %d (%s)" % (bad.size, " ".join("%d:%.3g" % (i, per[i]) for i in bad[:16]))
 print(line)
 EOF
 done

@@ -5,6 +5,27 @@
  * captured once in a CUDA graph and replayed. With an observer the pass runs
  * node by node and each produced value is copied back for it. */
 #include "cuda_internal.h"
+
+/* QFORGE_CUDA_NOFUSE: unset, every fusion; a comma-separated list of kinds
+ * (shuffle, layers, input, bn, attention, se), all but those; any other
+ * value, none. kind "all" asks whether none. */
+static bool fusion_off(const char *kind)
+{
+    const char *v = getenv("QFORGE_CUDA_NOFUSE");
+    if (!v) return false;
+    static const char *const kinds[] = {"shuffle", "layers", "input", "bn", "attention", "se"};
+    bool listed = false, named = false;
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+        const size_t len = strlen(kinds[k]);
+        for (const char *t = v; (t = strstr(t, kinds[k])) != NULL; t += len)
+            if ((t == v || t[-1] == ',') && (t[len] == ',' || t[len] == '\0')) {
+                listed = true;
+                named |= !strcmp(kind, kinds[k]);
+                break;
+            }
+    }
+    return listed ? named : strcmp(kind, "all") == 0;
+}
 #include "qforge/calib.h"
 #include <stdarg.h>
 
@@ -685,15 +706,15 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     LT_CHECK(cublasLtCreate(&c->lt));
 
     memcpy(plan_values, g->values, (size_t)g->n_values * sizeof(qf_value));
-    c->fuse = !e->opts.observer && !getenv("QFORGE_CUDA_NOFUSE");
-    qf_status st = c->fuse ? cu_fuse_channel_shuffles(c, plan_values) : QF_OK;
+    c->fuse = !e->opts.observer && !fusion_off("all");
+    qf_status st = c->fuse && !fusion_off("shuffle") ? cu_fuse_channel_shuffles(c, plan_values) : QF_OK;
     assign_layouts(c);
-    if (st == QF_OK && c->fuse) st = cu_fuse_shuffle_slices(c, plan_values);
-    if (st == QF_OK && c->fuse) st = cu_fuse_layers(c, plan_values);
-    if (st == QF_OK && c->fuse) cu_fuse_input_quantize(c, plan_values);
-    if (st == QF_OK && c->fuse) cu_fuse_batchnorm_act(c, plan_values);
-    if (st == QF_OK && c->fuse) st = cu_fuse_attention(c, plan_values);
-    if (st == QF_OK && c->fuse) st = cu_fuse_se_gates(c, plan_values);
+    if (st == QF_OK && c->fuse && !fusion_off("shuffle")) st = cu_fuse_shuffle_slices(c, plan_values);
+    if (st == QF_OK && c->fuse && !fusion_off("layers")) st = cu_fuse_layers(c, plan_values);
+    if (st == QF_OK && c->fuse && !fusion_off("input")) cu_fuse_input_quantize(c, plan_values);
+    if (st == QF_OK && c->fuse && !fusion_off("bn")) cu_fuse_batchnorm_act(c, plan_values);
+    if (st == QF_OK && c->fuse && !fusion_off("attention")) st = cu_fuse_attention(c, plan_values);
+    if (st == QF_OK && c->fuse && !fusion_off("se")) st = cu_fuse_se_gates(c, plan_values);
     if (st == QF_OK) st = plan_arena(c, plan_values);
     free(plan_values);
     QF_CHECK(st);
