@@ -286,38 +286,32 @@ static __device__ __forceinline__ bool qfi_level_sure(float y, float margin, flo
     *out = fminf(fmaxf(y, lo), hi);
     return qfi_magic_round(fminf(fmaxf(y - margin, lo), hi)) == qfi_magic_round(fminf(fmaxf(y + margin, lo), hi));
 }
-/* SiLU (silu) or Sigmoid of v at scale s by the approximate instructions:
- * y, *rel its relative margin, *ax |v s| */
-static __device__ __forceinline__ float qfi_sigmoid_fast(bool silu, float v, float s, float *rel, float *ax)
-{
-    const float x = qfi_mul(v, s), e = __expf(-fabsf(x)), r = qfi_rcp_approx(1.0f + e);
-    const bool neg = x < 0.0f;
-    *ax = fabsf(x);
-    *rel = neg ? fmaf(*ax, 3e-7f, 2.4e-6f) : 2.4e-6f;
-    const float sig = neg ? e * r : r;
-    return silu ? v * sig : sig * __frcp_rn(s);
-}
-/* The same as a level: clamped into *out, whether sure */
+/* SiLU (silu) or Sigmoid of v at scale s */
 static __device__ __forceinline__ bool qfi_sigmoid_level_fast(bool silu, float v, float s, float lo, float hi, float *out)
 {
-    float rel, ax;
-    const float y = qfi_sigmoid_fast(silu, v, s, &rel, &ax);
-    return qfi_level_sure(y, fmaf(fabsf(y), rel, 1.52587890625e-5f), lo, hi, out) &
-           (!(qfi_mul(v, s) < 0.0f) || ax <= 87.0f || fabsf(v) < 1e30f);
+    const float x = qfi_mul(v, s), ax = fabsf(x), e = __expf(-ax), r = qfi_rcp_approx(1.0f + e);
+    const bool neg = x < 0.0f;
+    const float sig = neg ? e * r : r;
+    const float y = silu ? v * sig : sig * __frcp_rn(s);
+    const float margin = fmaf(fabsf(y), neg ? fmaf(ax, 3e-7f, 2.4e-6f) : 2.4e-6f, 1.52587890625e-5f);
+    return qfi_level_sure(y, margin, lo, hi, out) & (!neg || ax <= 87.0f || fabsf(v) < 1e30f);
 }
-/* And as a half (a float_out layer's output): the half bits of y - margin
- * clamped into *h, and whether y + margin clamps and rounds to the same half
+/* The same into a half (a float_out layer's output), where |v s| <= 64:
+ * with CUDA's accurate expf and the IEEE reciprocal, whose margin is
+ * 2.4e-6 |y| whatever x (the approximate instructions' grows with |x| for
+ * x < 0, and a half's step is finer than a level: EfficientNet-B0's
+ * depthwise epilogues left more values to the exact form, whose branch
+ * the warp takes for any lane, and ran 2.5 % slower). *h the half bits of
+ * y - margin clamped; whether y + margin clamps and rounds to the same half
  * (then so does every value between, the exact form's among them: rounding
- * is monotonic). Where v s < -64 only the exact form: e^-|x| and the
- * products then approach the subnormals, where the relative margin no
- * longer bounds the two forms' difference (tests/smooth_sweep.cu checks
- * every float; quant gives half outputs s = 1, real units). */
+ * is monotonic). tests/smooth_sweep.cu checks every float. */
 static __device__ __forceinline__ bool qfi_sigmoid_f16_fast(bool silu, float v, float s, float lo, float hi, uint16_t *h)
 {
-    float rel, ax;
-    const float y = qfi_sigmoid_fast(silu, v, s, &rel, &ax), margin = fabsf(y) * rel;
+    const float x = qfi_mul(v, s), e = expf(-fabsf(x)), rc = __frcp_rn(1.0f + e);
+    const float sig = x >= 0.0f ? rc : e * rc;
+    const float y = silu ? v * sig : sig / s, margin = fabsf(y) * 2.4e-6f;
     *h = qfi_f16_bits(fminf(fmaxf(y - margin, lo), hi));
-    return (*h == qfi_f16_bits(fminf(fmaxf(y + margin, lo), hi))) & (!(qfi_mul(v, s) < 0.0f) || ax <= 64.0f);
+    return (*h == qfi_f16_bits(fminf(fmaxf(y + margin, lo), hi))) & (fabsf(x) <= 64.0f);
 }
 /* GELU (the tanh form where tanh_form) of v at scale s */
 static __device__ __forceinline__ bool qfi_gelu_level_fast(bool tanh_form, float v, float s, float lo, float hi, float *out)
@@ -428,9 +422,7 @@ static __device__ __forceinline__ int8_t qfi_requant_acc_level_fast(const qfi_re
 /* The same epilogue into a half output (a smooth activation fused into an
  * INT8 conv whose readers are float ops: quant/assign.c's float_out), as
  * half bits. SiLU and Sigmoid by qfi_sigmoid_f16_fast where it is sure
- * (about 99 % of values: a half's step is 2^-11 of it; it took CUDA's
- * accurate expf and IEEE reciprocal before, a third of EfficientNet-B0's
- * depthwise epilogue for the same margin but the x < 0 one), the exact form
+ * (about 99 % of values: a half's step is 2^-11 of it), the exact form
  * elsewhere; other activations take the exact form. */
 static __device__ __forceinline__ uint16_t qfi_requant_smooth_f16_bits(const qfi_requant *rq, float a, float m,
                                                                       bool has_res, float r)
