@@ -953,6 +953,61 @@ static qf_graph *b_moves_exact(void)
     return g;
 }
 
+/* MobileNetV3's blocks at the zoo's batch (50), where the CUDA engine and
+ * the CPU engine parted (GPU = CPU top-1 0.94-0.96 on MobileNetV3-Small
+ * and -Large at 30fe644 and later, 1.00 with QFORGE_CUDA_NOFUSE): an RGB
+ * stem with HardSwish, squeeze-excitation blocks with a Relu and a
+ * HardSigmoid(alpha 1/6) gate multiplying as torchvision does (gate
+ * first) after a 3x3 stride-2 and a 5x5 stride-2 Relu depthwise conv and
+ * a 5x5 HardSwish one, a residual, and the classifier's Gemm with HardSwish. */
+/* A classifier: global average pool, Flatten, Gemm to `hidden`, act, Gemm
+ * to `classes` (weights in +-0.2 and +-0.3, biases in +-0.1). */
+static int classifier(qf_graph *g, int x, int64_t C, int64_t hidden, int64_t classes, qf_op act)
+{
+    int fl = value(g, "flat");
+    set_int(op(g, "flat", QF_OP_FLATTEN, 1, IN(unary(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, x)), fl), "axis", 1);
+    int w1 = weight(g, "f1w", 2, DIMS(hidden, C), -0.2f, 0.2f), b1 = weight(g, "f1b", 1, DIMS(hidden), -0.1f, 0.1f);
+    int f1 = value(g, "fc1");
+    set_int(op(g, "fc1", QF_OP_GEMM, 3, IN(fl, w1, b1), f1), "transB", 1);
+    int w2 = weight(g, "f2w", 2, DIMS(classes, hidden), -0.3f, 0.3f), b2 = weight(g, "f2b", 1, DIMS(classes), -0.1f, 0.1f);
+    int f2 = value(g, "fc2");
+    set_int(op(g, "fc2", QF_OP_GEMM, 3, IN(unary(g, "rfc1", act, f1), w2, b2), f2), "transB", 1);
+    return f2;
+}
+static int hard_sigmoid6(qf_graph *g, const char *name, int x)
+{
+    int y = value(g, name);
+    set_float(op(g, name, QF_OP_HARD_SIGMOID, 1, IN(x), y), "alpha", 1.0f / 6.0f);
+    return y;
+}
+static int mbv3_se(qf_graph *g, const char *name, int x, int64_t C, int64_t M1)
+{
+    static const char *const part[6] = {"pool", "fc1", "relu", "fc2", "gate", "mul"};
+    char n[6][64];
+    for (int k = 0; k < 6; k++) snprintf(n[k], sizeof n[k], "%s.%s", name, part[k]);
+    int p = unary(g, n[0], QF_OP_GLOBAL_AVERAGE_POOL, x);
+    int f1 = unary(g, n[2], QF_OP_RELU, conv(g, n[1], p, C, M1, 1, 1, P0, 1, 1, true));
+    int gate = hard_sigmoid6(g, n[4], conv(g, n[3], f1, M1, C, 1, 1, P0, 1, 1, true));
+    return binary(g, n[5], QF_OP_MUL, gate, x);
+}
+static qf_graph *b_mbv3_blocks(void)
+{
+    qf_graph *g = new_graph("mbv3_blocks");
+    int x = input(g, "x", 4, DIMS(50, 3, 32, 32));
+    int stem = unary(g, "stem_hs", QF_OP_HARD_SWISH, conv(g, "stem", x, 3, 16, 3, 2, P1, 1, 1, true));
+    int d1 = unary(g, "dw1_relu", QF_OP_RELU, conv(g, "dw1", stem, 16, 16, 3, 2, P1, 16, 1, true));
+    int b1 = conv(g, "proj1", mbv3_se(g, "se1", d1, 16, 8), 16, 16, 1, 1, P0, 1, 1, true);
+    int e2 = unary(g, "exp2_relu", QF_OP_RELU, conv(g, "exp2", b1, 16, 72, 1, 1, P0, 1, 1, true));
+    int d2 = unary(g, "dw2_relu", QF_OP_RELU, conv(g, "dw2", e2, 72, 72, 5, 2, P2, 72, 1, true));
+    int b2 = conv(g, "proj2", mbv3_se(g, "se2", d2, 72, 24), 72, 40, 1, 1, P0, 1, 1, true);
+    int e3 = unary(g, "exp3_hs", QF_OP_HARD_SWISH, conv(g, "exp3", b2, 40, 120, 1, 1, P0, 1, 1, true));
+    int d3 = unary(g, "dw3_hs", QF_OP_HARD_SWISH, conv(g, "dw3", e3, 120, 120, 5, 1, P2, 120, 1, true));
+    int b3 = binary(g, "res3", QF_OP_ADD, conv(g, "proj3", mbv3_se(g, "se3", d3, 120, 32), 120, 40, 1, 1, P0, 1, 1, true), b2);
+    int head = unary(g, "head_hs", QF_OP_HARD_SWISH, conv(g, "head", b3, 40, 96, 1, 1, P0, 1, 1, true));
+    output(g, classifier(g, head, 96, 64, 10, QF_OP_HARD_SWISH));
+    return g;
+}
+
 /* quant --asymmetric: activations after Relu, ReLU6, SiLU and Sigmoid (and
  * what pools, moves or concatenates them) carry zero points, so nearly every
  * INT8 path reads or writes one. Convs on an input with a zero point: 3x3
@@ -1031,15 +1086,7 @@ static qf_graph *b_asymmetric(void)
     output(g, unary(g, "gmax", QF_OP_GLOBAL_MAX_POOL, cat));
     output(g, pad(g, "pad_value", g4, NULL, DIMS(0, 0, 1, 2, 0, 0, 2, 0), weight(g, "pv", 0, NULL, 0.25f, 0.25f)));
     /* fully connected after a global pool, into a Relu and linear */
-    int fl = value(g, "flat");
-    set_int(op(g, "flat", QF_OP_FLATTEN, 1, IN(unary(g, "gap", QF_OP_GLOBAL_AVERAGE_POOL, cat)), fl), "axis", 1);
-    int w1 = weight(g, "f1w", 2, DIMS(40, 104), -0.2f, 0.2f), b1 = weight(g, "f1b", 1, DIMS(40), -0.1f, 0.1f);
-    int f1 = value(g, "fc1");
-    set_int(op(g, "fc1", QF_OP_GEMM, 3, IN(fl, w1, b1), f1), "transB", 1);
-    int w2 = weight(g, "f2w", 2, DIMS(10, 40), -0.3f, 0.3f), b2 = weight(g, "f2b", 1, DIMS(10), -0.1f, 0.1f);
-    int f2 = value(g, "fc2");
-    set_int(op(g, "fc2", QF_OP_GEMM, 3, IN(unary(g, "rfc1", QF_OP_RELU, f1), w2, b2), f2), "transB", 1);
-    output(g, f2);
+    output(g, classifier(g, cat, 104, 40, 10, QF_OP_RELU));
     return g;
 }
 
@@ -1297,6 +1344,7 @@ OP_TEST(se_block_k5_s2)
 OP_TEST(se_block_odd)
 OP_TEST(shuffle_units)
 OP_TEST(se_block_relu)
+OP_TEST(mbv3_blocks)
 OP_TEST(mlp)
 
 START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
@@ -2502,6 +2550,7 @@ int main(void)
     tcase_add_test(ops, se_gates_fused);
     tcase_add_test(ops, t_shuffle_units);
     tcase_add_test(ops, t_se_block_relu);
+    tcase_add_test(ops, t_mbv3_blocks);
     tcase_add_test(ops, channel_shuffles_fused);
     tcase_add_test(ops, t_mlp);
     tcase_add_test(ops, t_moves_exact);
