@@ -547,6 +547,11 @@ class Run:
                 else:
                     g, c = g.reshape(n, -1), c.reshape(n, -1)
                     r["gpu_vs_cpu_int8"]["agreement"] = float(np.mean(g.argmax(1) == c.argmax(1)))
+                    # which images differ at all, and by how much each (whole images or a few logits of each)
+                    per_image = np.abs(g - c).max(1)
+                    r["gpu_vs_cpu_int8"]["images_differing"] = {str(i): float(per_image[i])
+                                                                for i in np.nonzero(per_image > 0)[0][:32]}
+                    r["gpu_vs_cpu_int8"]["outputs_differing"] = float(np.mean(g != c))
                 self.save(r)
         if a.ort and ok and r["model"] not in DETECTORS:
             if self.late():
