@@ -27,7 +27,6 @@ __global__ void sweep_kernel(qf_act act, float s, float lo, float hi, unsigned l
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
         const uint32_t bits = (uint32_t)i;
         const float v = __uint_as_float(bits);
-        const float exact = fminf(fmaxf(qfi_act_value(act, v, s), lo), hi);
         float y;
         uint16_t h;
         const bool sure = HALF ? qfi_sigmoid_f16_fast(act == QF_ACT_SILU, v, s, lo, hi, &h)
@@ -39,6 +38,7 @@ __global__ void sweep_kernel(qf_act act, float s, float lo, float hi, unsigned l
             unsure += HALF ? mag >= SIXTEENTH_BITS && mag <= SIXTEEN_BITS : mag >= ONE_BITS && mag <= LEVEL_BITS;
             continue;
         }
+        const float exact = fminf(fmaxf(qfi_act_value(act, v, s), lo), hi);
         wrong += HALF ? h != qfi_f16_bits(exact) : qfi_magic_round(y) != qfi_magic_round(exact);
     }
     atomicAdd(&counts[0], wrong);

@@ -1561,16 +1561,17 @@ START_TEST(smooth_levels_sweep)
                 /* int8 bounds with a zero point of 3, or wide ones; halves unbounded, or a Clip's */
                 const float wide = half ? INFINITY : 2097152.0f;
                 const float lo = k % 2 ? -131.0f : -wide, hi = k % 2 ? 124.0f : wide, s = half ? 1.0f : scales[k];
+                const char *form = half ? "half" : "int8";
                 unsigned long long wrong, unsure, total, big;
                 ck_assert_int_eq(qft_smooth_sweep(acts[a], half, s, lo, hi, &wrong, &unsure, &total, &big), 0);
                 printf("smooth_levels_sweep: %s act %d scale %g bounds [%g, %g]: %llu of %llu wrong; %llu of the %llu "
                        "with %s (%.4f %%) left to the exact form\n",
-                       half ? "half" : "int8", (int)acts[a], s, lo, hi, wrong, total, unsure, big,
+                       form, (int)acts[a], s, lo, hi, wrong, total, unsure, big,
                        half ? "1/16 <= |v| <= 16" : "1 <= |v| <= 2048", 100.0 * (double)unsure / (double)big);
-                ck_assert_msg(wrong == 0, "%s act %d scale %g: %llu fast results differ from the exact form's",
-                              half ? "half" : "int8", (int)acts[a], s, wrong);
+                ck_assert_msg(wrong == 0, "%s act %d scale %g: %llu fast results differ from the exact form's", form,
+                              (int)acts[a], s, wrong);
                 ck_assert_msg(unsure * (half ? 20 : 100) <= big, "%s act %d scale %g: %llu of %llu left to the exact form",
-                              half ? "half" : "int8", (int)acts[a], s, unsure, big);
+                              form, (int)acts[a], s, unsure, big);
             }
 }
 END_TEST

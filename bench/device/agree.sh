@@ -19,19 +19,15 @@ for s in "$@"; do
     echo "$s: qf_logits failed: $(tail -1 $T/err)"
     continue
   fi
-  python3 - "$s" $T/gpu.f32 "$CPU" "$IN" <<'EOF'
-import os, sys
+  python3 - "$s" $T/gpu.f32 "$CPU" <<'EOF'
+import sys
 import numpy as np
-s, gpu, cpu, inp = sys.argv[1:]
+s, gpu, cpu = sys.argv[1:]
 g, c = np.fromfile(gpu, np.float32), np.fromfile(cpu, np.float32)
 if g.size != c.size:
     sys.exit("%s: %d GPU values against %d CPU ones" % (s, g.size, c.size))
-n = 0
-# samples: the input's size over one sample's, from the outputs' count per sample
-for k in range(1, 100001):
-    if c.size % k == 0 and c.size // k in (1000, 10):
-        n = k
-        break
+# samples: a classifier's outputs come in rows of 1000 (ImageNet) or 10 (CIFAR-10); else no top-1
+n = next((c.size // k for k in (1000, 10) if c.size % k == 0), 0)
 d = np.abs(g - c)
 line = "%-50s max |GPU - CPU| %.4g (max |CPU| %.4g), %.2f %% of outputs differ" % (s, d.max(), np.abs(c).max(), 100.0 * np.mean(d > 0))
 if n:

@@ -6,6 +6,9 @@
  * node by node and each produced value is copied back for it. */
 #include "cuda_internal.h"
 
+#include "qforge/calib.h"
+#include <stdarg.h>
+
 /* QFORGE_CUDA_NOFUSE: unset, every fusion; a comma-separated list of kinds
  * (shuffle, layers, input, bn, attention, se), all but those; any other
  * value, none. kind "all" asks whether none. */
@@ -26,8 +29,6 @@ static bool fusion_off(const char *kind)
     }
     return listed ? named : strcmp(kind, "all") == 0;
 }
-#include "qforge/calib.h"
-#include <stdarg.h>
 
 /* ---- errors ------------------------------------------------------------------------ */
 
