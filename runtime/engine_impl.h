@@ -60,8 +60,12 @@ qf_status qfi_plan_memory(const qf_graph *g, size_t align, size_t *offsets, size
 /* The same where some values are views: view_of[v] >= 0 names the value
  * whose bytes v shares (a root, itself no view; neither an input nor an
  * output), -1 otherwise. A view gets its root's offset, and every reader of
- * a view keeps the root alive. */
-qf_status qfi_plan_memory_views(const qf_graph *g, const int *view_of, size_t align, size_t *offsets, size_t *total);
+ * a view keeps the root alive. read_at (or NULL) names reads that no
+ * node lists: read_at[v] >= 0 is the last step at which a backend's fused
+ * layer reads v (the CUDA engine's stem conv reading the graph's float input
+ * in place of its skipped QuantizeLinear's output), -1 none; v lives to it. */
+qf_status qfi_plan_memory_views(const qf_graph *g, const int *view_of, const int *read_at, size_t align, size_t *offsets,
+                                size_t *total);
 
 /* Checked by each backend before it allocates: an engine for g at its batch
  * needs `need` bytes of `where` ("memory", "cuda:0 memory") that grow with

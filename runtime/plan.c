@@ -18,10 +18,11 @@ static int by_size_desc(const void *a, const void *b)
 
 qf_status qfi_plan_memory(const qf_graph *g, size_t align, size_t *offsets, size_t *total)
 {
-    return qfi_plan_memory_views(g, NULL, align, offsets, total);
+    return qfi_plan_memory_views(g, NULL, NULL, align, offsets, total);
 }
 
-qf_status qfi_plan_memory_views(const qf_graph *g, const int *view_of, size_t align, size_t *offsets, size_t *total)
+qf_status qfi_plan_memory_views(const qf_graph *g, const int *view_of, const int *read_at, size_t align, size_t *offsets,
+                                size_t *total)
 {
     int nv = g->n_values;
     life *lv = qfi_calloc((size_t)nv + 1, sizeof *lv);
@@ -57,6 +58,10 @@ qf_status qfi_plan_memory_views(const qf_graph *g, const int *view_of, size_t al
             if (v >= 0 && view_of && view_of[v] >= 0) v = view_of[v]; /* a view's reader keeps its root alive */
             if (v >= 0 && index[v] >= 0 && lv[index[v]].last < i) lv[index[v]].last = i;
         }
+    }
+    for (int v = 0; read_at && v < nv; v++) {
+        const int r = view_of && view_of[v] >= 0 ? view_of[v] : v;
+        if (read_at[v] >= 0 && index[r] >= 0 && lv[index[r]].last < read_at[v]) lv[index[r]].last = read_at[v];
     }
     qsort(lv, (size_t)n, sizeof *lv, by_size_desc);
     /* greedy: each value takes the lowest offset that fits beside every placed

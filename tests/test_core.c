@@ -185,6 +185,32 @@ START_TEST(memory_plan_reuses_dead_buffers)
 }
 END_TEST
 
+/* read_at: a read no node lists keeps the value alive to it. An input x read
+ * by n0 only would share its bytes with y, born at n1; read at n1 as well
+ * (the CUDA engine's stem conv reading the graph's float input in place of
+ * its skipped QuantizeLinear n0), x and y must not overlap. */
+START_TEST(memory_plan_late_reads)
+{
+    qf_graph *g = qf_graph_new("late");
+    int64_t dims[1] = {256};
+    int x = qf_graph_add_value(g, "x", QF_F32, 1, dims), q = qf_graph_add_value(g, "q", QF_F32, 1, dims);
+    int y = qf_graph_add_value(g, "y", QF_F32, 1, dims);
+    g->values[x].flags |= QF_VALUE_INPUT;
+    g->values[y].flags |= QF_VALUE_OUTPUT;
+    qf_graph_add_node(g, "n0", QF_OP_RELU, 1, &x, 1, &q);
+    qf_graph_add_node(g, "n1", QF_OP_RELU, 1, &q, 1, &y);
+    size_t off[3], total;
+    ck_assert_int_eq(qfi_plan_memory_views(g, NULL, NULL, 64, off, &total), QF_OK);
+    ck_assert_uint_eq(off[x], off[y]); /* x's life ends at n0 */
+    const int read_at[3] = {1, -1, -1};
+    ck_assert_int_eq(qfi_plan_memory_views(g, NULL, read_at, 64, off, &total), QF_OK);
+    ck_assert_uint_eq(total, 3 * 1024);
+    ck_assert(off[x] + 1024 <= off[y] || off[y] + 1024 <= off[x]);
+    ck_assert(off[x] + 1024 <= off[q] || off[q] + 1024 <= off[x]);
+    qf_graph_free(g);
+}
+END_TEST
+
 /* How large a batch fits: the check engines make before they allocate, and the
  * estimate eval and calib turn into a hint (the memory is given: no device needed) */
 START_TEST(batch_that_fits)
@@ -348,6 +374,7 @@ int main(void)
     tcase_add_test(tc, graph_find_and_sort);
     tcase_add_test(tc, graph_cycle_rejected);
     tcase_add_test(tc, memory_plan_reuses_dead_buffers);
+    tcase_add_test(tc, memory_plan_late_reads);
     tcase_add_test(tc, batch_that_fits);
     tcase_add_test(tc, run_items_bounds);
     tcase_add_test(tc, broadcast_shapes);

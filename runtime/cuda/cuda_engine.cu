@@ -451,6 +451,22 @@ static void find_views(const cu_engine *c, const qf_value *plan_values, int *vie
     }
 }
 
+/* Values that layers read though their nodes do not list them: a conv that
+ * took its input's QuantizeLinear (cu_fuse_input_quantize) reads the graph's
+ * float input, whose last listed reader is that skipped QuantizeLinear. Left
+ * to the nodes, the plan let the conv's output share the input's bytes, and
+ * the RGB stem kernel, which reads the input as it writes, read outputs
+ * already written over images' pixels (MobileNetV3's stem: a few images of
+ * each batch of 50 off the CPU engine's). read_at as qfi_plan_memory_views takes it. */
+static void find_late_reads(const cu_engine *c, int *read_at)
+{
+    for (int v = 0; v < c->g->n_values; v++) read_at[v] = -1;
+    for (int i = 0; i < c->n_layers; i++) {
+        const int v = c->layers[i].quant_in;
+        if (!c->layers[i].skip && v >= 0 && read_at[v] < i) read_at[v] = i;
+    }
+}
+
 static qf_status plan_arena(cu_engine *c, const qf_value *plan_values)
 {
     const qf_graph *g = c->g;
@@ -458,15 +474,19 @@ static qf_status plan_arena(cu_engine *c, const qf_value *plan_values)
     pg.values = (qf_value *)plan_values;
     size_t *off = (size_t *)qfi_calloc((size_t)g->n_values + 1, sizeof *off);
     int *view_of = (int *)qfi_calloc((size_t)g->n_values + 1, sizeof *view_of);
-    if (!off || !view_of) {
+    int *read_at = (int *)qfi_calloc((size_t)g->n_values + 1, sizeof *read_at);
+    if (!off || !view_of || !read_at) {
         free(off);
         free(view_of);
+        free(read_at);
         return QF_ERR_NOMEM;
     }
     size_t total = 0;
     find_views(c, plan_values, view_of);
-    qf_status st = qfi_plan_memory_views(&pg, view_of, 256, off, &total);
+    find_late_reads(c, read_at);
+    qf_status st = qfi_plan_memory_views(&pg, view_of, read_at, 256, off, &total);
     free(view_of);
+    free(read_at);
     /* before anything large is allocated: a batch that cannot fit says so, with its bytes */
     uint64_t avail = 0;
     qf_engine_opts o = {};

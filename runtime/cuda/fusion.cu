@@ -119,8 +119,10 @@ qf_status cu_fuse_layers(cu_engine *c, qf_value *plan_values)
  * 4 input channels (an RGB first layer) folds into the Conv: the
  * implicit-GEMM kernel rearranges such an input anyway (conv_igemm.cu) and
  * quantizes while it does, so the int8 image is never written (ResNet-50 at
- * batch 256: a 0.18 ms pass and an NCHW -> NHWC copy). Graph inputs only: they
- * live through the whole run, so the Conv can read them later. */
+ * batch 256: a 0.18 ms pass and an NCHW -> NHWC copy). Graph inputs only:
+ * the host writes them before the run, so the Conv can read them later; the
+ * memory plan keeps the input alive to the Conv (cuda_engine.cu's
+ * find_late_reads), which no node lists as its reader. */
 void cu_fuse_input_quantize(cu_engine *c, qf_value *plan_values)
 {
     const qf_graph *g = c->g;
