@@ -36,7 +36,10 @@
 
 /* Hot loops are compiled for AVX-512 and AVX2+FMA besides the baseline and the
  * loader picks one by CPU (ifunc): a portable -O3 build then still vectorizes
- * 16 or 8 floats wide where the machine can. */
+ * 16 or 8 floats wide where the machine can. Only for loops gcc vectorizes
+ * itself: a GNU vector type wider than a clone's registers goes through the
+ * stack in that clone (explicit vector code takes one instance per width,
+ * as runtime/cpu/conv_direct.c and conv_depthwise.c do). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
     !defined(QFI_NO_SIMD_CLONES)
 #define QFI_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

@@ -3,7 +3,9 @@
 # top-1 per image agrees on >= 0.99 of the images (tests/qdq_ort_agree.py) for
 # the ONNX model zoo's QOperator MobileNetV2 (mobilenetv2-12-int8.onnx) and the
 # Q/DQ models bench/peers/ort_quant.py writes for ResNet-20 and MobileNetV2
-# with uint8 activations (zero points). Subsets keep it fast: 500 CIFAR-10
+# with uint8 activations (zero points), where ONNX Runtime's INT8 is exact
+# (tests/ort_int8_exact.py: not on x86 without VNNI, where the agreements are
+# only printed). Subsets keep it fast: 500 CIFAR-10
 # images, 50 ImageNet ones (bench/bench_qdq.sh runs the full sets). Skips (77)
 # without ../shared/data or a python3 with onnxruntime, onnx, numpy and
 # Pillow ($QFORGE_PYTHON, else python3, else the venv beside the checkout).
@@ -19,12 +21,20 @@ done
 [ -n "$py" ] || { echo "no python3 with onnxruntime, onnx, numpy and Pillow: skipped"; exit 77; }
 . "$top_srcdir/tests/cli_helpers.sh"
 agree="$py $top_srcdir/tests/qdq_ort_agree.py --tensor-predict $top_builddir/tests/tensor_predict"
+# Where ONNX Runtime's own INT8 sums saturate (x86 without VNNI), its outputs
+# are not the model's: the agreement is printed, not held to 0.99.
+if probe=$("$py" "$top_srcdir/tests/ort_int8_exact.py" 2>&1); then
+  held=""
+else
+  held="--min 0"
+  echo "agreement not checked, ONNX Runtime's INT8 is inexact on this CPU: $probe"
+fi
 inet="--images $data/imagenet/images --synsets $data/imagenet/synsets.txt --preset imagenet"
 
 check() {
   what=$1
   shift
-  if $agree "$@" > "$tmp/row" 2> "$tmp/err"; then pass "$what: $(cat "$tmp/row")"
+  if $agree $held "$@" > "$tmp/row" 2> "$tmp/err"; then pass "$what: $(cat "$tmp/row")"
   else fail "$what: $(cat "$tmp/row") $(tail -n 3 "$tmp/err")"; fi
 }
 check "QOperator MobileNetV2 (zoo int8)" --model "$data/imagenet/mobilenetv2-12-int8.onnx" $inet -n 50

@@ -93,12 +93,12 @@ TF16C static void dequantize_i8_v(const int8_t *q, float *f, int64_t n, float s,
     for (; i < n; i++) f[i] = qfi_dequantize_i8_zp(q[i], s, z);
 }
 
-/* F16C is CPUID.1:ECX bit 29, asked directly: Debian 12's clang 14 rejects
- * __builtin_cpu_supports("f16c") at compile time (as int8_simd.c's avxvnni).
- * Asked once: these conversions run on rows of a few hundred elements, and
- * under a hypervisor cpuid traps (it was 12 % of DeiT-tiny's INT8 time on
- * the CPU engine, in the Q/DQ nodes' per-row calls). */
-static bool has_f16c(void)
+/* AVX2 and F16C. F16C is CPUID.1:ECX bit 29, asked directly: Debian 12's
+ * clang 14 rejects __builtin_cpu_supports("f16c") at compile time (as
+ * int8_simd.c's avxvnni). Asked once: these conversions run on rows of a few
+ * hundred elements, and under a hypervisor cpuid traps (it was 12 % of
+ * DeiT-tiny's INT8 time on the CPU engine, in the Q/DQ nodes' per-row calls). */
+bool qfi_cpu_has_f16c(void)
 {
     static _Atomic int known = -1; /* -1: not asked yet */
     int v = atomic_load_explicit(&known, memory_order_relaxed);
@@ -109,12 +109,14 @@ static bool has_f16c(void)
     }
     return v;
 }
+#else
+bool qfi_cpu_has_f16c(void) { return false; }
 #endif
 
 void qfi_cpu_f16_to_f32(const uint16_t *h, float *f, int64_t n)
 {
 #ifdef HAVE_F16C_KERNELS
-    if (has_f16c()) {
+    if (qfi_cpu_has_f16c()) {
         f16_to_f32_v(h, f, n);
         return;
     }
@@ -125,7 +127,7 @@ void qfi_cpu_f16_to_f32(const uint16_t *h, float *f, int64_t n)
 void qfi_cpu_f32_to_f16(const float *f, uint16_t *h, int64_t n)
 {
 #ifdef HAVE_F16C_KERNELS
-    if (has_f16c()) {
+    if (qfi_cpu_has_f16c()) {
         f32_to_f16_v(f, h, n);
         return;
     }
@@ -136,7 +138,7 @@ void qfi_cpu_f32_to_f16(const float *f, uint16_t *h, int64_t n)
 void qfi_cpu_quantize(const void *x, qf_dtype dt, int8_t *q, int64_t n, float s, int32_t z)
 {
 #ifdef HAVE_F16C_KERNELS
-    if (has_f16c()) {
+    if (qfi_cpu_has_f16c()) {
         quantize_v(x, dt, q, n, s, z);
         return;
     }
@@ -148,7 +150,7 @@ void qfi_cpu_quantize(const void *x, qf_dtype dt, int8_t *q, int64_t n, float s,
 void qfi_cpu_dequantize(const int8_t *q, float *f, int64_t n, float s, int32_t z)
 {
 #ifdef HAVE_F16C_KERNELS
-    if (has_f16c()) {
+    if (qfi_cpu_has_f16c()) {
         dequantize_i8_v(q, f, n, s, z);
         return;
     }

@@ -8,7 +8,7 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && \
     ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11) || (defined(__clang__) && __clang_major__ >= 12))
-#define HAVE_VNNI_KERNELS 1
+#define HAVE_X86_INT8_KERNELS 1
 #include <cpuid.h>
 #include <immintrin.h>
 #endif
@@ -188,13 +188,14 @@ static const qfi_i8_kernels kernels_c = {
     .dw_plane = dw_plane_c,
 };
 
-#ifdef HAVE_VNNI_KERNELS
+#ifdef HAVE_X86_INT8_KERNELS
 /* ---- VNNI register blocks --------------------------------------------------------
  * Defines NAME for TARGET: out (MB, NV*VW) int32 = the reduction of kernels.h's
  * qfi_i8_block_fn, MB*NV accumulators in registers; per quad and tap NV vector
  * loads and MB weight broadcasts feed MB*NV vpdpbusd. TAPS > 0 fixes the
  * number of taps at compile time (unrolled). One body for every width: VT is
- * the vector type, LOAD/BCAST/DPBUSD/STORE its operations. */
+ * the accumulators' vector type, LOAD/BCAST/DPBUSD/STORE its operations
+ * (LOAD and BCAST may return other types, which DPBUSD takes). */
 #define DEFINE_I8_BLOCK(NAME, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, NV, TAPS)                          \
     TARGET static void NAME(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out)                    \
     {                                                                                                                  \
@@ -207,10 +208,10 @@ static const qfi_i8_kernels kernels_c = {
             const int32_t *wq = w + q * taps * MB;                                                                     \
             QFI_UNROLL(TAPS) for (int64_t t = 0; t < taps; t++) {                                                          \
                 const uint8_t *xt = xq + g->off[t];                                                                    \
-                VT in[NV];                                                                                             \
+                __typeof__(LOAD(xt)) in[NV];                                                                           \
                 for (int v = 0; v < NV; v++) in[v] = LOAD((const void *)(xt + v * VW * 4));                            \
                 for (int m = 0; m < MB; m++) {                                                                         \
-                    const VT wv = BCAST(wq[t * MB + m]);                                                               \
+                    const __typeof__(BCAST(0)) wv = BCAST(wq[t * MB + m]);                                             \
                     for (int v = 0; v < NV; v++) acc[m][v] = DPBUSD(acc[m][v], in[v], wv);                             \
                 }                                                                                                      \
             }                                                                                                          \
@@ -255,6 +256,53 @@ DEFINE_I8_BLOCKS(block_evex_1t, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd
 DEFINE_I8_BLOCKS(block_evex_9t, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd_epi32, STORE256,
                  _mm256_setzero_si256, 8, 4, 9)
 
+/* AVX2 without VNNI: vpdpbusd's sum of four u8 x s8 products, exactly. The
+ * bytes widen to 16-bit words, the even bytes of each quad apart from the odd
+ * ones (u zero-extended, s sign-extended), and vpmaddwd sums each pair of
+ * products into an int32 lane: |u*s| <= 255*128, so neither the words nor
+ * their pair sums can overflow (vpmaddubsw's saturating pairs could). */
+#define TAVX2 __attribute__((target("avx2,fma,f16c")))
+#define INLINE_AVX2 TAVX2 static inline __attribute__((always_inline))
+INLINE_AVX2 __m256i even_u8(__m256i u) { return _mm256_and_si256(u, _mm256_set1_epi16(0xff)); }
+INLINE_AVX2 __m256i odd_u8(__m256i u) { return _mm256_srli_epi16(u, 8); }
+INLINE_AVX2 __m256i even_s8(__m256i s) { return _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8); }
+INLINE_AVX2 __m256i odd_s8(__m256i s) { return _mm256_srai_epi16(s, 8); }
+/* The block's operands as those halves: each input vector widened once per
+ * quad and tap, each weight once per row; 4 rows x at most 2 vectors keep the
+ * accumulators and operands in the 16 registers. */
+typedef struct halves {
+    __m256i even, odd;
+} halves;
+INLINE_AVX2 halves load_halves(const void *p)
+{
+    const __m256i u = LOAD256(p);
+    return (halves){even_u8(u), odd_u8(u)};
+}
+INLINE_AVX2 halves bcast_halves(int32_t w)
+{
+    const __m256i s = BCAST256(w);
+    return (halves){even_s8(s), odd_s8(s)};
+}
+INLINE_AVX2 __m256i dot_halves(__m256i acc, halves u, halves s)
+{
+    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(u.even, s.even), _mm256_madd_epi16(u.odd, s.odd)));
+}
+INLINE_AVX2 __m256i dpbusd_avx2(__m256i acc, __m256i u, __m256i s)
+{
+    return dot_halves(acc, (halves){even_u8(u), odd_u8(u)}, (halves){even_s8(s), odd_s8(s)});
+}
+#define DEFINE_AVX2_BLOCKS(PREFIX, TAPS)                                                                               \
+    DEFINE_I8_BLOCK(PREFIX##_1, TAVX2, __m256i, load_halves, bcast_halves, dot_halves, STORE256, _mm256_setzero_si256, \
+                    8, 4, 1, TAPS)                                                                                     \
+    DEFINE_I8_BLOCK(PREFIX##_2, TAVX2, __m256i, load_halves, bcast_halves, dot_halves, STORE256, _mm256_setzero_si256, \
+                    8, 4, 2, TAPS)
+DEFINE_AVX2_BLOCKS(block_avx2, 0)
+DEFINE_AVX2_BLOCKS(block_avx2_1t, 1)
+/* Nine taps unrolled spilled: gcc kept every tap's widened operands live, a
+ * 4 KB frame, and ResNet-20 ran at half the speed of the loop over taps. */
+#define block_avx2_9t_1 block_avx2_1
+#define block_avx2_9t_2 block_avx2_2
+
 /* ---- depthwise planes ---------------------------------------------------------------- */
 #define DEFINE_DW_PLANE(NAME, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW)                                       \
     TARGET static void NAME(const uint8_t *e, int64_t step, const int64_t *off, int kh, int nd, int64_t kstep,        \
@@ -290,6 +338,7 @@ DEFINE_DW_PLANE(dw_plane512, T512, __m512i, LOAD512, BCAST512, _mm512_dpbusd_epi
 DEFINE_DW_PLANE(dw_plane_vex, TVEX, __m256i, LOAD256, BCAST256, DPVEX, STORE256, _mm256_setzero_si256, 8)
 DEFINE_DW_PLANE(dw_plane_evex, TEVEX, __m256i, LOAD256, BCAST256, _mm256_dpbusd_epi32, STORE256, _mm256_setzero_si256,
                 8)
+DEFINE_DW_PLANE(dw_plane_avx2, TAVX2, __m256i, LOAD256, BCAST256, dpbusd_avx2, STORE256, _mm256_setzero_si256, 8)
 
 /* The vpermb indices that make 16 quads of taps from 64 bytes of a row:
  * byte j of quad i is row byte s*i + d*j (the 16 quads must span at most 64
@@ -436,6 +485,7 @@ T512 static bool dw_pad_expand512(const int8_t *x, int64_t h, int64_t w, int64_t
     }
 DEFINE_DW_EXPAND256(dw_expand_vex, TVEX)
 DEFINE_DW_EXPAND256(dw_expand_evex, TEVEX)
+DEFINE_DW_EXPAND256(dw_expand_avx2, TAVX2)
 
 /* ---- the requantizing epilogue ------------------------------------------------------
  * lib/quant_math.h's steps on a vector: (float)a rounded to nearest (cvtdq2ps),
@@ -571,7 +621,14 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
 }
 
 /* 256 bits: AVX2 has no masked stores of bytes or halves, so 8 at a time and
- * the C loop for the tail. */
+ * a tail of fewer than 8 as one more vector on copies (the 3x3 convs' rows of
+ * 8 to 32 outputs end mid-vector; the C loop for them was 12 % of ResNet-20),
+ * the C loop for the smooth activations. */
+static void tail_out(const qfi_requant *rq, const unsigned char *y8, int64_t n, void *y, int64_t at)
+{
+    const size_t esz = qf_dtype_info(rq->out)->size;
+    memcpy((char *)y + (size_t)at * esz, y8, (size_t)n * esz);
+}
 #define DEFINE_REQUANT256(SUFFIX, TARGET)                                                                              \
     TARGET static inline __m256 requant8##SUFFIX(__m256i a, __m256 m, __m256 r, __m256 m_r, bool has_res, __m256 lo,   \
                                                  __m256 hi)                                                            \
@@ -633,6 +690,16 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
                 store8##SUFFIX(rq, y, at + i, requant8##SUFFIX(a, vm, r, vmr, res != NULL, lo, hi), vzo);              \
             }                                                                                                          \
         }                                                                                                              \
+        if (i < n && rq->act == QF_ACT_NONE) { /* the tail: one more vector, through 8-lane copies */                  \
+            int32_t a8[8] = {0};                                                                                       \
+            int8_t r8[8] = {0};                                                                                        \
+            unsigned char y8[32];                                                                                      \
+            memcpy(a8, acc + i, (size_t)(n - i) * sizeof *acc);                                                        \
+            if (res) memcpy(r8, res + at + i, (size_t)(n - i));                                                        \
+            requant_run##SUFFIX(rq, a8, 8, add, m, res ? r8 : NULL, y8, 0);                                            \
+            tail_out(rq, y8, n - i, y, at + i);                                                                        \
+            return;                                                                                                    \
+        }                                                                                                              \
         requant_run_c(rq, acc + i, n - i, add, m, res, y, at + i);                                                     \
     }                                                                                                                  \
     TARGET static void requant_cols##SUFFIX(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0,        \
@@ -656,6 +723,19 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
                                vzo);                                                                                   \
             }                                                                                                          \
         }                                                                                                              \
+        if (i < n && rq->act == QF_ACT_NONE) {                                                                         \
+            int32_t a8[8] = {0}, add8[8] = {0};                                                                        \
+            float m8[8] = {0};                                                                                         \
+            int8_t r8[8] = {0};                                                                                        \
+            unsigned char y8[32];                                                                                      \
+            memcpy(a8, acc + i, (size_t)(n - i) * sizeof *acc);                                                        \
+            if (add) memcpy(add8, add + i, (size_t)(n - i) * sizeof *add);                                             \
+            memcpy(m8, m + i, (size_t)(n - i) * sizeof *m);                                                            \
+            if (res) memcpy(r8, res + at + i, (size_t)(n - i));                                                        \
+            requant_cols##SUFFIX(rq, a8, 8, add0, add ? add8 : NULL, m8, res ? r8 : NULL, y8, 0);                      \
+            tail_out(rq, y8, n - i, y, at + i);                                                                        \
+            return;                                                                                                    \
+        }                                                                                                              \
         requant_cols_c(rq, acc + i, n - i, add0, add ? add + i : NULL, m + i, res, y, at + i);                         \
     }
 #define DEFINE_REQUANT_ROWS256(SUFFIX, TARGET)                                                                         \
@@ -670,6 +750,8 @@ DEFINE_REQUANT256(_vex, TVEX)
 DEFINE_REQUANT256(_evex, TEVEX)
 DEFINE_REQUANT_ROWS256(_vex, TVEX)
 DEFINE_REQUANT_ROWS256(_evex, TEVEX)
+DEFINE_REQUANT256(_avx2, TAVX2)
+DEFINE_REQUANT_ROWS256(_avx2, TAVX2)
 
 /* What the 512-bit and AMX sets share: everything but the blocks. */
 #define VECTOR512_MEMBERS                                                                                              \
@@ -694,35 +776,27 @@ static const qfi_i8_kernels kernels_amx = {
     .block_9t = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
     VECTOR512_MEMBERS
 };
-static const qfi_i8_kernels kernels_vex = {
-    .isa = QFI_I8_VNNI256,
-    .mb = 4, .nv = 3, .vw = 8,
-    .block = {block_vex_1, block_vex_2, block_vex_3},
-    .block_1t = {block_vex_1t_1, block_vex_1t_2, block_vex_1t_3},
-    .block_9t = {block_vex_9t_1, block_vex_9t_2, block_vex_9t_3},
-    .requant_run = requant_run_vex,
-    .requant_rows = requant_rows_vex,
-    .requant_cols = requant_cols_vex,
-    .interleave4 = interleave4_c,
-    .dw_pad = dw_pad_c,
-    .dw_expand = dw_expand_vex,
-    .dw_plane = dw_plane_vex,
-};
-static const qfi_i8_kernels kernels_evex = {
-    .isa = QFI_I8_VNNI256,
-    .mb = 4, .nv = 3, .vw = 8,
-    .block = {block_evex_1, block_evex_2, block_evex_3},
-    .block_1t = {block_evex_1t_1, block_evex_1t_2, block_evex_1t_3},
-    .block_9t = {block_evex_9t_1, block_evex_9t_2, block_evex_9t_3},
-    .requant_run = requant_run_evex,
-    .requant_rows = requant_rows_evex,
-    .requant_cols = requant_cols_evex,
-    .interleave4 = interleave4_c,
-    .dw_pad = dw_pad_c,
-    .dw_expand = dw_expand_evex,
-    .dw_plane = dw_plane_evex,
-};
+/* The 256-bit sets: 4 rows x NV vectors of 8 positions, C for the interleave
+ * and the padded plane. THIRD(block) keeps the 3-vector blocks or drops them. */
+#define KEEP_BLOCK(b) b
+#define NO_BLOCK(b) NULL
+#define KERNELS256(ISA, SUFFIX, NV, THIRD)                                                                             \
+    {                                                                                                                  \
+        .isa = ISA, .mb = 4, .nv = NV, .vw = 8,                                                                        \
+        .block = {block##SUFFIX##_1, block##SUFFIX##_2, THIRD(block##SUFFIX##_3)},                                     \
+        .block_1t = {block##SUFFIX##_1t_1, block##SUFFIX##_1t_2, THIRD(block##SUFFIX##_1t_3)},                         \
+        .block_9t = {block##SUFFIX##_9t_1, block##SUFFIX##_9t_2, THIRD(block##SUFFIX##_9t_3)},                         \
+        .requant_run = requant_run##SUFFIX, .requant_rows = requant_rows##SUFFIX,                                      \
+        .requant_cols = requant_cols##SUFFIX, .interleave4 = interleave4_c, .dw_pad = dw_pad_c,                        \
+        .dw_expand = dw_expand##SUFFIX, .dw_plane = dw_plane##SUFFIX,                                                  \
+    }
+static const qfi_i8_kernels kernels_vex = KERNELS256(QFI_I8_VNNI256, _vex, 3, KEEP_BLOCK);
+static const qfi_i8_kernels kernels_evex = KERNELS256(QFI_I8_VNNI256, _evex, 3, KEEP_BLOCK);
+/* The vnni256 sets' vector code without vpdpbusd; 3-vector blocks would need
+ * more than the 16 registers. */
+static const qfi_i8_kernels kernels_avx2 = KERNELS256(QFI_I8_AVX2, _avx2, 2, NO_BLOCK);
 
+static bool has_avx2(void) { return __builtin_cpu_supports("fma") && qfi_cpu_has_f16c(); }
 static bool has_vnni512(void)
 {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -742,13 +816,14 @@ static bool has_evex256(void)
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
-#endif /* HAVE_VNNI_KERNELS */
+#endif /* HAVE_X86_INT8_KERNELS */
 
 bool qfi_cpu_i8_isa_runs(qfi_i8_isa isa)
 {
     switch (isa) {
     case QFI_I8_PORTABLE: return true;
-#ifdef HAVE_VNNI_KERNELS
+#ifdef HAVE_X86_INT8_KERNELS
+    case QFI_I8_AVX2: return has_avx2();
     case QFI_I8_VNNI256: return has_avxvnni() || has_evex256();
     case QFI_I8_VNNI512: return has_vnni512();
     case QFI_I8_AMX: return has_vnni512() && qfi_cpu_amx_usable();
@@ -759,11 +834,12 @@ bool qfi_cpu_i8_isa_runs(qfi_i8_isa isa)
 
 const qfi_i8_kernels *qfi_cpu_i8_kernels(qfi_i8_isa isa)
 {
-#ifdef HAVE_VNNI_KERNELS
+#ifdef HAVE_X86_INT8_KERNELS
     if (isa == QFI_I8_AMX && has_vnni512() && qfi_cpu_amx_usable()) return &kernels_amx;
     if ((isa == QFI_I8_VNNI512 || isa == QFI_I8_AMX) && has_vnni512()) return &kernels512;
     if (isa == QFI_I8_VNNI256 && has_avxvnni()) return &kernels_vex;
     if (isa == QFI_I8_VNNI256 && has_evex256()) return &kernels_evex;
+    if (isa == QFI_I8_AVX2 && has_avx2()) return &kernels_avx2;
 #endif
     (void)isa;
     return &kernels_c;
@@ -804,6 +880,6 @@ void qfi_cpu_i8_set_isa(qfi_i8_isa isa) { chosen = qfi_cpu_i8_isa_runs(isa) ? (i
 
 const char *qfi_cpu_i8_isa_name(qfi_i8_isa isa)
 {
-    static const char *const names[QFI_I8_ISAS] = {"portable", "vnni256", "vnni512", "amx"};
+    static const char *const names[QFI_I8_ISAS] = {"portable", "avx2", "vnni256", "vnni512", "amx"};
     return isa < QFI_I8_ISAS ? names[isa] : "?";
 }

@@ -209,6 +209,7 @@ qf_status qfi_cpu_conv_depthwise(const struct qfi_conv_geom *geo, const float *x
 /* Bulk conversions between f32 and stored f16 / int8 values (convert_simd.c),
  * bit for bit lib/dtype.c's and lib/quant_math.h's element functions: f16 <->
  * f32, x (f32 or f16) quantized at scale s and zero point z, (q - z) * s. */
+bool qfi_cpu_has_f16c(void); /* AVX2 and F16C: these conversions (and int8_simd.c's avx2 set) run vectors */
 void qfi_cpu_f16_to_f32(const uint16_t *h, float *f, int64_t n);
 void qfi_cpu_f32_to_f16(const float *f, uint16_t *h, int64_t n);
 void qfi_cpu_quantize(const void *x, qf_dtype dt, int8_t *q, int64_t n, float s, int32_t z);
@@ -222,6 +223,7 @@ void qfi_cpu_dequantize(const int8_t *q, float *f, int64_t n, float s, int32_t z
  * int32 in any order, and every instance below gives the same bits. */
 typedef enum qfi_i8_isa {
     QFI_I8_PORTABLE, /* plain C */
+    QFI_I8_AVX2,     /* 8 x int32: AVX2 without VNNI, each quad's products as 16-bit pairs (vpmaddwd) */
     QFI_I8_VNNI256,  /* 8 x int32 per vector: AVX-VNNI, or AVX512-VNNI at 256 bits */
     QFI_I8_VNNI512,  /* 16 x int32: AVX512-VNNI with VBMI (byte permutes) */
     QFI_I8_AMX,      /* VNNI512, with the direct convolutions' blocks on AMX-INT8 tiles (int8_amx.c) */
