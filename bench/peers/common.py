@@ -130,3 +130,23 @@ def calib_reader(files, preset, input_name):
             self.i = 0
 
     return Reader()
+
+
+def ort_int8_exact():
+    """(got, exact): ONNX Runtime's u8 x s8 MatMulInteger of 64 products
+    255 x 127 on this CPU, and the true sum. Without VNNI its x86 kernels sum
+    byte pairs in 16 bits (vpmaddubsw), which saturates at 32767, so its INT8
+    outputs there are not the model's (its docs advise 7-bit weights,
+    reduce_range, on such CPUs): got is then 32 x 32767."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    k = 64
+    b = numpy_helper.from_array(np.full((k, 1), 127, np.int8), "b")
+    graph = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
+                              [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, k])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1])], [b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = int(sess.run(None, {"a": np.full((1, k), 255, np.uint8)})[0][0, 0])
+    return got, k * 255 * 127

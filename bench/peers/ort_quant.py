@@ -14,7 +14,9 @@ Usage: ort_quant.py MODEL.onnx --calib DIR --eval DIR [--preset cifar10|imagenet
                     [--calib-n N] [--eval-n N]
                     [--keep DIR] [--table]
 Labels: class sub-folders of the eval DIR, or --synsets (the wnid that starts
-each file name), exactly as `qforge eval` assigns them."""
+each file name), exactly as `qforge eval` assigns them. On a CPU where ONNX
+Runtime's INT8 saturates (x86 without VNNI, common.ort_int8_exact) it warns,
+and each INT8 row says ort_int8_exact: false."""
 import argparse
 import contextlib
 import json
@@ -28,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (PRESETS, calib_reader, evenly_spaced, folder_labels, input_batch, list_images, load_all, logits,  # noqa: E402
-                    sqnr_db, synset_labels)
+                    ort_int8_exact, sqnr_db, synset_labels)
 
 # entropy2048: CalibrationMethod.Entropy over a 2048-bin histogram (TensorRT's
 # and qforge's resolution). quantize_static's own Entropy keeps the calibrator's
@@ -112,6 +114,10 @@ def main():
     labels = synset_labels(files, a.synsets) if a.synsets else folder_labels(files, a.eval)
     x = load_all(files, pp)
 
+    got, exact = ort_int8_exact()
+    if got != exact:
+        print(f"ort_quant: warning: ONNX Runtime's INT8 saturates on this CPU (no VNNI: 64 x 255 x 127 gave {got}, "
+              f"not {exact}); its INT8 rows are not what the model gives on a CPU with VNNI", file=sys.stderr)
     work = a.keep or tempfile.mkdtemp(prefix="ort_quant.")
     os.makedirs(work, exist_ok=True)
     rows = []
@@ -132,7 +138,8 @@ def main():
             label = m if a.activations == "int8" else f"{m}+uint8"
             rows.append(dict(model=name, tool="onnxruntime", method=label, precision="int8", images=len(files),
                              top1=float(np.mean(p == labels)), agreement=float(np.mean(p == ref)),
-                             sqnr_db=round(sqnr_db(ref_y, y), 3), calib_images=len(calib), quantize_seconds=round(dt, 1)))
+                             sqnr_db=round(sqnr_db(ref_y, y), 3), calib_images=len(calib), quantize_seconds=round(dt, 1),
+                             ort_int8_exact=got == exact))
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
