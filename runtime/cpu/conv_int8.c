@@ -38,8 +38,8 @@ static conv8_path choose_path(const qfi_conv_geom *geo)
  * output channel the epilogue's addend: bias - 128 * (sum of the channel's
  * weights), the 128 that the u8 activations carry (wrapping int32: exact
  * once the accumulator is added). Direct weights: per group and block of mb
- * output channels, (quad, tap, mb) words of four s8 (channels 4q..4q+3,
- * zero past the group's). Depthwise: per output channel, (kh, quads per row)
+ * output channels, (quad, tap, mb) quads of four s8 (channels 4q..4q+3,
+ * zero past the group's), each as qfi_i8_put_quad packs it for the kernels. Depthwise: per output channel, (kh, quads per row)
  * words of four s8 (taps 4k..4k+3 of the row, zero past kw). */
 typedef struct conv8_state {
     conv8_path path;
@@ -100,7 +100,7 @@ qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **
     const qfi_i8_kernels *k = qfi_cpu_i8_reduction(cg, &quads, &kq);
     const int64_t blocks = (mg + k->mb - 1) / k->mb;
     const int64_t kh = win->k[1], kw = win->k[2], nd = dw_quads_per_row(win);
-    const int64_t words = path == PATH_DIRECT      ? geo.group * blocks * quads * taps * k->mb
+    const int64_t words = path == PATH_DIRECT      ? geo.group * blocks * quads * taps * k->mb * k->wq
                           : path == PATH_DEPTHWISE ? geo.M * kh * nd
                                                    : 0;
     const int64_t phases = path == PATH_DIRECT ? win->stride[1] * win->stride[2] : 0;
@@ -136,15 +136,19 @@ qf_status qfi_cpu_conv_int8_prepare(const qf_graph *g, const qf_node *n, void **
                                 *pw++ = mi < mg && c < cg ? w[((gi * mg + mi) * cg + c) * taps + t] : 0;
                             }
     } else if (path == PATH_DIRECT) {
+        int32_t *pq = st->w;
         for (int64_t gi = 0; gi < geo.group; gi++)
             for (int64_t b = 0; b < blocks; b++)
                 for (int64_t q = 0; q < quads; q++)
                     for (int64_t t = 0; t < taps; t++)
-                        for (int64_t r = 0; r < k->mb; r++)
+                        for (int64_t r = 0; r < k->mb; r++) {
+                            int8_t quad[4];
                             for (int64_t j = 0; j < 4; j++) {
                                 int64_t mi = b * k->mb + r, c = 4 * q + j;
-                                *pw++ = mi < mg && c < cg ? w[((gi * mg + mi) * cg + c) * taps + t] : 0;
+                                quad[j] = mi < mg && c < cg ? w[((gi * mg + mi) * cg + c) * taps + t] : 0;
                             }
+                            pq = qfi_i8_put_quad(k, pq, quad);
+                        }
     } else if (path == PATH_DEPTHWISE) {
         for (int64_t m = 0; m < geo.M; m++)
             for (int64_t i = 0; i < kh; i++)
@@ -362,9 +366,9 @@ static void direct8_range(const conv8_job *j, const uint8_t *xp, int64_t n, int6
 {
     const qfi_direct_plan *p = &j->st->plan;
     const qfi_i8_kernels *k = j->st->k;
-    const int64_t mb = k->mb, mg = p->M, widest = k->nv * k->vw, plane = p->Ho * p->Wo;
+    const int64_t mb = k->mb, mg = p->M, widest = k->nv * k->vw, plane = p->Ho * p->Wo, wq = k->wq;
     const qfi_i8_block_fn *fns = p->taps == 1 ? k->block_1t : p->taps == 9 ? k->block_9t : k->block;
-    const int32_t *wg = j->st->w + gi * j->st->blocks * j->st->quads * p->taps * mb;
+    const int32_t *wg = j->st->w + gi * j->st->blocks * j->st->quads * p->taps * mb * wq;
     int32_t out[QFI_I8_MB_MAX * QFI_I8_CHUNK_MAX];
     const int64_t end = oh1 * p->Wq;
     const char *y = j->y;
@@ -375,7 +379,7 @@ static void direct8_range(const conv8_job *j, const uint8_t *xp, int64_t n, int6
         for (int64_t p0 = oh0 * p->Wq; p0 < end; p0 += widest) {
             const int64_t len = end - p0 < widest ? end - p0 : widest, nv = (len + k->vw - 1) / k->vw;
             const int64_t chunk = nv * k->vw;
-            fns[nv - 1](&j->st->bg, xp + p0 * 4, wg + b * j->st->quads * p->taps * mb, out);
+            fns[nv - 1](&j->st->bg, xp + p0 * 4, wg + b * j->st->quads * p->taps * mb * wq, out);
             /* two lines past this chunk's stores: what a plane's next chunks write (+3 % on MobileNetV2) */
             for (int64_t r = 0; r < rows; r++) __builtin_prefetch(y + (size_t)(y0 + r * plane + p0) * esz + 128, 1, 3);
             if (p->Wq == p->Wo) {

@@ -90,7 +90,7 @@ static void layout(const igemm_shape *s, gemm8_layout *L)
     const int64_t blocks = (s->rows + QFI_I8_MB_MAX - 1) / QFI_I8_MB_MAX;
     L->m = 0;
     L->a = align64((size_t)s->N * 4);
-    L->sums = L->a + align64((size_t)(blocks * QFI_I8_MB_MAX * quads) * 4);
+    L->sums = L->a + align64((size_t)(blocks * QFI_I8_MB_MAX * quads * QFI_I8_WQ_MAX) * 4);
     L->total = L->sums + align64((size_t)s->rows * 4);
 }
 
@@ -124,7 +124,7 @@ static void gemm8_item(void *arg, int64_t item)
     const int64_t rb = item / j->parts, part = item % j->parts, chunks = (N + widest - 1) / widest;
     const int64_t c0 = chunks * part / j->parts * widest, c1 = chunks * (part + 1) / j->parts * widest;
     const int64_t rows = j->s->rows - rb * mb < mb ? j->s->rows - rb * mb : mb;
-    const int32_t *ab = j->a + rb * j->st->quads * mb;
+    const int32_t *ab = j->a + rb * j->st->quads * mb * k->wq;
     int32_t out[QFI_I8_MB_MAX * QFI_I8_CHUNK_MAX];
     for (int64_t p0 = c0; p0 < c1 && p0 < N; p0 += widest) {
         const int64_t len = N - p0 < widest ? N - p0 : widest, nv = (len + k->vw - 1) / k->vw;
@@ -162,7 +162,7 @@ qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a)
     qfi_requant rq;
     qfi_requant_init(&rq, m, s.N, xv->scale, a->in[3], a->in[2], rv ? rv->scale : 0.0f, rv ? rv->zero_point : 0,
                      yv->dtype, yv->scale, yv->zero_point, n->act, n->act_lo, n->act_hi);
-    /* X's rows as s8 words: block rb, quad q, row r at word (rb*quads + q)*mb + r */
+    /* X's rows as packed s8 quads: block rb, quad q, row r at quad (rb*quads + q)*mb + r (wq words each) */
     const int8_t *x = a->in[0];
     const int64_t mb = k->mb, blocks = (s.rows + mb - 1) / mb;
     int8_t *pa = (int8_t *)ap;
@@ -175,14 +175,19 @@ qf_status qfi_cpu_gemm_int8(const qfi_kernel_args *a)
                     if (n > 0) memcpy(pa, x + row * s.K + k0, (size_t)n);
                     memset(pa + n, 0, (size_t)(4 * st->kq - n));
                 }
-    else
+    else {
+        int32_t *pq = ap;
         for (int64_t rb = 0; rb < blocks; rb++)
             for (int64_t q = 0; q < st->quads; q++)
-                for (int64_t r = 0; r < mb; r++)
+                for (int64_t r = 0; r < mb; r++) {
+                    int8_t quad[4];
                     for (int64_t j = 0; j < 4; j++) {
                         const int64_t row = rb * mb + r, kk = 4 * q + j;
-                        *pa++ = row < s.rows && kk < s.K ? x[row * s.K + kk] : 0;
+                        quad[j] = row < s.rows && kk < s.K ? x[row * s.K + kk] : 0;
                     }
+                    pq = qfi_i8_put_quad(k, pq, quad);
+                }
+    }
     for (int64_t r = 0; r < s.rows; r++) {
         int32_t sum = 0;
         for (int64_t kk = 0; kk < s.K; kk++) sum += x[r * s.K + kk];

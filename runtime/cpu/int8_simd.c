@@ -175,7 +175,7 @@ static void block_c_2(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, 
 
 static const qfi_i8_kernels kernels_c = {
     .isa = QFI_I8_PORTABLE,
-    .mb = C_MB, .nv = 2, .vw = C_VW,
+    .mb = C_MB, .nv = 2, .vw = C_VW, .wq = 1,
     .block = {block_c_1, block_c_2, NULL},
     .block_1t = {block_c_1, block_c_2, NULL},
     .block_9t = {block_c_1, block_c_2, NULL},
@@ -196,7 +196,7 @@ static const qfi_i8_kernels kernels_c = {
  * number of taps at compile time (unrolled). One body for every width: VT is
  * the accumulators' vector type, LOAD/BCAST/DPBUSD/STORE its operations
  * (LOAD and BCAST may return other types, which DPBUSD takes). */
-#define DEFINE_I8_BLOCK(NAME, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, NV, TAPS)                          \
+#define DEFINE_I8_BLOCK(NAME, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, NV, TAPS, WQ)                      \
     TARGET static void NAME(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out)                    \
     {                                                                                                                  \
         VT acc[MB][NV];                                                                                                \
@@ -205,13 +205,13 @@ static const qfi_i8_kernels kernels_c = {
         const int64_t taps = TAPS > 0 ? TAPS : g->taps;                                                                \
         for (int64_t q = 0; q < g->quads; q++) {                                                                       \
             const uint8_t *xq = x + q * g->stride;                                                                     \
-            const int32_t *wq = w + q * taps * MB;                                                                     \
+            const int32_t *wq = w + q * taps * MB * WQ;                                                                \
             QFI_UNROLL(TAPS) for (int64_t t = 0; t < taps; t++) {                                                          \
                 const uint8_t *xt = xq + g->off[t];                                                                    \
                 __typeof__(LOAD(xt)) in[NV];                                                                           \
                 for (int v = 0; v < NV; v++) in[v] = LOAD((const void *)(xt + v * VW * 4));                            \
                 for (int m = 0; m < MB; m++) {                                                                         \
-                    const __typeof__(BCAST(0)) wv = BCAST(wq[t * MB + m]);                                             \
+                    const __typeof__(BCAST(wq)) wv = BCAST(wq + (t * MB + m) * WQ);                                    \
                     for (int v = 0; v < NV; v++) acc[m][v] = DPBUSD(acc[m][v], in[v], wv);                             \
                 }                                                                                                      \
             }                                                                                                          \
@@ -220,15 +220,15 @@ static const qfi_i8_kernels kernels_c = {
             for (int v = 0; v < NV; v++) STORE((void *)(out + (m * NV + v) * VW), acc[m][v]);                         \
     }
 #define DEFINE_I8_BLOCKS(PREFIX, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, TAPS)                           \
-    DEFINE_I8_BLOCK(PREFIX##_1, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, 1, TAPS)                         \
-    DEFINE_I8_BLOCK(PREFIX##_2, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, 2, TAPS)                         \
-    DEFINE_I8_BLOCK(PREFIX##_3, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, 3, TAPS)
+    DEFINE_I8_BLOCK(PREFIX##_1, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, 1, TAPS, 1)                      \
+    DEFINE_I8_BLOCK(PREFIX##_2, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, 2, TAPS, 1)                      \
+    DEFINE_I8_BLOCK(PREFIX##_3, TARGET, VT, LOAD, BCAST, DPBUSD, STORE, ZERO, VW, MB, 3, TAPS, 1)
 
 /* 512 bits: 8 rows x 3 vectors is 24 of the 32 registers accumulating, 3
  * inputs, broadcasts from memory; 11 loads per 24 vpdpbusd. */
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
 #define LOAD512(p) _mm512_loadu_si512(p)
-#define BCAST512(v) _mm512_set1_epi32(v)
+#define BCAST512(p) _mm512_set1_epi32(*(p))
 #define STORE512(p, v) _mm512_storeu_si512(p, v)
 DEFINE_I8_BLOCKS(block512, T512, __m512i, LOAD512, BCAST512, _mm512_dpbusd_epi32, STORE512, _mm512_setzero_si512, 16, 8,
                  0)
@@ -243,7 +243,7 @@ DEFINE_I8_BLOCKS(block512_9t, T512, __m512i, LOAD512, BCAST512, _mm512_dpbusd_ep
 #define TVEX __attribute__((target("avx2,avxvnni,f16c")))
 #define TEVEX __attribute__((target("avx2,f16c,avx512f,avx512vl,avx512vnni")))
 #define LOAD256(p) _mm256_loadu_si256((const __m256i *)(p))
-#define BCAST256(v) _mm256_set1_epi32(v)
+#define BCAST256(p) _mm256_set1_epi32(*(p))
 #define STORE256(p, v) _mm256_storeu_si256((__m256i *)(p), v)
 #define DPVEX(a, b, c) _mm256_dpbusd_avx_epi32(a, b, c)
 DEFINE_I8_BLOCKS(block_vex, TVEX, __m256i, LOAD256, BCAST256, DPVEX, STORE256, _mm256_setzero_si256, 8, 4, 0)
@@ -268,8 +268,8 @@ INLINE_AVX2 __m256i odd_u8(__m256i u) { return _mm256_srli_epi16(u, 8); }
 INLINE_AVX2 __m256i even_s8(__m256i s) { return _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8); }
 INLINE_AVX2 __m256i odd_s8(__m256i s) { return _mm256_srai_epi16(s, 8); }
 /* The block's operands as those halves: each input vector widened once per
- * quad and tap, each weight once per row; 4 rows x at most 2 vectors keep the
- * accumulators and operands in the 16 registers. */
+ * quad and tap, each weight stored widened (wq 2); 4 rows x at most 2 vectors
+ * keep the accumulators and operands in the 16 registers. */
 typedef struct halves {
     __m256i even, odd;
 } halves;
@@ -278,10 +278,9 @@ INLINE_AVX2 halves load_halves(const void *p)
     const __m256i u = LOAD256(p);
     return (halves){even_u8(u), odd_u8(u)};
 }
-INLINE_AVX2 halves bcast_halves(int32_t w)
+INLINE_AVX2 halves bcast_halves(const int32_t *w) /* a quad packed as its even and odd words (qfi_i8_put_quad) */
 {
-    const __m256i s = BCAST256(w);
-    return (halves){even_s8(s), odd_s8(s)};
+    return (halves){_mm256_set1_epi32(w[0]), _mm256_set1_epi32(w[1])};
 }
 INLINE_AVX2 __m256i dot_halves(__m256i acc, halves u, halves s)
 {
@@ -293,9 +292,9 @@ INLINE_AVX2 __m256i dpbusd_avx2(__m256i acc, __m256i u, __m256i s)
 }
 #define DEFINE_AVX2_BLOCKS(PREFIX, TAPS)                                                                               \
     DEFINE_I8_BLOCK(PREFIX##_1, TAVX2, __m256i, load_halves, bcast_halves, dot_halves, STORE256, _mm256_setzero_si256, \
-                    8, 4, 1, TAPS)                                                                                     \
+                    8, 4, 1, TAPS, 2)                                                                                  \
     DEFINE_I8_BLOCK(PREFIX##_2, TAVX2, __m256i, load_halves, bcast_halves, dot_halves, STORE256, _mm256_setzero_si256, \
-                    8, 4, 2, TAPS)
+                    8, 4, 2, TAPS, 2)
 DEFINE_AVX2_BLOCKS(block_avx2, 0)
 DEFINE_AVX2_BLOCKS(block_avx2_1t, 1)
 /* Nine taps unrolled spilled: gcc kept every tap's widened operands live, a
@@ -317,7 +316,7 @@ DEFINE_AVX2_BLOCKS(block_avx2_1t, 1)
                 for (int r = 0; r < kh; r++)                                                                           \
                     for (int k = 0; k < nd; k++) {                                                                     \
                         const uint8_t *p = rows[r] + 4 * (i + k * kstep);                                              \
-                        const VT wv = BCAST(w[r * nd + k]);                                                            \
+                        const VT wv = BCAST(w + r * nd + k);                                                            \
                         a0 = DPBUSD(a0, LOAD((const void *)p), wv);                                                    \
                         a1 = DPBUSD(a1, LOAD((const void *)(p + 4 * VW)), wv);                                         \
                     }                                                                                                  \
@@ -329,7 +328,7 @@ DEFINE_AVX2_BLOCKS(block_avx2_1t, 1)
                 VT a0 = ZERO();                                                                                        \
                 for (int r = 0; r < kh; r++)                                                                           \
                     for (int k = 0; k < nd; k++)                                                                       \
-                        a0 = DPBUSD(a0, LOAD((const void *)(rows[r] + 4 * (i + k * kstep))), BCAST(w[r * nd + k])); \
+                        a0 = DPBUSD(a0, LOAD((const void *)(rows[r] + 4 * (i + k * kstep))), BCAST(w + r * nd + k)); \
                 STORE((void *)(acc + i), a0);                                                                          \
             }                                                                                                          \
         }                                                                                                              \
@@ -760,7 +759,7 @@ DEFINE_REQUANT_ROWS256(_avx2, TAVX2)
     .dw_pad_expand = dw_pad_expand512, .dw_plane = dw_plane512,
 static const qfi_i8_kernels kernels512 = {
     .isa = QFI_I8_VNNI512,
-    .mb = 8, .nv = 3, .vw = 16,
+    .mb = 8, .nv = 3, .vw = 16, .wq = 1,
     .block = {block512_1, block512_2, block512_3},
     .block_1t = {block512_1t_1, block512_1t_2, block512_1t_3},
     .block_9t = {block512_9t_1, block512_9t_2, block512_9t_3},
@@ -770,7 +769,7 @@ static const qfi_i8_kernels kernels512 = {
  * blocks: qfi_cpu_i8_reduction). */
 static const qfi_i8_kernels kernels_amx = {
     .isa = QFI_I8_AMX,
-    .mb = 32, .nv = 2, .vw = 16, .tiles = true,
+    .mb = 32, .nv = 2, .vw = 16, .wq = 1, .tiles = true,
     .block = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
     .block_1t = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
     .block_9t = {qfi_cpu_amx_block_1, qfi_cpu_amx_block_2, NULL},
@@ -780,9 +779,9 @@ static const qfi_i8_kernels kernels_amx = {
  * and the padded plane. THIRD(block) keeps the 3-vector blocks or drops them. */
 #define KEEP_BLOCK(b) b
 #define NO_BLOCK(b) NULL
-#define KERNELS256(ISA, SUFFIX, NV, THIRD)                                                                             \
+#define KERNELS256(ISA, SUFFIX, NV, WQ, THIRD)                                                                         \
     {                                                                                                                  \
-        .isa = ISA, .mb = 4, .nv = NV, .vw = 8,                                                                        \
+        .isa = ISA, .mb = 4, .nv = NV, .vw = 8, .wq = WQ,                                                              \
         .block = {block##SUFFIX##_1, block##SUFFIX##_2, THIRD(block##SUFFIX##_3)},                                     \
         .block_1t = {block##SUFFIX##_1t_1, block##SUFFIX##_1t_2, THIRD(block##SUFFIX##_1t_3)},                         \
         .block_9t = {block##SUFFIX##_9t_1, block##SUFFIX##_9t_2, THIRD(block##SUFFIX##_9t_3)},                         \
@@ -790,11 +789,11 @@ static const qfi_i8_kernels kernels_amx = {
         .requant_cols = requant_cols##SUFFIX, .interleave4 = interleave4_c, .dw_pad = dw_pad_c,                        \
         .dw_expand = dw_expand##SUFFIX, .dw_plane = dw_plane##SUFFIX,                                                  \
     }
-static const qfi_i8_kernels kernels_vex = KERNELS256(QFI_I8_VNNI256, _vex, 3, KEEP_BLOCK);
-static const qfi_i8_kernels kernels_evex = KERNELS256(QFI_I8_VNNI256, _evex, 3, KEEP_BLOCK);
+static const qfi_i8_kernels kernels_vex = KERNELS256(QFI_I8_VNNI256, _vex, 3, 1, KEEP_BLOCK);
+static const qfi_i8_kernels kernels_evex = KERNELS256(QFI_I8_VNNI256, _evex, 3, 1, KEEP_BLOCK);
 /* The vnni256 sets' vector code without vpdpbusd; 3-vector blocks would need
  * more than the 16 registers. */
-static const qfi_i8_kernels kernels_avx2 = KERNELS256(QFI_I8_AVX2, _avx2, 2, NO_BLOCK);
+static const qfi_i8_kernels kernels_avx2 = KERNELS256(QFI_I8_AVX2, _avx2, 2, 2, NO_BLOCK);
 
 static bool has_avx2(void) { return __builtin_cpu_supports("fma") && qfi_cpu_has_f16c(); }
 static bool has_vnni512(void)

@@ -248,14 +248,17 @@ typedef struct qfi_i8_geom {
 /* out (mb, nv*vw) int32 = sum over quads q and taps t of the dot product of
  * the u8 quad at x + q*stride + off[t] + 4*i (position i) with the s8 quad
  * w[(q*taps + t)*mb + m] (row m): mb rows of w broadcast against nv vectors
- * of vw consecutive positions. A kernel set with `tiles` packs w per tap t
- * and group of kq quads instead: mb rows (output channels) of 4*kq bytes. */
+ * of vw consecutive positions. Each s8 quad of w takes `wq` int32 words
+ * (qfi_i8_put_quad), so w's index is scaled by wq. A kernel set with `tiles`
+ * packs w per tap t and group of kq quads instead: mb rows (output channels)
+ * of 4*kq bytes. */
 typedef void (*qfi_i8_block_fn)(const qfi_i8_geom *g, const uint8_t *x, const int32_t *w, int32_t *out);
 /* The int32 addend of an output element rides along with the accumulator;
  * the requantizing epilogue then runs on acc + add. */
 typedef struct qfi_i8_kernels {
     qfi_i8_isa isa;
     int mb, nv, vw;              /* rows x vectors x positions per vector of the widest block */
+    int wq;                      /* int32 words a packed s8 quad of the broadcast operand takes (1 or 2) */
     bool tiles;                  /* blocks on AMX tiles: the weights' tile layout, geom kq */
     qfi_i8_block_fn block[3];    /* block[k]: k+1 vectors; any number of taps */
     qfi_i8_block_fn block_1t[3]; /* the same, for taps == 1 */
@@ -306,6 +309,23 @@ const qfi_i8_kernels *qfi_cpu_i8_reduction(int64_t k, int64_t *quads, int64_t *k
 /* Widest register block of any instance, for buffers sized before the choice. */
 #define QFI_I8_MB_MAX 32
 #define QFI_I8_CHUNK_MAX 48
+#define QFI_I8_WQ_MAX 2
+
+/* The s8 quad q as kernels k's blocks read their broadcast operand, at dst;
+ * returns the next quad's place. One word, or (wq 2: the avx2 set, whose
+ * products are 16-bit words) q0 and q2 then q1 and q3 as int16 pairs: each
+ * word broadcast is then the even or odd bytes' operand as it is, where
+ * splitting a word at each use cost three shifts (x86 only: little-endian). */
+static inline int32_t *qfi_i8_put_quad(const struct qfi_i8_kernels *k, int32_t *dst, const int8_t q[4])
+{
+    if (k->wq == 1) {
+        memcpy(dst, q, 4);
+        return dst + 1;
+    }
+    const int16_t h[4] = {q[0], q[2], q[1], q[3]};
+    memcpy(dst, h, sizeof h);
+    return dst + 2;
+}
 
 /* AMX (int8_amx.c): whether this CPU and OS run the tiles (asks Linux for
  * them once); the tile blocks of 1 and 2 vectors of 16 positions, 32 rows;
