@@ -316,7 +316,7 @@ DEFINE_AVX2_BLOCKS(block_avx2_1t, 1)
                 for (int r = 0; r < kh; r++)                                                                           \
                     for (int k = 0; k < nd; k++) {                                                                     \
                         const uint8_t *p = rows[r] + 4 * (i + k * kstep);                                              \
-                        const VT wv = BCAST(w + r * nd + k);                                                            \
+                        const VT wv = BCAST(w + r * nd + k);                                                           \
                         a0 = DPBUSD(a0, LOAD((const void *)p), wv);                                                    \
                         a1 = DPBUSD(a1, LOAD((const void *)(p + 4 * VW)), wv);                                         \
                     }                                                                                                  \
