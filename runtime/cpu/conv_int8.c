@@ -39,8 +39,9 @@ static conv8_path choose_path(const qfi_conv_geom *geo)
  * weights), the 128 that the u8 activations carry (wrapping int32: exact
  * once the accumulator is added). Direct weights: per group and block of mb
  * output channels, (quad, tap, mb) quads of four s8 (channels 4q..4q+3,
- * zero past the group's), each as qfi_i8_put_quad packs it for the kernels. Depthwise: per output channel, (kh, quads per row)
- * words of four s8 (taps 4k..4k+3 of the row, zero past kw). */
+ * zero past the group's), each as qfi_i8_put_quad packs it for the kernels.
+ * Depthwise: per output channel, (kh, quads per row) words of four s8 (taps
+ * 4k..4k+3 of the row, zero past kw). */
 typedef struct conv8_state {
     conv8_path path;
     const qfi_i8_kernels *k;

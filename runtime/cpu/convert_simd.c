@@ -98,7 +98,7 @@ TF16C static void dequantize_i8_v(const int8_t *q, float *f, int64_t n, float s,
  * int8_simd.c's avxvnni). Asked once: these conversions run on rows of a few
  * hundred elements, and under a hypervisor cpuid traps (it was 12 % of
  * DeiT-tiny's INT8 time on the CPU engine, in the Q/DQ nodes' per-row calls). */
-bool qfi_cpu_has_f16c(void)
+bool qfi_cpu_has_avx2_f16c(void)
 {
     static _Atomic int known = -1; /* -1: not asked yet */
     int v = atomic_load_explicit(&known, memory_order_relaxed);
@@ -110,13 +110,13 @@ bool qfi_cpu_has_f16c(void)
     return v;
 }
 #else
-bool qfi_cpu_has_f16c(void) { return false; }
+bool qfi_cpu_has_avx2_f16c(void) { return false; }
 #endif
 
 void qfi_cpu_f16_to_f32(const uint16_t *h, float *f, int64_t n)
 {
 #ifdef HAVE_F16C_KERNELS
-    if (qfi_cpu_has_f16c()) {
+    if (qfi_cpu_has_avx2_f16c()) {
         f16_to_f32_v(h, f, n);
         return;
     }
@@ -127,7 +127,7 @@ void qfi_cpu_f16_to_f32(const uint16_t *h, float *f, int64_t n)
 void qfi_cpu_f32_to_f16(const float *f, uint16_t *h, int64_t n)
 {
 #ifdef HAVE_F16C_KERNELS
-    if (qfi_cpu_has_f16c()) {
+    if (qfi_cpu_has_avx2_f16c()) {
         f32_to_f16_v(f, h, n);
         return;
     }
@@ -138,7 +138,7 @@ void qfi_cpu_f32_to_f16(const float *f, uint16_t *h, int64_t n)
 void qfi_cpu_quantize(const void *x, qf_dtype dt, int8_t *q, int64_t n, float s, int32_t z)
 {
 #ifdef HAVE_F16C_KERNELS
-    if (qfi_cpu_has_f16c()) {
+    if (qfi_cpu_has_avx2_f16c()) {
         quantize_v(x, dt, q, n, s, z);
         return;
     }
@@ -150,7 +150,7 @@ void qfi_cpu_quantize(const void *x, qf_dtype dt, int8_t *q, int64_t n, float s,
 void qfi_cpu_dequantize(const int8_t *q, float *f, int64_t n, float s, int32_t z)
 {
 #ifdef HAVE_F16C_KERNELS
-    if (qfi_cpu_has_f16c()) {
+    if (qfi_cpu_has_avx2_f16c()) {
         dequantize_i8_v(q, f, n, s, z);
         return;
     }

@@ -795,7 +795,7 @@ static const qfi_i8_kernels kernels_evex = KERNELS256(QFI_I8_VNNI256, _evex, 3, 
  * more than the 16 registers. */
 static const qfi_i8_kernels kernels_avx2 = KERNELS256(QFI_I8_AVX2, _avx2, 2, 2, NO_BLOCK);
 
-static bool has_avx2(void) { return __builtin_cpu_supports("fma") && qfi_cpu_has_f16c(); }
+static bool has_avx2(void) { return __builtin_cpu_supports("fma") && qfi_cpu_has_avx2_f16c(); }
 static bool has_vnni512(void)
 {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

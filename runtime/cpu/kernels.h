@@ -209,7 +209,7 @@ qf_status qfi_cpu_conv_depthwise(const struct qfi_conv_geom *geo, const float *x
 /* Bulk conversions between f32 and stored f16 / int8 values (convert_simd.c),
  * bit for bit lib/dtype.c's and lib/quant_math.h's element functions: f16 <->
  * f32, x (f32 or f16) quantized at scale s and zero point z, (q - z) * s. */
-bool qfi_cpu_has_f16c(void); /* AVX2 and F16C: these conversions (and int8_simd.c's avx2 set) run vectors */
+bool qfi_cpu_has_avx2_f16c(void); /* these conversions (and int8_simd.c's avx2 set) run vectors */
 void qfi_cpu_f16_to_f32(const uint16_t *h, float *f, int64_t n);
 void qfi_cpu_f32_to_f16(const float *f, uint16_t *h, int64_t n);
 void qfi_cpu_quantize(const void *x, qf_dtype dt, int8_t *q, int64_t n, float s, int32_t z);
