@@ -4,7 +4,7 @@
 # calibrates and quantizes the same ONNX files itself (its own table and .qfm
 # formats), then the two are benched alternately, REPS times each, so clock
 # drift hits both alike; prints the median images/s of each and their ratio.
-#   usage: bench/device/compare.sh OLD_DIR NEW_DIR MODELS_DIR IMAGES [ARCH...]
+#   usage: [PRECS="int8 fp16"] [REPS=3] bench/device/compare.sh OLD_DIR NEW_DIR MODELS_DIR IMAGES [ARCH...]
 # OLD_DIR/NEW_DIR hold bin/qforge and lib/ (as make_bundle.sh packs them);
 # MODELS_DIR has ARCH.onnx (bench_cuda.sh writes them).
 set -eu
@@ -15,17 +15,19 @@ REPS=${REPS:-3}
 W=$(mktemp -d)
 run() { # build args...
   local b=$1; shift
-  LD_LIBRARY_PATH=$b/lib:${LD_LIBRARY_PATH:-} "$b/bin/qforge" "$@"
+  # each build its own tactic cache: the cache's key names the version, not the
+  # build, so the second build would take the first one's timings
+  QFORGE_CACHE_DIR=$W/cache${b//\//_} LD_LIBRARY_PATH=$b/lib:${LD_LIBRARY_PATH:-} "$b/bin/qforge" "$@"
 }
 for a in $ARCHS; do
   for side in old new; do
     b=$OLD; [ $side = new ] && b=$NEW
     run $b calib "$M/$a.onnx" --images "$IMAGES" --preset imagenet -n 100 --device cuda --batch 50 --quiet -o $W/${a}_$side.calib
-    for p in int8 fp16; do
+    for p in ${PRECS:-int8 fp16}; do
       run $b quant "$M/$a.onnx" --calib $W/${a}_$side.calib --precision $p -o $W/${a}_${p}_$side.qfm --quiet
     done
   done
-  for p in int8 fp16; do
+  for p in ${PRECS:-int8 fp16}; do
     for r in $(seq $REPS); do
       for side in old new; do
         b=$OLD; [ $side = new ] && b=$NEW

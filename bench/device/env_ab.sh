@@ -10,12 +10,16 @@ set -eu
 A=$1 B=$2
 shift 2
 Q=${QFORGE:-/tmp/q/bin/qforge}
+# each side its own tactic cache, or the second side would take the first
+# side's choices (the cache's key names the version, not the setting or build)
+C=$(mktemp -d)
+trap 'rm -rf "$C"' EXIT
 for m in "$@"; do
   a=() b=()
   for r in $(seq "${REPS:-3}"); do
     for side in A B; do
       set_=$A; [ $side = B ] && set_=$B
-      ips=$(env "$set_" "$Q" bench "$m" --batch "${BATCH:-256}" --duration 1 --json |
+      ips=$(env QFORGE_CACHE_DIR=$C/$side "$set_" "$Q" bench "$m" --batch "${BATCH:-256}" --duration 1 --json |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["images_per_second"])')
       if [ $side = A ]; then a+=("$ips"); else b+=("$ips"); fi
     done
