@@ -1189,10 +1189,13 @@ int cu_igemm_split_k(const cu_igemm *ig, int variant)
 
 uint32_t cu_igemm_signature(const cu_igemm *ig)
 {
-    uint32_t h = 2166136261u; /* FNV-1a over each variant's shape and kind */
+    /* FNV-1a over each variant's shape, kind, shared memory and grid: a
+     * build whose kernels differ in these (a pipeline's stages) times its
+     * layers again rather than take an older build's choices */
+    uint32_t h = 2166136261u;
     for (int i = 0; i < ig->n_v; i++) {
         const igemm_variant &v = ig->v[i];
-        const int f[] = {v.bm, v.bn, v.wg, v.persistent, v.k_splits, v.kt_split, v.threads, v.stem};
+        const int f[] = {v.bm, v.bn, v.wg, v.persistent, v.k_splits, v.kt_split, v.threads, v.stem, (int)v.smem, v.blocks};
         for (int x : f) h = (h ^ (uint32_t)x) * 16777619u;
     }
     return h;
