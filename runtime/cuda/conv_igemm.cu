@@ -14,7 +14,7 @@
  * space-to-depth for stride 2; see input_prep) and the weights to match. A
  * table gives each k's offset in the input and its tap; each tile knows
  * which of its windows' taps are inside the input. Tiles: BM positions x BN
- * channels x 64 bytes of K per stage, 4 stages of cp.async (5 for wgmma), 8 warps; the
+ * channels x 64 bytes of K per stage, 4 stages of cp.async, 8 warps; the
  * MMAs by wgmma (Hopper, sm_90a: m64nNk32 from shared memory) or by
  * mma.sync m16n8k32 (any sm_80+), whichever the tuner times faster.
  * Taps in the padding read the input's zero point, as the CPU engine's do. */
@@ -25,14 +25,6 @@ namespace {
 
 constexpr int BK = 64;      /* K bytes per pipeline stage: four 16-byte chunks a row */
 constexpr int THREADS = 256;
-/* Pipeline stages, and how many of them are loaded ahead of the one being
- * multiplied. mma.sync is done with a stage when its warp moves on, so the
- * stage just computed is refilled at once. wgmma reads shared memory
- * asynchronously: each warpgroup keeps one stage's MMAs in flight while it
- * issues the next, so a stage is refilled one iteration later, and a fifth
- * stage keeps three loads in flight as mma.sync's four do. */
-__host__ __device__ constexpr int igemm_stages(bool wg) { return wg ? 5 : 4; }
-constexpr int IGEMM_AHEAD = 3;
 constexpr int MAX_TAPS = 31; /* a window's taps as bits of one word; bit 31 is the past-K tap */
 /* Padding taps read the zero point from a buffer this long, each thread its
  * own 16 bytes of it: with one 16-byte copy every block read the same L2
@@ -97,29 +89,11 @@ __device__ __forceinline__ void wgmma_fence()
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void wgmma_commit()
+__device__ __forceinline__ void wgmma_commit_and_wait()
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
-}
-/* until at most N committed groups of this warpgroup's MMAs are in flight */
-template <int N> __device__ __forceinline__ void wgmma_wait()
-{
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-#endif
-}
-/* The accumulators as written by the asynchronous MMAs: a use that the
- * compiler could place before the wait for them now follows it. */
-template <int A, int B, int C> __device__ __forceinline__ void fence_acc(int32_t (&acc)[A][B][C])
-{
-#pragma unroll
-    for (int i = 0; i < A; i++)
-#pragma unroll
-        for (int j = 0; j < B; j++)
-#pragma unroll
-            for (int k = 0; k < C; k++) asm volatile("" : "+r"(acc[i][j][k])::"memory");
 }
 /* cp.async's writes become visible to the async proxy wgmma reads through */
 __device__ __forceinline__ void fence_proxy_async()
@@ -382,14 +356,13 @@ template <int MW> __device__ __forceinline__ int wgmma_row(int r)
 /* A block computes BM output positions x BN channels with 8 warps,
  * WARPS_M x (8 / WARPS_M) (128x256: 64x64 warp tiles, one block an SM);
  * VEC bytes per gathered copy (16 when Cp % 16 == 0, else 8 or 4: a copy
- * never crosses a tap). igemm_stages(WG) stages of cp.async. WG: the MMAs by wgmma, each
+ * never crosses a tap). 4 stages of cp.async. WG: the MMAs by wgmma, each
  * warpgroup taking BM / 2 rows as MW = BM / 128 blocks of 64 (WARPS_M = 8:
  * a warp's accumulators are MW x 16 rows x BN, laid out as mma.sync's). */
 template <int BM, int BN, int WARPS_M, int VEC, bool WG, bool ACT>
 __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_kernel(igemm_params p)
 {
-    constexpr int STAGES = igemm_stages(WG);
-    static_assert(STAGES - (WG ? 2 : 1) == IGEMM_AHEAD, "stages loaded ahead");
+    constexpr int STAGES = 4;
     constexpr int WARPS_N = 8 / WARPS_M, WTM = BM / WARPS_M, WTN = BN / WARPS_N;
     constexpr int MT = WTM / 16, NT = WTN / 8;
     constexpr int SUB = 16 / VEC;                         /* copies per 16-byte chunk */
@@ -499,7 +472,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
     int32_t acc[MT][NT][4];
     init_acc(p, acc, tile_ch0(blockIdx.x), lane);
 #pragma unroll
-    for (int s = 0; s < IGEMM_AHEAD; s++) {
+    for (int s = 0; s < STAGES - 1; s++) {
         if (s < iters) load_next();
         cp_async_commit();
     }
@@ -526,70 +499,62 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
         a_lane[kk] = swz(lane & 15, kk * 2 + (lane >> 4));
         b_lane[kk] = swz((lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1));
     }
-    /* Tiles, then their stages: the wgmma accumulators flow only from one
-     * stage's MMAs to the next inside the stage loop. With one loop over
-     * both, the back edge also brought init_acc's values, and ptxas waited
-     * for the MMAs at every stage (C7517: "warpgroup.wait is injected"). */
-    int it = 0, c_tile = blockIdx.x, c_stage = 0;
-    for (int t = 0; t < my_tiles; t++) {
-        for (int c_kt = 0; c_kt < KT; c_kt++, it++) {
-            /* stage `it` was committed IGEMM_AHEAD iterations back; newer than
-             * it: IGEMM_AHEAD - 1 stages and the residual groups of those iterations */
-            switch (__popc(r_ends & 7)) {
-            case 0: cp_async_wait<IGEMM_AHEAD - 1>(); break;
-            case 1: cp_async_wait<IGEMM_AHEAD>(); break;
-            case 2: cp_async_wait<IGEMM_AHEAD + 1>(); break;
-            default: cp_async_wait<IGEMM_AHEAD + 2>(); break;
-            }
-            if constexpr (WG) fence_proxy_async();
-            /* stage `it` landed for everyone; the stage whose MMAs are all done
-             * (mma.sync: the last one; wgmma: the one before) is free to refill */
-            __syncthreads();
-            if (it + IGEMM_AHEAD < iters) load_next();
-            cp_async_commit();
-
-            const uint32_t as = smem_addr(As + c_stage * BM * BK), bs = smem_addr(Bs + c_stage * BN * BK);
-            if (++c_stage == STAGES) c_stage = 0;
-            if constexpr (WG) {
-                /* this warpgroup's MW blocks of 64 rows; two k32 steps 32 bytes apart inside the swizzled rows */
-                wgmma_fence();
-#pragma unroll
-                for (int mw = 0; mw < MW; mw++) {
-                    const uint32_t a_rows = as + ((warp >> 2) * MW + mw) * 64 * BK;
-#pragma unroll
-                    for (int kk = 0; kk < 2; kk++) {
-                        const uint64_t da = wgmma_desc(a_rows + kk * 32), db = wgmma_desc(bs + kk * 32);
-                        if constexpr (BN == 256) wgmma_n256(&acc[mw][0][0], da, db);
-                        else if constexpr (BN == 128) wgmma_n128(&acc[mw][0][0], da, db);
-                        else wgmma_n64(&acc[mw][0][0], da, db);
-                    }
-                }
-                wgmma_commit();
-                wgmma_wait<1>(); /* this stage's MMAs stay in flight through the next stage's wait and issue */
-            } else {
-#pragma unroll
-                for (int kk = 0; kk < 2; kk++) { /* two k32 steps per 64-byte stage */
-                    uint32_t af[MT][4], bf[NT][2];
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) ldmatrix_x4(as + (warp_m * WTM + mt * 16) * BK + a_lane[kk], af[mt]);
-#pragma unroll
-                    for (int np = 0; np < NT / 2; np++) {
-                        uint32_t t[4];
-                        ldmatrix_x4(bs + (warp_n * WTN + np * 16) * BK + b_lane[kk], t);
-                        bf[2 * np][0] = t[0], bf[2 * np][1] = t[1];
-                        bf[2 * np + 1][0] = t[2], bf[2 * np + 1][1] = t[3];
-                    }
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                        for (int nt = 0; nt < NT; nt++) mma_s8(acc[mt][nt], af[mt], bf[nt]);
-                }
-            }
-            r_ends <<= 1;
+    int c_kt = 0, c_tile = blockIdx.x, c_stage = 0;
+    for (int it = 0; it < iters; it++) {
+        /* stage `it` was committed STAGES - 1 iterations back; newer than it:
+         * STAGES - 2 stages and the residual groups of those iterations */
+        switch (__popc(r_ends & 7)) {
+        case 0: cp_async_wait<STAGES - 2>(); break;
+        case 1: cp_async_wait<STAGES - 1>(); break;
+        case 2: cp_async_wait<STAGES>(); break;
+        default: cp_async_wait<STAGES + 1>(); break;
         }
+        if constexpr (WG) fence_proxy_async();
+        __syncthreads(); /* stage `it` landed for everyone; the stage computed last is free to refill */
+        const bool last = c_kt == KT - 1;
+        if (it + STAGES - 1 < iters) load_next();
+        cp_async_commit();
+
+        const uint32_t as = smem_addr(As + c_stage * BM * BK), bs = smem_addr(Bs + c_stage * BN * BK);
+        if (++c_stage == STAGES) c_stage = 0;
         if constexpr (WG) {
-            wgmma_wait<0>(); /* the tile's last MMAs, before the epilogue reads them */
-            fence_acc(acc);
+            /* this warpgroup's MW blocks of 64 rows; two k32 steps 32 bytes apart inside the swizzled rows */
+            wgmma_fence();
+#pragma unroll
+            for (int mw = 0; mw < MW; mw++) {
+                const uint32_t a_rows = as + ((warp >> 2) * MW + mw) * 64 * BK;
+#pragma unroll
+                for (int kk = 0; kk < 2; kk++) {
+                    const uint64_t da = wgmma_desc(a_rows + kk * 32), db = wgmma_desc(bs + kk * 32);
+                    if constexpr (BN == 256) wgmma_n256(&acc[mw][0][0], da, db);
+                    else if constexpr (BN == 128) wgmma_n128(&acc[mw][0][0], da, db);
+                    else wgmma_n64(&acc[mw][0][0], da, db);
+                }
+            }
+            wgmma_commit_and_wait(); /* the stage is refilled two iterations on */
+        } else {
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) { /* two k32 steps per 64-byte stage */
+            uint32_t af[MT][4], bf[NT][2];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) ldmatrix_x4(as + (warp_m * WTM + mt * 16) * BK + a_lane[kk], af[mt]);
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                uint32_t t[4];
+                ldmatrix_x4(bs + (warp_n * WTN + np * 16) * BK + b_lane[kk], t);
+                bf[2 * np][0] = t[0], bf[2 * np][1] = t[1];
+                bf[2 * np + 1][0] = t[2], bf[2 * np + 1][1] = t[3];
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) mma_s8(acc[mt][nt], af[mt], bf[nt]);
+        }
+        }
+        r_ends <<= 1;
+        if (!last) {
+            c_kt++;
+            continue;
         }
         /* warp-local: the other warps go on with the next tile meanwhile */
         const int pos0 = tile_pos0(c_tile), ch0 = tile_ch0(c_tile);
@@ -629,7 +594,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
         __syncwarp();
         if (p.k_splits == 1) wt::store(p, Ew, pos0, ch0, lane);
         __syncwarp(); /* Ew is free: the next tile's residual may land in it */
-        c_tile += gridDim.x;
+        c_kt = 0, c_tile += gridDim.x;
         init_acc(p, acc, tile_ch0(c_tile), lane);
         if (has_res) {
             if (c_tile < tiles) wt::load_residual(p, Ew, tile_pos0(c_tile), tile_ch0(c_tile), lane);
@@ -1139,9 +1104,9 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
             base.n_tiles = (int)((g->M + bn - 1) / bn);
             base.p_tiles = (int)((P + bm - 1) / bm);
             const int64_t tiles = (int64_t)base.n_tiles * base.p_tiles;
-            /* the stages of A and B, and each warp's epilogue tile (8 warps of BM*BN/8 plus 16-byte row padding) */
+            /* 4 stages of A and B, and each warp's epilogue tile (8 warps of BM*BN/8 plus 16-byte row padding) */
             const int wtm = bm / (wg ? 8 : bn == 64 ? 4 : 2); /* warp tile rows: BM / WARPS_M */
-            base.smem = (size_t)igemm_stages(wg) * (bm + bn) * BK + (size_t)bm * bn + (size_t)8 * wtm * 16;
+            base.smem = (size_t)4 * (bm + bn) * BK + (size_t)bm * bn + (size_t)8 * wtm * 16;
             int per_sm = 0;
             cudaError_t e = cudaFuncSetAttribute(base.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)base.smem);
             if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, base.fn, THREADS, base.smem);
