@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Exits 0 when ONNX Runtime's u8 x s8 integer GEMM is exact on this CPU, 10
 when it is not (x86 without VNNI: bench/peers/common.py's ort_int8_exact),
-and prints what it found; any other status is a failure of the probe itself. tests/test_qdq_ort.sh asks this before it holds
-qforge's exact INT8 to ONNX Runtime's results."""
+and prints what it found; any other status is a failure of the probe
+itself. tests/test_qdq_ort.sh asks this before it holds qforge's exact INT8
+to ONNX Runtime's results."""
 import os
 import sys
 
