@@ -3,7 +3,7 @@
 # commands it stands for, on ResNet-20 and CIFAR-10 images from the shared data
 # (exit 77 without): the same table as `calib -n`, the same .qfm as
 # `quant --calib`, and the held-out figures `eval --reference` gives on the
-# images calibration left, and eval --per-layer's rows there; --precision best; a
+# images calibration left, and eval --per-layer's rows there; --precision best and fast; a
 # folder too small; usage errors.
 set -u
 : "${QFORGE:?}" "${top_srcdir:?}"
@@ -111,6 +111,31 @@ expect 2 "has no node named 'NoSuchConv'" "--fp16-layers with an unknown name" -
 [ ! -e "$tmp/bad.qfm" ] && pass "nothing written for it" || fail "bad.qfm written"
 expect 2 "--fp16-layers goes with --precision int8" "--fp16-layers at fp16" -- \
   "$QFORGE" quant "$model" --calib "$tmp/best50.calib" --fp16-layers "$names" --precision fp16
+
+# ---- --precision fast: the layers that time faster in FP16 (here, on the CPU) return to FP16 -----
+# Which layers that is depends on the machine's timings, so the test asserts what holds for any
+# choice: the summary names them, the .qfm has them in FP16, and --fp16-layers replays the file.
+"$QFORGE" quant "$model" --calib "$tmp/best50.calib" --images "$data/calib" -n 50 --held-out 50 $pp --precision fast \
+  --zero-points none -o "$tmp/fast.qfm" --json --quiet > "$tmp/fast.json" || fail "quant --precision fast exit $?"
+fast_names=$(sed -n 's/.*"fp16_layers": \[\([^]]*\)\].*/\1/p' "$tmp/fast.json" | tr -d '" ')
+fast_n=$(printf '%s' "$fast_names" | tr ',' '\n' | grep -c .)
+fast16=$(sed -n 's/.*"fp16": \([0-9]*\).*/\1/p' "$tmp/fast.json")
+fast_ips=$(sed -n 's/.*"fast": {[^}]*"images_per_second": \([0-9.]*\).*/\1/p' "$tmp/fast.json")
+if grep -q '"precision": "fast"' "$tmp/fast.json" && [ -n "$fast_ips" ] && [ "$fast16" -ge "$fast_n" ] &&
+   awk -v a="$(json "$tmp/fast.json" agreement)" 'BEGIN { exit !(a >= 0.9) }'
+then pass "fast: $fast_n layer(s) in FP16 ($fast16 FP16 nodes), $fast_ips images/s at its batch"
+else fail "fast: $(cat "$tmp/fast.json")"; fi
+if [ "$fast_n" -gt 0 ]; then
+  "$QFORGE" quant "$model" --calib "$tmp/best50.calib" --fp16-layers "$fast_names" --zero-points none \
+    -o "$tmp/fast_replay.qfm" --quiet || fail "quant --fp16-layers (fast's) exit $?"
+else
+  "$QFORGE" quant "$model" --calib "$tmp/best50.calib" --zero-points none -o "$tmp/fast_replay.qfm" --quiet ||
+    fail "quant (fast chose no layer) exit $?"
+fi
+cmp -s "$tmp/fast.qfm" "$tmp/fast_replay.qfm" && pass "fast's .qfm = --fp16-layers '$fast_names'" ||
+  fail "fast's .qfm differs from --fp16-layers '$fast_names'"
+expect 2 "--precision fast needs --images" "--precision fast without images" -- \
+  "$QFORGE" quant "$model" --calib "$tmp/best50.calib" --precision fast
 
 # labels whose classes do not match the model's outputs (folders calib/ and val/ of ImageNet
 # without --synsets) are warned about, once

@@ -13,7 +13,7 @@
 #include <string.h>
 
 static const char quant_help[] =
-    "usage: qforge quant MODEL.onnx --images DIR [-o MODEL.qfm] [--precision int8|fp16|best] [PREPROCESS]\n"
+    "usage: qforge quant MODEL.onnx --images DIR [-o MODEL.qfm] [--precision int8|fp16|best|fast] [PREPROCESS]\n"
     "                    [-n COUNT] [--held-out COUNT] [--max-drop POINTS] [LABELS] [--method M]\n"
     "                    [--calib-out TABLE.calib] [--report FILE.html] [--device D] [--batch B]\n"
     "                    [--threads T] [--json] [--strict]\n"
@@ -40,6 +40,8 @@ static const char quant_help[] =
     "              the model against FP32 on up to --held-out others (default 500)\n"
     "  --precision int8 (default) | fp16 | fp32 | best (INT8, the layers that cost the most\n"
     "              agreement returned to FP16 until its loss is within --max-drop, default 0.5)\n"
+    "              | fast (INT8, the layers that run faster in FP16 on --device returned to FP16,\n"
+    "              timed at batch 256 on a GPU)\n"
     "  --fp16-layers  with --precision int8: these nodes (as `qforge info --nodes` names\n"
     "              them) stay FP16, the rest INT8 (what --precision best chose, say)\n"
     "  --method    with --images, how to calibrate (as qforge calib); with --calib, which\n"
@@ -55,7 +57,7 @@ static const char quant_help[] =
 
 typedef struct quant_args {
     const char *model, *calib, *precision, *method, *out_path, *onnx_out, *calib_out, *report, *device;
-    bool per_tensor, force, json, best;
+    bool per_tensor, force, json, best, fast; /* best, fast: --precision best / fast, searches */
     const char *zero_points; /* --zero-points MODE (--asymmetric: all); NULL: the library's default */
     bool int8_attention;   /* --int8-attention: MatMuls of two activations in INT8 */
     bool equalize;         /* --equalize, or a table calibrated with it: every graph of MODEL is equalized */
@@ -203,9 +205,10 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
     }
     if (!a->model) return cli_usage_error("quant", "missing MODEL.onnx");
     a->best = !strcmp(a->precision, "best");
+    a->fast = !strcmp(a->precision, "fast");
     qf_precision p;
-    if (!a->best && qf_precision_parse(a->precision, &p) != QF_OK)
-        return cli_usage_error("quant", "unknown precision '%s' (expected int8, fp16, fp32 or best)", a->precision);
+    if (!a->best && !a->fast && qf_precision_parse(a->precision, &p) != QF_OK)
+        return cli_usage_error("quant", "unknown precision '%s' (expected int8, fp16, fp32, best or fast)", a->precision);
     unsigned mask;
     double pct;
     if (a->method && qf_calib_method_parse(a->method, &mask, &pct) != QF_OK) return cli_fail(QF_ERR_USAGE);
@@ -214,27 +217,28 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
         qf_status st = model_has_qdq(a->model, &own);
         if (st != QF_OK) return cli_fail(st);
     }
-    if (!images && !a->calib && strcmp(a->precision, "fp16") && strcmp(a->precision, "fp32") && (a->best || !own))
+    if (!images && !a->calib && strcmp(a->precision, "fp16") && strcmp(a->precision, "fp32") && (a->best || a->fast || !own))
         return cli_usage_error("quant", "--precision %s needs --images DIR (or --calib TABLE.calib from qforge calib)",
                                a->precision);
-    if (a->best && !images) return cli_usage_error("quant", "--precision best needs --images DIR to measure on");
+    if ((a->best || a->fast) && !images)
+        return cli_usage_error("quant", "--precision %s needs --images DIR to measure on", a->precision);
     if (a->bias_correction && !images)
         return cli_usage_error("quant", "--bias-correction needs --images DIR to measure on");
     if (a->optimize_rounding && !images)
         return cli_usage_error("quant", "--optimize-rounding needs --images DIR to learn on");
     if (a->max_drop >= 0 && !a->best) return cli_usage_error("quant", "--max-drop goes with --precision best");
     if (a->fp16_list && strcmp(a->precision, "int8"))
-        return cli_usage_error("quant", "--fp16-layers goes with --precision int8 (best chooses its own)");
+        return cli_usage_error("quant", "--fp16-layers goes with --precision int8 (best and fast choose their own)");
     if (a->zero_points && strcmp(a->zero_points, "none") && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
-        return cli_usage_error("quant", "--asymmetric / --zero-points %s: zero points go with --precision int8 or best",
+        return cli_usage_error("quant", "--asymmetric / --zero-points %s: zero points go with --precision int8, best or fast",
                                a->zero_points);
     if (a->int8_attention && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
-        return cli_usage_error("quant", "--int8-attention goes with --precision int8 or best");
+        return cli_usage_error("quant", "--int8-attention goes with --precision int8, best or fast");
     if ((a->optimize_rounding || a->bias_correction) && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
-        return cli_usage_error("quant", "%s goes with --precision int8 or best",
+        return cli_usage_error("quant", "%s goes with --precision int8, best or fast",
                                a->optimize_rounding ? "--optimize-rounding" : "--bias-correction");
     if (a->equalize && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
-        return cli_usage_error("quant", "--equalize goes with --precision int8 or best");
+        return cli_usage_error("quant", "--equalize goes with --precision int8, best or fast");
     if (a->equalize && own)
         return cli_usage_error("quant", "--equalize: %s carries its own scales (QuantizeLinear/DequantizeLinear), "
                                "made for its own weights", a->model);
@@ -265,7 +269,7 @@ static qf_status quant_options(const quant_args *a, const qf_calib_table *t, con
     qo->n_float_nodes = floats ? n_floats : a->n_fp16_layers;
     qo->bias_fix = a->bias_fix;
     qo->adaround = a->adaround;
-    if (!a->best) QF_CHECK_CLI(qf_precision_parse(a->precision, &qo->precision));
+    if (!a->best && !a->fast) QF_CHECK_CLI(qf_precision_parse(a->precision, &qo->precision));
     /* with --images, --method said how to calibrate; the table's default is then that method */
     if (!a->method || !a->calib) return QF_OK;
     unsigned mask;
@@ -507,7 +511,8 @@ static bool within_drop(const quant_args *a, const eval_scores *s) { return loss
 
 typedef struct ranked {
     const char *name;
-    double sqnr;   /* output SQNR on the sensitivity images with this layer alone in FP16 */
+    double sqnr;   /* best: output SQNR on the sensitivity images with this layer alone in FP16 */
+    double ratio;  /* fast: its FP16 cost over its INT8 cost in the two profiles */
     int order;     /* graph order, to break ties */
 } ranked;
 
@@ -515,6 +520,13 @@ static int cmp_ranked(const void *x, const void *y)
 {
     const ranked *a = x, *b = y;
     if (a->sqnr != b->sqnr) return a->sqnr > b->sqnr ? -1 : 1;
+    return a->order - b->order;
+}
+
+static int cmp_ratio(const void *x, const void *y)
+{
+    const ranked *a = x, *b = y;
+    if (a->ratio != b->ratio) return a->ratio < b->ratio ? -1 : 1;
     return a->order - b->order;
 }
 
@@ -616,6 +628,181 @@ static qf_status best_search(quant_args *a, const qf_calib_table *t, const qf_da
     return st;
 }
 
+/* ---- --precision fast ----------------------------------------------------------------- */
+
+/* The batch --precision fast times at: a GPU's throughput batch, the check's on the CPU. */
+#define FAST_GPU_BATCH 256
+/* A model with FP16 layers is kept only if it runs at least this much faster
+ * than all-INT8: within timing noise, fewer FP16 layers win. */
+#define FAST_MIN_GAIN 1.02
+
+/* Node names of a graph, sorted, to ask whether the other model has a node. */
+typedef struct name_set {
+    const char **names;
+    int n;
+} name_set;
+
+static int cmp_str(const void *x, const void *y) { return strcmp(*(const char *const *)x, *(const char *const *)y); }
+
+static qf_status name_set_of(const qf_graph *g, name_set *s)
+{
+    s->n = g->n_nodes;
+    s->names = calloc((size_t)g->n_nodes + 1, sizeof *s->names);
+    if (!s->names) return qf_error(QF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < g->n_nodes; i++) s->names[i] = g->nodes[i].name;
+    qsort(s->names, (size_t)s->n, sizeof *s->names, cmp_str);
+    return QF_OK;
+}
+
+static bool name_set_has(const name_set *s, const char *name)
+{
+    return bsearch(&name, s->names, (size_t)s->n, sizeof *s->names, cmp_str) != NULL;
+}
+
+static bool is_conversion(qf_op op)
+{
+    return op == QF_OP_QUANTIZE_LINEAR || op == QF_OP_DEQUANTIZE_LINEAR || op == QF_OP_CAST;
+}
+
+/* What layer `node` of g costs in the profile ms: its own time, plus the nodes
+ * its precision brings that the other model (whose names are `other`) lacks:
+ * downstream, the float activation and residual nodes the INT8 form fuses
+ * away (and conversions out of it); upstream, the conversions feeding it.
+ * `mark` (g->n_nodes, zeroed) is scratch, zeroed again on return. */
+static double layer_ms(const qf_graph *g, const double *ms, int node, const name_set *other, int *queue, char *mark)
+{
+    int n = 0;
+    queue[n++] = node;
+    mark[node] = 1;
+    for (int h = 0; h < n; h++) {
+        const qf_node *x = &g->nodes[queue[h]];
+        for (int j = 0; j < g->n_nodes; j++) {
+            const qf_node *y = &g->nodes[j];
+            if (mark[j] || name_set_has(other, y->name)) continue;
+            bool linked = false;
+            /* y reads x (downstream), or y is a conversion x reads (upstream) */
+            for (int a = 0; a < y->n_in && !linked; a++)
+                for (int b = 0; b < x->n_out && !linked; b++) linked = y->in[a] >= 0 && y->in[a] == x->out[b];
+            for (int a = 0; a < x->n_in && !linked && is_conversion(y->op); a++)
+                for (int b = 0; b < y->n_out && !linked; b++) linked = x->in[a] >= 0 && x->in[a] == y->out[b];
+            if (linked) {
+                mark[j] = 1;
+                queue[n++] = j;
+            }
+        }
+    }
+    double sum = 0.0;
+    for (int h = 0; h < n; h++) {
+        sum += ms[queue[h]];
+        mark[queue[h]] = 0;
+    }
+    return sum;
+}
+
+static int node_named(const qf_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
+/* A quantized variant at the timing batch: built, timed (images/s) and, when
+ * ms is given, profiled node by node. *g and *ms stay the caller's. */
+static qf_status time_variant(quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
+                              int batch, qf_engine_opts *eo, qf_graph **g, double **ms, double *ips)
+{
+    *g = NULL;
+    if (ms) *ms = NULL;
+    QF_CHECK_CLI(quantized_graph(a, t, floats, n_floats, batch, g, NULL));
+    qf_engine *e = NULL;
+    speed_result r;
+    qf_status st = qf_engine_create(*g, eo, &e);
+    if (st == QF_OK) st = speed_measure(e, *g, eo->device, 0, 0.5, 5, &r);
+    if (st == QF_OK) *ips = r.ips;
+    if (st == QF_OK && ms) {
+        *ms = calloc((size_t)(*g)->n_nodes + 1, sizeof **ms);
+        st = *ms ? qf_engine_profile(e, *ms) : qf_error(QF_ERR_NOMEM, "out of memory");
+    }
+    qf_engine_free(e);
+    return st;
+}
+
+/* --precision fast: INT8, with the layers that run faster in FP16 on this
+ * device returned to FP16, as TensorRT's INT8 + FP16 build picks a precision
+ * per layer by speed. Both all-INT8 and every-layer-FP16 models are profiled
+ * at the timing batch; a layer's cost in each is layer_ms. The layers whose
+ * FP16 cost is below r times their INT8 cost, for r of 1, 0.8 and 0.6, make
+ * candidate models, each timed whole (conversions between precisions cost
+ * what they cost), and the fastest model is kept: all-INT8 unless another is
+ * FAST_MIN_GAIN faster. *layers (n_layers: every INT8 layer) come out with
+ * the n_floats chosen first; *ips the kept model's images/s, *int8_ips the
+ * all-INT8 model's. */
+static qf_status fast_search(quant_args *a, const qf_calib_table *t, qf_engine_opts *eo, int batch, ranked **layers,
+                             int *n_layers, int *n_floats, double *ips, double *int8_ips)
+{
+    *n_floats = 0;
+    QF_CHECK_CLI(int8_layers(a, t, layers, n_layers));
+    const int n = *n_layers;
+    ranked *L = *layers;
+    qf_graph *g8 = NULL, *g16 = NULL;
+    double *ms8 = NULL, *ms16 = NULL, ips16 = 0.0;
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    name_set s8 = {0}, s16 = {0};
+    int *queue = NULL;
+    char *mark = NULL;
+    qf_status st = names ? QF_OK : qf_error(QF_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < n && names; k++) names[k] = L[k].name;
+    if (st == QF_OK) st = time_variant(a, t, NULL, 0, batch, eo, &g8, &ms8, int8_ips);
+    if (st == QF_OK) st = time_variant(a, t, names, n, batch, eo, &g16, &ms16, &ips16);
+    if (st == QF_OK) st = name_set_of(g8, &s8);
+    if (st == QF_OK) st = name_set_of(g16, &s16);
+    const int most = g8 && g16 ? (g8->n_nodes > g16->n_nodes ? g8->n_nodes : g16->n_nodes) : 0;
+    queue = calloc((size_t)most + 1, sizeof *queue);
+    mark = calloc((size_t)most + 1, 1);
+    if (st == QF_OK && (!queue || !mark)) st = qf_error(QF_ERR_NOMEM, "out of memory");
+    *ips = *int8_ips;
+    if (st == QF_OK && !cli_quiet)
+        fprintf(stderr, "qforge: fast: batch %d on %s: all %d layers INT8 %.1f images/s, all FP16 %.1f\n", batch,
+                eo->device == QF_DEVICE_CPU ? "the CPU" : "the GPU", n, *int8_ips, ips16);
+    for (int k = 0; k < n && st == QF_OK; k++) {
+        const int i8 = node_named(g8, L[k].name), i16 = node_named(g16, L[k].name);
+        const double c8 = i8 >= 0 ? layer_ms(g8, ms8, i8, &s16, queue, mark) : 0.0;
+        const double c16 = i16 >= 0 ? layer_ms(g16, ms16, i16, &s8, queue, mark) : 0.0;
+        L[k].ratio = c8 > 0.0 ? c16 / c8 : HUGE_VAL;
+    }
+    /* the candidates: the layers FP16 helps most first, cut at each ratio */
+    qsort(L, (size_t)n, sizeof *L, cmp_ratio);
+    for (int k = 0; k < n; k++) names[k] = L[k].name;
+    static const double ratios[] = {1.0, 0.8, 0.6};
+    int best_m = 0, tried = -1;
+    if (ips16 > *ips * FAST_MIN_GAIN) best_m = n, *ips = ips16;
+    for (size_t r = 0; r < sizeof ratios / sizeof *ratios && st == QF_OK; r++) {
+        int m = 0;
+        while (m < n && L[m].ratio < ratios[r]) m++;
+        if (m == 0 || m == n || m == tried) continue;
+        tried = m;
+        qf_graph *gm = NULL;
+        double v = 0.0;
+        st = time_variant(a, t, names, m, batch, eo, &gm, NULL, &v);
+        qf_graph_free(gm);
+        if (st == QF_OK && !cli_quiet)
+            fprintf(stderr, "qforge: fast: %d layers FP16 (FP16 cost < %.1fx INT8's): %.1f images/s\n", m, ratios[r],
+                    v);
+        if (st == QF_OK && v > *ips && v > *int8_ips * FAST_MIN_GAIN) best_m = m, *ips = v;
+    }
+    if (st == QF_OK) *n_floats = best_m;
+    free(queue);
+    free(mark);
+    free(s8.names);
+    free(s16.names);
+    free(names);
+    free(ms8);
+    free(ms16);
+    qf_graph_free(g8);
+    qf_graph_free(g16);
+    return st;
+}
+
 /* ---- the summary ------------------------------------------------------------------------ */
 
 typedef struct quant_report {
@@ -624,8 +811,10 @@ typedef struct quant_report {
     eval_scores held;
     speed_result speed[2];
     int n_speed;
-    const ranked *layers;      /* best: the layers returned to FP16 first */
+    const ranked *layers;      /* best, fast: the layers returned to FP16 first */
     int n_floats, n_layers;
+    int fast_batch;            /* fast: the batch it timed at, */
+    double fast_ips, int8_ips; /* the kept model's images/s there and all-INT8's */
     const char *device;
 } quant_report;
 
@@ -642,7 +831,7 @@ static const char *rescaled_note(const qf_quant_summary *sum, char *buf, size_t 
 static void print_text(const quant_args *a, const quant_report *r)
 {
     const eval_scores *s = &r->held;
-    const char *p = a->best ? "best" : a->precision;
+    const char *p = a->precision;
     printf("model      %s -> %s (%s, %s)\n", a->model, a->out_path, p, r->device);
     printf("nodes      %d INT8, %d FP16, %d FP32 (%d fused into INT8 epilogues, %d conversions)\n",
            r->sum.nodes[QF_PREC_INT8], r->sum.nodes[QF_PREC_FP16], r->sum.nodes[QF_PREC_FP32], r->sum.fused,
@@ -664,6 +853,12 @@ static void print_text(const quant_args *a, const quant_report *r)
         for (int k = 0; k < r->n_floats; k++) printf(" %s", r->layers[k].name);
         printf("\n");
     }
+    if (a->fast) {
+        printf("fp16       %d of %d INT8 layers run FP16, faster so at batch %d: %.1f images/s, all INT8 %.1f%s",
+               r->n_floats, r->n_layers, r->fast_batch, r->fast_ips, r->int8_ips, r->n_floats ? ":" : "");
+        for (int k = 0; k < r->n_floats; k++) printf(" %s", r->layers[k].name);
+        printf("\n");
+    }
     printf("speed     ");
     for (int k = 0; k < r->n_speed; k++)
         printf(" %.1f images/s at batch %d%s", r->speed[k].ips, r->speed[k].batch, k + 1 < r->n_speed ? "," : "");
@@ -681,7 +876,7 @@ static void print_json(const quant_args *a, const quant_report *r)
            "\"fused\": %d, \"conversions\": %d, \"rescaled_channels\": %d, \"rescaled_layers\": %d, "
            "\"int8_activations\": %d, \"zero_point_activations\": %d, \"zero_point_two_sided\": %d, "
            "\"images_found\": %lld, \"calibration_images\": %lld, ",
-           a->best ? "best" : a->precision, r->device, r->sum.nodes[QF_PREC_INT8], r->sum.nodes[QF_PREC_FP16],
+           a->precision, r->device, r->sum.nodes[QF_PREC_INT8], r->sum.nodes[QF_PREC_FP16],
            r->sum.nodes[QF_PREC_FP32], r->sum.fused, r->sum.conversions, r->sum.rescaled_channels,
            r->sum.rescaled_layers, r->sum.int8_activations, r->sum.zero_point_activations, r->sum.zero_point_two_sided, (long long)r->found,
            (long long)r->calib_images);
@@ -697,7 +892,11 @@ static void print_json(const quant_args *a, const quant_report *r)
         if (k) printf(", ");
         json_string(stdout, r->layers[k].name);
     }
-    printf("], \"speed\": [");
+    printf("]");
+    if (a->fast)
+        printf(", \"fast\": {\"batch\": %d, \"images_per_second\": %.1f, \"int8_images_per_second\": %.1f}",
+               r->fast_batch, r->fast_ips, r->int8_ips);
+    printf(", \"speed\": [");
     for (int k = 0; k < r->n_speed; k++)
         printf("%s{\"batch\": %d, \"images_per_second\": %.1f}", k ? ", " : "", r->speed[k].batch, r->speed[k].ips);
     printf("]}\n");
@@ -758,6 +957,12 @@ static int quant_images(quant_args *a, qf_calib_table *t, const char *sha)
             qf_dataset_subset(sens, SENSITIVITY_IMAGES); /* then evenly spaced within it */
             st = best_search(a, t, sens, held, &eo, &ref_held, &ref, &layers, &r.n_layers, &r.n_floats, &r.held);
         }
+    }
+    if (st == QF_OK && a->fast) {
+        r.fast_batch = eo.device == QF_DEVICE_CPU ? check_batch : FAST_GPU_BATCH;
+        st = fast_search(a, t, &eo, r.fast_batch, &layers, &r.n_layers, &r.n_floats, &r.fast_ips, &r.int8_ips);
+    }
+    if (st == QF_OK && (a->best || a->fast)) {
         floats = calloc((size_t)r.n_floats + 1, sizeof *floats);
         for (int k = 0; floats && k < r.n_floats; k++) floats[k] = layers[k].name;
         r.layers = layers;

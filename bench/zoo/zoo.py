@@ -613,7 +613,8 @@ class Run:
             if not os.path.exists(p) or self.late(a.speed_deadline):
                 continue
             r = json.load(open(p))
-            for prec in ("int8", "fp16"):
+            self.quant_fast(r)
+            for prec in ("int8", "fp16", "fast"):
                 q = self.path("q", "%s.%s.qfm" % (key, prec))
                 if not os.path.exists(q):
                     continue
@@ -626,6 +627,30 @@ class Run:
                     self.save(r)
                 self.progress(r, "timed at %s: %s img/s at b256" % (prec, (r.get("bench_" + prec) or {}).get("b256_ips")))
             self.eager(r)
+
+    def quant_fast(self, r):
+        """`quant --precision fast` of r's model with the zoo's table: INT8
+        with the layers that time faster in FP16 on this GPU returned to FP16
+        (tools/cmd_quant.c, fast_search). Alone on the GPU, as it times;
+        checked by quant itself on calibration images the table did not use."""
+        a, key = self.a, r["key"]
+        table, qf = self.path("q", key + ".calib"), self.path("q", key + ".fast.qfm")
+        if not os.path.exists(table):
+            return
+        pp = preprocess_of(r["model"])
+        out = self.sh(r, "quant_fast", [a.qforge, "quant", self.path("onnx", key + ".onnx"), "--calib", table,
+                                        "--images", os.path.join(a.data, "calib"), "-n", str(a.calib_n), "--held-out",
+                                        str(FAST_HELD_OUT), "--precision", "fast", "-o", qf, "--json", "--quiet",
+                                        "--device", a.device] + pp_args(pp) + a.quant_flags.split())
+        if out:
+            j = json.loads(out.splitlines()[-1])
+            held, fast = j.get("held_out") or {}, j.get("fast") or {}
+            r["quant_fast"].update(fp16_layers=j.get("fp16_layers"), nodes=j.get("nodes"),
+                                   agreement=held.get("agreement"), sqnr_db=held.get("sqnr_db"),
+                                   held_out=held.get("images"), search_ips=fast.get("images_per_second"),
+                                   search_int8_ips=fast.get("int8_images_per_second"))
+            self.save(r)
+        self.progress(r, "fast: %s layers FP16" % len((r.get("quant_fast") or {}).get("fp16_layers") or []))
 
     def eager(self, r):
         """PyTorch eager FP16 at 256 of r's model (and torch.compile where --compile names it)."""
@@ -685,6 +710,10 @@ def cmd_run(a):
     print("zoo.py: %d groups in %.0f s; results in %s" % (len(groups), time.time() - run.t0, a.results))
 
 
+# `quant --precision fast` checks itself on this many calibration-folder images its table did not use
+FAST_HELD_OUT = 50
+
+
 # ---- merging and the table ------------------------------------------------------------------------
 
 HEADLINE = ("fp32_vs_ort", "int8_agreement", "int8_sqnr", "gpu_cpu_agreement", "int8_b256", "fp16_b256")
@@ -700,7 +729,7 @@ def headline(r):
 
 
 # the timings a run may not reach (its speed deadline), each with the figure that says it ran
-SPEED_STEPS = {"bench_int8": "b256_ips", "bench_fp16": "b256_ips", "torch_fp16_b256": "ips",
+SPEED_STEPS = {"bench_int8": "b256_ips", "bench_fp16": "b256_ips", "bench_fast": "b256_ips", "torch_fp16_b256": "ips",
                "torch_compile_fp16_b256": "ips"}
 
 
@@ -787,6 +816,16 @@ def timed_in(r, step, s):
     return s + " *" if s and (r.get("speed_from") or {}).get(step) else s
 
 
+def fast_cell(r):
+    """`quant --precision fast`'s model: images/s at b256, how many layers it
+    returned to FP16 and its held-out SQNR against FP32 (quant's own check)."""
+    ips = (r.get("bench_fast") or {}).get("b256_ips")
+    q = r.get("quant_fast") or {}
+    if ips is None:
+        return ""
+    return "%s (%d, %s)" % (fmt(ips, ",.0f"), len(q.get("fp16_layers") or []), fmt(q.get("sqnr_db"), ".1f"))
+
+
 def ort_cell(o):
     """ONNX Runtime's INT8 SQNR (agreement) on the same images, where --ort ran
     it: its best method's, named where --ort ran more than MinMax."""
@@ -805,7 +844,7 @@ def per_output(d, spec):
 def first_failure(r):
     """The first failed step and its message, without the tool's name and the work folder."""
     for step in ("export", "info", "fp32_cpu", "calib", "quant_int8", "eval_int8", "quant_fp16", "eval_fp16",
-                 "int8_gpu", "int8_cpu", "bench_int8", "bench_fp16"):
+                 "int8_gpu", "int8_cpu", "bench_int8", "bench_fp16", "quant_fast", "bench_fast"):
         s = r.get(step)
         if s and not s.get("ok"):
             msg = re.sub(r"^(qforge|qf_logits): ", "", s.get("error", "failed"))
@@ -863,9 +902,9 @@ def cmd_report(a):
               N_REF, SETTING_NAMES[SPEED_SETTING], ", ".join(DETECTORS)), "",
           "| model | weights | exporter | opset | imports | FP32 vs ORT | INT8 agree | INT8 SQNR dB | ORT INT8 SQNR dB "
           "(agree) | FP16 SQNR dB "
-          "| GPU = CPU INT8 | top-1 FP32 / INT8 | INT8 b1 ms | INT8 b256 | FP16 b256 | PyTorch FP16 b256 "
-          "| torch.compile FP16 b256 | first failure |",
-          "|" + "---|" * 18]
+          "| GPU = CPU INT8 | top-1 FP32 / INT8 | INT8 b1 ms | INT8 b256 | fast b256 (FP16 layers, SQNR dB) "
+          "| FP16 b256 | PyTorch FP16 b256 | torch.compile FP16 b256 | first failure |",
+          "|" + "---|" * 19]
     for r in rs:
         prev = r.get("previous")
         e = r.get("export") or {}
@@ -888,6 +927,7 @@ def cmd_report(a):
                cell(r, "gpu_cpu_agreement", ".2f", prev), top1,
                timed_in(r, "bench_int8", fmt(b8.get("b1_p50_ms"), ".3f")),
                timed_in(r, "bench_int8", cell(r, "int8_b256", ",.0f", prev)),
+               timed_in(r, "bench_fast", fast_cell(r)),
                timed_in(r, "bench_fp16", cell(r, "fp16_b256", ",.0f", prev)),
                timed_in(r, "torch_fp16_b256", fmt(torch_ips, ",.0f")),
                timed_in(r, "torch_compile_fp16_b256", fmt(compiled_ips, ",.0f")), first_failure(r).replace("|", "/")]
