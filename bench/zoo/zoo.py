@@ -640,7 +640,7 @@ class Run:
         pp = preprocess_of(r["model"])
         out = self.sh(r, "quant_fast", [a.qforge, "quant", self.path("onnx", key + ".onnx"), "--calib", table,
                                         "--images", os.path.join(a.data, "calib"), "-n", str(a.calib_n), "--held-out",
-                                        str(FAST_HELD_OUT), "--precision", "fast", "-o", qf, "--json", "--quiet",
+                                        str(FAST_HELD_OUT), "--precision", "fast", "-o", qf, "--json",
                                         "--device", a.device] + pp_args(pp) + a.quant_flags.split())
         if out:
             j = json.loads(out.splitlines()[-1])
