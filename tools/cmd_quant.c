@@ -731,7 +731,7 @@ static qf_status time_variant(quant_args *a, const qf_calib_table *t, const char
  * device returned to FP16, as TensorRT's INT8 + FP16 build picks a precision
  * per layer by speed. Both all-INT8 and every-layer-FP16 models are profiled
  * at the timing batch; a layer's cost in each is layer_ms. The layers whose
- * FP16 cost is below r times their INT8 cost, for r of 1, 0.8 and 0.6, make
+ * FP16 cost is below r times their INT8 cost, for r of 1.25, 1, 0.8 and 0.6, make
  * candidate models, each timed whole (conversions between precisions cost
  * what they cost), and the fastest model is kept: all-INT8 unless another is
  * FAST_MIN_GAIN faster. *layers (n_layers: every INT8 layer) come out with
@@ -773,7 +773,7 @@ static qf_status fast_search(quant_args *a, const qf_calib_table *t, qf_engine_o
     /* the candidates: the layers FP16 helps most first, cut at each ratio */
     qsort(L, (size_t)n, sizeof *L, cmp_ratio);
     for (int k = 0; k < n; k++) names[k] = L[k].name;
-    static const double ratios[] = {1.0, 0.8, 0.6};
+    static const double ratios[] = {1.25, 1.0, 0.8, 0.6};
     int best_m = 0, tried = -1;
     if (ips16 > *ips * FAST_MIN_GAIN) best_m = n, *ips = ips16;
     for (size_t r = 0; r < sizeof ratios / sizeof *ratios && st == QF_OK; r++) {
