@@ -2,7 +2,7 @@
 # bench/zoo/zoo.py merge and report on made-up results: a later run whose
 # deadline came before its timings keeps the earlier run's speed figures,
 # marked "*" in the table with the run they came from, and its own figures
-# win where it has them; ONNX Runtime's SQNR (zoo.py run --ort) has its column,
+# win where it has them (quant --precision fast's column too); ONNX Runtime's SQNR (zoo.py run --ort) has its column,
 # kept from an earlier run of the same export by a run without --ort;
 # a row the deadline cut short keeps the earlier one. Needs python3 (exit 77 without).
 set -u
@@ -26,6 +26,8 @@ r = {"model": "resnet50", "variant": "bn", "setting": "ts17", "key": "resnet50.b
 if ips != "-":
     r["bench_int8"] = {"ok": True, "b256_ips": float(ips), "b1_p50_ms": 0.3}
     r["bench_fp16"] = {"ok": True, "b256_ips": 1000.0, "b1_p50_ms": 0.4}
+    r["bench_fast"] = {"ok": True, "b256_ips": 2000.0, "b1_p50_ms": 0.2}
+    r["quant_fast"] = {"ok": True, "fp16_layers": ["conv1", "fc"], "sqnr_db": 30.25}
     r["torch_fp16_b256"] = {"ips": 500.0}
 json.dump(r, open(path, "w"))
 PY
@@ -34,13 +36,13 @@ row() { grep '^| resnet50 | bn |' "$tmp/R.md"; }
 
 result "$tmp/new/resnet50.bn.ts17.json" aaaaaaa 17.0 49320
 python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
-if row | grep -q '| 17.0 | 14.5 (0.98) |' && row | grep -q '| 49,320 | 1,000 | 500 |' && ! row | grep -q '\*'; then
+if row | grep -q '| 17.0 | 14.5 (0.98) |' && row | grep -q '| 49,320 | 2,000 (2, 30.2) | 1,000 | 500 |' && ! row | grep -q '\*'; then
   pass "a timed run's row, with ONNX Runtime's SQNR beside qforge's"
 else fail "a timed run's row: $(row)"; fi
 
 result "$tmp/new/resnet50.bn.ts17.json" bbbbbbb 18.0 -
 python3 "$zoo" merge "$tmp/new" --results "$tmp/res" > /dev/null && python3 "$zoo" report --results "$tmp/res" --out "$tmp/R.md" > /dev/null
-if row | grep -q '18.0 (was 17.0)' && row | grep -q '| 0.300 \* | 49,320 \* | 1,000 \* | 500 \* |' &&
+if row | grep -q '18.0 (was 17.0)' && row | grep -q '| 0.300 \* | 49,320 \* | 2,000 (2, 30.2) \* | 1,000 \* | 500 \* |' &&
    grep -q 'marked \* .* commit aaaaaaa' "$tmp/R.md"; then pass "an untimed run keeps the timings, marked"
 else fail "an untimed run keeps the timings, marked: $(row)"; fi
 

@@ -733,6 +733,10 @@ SPEED_STEPS = {"bench_int8": "b256_ips", "bench_fp16": "b256_ips", "bench_fast":
                "torch_compile_fp16_b256": "ips"}
 
 
+# what a carried timing brings along: the fast model's choice and check go with its timing
+SPEED_COMPANIONS = {"bench_fast": ("quant_fast",)}
+
+
 def carry_speed(new, old):
     """Gives new the timings it lacks from old (the same model, weights and
     exporter, an earlier run), and records in new["speed_from"] the run each
@@ -745,6 +749,9 @@ def carry_speed(new, old):
     for step, figure in SPEED_STEPS.items():
         if (new.get(step) or {}).get(figure) is None and (old.get(step) or {}).get(figure) is not None:
             new[step] = old[step]
+            for with_it in SPEED_COMPANIONS.get(step, ()):
+                if with_it in old:
+                    new[with_it] = old[with_it]
             run = old.get("run") or {}
             carried[step] = (old.get("speed_from") or {}).get(step) or {"date": run.get("date"), "commit": run.get("commit")}
     if carried:  # beside what new carried already (from a call of its own run)
