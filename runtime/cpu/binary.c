@@ -150,6 +150,8 @@ static qf_status binary_run(const qfi_kernel_args *a)
     w.es = qf_dtype_info(z->dtype)->size;
     w.total = qf_value_numel(z);
     if (w.total == 0) return QF_OK;
+    /* an omitted operand (a node given "" for an input) has no data to broadcast */
+    if (!w.a || !w.b) return qf_error(QF_ERR_INVALID, "node %s: an input has no data", n->name);
 
     int64_t sa[QF_MAX_DIMS], sb[QF_MAX_DIMS];
     qfi_broadcast_strides(x->ndim, x->dims, z->ndim, z->dims, sa);
