@@ -285,6 +285,14 @@ static qf_status quant_options(const quant_args *a, const qf_calib_table *t, con
     return QF_OK;
 }
 
+/* Index of the node called `name`, or -1. */
+static int node_named(const qf_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i].name, name)) return i;
+    return -1;
+}
+
 /* Loads MODEL at `batch` and quantizes it as asked. */
 static qf_status quantized_graph(quant_args *a, const qf_calib_table *t, const char *const *floats, int n_floats,
                                  int batch, qf_graph **g, qf_quant_summary *sum)
@@ -293,13 +301,10 @@ static qf_status quantized_graph(quant_args *a, const qf_calib_table *t, const c
     QF_CHECK_CLI(quant_options(a, t, floats, n_floats, &qo));
     QF_CHECK_CLI(load_source(a, batch, g));
     qf_status st = QF_OK;
-    for (int k = 0; k < qo.n_float_nodes && st == QF_OK; k++) {
-        int i = 0;
-        while (i < (*g)->n_nodes && strcmp((*g)->nodes[i].name, qo.float_nodes[k])) i++;
-        if (i == (*g)->n_nodes)
+    for (int k = 0; k < qo.n_float_nodes && st == QF_OK; k++)
+        if (node_named(*g, qo.float_nodes[k]) < 0)
             st = qf_error(QF_ERR_USAGE, "--fp16-layers: %s has no node named '%s' (qforge info --nodes lists them)",
                           a->model, qo.float_nodes[k]);
-    }
     if (st == QF_OK) st = qf_quantize(*g, t, &qo, sum);
     if (st != QF_OK) {
         qf_graph_free(*g);
@@ -697,13 +702,6 @@ static double layer_ms(const qf_graph *g, const double *ms, int node, const name
         mark[queue[h]] = 0;
     }
     return sum;
-}
-
-static int node_named(const qf_graph *g, const char *name)
-{
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!strcmp(g->nodes[i].name, name)) return i;
-    return -1;
 }
 
 /* A quantized variant at the timing batch: built, timed (images/s) and, when
