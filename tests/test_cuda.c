@@ -197,6 +197,26 @@ static qf_graph *b_depthwise_vectors(void)
     output(g, z01);
     return g;
 }
+/* 7x7 depthwise convs (ConvNeXt's; the dp4a kernel): 20 channels (five
+ * 4-channel groups) over rows of 13 (an 8-pixel strip and a short one),
+ * padding 3, on an input with a zero point (a Sigmoid's), with a residual
+ * Add, one read by a Softmax (an INT8 layer writing halves), and one of
+ * stride 2. INT8 is
+ * checked bit for bit (depthwise_7x7_exact): integer sums are exact. */
+static qf_graph *b_depthwise_7x7(void)
+{
+    qf_graph *g = new_graph("depthwise_7x7");
+    int x = unary(g, "sig_in", QF_OP_SIGMOID, input(g, "x", 4, DIMS(2, 20, 9, 13)));
+    const int64_t P3[4] = {3, 3, 3, 3};
+    int y = conv(g, "dw7a", x, 20, 20, 7, 1, P3, 20, 1, true);
+    output(g, y);
+    int r = binary(g, "dw7_res", QF_OP_ADD, conv(g, "dw7b", y, 20, 20, 7, 1, P3, 20, 1, true), y);
+    output(g, conv(g, "pw", r, 20, 8, 1, 1, P0, 1, 1, true));
+    output(g, unary(g, "dw7_softmax", QF_OP_SOFTMAX, conv(g, "dw7c", y, 20, 20, 7, 1, P3, 20, 1, false)));
+    /* stride 2 (5x7 outputs), int8 out */
+    output(g, conv(g, "pw2", conv(g, "dw7s2", y, 20, 20, 7, 2, P3, 20, 1, true), 20, 8, 1, 1, P0, 1, 1, true));
+    return g;
+}
 static qf_graph *b_conv_grouped_dilated(void)
 {
     qf_graph *g = new_graph("conv_grouped_dilated");
@@ -1334,6 +1354,7 @@ OP_TEST(rgb_stem_batch50)
 OP_TEST(conv_1x1)
 OP_TEST(conv_depthwise)
 OP_TEST(depthwise_vectors)
+OP_TEST(depthwise_7x7)
 OP_TEST(conv_grouped_dilated)
 OP_TEST(conv_grouped_vectors)
 OP_TEST(conv_relu_pool)
@@ -1519,6 +1540,18 @@ START_TEST(channel_shuffles_fused)
             qf_engine_free(e);
             qf_graph_free(g);
         }
+}
+END_TEST
+
+START_TEST(depthwise_7x7_exact)
+{
+    qf_graph *g = build_minmax(b_depthwise_7x7, QF_PREC_INT8, false);
+    const qf_node *c = NULL;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i].name, "dw7c")) c = &g->nodes[i];
+    ck_assert_msg(c && c->precision == QF_PREC_INT8 && qfi_out(g, c, 0)->dtype == QF_F16, "dw7c is not an INT8 layer writing halves");
+    compare(g, QF_PREC_INT8, 2, "int8", true);
+    qf_graph_free(g);
 }
 END_TEST
 
@@ -2539,6 +2572,8 @@ int main(void)
     tcase_add_test(ops, t_conv_1x1);
     tcase_add_test(ops, t_conv_depthwise);
     tcase_add_test(ops, t_depthwise_vectors);
+    tcase_add_test(ops, t_depthwise_7x7);
+    tcase_add_test(ops, depthwise_7x7_exact);
     tcase_add_test(ops, t_conv_grouped_dilated);
     tcase_add_test(ops, t_conv_grouped_vectors);
     tcase_add_test(ops, t_conv_relu_pool);

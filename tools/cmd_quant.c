@@ -845,15 +845,13 @@ static void print_text(const quant_args *a, const quant_report *r)
     printf("held out   agreement with FP32 %.4f, SQNR %.2f dB\n", eval_agreement(s), eval_sqnr(s));
     if (s->labeled)
         printf("top1       %.4f (FP32 %.4f)\n", (double)s->top1 / s->images, (double)s->ref_top1 / s->images);
-    if (a->best) {
-        printf("fp16       %d of %d INT8 layers returned to FP16 (--max-drop %.2f)%s", r->n_floats, r->n_layers,
-               a->max_drop, r->n_floats ? ":" : "");
-        for (int k = 0; k < r->n_floats; k++) printf(" %s", r->layers[k].name);
-        printf("\n");
-    }
-    if (a->fast) {
-        printf("fp16       %d of %d INT8 layers run FP16, faster so at batch %d: %.1f images/s, all INT8 %.1f%s",
-               r->n_floats, r->n_layers, r->fast_batch, r->fast_ips, r->int8_ips, r->n_floats ? ":" : "");
+    if (a->best)
+        printf("fp16       %d of %d INT8 layers returned to FP16 (--max-drop %.2f)", r->n_floats, r->n_layers, a->max_drop);
+    if (a->fast)
+        printf("fp16       %d of %d INT8 layers run FP16, faster so at batch %d: %.1f images/s, all INT8 %.1f",
+               r->n_floats, r->n_layers, r->fast_batch, r->fast_ips, r->int8_ips);
+    if (a->best || a->fast) {
+        printf("%s", r->n_floats ? ":" : "");
         for (int k = 0; k < r->n_floats; k++) printf(" %s", r->layers[k].name);
         printf("\n");
     }

@@ -7,9 +7,11 @@
  *
  * Depthwise (group == C == M, C a multiple of the vector) gives each thread
  * a vector of consecutive channels of one output pixel: vector loads of
- * input and weights per tap, index arithmetic once per vector; INT8 3x3
- * layers (MobileNet's, EfficientNet's) and 5x5 ones without a smooth
- * activation (MnasNet's) a row of pixels with a sliding window. The general
+ * input and weights per tap, index arithmetic once per vector; INT8 3x3,
+ * 5x5 and 7x7 layers over words of 4 channels (MobileNet's, EfficientNet's,
+ * MnasNet's, ConvNeXt's) a row of pixels by dp4a over 4 taps at once, and
+ * 3x3 ones of an only even C (ShuffleNetV2's) a row of pixels with a
+ * sliding window. The general
  * grouped case gives each thread a vector of consecutive outputs of one
  * group (INT8: dp4a over the group's channels, 4 at a time, where they come
  * in whole words); other shapes keep one thread per output element.
@@ -500,6 +502,34 @@ template <int CV> struct dw_word;
 template <> struct dw_word<4> { typedef uint32_t type; };
 template <> struct dw_word<2> { typedef uint16_t type; };
 
+/* The epilogue of the row kernels: CV channels' int32 sums (bias included)
+ * at element o, requantized (with the residual word there, if any) and
+ * stored as one word of levels or CV halves. */
+template <int CV, bool ACT, typename TY>
+__device__ __forceinline__ void store_dw_levels(TY *y, size_t o, const int32_t (&acc)[CV], const float (&m)[CV],
+                                                const qfi_requant &q, const int8_t *res)
+{
+    typedef typename dw_word<CV>::type word_t;
+    uint32_t packed[CV / 2] = {}; /* CV levels in [0], or CV halves */
+    const uint32_t rw = res ? *(const word_t *)(res + o) : 0u;
+#pragma unroll
+    for (int v = 0; v < CV; v++) {
+        const float a = qfi_i2f(acc[v]), r = qfi_requant_residual(&q, (int8_t)(rw >> (8 * v)));
+        if constexpr (std::is_same<TY, int8_t>::value) {
+            const float f = ACT ? qfi_requant_smooth_i8_value(&q, a, m[v], res, r)
+                                : qfi_requant_value_at(&q, a, m[v], res, r, false);
+            packed[0] |= (uint32_t)(uint8_t)qfi_requant_level(&q, f) << (8 * v);
+        } else {
+            const uint32_t h = ACT ? qfi_requant_smooth_f16_bits(&q, a, m[v], res, r)
+                                   : qfi_f16_bits(qfi_requant_value_at(&q, a, m[v], res, r, false));
+            packed[v / 2] |= h << (16 * (v % 2));
+        }
+    }
+    if constexpr (std::is_same<TY, int8_t>::value) *(word_t *)(y + o) = (word_t)packed[0];
+    else if constexpr (CV == 4) *(uint2 *)(y + o) = make_uint2(packed[0], packed[1]);
+    else *(uint32_t *)(y + o) = packed[0];
+}
+
 template <int K, int SW, int TW, int CV, bool ACT, typename TY>
 __global__ void depthwise_window_i8_kernel(TY *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q,
                                            int32_t zx, const int8_t *res, int total)
@@ -553,14 +583,13 @@ __global__ void depthwise_window_i8_kernel(TY *y, const int8_t *x, const int8_t 
             const int base = iw0 + j * SW;
 #pragma unroll
             for (int k = K - SW; k < K; k++) load_col(base + k, cols[k]);
-            uint32_t packed[CV / 2] = {}; /* CV levels in [0], or CV halves */
-            const size_t o = ((size_t)(n * Ho + oh) * Wo + ow0 + j) * C + c0;
-            const uint32_t rw = res ? *(const word_t *)(res + o) : 0u;
+            int32_t acc[CV];
 #pragma unroll
             for (int v = 0; v < CV; v++) {
                 /* a sum a row, then theirs: K short chains instead of one of
                  * K * K multiply-adds (exact in int32, in any order) */
-                int32_t row_sum[K], acc = bias[v];
+                int32_t row_sum[K];
+                acc[v] = bias[v];
 #pragma unroll
                 for (int r = 0; r < K; r++) {
                     row_sum[r] = 0;
@@ -568,21 +597,9 @@ __global__ void depthwise_window_i8_kernel(TY *y, const int8_t *x, const int8_t 
                     for (int k = 0; k < K; k++) row_sum[r] += wr[r * K + k][v] * cols[k][r][v];
                 }
 #pragma unroll
-                for (int r = 0; r < K; r++) acc += row_sum[r];
-                const float a = qfi_i2f(acc), r = qfi_requant_residual(&q, (int8_t)(rw >> (8 * v)));
-                if constexpr (std::is_same<TY, int8_t>::value) {
-                    const float f = ACT ? qfi_requant_smooth_i8_value(&q, a, m[v], res, r)
-                                        : qfi_requant_value_at(&q, a, m[v], res, r, false);
-                    packed[0] |= (uint32_t)(uint8_t)qfi_requant_level(&q, f) << (8 * v);
-                } else {
-                    const uint32_t h = ACT ? qfi_requant_smooth_f16_bits(&q, a, m[v], res, r)
-                                           : qfi_f16_bits(qfi_requant_value_at(&q, a, m[v], res, r, false));
-                    packed[v / 2] |= h << (16 * (v % 2));
-                }
+                for (int r = 0; r < K; r++) acc[v] += row_sum[r];
             }
-            if constexpr (std::is_same<TY, int8_t>::value) *(word_t *)(y + o) = (word_t)packed[0];
-            else if constexpr (CV == 4) *(uint2 *)(y + o) = make_uint2(packed[0], packed[1]);
-            else *(uint32_t *)(y + o) = packed[0];
+            store_dw_levels<CV, ACT>(y, ((size_t)(n * Ho + oh) * Wo + ow0 + j) * C + c0, acc, m, q, res);
             /* slide: the next pixel's first K - SW columns are this one's last */
 #pragma unroll
             for (int k = 0; k < K - SW; k++)
@@ -608,6 +625,122 @@ void launch_depthwise_window_i8(cudaStream_t s, const cu_conv_geo &g, const void
     else
         depthwise_window_i8_kernel<K, SW, TW, CV, false, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x,
                                                                               (const int8_t *)w, g, *rq, rq->z_in, res, total);
+}
+
+/* INT8 K x K depthwise (K 3, 5 or 7; stride SW 1 or 2 along W; dilation 1)
+ * by dp4a: a thread takes 4 channels (one word) of TW = 8 consecutive output
+ * pixels of a row. Row by row it loads the (TW - 1) SW + K input words it
+ * needs, turns each 4 columns x 4 channels block around (8 byte permutes)
+ * into words of 4 columns of one channel, and the row's K weights likewise
+ * into KW words a channel (taps past K zero); each output's row sum is then
+ * KW dp4a of column words funnel-shifted to its first tap. The vector
+ * kernel spent a widening and a multiply-add per tap and channel
+ * (ConvNeXt-T's 7x7 layers 9.3 ms of 40 at batch 256, 4.1 this way); the
+ * sliding window a multiply-add per tap and channel. Exact int32 sums: the
+ * same levels. */
+__device__ __forceinline__ void transpose_bytes4(const uint32_t (&c)[4], uint32_t (&t)[4])
+{
+    /* c[k] byte v -> t[v] byte k */
+    const uint32_t a0 = __byte_perm(c[0], c[1], 0x5140), a1 = __byte_perm(c[0], c[1], 0x7362);
+    const uint32_t a2 = __byte_perm(c[2], c[3], 0x5140), a3 = __byte_perm(c[2], c[3], 0x7362);
+    t[0] = __byte_perm(a0, a2, 0x5410), t[1] = __byte_perm(a0, a2, 0x7632);
+    t[2] = __byte_perm(a1, a3, 0x5410), t[3] = __byte_perm(a1, a3, 0x7632);
+}
+
+constexpr int DW_DP4A_TW = 8;
+
+template <int K, int SW, bool ACT, typename TY>
+__global__ void __launch_bounds__(128) depthwise_dp4a_kernel(TY *y, const int8_t *x, const int8_t *w, cu_conv_geo p,
+                                                             qfi_requant q, int32_t zx, const int8_t *res, int total)
+{
+    constexpr int TW = DW_DP4A_TW, KW = (K + 3) / 4, NG = (TW - 1) * SW / 4 + KW + 1, USED = (TW - 1) * SW + K;
+    const int C = (int)p.C, G = C / 4, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
+    const uint32_t zw = zp_word(zx);
+    const int strips = (Wo + TW - 1) / TW;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int cg = i % G, r0 = i / G, strip = r0 % strips, r1 = r0 / strips, oh = r1 % Ho, n = r1 / Ho;
+        const int c0 = cg * 4, ow0 = strip * TW, iw0 = ow0 * SW - p.pw;
+        int32_t acc[TW][4];
+        float m[4];
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            m[v] = q.m[c0 + v];
+            const int32_t b = q.bias ? q.bias[c0 + v] : 0;
+#pragma unroll
+            for (int j = 0; j < TW; j++) acc[j][v] = b;
+        }
+#pragma unroll 1
+        for (int r = 0; r < K; r++) {
+            const int ih = oh * p.sh - p.ph + r;
+            const bool row_ok = (unsigned)ih < (unsigned)H;
+            const int8_t *row = x + (size_t)(n * H + (row_ok ? ih : 0)) * W * C + c0;
+            /* the row's weights: wt[g][v] = taps 4g..4g+3 of channel v */
+            uint32_t wt[KW][4];
+#pragma unroll
+            for (int g = 0; g < KW; g++) {
+                uint32_t c[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) c[k] = 4 * g + k < K ? *(const uint32_t *)(w + (r * K + 4 * g + k) * C + c0) : 0u;
+                transpose_bytes4(c, wt[g]);
+            }
+            /* the row's input: col[g][v] = columns 4g..4g+3 of the strip's window, channel v */
+            uint32_t col[NG][4];
+#pragma unroll
+            for (int g = 0; g < NG; g++) {
+                uint32_t c[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const int iw = iw0 + 4 * g + k;
+                    c[k] = row_ok && 4 * g + k < USED && (unsigned)iw < (unsigned)W ? *(const uint32_t *)(row + (size_t)iw * C) : zw;
+                }
+                transpose_bytes4(c, col[g]);
+            }
+#pragma unroll
+            for (int j = 0; j < TW; j++)
+#pragma unroll
+                for (int v = 0; v < 4; v++)
+#pragma unroll
+                    for (int g = 0; g < KW; g++) {
+                        const int at = j * SW; /* the output's first column in the window */
+                        const uint32_t lo = col[at / 4 + g][v], hi = col[at / 4 + g + 1][v];
+                        const uint32_t xs = at % 4 ? __funnelshift_r(lo, hi, 8 * (at % 4)) : lo;
+                        acc[j][v] = __dp4a((int)xs, (int)wt[g][v], acc[j][v]);
+                    }
+        }
+#pragma unroll
+        for (int j = 0; j < TW; j++)
+            if (ow0 + j < Wo) store_dw_levels<4, ACT>(y, ((size_t)(n * Ho + oh) * Wo + ow0 + j) * C + c0, acc[j], m, q, res);
+    }
+}
+
+template <int K, int SW, typename TY>
+void launch_depthwise_dp4a(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const cu_requant *rq,
+                           const int8_t *res, void *y)
+{
+    const int total = (int)(g.N * g.Ho * ((g.Wo + DW_DP4A_TW - 1) / DW_DP4A_TW) * (g.C / 4));
+    unsigned b = cu_blocks(total, 128);
+    if (b > 262144) b = 262144;
+    if (rq->act != QF_ACT_NONE)
+        depthwise_dp4a_kernel<K, SW, true, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, rq->z_in, res, total);
+    else
+        depthwise_dp4a_kernel<K, SW, false, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, rq->z_in, res, total);
+}
+
+/* By kernel size and stride */
+template <int K, typename TY>
+void launch_depthwise_dp4a_by_stride(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w,
+                                     const cu_requant *rq, const int8_t *res, void *y)
+{
+    if (g.sw == 1) launch_depthwise_dp4a<K, 1, TY>(s, g, x, w, rq, res, y);
+    else launch_depthwise_dp4a<K, 2, TY>(s, g, x, w, rq, res, y);
+}
+template <typename TY>
+void launch_depthwise_dp4a_by_geo(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w,
+                                  const cu_requant *rq, const int8_t *res, void *y)
+{
+    if (g.kh == 3) launch_depthwise_dp4a_by_stride<3, TY>(s, g, x, w, rq, res, y);
+    else if (g.kh == 5) launch_depthwise_dp4a_by_stride<5, TY>(s, g, x, w, rq, res, y);
+    else launch_depthwise_dp4a_by_stride<7, TY>(s, g, x, w, rq, res, y);
 }
 
 /* By kernel size, stride and channels a thread (3x3: 4 where C allows, else 2) */
@@ -699,7 +832,8 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     if (total == 0) return QF_OK;
     /* depthwise with whole vectors and 32-bit indices: the vectorized kernel */
     const bool dw = g->group == g->C && g->M == g->C && fits_i32(g);
-    /* 3x3 by the sliding window, and 5x5 without a smooth activation: 5x5's
+    /* what dp4a (below) leaves, C only even (ShuffleNetV2's 58 and 116):
+     * 3x3 by the sliding window, and 5x5 without a smooth activation: 5x5's
      * widened window (130 registers) leaves 3 blocks an SM, which hides the
      * taps' latency (MnasNet b256 +3.8 %) but not a SiLU epilogue's
      * (EfficientNet-B0 -9 %; the vector kernel keeps 5 blocks). For A/B,
@@ -710,7 +844,19 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
     const bool window = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->C % 2 == 0 && g->kh == g->kw &&
                         (g->kh == 3 || k5) && g->dh == 1 && g->dw == 1 && (g->sw == 1 || g->sw == 2);
     const bool half_out = rq && rq->out == QF_F16;
-    if (window) {
+    /* 3x3, 5x5 and 7x7 over 4-channel words by dp4a, stride 1 and 2 (H100,
+     * INT8 b256 against the window and vector kernels: MnasNet +26 %,
+     * ConvNeXt-T +16 %, MobileNetV2 +11 %; stride 2 alone +0.3 to 1.3 %).
+     * For A/B, QFORGE_CUDA_DW_DP4A=1 keeps stride 2 and =0 every layer on
+     * the kernels before it. */
+    static const long dp4a_mode = getenv("QFORGE_CUDA_DW_DP4A") ? atol(getenv("QFORGE_CUDA_DW_DP4A")) : 2;
+    const bool dp4a = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->C % 4 == 0 && g->kh == g->kw &&
+                      (g->kh == 3 || g->kh == 5 || g->kh == 7) && g->dh == 1 && g->dw == 1 &&
+                      (g->sw == 1 ? dp4a_mode >= 1 : g->sw == 2 && dp4a_mode >= 2);
+    if (dp4a) {
+        if (half_out) launch_depthwise_dp4a_by_geo<__half>(s, *g, x, w, rq, res, y);
+        else launch_depthwise_dp4a_by_geo<int8_t>(s, *g, x, w, rq, res, y);
+    } else if (window) {
         if (half_out) launch_depthwise_window_i8_by_geo<__half>(s, *g, x, w, rq, res, y);
         else launch_depthwise_window_i8_by_geo<int8_t>(s, *g, x, w, rq, res, y);
     } else if (dw && (rq || dt == QF_F16 || dt == QF_F32)) {

@@ -665,9 +665,13 @@ __device__ __forceinline__ void pointwise_rows(const igemm_params &p, int c4, in
         *(uint32_t *)(p.y + at) = __byte_perm(lo, hi, 0x5410);
     }
 }
+/* The largest block of pointwise_kernel<KW>: at KW = 16 a thread holds
+ * 64 weight words, and the 64 registers a thread that blocks of 1024 leave
+ * made those instances spill 672 bytes a thread (ptxas, sm_90a). */
+template <int KW> constexpr int pointwise_max_threads() { return KW > 8 ? 512 : 1024; }
 /* Blocks of p.M / 4 threads (one a channel quad) times the rows a block
  * takes at once; the residual and exact-conversion forms picked once. */
-template <int KW, int ACT> __global__ void __launch_bounds__(1024) pointwise_kernel(igemm_params p)
+template <int KW, int ACT> __global__ void __launch_bounds__(pointwise_max_threads<KW>()) pointwise_kernel(igemm_params p)
 {
     const int m4 = p.M / 4, per_block = blockDim.x / m4, c4 = threadIdx.x % m4, pl = threadIdx.x / m4;
     if (p.res) {
@@ -1032,7 +1036,7 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     const int64_t P = p.P;
     /* the 1x1 kernel over K <= 64 (smooth activations other than GELU, which the host kept out) */
     if (q.prep == PREP_NONE && q.kh == 1 && q.kw == 1 && q.sh == 1 && q.sw == 1 && q.ph == 0 && q.pw == 0 && K16 <= 64 &&
-        g->M / 4 <= 1024) {
+        g->M / 4 <= (K16 <= 32 ? pointwise_max_threads<8>() : pointwise_max_threads<16>())) {
         igemm_variant pw;
         memset(&pw, 0, sizeof pw);
         const qf_act a = rq->act == QF_ACT_SIGMOID || rq->act == QF_ACT_SILU || rq->act == QF_ACT_HARD_SWISH ? rq->act : QF_ACT_NONE;
