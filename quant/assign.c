@@ -288,6 +288,26 @@ static bool fp16_holds(float b)
     return b == -1.0f || b == 0.0f || (b >= QFI_FP16_MIN_NORMAL && b <= QFI_FP16_MAX);
 }
 
+/* Whether value v, bounded by b, reaches the results only as a small
+ * addend: every reader an Add or Sub whose sum FP16 holds with a normal top,
+ * b at most 2^-12 of that top. Whatever FP16 does to v, even flushing it to
+ * zero, then moves a sum by less than half precision's rounding at the top
+ * of the sum's range, the standard fp16_holds sets. torchvision's ConvNeXt
+ * initialises its layer scales to 1e-6: those products, and the residual
+ * stream they join, were FP32 (6.8 of ConvNeXt-T's 35 ms at b256, H100). */
+static bool small_addend(const qfi_qplan *p, int v, float b)
+{
+    const qf_graph *g = p->g;
+    if (!(b >= 0.0f) || (g->values[v].flags & QF_VALUE_OUTPUT) || p->use_start[v] == p->use_start[v + 1]) return false;
+    for (int u = p->use_start[v]; u < p->use_start[v + 1]; u++) {
+        const qf_node *r = &g->nodes[p->use_node[u]];
+        if ((r->op != QF_OP_ADD && r->op != QF_OP_SUB) || r->n_out != 1 || r->out[0] < 0) return false;
+        const float top = abs_bound(p, r->out[0]);
+        if (!(top >= QFI_FP16_MIN_NORMAL && top <= QFI_FP16_MAX) || !(b <= ldexpf(top, -12))) return false;
+    }
+    return true;
+}
+
 /* Input k of n is a compute op's constant bias (QFI_INT8_COMPUTE's input 2). */
 static bool is_bias(const qf_node *n, int k)
 {
@@ -299,20 +319,28 @@ static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
     if (p->o.precision == QF_PREC_FP32) return QF_PREC_FP32;
     /* conversions say their dtypes explicitly; shape ops were folded */
     if (qfi_ops[n->op]->traits & QFI_OP_KEEP_FP32) return QF_PREC_FP32;
-    bool any = false;
+    bool any = false, addends = true;
     for (int k = 0; k < n->n_out; k++) {
         if (n->out[k] < 0) continue;
         if (!qfi_qfloat(p, n->out[k])) return QF_PREC_FP32;
         any = true;
-        if (!fp16_holds(abs_bound(p, n->out[k]))) return QF_PREC_FP32;
+        const float b = abs_bound(p, n->out[k]);
+        const bool small = b <= QFI_FP16_MAX && small_addend(p, n->out[k], b);
+        if (!fp16_holds(b) && !small) return QF_PREC_FP32;
+        addends &= small;
     }
+    /* a product that is only a small addend stays one whatever FP16 does to
+     * its factors (a tiny one flushed gives 0) */
+    const bool small_product = any && addends && n->op == QF_OP_MUL;
     for (int k = 0; k < n->n_in; k++) {
         if (!qfi_qfloat(p, n->in[k])) continue;
         float b = abs_bound(p, n->in[k]);
         /* a compute op's bias is added to its output, whose bound is checked
          * above: a tiny bias loses at most 2^-25 to FP16's subnormals, which
-         * no output near a normal half can see; only overflow matters */
-        if (is_bias(n, k) ? !(b <= QFI_FP16_MAX) : !fp16_holds(b)) return QF_PREC_FP32;
+         * no output near a normal half can see; only overflow matters. So
+         * for a small addend, and for the factors of a small product. */
+        const bool overflow_only = is_bias(n, k) || small_product || small_addend(p, n->in[k], b);
+        if (overflow_only ? !(b <= QFI_FP16_MAX) : !fp16_holds(b)) return QF_PREC_FP32;
     }
     return any ? QF_PREC_FP16 : QF_PREC_FP32;
 }

@@ -249,6 +249,64 @@ START_TEST(tiny_bias_stays_fp16)
 }
 END_TEST
 
+/* A ConvNeXt block's end as torchvision initialises it (layer scale 1e-6):
+ *   x (2,8,6,6) -> Conv 3x3 -> c; Mul(c, gamma (8,1,1) near 1e-6) -> m;
+ *   Add(m, x) -> a (an output) -> Conv 1x1 -> y
+ * m is a small addend of a: FP16, with its 1e-6 values among the subnormal
+ * halves, moves a by less than a's own rounding. With m also read by a
+ * Conv (other) it must stay FP32. */
+static qf_graph *layer_scale_net(bool other)
+{
+    rng = 17;
+    qf_graph *g = qf_graph_new("layer_scale");
+    int x = input(g, "x", 4, (int64_t[]){2, 8, 6, 6});
+    int w1 = weight(g, "w1", 4, (int64_t[]){8, 8, 3, 3}, -0.4f, 0.4f);
+    int gamma = weight(g, "gamma", 3, (int64_t[]){8, 1, 1}, 0.5e-6f, 1.5e-6f);
+    int w2 = weight(g, "w2", 4, (int64_t[]){8, 8, 1, 1}, -0.5f, 0.5f);
+    int c = value(g, "c"), m = value(g, "m"), a = value(g, "a"), y = value(g, "y");
+    conv_node(g, "conv", x, w1, -1, c, 1, 1);
+    op(g, "layer_scale", QF_OP_MUL, 2, (int[]){c, gamma}, m);
+    op(g, "residual", QF_OP_ADD, 2, (int[]){m, x}, a);
+    conv_node(g, "pw", a, w2, -1, y, 0, 1);
+    output(g, a);
+    output(g, y);
+    if (other) {
+        int w3 = weight(g, "w3", 4, (int64_t[]){4, 8, 1, 1}, -0.5f, 0.5f), z = value(g, "z");
+        conv_node(g, "other", m, w3, -1, z, 0, 1);
+        output(g, z);
+    }
+    prepare_graph(g, 2);
+    return g;
+}
+
+START_TEST(small_addend_stays_fp16)
+{
+    for (int other = 0; other < 2; other++)
+        for (int prec = QF_PREC_FP16; prec <= QF_PREC_INT8; prec++) {
+            qf_graph *ref = layer_scale_net(other), *g = layer_scale_net(other);
+            float *x = random_input(g, 18, -1, 1);
+            qf_calib_table *t = calibrate_minmax(g, x);
+            qf_quant_opts o;
+            qf_quant_opts_init(&o);
+            o.precision = (qf_precision)prec;
+            OK(qf_quantize(g, t, &o, NULL));
+            const qf_precision mul = node_named(g, "layer_scale")->precision, add = node_named(g, "residual")->precision;
+            ck_assert_msg(other ? mul != QF_PREC_FP16 : mul == QF_PREC_FP16, "other %d, %s: the Mul is %s", other,
+                          qf_precision_name(prec), qf_precision_name(mul));
+            if (!other)
+                ck_assert_msg(add == QF_PREC_FP16, "%s: the Add is %s", qf_precision_name(prec), qf_precision_name(add));
+            float *ya = run(ref, x, NULL, NULL), *yb = run(g, x, NULL, NULL);
+            /* output a: x plus 1e-6 of the conv, as FP16 holds x */
+            double db = sqnr_db(ya, yb, 2 * 8 * 36);
+            ck_assert_msg(db > 60.0, "other %d, %s: SQNR of a %.1f dB", other, qf_precision_name(prec), db);
+            free(x), free(ya), free(yb);
+            qf_calib_table_free(t);
+            qf_graph_free(ref);
+            qf_graph_free(g);
+        }
+}
+END_TEST
+
 /* ---- a bias beyond the accumulator's range ------------------------------------------ */
 
 /* GoogLeNet's head: x (2,8,4,4) -> Conv 1x1 -> Relu -> GlobalAveragePool ->
@@ -452,6 +510,7 @@ int main(void)
     tcase_add_test(tc, int8_is_scale_invariant);
     tcase_add_test(tc, tiny_activations_stay_out_of_fp16);
     tcase_add_test(tc, tiny_bias_stays_fp16);
+    tcase_add_test(tc, small_addend_stays_fp16);
     tcase_add_test(tc, bias_beyond_accumulator_raises_weight_scales);
     tcase_add_test(tc, dead_channel_stays_int8);
     tcase_add_test(tc, dead_channel_with_input_zero_point_stays_int8);
