@@ -4,34 +4,35 @@
 # calibrates and quantizes the same ONNX files itself (its own table and .qfm
 # formats), then the two are benched alternately, REPS times each, so clock
 # drift hits both alike; prints the median images/s of each and their ratio.
-#   usage: [PRECS="int8 fp16"] [REPS=3] bench/device/compare.sh OLD_DIR NEW_DIR MODELS_DIR IMAGES [ARCH...]
+#   usage: [PRECS="int8 fp16"] [REPS=3] [NEW_ENV="VAR=value ..."] bench/device/compare.sh OLD_DIR NEW_DIR MODELS_DIR IMAGES [ARCH...]
 # OLD_DIR/NEW_DIR hold bin/qforge and lib/ (as make_bundle.sh packs them);
-# MODELS_DIR has ARCH.onnx (bench_cuda.sh writes them).
+# MODELS_DIR has ARCH.onnx (bench_cuda.sh writes them). NEW_ENV is set for
+# the new side only: with OLD_DIR = NEW_DIR, an A/B of a switch in one build
+# (NEW_ENV=QFORGE_CUDA_DW_DP4A=1).
 set -eu
 OLD=$1 NEW=$2 M=$3 IMAGES=$4
 shift 4
 ARCHS=${*:-resnet50 mobilenet_v2}
 REPS=${REPS:-3}
 W=$(mktemp -d)
-run() { # build args...
-  local b=$1; shift
-  # each build its own tactic cache: the cache's key names the version, not the
+run() { # side args...
+  local side=$1 b=$OLD e=; shift
+  [ $side = new ] && b=$NEW e=${NEW_ENV:-}
+  # each side its own tactic cache: the cache's key names the version, not the
   # build, so the second build would take the first one's timings
-  QFORGE_CACHE_DIR=$W/cache${b//\//_} LD_LIBRARY_PATH=$b/lib:${LD_LIBRARY_PATH:-} "$b/bin/qforge" "$@"
+  env $e QFORGE_CACHE_DIR=$W/cache_$side LD_LIBRARY_PATH=$b/lib:${LD_LIBRARY_PATH:-} "$b/bin/qforge" "$@"
 }
 for a in $ARCHS; do
   for side in old new; do
-    b=$OLD; [ $side = new ] && b=$NEW
-    run $b calib "$M/$a.onnx" --images "$IMAGES" --preset imagenet -n 100 --device cuda --batch 50 --quiet -o $W/${a}_$side.calib
+    run $side calib "$M/$a.onnx" --images "$IMAGES" --preset imagenet -n 100 --device cuda --batch 50 --quiet -o $W/${a}_$side.calib
     for p in ${PRECS:-int8 fp16}; do
-      run $b quant "$M/$a.onnx" --calib $W/${a}_$side.calib --precision $p -o $W/${a}_${p}_$side.qfm --quiet
+      run $side quant "$M/$a.onnx" --calib $W/${a}_$side.calib --precision $p -o $W/${a}_${p}_$side.qfm --quiet
     done
   done
   for p in ${PRECS:-int8 fp16}; do
     for r in $(seq $REPS); do
       for side in old new; do
-        b=$OLD; [ $side = new ] && b=$NEW
-        run $b bench $W/${a}_${p}_$side.qfm --batch 256 --duration 2 --json |
+        run $side bench $W/${a}_${p}_$side.qfm --batch 256 --duration 2 --json |
           python3 -c 'import json,sys; print(json.load(sys.stdin)["results"][0]["images_per_second"])' >> $W/${a}_${p}_$side.ips
       done
     done
