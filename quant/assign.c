@@ -335,12 +335,13 @@ static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
     for (int k = 0; k < n->n_in; k++) {
         if (!qfi_qfloat(p, n->in[k])) continue;
         float b = abs_bound(p, n->in[k]);
+        if (fp16_holds(b)) continue;
         /* a compute op's bias is added to its output, whose bound is checked
          * above: a tiny bias loses at most 2^-25 to FP16's subnormals, which
          * no output near a normal half can see; only overflow matters. So
          * for a small addend, and for the factors of a small product. */
         const bool overflow_only = is_bias(n, k) || small_product || small_addend(p, n->in[k], b);
-        if (overflow_only ? !(b <= QFI_FP16_MAX) : !fp16_holds(b)) return QF_PREC_FP32;
+        if (!overflow_only || !(b <= QFI_FP16_MAX)) return QF_PREC_FP32;
     }
     return any ? QF_PREC_FP16 : QF_PREC_FP32;
 }

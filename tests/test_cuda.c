@@ -1546,9 +1546,7 @@ END_TEST
 START_TEST(depthwise_7x7_exact)
 {
     qf_graph *g = build_minmax(b_depthwise_7x7, QF_PREC_INT8, false);
-    const qf_node *c = NULL;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!strcmp(g->nodes[i].name, "dw7c")) c = &g->nodes[i];
+    const qf_node *c = node_named(g, "dw7c");
     ck_assert_msg(c && c->precision == QF_PREC_INT8 && qfi_out(g, c, 0)->dtype == QF_F16, "dw7c is not an INT8 layer writing halves");
     compare(g, QF_PREC_INT8, 2, "int8", true);
     qf_graph_free(g);

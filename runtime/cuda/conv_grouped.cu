@@ -841,8 +841,9 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
      * =5 takes them all. */
     static const long window_k = getenv("QFORGE_CUDA_DW_WINDOW") ? atol(getenv("QFORGE_CUDA_DW_WINDOW")) : 0;
     const bool k5 = g->kh == 5 && (window_k == 5 || (window_k == 0 && rq && rq->act == QF_ACT_NONE));
-    const bool window = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->C % 2 == 0 && g->kh == g->kw &&
-                        (g->kh == 3 || k5) && g->dh == 1 && g->dw == 1 && (g->sw == 1 || g->sw == 2);
+    /* the row kernels' common ground: INT8 in, int8 or half out, square, undilated */
+    const bool rows = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->kh == g->kw && g->dh == 1 && g->dw == 1;
+    const bool window = rows && g->C % 2 == 0 && (g->kh == 3 || k5) && (g->sw == 1 || g->sw == 2);
     const bool half_out = rq && rq->out == QF_F16;
     /* 3x3, 5x5 and 7x7 over 4-channel words by dp4a, stride 1 and 2 (H100,
      * INT8 b256 against the window and vector kernels: MnasNet +26 %,
@@ -850,8 +851,7 @@ qf_status cu_direct_conv_run(cudaStream_t s, const cu_conv_geo *g, qf_dtype dt, 
      * For A/B, QFORGE_CUDA_DW_DP4A=1 keeps stride 2 and =0 every layer on
      * the kernels before it. */
     static const long dp4a_mode = getenv("QFORGE_CUDA_DW_DP4A") ? atol(getenv("QFORGE_CUDA_DW_DP4A")) : 2;
-    const bool dp4a = dw && rq && (rq->out == QF_I8 || rq->out == QF_F16) && g->C % 4 == 0 && g->kh == g->kw &&
-                      (g->kh == 3 || g->kh == 5 || g->kh == 7) && g->dh == 1 && g->dw == 1 &&
+    const bool dp4a = rows && g->C % 4 == 0 && (g->kh == 3 || g->kh == 5 || g->kh == 7) &&
                       (g->sw == 1 ? dp4a_mode >= 1 : g->sw == 2 && dp4a_mode >= 2);
     if (dp4a) {
         if (half_out) launch_depthwise_dp4a_by_geo<__half>(s, *g, x, w, rq, res, y);
