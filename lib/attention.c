@@ -2,6 +2,7 @@
  * both engines' fused kernels read. */
 #include "attention.h"
 #include "ops/nn.h"
+#include "ops/tensor_ops.h"
 
 /* The one reader of value v, or NULL (several, none, or v is a graph output). */
 static const qf_node *only_reader(const qf_graph *g, int v)
@@ -67,19 +68,72 @@ static bool take_bias(const qf_graph *g, const qfi_attention_rules *r, const qf_
     return true;
 }
 
+/* The value read through a scalar Mul: when v's only reader is node
+ * `reader` and v is an FP16 Mul of a half value by a one-element constant,
+ * that value, with the constant multiplied into *scale and the Mul added
+ * to ch's pre-nodes; else v. */
+static int through_scale(const qf_graph *g, const qfi_attention_rules *r, int v, const qf_node *reader, float *scale,
+                         qfi_attention_chain *ch)
+{
+    const int p = g->values[v].producer;
+    if (p < 0 || only_reader(g, v) != reader || ch->n_pre == QFI_ATTN_MAX_PRE) return v;
+    const qf_node *m = &g->nodes[p];
+    if (m->op != QF_OP_MUL || m->n_in != 2 || m->n_out != 1 || m->in[0] < 0 || m->in[1] < 0 || !node_ok(g, r, m))
+        return v;
+    for (int k = 0; k < 2; k++) {
+        const qf_value *c = qfi_in(g, m, k), *x = qfi_in(g, m, 1 - k);
+        if (!(c->flags & QF_VALUE_CONST) || !c->data || qf_value_numel(c) != 1 || !is_half(x) ||
+            qf_value_numel(x) != qf_value_numel(&g->values[v]))
+            continue;
+        float f;
+        if (c->dtype == QF_F16) f = qf_f16_to_f32(*(const uint16_t *)c->data);
+        else if (c->dtype == QF_F32) f = *(const float *)c->data;
+        else continue;
+        *scale *= f;
+        ch->pre[ch->n_pre++] = p;
+        return m->in[1 - k];
+    }
+    return v;
+}
+
+/* K when v (K^T, r dims) is its only reader's Transpose of the last two
+ * dims of a half value; the Transpose is added to ch's pre-nodes. Else -1. */
+static int through_transpose(const qf_graph *g, const qfi_attention_rules *r, int v, const qf_node *reader,
+                             qfi_attention_chain *ch)
+{
+    const int p = g->values[v].producer;
+    if (p < 0 || only_reader(g, v) != reader || ch->n_pre == QFI_ATTN_MAX_PRE) return -1;
+    const qf_node *t = &g->nodes[p];
+    if (t->op != QF_OP_TRANSPOSE || t->n_in != 1 || t->in[0] < 0 || t->n_out != 1 || !node_ok(g, r, t)) return -1;
+    const qf_value *x = qfi_in(g, t, 0);
+    const qfi_transpose_params *tp = (const qfi_transpose_params *)t->params;
+    const int rank = g->values[v].ndim;
+    if (!is_half(x) || x->ndim != rank || rank < 2 || !tp || (tp->n_perm != rank && !(tp->n_perm == 0 && rank == 2)))
+        return -1;
+    for (int d = 0; d < tp->n_perm; d++)
+        if (tp->perm[d] != (d < rank - 2 ? d : d == rank - 2 ? rank - 1 : rank - 2)) return -1;
+    ch->pre[ch->n_pre++] = p;
+    return t->in[0];
+}
+
 bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules *rules, qfi_attention_chain *ch)
 {
     const qf_node *n = &g->nodes[first];
     memset(ch, 0, sizeof *ch);
     if (n->op != QF_OP_MATMUL || n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0 || !node_ok(g, rules, n)) return false;
-    const qf_value *q = qfi_in(g, n, 0), *kt = qfi_in(g, n, 1), *s = qfi_out(g, n, 0);
+    ch->first = first;
+    ch->scale = 1.0f;
+    /* Q and K^T, or what the exporter's scalar Muls and K's Transpose read */
+    ch->q = through_scale(g, rules, n->in[0], n, &ch->scale, ch);
+    ch->kt = through_scale(g, rules, n->in[1], n, &ch->scale, ch);
+    const int k_in = through_transpose(g, rules, ch->kt, ch->kt == n->in[1] ? n : &g->nodes[ch->pre[ch->n_pre - 1]], ch);
+    if (k_in >= 0) ch->kt = k_in, ch->k_rows = true;
+    const qf_value *q = &g->values[ch->q], *kt = &g->values[ch->kt], *s = qfi_out(g, n, 0);
     if (!is_half(q) || !is_half(kt) || !is_half(s) || !same_batch(q, kt) || q->ndim > QFI_ATTN_MAX_DIMS) return false;
     const int r = q->ndim;
-    ch->first = first;
-    ch->q = n->in[0], ch->kt = n->in[1];
-    ch->M = q->dims[r - 2], ch->D = q->dims[r - 1], ch->N = kt->dims[r - 1];
+    ch->M = q->dims[r - 2], ch->D = q->dims[r - 1], ch->N = kt->dims[ch->k_rows ? r - 2 : r - 1];
     ch->nb = qfi_numel(r - 2, q->dims);
-    if (kt->dims[r - 2] != ch->D || (ch->D != 32 && ch->D != 64 && ch->D != 128) || ch->M < 1 || ch->N < 1 ||
+    if (kt->dims[ch->k_rows ? r - 1 : r - 2] != ch->D || (ch->D != 32 && ch->D != 64 && ch->D != 128) || ch->M < 1 || ch->N < 1 ||
         ch->nb > INT32_MAX / ch->M || !operand_ok(g, rules, ch->q, first) ||
         !operand_ok(g, rules, ch->kt, first))
         return false;
@@ -120,9 +174,12 @@ bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules
 
 void qfi_attention_log(const qf_graph *g, const qfi_attention_chain *ch)
 {
-    qf_log(QF_LOG_DEBUG, "%s: attention fused from node %s to %s (%lld x %lld queries, %lld keys, heads of %lld)",
+    qf_log(QF_LOG_DEBUG,
+           "%s: attention fused from node %s to %s (%lld x %lld queries, %lld keys, heads of %lld; %d nodes before it "
+           "taken in: scores times %g%s)",
            g->source, g->nodes[ch->first].name, g->nodes[ch->nodes[ch->n_nodes - 1]].name, (long long)ch->nb,
-           (long long)ch->M, (long long)ch->N, (long long)ch->D);
+           (long long)ch->M, (long long)ch->N, (long long)ch->D, ch->n_pre, (double)ch->scale,
+           ch->k_rows ? ", K read by rows" : "");
 }
 
 int64_t qfi_attention_bias_row(const qfi_attention_bias *b, int64_t r)

@@ -18,7 +18,13 @@
  *   (unrounded), o += half(p_j) v_j in FP32;
  *   out = half(o * (1 / l)).
  * The unfused nodes round the scores, the biased scores and the
- * probabilities to half; the fused chain keeps them in FP32. Heads of 32,
+ * probabilities to half; the fused chain keeps them in FP32.
+ *
+ * The exporters' scaled dot product is taken in too: torch.onnx writes
+ * softmax(Q K^T / sqrt(D)) as MatMul(Mul(Q, s), Mul(Transpose(K), s)). The
+ * chain then reads Q and K themselves (K as [nb][N][D] rows: k_rows) and
+ * multiplies each FP32 score by `scale`, the product of the two constants,
+ * where the unfused Muls rounded the scaled Q and K to half. Heads of 32,
  * 64 or 128 only (the sizes the CUDA kernel is built for): both engines
  * must fuse the same chains to agree. */
 #ifndef QFORGE_ATTENTION_H
@@ -29,6 +35,7 @@
 #define QFI_ATTN_MAX_BIAS 2
 #define QFI_ATTN_MAX_NODES 12
 #define QFI_ATTN_MAX_DIMS 6
+#define QFI_ATTN_MAX_PRE 3
 #define QFI_ATTN_KEY_TILE 64
 
 typedef struct qfi_attention_bias {
@@ -41,7 +48,11 @@ typedef struct qfi_attention_bias {
 
 typedef struct qfi_attention_chain {
     int first;                      /* node index of the Q K^T MatMul */
-    int q, kt, v, out;              /* values: Q [nb][M][D], K^T [nb][D][N], V [nb][N][D], out [nb][M][D] */
+    int q, kt, v, out;              /* values: Q [nb][M][D], K^T [nb][D][N] (k_rows: K [nb][N][D]), V [nb][N][D], out [nb][M][D] */
+    bool k_rows;                    /* kt is K, the input of the Transpose that made K^T */
+    float scale;                    /* each score's factor: the scalar Muls' constants, else 1 */
+    int pre[QFI_ATTN_MAX_PRE];      /* the Muls and the Transpose before `first` that the chain computes */
+    int n_pre;
     int64_t nb, M, N, D;
     int nodes[QFI_ATTN_MAX_NODES];  /* the chain after the first MatMul, the AV MatMul last */
     int n_nodes;

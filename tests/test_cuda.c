@@ -420,6 +420,24 @@ static qf_graph *b_sdpa_vit(void)
     output(g, merge_heads(g, av, 80, 128));
     return g;
 }
+/* torch.onnx's scaled_dot_product_attention on ViT's form: softmax(Q K^T /
+ * 8) written as MatMul(Mul(Q, s), Mul(Transpose(K), s)), s = 64^-1/4, which
+ * the chain takes in (K read by rows, each score scaled in FP32). */
+static qf_graph *b_sdpa_scaled(void)
+{
+    qf_graph *g = new_graph("sdpa_scaled");
+    int x = input(g, "x", 3, DIMS(2, 80, 128));
+    int v = split_heads(g, "v", x, 128, 80, 2, 64, false), q = split_heads(g, "q", x, 128, 80, 2, 64, false);
+    int k = split_heads(g, "k", x, 128, 80, 2, 64, false), kt = value(g, "k.t");
+    int c = weight(g, "s", 0, NULL, 0.35355339f, 0.35355339f);
+    set_ints(op(g, "k.t", QF_OP_TRANSPOSE, 1, IN(k), kt), "perm", 4, DIMS(0, 1, 3, 2));
+    int s = binary(g, "qk", QF_OP_MATMUL, binary(g, "q.s", QF_OP_MUL, q, c), binary(g, "kt.s", QF_OP_MUL, kt, c));
+    int p = unary(g, "softmax", QF_OP_SOFTMAX, s);
+    set_int(&g->nodes[g->n_nodes - 1], "axis", -1);
+    int av = binary(g, "av", QF_OP_MATMUL, p, v);
+    output(g, merge_heads(g, av, 80, 128));
+    return g;
+}
 /* Swin's form: 4 windows of 49 tokens (2 images of 2 windows), 2 heads of
  * 32; the scores get a relative-position bias [1, 2, 49, 49], are viewed as
  * [2, 2, 2, 49, 49] for the shifted windows' mask [1, 2, 1, 49, 49] (0 or
@@ -1450,17 +1468,18 @@ static void count_attention(void *user, qf_log_level level, const char *msg)
     int *counts = (int *)user;
     if (strstr(msg, "attention fused")) counts[0]++;
     if (strstr(msg, "biases summed into one table")) counts[1]++;
+    if (strstr(msg, "3 nodes before it taken in")) counts[2]++;
 }
 
 /* The attention graphs on both engines at every precision (fused on both
  * at FP16 and INT8, where the attention stays FP16), and the fusion itself
  * on the engine under test: one chain each at FP16, none with its NOFUSE
  * variable; on the device, Swin's two constant biases read as one summed
- * table. */
+ * table; the scaled form's two Muls and K's Transpose taken in. */
 START_TEST(attention_fused)
 {
-    const build_fn builds[2] = {b_sdpa_vit, b_sdpa_swin};
-    for (int k = 0; k < 2; k++) {
+    const build_fn builds[3] = {b_sdpa_vit, b_sdpa_swin, b_sdpa_scaled};
+    for (int k = 0; k < 3; k++) {
         int8_reads_fp16_gemms = true;
         check_graph(builds[k], false);
         int8_reads_fp16_gemms = false;
@@ -1471,9 +1490,11 @@ START_TEST(attention_fused)
             qf_quant_opts_init(&o);
             o.precision = QF_PREC_FP16;
             OK(qf_quantize(g, NULL, &o, NULL));
-            int counts[2] = {0, 0};
+            int counts[3] = {0, 0, 0};
             qf_engine *e = create_logged(g, nofuse, count_attention, counts);
             ck_assert_msg(counts[0] == (nofuse ? 0 : 1), "%s: %d attention chains fused", g->source, counts[0]);
+            ck_assert_msg(counts[2] == (nofuse || k < 2 ? 0 : 1), "%s: %d chains took the Muls and Transpose in",
+                          g->source, counts[2]);
             if (dut == QF_DEVICE_CUDA) /* (the CPU engine does not log its table) */
                 ck_assert_msg(counts[1] == (nofuse || k == 0 ? 0 : 1), "%s: %d bias tables", g->source, counts[1]);
             qf_engine_free(e);

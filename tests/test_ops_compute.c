@@ -10,6 +10,7 @@
 #include <float.h>
 #include <math.h>
 #include "internal.h"
+#include "attention.h"
 #include "ops/ops.h"
 #include "../runtime/cpu/kernels.h"
 #include "testutil.h"
@@ -1369,7 +1370,7 @@ static float *run_attention(const qf_graph *g, float *const *x, bool nofuse, int
 
 /* The chain in double on the inputs as the FP16 graph holds them (rounded to
  * half); the biases exact. */
-static double *attention_ref(float *const *x, bool biased)
+static double *attention_ref(float *const *x, bool biased, double scale)
 {
     const float *bias = att_bias, *mask = att_mask;
     double *y = calloc(ATT_OUT, sizeof *y), s[ATT_N];
@@ -1381,6 +1382,7 @@ static double *attention_ref(float *const *x, bool biased)
                 for (int d = 0; d < ATT_D; d++)
                     acc += (double)qf_f16_to_f32(qf_f32_to_f16(x[0][(b * ATT_M + i) * ATT_D + d])) *
                            qf_f16_to_f32(qf_f32_to_f16(x[1][(b * ATT_D + d) * ATT_N + j]));
+                acc *= scale;
                 if (biased) acc += (double)bias[((b % 3) * ATT_M + i) * ATT_N + j] + mask[((b / 3) * ATT_M + i) * ATT_N + j];
                 s[j] = acc;
                 mx = fmax(mx, acc);
@@ -1415,7 +1417,7 @@ START_TEST(attention_chain_fused)
         float *yf = run_attention(g, x, false, &fused), *yu = run_attention(g, x, true, &unfused_count);
         ck_assert_int_eq(fused, 1);
         ck_assert_int_eq(unfused_count, 0);
-        double *ref = attention_ref(x, biased);
+        double *ref = attention_ref(x, biased, 1.0);
         double ef = 0, eu = 0, sig = 0, worst = 0, big = 0;
         for (int64_t i = 0; i < ATT_OUT; i++) {
             ef += (yf[i] - ref[i]) * (yf[i] - ref[i]);
@@ -1444,6 +1446,83 @@ START_TEST(attention_chain_fused)
         qf_graph_free(g);
         for (int k = 0; k < 3; k++) free(x[k]);
     }
+}
+END_TEST
+
+/* torch.onnx's scaled_dot_product_attention: q (2,3,M,D), k (2,3,N,D), v;
+ * MatMul(Mul(q, s), Mul(Transpose(k), s)) -> Softmax -> x v, s = D^-1/4,
+ * quantized to FP16. */
+static qf_graph *sdpa_graph(float s)
+{
+    qf_graph *g = qf_graph_new("sdpa_attention");
+    g->opset = 17;
+    int q = input(g, "q", 4, (int64_t[]){2, 3, ATT_M, ATT_D}), k = input(g, "k", 4, (int64_t[]){2, 3, ATT_N, ATT_D});
+    int v = input(g, "v", 4, (int64_t[]){2, 3, ATT_N, ATT_D});
+    int c = weight(g, "s", 0, NULL, s, s);
+    int qs = value(g, "q.s"), kt = value(g, "k.t"), kts = value(g, "kt.s"), sc = value(g, "qk"), p = value(g, "p"),
+        y = value(g, "av");
+    op(g, "q_scale", QF_OP_MUL, 2, (int[]){q, c}, qs);
+    set_ints(op(g, "k_t", QF_OP_TRANSPOSE, 1, &k, kt), "perm", 4, (int64_t[]){0, 1, 3, 2});
+    op(g, "k_scale", QF_OP_MUL, 2, (int[]){kt, c}, kts);
+    op(g, "qk", QF_OP_MATMUL, 2, (int[]){qs, kts}, sc);
+    set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, &sc, p), "axis", -1);
+    op(g, "av", QF_OP_MATMUL, 2, (int[]){p, v}, y);
+    output(g, y);
+    prepare_graph(g, 2);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.precision = QF_PREC_FP16;
+    ck_assert_msg(qf_quantize(g, NULL, &o, NULL) == QF_OK, "%s", qf_error_message());
+    return g;
+}
+
+/* The chain takes the exporter's two scalar Muls and K's Transpose in: Q
+ * and K read as they are, each FP32 score times s^2 (where the unfused
+ * Muls round the scaled Q and K to half), K^T widened from K's rows. Closer
+ * to the exact chain than the unfused nodes, within half's rounding of it. */
+START_TEST(attention_chain_takes_sdpa_scale)
+{
+    const float s = 1.0f / sqrtf(sqrtf((float)ATT_D));
+    const double sh = qf_f16_to_f32(qf_f32_to_f16(s)); /* the FP16 graph's constant */
+    rng_use_xorshift(91);
+    qf_graph *g = sdpa_graph(s);
+    float *x[3];
+    for (int k = 0; k < 3; k++) {
+        x[k] = malloc((size_t)att_in_elems[k] * sizeof(float));
+        for (int64_t i = 0; i < att_in_elems[k]; i++) x[k][i] = frand(-3.0f, 3.0f);
+    }
+    int first = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!strcmp(g->nodes[i].name, "qk")) first = i;
+    qfi_attention_chain ch;
+    ck_assert(first >= 0 && qfi_attention_match(g, first, NULL, &ch));
+    ck_assert_msg(ch.n_pre == 3 && ch.k_rows && ch.scale == (float)sh * (float)sh, "took %d nodes, K rows %d, scale %g",
+                  ch.n_pre, ch.k_rows, (double)ch.scale);
+    int fused, unfused_count;
+    float *yf = run_attention(g, x, false, &fused), *yu = run_attention(g, x, true, &unfused_count);
+    ck_assert_int_eq(fused, 1);
+    ck_assert_int_eq(unfused_count, 0);
+    float *kt = malloc((size_t)att_in_elems[1] * sizeof(float));
+    for (int b = 0; b < 6; b++)
+        for (int j = 0; j < ATT_N; j++)
+            for (int d = 0; d < ATT_D; d++) kt[(b * ATT_D + d) * ATT_N + j] = x[1][(b * ATT_N + j) * ATT_D + d];
+    float *xr[3] = {x[0], kt, x[2]};
+    double *ref = attention_ref(xr, false, sh * sh);
+    double ef = 0, eu = 0, sig = 0, worst = 0, big = 0;
+    for (int64_t i = 0; i < ATT_OUT; i++) {
+        ef += (yf[i] - ref[i]) * (yf[i] - ref[i]);
+        eu += (yu[i] - ref[i]) * (yu[i] - ref[i]);
+        sig += ref[i] * ref[i];
+        worst = fmax(worst, fabs(yf[i] - ref[i]));
+        big = fmax(big, fabs(ref[i]));
+    }
+    const double sqnr_f = 10 * log10(sig / ef), sqnr_u = 10 * log10(sig / eu);
+    ck_assert_msg(sqnr_f > sqnr_u + 1.0, "fused %.2f dB, unfused %.2f dB against the exact chain", sqnr_f, sqnr_u);
+    ck_assert_msg(worst <= 1e-3 * big, "fused output off by %.3g (outputs up to %.3g)", worst, big);
+    printf("  sdpa chain: fused %.1f dB, unfused %.1f dB against the exact chain\n", sqnr_f, sqnr_u);
+    free(ref), free(kt), free(yf), free(yu);
+    for (int k = 0; k < 3; k++) free(x[k]);
+    qf_graph_free(g);
 }
 END_TEST
 
@@ -1767,6 +1846,7 @@ static Suite *suite(void)
     tcase_add_test(tc, unsupported_and_invalid);
     tcase_add_test(tc, engine_runs_a_small_network);
     tcase_add_test(tc, attention_chain_fused);
+    tcase_add_test(tc, attention_chain_takes_sdpa_scale);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,9 +2,9 @@
  * engine's attention kernel computes, step for step, so that the two
  * engines differ by FP32 summation order instead of by the half rounding
  * of scores and probabilities that the unfused nodes do. The batch matrices
- * are shared out among the threads; each has K^T and V widened to float
- * once, then each block of query rows walks the keys in tiles with the
- * online softmax. */
+ * are shared out among the threads; each has K^T (from K's rows where the
+ * chain took K's Transpose in) and V widened to float once, then each block
+ * of query rows walks the keys in tiles with the online softmax. */
 #include "kernels.h"
 #include "attention.h"
 #include <math.h>
@@ -89,6 +89,12 @@ static void widen(float *restrict dst, const uint16_t *restrict src, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) dst[i] = qf_f16_to_f32(src[i]);
 }
+/* K [N][D] widened into K^T [D][N] */
+static void widen_transposed(float *restrict dst, const uint16_t *restrict k, int64_t N, int64_t D)
+{
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t d = 0; d < D; d++) dst[d * N + j] = qf_f16_to_f32(k[j * D + d]);
+}
 
 /* 2^x for x <= 0 (below -150, or NaN: 0) from single IEEE operations, no
  * libm call, so that a loop of it vectorizes and every instruction set gives
@@ -170,6 +176,7 @@ static void attend_rows(const attn_job *j, int64_t row0, int nr, const float *kt
         }
         for (int r = 0; r < nr; r++) {
             float *sr = s + r * TILE, mx = -INFINITY;
+            if (ch->scale != 1.0f) scale(sr, ch->scale, nk);
             for (int64_t t = 0; t < nk; t++) {
                 for (int k = 0; k < nbias; k++) sr[t] += qf_f16_to_f32(j->bias[k][boff[r][k] + (k0 + t) * bstep[k]]);
                 mx = fmaxf(mx, sr[t]);
@@ -204,7 +211,8 @@ static void attn_slot(void *arg, int64_t k)
     const int64_t N = ch->N, D = ch->D;
     float *kt = j->buf + (size_t)k * j->buf_floats, *v = kt + N * D, *q = v + N * D, *o = q + RB * D, *s = o + RB * D, *h = s + RB * TILE;
     for (int64_t b = ch->nb * k / j->slots; b < ch->nb * (k + 1) / j->slots; b++) {
-        widen(kt, j->kt + b * D * N, D * N);
+        if (ch->k_rows) widen_transposed(kt, j->kt + b * N * D, N, D);
+        else widen(kt, j->kt + b * D * N, D * N);
         widen(v, j->v + b * N * D, N * D);
         int64_t i = 0;
         for (; i + RB <= ch->M; i += RB) attend_rows(j, b * ch->M + i, RB, kt, v, q, o, s, h);

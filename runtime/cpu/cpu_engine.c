@@ -134,8 +134,10 @@ static qf_status cpu_free_memory(const qf_graph *g, const qf_engine_opts *opts, 
 /* Finds the attention chains and marks them in c (attn at the first MatMul,
  * none of their nodes `own`); plan_values (a copy of g's values) then has
  * the chains' intermediates unwritten and each chain's output written where
- * its first MatMul runs, for the memory plan. */
-static qf_status fuse_attention(const qf_graph *g, cpu_engine *c, qf_value *plan_values)
+ * its first MatMul runs, and read_at the step where the chain reads Q and K
+ * (later than the Muls and Transpose it took in, which read them in the
+ * graph), for the memory plan. */
+static qf_status fuse_attention(const qf_graph *g, cpu_engine *c, qf_value *plan_values, int *read_at)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         qfi_attention_chain ch;
@@ -147,6 +149,11 @@ static qf_status fuse_attention(const qf_graph *g, cpu_engine *c, qf_value *plan
             c->own[ch.nodes[k]] = false;
             plan_values[g->nodes[ch.nodes[k]].out[0]].producer = -1;
         }
+        for (int k = 0; k < ch.n_pre; k++) {
+            c->own[ch.pre[k]] = false;
+            plan_values[g->nodes[ch.pre[k]].out[0]].producer = -1;
+        }
+        read_at[ch.q] = read_at[ch.kt] = i;
         plan_values[ch.out].producer = i;
         qfi_attention_log(g, &ch);
     }
@@ -325,23 +332,27 @@ static qf_status cpu_create(qf_engine *e)
     c->epilogue = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->epilogue);
     c->fused_out = qfi_calloc((size_t)g->n_nodes + 1, sizeof *c->fused_out);
     qf_value *plan_values = qfi_calloc((size_t)g->n_values + 1, sizeof *plan_values);
-    if (!off || !c->data || !c->attn || !c->own || !c->epilogue || !c->fused_out || !plan_values) {
+    int *read_at = qfi_calloc((size_t)g->n_values + 1, sizeof *read_at);
+    if (!off || !c->data || !c->attn || !c->own || !c->epilogue || !c->fused_out || !plan_values || !read_at) {
         free(plan_values);
+        free(read_at);
         goto nomem;
     }
+    for (int v = 0; v < g->n_values; v++) read_at[v] = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         c->own[i] = true;
         c->fused_out[i] = -1;
     }
     memcpy(plan_values, g->values, (size_t)g->n_values * sizeof *plan_values);
     const bool fuse = !e->opts.observer && !getenv("QFORGE_CPU_NOFUSE");
-    qf_status st = fuse ? fuse_attention(g, c, plan_values) : QF_OK;
+    qf_status st = fuse ? fuse_attention(g, c, plan_values, read_at) : QF_OK;
     if (st == QF_OK && fuse) st = fuse_epilogues(g, c, plan_values);
     size_t total = 0;
     qf_graph pg = *g;
     pg.values = plan_values;
-    if (st == QF_OK) st = qfi_plan_memory(&pg, 64, off, &total);
+    if (st == QF_OK) st = qfi_plan_memory_views(&pg, NULL, read_at, 64, off, &total);
     free(plan_values);
+    free(read_at);
     /* staging only for the nodes that run their own kernels: a fused chain's
      * scores would have taken the largest buffers */
     if (st == QF_OK) st = qfi_cpu_lowp_create(g, c->own, &c->lowp);

@@ -6,7 +6,9 @@
  * the probabilities, rounded to half as the unfused Softmax's output is,
  * multiply the V tile into FP32 accumulators. Neither the scores nor the
  * probabilities reach memory: ViT-B/16's QK^T and Softmax nodes wrote 22 MB
- * of them per image, and Softmax and AV read them back.
+ * of them per image, and Softmax and AV read them back. Where the chain
+ * took the exporter's scalar Muls and K's Transpose in, the scores are
+ * scaled in FP32 and K is read by rows (the KROWS kernels).
  *
  * Numerics: lib/attention.h's, which the CPU engine's fused chain
  * (runtime/cpu/attention.c) computes step for step: the scores and their
@@ -17,6 +19,7 @@
  * precision's rounding of their results (test_cuda's `sdpa` graphs before
  * the CPU engine fused them too: 0.00098 at most, of outputs up to 1). */
 #include "cuda_internal.h"
+#include <type_traits>
 
 namespace {
 
@@ -31,8 +34,9 @@ struct attn_bias {
 };
 
 struct attn_params {
-    const __half *q, *kt, *v;
+    const __half *q, *kt, *v; /* kt: K [nb][N][D] for the KROWS kernels */
     __half *o;
+    float scale; /* each score's factor (lib/attention.h) */
     int nb, M, N, q_tiles;
     int n_bias;
     attn_bias bias[QFI_ATTN_MAX_BIAS];
@@ -78,23 +82,31 @@ __device__ __forceinline__ int64_t bias_row(const attn_bias &b, unsigned r)
 }
 
 /* One tile of keys on its way to shared memory: K^T's 64 columns (two
- * 2-byte reads a pair of keys: any N) and V's 64 rows (16-byte reads), a
- * thread's part of each in registers, so that every load of a tile is in
- * flight at once. A thread's key pair and V column are the same in every
- * row it loads: one address and one offset step each. */
-template <int D> struct kv_regs {
+ * 2-byte reads a pair of keys: any N), or with KROWS K's 64 rows, and V's 64
+ * rows (16-byte reads), a thread's part of each in registers, so that every
+ * load of a tile is in flight at once. A thread's key pair and V column are
+ * the same in every row it loads: one address and one offset step each. */
+template <int D, bool KROWS> struct kv_regs {
     static constexpr int K_ROWS = THREADS / (BKEYS / 2);       /* K^T rows (head dims) loaded per step */
-    static constexpr int K_PER = D / K_ROWS, V_ROWS = THREADS / (D / 8), V_PER = BKEYS / V_ROWS;
-    __half2 k[K_PER];
+    static constexpr int V_ROWS = THREADS / (D / 8), V_PER = BKEYS / V_ROWS, K_PER = KROWS ? V_PER : D / K_ROWS;
+    typename std::conditional<KROWS, int4, __half2>::type k[K_PER];
     int4 v[V_PER];
     __device__ __forceinline__ void load(const __half *kb, const __half *vb, int N, int k0, int tid)
     {
-        const int j = k0 + tid % (BKEYS / 2) * 2, kstep = K_ROWS * N;
-        const __half *kp = kb + (size_t)(tid / (BKEYS / 2)) * N + j;
-        const __half zero = __float2half(0.0f);
+        if constexpr (KROWS) { /* K's rows as V's */
+            const int r = k0 + tid / (D / 8);
+            const int4 *kp = (const int4 *)(kb + (size_t)r * D + tid % (D / 8) * 8);
 #pragma unroll
-        for (int i = 0; i < K_PER; i++)
-            k[i] = __halves2half2(j < N ? __ldg(kp + i * kstep) : zero, j + 1 < N ? __ldg(kp + i * kstep + 1) : zero);
+            for (int i = 0; i < K_PER; i++)
+                k[i] = r + i * V_ROWS < N ? __ldg(kp + i * V_ROWS * (D / 8)) : make_int4(0, 0, 0, 0);
+        } else {
+            const int j = k0 + tid % (BKEYS / 2) * 2, kstep = K_ROWS * N;
+            const __half *kp = kb + (size_t)(tid / (BKEYS / 2)) * N + j;
+            const __half zero = __float2half(0.0f);
+#pragma unroll
+            for (int i = 0; i < K_PER; i++)
+                k[i] = __halves2half2(j < N ? __ldg(kp + i * kstep) : zero, j + 1 < N ? __ldg(kp + i * kstep + 1) : zero);
+        }
         const int r = k0 + tid / (D / 8);
         const int4 *vp = (const int4 *)(vb + (size_t)r * D + tid % (D / 8) * 8);
 #pragma unroll
@@ -103,9 +115,15 @@ template <int D> struct kv_regs {
     }
     __device__ __forceinline__ void store(__half *Ks, int ldk, __half *Vs, int ldv, int tid) const
     {
-        __half2 *kd = (__half2 *)(Ks + tid / (BKEYS / 2) * ldk + tid % (BKEYS / 2) * 2);
+        if constexpr (KROWS) {
+            int4 *kd = (int4 *)(Ks + tid / (D / 8) * ldk + tid % (D / 8) * 8);
 #pragma unroll
-        for (int i = 0; i < K_PER; i++) kd[i * K_ROWS * ldk / 2] = k[i];
+            for (int i = 0; i < K_PER; i++) kd[i * V_ROWS * ldk / 8] = k[i];
+        } else {
+            __half2 *kd = (__half2 *)(Ks + tid / (BKEYS / 2) * ldk + tid % (BKEYS / 2) * 2);
+#pragma unroll
+            for (int i = 0; i < K_PER; i++) kd[i * K_ROWS * ldk / 2] = k[i];
+        }
         int4 *vd = (int4 *)(Vs + tid / (D / 8) * ldv + tid % (D / 8) * 8);
 #pragma unroll
         for (int i = 0; i < V_PER; i++) vd[i * V_ROWS * ldv / 8] = v[i];
@@ -113,22 +131,23 @@ template <int D> struct kv_regs {
 };
 
 /* Queries q0.. of matrix b; D: the head size (Q, K and V rows); NB: the
- * bias operands. Lanes hold mma.sync fragments: row g = lane / 4 (and
+ * bias operands; KROWS: K given as rows (shared memory then holds the tile
+ * as [key][d], read by ldmatrix without the transpose). Lanes hold mma.sync fragments: row g = lane / 4 (and
  * g + 8) of the warp's 16, columns 2 (lane % 4) and the next of each
  * 8-column piece. The next tile's loads are issued before this tile's
  * products (for D <= 64; D = 128 has no registers to spare for them). */
-template <int D, int NB>
+template <int D, int NB, bool KROWS>
 __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(attn_params p)
 {
-    constexpr int LDQ = D + 8, LDK = BKEYS + 8, LDV = D + 8; /* halves; 16-byte padding spreads ldmatrix rows over banks */
+    constexpr int LDQ = D + 8, LDK = KROWS ? D + 8 : BKEYS + 8, LDV = D + 8; /* halves; 16-byte padding spreads ldmatrix rows over banks */
     constexpr bool PREFETCH = D <= 64;
     extern __shared__ __align__(16) __half smem[];
-    __half *Qs = smem, *Ks = Qs + BQ * LDQ, *Vs = Ks + D * LDK;
+    __half *Qs = smem, *Ks = Qs + BQ * LDQ, *Vs = Ks + (KROWS ? BKEYS : D) * LDK;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
     const int b = blockIdx.x / p.q_tiles, q0 = (blockIdx.x % p.q_tiles) * BQ;
     const __half *qb = p.q + (size_t)b * p.M * D, *kb = p.kt + (size_t)b * D * p.N, *vb = p.v + (size_t)b * p.N * D;
 
-    kv_regs<D> kv;
+    kv_regs<D, KROWS> kv;
     kv.load(kb, vb, p.N, 0, tid);
     {
         constexpr int Q_PER = BQ * D / 8 / THREADS;
@@ -178,8 +197,11 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
         for (int ks = 0; ks < D / 16; ks++)
 #pragma unroll
             for (int np = 0; np < BKEYS / 16; np++) {
-                uint32_t bf[4];
-                ldmatrix_x4_trans(smem_addr(Ks + (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDK + np * 16 + (lane >> 4) * 8), bf);
+                uint32_t bf[4]; /* keys np*16.. by head dims ks*16..: (keys 0-7, dims 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) */
+                if constexpr (KROWS)
+                    ldmatrix_x4(smem_addr(Ks + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LDK + ks * 16 + ((lane >> 3) & 1) * 8), bf);
+                else
+                    ldmatrix_x4_trans(smem_addr(Ks + (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDK + np * 16 + (lane >> 4) * 8), bf);
                 mma_f16(s[2 * np], qf[ks], bf[0], bf[1]);
                 mma_f16(s[2 * np + 1], qf[ks], bf[2], bf[3]);
             }
@@ -196,7 +218,7 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int j = k0 + nt * 8 + t4 * 2 + e;
-                    float v = s[nt][2 * h + e];
+                    float v = s[nt][2 * h + e] * p.scale;
                     if (j < p.N) {
 #pragma unroll
                         for (int k = 0; k < NB; k++) {
@@ -260,7 +282,12 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
     }
 }
 
-template <int D> constexpr size_t smem_bytes() { return sizeof(__half) * ((size_t)BQ * (D + 8) + (size_t)D * (BKEYS + 8) + (size_t)BKEYS * (D + 8)); }
+/* Q, K (either layout: the larger) and V tiles */
+template <int D> constexpr size_t smem_bytes()
+{
+    return sizeof(__half) * ((size_t)BQ * (D + 8) + (D * (BKEYS + 8) > BKEYS * (D + 8) ? (size_t)D * (BKEYS + 8) : (size_t)BKEYS * (D + 8)) +
+                             (size_t)BKEYS * (D + 8));
+}
 
 struct attn_state {
     qfi_attention_chain ch;
@@ -284,6 +311,7 @@ static qf_status attn_prepare(cu_engine *c, cu_layer *L)
         return qf_error(QF_ERR_UNSUPPORTED, "attention of %lld x %lld queries and %lld keys", (long long)ch.nb,
                         (long long)ch.M, (long long)ch.N);
     p.nb = (int)ch.nb, p.M = (int)ch.M, p.N = (int)ch.N;
+    p.scale = ch.scale;
     p.q_tiles = (p.M + BQ - 1) / BQ;
     if ((int64_t)p.q_tiles * p.nb > INT32_MAX) return qf_error(QF_ERR_UNSUPPORTED, "attention grid of %lld blocks", (long long)p.q_tiles * p.nb);
     void *ptr;
@@ -336,20 +364,21 @@ static qf_status attn_prepare(cu_engine *c, cu_layer *L)
     }
     size_t smem = ch.D == 32 ? smem_bytes<32>() : ch.D == 64 ? smem_bytes<64>() : smem_bytes<128>();
     if (ch.D == 128)
-        for (auto k : {attention_kernel<128, 0>, attention_kernel<128, 1>, attention_kernel<128, 2>})
+        for (auto k : {attention_kernel<128, 0, false>, attention_kernel<128, 1, false>, attention_kernel<128, 2, false>,
+                       attention_kernel<128, 0, true>, attention_kernel<128, 1, true>, attention_kernel<128, 2, true>})
             CU_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     return QF_OK;
 }
 
-template <int D, int NB> static void launch_for(const attn_params &p, unsigned blocks, cudaStream_t s)
+template <int D, int NB, bool KROWS> static void launch_for(const attn_params &p, unsigned blocks, cudaStream_t s)
 {
-    attention_kernel<D, NB><<<blocks, THREADS, smem_bytes<D>(), s>>>(p);
+    attention_kernel<D, NB, KROWS><<<blocks, THREADS, smem_bytes<D>(), s>>>(p);
 }
-template <int D> static void launch_d(const attn_params &p, unsigned blocks, cudaStream_t s)
+template <int D, bool KROWS> static void launch_d(const attn_params &p, unsigned blocks, cudaStream_t s)
 {
-    if (p.n_bias == 0) launch_for<D, 0>(p, blocks, s);
-    else if (p.n_bias == 1) launch_for<D, 1>(p, blocks, s);
-    else launch_for<D, 2>(p, blocks, s);
+    if (p.n_bias == 0) launch_for<D, 0, KROWS>(p, blocks, s);
+    else if (p.n_bias == 1) launch_for<D, 1, KROWS>(p, blocks, s);
+    else launch_for<D, 2, KROWS>(p, blocks, s);
 }
 
 static qf_status attn_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
@@ -358,10 +387,11 @@ static qf_status attn_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const attn_state *st = (const attn_state *)L->state;
     const unsigned blocks = (unsigned)(st->p.q_tiles * st->p.nb);
     if (!blocks) return QF_OK;
+    const bool rows = st->ch.k_rows;
     switch (st->ch.D) {
-    case 32: launch_d<32>(st->p, blocks, s); break;
-    case 64: launch_d<64>(st->p, blocks, s); break;
-    default: launch_d<128>(st->p, blocks, s); break;
+    case 32: rows ? launch_d<32, true>(st->p, blocks, s) : launch_d<32, false>(st->p, blocks, s); break;
+    case 64: rows ? launch_d<64, true>(st->p, blocks, s) : launch_d<64, false>(st->p, blocks, s); break;
+    default: rows ? launch_d<128, true>(st->p, blocks, s) : launch_d<128, false>(st->p, blocks, s); break;
     }
     CU_LAUNCHED();
     return QF_OK;

@@ -457,13 +457,17 @@ static void find_views(const cu_engine *c, const qf_value *plan_values, int *vie
  * to the nodes, the plan let the conv's output share the input's bytes, and
  * the RGB stem kernel, which reads the input as it writes, read outputs
  * already written over images' pixels (MobileNetV3's stem: a few images of
- * each batch of 50 off the CPU engine's). read_at as qfi_plan_memory_views takes it. */
+ * each batch of 50 off the CPU engine's). An attention chain that took the
+ * exporter's scalar Muls and K's Transpose in reads Q and K likewise.
+ * read_at as qfi_plan_memory_views takes it. */
 static void find_late_reads(const cu_engine *c, int *read_at)
 {
     for (int v = 0; v < c->g->n_values; v++) read_at[v] = -1;
     for (int i = 0; i < c->n_layers; i++) {
-        const int v = c->layers[i].quant_in;
-        if (!c->layers[i].skip && v >= 0 && read_at[v] < i) read_at[v] = i;
+        const cu_layer *L = &c->layers[i];
+        const int late[3] = {L->quant_in, L->late_in[0], L->late_in[1]};
+        for (int k = 0; k < 3; k++)
+            if (!L->skip && late[k] >= 0 && read_at[late[k]] < i) read_at[late[k]] = i;
     }
 }
 
@@ -716,7 +720,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         c->layers[i].index = i;
         c->layers[i].out_override = -1;
         c->layers[i].residual = -1;
-        c->layers[i].quant_in = -1;
+        c->layers[i].quant_in = c->layers[i].late_in[0] = c->layers[i].late_in[1] = -1;
         c->layers[i].op = c->on_host[i] ? &cu_op_host : cu_op_of(g->nodes[i].op);
     }
     QF_CHECK(cu_host_setup(c));

@@ -109,6 +109,7 @@ struct cu_layer {
     qf_act act;         /* a fused SiLU, Sigmoid or HardSwish after all of those (float Conv), or QF_ACT_NONE */
     bool act_gated;     /* act came as Mul(y, Sigmoid(y)) or Mul(y, HardSigmoid(y)): two nodes, two roundings */
     int quant_in;       /* >= 0: a fused input QuantizeLinear; the layer reads this float value and quantizes it */
+    int late_in[2];     /* >= 0: values the layer reads whose graph readers it took in (an attention chain's Q and K) */
     float quant_scale;  /* that QuantizeLinear's scale and zero point */
     int32_t quant_zp;
 };

@@ -262,8 +262,9 @@ static qf_status take_chain(qf_value *plan_values, cu_layer *L, const cu_op *op,
 }
 
 /* The chain's layer runs at its first MatMul, where Q, K^T, V and the Adds'
- * operands all exist (readable_at); its nodes after that are skipped and
- * their values never written. The layer's state starts as the chain
+ * operands all exist (readable_at); its nodes after that, and the Muls and
+ * Transpose before it that it took in, are skipped and their values never
+ * written. The layer's state starts as the chain
  * (attention.cu's prepare takes it). */
 qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values)
 {
@@ -274,6 +275,9 @@ qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values)
         if (!qfi_attention_match(c->g, i, &rules, &ch)) continue;
         cu_layer *L = &c->layers[i];
         for (int k = 0; k < ch.n_nodes; k++) skip_into_chain(c, plan_values, ch.nodes[k]);
+        /* the scalar Muls and K's Transpose it took in: Q and K are read here */
+        for (int k = 0; k < ch.n_pre; k++) skip_into_chain(c, plan_values, ch.pre[k]);
+        L->late_in[0] = ch.q, L->late_in[1] = ch.kt;
         QF_CHECK(take_chain(plan_values, L, &cu_op_attention, &ch, sizeof ch, ch.out));
         qfi_attention_log(c->g, &ch);
     }
