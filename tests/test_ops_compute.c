@@ -1286,6 +1286,17 @@ enum { ATT_M = 70, ATT_N = 80, ATT_D = 32 }; /* two key tiles, the second partia
 enum { ATT_OUT = 2 * 3 * ATT_M * ATT_D };     /* elements of the output (and of Q) */
 static const int64_t att_in_elems[3] = {ATT_OUT, 2 * 3 * ATT_D * ATT_N, 2 * 3 * ATT_N * ATT_D}; /* Q, K^T, V */
 static float att_bias[3 * ATT_M * ATT_N], att_mask[2 * ATT_M * ATT_N]; /* the constants, before quantization */
+/* g prepared for batch 2 and quantized to FP16 (no table: every float op FP16) */
+static qf_graph *fp16_graph(qf_graph *g)
+{
+    prepare_graph(g, 2);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.precision = QF_PREC_FP16;
+    ck_assert_msg(qf_quantize(g, NULL, &o, NULL) == QF_OK, "%s", qf_error_message());
+    return g;
+}
+
 static qf_graph *attention_graph(bool biased, bool scores_out)
 {
     qf_graph *g = qf_graph_new(biased ? "swin_attention" : "vit_attention");
@@ -1322,12 +1333,7 @@ static qf_graph *attention_graph(bool biased, bool scores_out)
     set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, &s, p), "axis", -1);
     op(g, "av", QF_OP_MATMUL, 2, (int[]){p, v}, y);
     output(g, y);
-    prepare_graph(g, 2);
-    qf_quant_opts o;
-    qf_quant_opts_init(&o);
-    o.precision = QF_PREC_FP16;
-    ck_assert_msg(qf_quantize(g, NULL, &o, NULL) == QF_OK, "%s", qf_error_message());
-    return g;
+    return fp16_graph(g);
 }
 
 static void count_fused(void *user, qf_log_level level, const char *msg)
@@ -1397,6 +1403,25 @@ static double *attention_ref(float *const *x, bool biased, double scale)
     return y;
 }
 
+/* The fused chain's output yf closer to the exact chain ref than the
+ * unfused nodes' yu (by 1 dB at least), and within half's rounding of it. */
+static void assert_closer_to_exact(const float *yf, const float *yu, const double *ref, const char *what)
+{
+    double ef = 0, eu = 0, sig = 0, worst = 0, big = 0;
+    for (int64_t i = 0; i < ATT_OUT; i++) {
+        ef += (yf[i] - ref[i]) * (yf[i] - ref[i]);
+        eu += (yu[i] - ref[i]) * (yu[i] - ref[i]);
+        sig += ref[i] * ref[i];
+        worst = fmax(worst, fabs(yf[i] - ref[i]));
+        big = fmax(big, fabs(ref[i]));
+    }
+    const double sqnr_f = 10 * log10(sig / ef), sqnr_u = 10 * log10(sig / eu);
+    ck_assert_msg(sqnr_f > sqnr_u + 1.0, "%s: fused %.2f dB, unfused %.2f dB against the exact chain", what, sqnr_f,
+                  sqnr_u);
+    ck_assert_msg(worst <= 1e-3 * big, "%s: fused output off by %.3g (outputs up to %.3g)", what, worst, big);
+    printf("  %s: fused %.1f dB, unfused %.1f dB against the exact chain\n", what, sqnr_f, sqnr_u);
+}
+
 /* The CPU engine runs FP16 attention chains as one kernel (what the CUDA
  * engine's fused kernel computes): one chain found in each form, none with
  * QFORGE_CPU_NOFUSE or where the scores are a graph output (then the bits
@@ -1418,18 +1443,7 @@ START_TEST(attention_chain_fused)
         ck_assert_int_eq(fused, 1);
         ck_assert_int_eq(unfused_count, 0);
         double *ref = attention_ref(x, biased, 1.0);
-        double ef = 0, eu = 0, sig = 0, worst = 0, big = 0;
-        for (int64_t i = 0; i < ATT_OUT; i++) {
-            ef += (yf[i] - ref[i]) * (yf[i] - ref[i]);
-            eu += (yu[i] - ref[i]) * (yu[i] - ref[i]);
-            sig += ref[i] * ref[i];
-            worst = fmax(worst, fabs(yf[i] - ref[i]));
-            big = fmax(big, fabs(ref[i]));
-        }
-        const double sqnr_f = 10 * log10(sig / ef), sqnr_u = 10 * log10(sig / eu);
-        ck_assert_msg(sqnr_f > sqnr_u + 1.0, "%s: fused %.2f dB, unfused %.2f dB against the exact chain", g->source,
-                      sqnr_f, sqnr_u);
-        ck_assert_msg(worst <= 1e-3 * big, "%s: fused output off by %.3g (outputs up to %.3g)", g->source, worst, big);
+        assert_closer_to_exact(yf, yu, ref, g->source);
         free(ref);
         free(yf);
         free(yu);
@@ -1468,12 +1482,7 @@ static qf_graph *sdpa_graph(float s)
     set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, &sc, p), "axis", -1);
     op(g, "av", QF_OP_MATMUL, 2, (int[]){p, v}, y);
     output(g, y);
-    prepare_graph(g, 2);
-    qf_quant_opts o;
-    qf_quant_opts_init(&o);
-    o.precision = QF_PREC_FP16;
-    ck_assert_msg(qf_quantize(g, NULL, &o, NULL) == QF_OK, "%s", qf_error_message());
-    return g;
+    return fp16_graph(g);
 }
 
 /* The chain takes the exporter's two scalar Muls and K's Transpose in: Q
@@ -1508,18 +1517,7 @@ START_TEST(attention_chain_takes_sdpa_scale)
             for (int d = 0; d < ATT_D; d++) kt[(b * ATT_D + d) * ATT_N + j] = x[1][(b * ATT_N + j) * ATT_D + d];
     float *xr[3] = {x[0], kt, x[2]};
     double *ref = attention_ref(xr, false, sh * sh);
-    double ef = 0, eu = 0, sig = 0, worst = 0, big = 0;
-    for (int64_t i = 0; i < ATT_OUT; i++) {
-        ef += (yf[i] - ref[i]) * (yf[i] - ref[i]);
-        eu += (yu[i] - ref[i]) * (yu[i] - ref[i]);
-        sig += ref[i] * ref[i];
-        worst = fmax(worst, fabs(yf[i] - ref[i]));
-        big = fmax(big, fabs(ref[i]));
-    }
-    const double sqnr_f = 10 * log10(sig / ef), sqnr_u = 10 * log10(sig / eu);
-    ck_assert_msg(sqnr_f > sqnr_u + 1.0, "fused %.2f dB, unfused %.2f dB against the exact chain", sqnr_f, sqnr_u);
-    ck_assert_msg(worst <= 1e-3 * big, "fused output off by %.3g (outputs up to %.3g)", worst, big);
-    printf("  sdpa chain: fused %.1f dB, unfused %.1f dB against the exact chain\n", sqnr_f, sqnr_u);
+    assert_closer_to_exact(yf, yu, ref, g->source);
     free(ref), free(kt), free(yf), free(yu);
     for (int k = 0; k < 3; k++) free(x[k]);
     qf_graph_free(g);
