@@ -474,6 +474,29 @@ static qf_graph *b_mlp(void)
     output(g, linear(g, "fc4", h, 32, 16));
     return g;
 }
+/* ConvNeXt's block: a 7x7 depthwise conv (NHWC), permuted to [N, H, W, C]
+ * for LayerNorm and two Linear layers (GELU between), permuted back, times
+ * the layer scale ([C, 1, 1]) and added to the block's input, then a 1x1
+ * conv. The CUDA engine keeps both permutes as views of the bytes before
+ * them (assign_layouts stores the second one's output NHWC). */
+static qf_graph *b_convnext_block(void)
+{
+    qf_graph *g = new_graph("convnext_block");
+    g->opset = 17; /* LayerNormalization */
+    int x = conv(g, "stem", input(g, "x", 4, DIMS(2, 3, 9, 11)), 3, 16, 1, 1, P0, 1, 1, true);
+    const int64_t P3[4] = {3, 3, 3, 3};
+    int t = transpose4(g, "to_nhwc", conv(g, "dw", x, 16, 16, 7, 1, P3, 16, 1, true), DIMS(0, 2, 3, 1));
+    int ln = value(g, "ln");
+    op(g, "ln", QF_OP_LAYER_NORM, 3,
+       IN(t, weight(g, "ln.s", 1, DIMS(16), 0.5f, 1.5f), weight(g, "ln.b", 1, DIMS(16), -0.1f, 0.1f)), ln);
+    int h = linear(g, "pw2", unary(g, "gelu", QF_OP_GELU, linear(g, "pw1", ln, 16, 64)), 64, 16);
+    int back = transpose4(g, "to_nchw", h, DIMS(0, 3, 1, 2));
+    int scaled = binary(g, "layer_scale", QF_OP_MUL, back, weight(g, "gamma", 3, DIMS(16, 1, 1), 0.2f, 0.6f));
+    int y = binary(g, "residual", QF_OP_ADD, scaled, x);
+    output(g, conv(g, "head", y, 16, 8, 1, 1, P0, 1, 1, true));
+    output(g, y);
+    return g;
+}
 /* Four MLPs on 4 x 256 tokens with GELU (erf), GELU (tanh), SiLU and
  * Sigmoid in the INT8 epilogue of a 512-channel Linear: 2^19 int8 levels
  * each, which the requantize kernel after cuBLASLt computes with CUDA's
@@ -989,7 +1012,8 @@ static qf_graph *b_smooth_epilogues(void)
 }
 
 /* Only kernels that compute as the CPU does, operation for operation (no
- * GEMM): a max pool (NHWC), then Pad, Resize, Gather and ReduceMean of it.
+ * GEMM): a max pool (NHWC), then Pad, Resize, Gather, ReduceMean and
+ * Transposes of it.
  * Checked bit for bit at every precision. */
 static qf_graph *b_moves_exact(void)
 {
@@ -1005,6 +1029,13 @@ static qf_graph *b_moves_exact(void)
     output(g, gather(g, "channels", mp, 1, ints(g, "ci", 3, DIMS(5, 0, -3))));
     output(g, reduce_mean(g, "mean_c", mp, 1, DIMS(1), 1));
     output(g, reduce_mean(g, "mean_hw_c", mp, 2, DIMS(1, 3), 0));
+    /* permuted to [N, H, W, C] and back: views of mp's NHWC bytes on the device */
+    int nhwc = transpose4(g, "to_nhwc", mp, DIMS(0, 2, 3, 1));
+    output(g, unary(g, "relu_nhwc", QF_OP_RELU, nhwc));
+    int pool2 = value(g, "mp2");
+    n = op(g, "mp2", QF_OP_MAX_POOL, 1, IN(transpose4(g, "to_nchw", nhwc, DIMS(0, 3, 1, 2))), pool2);
+    set_ints(n, "kernel_shape", 2, DIMS(2, 2));
+    output(g, pool2);
     return g;
 }
 
@@ -1403,6 +1434,7 @@ OP_TEST(shuffle_units)
 OP_TEST(se_block_relu)
 OP_TEST(mbv3_blocks)
 OP_TEST(mlp)
+OP_TEST(convnext_block)
 
 START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
 END_TEST
@@ -2627,6 +2659,7 @@ int main(void)
     tcase_add_test(ops, t_rgb_stem_batch50);
     tcase_add_test(ops, channel_shuffles_fused);
     tcase_add_test(ops, t_mlp);
+    tcase_add_test(ops, t_convnext_block);
     tcase_add_test(ops, t_moves_exact);
     tcase_add_test(ops, observer_matches_cpu);
     tcase_add_test(ops, device_histograms_match_host);

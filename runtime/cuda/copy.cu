@@ -347,10 +347,11 @@ static qf_status transpose_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     void *src, *dst;
     QF_CHECK(cu_value_ptr(c, xv, &src));
     QF_CHECK(cu_value_ptr(c, yv, &dst));
+    if (src == dst) return QF_OK; /* a view of its input (cuda_engine.cu, find_views) */
     int64_t xs[QF_MAX_DIMS], ss[QF_MAX_DIMS], ds[QF_MAX_DIMS];
     cu_strides(c, xv, xs);
     for (int i = 0; i < y->ndim; i++) ss[i] = xs[p->n_perm ? p->perm[i] : y->ndim - 1 - i];
-    logical_strides(y->ndim, y->dims, ds);
+    cu_strides(c, yv, ds); /* NHWC where the permutation makes that the input's own order (assign_layouts) */
     cu_elem el = {y->dtype, 0.0f};
     return cu_strided_copy(s, dst, el, ds, 0, src, el, ss, 0, y->ndim, y->dims);
 }

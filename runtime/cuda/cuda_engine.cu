@@ -366,9 +366,30 @@ static qf_status build_view(cu_engine *c)
     return QF_OK;
 }
 
+/* Whether Transpose L reads its input x in the order y is stored in: the
+ * input's strides, permuted, are y's (dims of one element aside). ConvNeXt's
+ * permutes around each block's LayerNorm and Linear layers are such: NHWC
+ * conv output to logical [N, H, W, C], and that back to [N, C, H, W], which
+ * is then stored NHWC (assign_layouts). */
+static bool transpose_keeps_order(const cu_engine *c, const cu_layer *L)
+{
+    const qf_graph *g = c->g;
+    const int x = L->n->in[0], y = cu_out_value(L, 0);
+    if (x < 0 || y < 0) return false;
+    const qf_value *yv = &g->values[y];
+    const qfi_transpose_params *p = (const qfi_transpose_params *)L->n->params;
+    int64_t xs[QF_MAX_DIMS], ys[QF_MAX_DIMS];
+    cu_strides(c, x, xs);
+    cu_strides(c, y, ys);
+    for (int i = 0; i < yv->ndim; i++)
+        if (yv->dims[i] > 1 && xs[p->n_perm ? p->perm[i] : yv->ndim - 1 - i] != ys[i]) return false;
+    return true;
+}
+
 /* NHWC where the ops allow it: graph inputs that feed an NHWC op, outputs of
- * NHWC ops, elementwise results of NHWC operands, and the outputs of Pad,
- * Resize, Slice and Split of NHWC inputs. Layers fused before this (channel
+ * NHWC ops, elementwise results of NHWC operands, the outputs of Pad,
+ * Resize, Slice and Split of NHWC inputs, and 4-D Transposes whose input is
+ * already in the NHWC order of their output (then a view: find_views). Layers fused before this (channel
  * shuffles) count as their fused op writing their out_override. */
 static void assign_layouts(cu_engine *c)
 {
@@ -410,18 +431,24 @@ static void assign_layouts(cu_engine *c)
                 }
             }
             c->vals[v].layout = lay;
+            if (op == &cu_op_transpose && k == 0) {
+                c->vals[v].layout = CU_NHWC;
+                if (!transpose_keeps_order(c, L)) c->vals[v].layout = CU_LOGICAL;
+            }
         }
     }
 }
 
 /* Whether L's output holds its input's bytes as they are: Reshape, Flatten,
- * Squeeze and Unsqueeze of a logical-layout value, and a Pad that adds
- * nothing (Swin's pads to whole windows where the size is one already). */
+ * Squeeze and Unsqueeze of a logical-layout value, a Transpose that keeps
+ * its input's order (transpose_keeps_order), and a Pad that adds nothing
+ * (Swin's pads to whole windows where the size is one already). */
 static bool moves_nothing(const cu_engine *c, const cu_layer *L, int x, int y)
 {
     const qf_value *xv = &c->g->values[x], *yv = &c->g->values[y];
     if (xv->dtype != yv->dtype || qf_value_bytes(xv) != qf_value_bytes(yv)) return false;
     if (L->op == &cu_op_reshape) return !cu_is_nhwc(c, x) && !cu_is_nhwc(c, y);
+    if (L->op == &cu_op_transpose) return transpose_keeps_order(c, L);
     if (L->op != &cu_op_pad || xv->ndim != yv->ndim || cu_is_nhwc(c, x) != cu_is_nhwc(c, y) ||
         !cu_elems_alike(cu_elem_of(c, L->n, y), cu_elem_of(c, L->n, x)))
         return false;
@@ -442,7 +469,8 @@ static void find_views(const cu_engine *c, const qf_value *plan_values, int *vie
     const int io = QF_VALUE_INPUT | QF_VALUE_OUTPUT | QF_VALUE_CONST;
     for (int i = 0; i < c->n_layers; i++) {
         const cu_layer *L = &c->layers[i];
-        if (L->skip || L->out_override >= 0 || (L->op != &cu_op_reshape && L->op != &cu_op_pad)) continue;
+        if (L->skip || L->out_override >= 0 || (L->op != &cu_op_reshape && L->op != &cu_op_pad && L->op != &cu_op_transpose))
+            continue;
         const int x = L->n->in[0], y = L->n->out[0];
         if (x < 0 || y < 0 || plan_values[y].producer != i) continue;
         const int root = view_of[x] >= 0 ? view_of[x] : x;
