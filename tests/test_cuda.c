@@ -1528,10 +1528,36 @@ START_TEST(attention_fused)
             ck_assert_msg(counts[2] == (nofuse || k < 2 ? 0 : 1), "%s: %d chains took the Muls and Transpose in",
                           g->source, counts[2]);
             if (dut == QF_DEVICE_CUDA) /* (the CPU engine does not log its table) */
-                ck_assert_msg(counts[1] == (nofuse || k == 0 ? 0 : 1), "%s: %d bias tables", g->source, counts[1]);
+                ck_assert_msg(counts[1] == (nofuse || k != 1 ? 0 : 1), "%s: %d bias tables", g->source, counts[1]);
             qf_engine_free(e);
             qf_graph_free(g);
         }
+    }
+}
+END_TEST
+
+static void count_layer_norms(void *user, qf_log_level level, const char *msg)
+{
+    (void)level;
+    if (strstr(msg, "LayerNorm takes in its input's DequantizeLinear its output's QuantizeLinear")) ++*(int *)user;
+}
+
+/* convnext_block's LayerNorm, between INT8 layers, reads their int8 and
+ * writes int8 itself on the device (t_convnext_block checks its values
+ * against the CPU engine), not with QFORGE_CUDA_NOFUSE. */
+START_TEST(layer_norm_qdq_fused)
+{
+    if (dut != QF_DEVICE_CUDA) {
+        printf("  layer_norm_qdq_fused: the CPU engine under test: no fusion to check\n");
+        return;
+    }
+    for (int nofuse = 0; nofuse < 2; nofuse++) {
+        qf_graph *g = build_minmax(b_convnext_block, QF_PREC_INT8, false);
+        int count = 0;
+        qf_engine *e = create_logged(g, nofuse, count_layer_norms, &count);
+        ck_assert_msg(count == !nofuse, "%d LayerNorms took their QuantizeLinear and DequantizeLinear in", count);
+        qf_engine_free(e);
+        qf_graph_free(g);
     }
 }
 END_TEST
@@ -2653,6 +2679,7 @@ int main(void)
     tcase_add_test(ops, t_se_block_k5_s2);
     tcase_add_test(ops, t_se_block_odd);
     tcase_add_test(ops, se_gates_fused);
+    tcase_add_test(ops, layer_norm_qdq_fused);
     tcase_add_test(ops, t_shuffle_units);
     tcase_add_test(ops, t_se_block_relu);
     tcase_add_test(ops, t_mbv3_blocks);
