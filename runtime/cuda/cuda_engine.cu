@@ -10,13 +10,13 @@
 #include <stdarg.h>
 
 /* QFORGE_CUDA_NOFUSE: unset, every fusion; a comma-separated list of kinds
- * (shuffle, layers, input, bn, attention, se), all but those; any other
+ * (shuffle, layers, input, bn, attention, se, layernorm), all but those; any other
  * value, none. kind "all" asks whether none. */
 static bool fusion_off(const char *kind)
 {
     const char *v = getenv("QFORGE_CUDA_NOFUSE");
     if (!v) return false;
-    static const char *const kinds[] = {"shuffle", "layers", "input", "bn", "attention", "se"};
+    static const char *const kinds[] = {"shuffle", "layers", "input", "bn", "attention", "se", "layernorm"};
     bool listed = false, named = false;
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
         const size_t len = strlen(kinds[k]);
@@ -768,6 +768,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
     if (st == QF_OK && c->fuse && !fusion_off("bn")) cu_fuse_batchnorm_act(c, plan_values);
     if (st == QF_OK && c->fuse && !fusion_off("attention")) st = cu_fuse_attention(c, plan_values);
     if (st == QF_OK && c->fuse && !fusion_off("se")) st = cu_fuse_se_gates(c, plan_values);
+    if (st == QF_OK && c->fuse && !fusion_off("layernorm")) st = cu_fuse_layer_norm_qdq(c, plan_values);
     if (st == QF_OK) st = plan_arena(c, plan_values);
     free(plan_values);
     QF_CHECK(st);

@@ -109,7 +109,7 @@ struct cu_layer {
     qf_act act;         /* a fused SiLU, Sigmoid or HardSwish after all of those (float Conv), or QF_ACT_NONE */
     bool act_gated;     /* act came as Mul(y, Sigmoid(y)) or Mul(y, HardSigmoid(y)): two nodes, two roundings */
     int quant_in;       /* >= 0: a fused input QuantizeLinear; the layer reads this float value and quantizes it */
-    int late_in[2];     /* >= 0: values the layer reads whose graph readers it took in (an attention chain's Q and K) */
+    int late_in[2];     /* >= 0: values the layer reads whose graph readers it took in (an attention chain's Q and K, a LayerNorm's int8 input) */
     float quant_scale;  /* that QuantizeLinear's scale and zero point */
     int32_t quant_zp;
 };
@@ -240,6 +240,8 @@ void cu_fuse_batchnorm_act(cu_engine *c, qf_value *plan_values);
 /* Fuses every such chain (after cu_fuse_layers): the first MatMul's layer
  * runs cu_op_attention with the chain as its state. */
 qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values);
+/* LayerNorms take in the DequantizeLinear before and the QuantizeLinear after them (fusion.cu) */
+qf_status cu_fuse_layer_norm_qdq(cu_engine *c, qf_value *plan_values);
 extern const cu_op cu_op_attention;
 
 /* A squeeze-excitation gate, GlobalAveragePool -> Conv -> Conv [-> Sigmoid

@@ -284,6 +284,64 @@ qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values)
     return QF_OK;
 }
 
+/* ---- LayerNorm between a DequantizeLinear and a QuantizeLinear -------------------------- */
+
+/* The one node that reads v (not a graph output), or NULL. */
+static const qf_node *sole_reader(const qf_graph *g, int v)
+{
+    int count;
+    const qf_node *n = find_consumer(g, v, &count);
+    return n && count == 1 ? n : NULL;
+}
+
+/* A QuantizeLinear or DequantizeLinear of one scale for the whole tensor
+ * (the quantizer's take it from their int8 value: no scale input), on the device. */
+static bool per_tensor_qdq(const cu_engine *c, const qf_node *n, qf_op o)
+{
+    if (!n || n->op != o || c->layers[n - c->g->nodes].skip || cu_on_host(&c->layers[n - c->g->nodes])) return false;
+    const qf_value *s = qfi_in(c->g, n, 1);
+    return !s || qf_value_numel(s) == 1;
+}
+
+/* The quantizer keeps LayerNorm in FP16 between INT8 layers (ConvNeXt's
+ * blocks, a transformer's pre-norm): DequantizeLinear -> LayerNormalization
+ * -> QuantizeLinear, three passes over the activation where one will do. The
+ * LayerNorm layer takes either or both in: it reads the int8 input itself
+ * (late_in[0]) and rounds each value to half as the DequantizeLinear did, and
+ * rounds its results to half and quantizes them as the QuantizeLinear does
+ * (layer_norm.cu), so the bytes are the unfused layers'. */
+qf_status cu_fuse_layer_norm_qdq(cu_engine *c, qf_value *plan_values)
+{
+    const qf_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        cu_layer *L = &c->layers[i];
+        const qf_node *n = L->n;
+        if (n->op != QF_OP_LAYER_NORM || L->skip || cu_on_host(L) || L->out_override >= 0) continue;
+        const int x = n->in[0], y = n->out[0];
+        if (g->values[x].dtype != QF_F16 || g->values[y].dtype != QF_F16) continue;
+        const int dq = g->values[x].producer;
+        const qf_node *d = dq >= 0 ? &g->nodes[dq] : NULL;
+        const bool take_in = per_tensor_qdq(c, d, QF_OP_DEQUANTIZE_LINEAR) && sole_reader(g, x) == n &&
+                             readable_at(c, plan_values, d->in[0], i);
+        const qf_node *q = sole_reader(g, y);
+        const bool take_out = per_tensor_qdq(c, q, QF_OP_QUANTIZE_LINEAR);
+        if (take_in) {
+            skip_into_chain(c, plan_values, dq);
+            L->late_in[0] = d->in[0];
+        }
+        if (take_out) {
+            skip_into_chain(c, plan_values, (int)(q - g->nodes));
+            plan_values[y].producer = -1;
+            plan_values[q->out[0]].producer = i;
+            L->out_override = q->out[0];
+        }
+        if (take_in || take_out)
+            qf_log(QF_LOG_DEBUG, "%s: node %s: LayerNorm takes in%s%s", g->source, n->name,
+                   take_in ? " its input's DequantizeLinear" : "", take_out ? " its output's QuantizeLinear" : "");
+    }
+    return QF_OK;
+}
+
 /* ---- squeeze-excitation gates ------------------------------------------------------------- */
 
 /* The layer of only_consumer(c, v) when it reads v as its first input, or NULL. */

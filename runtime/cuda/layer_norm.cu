@@ -1,9 +1,12 @@
-/* LayerNormalization on the device: a warp per row of up to 1024 elements
- * (the row held in registers), else one block of 256 threads per row, the
+/* LayerNormalization on the device: 8, 16 or 32 lanes a row of up to 1024
+ * elements (the row held in registers), else one block of 256 threads per row, the
  * row read three times (sum, squared deviations, output), both sums in double
  * as runtime/cpu/layer_norm.c takes them, then the CPU kernel's per-element
  * arithmetic with one IEEE rounding per operation. Inputs f32, f16 or int8
- * (q * scale); scale and bias are f32 constants. */
+ * (q * scale); scale and bias are f32 constants. A layer that took in the
+ * DequantizeLinear before it or the QuantizeLinear after it (fusion.cu,
+ * cu_fuse_layer_norm_qdq) reads or writes int8 and rounds through half as
+ * those nodes' half values did. */
 #include "cuda_internal.h"
 
 #define LN_THREADS 256
@@ -14,7 +17,22 @@ typedef struct ln_state {
     float *sb;                  /* device: scale[len or 1] then bias[len or 1] */
     bool scalar_scale, scalar_bias, has_bias;
     int64_t bias_at;            /* offset of the bias in sb */
+    bool dq_half, q_half;       /* a fused DequantizeLinear's / QuantizeLinear's half between */
+    cu_elem in_q, out_q;        /* their int8 sides */
 } ln_state;
+
+/* An input element as the LayerNorm node sees it: through a fused
+ * DequantizeLinear's half output where it took one in. */
+__device__ __forceinline__ float ln_load(const void *x, cu_elem xe, bool dq_half, int64_t i)
+{
+    const float v = cu_load(x, xe, i);
+    return dq_half ? __half2float(__float2half_rn(v)) : v;
+}
+/* A result, rounded to the node's half output first where a QuantizeLinear after it was taken in. */
+__device__ __forceinline__ void ln_store(void *y, cu_elem ye, bool q_half, int64_t i, float v)
+{
+    cu_store(y, ye, i, q_half ? __half2float(__float2half_rn(v)) : v);
+}
 
 __device__ double ln_block_sum(double v, double *shared)
 {
@@ -39,66 +57,92 @@ __global__ void layer_norm_kernel(void *y, cu_elem ye, const void *x, cu_elem xe
     for (int64_t r = blockIdx.x; r < p.outer; r += gridDim.x) {
         const int64_t base = r * p.len;
         double s = 0.0;
-        for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) s += cu_load(x, xe, base + i);
+        for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) s += ln_load(x, xe, p.dq_half, base + i);
         const float mean = (float)(ln_block_sum(s, shared) / (double)p.len);
         double ss = 0.0;
         for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) {
-            double d = (double)cu_load(x, xe, base + i) - mean;
+            double d = (double)ln_load(x, xe, p.dq_half, base + i) - mean;
             ss += d * d;
         }
         const float inv = (float)(1.0 / sqrt(ln_block_sum(ss, shared) / (double)p.len + p.eps));
         for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) {
-            float v = __fmul_rn(__fmul_rn(__fsub_rn(cu_load(x, xe, base + i), mean), inv),
+            float v = __fmul_rn(__fmul_rn(__fsub_rn(ln_load(x, xe, p.dq_half, base + i), mean), inv),
                                 sb[p.scalar_scale ? 0 : i]);
             if (p.has_bias) v = __fadd_rn(v, sb[p.bias_at + (p.scalar_bias ? 0 : i)]);
-            cu_store(y, ye, base + i, v);
+            ln_store(y, ye, p.q_half, base + i, v);
         }
     }
 }
 
-__device__ __forceinline__ double ln_warp_sum(double v)
+/* v summed over the LANES lanes of this lane's group (aligned groups of a warp) */
+template <int LANES> __device__ __forceinline__ double ln_group_sum(double v)
 {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+#pragma unroll
+    for (int o = LANES / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
-/* Rows of at most 32 * PER elements (ViT's and Swin's 96 to 768 channels):
- * one warp a row, read once into registers, the same sums and per-element
- * arithmetic as layer_norm_kernel. A block per row left most of its 256
- * threads idle on such rows and cost ConvNeXt-T a third of its time. */
-template <int PER>
-__global__ void layer_norm_warp_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, const float *sb, ln_state p)
+/* Rows of at most LANES * PER elements (ConvNeXt's, ViT's and Swin's 96 to
+ * 768 channels): a group of LANES lanes a row, 32 / LANES rows a warp, the
+ * row read once into registers, the same sums and per-element arithmetic as
+ * layer_norm_kernel. A block per row left most of its 256 threads idle on
+ * such rows; a warp per row still spent more instructions on each row's
+ * reductions, division and square root (double) than on its 96 elements,
+ * which groups of 8 lanes share four to an instruction. */
+template <int LANES, int PER>
+__global__ void layer_norm_rows_kernel(void *y, cu_elem ye, const void *x, cu_elem xe, const float *sb, ln_state p)
 {
-    const int lane = threadIdx.x & 31;
+    constexpr int G = 32 / LANES; /* rows a warp */
+    const int lane = threadIdx.x & 31, sub = lane % LANES;
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
-    for (int64_t r = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32; r < p.outer; r += warps) {
+    for (int64_t r0 = (blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32) * G; r0 < p.outer; r0 += warps * G) {
+        const int64_t r = r0 + lane / LANES; /* every lane takes part in the sums, a row past the end reads nothing */
+        const bool row = r < p.outer;
         const int64_t base = r * p.len;
         float v[PER];
         double s = 0.0;
 #pragma unroll
         for (int k = 0; k < PER; k++) {
-            const int64_t i = lane + 32 * k;
-            v[k] = i < p.len ? cu_load(x, xe, base + i) : 0.0f;
+            const int64_t i = sub + LANES * k;
+            v[k] = row && i < p.len ? ln_load(x, xe, p.dq_half, base + i) : 0.0f;
             s += v[k];
         }
-        const float mean = (float)(ln_warp_sum(s) / (double)p.len);
+        const float mean = (float)(ln_group_sum<LANES>(s) / (double)p.len);
         double ss = 0.0;
 #pragma unroll
         for (int k = 0; k < PER; k++)
-            if (lane + 32 * k < p.len) {
+            if (sub + LANES * k < p.len) {
                 const double d = (double)v[k] - mean;
                 ss += d * d;
             }
-        const float inv = (float)(1.0 / sqrt(ln_warp_sum(ss) / (double)p.len + p.eps));
+        const float inv = (float)(1.0 / sqrt(ln_group_sum<LANES>(ss) / (double)p.len + p.eps));
+        if (!row) continue;
 #pragma unroll
         for (int k = 0; k < PER; k++) {
-            const int64_t i = lane + 32 * k;
+            const int64_t i = sub + LANES * k;
             if (i >= p.len) continue;
             float o = __fmul_rn(__fmul_rn(__fsub_rn(v[k], mean), inv), sb[p.scalar_scale ? 0 : i]);
             if (p.has_bias) o = __fadd_rn(o, sb[p.bias_at + (p.scalar_bias ? 0 : i)]);
-            cu_store(y, ye, base + i, o);
+            ln_store(y, ye, p.q_half, base + i, o);
         }
     }
+}
+
+/* layer_norm_rows_kernel for rows of p.len <= 1024: 8 lanes a row up to 128
+ * elements, 16 up to 256, a warp beyond; PER the fewest of 4, 8, 12, 16, 24
+ * and 32 that cover the row. */
+template <int LANES>
+static void launch_rows(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, const ln_state *p)
+{
+    const int64_t rows_a_block = 8 * (32 / LANES), nb = (p->outer + rows_a_block - 1) / rows_a_block;
+    const unsigned b = nb > 65536 ? 65536u : (unsigned)nb;
+    const int64_t per = (p->len + LANES - 1) / LANES;
+    if (per <= 4) layer_norm_rows_kernel<LANES, 4><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
+    else if (per <= 8) layer_norm_rows_kernel<LANES, 8><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
+    else if (per <= 12) layer_norm_rows_kernel<LANES, 12><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
+    else if (per <= 16) layer_norm_rows_kernel<LANES, 16><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
+    else if (per <= 24) layer_norm_rows_kernel<LANES, 24><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
+    else layer_norm_rows_kernel<LANES, 32><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
 }
 
 /* Float-like data; scale and bias constants of f32 or f16. */
@@ -141,9 +185,24 @@ static qf_status layer_norm_prepare(cu_engine *c, cu_layer *L)
     qf_status s = cu_upload(c, h, (size_t)(ns + nb) * sizeof(float), (void **)&st->sb);
     free(h);
     QF_CHECK(s);
-    cu_need_input_as(c, L, 0, CU_LOGICAL);
+    const qf_graph *g = c->g;
+    if (L->late_in[0] >= 0) { /* the DequantizeLinear that made the input, taken in */
+        qfi_qdq_geom geo;
+        QF_CHECK(qfi_qdq_geometry(g, &g->nodes[g->values[n->in[0]].producer], &geo));
+        st->dq_half = true;
+        st->in_q = cu_elem{QF_I8, geo.s1, geo.z1};
+    } else {
+        cu_need_input_as(c, L, 0, CU_LOGICAL);
+    }
+    if (L->out_override >= 0) { /* the QuantizeLinear that read the output, taken in */
+        int32_t z;
+        QF_CHECK(qfi_qdq_params(g, &g->nodes[g->values[L->out_override].producer], &st->out_q.scale, &z));
+        st->q_half = true;
+        st->out_q.dt = QF_I8;
+        st->out_q.zp = z;
+    }
     void *ptr;
-    return cu_value_ptr(c, n->in[0], &ptr);
+    return cu_value_ptr(c, st->dq_half ? L->late_in[0] : n->in[0], &ptr);
 }
 
 static qf_status layer_norm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
@@ -152,18 +211,16 @@ static qf_status layer_norm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     int yv = cu_out_value(L, 0);
     const void *x;
     void *y;
-    QF_CHECK(cu_input_as(c, L, 0, CU_LOGICAL, s, &x));
+    if (p->dq_half) QF_CHECK(cu_value_ptr(c, L->late_in[0], (void **)&x));
+    else QF_CHECK(cu_input_as(c, L, 0, CU_LOGICAL, s, &x));
     QF_CHECK(cu_value_ptr(c, yv, &y));
     if (!p->outer || !p->len) return QF_OK;
-    const cu_elem ye = cu_elem_of(c, L->n, yv), xe = cu_elem_of(c, L->n, L->n->in[0]);
+    const cu_elem ye = p->q_half ? p->out_q : cu_elem_of(c, L->n, yv),
+                  xe = p->dq_half ? p->in_q : cu_elem_of(c, L->n, L->n->in[0]);
     if (p->len <= 32 * 32) {
-        const int64_t nb = (p->outer + 7) / 8; /* 8 rows a block */
-        const unsigned wb = nb > 65536 ? 65536u : (unsigned)nb;
-        if (p->len <= 32 * 4) layer_norm_warp_kernel<4><<<wb, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
-        else if (p->len <= 32 * 8) layer_norm_warp_kernel<8><<<wb, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
-        else if (p->len <= 32 * 16) layer_norm_warp_kernel<16><<<wb, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
-        else if (p->len <= 32 * 24) layer_norm_warp_kernel<24><<<wb, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
-        else layer_norm_warp_kernel<32><<<wb, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
+        if (p->len <= 128) launch_rows<8>(s, y, ye, x, xe, p);
+        else if (p->len <= 256) launch_rows<16>(s, y, ye, x, xe, p);
+        else launch_rows<32>(s, y, ye, x, xe, p);
         CU_LAUNCHED();
         return QF_OK;
     }
