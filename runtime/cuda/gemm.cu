@@ -848,7 +848,9 @@ static qf_status mm_tune(cu_engine *c, cu_layer *L)
                  (long long)st->N, L->n->n_in > 4 && L->n->in[4] >= 0, st->rq.lo == 0.0f);
         QF_CHECK(cu_igemm_choose(c, L, st->ig, key, st->rq.act, true, &st->use_ig, how, sizeof how));
     }
-    qf_log(QF_LOG_DEBUG, "%s: node %s: %s", c->g->source, L->n->name, st->use_ig ? how : cu_gemm_describe(st->gm));
+    /* where cuBLASLt's path won, its GEMM alone and then the whole layer's time against the implicit GEMM's */
+    qf_log(QF_LOG_DEBUG, "%s: node %s: %s%s%s", c->g->source, L->n->name, st->use_ig ? "" : cu_gemm_describe(st->gm),
+           st->ig && !st->use_ig ? ", layer" : "", st->ig ? how : "");
     return QF_OK;
 }
 
