@@ -128,21 +128,13 @@ __global__ void layer_norm_rows_kernel(void *y, cu_elem ye, const void *x, cu_el
     }
 }
 
-/* layer_norm_rows_kernel for rows of p.len <= 1024: 8 lanes a row up to 128
- * elements, 16 up to 256, a warp beyond; PER the fewest of 4, 8, 12, 16, 24
- * and 32 that cover the row. */
-template <int LANES>
+/* layer_norm_rows_kernel<LANES, PER> over all rows: 8 warps a block */
+template <int LANES, int PER>
 static void launch_rows(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, const ln_state *p)
 {
     const int64_t rows_a_block = 8 * (32 / LANES), nb = (p->outer + rows_a_block - 1) / rows_a_block;
     const unsigned b = nb > 65536 ? 65536u : (unsigned)nb;
-    const int64_t per = (p->len + LANES - 1) / LANES;
-    if (per <= 4) layer_norm_rows_kernel<LANES, 4><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
-    else if (per <= 8) layer_norm_rows_kernel<LANES, 8><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
-    else if (per <= 12) layer_norm_rows_kernel<LANES, 12><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
-    else if (per <= 16) layer_norm_rows_kernel<LANES, 16><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
-    else if (per <= 24) layer_norm_rows_kernel<LANES, 24><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
-    else layer_norm_rows_kernel<LANES, 32><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
+    layer_norm_rows_kernel<LANES, PER><<<b, 256, 0, s>>>(y, ye, x, xe, p->sb, *p);
 }
 
 /* Float-like data; scale and bias constants of f32 or f16. */
@@ -218,9 +210,19 @@ static qf_status layer_norm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const cu_elem ye = p->q_half ? p->out_q : cu_elem_of(c, L->n, yv),
                   xe = p->dq_half ? p->in_q : cu_elem_of(c, L->n, L->n->in[0]);
     if (p->len <= 32 * 32) {
-        if (p->len <= 128) launch_rows<8>(s, y, ye, x, xe, p);
-        else if (p->len <= 256) launch_rows<16>(s, y, ye, x, xe, p);
-        else launch_rows<32>(s, y, ye, x, xe, p);
+        /* 8 lanes a row up to 128 elements, 16 up to 256, a warp beyond; the
+         * fewest elements a lane (4, 8, 12, 16, 24 or 32) that cover the row */
+        const int64_t n = p->len;
+        if (n <= 32) launch_rows<8, 4>(s, y, ye, x, xe, p);
+        else if (n <= 64) launch_rows<8, 8>(s, y, ye, x, xe, p);
+        else if (n <= 96) launch_rows<8, 12>(s, y, ye, x, xe, p);
+        else if (n <= 128) launch_rows<8, 16>(s, y, ye, x, xe, p);
+        else if (n <= 192) launch_rows<16, 12>(s, y, ye, x, xe, p);
+        else if (n <= 256) launch_rows<16, 16>(s, y, ye, x, xe, p);
+        else if (n <= 384) launch_rows<32, 12>(s, y, ye, x, xe, p);
+        else if (n <= 512) launch_rows<32, 16>(s, y, ye, x, xe, p);
+        else if (n <= 768) launch_rows<32, 24>(s, y, ye, x, xe, p);
+        else launch_rows<32, 32>(s, y, ye, x, xe, p);
         CU_LAUNCHED();
         return QF_OK;
     }
