@@ -116,6 +116,278 @@ static int through_transpose(const qf_graph *g, const qfi_attention_rules *r, in
     return t->in[0];
 }
 
+/* ---- operands read through views ---------------------------------------------------------- */
+
+/* A value's elements as a walk of its root: offset plus, for each atom in
+ * order, its index times its stride; value dim k is atoms first[k] ..
+ * first[k + 1] - 1 (row-major: the last atom moves fastest). */
+enum { MAX_ATOMS = 16 };
+typedef struct vview {
+    int64_t offset;
+    int n_atoms, ndim;
+    int64_t size[MAX_ATOMS], stride[MAX_ATOMS];
+    int first[QF_MAX_DIMS + 1];
+} vview;
+
+static void view_init(vview *w, const qf_value *v)
+{
+    memset(w, 0, sizeof *w);
+    w->ndim = v->ndim;
+    int64_t st = 1;
+    for (int k = v->ndim - 1; k >= 0; k--) w->stride[k] = st, st *= v->dims[k];
+    for (int k = 0; k < v->ndim; k++) w->size[k] = v->dims[k], w->first[k] = k;
+    w->n_atoms = w->first[v->ndim] = v->ndim;
+}
+
+/* The same elements as dims[0 .. nd) in row-major order: atoms regrouped,
+ * one split where a new dim ends inside it. False where that cannot be. */
+static bool view_reshape(vview *w, int nd, const int64_t *dims)
+{
+    vview r;
+    memset(&r, 0, sizeof r);
+    r.offset = w->offset;
+    r.ndim = nd;
+    int a = 0;
+    int64_t left = w->n_atoms ? w->size[0] : 1; /* of atom a, not yet taken */
+    for (int k = 0; k < nd; k++) {
+        r.first[k] = r.n_atoms;
+        for (int64_t need = dims[k]; need > 1;) {
+            while (a < w->n_atoms && left == 1) left = ++a < w->n_atoms ? w->size[a] : 1;
+            if (a == w->n_atoms || r.n_atoms == MAX_ATOMS) return false;
+            const int64_t take = need < left ? need : left;
+            if (left % take || need % take) return false;
+            left /= take;
+            r.size[r.n_atoms] = take;
+            r.stride[r.n_atoms++] = w->stride[a] * left;
+            need /= take;
+        }
+    }
+    r.first[nd] = r.n_atoms;
+    while (a < w->n_atoms && left == 1) left = ++a < w->n_atoms ? w->size[a] : 1;
+    if (a != w->n_atoms) return false;
+    *w = r;
+    return true;
+}
+
+static void view_transpose(vview *w, const qfi_transpose_params *tp)
+{
+    vview r = *w;
+    r.n_atoms = 0;
+    for (int k = 0; k < w->ndim; k++) {
+        const int from = tp->n_perm ? (int)tp->perm[k] : w->ndim - 1 - k;
+        r.first[k] = r.n_atoms;
+        for (int a = w->first[from]; a < w->first[from + 1]; a++)
+            r.size[r.n_atoms] = w->size[a], r.stride[r.n_atoms++] = w->stride[a];
+    }
+    r.first[w->ndim] = r.n_atoms;
+    *w = r;
+}
+
+/* Gather of index `at` along `axis`: that dim's atoms become an offset;
+ * keep: the dim stays, of one element (a one-element index tensor). */
+static void view_pick(vview *w, int axis, int64_t at, bool keep)
+{
+    for (int a = w->first[axis + 1] - 1; a >= w->first[axis]; a--) {
+        w->offset += at % w->size[a] * w->stride[a];
+        at /= w->size[a];
+    }
+    const int drop = w->first[axis + 1] - w->first[axis];
+    for (int a = w->first[axis]; a + drop < w->n_atoms; a++)
+        w->size[a] = w->size[a + drop], w->stride[a] = w->stride[a + drop];
+    w->n_atoms -= drop;
+    for (int k = axis + 1; k <= w->ndim; k++) w->first[k] -= drop;
+    if (!keep) {
+        for (int k = axis; k < w->ndim; k++) w->first[k] = w->first[k + 1];
+        w->ndim--;
+    }
+}
+
+/* Atoms a .. b - 1 merged where one continues the next; how many remain,
+ * into size/stride. */
+static int view_merge(const vview *w, int a, int b, int64_t *size, int64_t *stride, int max)
+{
+    int n = 0;
+    for (int k = a; k < b; k++) {
+        if (w->size[k] == 1) continue;
+        if (n && stride[n - 1] == w->stride[k] * w->size[k]) {
+            size[n - 1] *= w->size[k];
+            stride[n - 1] = w->stride[k];
+        } else {
+            if (n == max) return max + 1;
+            size[n] = w->size[k], stride[n++] = w->stride[k];
+        }
+    }
+    return n;
+}
+
+/* The operand's view (dims [lead..., R, D]) from w: rows of consecutive
+ * elements, one stride between rows, at most QFI_ATTN_MAX_LEAD batch atoms. */
+static bool view_of_operand(const vview *w, qfi_attention_view *out)
+{
+    const int r = w->ndim;
+    int64_t sz[QFI_ATTN_MAX_LEAD + 1], st[QFI_ATTN_MAX_LEAD + 1];
+    if (view_merge(w, w->first[r - 1], w->first[r], sz, st, 1) != 1 || st[0] != 1) return false;
+    const int rows = view_merge(w, w->first[r - 2], w->first[r - 1], sz, st, 1);
+    if (rows > 1) return false;
+    out->row_stride = rows ? st[0] : 0;
+    const int lead = view_merge(w, 0, w->first[r - 2], sz, st, QFI_ATTN_MAX_LEAD);
+    if (lead > QFI_ATTN_MAX_LEAD) return false;
+    out->offset = w->offset;
+    out->n_lead = lead;
+    for (int k = 0; k < lead; k++) out->lead_dims[k] = sz[k], out->lead_strides[k] = st[k];
+    return true;
+}
+
+/* A node that only moves elements (or, once, dequantizes them per tensor
+ * into halves), its data input 0, that a view can take in. */
+static bool view_node(const qf_graph *g, const qfi_attention_rules *r, const qf_node *n, bool *dq)
+{
+    *dq = false;
+    if (n->n_out != 1 || n->n_in < 1 || n->in[0] < 0 || (r && r->node && !r->node(r->user, g, (int)(n - g->nodes))))
+        return false;
+    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    switch (n->op) {
+    case QF_OP_RESHAPE:
+    case QF_OP_FLATTEN:
+    case QF_OP_SQUEEZE:
+    case QF_OP_UNSQUEEZE:
+    case QF_OP_TRANSPOSE: return x->dtype == y->dtype && (x->dtype == QF_F16 || x->dtype == QF_I8);
+    case QF_OP_GATHER: {
+        const qf_value *ix = qfi_in(g, n, 1);
+        return x->dtype == y->dtype && (x->dtype == QF_F16 || x->dtype == QF_I8) && ix && (ix->flags & QF_VALUE_CONST) &&
+               ix->data && qf_value_numel(ix) == 1 && ix->ndim <= 1 && (ix->dtype == QF_I64 || ix->dtype == QF_I32);
+    }
+    case QF_OP_DEQUANTIZE_LINEAR: {
+        const qf_value *sc = qfi_in(g, n, 1);
+        *dq = true;
+        return x->dtype == QF_I8 && y->dtype == QF_F16 && (!sc || qf_value_numel(sc) == 1);
+    }
+    default: return false;
+    }
+}
+
+/* The view of path[n - 1] .. path[0] applied to the root (path[n - 1]'s input). */
+static bool view_along(const qf_graph *g, const int *path, int n, qfi_attention_view *out)
+{
+    vview w;
+    view_init(&w, qfi_in(g, &g->nodes[path[n - 1]], 0));
+    out->int8 = false;
+    for (int k = n - 1; k >= 0; k--) {
+        const qf_node *m = &g->nodes[path[k]];
+        const qf_value *y = qfi_out(g, m, 0);
+        if (m->op == QF_OP_TRANSPOSE) {
+            view_transpose(&w, (const qfi_transpose_params *)m->params);
+        } else if (m->op == QF_OP_GATHER) {
+            const qf_value *x = qfi_in(g, m, 0), *ix = qfi_in(g, m, 1);
+            int64_t axis = qfi_attr_int(m, "axis", 0), at = ix->dtype == QF_I64 ? *(const int64_t *)ix->data : *(const int32_t *)ix->data;
+            if (axis < 0) axis += x->ndim;
+            if (at < 0) at += x->dims[axis];
+            if (axis < 0 || axis >= x->ndim || at < 0 || at >= x->dims[axis]) return false;
+            view_pick(&w, (int)axis, at, ix->ndim == 1);
+        } else if (m->op == QF_OP_DEQUANTIZE_LINEAR) {
+            qfi_qdq_geom geo;
+            if (qfi_qdq_geometry(g, m, &geo) != QF_OK || geo.channels != 1) return false;
+            out->int8 = true, out->scale = geo.s1, out->zero_point = geo.z1;
+        } else if (!view_reshape(&w, y->ndim, y->dims)) {
+            return false;
+        }
+        if (w.ndim != y->ndim) return false;
+    }
+    return view_of_operand(&w, out);
+}
+
+/* Whether every reader of node path's output is a node the chain takes (or a graph output: no). */
+static bool readers_taken(const qf_graph *g, int node, const char *taken)
+{
+    const int v = g->nodes[node].out[0];
+    if (g->values[v].flags & QF_VALUE_OUTPUT) return false;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] == v && !taken[i]) return false;
+    return true;
+}
+
+/* Takes the views of Q, K (K^T only where the chain reads K's rows) and V
+ * into ch: for each, the longest walk back through view_node nodes whose
+ * outputs only the chain reads (a node the operands share, such as the
+ * in-projection's split, only where all three take it), with a view the
+ * kernels can read. Where none is, the operand stays as it is. */
+static void take_views(const qf_graph *g, const qfi_attention_rules *r, qfi_attention_chain *ch)
+{
+    enum { MAXP = 12 };
+    int path[3][MAXP], len[3] = {0, 0, 0};
+    int *const value[3] = {&ch->q, &ch->kt, &ch->v};
+    for (int o = 0; o < 3; o++) {
+        if (o == QFI_ATTN_K && !ch->k_rows) continue;
+        int v = *value[o];
+        bool dq_seen = false, dq;
+        while (len[o] < MAXP && g->values[v].producer >= 0) {
+            const qf_node *n = &g->nodes[g->values[v].producer];
+            if (!view_node(g, r, n, &dq) || (dq && dq_seen)) break;
+            dq_seen |= dq;
+            path[o][len[o]++] = (int)(n - g->nodes);
+            v = n->in[0];
+        }
+    }
+    char *taken = qfi_calloc((size_t)g->n_nodes + 1, 1);
+    if (!taken) return; /* no views: the chain as it was */
+    for (bool changed = true; changed;) {
+        changed = false;
+        memset(taken, 0, (size_t)g->n_nodes);
+        taken[ch->first] = 1;
+        for (int k = 0; k < ch->n_nodes; k++) taken[ch->nodes[k]] = 1;
+        for (int k = 0; k < ch->n_pre; k++) taken[ch->pre[k]] = 1;
+        for (int o = 0; o < 3; o++)
+            for (int k = 0; k < len[o]; k++) taken[path[o][k]] = 1;
+        for (int o = 0; o < 3; o++) {
+            for (int k = 0; k < len[o]; k++)
+                if (!readers_taken(g, path[o][k], taken)) {
+                    len[o] = k; /* path[o][k] runs: its output is the root */
+                    changed = true;
+                    break;
+                }
+            qfi_attention_view w;
+            if (len[o] && (!view_along(g, path[o], len[o], &w) ||
+                           !operand_ok(g, r, g->nodes[path[o][len[o] - 1]].in[0], ch->first)))
+                len[o] = 0, changed = true;
+        }
+    }
+    free(taken);
+    int n_new = 0;
+    for (int o = 0; o < 3; o++) n_new += len[o];
+    if (ch->n_pre + n_new > QFI_ATTN_MAX_PRE) return;
+    for (int o = 0; o < 3; o++) {
+        if (!len[o]) continue;
+        view_along(g, path[o], len[o], &ch->view[o]);
+        *value[o] = g->nodes[path[o][len[o] - 1]].in[0];
+        for (int k = 0; k < len[o]; k++) {
+            bool dup = false;
+            for (int j = 0; j < ch->n_pre; j++) dup |= ch->pre[j] == path[o][k];
+            if (!dup) ch->pre[ch->n_pre++] = path[o][k];
+        }
+    }
+}
+
+/* The plain view of an operand: nb matrices of `rows` rows of D, one after another. */
+static void plain_view(qfi_attention_view *w, int64_t nb, int64_t rows, int64_t D)
+{
+    memset(w, 0, sizeof *w);
+    w->n_lead = 1;
+    w->lead_dims[0] = nb, w->lead_strides[0] = rows * D;
+    w->row_stride = D;
+}
+
+int64_t qfi_attention_view_row(const qfi_attention_view *w, int64_t b, int64_t i)
+{
+    int64_t off = w->offset + i * w->row_stride;
+    for (int k = w->n_lead - 1; k >= 0; k--) {
+        const int64_t q = b / w->lead_dims[k];
+        off += (b - q * w->lead_dims[k]) * w->lead_strides[k];
+        b = q;
+    }
+    return off;
+}
+
 bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules *rules, qfi_attention_chain *ch)
 {
     const qf_node *n = &g->nodes[first];
@@ -163,6 +435,10 @@ bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules
             ch->v = m->in[1];
             ch->out = m->out[0];
             ch->nodes[ch->n_nodes++] = (int)(m - g->nodes);
+            plain_view(&ch->view[QFI_ATTN_Q], ch->nb, ch->M, ch->D);
+            plain_view(&ch->view[QFI_ATTN_K], ch->nb, ch->N, ch->D);
+            plain_view(&ch->view[QFI_ATTN_V], ch->nb, ch->N, ch->D);
+            if (!rules || rules->views) take_views(g, rules, ch);
             return true;
         } else {
             return false;

@@ -26,7 +26,17 @@
  * multiplies each FP32 score by `scale`, the product of the two constants,
  * where the unfused Muls rounded the scaled Q and K to half. Heads of 32,
  * 64 or 128 only (the sizes the CUDA kernel is built for): both engines
- * must fuse the same chains to agree. */
+ * must fuse the same chains to agree.
+ *
+ * An engine that reads operands through views (qfi_attention_rules.views)
+ * also takes in the Reshapes, Transposes, Squeezes, Unsqueezes, Flattens,
+ * Gathers of one constant index and the one per-tensor DequantizeLinear
+ * that make Q, K or V from another value, the root (ViT's heads split out
+ * of the int8 in-projection, [S, B, 3E] to three [B, H, S, D]): the chain
+ * reads each element where the root holds it (qfi_attention_view) and an
+ * int8 root's element as the DequantizeLinear's half, so the values read
+ * are the unfused nodes'. A node shared by the operands goes only where all
+ * its readers are the chain's. */
 #ifndef QFORGE_ATTENTION_H
 #define QFORGE_ATTENTION_H
 
@@ -35,7 +45,8 @@
 #define QFI_ATTN_MAX_BIAS 2
 #define QFI_ATTN_MAX_NODES 12
 #define QFI_ATTN_MAX_DIMS 6
-#define QFI_ATTN_MAX_PRE 3
+#define QFI_ATTN_MAX_PRE 32
+#define QFI_ATTN_MAX_LEAD 4
 #define QFI_ATTN_KEY_TILE 64
 
 typedef struct qfi_attention_bias {
@@ -46,12 +57,30 @@ typedef struct qfi_attention_bias {
     int64_t col_stride;                 /* and along the keys */
 } qfi_attention_bias;
 
+/* Where an operand's row i of batch matrix b starts in its value (the
+ * root): offset + row_stride i + the batch index's digits (lead_dims,
+ * outermost first) times lead_strides; a row's D elements are consecutive.
+ * An int8 root's elements are dequantized (scale, zero_point) and rounded
+ * to half. The plain operand: one lead dim of nb matrices, rows of D. */
+typedef struct qfi_attention_view {
+    int64_t offset, row_stride;
+    int n_lead;
+    int64_t lead_dims[QFI_ATTN_MAX_LEAD], lead_strides[QFI_ATTN_MAX_LEAD];
+    bool int8;
+    float scale;
+    int32_t zero_point;
+} qfi_attention_view;
+
+enum { QFI_ATTN_Q, QFI_ATTN_K, QFI_ATTN_V };
+
 typedef struct qfi_attention_chain {
     int first;                      /* node index of the Q K^T MatMul */
-    int q, kt, v, out;              /* values: Q [nb][M][D], K^T [nb][D][N] (k_rows: K [nb][N][D]), V [nb][N][D], out [nb][M][D] */
+    int q, kt, v, out;              /* values: Q [nb][M][D], K^T [nb][D][N] (k_rows: K [nb][N][D]), V [nb][N][D], out [nb][M][D]
+                                     * (q, kt and v: the roots their views read) */
+    qfi_attention_view view[3];     /* Q, K (k_rows; K^T is read as it is), V */
     bool k_rows;                    /* kt is K, the input of the Transpose that made K^T */
     float scale;                    /* each score's factor: the scalar Muls' constants, else 1 */
-    int pre[QFI_ATTN_MAX_PRE];      /* the Muls and the Transpose before `first` that the chain computes */
+    int pre[QFI_ATTN_MAX_PRE];      /* the nodes before `first` that the chain computes (scale Muls, K's Transpose, views) */
     int n_pre;
     int64_t nb, M, N, D;
     int nodes[QFI_ATTN_MAX_NODES];  /* the chain after the first MatMul, the AV MatMul last */
@@ -69,6 +98,7 @@ typedef struct qfi_attention_rules {
      * output of a node before `first`. */
     bool (*operand)(void *user, const qf_graph *g, int v, int first);
     void *user;
+    bool views; /* the engine reads Q, K and V through views (NULL rules: yes) */
 } qfi_attention_rules;
 
 /* Whether node `first` of g starts an attention chain; fills *ch if so.
@@ -77,6 +107,9 @@ bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules
 
 /* The debug line an engine logs for each chain it fuses (tests count them). */
 void qfi_attention_log(const qf_graph *g, const qfi_attention_chain *ch);
+
+/* Where row i of batch matrix b of an operand starts in its root. */
+int64_t qfi_attention_view_row(const qfi_attention_view *w, int64_t b, int64_t i);
 
 /* Where row r (batch * M + query) of the scores starts in bias operand b. */
 int64_t qfi_attention_bias_row(const qfi_attention_bias *b, int64_t r);

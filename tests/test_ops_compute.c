@@ -1466,11 +1466,11 @@ END_TEST
 /* torch.onnx's scaled_dot_product_attention: q (2,3,M,D), k (2,3,N,D), v;
  * MatMul(Mul(q, s), Mul(Transpose(k), s)) -> Softmax -> x v, s = D^-1/4,
  * quantized to FP16. */
-static qf_graph *sdpa_graph(float s)
+static qf_graph *sdpa_graph(float s, int64_t M)
 {
     qf_graph *g = qf_graph_new("sdpa_attention");
     g->opset = 17;
-    int q = input(g, "q", 4, (int64_t[]){2, 3, ATT_M, ATT_D}), k = input(g, "k", 4, (int64_t[]){2, 3, ATT_N, ATT_D});
+    int q = input(g, "q", 4, (int64_t[]){2, 3, M, ATT_D}), k = input(g, "k", 4, (int64_t[]){2, 3, ATT_N, ATT_D});
     int v = input(g, "v", 4, (int64_t[]){2, 3, ATT_N, ATT_D});
     int c = weight(g, "s", 0, NULL, s, s);
     int qs = value(g, "q.s"), kt = value(g, "k.t"), kts = value(g, "kt.s"), sc = value(g, "qk"), p = value(g, "p"),
@@ -1494,7 +1494,7 @@ START_TEST(attention_chain_takes_sdpa_scale)
     const float s = 1.0f / sqrtf(sqrtf((float)ATT_D));
     const double sh = qf_f16_to_f32(qf_f32_to_f16(s)); /* the FP16 graph's constant */
     rng_use_xorshift(91);
-    qf_graph *g = sdpa_graph(s);
+    qf_graph *g = sdpa_graph(s, ATT_M);
     float *x[3];
     for (int k = 0; k < 3; k++) {
         x[k] = malloc((size_t)att_in_elems[k] * sizeof(float));
@@ -1520,6 +1520,166 @@ START_TEST(attention_chain_takes_sdpa_scale)
     assert_closer_to_exact(yf, yu, ref, g->source);
     free(ref), free(kt), free(yf), free(yu);
     for (int k = 0; k < 3; k++) free(x[k]);
+    qf_graph_free(g);
+}
+END_TEST
+
+/* An I64 constant of n elements (0-D where n is 0: one element). */
+static int i64_const(qf_graph *g, const char *name, int n, const int64_t *vals)
+{
+    const int cnt = n ? n : 1;
+    int64_t *d = malloc((size_t)cnt * sizeof *d);
+    memcpy(d, vals, (size_t)cnt * sizeof *d);
+    return qfi_graph_add_const(g, name, QF_I64, n ? 1 : 0, (int64_t[]){n}, d);
+}
+
+/* torch.onnx's nn.MultiheadAttention (batch_first) after its in-projection:
+ * x (2, S, 3 E) -> Transpose(1, 0, 2) -> [MatMul by (E, 3 E) and a bias
+ * Add, where inproj: then x is (2, S, E)] -> Reshape (S, 2, 3, E) ->
+ * Unsqueeze(0) -> Transpose(3, 1, 2, 0, 4) -> Squeeze(3) -> Gather(0, i) ->
+ * Reshape (S, 2 H, D) -> Transpose(1, 0, 2) -> Reshape (2, H, S, D) as Q, K
+ * and V of sdpa_graph's form (H = 3, D = ATT_D, S = ATT_N, E = H D); FP32. */
+enum { PK_S = ATT_N, PK_E = 3 * ATT_D };
+static qf_graph *packed_attention_graph(float s, bool inproj)
+{
+    qf_graph *g = qf_graph_new(inproj ? "packed_attention_inproj" : "packed_attention");
+    g->opset = 17;
+    int x = value(g, "x.t");
+    set_ints(op(g, "x.t", QF_OP_TRANSPOSE, 1, (int[]){input(g, "x", 3, (int64_t[]){2, PK_S, (inproj ? 1 : 3) * PK_E})}, x),
+             "perm", 3, (int64_t[]){1, 0, 2});
+    if (inproj) {
+        int w = weight(g, "in_proj.w", 2, (int64_t[]){PK_E, 3 * PK_E}, -0.2f, 0.2f);
+        int bias = weight(g, "in_proj.b", 1, (int64_t[]){3 * PK_E}, -0.1f, 0.1f), mm = value(g, "in_proj.mm");
+        op(g, "in_proj.mm", QF_OP_MATMUL, 2, (int[]){x, w}, mm);
+        x = value(g, "in_proj");
+        op(g, "in_proj", QF_OP_ADD, 2, (int[]){mm, bias}, x);
+    }
+    int r1 = value(g, "r1"), u = value(g, "u"), t1 = value(g, "t1"), sq = value(g, "sq");
+    op(g, "r1", QF_OP_RESHAPE, 2, (int[]){x, i64_const(g, "r1.shape", 4, (int64_t[]){PK_S, 2, 3, PK_E})}, r1);
+    op(g, "u", QF_OP_UNSQUEEZE, 2, (int[]){r1, i64_const(g, "u.axes", 1, (int64_t[]){0})}, u);
+    set_ints(op(g, "t1", QF_OP_TRANSPOSE, 1, &u, t1), "perm", 5, (int64_t[]){3, 1, 2, 0, 4});
+    op(g, "sq", QF_OP_SQUEEZE, 2, (int[]){t1, i64_const(g, "sq.axes", 1, (int64_t[]){3})}, sq);
+    int h[3];
+    for (int i = 0; i < 3; i++) {
+        char n[4][16], in[16];
+        for (int k = 0; k < 4; k++) snprintf(n[k], sizeof n[k], "%c%d", "grth"[k], i);
+        int gi = value(g, n[0]), ri = value(g, n[1]), ti = value(g, n[2]);
+        h[i] = value(g, n[3]);
+        snprintf(in, sizeof in, "idx%d", i);
+        set_int(op(g, n[0], QF_OP_GATHER, 2, (int[]){sq, i64_const(g, in, 0, (int64_t[]){i})}, gi), "axis", 0);
+        snprintf(in, sizeof in, "rs%d", i);
+        op(g, n[1], QF_OP_RESHAPE, 2, (int[]){gi, i64_const(g, in, 3, (int64_t[]){PK_S, 2 * 3, ATT_D})}, ri);
+        set_ints(op(g, n[2], QF_OP_TRANSPOSE, 1, &ri, ti), "perm", 3, (int64_t[]){1, 0, 2});
+        snprintf(in, sizeof in, "hs%d", i);
+        op(g, n[3], QF_OP_RESHAPE, 2, (int[]){ti, i64_const(g, in, 4, (int64_t[]){2, 3, PK_S, ATT_D})}, h[i]);
+    }
+    int c = weight(g, "s", 0, NULL, s, s);
+    int qsv = value(g, "q.s"), kt = value(g, "k.t"), kts = value(g, "kt.s"), sc = value(g, "qk"), p = value(g, "p"),
+        y = value(g, "av");
+    op(g, "q_scale", QF_OP_MUL, 2, (int[]){h[0], c}, qsv);
+    set_ints(op(g, "k_t", QF_OP_TRANSPOSE, 1, &h[1], kt), "perm", 4, (int64_t[]){0, 1, 3, 2});
+    op(g, "k_scale", QF_OP_MUL, 2, (int[]){kt, c}, kts);
+    op(g, "qk", QF_OP_MATMUL, 2, (int[]){qsv, kts}, sc);
+    set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, &sc, p), "axis", -1);
+    op(g, "av", QF_OP_MATMUL, 2, (int[]){p, h[2]}, y);
+    output(g, y);
+    prepare_graph(g, 2);
+    return g;
+}
+
+/* The nodes before the chain that the engine's debug line says it took in */
+static void note_pre(void *user, qf_log_level level, const char *msg)
+{
+    (void)level;
+    const char *at = strstr(msg, "heads of ");
+    if (at) sscanf(at, "heads of %*d; %d", (int *)user);
+}
+
+/* g's output on x on the CPU engine, QFORGE_CPU_NOFUSE set to env (NULL:
+ * unset); the nodes its chain took in *pre */
+static float *run_packed(const qf_graph *g, const float *x, const char *env, int *pre)
+{
+    if (env) setenv("QFORGE_CPU_NOFUSE", env, 1);
+    *pre = -1;
+    qf_engine *e = cpu_engine_noting(g, NULL, 2, note_pre, pre);
+    if (env) unsetenv("QFORGE_CPU_NOFUSE");
+    memcpy(qf_engine_input(e, 0), x, (size_t)qf_value_numel(&g->values[g->inputs[0]]) * sizeof *x);
+    ck_assert_msg(qf_engine_run(e) == QF_OK, "%s", qf_error_message());
+    const size_t n = (size_t)qf_value_numel(&g->values[g->outputs[0]]);
+    float *y = malloc(n * sizeof *y);
+    memcpy(y, qf_engine_output(e, 0), n * sizeof *y);
+    qf_engine_free(e);
+    return y;
+}
+
+/* The packed graph's chain reads Q, K and V where the value before the
+ * heads' split holds them: every node between is the chain's (17 from the
+ * entry Transpose; 20 with the two scale Muls and K's Transpose), and the
+ * outputs are the bits of the same chain fed Q, K and V as inputs
+ * (sdpa_graph): the views change where elements are read, not what is
+ * computed. Quantized to INT8 with an in-projection first, the chain reads
+ * that layer's int8 output through the DequantizeLinear the quantizer put
+ * before the split, as the exported ViT-B/16 has it, and gives the bits it
+ * gives without views (QFORGE_CPU_NOFUSE=views). */
+START_TEST(attention_chain_reads_views)
+{
+    const float s = 1.0f / sqrtf(sqrtf((float)ATT_D));
+    rng_use_xorshift(93);
+    qf_graph *g = fp16_graph(packed_attention_graph(s, false));
+    int first = node_index(g, "qk");
+    qfi_attention_chain ch;
+    ck_assert(first >= 0 && qfi_attention_match(g, first, NULL, &ch));
+    ck_assert_msg(ch.n_pre == 20 && !ch.view[QFI_ATTN_Q].int8, "%s: %d nodes taken in", g->source, ch.n_pre);
+    const int64_t n = 2 * PK_S * 3 * PK_E;
+    float *x = malloc((size_t)n * sizeof *x);
+    for (int64_t i = 0; i < n; i++) x[i] = frand(-2.5f, 2.5f);
+    int pre;
+    float *y = run_packed(g, x, NULL, &pre);
+    ck_assert_int_eq(pre, 20);
+    /* Q, K, V as the unfused nodes make them: the half of x[b][t][i E + h D + d] */
+    float *qkv[3];
+    for (int i = 0; i < 3; i++) {
+        qkv[i] = malloc((size_t)att_in_elems[2] * sizeof(float));
+        for (int b = 0; b < 2; b++)
+            for (int hh = 0; hh < 3; hh++)
+                for (int t = 0; t < PK_S; t++)
+                    for (int d = 0; d < ATT_D; d++)
+                        qkv[i][((b * 3 + hh) * PK_S + t) * ATT_D + d] =
+                            qf_f16_to_f32(qf_f32_to_f16(x[((int64_t)b * PK_S + t) * 3 * PK_E + i * PK_E + hh * ATT_D + d]));
+    }
+    qf_graph *ref = sdpa_graph(s, PK_S);
+    qf_engine *er = cpu_engine_noting(ref, NULL, 2, NULL, NULL);
+    for (int k = 0; k < 3; k++) memcpy(qf_engine_input(er, k), qkv[k], (size_t)att_in_elems[2] * sizeof(float));
+    ck_assert_msg(qf_engine_run(er) == QF_OK, "%s", qf_error_message());
+    ck_assert_int_eq(memcmp(y, qf_engine_output(er, 0), (size_t)2 * 3 * PK_S * ATT_D * sizeof(float)), 0);
+    qf_engine_free(er);
+    qf_graph_free(ref);
+    qf_graph_free(g);
+    free(y);
+    for (int i = 0; i < 3; i++) free(qkv[i]);
+    free(x);
+
+    /* INT8 with the in-projection */
+    g = packed_attention_graph(s, true);
+    const int64_t nx = 2 * PK_S * PK_E;
+    x = malloc((size_t)nx * sizeof *x);
+    for (int64_t i = 0; i < nx; i++) x[i] = frand(-2.0f, 2.0f);
+    qf_calib_table *t = calibrate_minmax(g, x);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.precision = QF_PREC_INT8;
+    ck_assert_msg(qf_quantize(g, t, &o, NULL) == QF_OK, "%s", qf_error_message());
+    qf_calib_table_free(t);
+    first = node_index(g, "qk");
+    ck_assert(first >= 0 && qfi_attention_match(g, first, NULL, &ch));
+    ck_assert_msg(ch.view[QFI_ATTN_Q].int8 && ch.view[QFI_ATTN_K].int8 && ch.view[QFI_ATTN_V].int8,
+                  "%s: %d nodes taken in, Q from an int8 root: %d", g->source, ch.n_pre, ch.view[QFI_ATTN_Q].int8);
+    int pre_views, pre_plain;
+    float *yv = run_packed(g, x, NULL, &pre_views), *yn = run_packed(g, x, "views", &pre_plain);
+    ck_assert_msg(pre_views == ch.n_pre && pre_plain == 3, "%d and %d nodes taken in", pre_views, pre_plain);
+    ck_assert_int_eq(memcmp(yv, yn, (size_t)2 * 3 * PK_S * ATT_D * sizeof(float)), 0);
+    printf("  %s: %d nodes taken in, Q, K and V read from the in-projection's int8 output\n", g->source, ch.n_pre);
+    free(yv), free(yn), free(x);
     qf_graph_free(g);
 }
 END_TEST
@@ -1845,6 +2005,7 @@ static Suite *suite(void)
     tcase_add_test(tc, engine_runs_a_small_network);
     tcase_add_test(tc, attention_chain_fused);
     tcase_add_test(tc, attention_chain_takes_sdpa_scale);
+    tcase_add_test(tc, attention_chain_reads_views);
     suite_add_tcase(s, tc);
     return s;
 }

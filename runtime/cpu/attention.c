@@ -4,11 +4,14 @@
  * of scores and probabilities that the unfused nodes do. The batch matrices
  * are shared out among the threads; each has K^T (from K's rows where the
  * chain took K's Transpose in) and V widened to float once, then each block
- * of query rows walks the keys in tiles with the online softmax. */
+ * of query rows walks the keys in tiles with the online softmax. Q, K and V
+ * are read through the chain's views (their roots' strides; an int8 root
+ * through the DequantizeLinear's half). */
 #include "kernels.h"
 #include "attention.h"
 #include <math.h>
 #include "float_math.h"
+#include "quant_math.h"
 
 struct qfi_cpu_attention {
     qfi_attention_chain ch;
@@ -50,7 +53,7 @@ qf_status qfi_cpu_attention_create(const qf_graph *g, const qfi_attention_chain 
 
 typedef struct attn_job {
     const qfi_cpu_attention *a;
-    const uint16_t *q, *kt, *v;
+    const void *q, *kt, *v;        /* the roots the views read */
     const uint16_t *bias[QFI_ATTN_MAX_BIAS]; /* each operand's halves (or the table) */
     uint16_t *out;
     float *buf;    /* per slot: K^T, V, a block of query rows, their outputs, a tile of scores and of halves each */
@@ -89,11 +92,20 @@ static void widen(float *restrict dst, const uint16_t *restrict src, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) dst[i] = qf_f16_to_f32(src[i]);
 }
-/* K [N][D] widened into K^T [D][N] */
-static void widen_transposed(float *restrict dst, const uint16_t *restrict k, int64_t N, int64_t D)
+/* Row i of batch matrix b of an operand (root x, view w), its D elements
+ * widened to float, `step` apart in dst */
+static void load_row(float *restrict dst, int64_t step, const void *x, const qfi_attention_view *w, int64_t b, int64_t i,
+                     int64_t D)
 {
-    for (int64_t j = 0; j < N; j++)
-        for (int64_t d = 0; d < D; d++) dst[d * N + j] = qf_f16_to_f32(k[j * D + d]);
+    const int64_t at = qfi_attention_view_row(w, b, i);
+    if (w->int8) {
+        const int8_t *q = (const int8_t *)x + at;
+        for (int64_t d = 0; d < D; d++)
+            dst[d * step] = qf_f16_to_f32(qf_f32_to_f16(qfi_dequantize_i8_zp(q[d], w->scale, w->zero_point)));
+    } else {
+        const uint16_t *h = (const uint16_t *)x + at;
+        for (int64_t d = 0; d < D; d++) dst[d * step] = qf_f16_to_f32(h[d]);
+    }
 }
 
 /* 2^x for x <= 0 (below -150, or NaN: 0) from single IEEE operations, no
@@ -155,7 +167,7 @@ static void attend_rows(const attn_job *j, int64_t row0, int nr, const float *kt
     int64_t boff[RB][QFI_ATTN_MAX_BIAS], bstep[QFI_ATTN_MAX_BIAS];
     float m[RB], l[RB], qd[RB], ph[RB];
     for (int r = 0; r < nr; r++) {
-        widen(q + r * D, j->q + (row0 + r) * D, D);
+        load_row(q + r * D, 1, j->q, &ch->view[QFI_ATTN_Q], (row0 + r) / ch->M, (row0 + r) % ch->M, D);
         for (int k = 0; k < nbias; k++)
             boff[r][k] = j->a->table ? (row0 + r) % j->a->period * N : qfi_attention_bias_row(&ch->bias[k], row0 + r);
         m[r] = -INFINITY, l[r] = 0.0f;
@@ -211,9 +223,12 @@ static void attn_slot(void *arg, int64_t k)
     const int64_t N = ch->N, D = ch->D;
     float *kt = j->buf + (size_t)k * j->buf_floats, *v = kt + N * D, *q = v + N * D, *o = q + RB * D, *s = o + RB * D, *h = s + RB * TILE;
     for (int64_t b = ch->nb * k / j->slots; b < ch->nb * (k + 1) / j->slots; b++) {
-        if (ch->k_rows) widen_transposed(kt, j->kt + b * N * D, N, D);
-        else widen(kt, j->kt + b * D * N, D * N);
-        widen(v, j->v + b * N * D, N * D);
+        for (int64_t t = 0; t < N; t++) { /* K's rows into K^T's columns */
+            if (!ch->k_rows) break;
+            load_row(kt + t, N, j->kt, &ch->view[QFI_ATTN_K], b, t, D);
+        }
+        if (!ch->k_rows) widen(kt, (const uint16_t *)j->kt + b * D * N, D * N);
+        for (int64_t t = 0; t < N; t++) load_row(v + t * D, 1, j->v, &ch->view[QFI_ATTN_V], b, t, D);
         int64_t i = 0;
         for (; i + RB <= ch->M; i += RB) attend_rows(j, b * ch->M + i, RB, kt, v, q, o, s, h);
         for (; i < ch->M; i++) attend_rows(j, b * ch->M + i, 1, kt, v, q, o, s, h);

@@ -134,14 +134,15 @@ static qf_status cpu_free_memory(const qf_graph *g, const qf_engine_opts *opts, 
 /* Finds the attention chains and marks them in c (attn at the first MatMul,
  * none of their nodes `own`); plan_values (a copy of g's values) then has
  * the chains' intermediates unwritten and each chain's output written where
- * its first MatMul runs, and read_at the step where the chain reads Q and K
- * (later than the Muls and Transpose it took in, which read them in the
- * graph), for the memory plan. */
-static qf_status fuse_attention(const qf_graph *g, cpu_engine *c, qf_value *plan_values, int *read_at)
+ * its first MatMul runs, and read_at the step where the chain reads Q, K
+ * and V (or the roots of their views: later than the nodes it took in,
+ * which read them in the graph), for the memory plan. */
+static qf_status fuse_attention(const qf_graph *g, cpu_engine *c, qf_value *plan_values, int *read_at, bool views)
 {
+    const qfi_attention_rules rules = {NULL, NULL, NULL, views};
     for (int i = 0; i < g->n_nodes; i++) {
         qfi_attention_chain ch;
-        if (!c->own[i] || !qfi_attention_match(g, i, NULL, &ch)) continue;
+        if (!c->own[i] || !qfi_attention_match(g, i, &rules, &ch)) continue;
         QF_CHECK(qfi_cpu_attention_create(g, &ch, &c->attn[i]));
         c->own[i] = false;
         plan_values[g->nodes[i].out[0]].producer = -1;
@@ -153,7 +154,7 @@ static qf_status fuse_attention(const qf_graph *g, cpu_engine *c, qf_value *plan
             c->own[ch.pre[k]] = false;
             plan_values[g->nodes[ch.pre[k]].out[0]].producer = -1;
         }
-        read_at[ch.q] = read_at[ch.kt] = i;
+        read_at[ch.q] = read_at[ch.kt] = read_at[ch.v] = i;
         plan_values[ch.out].producer = i;
         qfi_attention_log(g, &ch);
     }
@@ -344,8 +345,11 @@ static qf_status cpu_create(qf_engine *e)
         c->fused_out[i] = -1;
     }
     memcpy(plan_values, g->values, (size_t)g->n_values * sizeof *plan_values);
-    const bool fuse = !e->opts.observer && !getenv("QFORGE_CPU_NOFUSE");
-    qf_status st = fuse ? fuse_attention(g, c, plan_values, read_at) : QF_OK;
+    /* QFORGE_CPU_NOFUSE=views: attention chains fused, their operands read as they are (tests) */
+    const char *nofuse = getenv("QFORGE_CPU_NOFUSE");
+    const bool views_off = nofuse && !strcmp(nofuse, "views");
+    const bool fuse = !e->opts.observer && (!nofuse || views_off);
+    qf_status st = fuse ? fuse_attention(g, c, plan_values, read_at, !views_off) : QF_OK;
     if (st == QF_OK && fuse) st = fuse_epilogues(g, c, plan_values);
     size_t total = 0;
     qf_graph pg = *g;
