@@ -438,7 +438,11 @@ bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules
             plain_view(&ch->view[QFI_ATTN_Q], ch->nb, ch->M, ch->D);
             plain_view(&ch->view[QFI_ATTN_K], ch->nb, ch->N, ch->D);
             plain_view(&ch->view[QFI_ATTN_V], ch->nb, ch->N, ch->D);
-            if (!rules || rules->views) take_views(g, rules, ch);
+            if (!rules || rules->views) {
+                const qfi_attention_chain plain = *ch;
+                take_views(g, rules, ch);
+                if (rules && rules->views_ok && !rules->views_ok(rules->user, ch)) *ch = plain;
+            }
             return true;
         } else {
             return false;

@@ -99,6 +99,10 @@ typedef struct qfi_attention_rules {
     bool (*operand)(void *user, const qf_graph *g, int v, int first);
     void *user;
     bool views; /* the engine reads Q, K and V through views (NULL rules: yes) */
+    /* May the kernel read the chain's views as they came out (alignment,
+     * int8 and half roots mixed)? NULL: yes; no: the chain reads Q, K and
+     * V as they are. */
+    bool (*views_ok)(void *user, const qfi_attention_chain *ch);
 } qfi_attention_rules;
 
 /* Whether node `first` of g starts an attention chain; fills *ch if so.

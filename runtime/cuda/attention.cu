@@ -8,7 +8,9 @@
  * probabilities reach memory: ViT-B/16's QK^T and Softmax nodes wrote 22 MB
  * of them per image, and Softmax and AV read them back. Where the chain
  * took the exporter's scalar Muls and K's Transpose in, the scores are
- * scaled in FP32 and K is read by rows (the KROWS kernels).
+ * scaled in FP32 and K is read by rows (the KROWS kernels). Q, K and V are
+ * read through the chain's views (the I8 kernels: from the int8 output the
+ * heads were split from, each element rounded to half on load).
  *
  * Numerics: lib/attention.h's, which the CPU engine's fused chain
  * (runtime/cpu/attention.c) computes step for step: the scores and their
@@ -33,8 +35,21 @@ struct attn_bias {
     int64_t col_stride;
 };
 
+/* Where an operand's rows are (lib/attention.h's qfi_attention_view): row i
+ * of matrix b at offset + i row_stride + b's digits times lead_strides, in
+ * elements of the root (half, or int8 dequantized by scale and zp). */
+struct attn_view {
+    int64_t offset, row_stride;
+    int n_lead;
+    int lead_dims[QFI_ATTN_MAX_LEAD];
+    int64_t lead_strides[QFI_ATTN_MAX_LEAD];
+    float scale;
+    int zp;
+};
+
 struct attn_params {
-    const __half *q, *kt, *v; /* kt: K [nb][N][D] for the KROWS kernels */
+    const void *q, *kt, *v; /* the views' roots; kt: K [nb][N][D] for the KROWS kernels */
+    attn_view vq, vk, vv;
     __half *o;
     float scale; /* each score's factor (lib/attention.h) */
     int nb, M, N, q_tiles;
@@ -68,6 +83,37 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi)
     return *(uint32_t *)&h;
 }
 
+/* Where matrix b's row 0 is in an operand's root; b < 2^31 */
+__device__ __forceinline__ int64_t view_base(const attn_view &w, unsigned b)
+{
+    int64_t off = w.offset;
+    for (int d = w.n_lead - 1; d >= 0; d--) {
+        const unsigned q = b / (unsigned)w.lead_dims[d];
+        off += (int64_t)(b - q * (unsigned)w.lead_dims[d]) * w.lead_strides[d];
+        b = q;
+    }
+    return off;
+}
+
+/* Eight consecutive elements of a row as halves: 16 bytes of halves, or 8
+ * int8 dequantized and rounded to half as the DequantizeLinear the chain
+ * took in rounded them (the view's offsets and strides are multiples of 8) */
+__device__ __forceinline__ int4 load8(const __half *p, const attn_view &) { return __ldg((const int4 *)p); }
+__device__ __forceinline__ int4 load8(const int8_t *p, const attn_view &w)
+{
+    const uint2 raw = __ldg((const uint2 *)p);
+    int4 r;
+    uint32_t *h = (uint32_t *)&r;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const uint32_t word = k < 2 ? raw.x : raw.y, sh = (k & 1) * 16;
+        const float lo = qfi_dequantize_i8_zp((int8_t)(word >> sh), w.scale, w.zp),
+                    hi = qfi_dequantize_i8_zp((int8_t)(word >> (sh + 8)), w.scale, w.zp);
+        h[k] = pack_half2(lo, hi);
+    }
+    return r;
+}
+
 /* Where row r of the scores (r = batch * M + query) starts in a bias operand;
  * r < 2^31 (cu_fuse_attention), so 32-bit divisions do. */
 __device__ __forceinline__ int64_t bias_row(const attn_bias &b, unsigned r)
@@ -86,32 +132,34 @@ __device__ __forceinline__ int64_t bias_row(const attn_bias &b, unsigned r)
  * rows (16-byte reads), a thread's part of each in registers, so that every
  * load of a tile is in flight at once. A thread's key pair and V column are
  * the same in every row it loads: one address and one offset step each. */
-template <int D, bool KROWS> struct kv_regs {
+template <int D, bool KROWS, typename T> struct kv_regs {
     static constexpr int K_ROWS = THREADS / (BKEYS / 2);       /* K^T rows (head dims) loaded per step */
     static constexpr int V_ROWS = THREADS / (D / 8), V_PER = BKEYS / V_ROWS, K_PER = KROWS ? V_PER : D / K_ROWS;
     typename std::conditional<KROWS, int4, __half2>::type k[K_PER];
     int4 v[V_PER];
-    __device__ __forceinline__ void load(const __half *kb, const __half *vb, int N, int k0, int tid)
+    /* kb, vb: the matrix's row 0 in K's (K^T's) and V's roots */
+    __device__ __forceinline__ void load(const T *kb, const T *vb, const attn_params &p, int k0, int tid)
     {
+        const int N = p.N;
         if constexpr (KROWS) { /* K's rows as V's */
             const int r = k0 + tid / (D / 8);
-            const int4 *kp = (const int4 *)(kb + (size_t)r * D + tid % (D / 8) * 8);
+            const T *kp = kb + (int64_t)r * p.vk.row_stride + tid % (D / 8) * 8;
 #pragma unroll
             for (int i = 0; i < K_PER; i++)
-                k[i] = r + i * V_ROWS < N ? __ldg(kp + i * V_ROWS * (D / 8)) : make_int4(0, 0, 0, 0);
-        } else {
+                k[i] = r + i * V_ROWS < N ? load8(kp + (int64_t)i * V_ROWS * p.vk.row_stride, p.vk) : make_int4(0, 0, 0, 0);
+        } else { /* K^T as it is (no view, half) */
             const int j = k0 + tid % (BKEYS / 2) * 2, kstep = K_ROWS * N;
-            const __half *kp = kb + (size_t)(tid / (BKEYS / 2)) * N + j;
+            const __half *kp = (const __half *)kb + (size_t)(tid / (BKEYS / 2)) * N + j;
             const __half zero = __float2half(0.0f);
 #pragma unroll
             for (int i = 0; i < K_PER; i++)
                 k[i] = __halves2half2(j < N ? __ldg(kp + i * kstep) : zero, j + 1 < N ? __ldg(kp + i * kstep + 1) : zero);
         }
         const int r = k0 + tid / (D / 8);
-        const int4 *vp = (const int4 *)(vb + (size_t)r * D + tid % (D / 8) * 8);
+        const T *vp = vb + (int64_t)r * p.vv.row_stride + tid % (D / 8) * 8;
 #pragma unroll
         for (int i = 0; i < V_PER; i++) /* rows past N are zeros: 0 x garbage could be NaN */
-            v[i] = r + i * V_ROWS < N ? __ldg(vp + i * V_ROWS * (D / 8)) : make_int4(0, 0, 0, 0);
+            v[i] = r + i * V_ROWS < N ? load8(vp + (int64_t)i * V_ROWS * p.vv.row_stride, p.vv) : make_int4(0, 0, 0, 0);
     }
     __device__ __forceinline__ void store(__half *Ks, int ldk, __half *Vs, int ldv, int tid) const
     {
@@ -136,26 +184,28 @@ template <int D, bool KROWS> struct kv_regs {
  * g + 8) of the warp's 16, columns 2 (lane % 4) and the next of each
  * 8-column piece. The next tile's loads are issued before this tile's
  * products (for D <= 64; D = 128 has no registers to spare for them). */
-template <int D, int NB, bool KROWS>
+template <int D, int NB, bool KROWS, bool I8>
 __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(attn_params p)
 {
+    typedef typename std::conditional<I8, int8_t, __half>::type T; /* the roots' elements */
     constexpr int LDQ = D + 8, LDK = KROWS ? D + 8 : BKEYS + 8, LDV = D + 8; /* halves; 16-byte padding spreads ldmatrix rows over banks */
     constexpr bool PREFETCH = D <= 64;
     extern __shared__ __align__(16) __half smem[];
     __half *Qs = smem, *Ks = Qs + BQ * LDQ, *Vs = Ks + (KROWS ? BKEYS : D) * LDK;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
     const int b = blockIdx.x / p.q_tiles, q0 = (blockIdx.x % p.q_tiles) * BQ;
-    const __half *qb = p.q + (size_t)b * p.M * D, *kb = p.kt + (size_t)b * D * p.N, *vb = p.v + (size_t)b * p.N * D;
+    const T *qb = (const T *)p.q + view_base(p.vq, b), *kb = (const T *)p.kt + view_base(p.vk, b),
+            *vb = (const T *)p.v + view_base(p.vv, b);
 
-    kv_regs<D, KROWS> kv;
-    kv.load(kb, vb, p.N, 0, tid);
+    kv_regs<D, KROWS, T> kv;
+    kv.load(kb, vb, p, 0, tid);
     {
         constexpr int Q_PER = BQ * D / 8 / THREADS;
         int4 qv[Q_PER];
 #pragma unroll
         for (int i = 0; i < Q_PER; i++) {
             const int e = tid + i * THREADS, r = e / (D / 8), col = e % (D / 8) * 8;
-            qv[i] = q0 + r < p.M ? __ldg((const int4 *)(qb + (size_t)(q0 + r) * D + col)) : make_int4(0, 0, 0, 0);
+            qv[i] = q0 + r < p.M ? load8(qb + (int64_t)(q0 + r) * p.vq.row_stride + col, p.vq) : make_int4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int i = 0; i < Q_PER; i++) {
@@ -188,7 +238,7 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
         kv.store(Ks, LDK, Vs, LDV, tid);
         __syncthreads();
         const bool more = k0 + BKEYS < p.N;
-        if (PREFETCH && more) kv.load(kb, vb, p.N, k0 + BKEYS, tid);
+        if (PREFETCH && more) kv.load(kb, vb, p, k0 + BKEYS, tid);
 
         float s[BKEYS / 8][4];
 #pragma unroll
@@ -265,7 +315,7 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
                 mma_f16(o[2 * dp + 1], a, bf[2], bf[3]);
             }
         }
-        if (!PREFETCH && more) kv.load(kb, vb, p.N, k0 + BKEYS, tid);
+        if (!PREFETCH && more) kv.load(kb, vb, p, k0 + BKEYS, tid);
     }
 
 #pragma unroll
@@ -316,11 +366,19 @@ static qf_status attn_prepare(cu_engine *c, cu_layer *L)
     if ((int64_t)p.q_tiles * p.nb > INT32_MAX) return qf_error(QF_ERR_UNSUPPORTED, "attention grid of %lld blocks", (long long)p.q_tiles * p.nb);
     void *ptr;
     QF_CHECK(cu_value_ptr(c, ch.q, &ptr));
-    p.q = (const __half *)ptr;
+    p.q = ptr;
     QF_CHECK(cu_value_ptr(c, ch.kt, &ptr));
-    p.kt = (const __half *)ptr;
+    p.kt = ptr;
     QF_CHECK(cu_value_ptr(c, ch.v, &ptr));
-    p.v = (const __half *)ptr;
+    p.v = ptr;
+    attn_view *const views[3] = {&p.vq, &p.vk, &p.vv};
+    for (int o = 0; o < 3; o++) { /* (cu_attention_views_ok took only views of these bounds) */
+        const qfi_attention_view &w = ch.view[o];
+        attn_view &a = *views[o];
+        a.offset = w.offset, a.row_stride = w.row_stride, a.n_lead = w.n_lead;
+        for (int d = 0; d < w.n_lead; d++) a.lead_dims[d] = (int)w.lead_dims[d], a.lead_strides[d] = w.lead_strides[d];
+        a.scale = w.scale, a.zp = w.zero_point;
+    }
     QF_CHECK(cu_value_ptr(c, ch.out, &ptr));
     p.o = (__half *)ptr;
     uint16_t *table;
@@ -364,21 +422,30 @@ static qf_status attn_prepare(cu_engine *c, cu_layer *L)
     }
     size_t smem = ch.D == 32 ? smem_bytes<32>() : ch.D == 64 ? smem_bytes<64>() : smem_bytes<128>();
     if (ch.D == 128)
-        for (auto k : {attention_kernel<128, 0, false>, attention_kernel<128, 1, false>, attention_kernel<128, 2, false>,
-                       attention_kernel<128, 0, true>, attention_kernel<128, 1, true>, attention_kernel<128, 2, true>})
+        for (auto k : {attention_kernel<128, 0, false, false>, attention_kernel<128, 1, false, false>,
+                       attention_kernel<128, 2, false, false>, attention_kernel<128, 0, true, false>,
+                       attention_kernel<128, 1, true, false>, attention_kernel<128, 2, true, false>,
+                       attention_kernel<128, 0, true, true>, attention_kernel<128, 1, true, true>,
+                       attention_kernel<128, 2, true, true>})
             CU_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     return QF_OK;
 }
 
-template <int D, int NB, bool KROWS> static void launch_for(const attn_params &p, unsigned blocks, cudaStream_t s)
+template <int D, int NB, bool KROWS> static void launch_for(const attn_params &p, bool i8, unsigned blocks, cudaStream_t s)
 {
-    attention_kernel<D, NB, KROWS><<<blocks, THREADS, smem_bytes<D>(), s>>>(p);
+    if constexpr (KROWS)
+        if (i8) {
+            attention_kernel<D, NB, true, true><<<blocks, THREADS, smem_bytes<D>(), s>>>(p);
+            return;
+        }
+    attention_kernel<D, NB, KROWS, false><<<blocks, THREADS, smem_bytes<D>(), s>>>(p);
 }
-template <int D, bool KROWS> static void launch_d(const attn_params &p, unsigned blocks, cudaStream_t s)
+/* i8: the views' roots are int8 (all three: cu_attention_views_ok) */
+template <int D, bool KROWS> static void launch_d(const attn_params &p, bool i8, unsigned blocks, cudaStream_t s)
 {
-    if (p.n_bias == 0) launch_for<D, 0, KROWS>(p, blocks, s);
-    else if (p.n_bias == 1) launch_for<D, 1, KROWS>(p, blocks, s);
-    else launch_for<D, 2, KROWS>(p, blocks, s);
+    if (p.n_bias == 0) launch_for<D, 0, KROWS>(p, i8, blocks, s);
+    else if (p.n_bias == 1) launch_for<D, 1, KROWS>(p, i8, blocks, s);
+    else launch_for<D, 2, KROWS>(p, i8, blocks, s);
 }
 
 static qf_status attn_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
@@ -387,14 +454,28 @@ static qf_status attn_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const attn_state *st = (const attn_state *)L->state;
     const unsigned blocks = (unsigned)(st->p.q_tiles * st->p.nb);
     if (!blocks) return QF_OK;
-    const bool rows = st->ch.k_rows;
+    const bool rows = st->ch.k_rows, i8 = st->ch.view[QFI_ATTN_Q].int8;
     switch (st->ch.D) {
-    case 32: rows ? launch_d<32, true>(st->p, blocks, s) : launch_d<32, false>(st->p, blocks, s); break;
-    case 64: rows ? launch_d<64, true>(st->p, blocks, s) : launch_d<64, false>(st->p, blocks, s); break;
-    default: rows ? launch_d<128, true>(st->p, blocks, s) : launch_d<128, false>(st->p, blocks, s); break;
+    case 32: rows ? launch_d<32, true>(st->p, i8, blocks, s) : launch_d<32, false>(st->p, i8, blocks, s); break;
+    case 64: rows ? launch_d<64, true>(st->p, i8, blocks, s) : launch_d<64, false>(st->p, i8, blocks, s); break;
+    default: rows ? launch_d<128, true>(st->p, i8, blocks, s) : launch_d<128, false>(st->p, i8, blocks, s); break;
     }
     CU_LAUNCHED();
     return QF_OK;
+}
+
+bool cu_attention_views_ok(void *user, const qfi_attention_chain *ch)
+{
+    (void)user;
+    const bool i8 = ch->view[QFI_ATTN_Q].int8;
+    for (int o = 0; o < 3; o++) {
+        const qfi_attention_view &w = ch->view[o];
+        /* one kind of root for all three (K^T, read as it is, is half); rows of whole 8-element vectors */
+        if (w.int8 != i8 || (o == QFI_ATTN_K && !ch->k_rows && i8) || w.offset % 8 || w.row_stride % 8) return false;
+        for (int d = 0; d < w.n_lead; d++)
+            if (w.lead_strides[d] % 8 || w.lead_dims[d] > INT32_MAX) return false;
+    }
+    return true;
 }
 
 /* Only cu_fuse_attention gives a layer this op (no ops.def entry, no check). */

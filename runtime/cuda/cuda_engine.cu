@@ -493,8 +493,8 @@ static void find_late_reads(const cu_engine *c, int *read_at)
     for (int v = 0; v < c->g->n_values; v++) read_at[v] = -1;
     for (int i = 0; i < c->n_layers; i++) {
         const cu_layer *L = &c->layers[i];
-        const int late[3] = {L->quant_in, L->late_in[0], L->late_in[1]};
-        for (int k = 0; k < 3; k++)
+        const int late[4] = {L->quant_in, L->late_in[0], L->late_in[1], L->late_in[2]};
+        for (int k = 0; k < 4; k++)
             if (!L->skip && late[k] >= 0 && read_at[late[k]] < i) read_at[late[k]] = i;
     }
 }
@@ -748,7 +748,7 @@ static qf_status create_impl(qf_engine *e, cu_engine *c)
         c->layers[i].index = i;
         c->layers[i].out_override = -1;
         c->layers[i].residual = -1;
-        c->layers[i].quant_in = c->layers[i].late_in[0] = c->layers[i].late_in[1] = -1;
+        c->layers[i].quant_in = c->layers[i].late_in[0] = c->layers[i].late_in[1] = c->layers[i].late_in[2] = -1;
         c->layers[i].op = c->on_host[i] ? &cu_op_host : cu_op_of(g->nodes[i].op);
     }
     QF_CHECK(cu_host_setup(c));

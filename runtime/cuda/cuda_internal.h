@@ -109,7 +109,8 @@ struct cu_layer {
     qf_act act;         /* a fused SiLU, Sigmoid or HardSwish after all of those (float Conv), or QF_ACT_NONE */
     bool act_gated;     /* act came as Mul(y, Sigmoid(y)) or Mul(y, HardSigmoid(y)): two nodes, two roundings */
     int quant_in;       /* >= 0: a fused input QuantizeLinear; the layer reads this float value and quantizes it */
-    int late_in[2];     /* >= 0: values the layer reads whose graph readers it took in (an attention chain's Q and K, a LayerNorm's int8 input) */
+    int late_in[3];     /* >= 0: values the layer reads whose graph readers it took in (an attention chain's Q, K and V or their
+                         * views' roots, a LayerNorm's int8 input) */
     float quant_scale;  /* that QuantizeLinear's scale and zero point */
     int32_t quant_zp;
 };
@@ -240,6 +241,8 @@ void cu_fuse_batchnorm_act(cu_engine *c, qf_value *plan_values);
 /* Fuses every such chain (after cu_fuse_layers): the first MatMul's layer
  * runs cu_op_attention with the chain as its state. */
 qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values);
+/* Whether the attention kernel reads the chain's views (qfi_attention_rules.views_ok) */
+bool cu_attention_views_ok(void *user, const qfi_attention_chain *ch);
 /* LayerNorms take in the DequantizeLinear before and the QuantizeLinear after them (fusion.cu) */
 qf_status cu_fuse_layer_norm_qdq(cu_engine *c, qf_value *plan_values);
 extern const cu_op cu_op_attention;

@@ -269,15 +269,15 @@ static qf_status take_chain(qf_value *plan_values, cu_layer *L, const cu_op *op,
 qf_status cu_fuse_attention(cu_engine *c, qf_value *plan_values)
 {
     attention_rules_user user = {c, plan_values};
-    const qfi_attention_rules rules = {attention_node, attention_operand, &user};
+    const qfi_attention_rules rules = {attention_node, attention_operand, &user, true, cu_attention_views_ok};
     for (int i = 0; i < c->g->n_nodes; i++) {
         qfi_attention_chain ch;
         if (!qfi_attention_match(c->g, i, &rules, &ch)) continue;
         cu_layer *L = &c->layers[i];
         for (int k = 0; k < ch.n_nodes; k++) skip_into_chain(c, plan_values, ch.nodes[k]);
-        /* the scalar Muls and K's Transpose it took in: Q and K are read here */
+        /* the scalar Muls, K's Transpose and the views' nodes it took in: Q, K and V (or their roots) are read here */
         for (int k = 0; k < ch.n_pre; k++) skip_into_chain(c, plan_values, ch.pre[k]);
-        L->late_in[0] = ch.q, L->late_in[1] = ch.kt;
+        L->late_in[0] = ch.q, L->late_in[1] = ch.kt, L->late_in[2] = ch.v;
         QF_CHECK(take_chain(plan_values, L, &cu_op_attention, &ch, sizeof ch, ch.out));
         qfi_attention_log(c->g, &ch);
     }
