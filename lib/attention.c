@@ -296,7 +296,7 @@ static bool view_along(const qf_graph *g, const int *path, int n, qfi_attention_
     return view_of_operand(&w, out);
 }
 
-/* Whether every reader of node path's output is a node the chain takes (or a graph output: no). */
+/* Whether every reader of `node`'s output is a node the chain takes (a graph output: no). */
 static bool readers_taken(const qf_graph *g, int node, const char *taken)
 {
     const int v = g->nodes[node].out[0];
