@@ -515,6 +515,21 @@ static qf_graph *b_smooth_levels(void)
     output(g, linear(g, "fc2g", unary(g, "sigmoid", QF_OP_SIGMOID, linear(g, "fc1g", x, 32, 512)), 512, 16));
     return g;
 }
+/* Linear layers of the TMA kernel's kind (rows of a multiple of 16 bytes,
+ * more than 64 channels): GELU (erf), none, a residual Add and GELU (tanh)
+ * in the INT8 epilogues; 300 rows and 208, 144 and 272 channels leave
+ * partial tiles, K of 48, 208 and 144 bytes one or two 128-byte stages. */
+static qf_graph *b_tma_linears(void)
+{
+    qf_graph *g = new_graph("tma_linears");
+    int x = input(g, "x", 3, DIMS(2, 150, 48));
+    int h = linear(g, "fc2", unary(g, "gelu1", QF_OP_GELU, linear(g, "fc1", x, 48, 208)), 208, 144);
+    h = binary(g, "residual", QF_OP_ADD, linear(g, "fc3", h, 144, 144), h);
+    int t = unary(g, "gelu4", QF_OP_GELU, linear(g, "fc4", h, 144, 272));
+    attr(&g->nodes[g->n_nodes - 1], "approximate", QF_ATTR_STRING)->s = strdup("tanh");
+    output(g, linear(g, "fc5", t, 272, 16));
+    return g;
+}
 static qf_graph *b_binary(void)
 {
     qf_graph *g = new_graph("binary");
@@ -1672,6 +1687,38 @@ START_TEST(smooth_levels_exact)
 }
 END_TEST
 
+static void count_tma(void *user, qf_log_level level, const char *msg)
+{
+    (void)level;
+    if (strstr(msg, "TMA wgmma")) ++*(int *)user;
+}
+
+/* tma_linears bit for bit with the CPU engine with the implicit GEMM's
+ * variants pinned (the TMA kernel's 128x128 and 128x256 tiles come first
+ * where they fit: fc1 to fc4 on the device), and tuned. */
+START_TEST(tma_linears_exact)
+{
+    for (int pin = 0; pin < 3; pin++) {
+        qf_graph *g = build_minmax(b_tma_linears, QF_PREC_INT8, false);
+        char label[32];
+        snprintf(label, sizeof label, pin < 2 ? "int8 variant %d" : "int8 tuned", pin);
+        if (pin < 2) {
+            setenv("QFORGE_CUDA_IGEMM_VARIANT", pin ? "1" : "0", 1);
+            setenv("QFORGE_CUDA_CONV_TACTIC", "igemm", 1);
+            if (dut == QF_DEVICE_CUDA) {
+                const int n = logged_count(g, false, count_tma);
+                printf("  tma_linears: %s: %d layers on the TMA kernel\n", label, n);
+                ck_assert_msg(n == 4, "%s: %d layers on the TMA kernel", label, n);
+            }
+        }
+        compare(g, QF_PREC_INT8, 2, label, true);
+        unsetenv("QFORGE_CUDA_IGEMM_VARIANT");
+        unsetenv("QFORGE_CUDA_CONV_TACTIC");
+        qf_graph_free(g);
+    }
+}
+END_TEST
+
 /* The fast levels themselves, all 2^32 floats v at each output scale
  * below, clamped to int8's bounds and to wide ones (+-2^21: the margins
  * over the whole range of y): none the fast form calls sure may differ
@@ -2647,6 +2694,7 @@ int main(void)
     tcase_add_test(ops, cudnn_conv_int8_halves);
     tcase_add_test(ops, smooth_epilogues_exact);
     tcase_add_test(ops, smooth_levels_exact);
+    tcase_add_test(ops, tma_linears_exact);
     tcase_add_test(ops, smooth_levels_sweep);
     tcase_add_test(ops, vector_convs_exact);
     tcase_add_test(ops, attention_fused);

@@ -19,6 +19,7 @@
  * mma.sync m16n8k32 (any sm_80+), whichever the tuner times faster.
  * Taps in the padding read the input's zero point, as the CPU engine's do. */
 #include "cuda_internal.h"
+#include <cuda.h> /* CUtensorMap and its encoder's types (the encoder comes from the driver at run time) */
 #include <type_traits>
 
 namespace {
@@ -237,7 +238,7 @@ __device__ __forceinline__ void init_acc(const igemm_params &p, int32_t (&acc)[M
 
 /* The smooth activation an epilogue instance computes (the kernel picks
  * one per tile from p.rq.act, so that the unrolled loop has no branch on it) */
-enum { ACT_NONE, ACT_SIGMOID_SILU, ACT_HARD_SWISH };
+enum { ACT_NONE, ACT_SIGMOID_SILU, ACT_HARD_SWISH, ACT_GELU };
 
 /* Requantizes a warp's accumulators (acc + bias, from init_acc; its residual
  * already in Ew) into Ew: c0,c1 are (row g, channels 2t, 2t+1), c2,c3 the
@@ -255,8 +256,9 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
      * must decide (rare): that pair keeps its residual in Ew for the second
      * pass below, and the unrolled loop has no branch an element, so that
      * the elements' chains of dependent operations overlap */
-    static_assert(ACT != ACT_SIGMOID_SILU || MT * NT * 2 <= 64, "one bit a channel pair");
-    const bool silu = p.rq.act == QF_ACT_SILU;
+    constexpr bool FAST = ACT == ACT_SIGMOID_SILU || ACT == ACT_GELU; /* a fast level, else the exact form */
+    static_assert(!FAST || MT * NT * 2 <= 64, "one bit a channel pair");
+    const bool silu = p.rq.act == QF_ACT_SILU, gelu_tanh = p.rq.act == QF_ACT_GELU_TANH;
     uint64_t unsure = 0;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
@@ -278,7 +280,11 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                       l1 = qfi_requant_linear(&p.rq, f1, m1, RES, residual_to_float<1>(r, p.rq.z_r));
                 float v0, v1;
                 bool sure = true;
-                if constexpr (ACT == ACT_SIGMOID_SILU) {
+                if constexpr (ACT == ACT_GELU) {
+                    sure = qfi_gelu_level_fast(gelu_tanh, l0, p.rq.act_s, p.rq.lo, p.rq.hi, &v0) &
+                           qfi_gelu_level_fast(gelu_tanh, l1, p.rq.act_s, p.rq.lo, p.rq.hi, &v1);
+                    unsure |= (uint64_t)!sure << ((nt * MT + mt) * 2 + h);
+                } else if constexpr (ACT == ACT_SIGMOID_SILU) {
                     sure = qfi_sigmoid_level_fast(silu, l0, p.rq.act_s, p.rq.lo, p.rq.hi, &v0) &
                            qfi_sigmoid_level_fast(silu, l1, p.rq.act_s, p.rq.lo, p.rq.hi, &v1);
                     unsure |= (uint64_t)!sure << ((nt * MT + mt) * 2 + h);
@@ -294,7 +300,7 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                 if (sure) *e = levels;
             }
     }
-    if constexpr (ACT == ACT_SIGMOID_SILU) {
+    if constexpr (FAST) {
         if (!__any_sync(0xffffffffu, unsure != 0)) return;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
@@ -310,9 +316,9 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                     const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
                     const float f0 = SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), f1 = SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1);
                     const float v0 = qfi_requant_smooth_i8_value_kinds(&p.rq, f0, p.rq.m[ch], RES, residual_to_float<0>(r, p.rq.z_r),
-                                                                       false);
+                                                                       ACT == ACT_GELU);
                     const float v1 = qfi_requant_smooth_i8_value_kinds(&p.rq, f1, p.rq.m[ch + 1], RES,
-                                                                       residual_to_float<1>(r, p.rq.z_r), false);
+                                                                       residual_to_float<1>(r, p.rq.z_r), ACT == ACT_GELU);
                     *e = (uint16_t)__byte_perm(qfi_magic_round_zp(v0, p.rq.z_out), qfi_magic_round_zp(v1, p.rq.z_out), 0x0040);
                 }
         }
@@ -605,6 +611,181 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
     cp_async_wait<0>();
 }
 
+/* ---- the plain GEMM by TMA and warp-specialised wgmma ------------------------------------- */
+
+/* A 1x1 stride-1 unpadded layer over 16-byte rows (a Linear layer: ViT's,
+ * ConvNeXt's) needs no gather, so its tiles can come by the Tensor Memory
+ * Accelerator: one thread issues each stage's two bulk copies, the hardware
+ * swizzles them into the 128-byte layout wgmma reads, and an mbarrier says
+ * when they landed. Warp 8 does that (the producer), up to STAGES stages
+ * ahead; warps 0-7, two warpgroups of 64 rows each, multiply with one
+ * stage's wgmma group still in flight, free each stage through a second
+ * mbarrier, and requantize their tile with requantize_warp (GELU included:
+ * the cp.async kernel above leaves it out) while the producer already
+ * loads the next tile's stages. 128 bytes of K a stage, so four k32 MMAs a
+ * stage per warpgroup against igemm_kernel's two; blocks persistent. The
+ * cp.async wgmma kernel reached about 470 TOPS on ViT-B/16's Linear layers,
+ * cuBLASLt's int32 GEMM about 1,000 before its requantize pass
+ * (bench/cuda_notes.md, session 38). */
+constexpr int TMA_BM = 128, TMA_BK = 128, TMA_THREADS = 288;
+
+struct tma_params {
+    CUtensorMap a; /* x as [P][K] bytes, boxes of TMA_BM rows x TMA_BK */
+    CUtensorMap b; /* w as [M][K] bytes, boxes of BN rows x TMA_BK */
+    igemm_params p;
+};
+
+/* mbarrier and bulk-tensor PTX exists from sm_90 on: the helpers and the
+ * kernel's body are compiled for sm_90a only (not for the portable PTX target) */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+/* until the phase of the given parity has completed */
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n"
+                 "}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+/* box (c0 = byte along K, c1 = row) of the tensor map into shared memory at dst, counted on bar */
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, int c0, int c1, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+/* wgmma's descriptor of a K-major tile in the 128-byte swizzle: rows of
+ * 128 bytes, 8-row groups 1024 bytes apart, layout 1 */
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
+}
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+#endif
+
+template <int BN> __host__ __device__ constexpr int tma_stages() { return BN == 256 ? 3 : 5; }
+/* stages, the eight warps' epilogue tiles, the barriers, and the slack that aligns the stages on 1024 bytes */
+template <int BN> constexpr size_t tma_smem()
+{
+    return (size_t)tma_stages<BN>() * (TMA_BM + BN) * TMA_BK + (size_t)8 * 16 * (BN + 16) + 2 * tma_stages<BN>() * 8 + 1024;
+}
+
+/* ACT: ACT_NONE or ACT_GELU (the Linear layers' kinds; SiLU's 1x1 convs keep the kernels above) */
+template <int BN, int ACT>
+__global__ void __launch_bounds__(TMA_THREADS, 1) tma_gemm_kernel(const __grid_constant__ tma_params tp)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int STAGES = tma_stages<BN>(), NT = BN / 8;
+    constexpr uint32_t A_BYTES = TMA_BM * TMA_BK, B_BYTES = BN * TMA_BK;
+    typedef warp_tile<16, BN> wt;
+    const igemm_params &p = tp.p;
+    extern __shared__ int8_t smem_raw[];
+    int8_t *const base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+    const uint32_t As = smem_addr(base), Bs = As + STAGES * A_BYTES;
+    int8_t *const Ew0 = base + STAGES * (A_BYTES + B_BYTES);
+    const uint32_t full = smem_addr(Ew0 + 8 * 16 * wt::EW), empty = full + STAGES * 8;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(full + 8 * s, 1); /* the producer's arrival, with the copies' bytes */
+            mbar_init(empty + 8 * s, 8); /* one arrival a consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    const int tiles = p.n_tiles * p.p_tiles, KT = p.kt_split;
+    if (warp == 8) { /* the producer */
+        if (lane == 0) {
+            int stage = 0;
+            uint32_t phase = 0;
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                const int m0 = (tile / p.n_tiles) * TMA_BM, n0 = (tile % p.n_tiles) * BN;
+                for (int kt = 0; kt < KT; kt++) {
+                    mbar_wait(empty + 8 * stage, phase ^ 1); /* a fresh barrier's previous phase counts as done */
+                    mbar_arrive_expect_tx(full + 8 * stage, A_BYTES + B_BYTES);
+                    tma_load(As + stage * A_BYTES, &tp.a, kt * TMA_BK, m0, full + 8 * stage);
+                    tma_load(Bs + stage * B_BYTES, &tp.b, kt * TMA_BK, n0, full + 8 * stage);
+                    if (++stage == STAGES) stage = 0, phase ^= 1;
+                }
+            }
+        }
+        return;
+    }
+    const int wg = warp >> 2;
+    int8_t *const Ew = Ew0 + warp * 16 * wt::EW;
+    const bool has_res = p.res != nullptr;
+    int stage = 0;
+    uint32_t phase = 0;
+    int32_t acc[1][NT][4];
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int m0 = (tile / p.n_tiles) * TMA_BM, n0 = (tile % p.n_tiles) * BN;
+        /* this warp's rows: 16 of its warpgroup's 64 (wgmma's accumulator layout) */
+        const int pos0 = m0 + wg * 64 + (warp & 3) * 16;
+        init_acc(p, acc, n0, lane);
+        int prev = -1;
+        for (int kt = 0; kt < KT; kt++) {
+            mbar_wait(full + 8 * stage, phase);
+            wgmma_fence();
+            const uint32_t a_rows = As + stage * A_BYTES + wg * 64 * TMA_BK, b_rows = Bs + stage * B_BYTES;
+#pragma unroll
+            for (int kk = 0; kk < TMA_BK / 32; kk++) {
+                const uint64_t da = wgmma_desc_sw128(a_rows + kk * 32), db = wgmma_desc_sw128(b_rows + kk * 32);
+                if constexpr (BN == 256) wgmma_n256(&acc[0][0][0], da, db);
+                else wgmma_n128(&acc[0][0][0], da, db);
+            }
+            wgmma_commit();
+            wgmma_wait<1>(); /* the previous stage's group is done: its buffers are free */
+            if (prev >= 0 && lane == 0) mbar_arrive(empty + 8 * prev);
+            prev = stage;
+            if (++stage == STAGES) stage = 0, phase ^= 1;
+        }
+        wgmma_wait<0>();
+        if (prev >= 0 && lane == 0) mbar_arrive(empty + 8 * prev);
+        if (has_res) {
+            wt::load_residual(p, Ew, pos0, n0, lane);
+            cp_async_commit();
+            cp_async_wait<0>();
+            __syncwarp();
+        }
+        if constexpr (ACT == ACT_GELU) {
+            if (has_res) requantize_warp<1, NT, wt::EW, false, true, ACT_GELU>(p, acc, Ew, n0, lane);
+            else if (p.small_acc) requantize_warp<1, NT, wt::EW, true, false, ACT_GELU>(p, acc, Ew, n0, lane);
+            else requantize_warp<1, NT, wt::EW, false, false, ACT_GELU>(p, acc, Ew, n0, lane);
+        } else if (p.small_acc) {
+            if (has_res) requantize_warp<1, NT, wt::EW, true, true, ACT_NONE>(p, acc, Ew, n0, lane);
+            else requantize_warp<1, NT, wt::EW, true, false, ACT_NONE>(p, acc, Ew, n0, lane);
+        } else {
+            if (has_res) requantize_warp<1, NT, wt::EW, false, true, ACT_NONE>(p, acc, Ew, n0, lane);
+            else requantize_warp<1, NT, wt::EW, false, false, ACT_NONE>(p, acc, Ew, n0, lane);
+        }
+        __syncwarp();
+        wt::store(p, Ew, pos0, n0, lane);
+        __syncwarp(); /* Ew is free for the next tile's residual */
+    }
+#else
+    __trap(); /* built for a GPU without TMA and wgmma: the host offers this kernel on sm_90 only */
+#endif
+}
+
 /* 1x1 stride-1 convs over at most 64 input channels (EfficientNet's and
  * MobileNet's narrow expand convs: 16 to 40 channels in, 96 to 240 out,
  * at the largest resolutions) without the Tensor Cores: at K <= 64 a tile
@@ -811,6 +992,7 @@ typedef struct igemm_variant {
     size_t smem;
     int threads;            /* a block's; 0: THREADS. The 1x1 kernel (pointwise_kernel) has bm 0 */
     bool stem;              /* the RGB stem kernel (stem_kernel, on the unprepared input; bm 0 too) */
+    void (*tma)(tma_params);  /* tma_gemm_kernel (bm TMA_BM): fn is NULL */
 } igemm_variant;
 
 struct cu_igemm {
@@ -921,6 +1103,35 @@ bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out, qf_act act)
            q.kh * q.kw <= MAX_TAPS && P * g->M < INT32_MAX && g->N * q.H * q.W * q.Cp < INT32_MAX && P > 0;
 }
 
+/* The TMA kernel's layers: a plain GEMM (1x1, stride 1, no padding) over
+ * rows of a multiple of 16 bytes (the tensor map's row pitch), int8 out,
+ * no activation or a GELU, on sm_90 where the driver encodes tensor maps. */
+typedef CUresult (*tensor_map_encoder)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                       const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                       CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static tensor_map_encoder load_encoder()
+{
+    void *f = NULL;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+        return NULL;
+    return (tensor_map_encoder)f;
+}
+static tensor_map_encoder encoder()
+{
+    static const tensor_map_encoder fn = load_encoder(); /* once, thread-safe */
+    return fn;
+}
+
+bool cu_igemm_tma_fits(const cu_engine *c, const cu_conv_geo *g, qf_dtype out, qf_act act)
+{
+    return c->prop.major == 9 && c->prop.minor == 0 && out == QF_I8 && g->group == 1 && g->kh == 1 && g->kw == 1 &&
+           g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->C % 16 == 0 && g->M % 8 == 0 &&
+           g->C <= QFI_INT8_MAX_REDUCTION && g->N * g->H * g->W * g->M < INT32_MAX && g->N * g->H * g->W > 0 &&
+           (act == QF_ACT_NONE || act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) && encoder() != NULL;
+}
+
 /* The prepared input's bytes, rounded up so that split-K's sums after it stay aligned. */
 static size_t prep_bytes(const cu_conv_geo *g)
 {
@@ -975,8 +1186,10 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
                           cu_igemm **out)
 {
     *out = NULL;
-    if (!cu_igemm_fits(g, rq->out, rq->act))
-        return qf_error(QF_ERR_USAGE, "implicit-GEMM conv asked for a shape it does not run");
+    const bool tma = cu_igemm_tma_fits(c, g, rq->out, rq->act);
+    /* a GELU only the TMA kernel's epilogue computes */
+    const bool others = cu_igemm_fits(g, rq->out, rq->act);
+    if (!tma && !others) return qf_error(QF_ERR_USAGE, "implicit-GEMM conv asked for a shape it does not run");
     const gemm_geo q = plan(g);
     const int vec = q.Cp % 16 == 0 ? 16 : q.Cp % 8 == 0 ? 8 : 4;
     const int64_t K = (int64_t)q.kh * q.kw * q.Cp, K16 = (K + 15) / 16 * 16, KT = (K16 + BK - 1) / BK;
@@ -1034,6 +1247,33 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.div_Wo = cu_make_fast_div((uint32_t)g->Wo);
     /* the variants the tuner times: tile shapes for M, residual handling, grid */
     const int64_t P = p.P;
+    if (tma) { /* 128 x 128 and, past 128 channels, 128 x 256 tiles, one block an SM */
+        for (int bn = 128; bn <= 256 && bn / 2 < g->M; bn *= 2) {
+            igemm_variant tv;
+            memset(&tv, 0, sizeof tv);
+            const bool gelu = rq->act != QF_ACT_NONE;
+            tv.tma = bn == 256 ? (gelu ? tma_gemm_kernel<256, ACT_GELU> : tma_gemm_kernel<256, ACT_NONE>)
+                               : (gelu ? tma_gemm_kernel<128, ACT_GELU> : tma_gemm_kernel<128, ACT_NONE>);
+            tv.smem = bn == 256 ? tma_smem<256>() : tma_smem<128>();
+            tv.bm = TMA_BM, tv.bn = bn, tv.wg = true, tv.persistent = true, tv.threads = TMA_THREADS;
+            tv.k_splits = 1, tv.kt_split = (int)((K + TMA_BK - 1) / TMA_BK);
+            tv.n_tiles = (int)((g->M + bn - 1) / bn);
+            tv.p_tiles = (int)((P + TMA_BM - 1) / TMA_BM);
+            const int64_t tiles = (int64_t)tv.n_tiles * tv.p_tiles;
+            cudaError_t e = cudaFuncSetAttribute(tv.tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tv.smem);
+            if (e != cudaSuccess) {
+                free(ig);
+                return cu_fail(e, "setting up the TMA GEMM kernel", __FILE__, __LINE__);
+            }
+            tv.blocks = (int)(tiles < c->prop.multiProcessorCount ? tiles : c->prop.multiProcessorCount);
+            ig->v[ig->n_v++] = tv;
+        }
+    }
+    /* the kernels below compute no GELU */
+    if (!others) {
+        *out = ig;
+        return QF_OK;
+    }
     /* the 1x1 kernel over K <= 64 (smooth activations other than GELU, which the host kept out) */
     if (q.prep == PREP_NONE && q.kh == 1 && q.kw == 1 && q.sh == 1 && q.sw == 1 && q.ph == 0 && q.pw == 0 && K16 <= 64 &&
         g->M / 4 <= (K16 <= 32 ? pointwise_max_threads<8>() : pointwise_max_threads<16>())) {
@@ -1164,10 +1404,40 @@ uint32_t cu_igemm_signature(const cu_igemm *ig)
     uint32_t h = 2166136261u;
     for (int i = 0; i < ig->n_v; i++) {
         const igemm_variant &v = ig->v[i];
-        const int f[] = {v.bm, v.bn, v.wg, v.persistent, v.k_splits, v.kt_split, v.threads, v.stem, (int)v.smem, v.blocks};
+        const int f[] = {v.bm, v.bn, v.wg, v.persistent, v.k_splits, v.kt_split, v.threads, v.stem, (int)v.smem, v.blocks,
+                         v.tma != NULL};
         for (int x : f) h = (h ^ (uint32_t)x) * 16777619u;
     }
     return h;
+}
+
+/* The 2-D tensor map of rows x k bytes at base (pitch k), boxes of box_rows x TMA_BK, swizzled for wgmma;
+ * rows and bytes past the ends read as zeros */
+static qf_status encode_rows(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int box_rows)
+{
+    const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, pitch[1] = {(cuuint64_t)k};
+    const cuuint32_t box[2] = {TMA_BK, (cuuint32_t)box_rows}, step[2] = {1, 1};
+    const CUresult r = encoder()(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)base, dims, pitch, box, step,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        return qf_error(QF_ERR_DEVICE, "cuTensorMapEncodeTiled: error %d for %lld rows of %lld bytes", (int)r,
+                        (long long)rows, (long long)k);
+    return QF_OK;
+}
+
+/* tma_gemm_kernel on x [P][K] and the weights [M][K] (p's own) */
+static qf_status launch_tma(const igemm_variant &v, const igemm_params &p, cudaStream_t s)
+{
+    tma_params tp;
+    memset(&tp, 0, sizeof tp);
+    QF_CHECK(encode_rows(&tp.a, p.x, p.P, p.K, TMA_BM));
+    QF_CHECK(encode_rows(&tp.b, p.w, p.M, p.K, v.bn));
+    tp.p = p;
+    tp.p.kt_split = v.kt_split;
+    v.tma<<<v.blocks, TMA_THREADS, v.smem, s>>>(tp);
+    CU_LAUNCHED();
+    return QF_OK;
 }
 
 /* The GEMM kernel of `variant` on a prepared (or untouched) int8 input; a
@@ -1187,6 +1457,7 @@ static qf_status launch_gemm(const cu_igemm *ig, int variant, cudaStream_t s, co
         p.acc_out = (int32_t *)((char *)scratch + ig->prep_bytes);
         CU_CHECK(cudaMemsetAsync(p.acc_out, 0, ig->acc_bytes, s));
     }
+    if (v.tma) return launch_tma(v, p, s);
     v.fn<<<v.blocks, v.threads ? v.threads : THREADS, v.smem, s>>>(p);
     CU_LAUNCHED();
     if (v.k_splits > 1) return cu_requant_launch(s, &ig->rq, p.acc_out, p.P, p.M, p.M, res, y);
@@ -1261,6 +1532,11 @@ const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t
     }
     if (v.bm == 0) {
         snprintf(buf, len, "1x1 dp4a kernel, %d threads a block%s", v.threads, ig->p.small_acc ? "" : ", int32 conversions");
+        return buf;
+    }
+    if (v.tma) {
+        snprintf(buf, len, "TMA wgmma.s8 %dx%d, warp-specialised, persistent%s", v.bm, v.bn,
+                 ig->p.small_acc ? "" : ", int32 conversions");
         return buf;
     }
     char split[32] = "";

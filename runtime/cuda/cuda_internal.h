@@ -404,6 +404,9 @@ typedef struct cu_conv_geo {
 } cu_conv_geo;
 typedef struct cu_igemm cu_igemm;
 bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out, qf_act act);
+/* Whether the TMA kernel runs g on this GPU (a plain GEMM; a GELU too, which
+ * cu_igemm_fits leaves out): cu_igemm_create then offers its variants. */
+bool cu_igemm_tma_fits(const cu_engine *c, const cu_conv_geo *g, qf_dtype out, qf_act act);
 /* Whether Conv node n can run on the implicit-GEMM kernel (conv.cu). */
 bool cu_conv_igemm_fits(const cu_engine *c, const qf_node *n);
 /* Scratch bytes its runs need: the prepared input, split-K's int32 sums. */
@@ -415,8 +418,9 @@ void cu_igemm_free(cu_igemm *ig);
 int cu_igemm_variants(const cu_igemm *ig);
 /* The split-K parts of a variant (1: none). */
 int cu_igemm_split_k(const cu_igemm *ig, int variant);
-/* At most this many (two per tile shape: plain, and a persistent grid or split-K). */
-#define CU_IGEMM_MAX_VARIANTS 18
+/* At most this many (two per tile shape: plain, and a persistent grid or
+ * split-K; and the TMA kernel's two). */
+#define CU_IGEMM_MAX_VARIANTS 20
 /* A hash of the variant list, for tactic-cache keys: a cached index is only
  * reused by a build that offers the same variants in the same order. */
 uint32_t cu_igemm_signature(const cu_igemm *ig);

@@ -564,7 +564,9 @@ static qf_status mm_prepare_int8(cu_engine *c, cu_layer *L, mm_state *st)
     /* the same product as a 1x1 conv of `rows` images of 1x1 pixels of K
      * channels: wt's first N rows are its (M, C, 1, 1) weights */
     cu_conv_geo cg = {st->rows, K, 1, 1, N, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1};
-    if (s == QF_OK && st->rows > 0 && cu_igemm_fits(&cg, st->rq.out, st->rq.act) && !cu_tactic_forced("lt")) {
+    if (s == QF_OK && st->rows > 0 &&
+        (cu_igemm_fits(&cg, st->rq.out, st->rq.act) || cu_igemm_tma_fits(c, &cg, st->rq.out, st->rq.act)) &&
+        !cu_tactic_forced("lt")) {
         const qf_value *bv = qfi_in(g, n, 2);
         s = cu_igemm_create(c, &cg, wt, bv ? (const int32_t *)bv->data : NULL, &st->rq, &st->ig);
         if (s == QF_OK) cu_need_scratch(c, CU_SCR_COL, cu_igemm_scratch(st->ig));
