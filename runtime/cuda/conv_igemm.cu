@@ -256,9 +256,8 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
      * must decide (rare): that pair keeps its residual in Ew for the second
      * pass below, and the unrolled loop has no branch an element, so that
      * the elements' chains of dependent operations overlap */
-    constexpr bool FAST = ACT == ACT_SIGMOID_SILU || ACT == ACT_GELU; /* a fast level, else the exact form */
-    static_assert(!FAST || MT * NT * 2 <= 64, "one bit a channel pair");
-    const bool silu = p.rq.act == QF_ACT_SILU, gelu_tanh = p.rq.act == QF_ACT_GELU_TANH;
+    static_assert(ACT != ACT_SIGMOID_SILU || MT * NT * 2 <= 64, "one bit a channel pair");
+    const bool silu = p.rq.act == QF_ACT_SILU;
     uint64_t unsure = 0;
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
@@ -280,11 +279,7 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                       l1 = qfi_requant_linear(&p.rq, f1, m1, RES, residual_to_float<1>(r, p.rq.z_r));
                 float v0, v1;
                 bool sure = true;
-                if constexpr (ACT == ACT_GELU) {
-                    sure = qfi_gelu_level_fast(gelu_tanh, l0, p.rq.act_s, p.rq.lo, p.rq.hi, &v0) &
-                           qfi_gelu_level_fast(gelu_tanh, l1, p.rq.act_s, p.rq.lo, p.rq.hi, &v1);
-                    unsure |= (uint64_t)!sure << ((nt * MT + mt) * 2 + h);
-                } else if constexpr (ACT == ACT_SIGMOID_SILU) {
+                if constexpr (ACT == ACT_SIGMOID_SILU) {
                     sure = qfi_sigmoid_level_fast(silu, l0, p.rq.act_s, p.rq.lo, p.rq.hi, &v0) &
                            qfi_sigmoid_level_fast(silu, l1, p.rq.act_s, p.rq.lo, p.rq.hi, &v1);
                     unsure |= (uint64_t)!sure << ((nt * MT + mt) * 2 + h);
@@ -300,7 +295,7 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                 if (sure) *e = levels;
             }
     }
-    if constexpr (FAST) {
+    if constexpr (ACT == ACT_SIGMOID_SILU) {
         if (!__any_sync(0xffffffffu, unsure != 0)) return;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
@@ -316,9 +311,9 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                     const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
                     const float f0 = SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), f1 = SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1);
                     const float v0 = qfi_requant_smooth_i8_value_kinds(&p.rq, f0, p.rq.m[ch], RES, residual_to_float<0>(r, p.rq.z_r),
-                                                                       ACT == ACT_GELU);
+                                                                       false);
                     const float v1 = qfi_requant_smooth_i8_value_kinds(&p.rq, f1, p.rq.m[ch + 1], RES,
-                                                                       residual_to_float<1>(r, p.rq.z_r), ACT == ACT_GELU);
+                                                                       residual_to_float<1>(r, p.rq.z_r), false);
                     *e = (uint16_t)__byte_perm(qfi_magic_round_zp(v0, p.rq.z_out), qfi_magic_round_zp(v1, p.rq.z_out), 0x0040);
                 }
         }
@@ -685,11 +680,61 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
 }
 #endif
 
-template <int BN> __host__ __device__ constexpr int tma_stages() { return BN == 256 ? 3 : 5; }
-/* stages, the eight warps' epilogue tiles, the barriers, and the slack that aligns the stages on 1024 bytes */
-template <int BN> constexpr size_t tma_smem()
+/* A GELU tile's linear values, a warp's 16 rows of BN floats (+8: the eight
+ * rows one accumulator store writes fall in two bank sets, not one) */
+template <int BN> __host__ __device__ constexpr int tma_lw() { return BN + 8; }
+template <int BN, int ACT> __host__ __device__ constexpr int tma_stages() { return ACT == ACT_GELU ? 4 : BN == 256 ? 3 : 5; }
+/* stages, the eight warps' epilogue tiles (and a GELU's linear values),
+ * the barriers, and the slack that aligns the stages on 1024 bytes */
+template <int BN, int ACT> constexpr size_t tma_smem()
 {
-    return (size_t)tma_stages<BN>() * (TMA_BM + BN) * TMA_BK + (size_t)8 * 16 * (BN + 16) + 2 * tma_stages<BN>() * 8 + 1024;
+    return (size_t)tma_stages<BN, ACT>() * (TMA_BM + BN) * TMA_BK + (size_t)8 * 16 * (BN + 16) +
+           (ACT == ACT_GELU ? (size_t)8 * 16 * tma_lw<BN>() * 4 : 0) + 2 * tma_stages<BN, ACT>() * 8 + 1024;
+}
+
+/* requantize_warp's levels for a GELU, in two passes: the linear values
+ * (bias, multiplier, residual: short, unrolled over the accumulators) into
+ * Lw, then a rolled loop over them for the GELU's fast level, the exact
+ * form where it is not sure. Unrolled over all 64 or 128 accumulators, a
+ * GELU's erff made the epilogue so long that it ran 3-5x the time of
+ * cuBLASLt + the requantize kernel (ViT-B/16 fc1 2.67 ms against 0.81 on
+ * an H100). Same operations, same levels. */
+template <int NT, int EW, bool SMALL, bool RES>
+__device__ __forceinline__ void requantize_gelu_warp(const igemm_params &p, const int32_t (&acc)[1][NT][4], int8_t *Ew,
+                                                     float *Lw, int ch0, int lane)
+{
+    constexpr int BN = NT * 8, LW = tma_lw<BN>();
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        const int cl = nt * 8 + t4 * 2, ch = ch0 + cl;
+        const bool ch_ok = ch < p.M;
+        const float m0 = ch_ok ? p.rq.m[ch] : 0.0f, m1 = ch_ok ? p.rq.m[ch + 1] : 0.0f;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = g + h * 8;
+            const uint32_t r = RES ? (uint32_t) * (const uint16_t *)(Ew + row * EW + cl) ^ 0x8080u : 0u;
+            const int a0 = acc[0][nt][2 * h], a1 = acc[0][nt][2 * h + 1];
+            const float f0 = SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), f1 = SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1);
+            *(float2 *)(Lw + row * LW + cl) = make_float2(qfi_requant_linear(&p.rq, f0, m0, RES, residual_to_float<0>(r, p.rq.z_r)),
+                                                          qfi_requant_linear(&p.rq, f1, m1, RES, residual_to_float<1>(r, p.rq.z_r)));
+        }
+    }
+    __syncwarp();
+    const bool tanh_form = p.rq.act == QF_ACT_GELU_TANH;
+#pragma unroll 1
+    for (int i = lane; i < 16 * BN / 2; i += 32) {
+        const int row = i / (BN / 2), cl = i % (BN / 2) * 2;
+        if (ch0 + cl >= p.M) continue;
+        const float2 l = *(const float2 *)(Lw + row * LW + cl);
+        float v0, v1;
+        if (!qfi_gelu_level_fast(tanh_form, l.x, p.rq.act_s, p.rq.lo, p.rq.hi, &v0))
+            v0 = qfi_smooth_level_fast_kinds(p.rq.act, l.x, p.rq.act_s, p.rq.lo, p.rq.hi, true);
+        if (!qfi_gelu_level_fast(tanh_form, l.y, p.rq.act_s, p.rq.lo, p.rq.hi, &v1))
+            v1 = qfi_smooth_level_fast_kinds(p.rq.act, l.y, p.rq.act_s, p.rq.lo, p.rq.hi, true);
+        *(uint16_t *)(Ew + row * EW + cl) =
+            (uint16_t)__byte_perm(qfi_magic_round_zp(v0, p.rq.z_out), qfi_magic_round_zp(v1, p.rq.z_out), 0x0040);
+    }
 }
 
 /* ACT: ACT_NONE or ACT_GELU (the Linear layers' kinds; SiLU's 1x1 convs keep the kernels above) */
@@ -697,7 +742,7 @@ template <int BN, int ACT>
 __global__ void __launch_bounds__(TMA_THREADS, 1) tma_gemm_kernel(const __grid_constant__ tma_params tp)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int STAGES = tma_stages<BN>(), NT = BN / 8;
+    constexpr int STAGES = tma_stages<BN, ACT>(), NT = BN / 8;
     constexpr uint32_t A_BYTES = TMA_BM * TMA_BK, B_BYTES = BN * TMA_BK;
     typedef warp_tile<16, BN> wt;
     const igemm_params &p = tp.p;
@@ -705,7 +750,8 @@ __global__ void __launch_bounds__(TMA_THREADS, 1) tma_gemm_kernel(const __grid_c
     int8_t *const base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     const uint32_t As = smem_addr(base), Bs = As + STAGES * A_BYTES;
     int8_t *const Ew0 = base + STAGES * (A_BYTES + B_BYTES);
-    const uint32_t full = smem_addr(Ew0 + 8 * 16 * wt::EW), empty = full + STAGES * 8;
+    float *const Lw0 = (float *)(Ew0 + 8 * 16 * wt::EW); /* GELU only */
+    const uint32_t full = smem_addr(Lw0 + (ACT == ACT_GELU ? 8 * 16 * tma_lw<BN>() : 0)), empty = full + STAGES * 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
@@ -770,9 +816,10 @@ __global__ void __launch_bounds__(TMA_THREADS, 1) tma_gemm_kernel(const __grid_c
             __syncwarp();
         }
         if constexpr (ACT == ACT_GELU) {
-            if (has_res) requantize_warp<1, NT, wt::EW, false, true, ACT_GELU>(p, acc, Ew, n0, lane);
-            else if (p.small_acc) requantize_warp<1, NT, wt::EW, true, false, ACT_GELU>(p, acc, Ew, n0, lane);
-            else requantize_warp<1, NT, wt::EW, false, false, ACT_GELU>(p, acc, Ew, n0, lane);
+            float *const Lw = Lw0 + warp * 16 * tma_lw<BN>();
+            if (has_res) requantize_gelu_warp<NT, wt::EW, false, true>(p, acc, Ew, Lw, n0, lane);
+            else if (p.small_acc) requantize_gelu_warp<NT, wt::EW, true, false>(p, acc, Ew, Lw, n0, lane);
+            else requantize_gelu_warp<NT, wt::EW, false, false>(p, acc, Ew, Lw, n0, lane);
         } else if (p.small_acc) {
             if (has_res) requantize_warp<1, NT, wt::EW, true, true, ACT_NONE>(p, acc, Ew, n0, lane);
             else requantize_warp<1, NT, wt::EW, true, false, ACT_NONE>(p, acc, Ew, n0, lane);
@@ -1250,14 +1297,14 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.div_Wo = cu_make_fast_div((uint32_t)g->Wo);
     /* the variants the tuner times: tile shapes for M, residual handling, grid */
     const int64_t P = p.P;
-    if (tma) { /* 128 x 128 and, past 128 channels, 128 x 256 tiles, one block an SM */
-        for (int bn = 128; bn <= 256 && bn / 2 < g->M; bn *= 2) {
+    if (tma) { /* 128 x 128 and, past 128 channels without a GELU, 128 x 256 tiles, one block an SM */
+        const bool gelu = rq->act != QF_ACT_NONE;
+        for (int bn = 128; bn <= (gelu ? 128 : 256) && bn / 2 < g->M; bn *= 2) {
             igemm_variant tv;
             memset(&tv, 0, sizeof tv);
-            const bool gelu = rq->act != QF_ACT_NONE;
-            tv.tma = bn == 256 ? (gelu ? tma_gemm_kernel<256, ACT_GELU> : tma_gemm_kernel<256, ACT_NONE>)
-                               : (gelu ? tma_gemm_kernel<128, ACT_GELU> : tma_gemm_kernel<128, ACT_NONE>);
-            tv.smem = bn == 256 ? tma_smem<256>() : tma_smem<128>();
+            tv.tma = gelu ? tma_gemm_kernel<128, ACT_GELU>
+                   : bn == 256 ? tma_gemm_kernel<256, ACT_NONE> : tma_gemm_kernel<128, ACT_NONE>;
+            tv.smem = gelu ? tma_smem<128, ACT_GELU>() : bn == 256 ? tma_smem<256, ACT_NONE>() : tma_smem<128, ACT_NONE>();
             tv.bm = TMA_BM, tv.bn = bn, tv.wg = true, tv.persistent = true, tv.threads = TMA_THREADS;
             tv.k_splits = 1, tv.kt_split = (int)((K + TMA_BK - 1) / TMA_BK);
             tv.n_tiles = (int)((g->M + bn - 1) / bn);
