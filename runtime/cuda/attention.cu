@@ -97,8 +97,17 @@ __device__ __forceinline__ int64_t view_base(const attn_view &w, unsigned b)
 
 /* Eight consecutive elements of a row as halves: 16 bytes of halves, or 8
  * int8 dequantized and rounded to half as the DequantizeLinear the chain
- * took in rounded them (the view's offsets and strides are multiples of 8) */
+ * took in rounded them (the view's offsets and strides are multiples of 8).
+ * Every query block converts all of K and V again, so the int8 bytes become
+ * floats through QFI_MAGIC's bits (one byte permute and one FP32 subtract:
+ * the same value (r - z) as the integer conversion, which runs at an eighth
+ * of the FP32 rate). */
 __device__ __forceinline__ int4 load8(const __half *p, const attn_view &) { return __ldg((const int4 *)p); }
+__device__ __forceinline__ float int8_byte_value(uint32_t biased, int b, int32_t zp)
+{
+    /* byte b of biased (r + 128) under QFI_MAGIC_BITS' three upper bytes */
+    return qfi_magic_u8_to_f32_zp(__byte_perm(biased, QFI_MAGIC_BITS, 0x7650 + b), zp);
+}
 __device__ __forceinline__ int4 load8(const int8_t *p, const attn_view &w)
 {
     const uint2 raw = __ldg((const uint2 *)p);
@@ -106,10 +115,10 @@ __device__ __forceinline__ int4 load8(const int8_t *p, const attn_view &w)
     uint32_t *h = (uint32_t *)&r;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        const uint32_t word = k < 2 ? raw.x : raw.y, sh = (k & 1) * 16;
-        const float lo = qfi_dequantize_i8_zp((int8_t)(word >> sh), w.scale, w.zp),
-                    hi = qfi_dequantize_i8_zp((int8_t)(word >> (sh + 8)), w.scale, w.zp);
-        h[k] = pack_half2(lo, hi);
+        const uint32_t biased = (k < 2 ? raw.x : raw.y) ^ 0x80808080u;
+        const int b = (k & 1) * 2;
+        h[k] = pack_half2(qfi_mul(int8_byte_value(biased, b, w.zp), w.scale),
+                          qfi_mul(int8_byte_value(biased, b + 1, w.zp), w.scale));
     }
     return r;
 }
