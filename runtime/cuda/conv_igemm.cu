@@ -75,14 +75,17 @@ __device__ __forceinline__ void mma_s8(int32_t *c, const uint32_t *a, const uint
 /* Hopper's warpgroup MMA (sm_90a): a warpgroup of 4 warps multiplies a
  * 64-row A by an N-row B, both read from shared memory through descriptors,
  * at about twice mma.sync's rate and without the ldmatrix traffic. The
- * tiles' layout above (64-byte rows, 16-byte chunks XOR-ed with bits 7-8 of
- * the offset) is the 64-byte swizzled K-major layout wgmma reads; a stage's
- * base sits on a 512-byte swizzle period. Descriptor: start address >> 4,
- * leading offset (unused for swizzled K-major) 1, stride between 8-row
- * groups 512 bytes >> 4, layout 2 = 64-byte swizzle. */
-__device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
+ * cp.async tiles above (64-byte rows, 16-byte chunks XOR-ed with bits 7-8 of
+ * the offset) are the 64-byte swizzled K-major layout wgmma reads, a
+ * stage's base on a 512-byte swizzle period; the TMA kernel's (128-byte
+ * rows) the 128-byte swizzle. Descriptor: start address >> 4, leading
+ * offset (unused for swizzled K-major) 1, stride between 8-row groups
+ * (8 rows: 512 or 1024 bytes) >> 4, layout 2 = 64-byte swizzle, 1 = 128. */
+template <int ROW_BYTES> __device__ __forceinline__ uint64_t wgmma_desc(uint32_t addr)
 {
-    return (uint64_t)((addr & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(512 >> 4) << 32 | (uint64_t)2 << 62;
+    static_assert(ROW_BYTES == 64 || ROW_BYTES == 128, "wgmma's K-major swizzles used here");
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(8 * ROW_BYTES >> 4) << 32 |
+           (uint64_t)(ROW_BYTES == 64 ? 2 : 1) << 62;
 }
 __device__ __forceinline__ void wgmma_fence()
 {
@@ -90,10 +93,17 @@ __device__ __forceinline__ void wgmma_fence()
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void wgmma_commit_and_wait()
+__device__ __forceinline__ void wgmma_commit()
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+/* until at most N committed groups are still running */
+template <int N> __device__ __forceinline__ void wgmma_wait()
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 }
 /* cp.async's writes become visible to the async proxy wgmma reads through */
@@ -526,13 +536,14 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
                 const uint32_t a_rows = as + ((warp >> 2) * MW + mw) * 64 * BK;
 #pragma unroll
                 for (int kk = 0; kk < 2; kk++) {
-                    const uint64_t da = wgmma_desc(a_rows + kk * 32), db = wgmma_desc(bs + kk * 32);
+                    const uint64_t da = wgmma_desc<64>(a_rows + kk * 32), db = wgmma_desc<64>(bs + kk * 32);
                     if constexpr (BN == 256) wgmma_n256(&acc[mw][0][0], da, db);
                     else if constexpr (BN == 128) wgmma_n128(&acc[mw][0][0], da, db);
                     else wgmma_n64(&acc[mw][0][0], da, db);
                 }
             }
-            wgmma_commit_and_wait(); /* the stage is refilled two iterations on */
+            wgmma_commit();
+            wgmma_wait<0>(); /* the stage is refilled two iterations on */
         } else {
 #pragma unroll
         for (int kk = 0; kk < 2; kk++) { /* two k32 steps per 64-byte stage */
@@ -667,17 +678,6 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, i
                  ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar)
                  : "memory");
 }
-/* wgmma's descriptor of a K-major tile in the 128-byte swizzle: rows of
- * 128 bytes, 8-row groups 1024 bytes apart, layout 1 */
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr)
-{
-    return (uint64_t)((addr & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 | (uint64_t)1 << 62;
-}
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wgmma_wait()
-{
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
 #endif
 
 /* A GELU tile's linear values, a warp's 16 rows of BN floats (+8: the eight
@@ -797,7 +797,7 @@ __global__ void __launch_bounds__(TMA_THREADS, 1) tma_gemm_kernel(const __grid_c
             const uint32_t a_rows = As + stage * A_BYTES + wg * 64 * TMA_BK, b_rows = Bs + stage * B_BYTES;
 #pragma unroll
             for (int kk = 0; kk < TMA_BK / 32; kk++) {
-                const uint64_t da = wgmma_desc_sw128(a_rows + kk * 32), db = wgmma_desc_sw128(b_rows + kk * 32);
+                const uint64_t da = wgmma_desc<128>(a_rows + kk * 32), db = wgmma_desc<128>(b_rows + kk * 32);
                 if constexpr (BN == 256) wgmma_n256(&acc[0][0][0], da, db);
                 else wgmma_n128(&acc[0][0][0], da, db);
             }
@@ -1142,15 +1142,22 @@ static gemm_geo plan(const cu_conv_geo *g)
     return q;
 }
 
+/* What every kernel here needs of the GEMM of P output pixels, M channels
+ * and a reduction of K: channel pairs in whole 8-channel groups, exact int32
+ * sums, 32-bit output offsets. */
+static bool gemm_fits(int64_t P, int64_t M, int64_t K)
+{
+    return P > 0 && M % 8 == 0 && K <= QFI_INT8_MAX_REDUCTION && P * M < INT32_MAX;
+}
+
 bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out, qf_act act)
 {
     /* its epilogue is compiled without GELU (qfi_requant_value_kinds) */
     if (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) return false;
     if (g->N <= 0 || g->C <= 0 || g->H <= 0 || g->W <= 0) return false;
     const gemm_geo q = plan(g);
-    const int64_t K = (int64_t)q.kh * q.kw * q.Cp, P = g->N * g->Ho * g->Wo;
-    return out == QF_I8 && g->group == 1 && q.Cp % 4 == 0 && g->M % 8 == 0 && K <= QFI_INT8_MAX_REDUCTION &&
-           q.kh * q.kw <= MAX_TAPS && P * g->M < INT32_MAX && g->N * q.H * q.W * q.Cp < INT32_MAX && P > 0;
+    return out == QF_I8 && g->group == 1 && q.Cp % 4 == 0 && q.kh * q.kw <= MAX_TAPS &&
+           gemm_fits(g->N * g->Ho * g->Wo, g->M, (int64_t)q.kh * q.kw * q.Cp) && g->N * q.H * q.W * q.Cp < INT32_MAX;
 }
 
 /* The TMA kernel's layers: a plain GEMM (1x1, stride 1, no padding) over
@@ -1177,8 +1184,8 @@ static tensor_map_encoder encoder()
 bool cu_igemm_tma_fits(const cu_engine *c, const cu_conv_geo *g, qf_dtype out, qf_act act)
 {
     return c->prop.major == 9 && c->prop.minor == 0 && out == QF_I8 && g->group == 1 && g->kh == 1 && g->kw == 1 &&
-           g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->C % 16 == 0 && g->M % 8 == 0 &&
-           g->C <= QFI_INT8_MAX_REDUCTION && g->N * g->H * g->W * g->M < INT32_MAX && g->N * g->H * g->W > 0 &&
+           g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->C % 16 == 0 &&
+           gemm_fits(g->N * g->H * g->W, g->M, g->C) &&
            (act == QF_ACT_NONE || act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) && encoder() != NULL;
 }
 
