@@ -1,5 +1,6 @@
-/* LayerNormalization on the device: 8, 16 or 32 lanes a row of up to 1024
- * elements (the row held in registers), else one block of 256 threads per row, the
+/* LayerNormalization on the device: 4 to 32 lanes a row of up to 1024
+ * elements (the row held in registers; 8 elements a load where the row
+ * allows), else one block of 256 threads per row, the
  * row read three times (sum, squared deviations, output), both sums in double
  * as runtime/cpu/layer_norm.c takes them, then the CPU kernel's per-element
  * arithmetic with one IEEE rounding per operation. Inputs f32, f16 or int8
@@ -128,6 +129,102 @@ __global__ void layer_norm_rows_kernel(void *y, cu_elem ye, const void *x, cu_el
     }
 }
 
+/* Rows of a multiple of 8 elements (at most LANES * 32) of f16 or int8 into
+ * f16 or int8, with a scale and bias a channel: layer_norm_rows_kernel's
+ * sums and per-element arithmetic, but each lane takes 8 consecutive
+ * elements at a time, one 16- or 8-byte load and store and two float4 loads
+ * of scale and bias, where the scalar kernel issued one load an element
+ * (and the generic loader's dtype switch) for each. */
+template <typename TX, typename TY, int LANES>
+__global__ void layer_norm_vec_kernel(TY *y, cu_elem ye, const TX *x, cu_elem xe, const float *sb, ln_state p)
+{
+    constexpr int G = 32 / LANES, NV = 4; /* rows a warp; groups of 8 a lane, at most */
+    const int lane = threadIdx.x & 31, sub = lane % LANES;
+    const int nvec = (int)(p.len / 8);
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t r0 = (blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32) * G; r0 < p.outer; r0 += warps * G) {
+        const int64_t r = r0 + lane / LANES;
+        const bool row = r < p.outer;
+        float v[NV][8];
+        double s = 0.0;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int j = sub + LANES * k;
+            cu_vec<TX, 8> q;
+            q.raw = {};
+            if (row && j < nvec) q.load(x + r * p.len, j);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const float f = cu_lane_in(q.e[e], xe);
+                v[k][e] = p.dq_half ? __half2float(__float2half_rn(f)) : f;
+                if (j < nvec) s += v[k][e];
+            }
+        }
+        const float mean = (float)(ln_group_sum<LANES>(s) / (double)p.len);
+        double ss = 0.0;
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (sub + LANES * k < nvec) {
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const double d = (double)v[k][e] - mean;
+                    ss += d * d;
+                }
+            }
+        const float inv = (float)(1.0 / sqrt(ln_group_sum<LANES>(ss) / (double)p.len + p.eps));
+        if (!row) continue;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const int j = sub + LANES * k;
+            if (j >= nvec) continue;
+            const float4 *sc = (const float4 *)sb + 2 * j, *bi = (const float4 *)(sb + p.bias_at) + 2 * j;
+            const float4 s0 = sc[0], s1 = sc[1];
+            const float scale[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+            float bias[8] = {};
+            if (p.has_bias) {
+                const float4 b0 = bi[0], b1 = bi[1];
+                bias[0] = b0.x, bias[1] = b0.y, bias[2] = b0.z, bias[3] = b0.w;
+                bias[4] = b1.x, bias[5] = b1.y, bias[6] = b1.z, bias[7] = b1.w;
+            }
+            cu_vec<TY, 8> o;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                float w = __fmul_rn(__fmul_rn(__fsub_rn(v[k][e], mean), inv), scale[e]);
+                if (p.has_bias) w = __fadd_rn(w, bias[e]);
+                o.e[e] = cu_lane_out<TY>(p.q_half ? __half2float(__float2half_rn(w)) : w, ye);
+            }
+            o.store(y + r * p.len, j);
+        }
+    }
+}
+
+/* Whether layer_norm_vec_kernel takes this layer: 16-byte aligned rows of
+ * 8 to 1024 halves or int8, a scale and (if any) a bias per channel. */
+static bool vec_fits(const ln_state *p, const void *y, cu_elem ye, const void *x, cu_elem xe)
+{
+    const bool types = (xe.dt == QF_F16 || xe.dt == QF_I8) && (ye.dt == QF_F16 || ye.dt == QF_I8);
+    return types && p->len % 8 == 0 && p->len <= 32 * 32 && !p->scalar_scale && (!p->has_bias || !p->scalar_bias) &&
+           (uintptr_t)x % 16 == 0 && (uintptr_t)y % 16 == 0 && p->bias_at % 8 == 0;
+}
+
+template <typename TX, typename TY, int LANES>
+static void launch_vec(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, const ln_state *p)
+{
+    const int64_t rows_a_block = 8 * (32 / LANES), nb = (p->outer + rows_a_block - 1) / rows_a_block;
+    const unsigned b = nb > 65536 ? 65536u : (unsigned)nb;
+    layer_norm_vec_kernel<TX, TY, LANES><<<b, 256, 0, s>>>((TY *)y, ye, (const TX *)x, xe, p->sb, *p);
+}
+/* the fewest lanes a row (4 to 32) whose four groups of 8 each cover it */
+template <typename TX, typename TY>
+static void launch_vec_lanes(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, const ln_state *p)
+{
+    const int64_t nvec = p->len / 8;
+    if (nvec <= 16) launch_vec<TX, TY, 4>(s, y, ye, x, xe, p);
+    else if (nvec <= 32) launch_vec<TX, TY, 8>(s, y, ye, x, xe, p);
+    else if (nvec <= 64) launch_vec<TX, TY, 16>(s, y, ye, x, xe, p);
+    else launch_vec<TX, TY, 32>(s, y, ye, x, xe, p);
+}
+
 /* layer_norm_rows_kernel<LANES, PER> over all rows: 8 warps a block */
 template <int LANES, int PER>
 static void launch_rows(cudaStream_t s, void *y, cu_elem ye, const void *x, cu_elem xe, const ln_state *p)
@@ -209,6 +306,14 @@ static qf_status layer_norm_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     if (!p->outer || !p->len) return QF_OK;
     const cu_elem ye = p->q_half ? p->out_q : cu_elem_of(c, L->n, yv),
                   xe = p->dq_half ? p->in_q : cu_elem_of(c, L->n, L->n->in[0]);
+    if (vec_fits(p, y, ye, x, xe)) {
+        if (xe.dt == QF_F16 && ye.dt == QF_F16) launch_vec_lanes<__half, __half>(s, y, ye, x, xe, p);
+        else if (xe.dt == QF_F16) launch_vec_lanes<__half, int8_t>(s, y, ye, x, xe, p);
+        else if (ye.dt == QF_F16) launch_vec_lanes<int8_t, __half>(s, y, ye, x, xe, p);
+        else launch_vec_lanes<int8_t, int8_t>(s, y, ye, x, xe, p);
+        CU_LAUNCHED();
+        return QF_OK;
+    }
     if (p->len <= 32 * 32) {
         /* 8 lanes a row up to 128 elements, 16 up to 256, a warp beyond; the
          * fewest elements a lane (4, 8, 12, 16, 24 or 32) that cover the row */
