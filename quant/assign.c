@@ -314,19 +314,38 @@ static bool is_bias(const qf_node *n, int k)
     return k == 2 && qfi_ops[n->op]->int8 == QFI_INT8_COMPUTE;
 }
 
-static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
+/* Why a float node runs in FP32 rather than FP16 (FP16_HOLDS: it need not) */
+typedef enum fp32_cause {
+    FP16_HOLDS,
+    FP32_ASKED,      /* the plan is FP32 */
+    FP32_NOT_FLOAT,  /* shape or type arithmetic, or no float output */
+    FP32_OVERFLOW,   /* a value beyond 65504 (or not finite) */
+    FP32_SUBNORMAL,  /* a value whose whole range lies below FP16's normals */
+} fp32_cause;
+
+/* The FP16 test of float_precision for value v bounded by b: the cause, with v and b kept in *culprit, *bound */
+static fp32_cause range_cause(int v, float b, int *culprit, float *bound)
 {
-    if (p->o.precision == QF_PREC_FP32) return QF_PREC_FP32;
+    *culprit = v;
+    *bound = b;
+    return b <= QFI_FP16_MAX ? FP32_SUBNORMAL : FP32_OVERFLOW;
+}
+
+/* Whether node n can run in FP16, and if not why; for the range causes the
+ * value that decided and its bound go to *culprit and *bound. */
+static fp32_cause fp16_verdict(const qfi_qplan *p, const qf_node *n, int *culprit, float *bound)
+{
+    if (p->o.precision == QF_PREC_FP32) return FP32_ASKED;
     /* conversions say their dtypes explicitly; shape ops were folded */
-    if (qfi_ops[n->op]->traits & QFI_OP_KEEP_FP32) return QF_PREC_FP32;
+    if (qfi_ops[n->op]->traits & QFI_OP_KEEP_FP32) return FP32_NOT_FLOAT;
     bool any = false, addends = true;
     for (int k = 0; k < n->n_out; k++) {
         if (n->out[k] < 0) continue;
-        if (!qfi_qfloat(p, n->out[k])) return QF_PREC_FP32;
+        if (!qfi_qfloat(p, n->out[k])) return FP32_NOT_FLOAT;
         any = true;
         const float b = abs_bound(p, n->out[k]);
         const bool small = b <= QFI_FP16_MAX && small_addend(p, n->out[k], b);
-        if (!fp16_holds(b) && !small) return QF_PREC_FP32;
+        if (!fp16_holds(b) && !small) return range_cause(n->out[k], b, culprit, bound);
         addends &= small;
     }
     /* a product that is only a small addend stays one whatever FP16 does to
@@ -341,9 +360,16 @@ static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
          * no output near a normal half can see; only overflow matters. So
          * for a small addend, and for the factors of a small product. */
         const bool overflow_only = is_bias(n, k) || small_product || small_addend(p, n->in[k], b);
-        if (!overflow_only || !(b <= QFI_FP16_MAX)) return QF_PREC_FP32;
+        if (!overflow_only || !(b <= QFI_FP16_MAX)) return range_cause(n->in[k], b, culprit, bound);
     }
-    return any ? QF_PREC_FP16 : QF_PREC_FP32;
+    return any ? FP16_HOLDS : FP32_NOT_FLOAT;
+}
+
+static qf_precision float_precision(const qfi_qplan *p, const qf_node *n)
+{
+    int v;
+    float b;
+    return fp16_verdict(p, n, &v, &b) == FP16_HOLDS ? QF_PREC_FP16 : QF_PREC_FP32;
 }
 
 /* ---- scales ------------------------------------------------------------------------ */
@@ -636,6 +662,35 @@ void qfi_quant_report_float(const qfi_qplan *p)
     qf_log(QF_LOG_INFO, "%s: %d nodes stay float (FP16 where its range allows, else FP32):", p->g->source, total);
     for (int k = 0; k < n_groups; k++)
         qf_log(QF_LOG_INFO, "  %4d %-20s %s", groups[k].count, qf_op_name(groups[k].op), groups[k].why);
+}
+
+/* The nodes an INT8 or FP16 plan keeps in FP32 for their values' ranges,
+ * by cause, each with its first node and the tensor that decided: they run
+ * at FP32's speed (random-init SE blocks, whose activations reach 1e-9,
+ * are the usual case), and the plan's count alone does not say why. */
+void qfi_quant_report_fp32(const qfi_qplan *p)
+{
+    struct {
+        int count, node, value;
+        float bound;
+    } by[FP32_SUBNORMAL + 1] = {{0}};
+    for (int i = 0; i < p->g->n_nodes; i++) {
+        if (p->nodes[i].prec != QF_PREC_FP32 || p->nodes[i].absorbed_by >= 0) continue;
+        int v;
+        float b;
+        const fp32_cause c = fp16_verdict(p, &p->g->nodes[i], &v, &b);
+        if (c != FP32_OVERFLOW && c != FP32_SUBNORMAL) continue;
+        if (!by[c].count++) by[c].node = i, by[c].value = v, by[c].bound = b;
+    }
+    static const char *what[FP32_SUBNORMAL + 1] = {
+        [FP32_OVERFLOW] = "a value beyond FP16's 65504",
+        [FP32_SUBNORMAL] = "a value wholly below FP16's normal range (6.1e-05)",
+    };
+    for (int c = FP32_OVERFLOW; c <= FP32_SUBNORMAL; c++)
+        if (by[c].count)
+            qf_log(QF_LOG_INFO, "%s: %d nodes stay FP32 for %s; the first is node %s (tensor %s, |x| up to %.3g)",
+                   p->g->source, by[c].count, what[c], p->g->nodes[by[c].node].name, p->g->values[by[c].value].name,
+                   (double)by[c].bound);
 }
 
 void qfi_quant_warn_ranges(const qfi_qplan *p)

@@ -83,6 +83,8 @@ void qfi_quant_warn_ranges(const qfi_qplan *p);
  * INT8 form, attention's activation x activation MatMuls, residual Adds of a
  * LayerNorm stream, ...), one info line per group. */
 void qfi_quant_report_float(const qfi_qplan *p);
+/* Logs (info) the nodes kept FP32 for their values' ranges, by cause. */
+void qfi_quant_report_fp32(const qfi_qplan *p);
 /* quant/rewrite.c: applies the plan to p->g. */
 qf_status qfi_quant_rewrite(qfi_qplan *p);
 void qfi_quant_plan_free(qfi_qplan *p);

@@ -89,6 +89,7 @@ qf_status qf_quantize(qf_graph *g, const qf_calib_table *t, const qf_quant_opts 
     qfi_qplan p;
     qf_status st = qfi_quant_plan(g, t, o, &p);
     if (st == QF_OK && o->precision == QF_PREC_INT8) qfi_quant_report_float(&p);
+    if (st == QF_OK) qfi_quant_report_fp32(&p);
     if (st == QF_OK) qfi_quant_warn_ranges(&p);
     if (st == QF_OK && o->precision != QF_PREC_FP32) st = qfi_quant_rewrite(&p);
     if (st == QF_OK) st = qfi_attention_hoist_operands(g); /* both engines can then fuse the chains */
