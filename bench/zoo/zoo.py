@@ -13,7 +13,7 @@ after each step, so several calls (or a call cut short) fill one table;
 `zoo.py report` turns them into RESULTS.md.
 
   zoo.py run --qforge Q --logits L --data DIR [--models a,b] [--settings ts13,ts17,dynamo]
-             [--variants bn,raw,real] [--device cuda|cpu] [--skip-speed] [--deadline S] [--ort [METHODS]] ...
+             [--variants bn,raw,real] [--device cuda|cpu] [--skip-speed] [--profile] [--deadline S] [--ort [METHODS]] ...
   zoo.py merge NEW_RESULTS_DIR      (into bench/zoo/results, keeping the old figures as "previous" and
                                     the old timings where the new run has none, marked in the table)
   zoo.py report                     (bench/zoo/results -> bench/zoo/RESULTS.md)
@@ -515,12 +515,14 @@ class Run:
                                       "-n", str(a.calib_n), "--batch", "50", "--threads", str(a.decode_threads),
                                       "--quiet", "-o", table] + pp_args(pp) + dev +
                                      (["--method", a.calib_method] if a.calib_method else [])) is not None
+            # not --quiet: the log keeps the plan (nodes per precision, why
+            # nodes stay float, which stay FP32 for their ranges)
             ok = ok and self.sh(r, "quant_int8", [a.qforge, "quant", onnx_path, "--calib", table, "--precision",
-                                                  "int8", "-o", q8, "--quiet"] + a.quant_flags.split()) is not None
+                                                  "int8", "-o", q8] + a.quant_flags.split()) is not None
             if ok:
                 self.eval(r, "eval_int8", q8, onnx_path, pp)
-            if speed and self.sh(r, "quant_fp16", [a.qforge, "quant", onnx_path, "--precision", "fp16", "-o", q16,
-                                                   "--quiet"]) is not None:
+            if speed and self.sh(r, "quant_fp16", [a.qforge, "quant", onnx_path, "--precision", "fp16", "-o",
+                                                   q16]) is not None:
                 self.eval(r, "eval_fp16", q16, onnx_path, pp)
             gpu_logits = self.path("logits", key + ".int8gpu.f32")
             on_gpu = ok and a.device != "cpu" and self.sh(
@@ -627,7 +629,28 @@ class Run:
                                               b256_ips=res[256]["images_per_second"])
                     self.save(r)
                 self.progress(r, "timed at %s: %s img/s at b256" % (prec, (r.get("bench_" + prec) or {}).get("b256_ips")))
+                if a.profile:
+                    self.profile(r, prec, q)
             self.eager(r)
+
+    def profile(self, r, prec, q):
+        """`qforge bench --profile` at 256 of one precision's model: the
+        per-node times stay in the step's log, their sums by op and
+        precision (the largest eight) go into r["profile_" + prec]."""
+        a = self.a
+        out = self.sh(r, "profile_" + prec, [a.qforge, "bench", q, "--batch", "256", "--duration", "0.3", "--profile",
+                                             "--json", "--device", a.device])
+        if not out:
+            return
+        sums = {}
+        for n in (json.loads(out).get("profiles") or [{}])[0].get("profile") or []:
+            k = (n["op"], n["precision"])
+            ms, count = sums.get(k, (0.0, 0))
+            sums[k] = (ms + n["ms"], count + 1)
+        top = sorted(sums.items(), key=lambda kv: -kv[1][0])[:8]
+        r["profile_" + prec].update(total_ms=round(sum(v[0] for v in sums.values()), 3),
+                                    by_op=[[op, pr, round(ms, 3), c] for (op, pr), (ms, c) in top])
+        self.save(r)
 
     def quant_fast(self, r):
         """`quant --precision fast` of r's model with the zoo's table: INT8
@@ -1000,6 +1023,9 @@ def main():
                         "model on an H100; on all ten models of session 36 it chose a whole precision, which the "
                         "INT8 and FP16 columns already time)")
     r.add_argument("--bench-seconds", type=float, default=0.5)
+    r.add_argument("--profile", action="store_true",
+                   help="also `qforge bench --profile` each timed model at 256 (a second each): the per-node "
+                        "times in its log, the sums by op in the result")
     r.add_argument("--snapshot", default="",
                    help="folder that gets zoo_results.tgz and zoo_logs.tgz after every model's checks and timings")
     r.add_argument("--deadline", type=float, default=0, help="seconds after which no new step starts")
