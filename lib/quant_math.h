@@ -230,6 +230,17 @@ static QFI_HD float qfi_magic_u8_to_f32_zp(uint32_t bits, int32_t z)
     return qfi_sub(qfi_bits_f32(bits), QFI_MAGIC + (float)(128 + z));
 }
 static QFI_HD float qfi_magic_u8_to_f32(uint32_t bits) { return qfi_magic_u8_to_f32_zp(bits, 0); }
+#ifdef __CUDACC__
+/* Byte b (0-3) of a word of int8 levels r stored biased (r ^ 0x80, that is
+ * r + 128), as the float r - z: the byte under QFI_MAGIC_BITS' upper bytes
+ * (one byte permute), then qfi_magic_u8_to_f32_zp. What an integer
+ * conversion gives, at the FP32 rate: the GEMM epilogues' residual bytes,
+ * attention's int8 operands. */
+static __device__ __forceinline__ float qfi_magic_byte_to_f32_zp(uint32_t biased, int b, int32_t z)
+{
+    return qfi_magic_u8_to_f32_zp(__byte_perm(biased, (uint32_t)QFI_MAGIC_BITS, 0x7650 + b), z);
+}
+#endif
 
 #ifdef __CUDACC__
 /* A smooth fused activation whose result only goes to rint (an int8

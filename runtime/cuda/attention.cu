@@ -103,11 +103,6 @@ __device__ __forceinline__ int64_t view_base(const attn_view &w, unsigned b)
  * the same value (r - z) as the integer conversion, which runs at an eighth
  * of the FP32 rate). */
 __device__ __forceinline__ int4 load8(const __half *p, const attn_view &) { return __ldg((const int4 *)p); }
-__device__ __forceinline__ float int8_byte_value(uint32_t biased, int b, int32_t zp)
-{
-    /* byte b of biased (r + 128) under QFI_MAGIC_BITS' three upper bytes */
-    return qfi_magic_u8_to_f32_zp(__byte_perm(biased, QFI_MAGIC_BITS, 0x7650 + b), zp);
-}
 __device__ __forceinline__ int4 load8(const int8_t *p, const attn_view &w)
 {
     const uint2 raw = __ldg((const uint2 *)p);
@@ -117,8 +112,8 @@ __device__ __forceinline__ int4 load8(const int8_t *p, const attn_view &w)
     for (int k = 0; k < 4; k++) {
         const uint32_t biased = (k < 2 ? raw.x : raw.y) ^ 0x80808080u;
         const int b = (k & 1) * 2;
-        h[k] = pack_half2(qfi_mul(int8_byte_value(biased, b, w.zp), w.scale),
-                          qfi_mul(int8_byte_value(biased, b + 1, w.zp), w.scale));
+        h[k] = pack_half2(qfi_mul(qfi_magic_byte_to_f32_zp(biased, b, w.zp), w.scale),
+                          qfi_mul(qfi_magic_byte_to_f32_zp(biased, b + 1, w.zp), w.scale));
     }
     return r;
 }

@@ -223,11 +223,6 @@ template <int WTM, int WTN> struct warp_tile {
  * goes into the low byte of QFI_MAGIC_BITS; and the clamped result plus
  * 1.5*2^23 holds rint(v) in its low byte (lib/quant_math.h clamps to integer
  * bounds before rounding too). */
-/* byte `which` (0 or 1) of the xor-0x80 residual pair x, less the residual's zero point z, as a float */
-template <int WHICH> __device__ __forceinline__ float residual_to_float(uint32_t x, int32_t z)
-{
-    return qfi_magic_u8_to_f32_zp(__byte_perm(x, (uint32_t)QFI_MAGIC_BITS, 0x7650 + WHICH), z);
-}
 
 /* The accumulators' starting values for the tile whose warp tile starts at
  * channel ch0: the bias (zero past M), on top of QFI_MAGIC_BITS when SMALL;
@@ -285,8 +280,8 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                 const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
                 const uint32_t r = RES ? (uint32_t)*e ^ 0x8080u : 0u;
                 const float f0 = SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), f1 = SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1);
-                float l0 = qfi_requant_linear(&p.rq, f0, m0, RES, residual_to_float<0>(r, p.rq.z_r)),
-                      l1 = qfi_requant_linear(&p.rq, f1, m1, RES, residual_to_float<1>(r, p.rq.z_r));
+                float l0 = qfi_requant_linear(&p.rq, f0, m0, RES, qfi_magic_byte_to_f32_zp(r, 0, p.rq.z_r)),
+                      l1 = qfi_requant_linear(&p.rq, f1, m1, RES, qfi_magic_byte_to_f32_zp(r, 1, p.rq.z_r));
                 float v0, v1;
                 bool sure = true;
                 if constexpr (ACT == ACT_SIGMOID_SILU) {
@@ -320,10 +315,10 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
                     const uint32_t r = RES ? (uint32_t)*e ^ 0x8080u : 0u;
                     const int a0 = acc[mt][nt][2 * h], a1 = acc[mt][nt][2 * h + 1];
                     const float f0 = SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), f1 = SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1);
-                    const float v0 = qfi_requant_smooth_i8_value_kinds(&p.rq, f0, p.rq.m[ch], RES, residual_to_float<0>(r, p.rq.z_r),
-                                                                       false);
-                    const float v1 = qfi_requant_smooth_i8_value_kinds(&p.rq, f1, p.rq.m[ch + 1], RES,
-                                                                       residual_to_float<1>(r, p.rq.z_r), false);
+                    const float r0 = qfi_magic_byte_to_f32_zp(r, 0, p.rq.z_r);
+                    const float r1 = qfi_magic_byte_to_f32_zp(r, 1, p.rq.z_r);
+                    const float v0 = qfi_requant_smooth_i8_value_kinds(&p.rq, f0, p.rq.m[ch], RES, r0, false);
+                    const float v1 = qfi_requant_smooth_i8_value_kinds(&p.rq, f1, p.rq.m[ch + 1], RES, r1, false);
                     *e = (uint16_t)__byte_perm(qfi_magic_round_zp(v0, p.rq.z_out), qfi_magic_round_zp(v1, p.rq.z_out), 0x0040);
                 }
         }
@@ -716,8 +711,9 @@ __device__ __forceinline__ void requantize_gelu_warp(const igemm_params &p, cons
             const uint32_t r = RES ? (uint32_t) * (const uint16_t *)(Ew + row * EW + cl) ^ 0x8080u : 0u;
             const int a0 = acc[0][nt][2 * h], a1 = acc[0][nt][2 * h + 1];
             const float f0 = SMALL ? qfi_magic_to_f32(a0) : qfi_i2f(a0), f1 = SMALL ? qfi_magic_to_f32(a1) : qfi_i2f(a1);
-            *(float2 *)(Lw + row * LW + cl) = make_float2(qfi_requant_linear(&p.rq, f0, m0, RES, residual_to_float<0>(r, p.rq.z_r)),
-                                                          qfi_requant_linear(&p.rq, f1, m1, RES, residual_to_float<1>(r, p.rq.z_r)));
+            const float r0 = qfi_magic_byte_to_f32_zp(r, 0, p.rq.z_r), r1 = qfi_magic_byte_to_f32_zp(r, 1, p.rq.z_r);
+            *(float2 *)(Lw + row * LW + cl) =
+                make_float2(qfi_requant_linear(&p.rq, f0, m0, RES, r0), qfi_requant_linear(&p.rq, f1, m1, RES, r1));
         }
     }
     __syncwarp();

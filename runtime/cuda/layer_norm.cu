@@ -22,17 +22,33 @@ typedef struct ln_state {
     cu_elem in_q, out_q;        /* their int8 sides */
 } ln_state;
 
+/* v through a half, as a fused DequantizeLinear's or QuantizeLinear's half value was, when through */
+__device__ __forceinline__ float ln_via_half(float v, bool through) { return through ? __half2float(__float2half_rn(v)) : v; }
 /* An input element as the LayerNorm node sees it: through a fused
  * DequantizeLinear's half output where it took one in. */
 __device__ __forceinline__ float ln_load(const void *x, cu_elem xe, bool dq_half, int64_t i)
 {
-    const float v = cu_load(x, xe, i);
-    return dq_half ? __half2float(__float2half_rn(v)) : v;
+    return ln_via_half(cu_load(x, xe, i), dq_half);
 }
 /* A result, rounded to the node's half output first where a QuantizeLinear after it was taken in. */
 __device__ __forceinline__ void ln_store(void *y, cu_elem ye, bool q_half, int64_t i, float v)
 {
-    cu_store(y, ye, i, q_half ? __half2float(__float2half_rn(v)) : v);
+    cu_store(y, ye, i, ln_via_half(v, q_half));
+}
+
+/* The three kernels' shared arithmetic, runtime/cpu/layer_norm.c's: the
+ * mean and 1 / sqrt(variance + eps) from the row's two double sums, then per
+ * element (v - mean) * inv * scale (+ bias) with one IEEE rounding an
+ * operation. */
+__device__ __forceinline__ float ln_mean(double sum, int64_t len) { return (float)(sum / (double)len); }
+__device__ __forceinline__ float ln_inv_std(double squares, int64_t len, float eps)
+{
+    return (float)(1.0 / sqrt(squares / (double)len + eps));
+}
+__device__ __forceinline__ float ln_apply(float v, float mean, float inv, float scale, bool has_bias, float bias)
+{
+    const float o = __fmul_rn(__fmul_rn(__fsub_rn(v, mean), inv), scale);
+    return has_bias ? __fadd_rn(o, bias) : o;
 }
 
 __device__ double ln_block_sum(double v, double *shared)
@@ -59,18 +75,17 @@ __global__ void layer_norm_kernel(void *y, cu_elem ye, const void *x, cu_elem xe
         const int64_t base = r * p.len;
         double s = 0.0;
         for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) s += ln_load(x, xe, p.dq_half, base + i);
-        const float mean = (float)(ln_block_sum(s, shared) / (double)p.len);
+        const float mean = ln_mean(ln_block_sum(s, shared), p.len);
         double ss = 0.0;
         for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) {
             double d = (double)ln_load(x, xe, p.dq_half, base + i) - mean;
             ss += d * d;
         }
-        const float inv = (float)(1.0 / sqrt(ln_block_sum(ss, shared) / (double)p.len + p.eps));
+        const float inv = ln_inv_std(ln_block_sum(ss, shared), p.len, p.eps);
         for (int64_t i = threadIdx.x; i < p.len; i += LN_THREADS) {
-            float v = __fmul_rn(__fmul_rn(__fsub_rn(ln_load(x, xe, p.dq_half, base + i), mean), inv),
-                                sb[p.scalar_scale ? 0 : i]);
-            if (p.has_bias) v = __fadd_rn(v, sb[p.bias_at + (p.scalar_bias ? 0 : i)]);
-            ln_store(y, ye, p.q_half, base + i, v);
+            const float bias = p.has_bias ? sb[p.bias_at + (p.scalar_bias ? 0 : i)] : 0.0f;
+            ln_store(y, ye, p.q_half, base + i,
+                     ln_apply(ln_load(x, xe, p.dq_half, base + i), mean, inv, sb[p.scalar_scale ? 0 : i], p.has_bias, bias));
         }
     }
 }
@@ -108,7 +123,7 @@ __global__ void layer_norm_rows_kernel(void *y, cu_elem ye, const void *x, cu_el
             v[k] = row && i < p.len ? ln_load(x, xe, p.dq_half, base + i) : 0.0f;
             s += v[k];
         }
-        const float mean = (float)(ln_group_sum<LANES>(s) / (double)p.len);
+        const float mean = ln_mean(ln_group_sum<LANES>(s), p.len);
         double ss = 0.0;
 #pragma unroll
         for (int k = 0; k < PER; k++)
@@ -116,15 +131,14 @@ __global__ void layer_norm_rows_kernel(void *y, cu_elem ye, const void *x, cu_el
                 const double d = (double)v[k] - mean;
                 ss += d * d;
             }
-        const float inv = (float)(1.0 / sqrt(ln_group_sum<LANES>(ss) / (double)p.len + p.eps));
+        const float inv = ln_inv_std(ln_group_sum<LANES>(ss), p.len, p.eps);
         if (!row) continue;
 #pragma unroll
         for (int k = 0; k < PER; k++) {
             const int64_t i = sub + LANES * k;
             if (i >= p.len) continue;
-            float o = __fmul_rn(__fmul_rn(__fsub_rn(v[k], mean), inv), sb[p.scalar_scale ? 0 : i]);
-            if (p.has_bias) o = __fadd_rn(o, sb[p.bias_at + (p.scalar_bias ? 0 : i)]);
-            ln_store(y, ye, p.q_half, base + i, o);
+            const float bias = p.has_bias ? sb[p.bias_at + (p.scalar_bias ? 0 : i)] : 0.0f;
+            ln_store(y, ye, p.q_half, base + i, ln_apply(v[k], mean, inv, sb[p.scalar_scale ? 0 : i], p.has_bias, bias));
         }
     }
 }
@@ -155,12 +169,11 @@ __global__ void layer_norm_vec_kernel(TY *y, cu_elem ye, const TX *x, cu_elem xe
             if (row && j < nvec) q.load(x + r * p.len, j);
 #pragma unroll
             for (int e = 0; e < 8; e++) {
-                const float f = cu_lane_in(q.e[e], xe);
-                v[k][e] = p.dq_half ? __half2float(__float2half_rn(f)) : f;
+                v[k][e] = ln_via_half(cu_lane_in(q.e[e], xe), p.dq_half);
                 if (j < nvec) s += v[k][e];
             }
         }
-        const float mean = (float)(ln_group_sum<LANES>(s) / (double)p.len);
+        const float mean = ln_mean(ln_group_sum<LANES>(s), p.len);
         double ss = 0.0;
 #pragma unroll
         for (int k = 0; k < NV; k++)
@@ -171,7 +184,7 @@ __global__ void layer_norm_vec_kernel(TY *y, cu_elem ye, const TX *x, cu_elem xe
                     ss += d * d;
                 }
             }
-        const float inv = (float)(1.0 / sqrt(ln_group_sum<LANES>(ss) / (double)p.len + p.eps));
+        const float inv = ln_inv_std(ln_group_sum<LANES>(ss), p.len, p.eps);
         if (!row) continue;
 #pragma unroll
         for (int k = 0; k < NV; k++) {
@@ -188,11 +201,8 @@ __global__ void layer_norm_vec_kernel(TY *y, cu_elem ye, const TX *x, cu_elem xe
             }
             cu_vec<TY, 8> o;
 #pragma unroll
-            for (int e = 0; e < 8; e++) {
-                float w = __fmul_rn(__fmul_rn(__fsub_rn(v[k][e], mean), inv), scale[e]);
-                if (p.has_bias) w = __fadd_rn(w, bias[e]);
-                o.e[e] = cu_lane_out<TY>(p.q_half ? __half2float(__float2half_rn(w)) : w, ye);
-            }
+            for (int e = 0; e < 8; e++)
+                o.e[e] = cu_lane_out<TY>(ln_via_half(ln_apply(v[k][e], mean, inv, scale[e], p.has_bias, bias[e]), p.q_half), ye);
             o.store(y + r * p.len, j);
         }
     }
