@@ -248,6 +248,14 @@ static void check_conv(const conv_case *c, uint64_t seed, const char *what)
 #define gelu_i8 {.bias = true, .act = QF_ACT_GELU, .out = QF_I8}
 #define gelu_half_res {.bias = true, .residual = true, .act = QF_ACT_GELU, .out = QF_F16}
 #define gelu_zp {.bias = true, .act = QF_ACT_GELU, .out = QF_I8, .zp = true}
+#define silu_i8 {.bias = true, .act = QF_ACT_SILU, .out = QF_I8}
+#define silu_half {.bias = true, .act = QF_ACT_SILU, .out = QF_F16}
+#define silu_res_zp {.bias = true, .residual = true, .act = QF_ACT_SILU, .out = QF_I8, .zp = true}
+#define sigmoid_i8 {.bias = true, .act = QF_ACT_SIGMOID, .out = QF_I8}
+#define sigmoid_float {.bias = false, .act = QF_ACT_SIGMOID, .out = QF_F32}
+#define hswish_i8 {.bias = true, .act = QF_ACT_HARD_SWISH, .out = QF_I8}
+#define hswish_half_zp {.bias = true, .act = QF_ACT_HARD_SWISH, .out = QF_F16, .zp = true}
+#define gelu_tanh_i8 {.bias = true, .act = QF_ACT_GELU_TANH, .out = QF_I8}
 
 static const conv_case conv_cases[] = {
     /* direct path: pointwise, odd channels (not a multiple of 4) */
@@ -293,6 +301,16 @@ static const conv_case conv_cases[] = {
     CONV2(1, 4, 4, 4, 13, 13, 5, 5, 3, 1, 2, 2, 2, 2, zp_float),        /* the plain loop */
     {.nd = 3, .N = 1, .C = 3, .M = 4, .group = 1, .in = {4, 5, 6}, .k = {2, 3, 3}, .stride = {1, 2, 1},
      .dil = {1, 1, 1}, .pad0 = {0, 1, 1}, .pad1 = {1, 1, 1}, .ep = zp_relu_res},
+    /* smooth activations in the vector epilogues (smooth_values): pointwise,
+     * dense 3x3, depthwise and strided depthwise rows, every output dtype */
+    CONV2(2, 16, 24, 1, 13, 13, 1, 1, 1, 1, 0, 0, 0, 0, silu_i8),
+    CONV2(1, 9, 17, 1, 9, 61, 3, 3, 1, 1, 1, 1, 1, 1, silu_half),
+    CONV2(2, 13, 13, 13, 12, 19, 3, 3, 1, 1, 1, 1, 1, 1, silu_res_zp),
+    CONV2(2, 9, 9, 9, 14, 14, 3, 3, 2, 1, 1, 1, 1, 1, sigmoid_i8),
+    CONV2(1, 68, 40, 1, 9, 13, 1, 1, 1, 1, 0, 0, 0, 0, sigmoid_float),
+    CONV2(2, 7, 7, 7, 17, 21, 5, 5, 2, 1, 2, 2, 2, 2, hswish_i8),
+    CONV2(1, 16, 24, 1, 13, 13, 1, 1, 2, 1, 0, 0, 0, 0, hswish_half_zp),
+    CONV2(1, 10, 10, 10, 15, 40, 3, 3, 2, 1, 1, 1, 1, 1, gelu_tanh_i8),
 };
 
 START_TEST(conv_int8_every_isa)
@@ -321,10 +339,14 @@ static const gemm_case gemm_cases[] = {
     {.matmul = true, .batch = 3, .rows = 5, .K = 130, .N = 8, .ep = plain},
     {.rows = 17, .K = 67, .N = 33, .trans_b = true, .ep = zp_relu_res},
     {.matmul = true, .batch = 2, .rows = 3, .K = 7, .N = 19, .ep = zp_clip},
-    /* GELU's values vectorized (gelu_values): chunks of 64, vectors of 16 and 8, tails */
+    /* smooth activations vectorized (smooth_values): chunks of 64, vectors of 16 and 8, tails */
     {.rows = 9, .K = 200, .N = 150, .trans_b = true, .ep = gelu_i8},
     {.rows = 5, .K = 64, .N = 37, .ep = gelu_half_res},
     {.matmul = true, .batch = 2, .rows = 3, .K = 40, .N = 70, .ep = gelu_zp},
+    {.rows = 9, .K = 200, .N = 150, .trans_b = true, .ep = silu_res_zp},
+    {.rows = 5, .K = 64, .N = 37, .ep = hswish_half_zp},
+    {.matmul = true, .batch = 2, .rows = 3, .K = 40, .N = 70, .ep = sigmoid_float},
+    {.rows = 4, .K = 96, .N = 83, .trans_b = true, .ep = gelu_tanh_i8},
 };
 
 START_TEST(gemm_int8_every_isa)

@@ -42,47 +42,75 @@ static void requant_cols_c(const qfi_requant *rq, const int32_t *acc, int64_t n,
     }
 }
 
-/* GELU (the erf form: transformers' MLPs) in a loop that vectorizes, for the
- * vector epilogues below: v[i], the clamped value of output i before its
- * rounding or conversion. The same operations as qfi_requant_value (one
- * multiplier m1, or m_col[i] per output), with GELU's lane form
- * (float_math.h), and the clamp written as glibc's fmaxf/fminf behave: so
- * the same bits as the C loop. `has`: which of add, m_col and res are given
- * (bits 1, 2, 4), a constant in each instance gelu_values calls, so that no
- * test is left in the loop to stop gcc. */
-static inline __attribute__((always_inline)) void gelu_loop(const qfi_requant *rq, const int32_t *restrict acc,
-                                                             int64_t n, int32_t add0, const int32_t *restrict add,
-                                                             const float *restrict m_col, float m1,
-                                                             const int8_t *restrict res, float *restrict v, int has)
+/* The smooth activations (SiLU, Sigmoid, HardSwish, both GELUs) in loops
+ * that vectorize, for the vector epilogues below: v[i], the clamped value of
+ * output i before its rounding or conversion. linear_loop performs
+ * qfi_requant_linear (one multiplier m1, or m_col[i] per output), act_loop
+ * qfi_act_value_kinds with float_math.h's lane forms and flat selects, and
+ * the clamp as glibc's fmaxf/fminf behave: so the same bits as the C loop,
+ * which ran these one element at a time (YOLOv8n's INT8 convs, all SiLU, took
+ * 3x their FP32 time on the CPU). `has` (which of add, m_col and res are
+ * given: bits 1, 2, 4) and `act` are constants in each instance, so that no
+ * test is left in a loop to stop gcc. */
+static inline __attribute__((always_inline)) void linear_loop(const qfi_requant *rq, const int32_t *restrict acc,
+                                                               int64_t n, int32_t add0, const int32_t *restrict add,
+                                                               const float *restrict m_col, float m1,
+                                                               const int8_t *restrict res, float *restrict v, int has)
 {
-    const float s = rq->act_s, lo = rq->lo, hi = rq->hi, m_r = rq->m_r;
+    const float m_r = rq->m_r;
     const int32_t z_r = rq->z_r;
     for (int64_t i = 0; i < n; i++) {
         const int32_t a = add_wrap(acc[i], has & 1 ? add_wrap(add0, add[i]) : add0);
-        float lin = qfi_mul(qfi_i2f(a), has & 2 ? m_col[i] : m1);
-        if (has & 4) lin = qfi_add(lin, qfi_mul((float)((int32_t)res[i] - z_r), m_r));
-        const float x = qfi_mul(lin, s);
-        float g = qfi_div(qfi_gelu_lanes(x, false), s);
+        const float lin = qfi_mul(qfi_i2f(a), has & 2 ? m_col[i] : m1);
+        v[i] = has & 4 ? qfi_add(lin, qfi_mul((float)((int32_t)res[i] - z_r), m_r)) : lin;
+    }
+}
+static inline __attribute__((always_inline)) void act_loop(const qfi_requant *rq, float *restrict v, int64_t n,
+                                                            qf_act act)
+{
+    const float s = rq->act_s, lo = rq->lo, hi = rq->hi;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = qfi_mul(v[i], s);
+        float g;
+        if (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) {
+            g = qfi_div(qfi_gelu_lanes(x, act == QF_ACT_GELU_TANH), s);
+        } else if (act == QF_ACT_HARD_SWISH) { /* qfi_hard_sigmoid's nested select, flat */
+            float h = qfi_add(qfi_mul(1.0f / 6.0f, x), 0.5f);
+            h = h > 1.0f ? 1.0f : h;
+            h = h < 0.0f ? 0.0f : h;
+            g = qfi_mul(v[i], h);
+        } else {
+            float d;
+            const float nu = qfi_sigmoid_parts(x, &d);
+            g = act == QF_ACT_SIGMOID ? qfi_div(nu, qfi_mul(d, s)) : qfi_mul(v[i], qfi_div(nu, d));
+        }
         g = g >= lo ? g : lo;
         v[i] = g <= hi ? g : hi;
     }
 }
-QFI_SIMD_CLONES static void gelu_values(const qfi_requant *rq, const int32_t *restrict acc, int64_t n, int32_t add0,
-                                        const int32_t *restrict add, const float *restrict m_col, float m1,
-                                        const int8_t *restrict res, float *restrict v)
+QFI_SIMD_CLONES static void smooth_values(const qfi_requant *rq, const int32_t *restrict acc, int64_t n, int32_t add0,
+                                          const int32_t *restrict add, const float *restrict m_col, float m1,
+                                          const int8_t *restrict res, float *restrict v)
 {
     switch ((add != NULL) | (m_col != NULL) << 1 | (res != NULL) << 2) {
-    case 0: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 0); break;
-    case 1: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 1); break;
-    case 2: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 2); break;
-    case 3: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 3); break;
-    case 4: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 4); break;
-    case 5: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 5); break;
-    case 6: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 6); break;
-    default: gelu_loop(rq, acc, n, add0, add, m_col, m1, res, v, 7); break;
+    case 0: linear_loop(rq, acc, n, add0, add, m_col, m1, res, v, 0); break;
+    case 1: linear_loop(rq, acc, n, add0, add, m_col, m1, res, v, 1); break;
+    case 2: linear_loop(rq, acc, n, add0, add, m_col, m1, res, v, 2); break;
+    case 3: linear_loop(rq, acc, n, add0, add, m_col, m1, res, v, 3); break;
+    case 4: linear_loop(rq, acc, n, add0, add, m_col, m1, res, v, 4); break;
+    case 5: linear_loop(rq, acc, n, add0, add, m_col, m1, res, v, 5); break;
+    case 6: linear_loop(rq, acc, n, add0, add, m_col, m1, res, v, 6); break;
+    default: linear_loop(rq, acc, n, add0, add, m_col, m1, res, v, 7); break;
+    }
+    switch (rq->act) {
+    case QF_ACT_SILU: act_loop(rq, v, n, QF_ACT_SILU); break;
+    case QF_ACT_SIGMOID: act_loop(rq, v, n, QF_ACT_SIGMOID); break;
+    case QF_ACT_HARD_SWISH: act_loop(rq, v, n, QF_ACT_HARD_SWISH); break;
+    case QF_ACT_GELU_TANH: act_loop(rq, v, n, QF_ACT_GELU_TANH); break;
+    default: act_loop(rq, v, n, QF_ACT_GELU); break;
     }
 }
-enum { GELU_CHUNK = 64 }; /* values a gelu_values call, on the stack */
+enum { SMOOTH_CHUNK = 64 }; /* values a smooth_values call, on the stack */
 
 static void dw_expand_row_c(const uint8_t *row, int64_t s, int64_t d, int64_t n, uint8_t *e)
 {
@@ -493,9 +521,8 @@ DEFINE_DW_EXPAND256(dw_expand_avx2, TAVX2)
  * the bound and a zero keeps its sign (a float output stores it) -- then
  * for int8 rint (cvtps2dq, ties to even, like rintf in the same rounding
  * mode) plus the zero point, for half the rounding to nearest even of
- * qf_f32_to_f16 (vcvtps2ph). GELU's erf form takes its values from
- * gelu_values; the other smooth activations (Sigmoid, SiLU, HardSwish,
- * GELU's tanh form: qfi_act_value) take the C loop. */
+ * qf_f32_to_f16 (vcvtps2ph). The smooth activations take their values from
+ * smooth_values. */
 #define INLINE512 T512 static inline __attribute__((always_inline))
 /* (out: the output dtype, a constant where each loop below is instanced) */
 INLINE512 __m512 requant16(qf_dtype out, __m512i a, __m512 m, __m512 r, __m512 m_r, bool has_res, __m512 lo, __m512 hi)
@@ -521,15 +548,15 @@ INLINE512 void store16(qf_dtype out, void *y, int64_t at, __mmask16 k, __m512 v,
     }
 }
 
-/* The GELU epilogue: values by gelu_values, stored 16 at a time. */
-T512 static void gelu_store512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
+/* A smooth activation's epilogue: values by smooth_values, stored 16 at a time. */
+T512 static void smooth_store512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
                                const float *m_col, float m1, const int8_t *res, void *y, int64_t at)
 {
     const __m512i vzo = _mm512_set1_epi32(rq->z_out);
-    float v[GELU_CHUNK];
-    for (int64_t i = 0; i < n; i += GELU_CHUNK) {
-        const int64_t c = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
-        gelu_values(rq, acc + i, c, add0, add ? add + i : NULL, m_col ? m_col + i : NULL, m1, res ? res + at + i : NULL, v);
+    float v[SMOOTH_CHUNK];
+    for (int64_t i = 0; i < n; i += SMOOTH_CHUNK) {
+        const int64_t c = n - i < SMOOTH_CHUNK ? n - i : SMOOTH_CHUNK;
+        smooth_values(rq, acc + i, c, add0, add ? add + i : NULL, m_col ? m_col + i : NULL, m1, res ? res + at + i : NULL, v);
         for (int64_t j = 0; j < c; j += 16) {
             const __mmask16 k = c - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c - j)) - 1);
             store16(rq->out, y, at + i + j, k, _mm512_maskz_loadu_ps(k, v + j), vzo);
@@ -589,8 +616,7 @@ INLINE512 void cols512_as(qf_dtype out, const qfi_requant *rq, const int32_t *ac
 T512 static void requant_run512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m,
                                 const int8_t *res, void *y, int64_t at)
 {
-    if (rq->act == QF_ACT_GELU) gelu_store512(rq, acc, n, add, NULL, NULL, m, res, y, at);
-    else if (rq->act != QF_ACT_NONE) requant_run_c(rq, acc, n, add, m, res, y, at);
+    if (qfi_act_smooth(rq->act)) smooth_store512(rq, acc, n, add, NULL, NULL, m, res, y, at);
     else if (rq->out == QF_I8) run512_as(QF_I8, rq, acc, n, add, m, res, y, at);
     else if (rq->out == QF_F16) run512_as(QF_F16, rq, acc, n, add, m, res, y, at);
     else run512_as(QF_F32, rq, acc, n, add, m, res, y, at);
@@ -612,8 +638,7 @@ T512 static void requant_rows512(const qfi_requant *rq, const int32_t *acc, int6
 T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0, const int32_t *add,
                                  const float *m, const int8_t *res, void *y, int64_t at)
 {
-    if (rq->act == QF_ACT_GELU) gelu_store512(rq, acc, n, add0, add, m, 0.0f, res, y, at);
-    else if (rq->act != QF_ACT_NONE) requant_cols_c(rq, acc, n, add0, add, m, res, y, at);
+    if (qfi_act_smooth(rq->act)) smooth_store512(rq, acc, n, add0, add, m, 0.0f, res, y, at);
     else if (rq->out == QF_I8) cols512_as(QF_I8, rq, acc, n, add0, add, m, res, y, at);
     else if (rq->out == QF_F16) cols512_as(QF_F16, rq, acc, n, add0, add, m, res, y, at);
     else cols512_as(QF_F32, rq, acc, n, add0, add, m, res, y, at);
@@ -654,16 +679,16 @@ static void tail_out(const qfi_requant *rq, const unsigned char *y8, int64_t n, 
     {                                                                                                                  \
         return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)r)), z));     \
     }                                                                                                                  \
-    /* the GELU epilogue: values by gelu_values, stored 8 at a time, the tail one by one */                            \
-    TARGET static void gelu_store##SUFFIX(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0,          \
+    /* a smooth activation's epilogue: values by smooth_values, stored 8 at a time, the tail one by one */                            \
+    TARGET static void smooth_store##SUFFIX(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add0,          \
                                           const int32_t *add, const float *m_col, float m1, const int8_t *res,         \
                                           void *y, int64_t at)                                                         \
     {                                                                                                                  \
         const __m256i vzo = _mm256_set1_epi32(rq->z_out);                                                              \
-        float v[GELU_CHUNK];                                                                                           \
-        for (int64_t i = 0; i < n; i += GELU_CHUNK) {                                                                  \
-            const int64_t c = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;                                                 \
-            gelu_values(rq, acc + i, c, add0, add ? add + i : NULL, m_col ? m_col + i : NULL, m1,                      \
+        float v[SMOOTH_CHUNK];                                                                                           \
+        for (int64_t i = 0; i < n; i += SMOOTH_CHUNK) {                                                                  \
+            const int64_t c = n - i < SMOOTH_CHUNK ? n - i : SMOOTH_CHUNK;                                                 \
+            smooth_values(rq, acc + i, c, add0, add ? add + i : NULL, m_col ? m_col + i : NULL, m1,                      \
                         res ? res + at + i : NULL, v);                                                                 \
             int64_t j = 0;                                                                                             \
             for (; j + 8 <= c; j += 8) store8##SUFFIX(rq, y, at + i + j, _mm256_loadu_ps(v + j), vzo);                 \
@@ -673,8 +698,8 @@ static void tail_out(const qfi_requant *rq, const unsigned char *y8, int64_t n, 
     TARGET static void requant_run##SUFFIX(const qfi_requant *rq, const int32_t *acc, int64_t n, int32_t add, float m, \
                                            const int8_t *res, void *y, int64_t at)                                     \
     {                                                                                                                  \
-        if (rq->act == QF_ACT_GELU) {                                                                                  \
-            gelu_store##SUFFIX(rq, acc, n, add, NULL, NULL, m, res, y, at);                                            \
+        if (qfi_act_smooth(rq->act)) {                                                                                 \
+            smooth_store##SUFFIX(rq, acc, n, add, NULL, NULL, m, res, y, at);                                            \
             return;                                                                                                    \
         }                                                                                                              \
         int64_t i = 0;                                                                                                 \
@@ -705,8 +730,8 @@ static void tail_out(const qfi_requant *rq, const unsigned char *y8, int64_t n, 
                                             const int32_t *add, const float *m, const int8_t *res, void *y,            \
                                             int64_t at)                                                                \
     {                                                                                                                  \
-        if (rq->act == QF_ACT_GELU) {                                                                                  \
-            gelu_store##SUFFIX(rq, acc, n, add0, add, m, 0.0f, res, y, at);                                            \
+        if (qfi_act_smooth(rq->act)) {                                                                                 \
+            smooth_store##SUFFIX(rq, acc, n, add0, add, m, 0.0f, res, y, at);                                            \
             return;                                                                                                    \
         }                                                                                                              \
         int64_t i = 0;                                                                                                 \
