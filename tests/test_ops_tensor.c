@@ -7,6 +7,7 @@
 #include <math.h>
 #include "internal.h"
 #include "float_math.h"
+#include "quant_math.h"
 #include "../runtime/cpu/kernels.h"
 #include "testutil.h"
 
@@ -1394,6 +1395,53 @@ static void *cast_run(qf_dtype from, int to, int n, const void *x, qf_dtype want
     return o[0];
 }
 
+/* Long f32 <-> f16 casts and an int8 -> f16 DequantizeLinear (pieces over
+ * two threads, eight lanes at a time, a tail): every bit pattern's result is
+ * the scalar conversion's, Inf, NaN and subnormals included. */
+START_TEST(half_conversions_match_scalar)
+{
+    enum { N = 2 * 32768 + 13 };
+    uint32_t *xf = malloc(N * sizeof *xf);
+    uint16_t *xh = malloc(N * sizeof *xh);
+    uint32_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 1664525u + 1013904223u;
+        /* every fourth a value in half's range, the rest any bits */
+        xf[i] = i % 4 ? r : qfi_f32_bits((float)((int32_t)(r >> 8) - (1 << 23)) * 1e-3f);
+        xh[i] = (uint16_t)(r >> 16);
+    }
+    uint16_t *h = cast_run(QF_F32, 10, N, xf, QF_F16);
+    float *f = cast_run(QF_F16, 1, N, xh, QF_F32);
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(h[i] == qf_f32_to_f16(qfi_bits_f32(xf[i])), "f32 %08x -> f16 at %d", xf[i], i);
+        ck_assert_msg(qfi_f32_bits(f[i]) == qfi_f32_bits(qf_f16_to_f32(xh[i])), "f16 %04x -> f32 at %d", xh[i], i);
+    }
+    free(h);
+    free(f);
+
+    qf_graph *g = new_graph(13);
+    const uint16_t scale = qf_f32_to_f16(0.0371f);
+    const int8_t zero = -7;
+    int in[3] = {add_value(g, QF_I8, 1, DIMS(N)), add_const(g, QF_F16, 0, NULL, &scale),
+                 add_const(g, QF_I8, 0, NULL, &zero)},
+        out[1];
+    int ni = add_node(g, QF_OP_DEQUANTIZE_LINEAR, 3, in, 1, out);
+    CK_OK(prep(g, ni));
+    ck_assert_int_eq(g->values[out[0]].dtype, QF_F16);
+    void *o[1];
+    CK_OK(exec(g, ni, (const void *[]){xh}, o, 2));
+    const int8_t *q = (const int8_t *)xh;
+    for (int i = 0; i < N; i++) {
+        const uint16_t want = qf_f32_to_f16(qfi_dequantize_i8_zp(q[i], qf_f16_to_f32(scale), zero));
+        ck_assert_msg(((uint16_t *)o[0])[i] == want, "DequantizeLinear of %d at %d", q[i], i);
+    }
+    free_outs(o, 1);
+    qf_graph_free(g);
+    free(xf);
+    free(xh);
+}
+END_TEST
+
 START_TEST(cast_round_trips)
 {
     const float xf[] = {0.0f, 1.0f, -2.5f, 0.1f, 65504.0f, 1e-7f, 3.75f, -0.0f};
@@ -1549,6 +1597,7 @@ int main(void)
     tcase_add_test(tc, constant_of_shape_values);
     tcase_add_test(tc, gather_axes_and_indices);
     tcase_add_test(tc, cast_round_trips);
+    tcase_add_test(tc, half_conversions_match_scalar);
     tcase_add_test(tc, constant_attributes);
     suite_add_tcase(s, tc);
     return run_suite(s);

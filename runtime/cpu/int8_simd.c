@@ -646,8 +646,9 @@ T512 static void requant_cols512(const qfi_requant *rq, const int32_t *acc, int6
 
 /* 256 bits: AVX2 has no masked stores of bytes or halves, so 8 at a time and
  * a tail of fewer than 8 as one more vector on copies (the 3x3 convs' rows of
- * 8 to 32 outputs end mid-vector; the C loop for them was 12 % of ResNet-20),
- * the C loop for the smooth activations. */
+ * 8 to 32 outputs end mid-vector; the C loop for them was 12 % of ResNet-20);
+ * the smooth activations' values from smooth_values, their tail stored one
+ * by one. */
 static void tail_out(const qfi_requant *rq, const unsigned char *y8, int64_t n, void *y, int64_t at)
 {
     const size_t esz = qf_dtype_info(rq->out)->size;

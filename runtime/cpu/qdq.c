@@ -37,9 +37,16 @@ static void qdq_piece(void *arg, int64_t item)
         float *yf = (float *)j->y + at;
         for (int64_t i = 0; i < len; i++) yf[i] = (float)q[i] * s;
     } else if (y->dtype == QF_F16) {
-        const int8_t *q = (const int8_t *)j->x + at;
-        uint16_t *yh = (uint16_t *)j->y + at;
-        for (int64_t i = 0; i < len; i++) yh[i] = qf_f32_to_f16(qfi_dequantize_i8_zp(q[i], s, z));
+        /* through f32 a block at a time: both conversions vectorized, the
+         * same bits as one element at a time (YOLOv8n's DFL input: 7.7 ms a
+         * batch of 4 that way) */
+        enum { BLOCK = 512 };
+        float f[BLOCK];
+        for (int64_t i = 0; i < len; i += BLOCK) {
+            const int64_t b = len - i < BLOCK ? len - i : BLOCK;
+            qfi_cpu_dequantize((const int8_t *)j->x + at + i, f, b, s, z);
+            qfi_cpu_f32_to_f16(f, (uint16_t *)j->y + at + i, b);
+        }
     } else {
         qfi_cpu_dequantize((const int8_t *)j->x + at, (float *)j->y + at, len, s, z);
     }
