@@ -1442,6 +1442,38 @@ START_TEST(half_conversions_match_scalar)
 }
 END_TEST
 
+/* FP16 and INT8 nodes that only move elements of one stored dtype and scale
+ * run their kernels on the stored values (lowp.c); others keep the f32 view. */
+START_TEST(element_movers_skip_the_f32_view)
+{
+    qf_graph *g = new_graph(13);
+    int in[2] = {add_value(g, QF_I8, 2, DIMS(2, 3)), add_value(g, QF_I8, 2, DIMS(2, 5))}, out[1];
+    int ni = add_node(g, QF_OP_CONCAT, 2, in, 1, out);
+    qf_node *n = &g->nodes[ni];
+    set_int(n, "axis", 1);
+    CK_OK(prep(g, ni));
+    n->precision = QF_PREC_INT8;
+    for (int v = 0; v < g->n_values; v++) g->values[v].dtype = QF_I8, g->values[v].scale = 0.25f, g->values[v].zero_point = -3;
+    ck_assert(qfi_node_f32_view(n));
+    ck_assert(!qfi_cpu_lowp_wraps(g, n));
+    const int8_t a[6] = {1, 2, 3, 4, 5, 6}, b[10] = {-1, -2, -3, -4, -5, -6, -7, -8, -9, -10};
+    void *o[1];
+    CK_OK(exec(g, ni, (const void *[]){a, b}, o, 1));
+    ck_assert_mem_eq(o[0], ((int8_t[]){1, 2, 3, -1, -2, -3, -4, -5, 4, 5, 6, -6, -7, -8, -9, -10}), 16);
+    free_outs(o, 1);
+    g->values[in[1]].scale = 0.5f; /* another scale: requantized through the view */
+    ck_assert(qfi_cpu_lowp_wraps(g, n));
+    g->values[in[1]].scale = 0.25f;
+    g->values[in[1]].dtype = QF_F16; /* mixed dtypes: through the view */
+    ck_assert(qfi_cpu_lowp_wraps(g, n));
+    g->values[in[1]].dtype = QF_I8;
+    n->op = QF_OP_MAX_POOL; /* compares values: through the view */
+    ck_assert(qfi_cpu_lowp_wraps(g, n));
+    n->op = QF_OP_CONCAT;
+    qf_graph_free(g);
+}
+END_TEST
+
 START_TEST(cast_round_trips)
 {
     const float xf[] = {0.0f, 1.0f, -2.5f, 0.1f, 65504.0f, 1e-7f, 3.75f, -0.0f};
@@ -1598,6 +1630,7 @@ int main(void)
     tcase_add_test(tc, gather_axes_and_indices);
     tcase_add_test(tc, cast_round_trips);
     tcase_add_test(tc, half_conversions_match_scalar);
+    tcase_add_test(tc, element_movers_skip_the_f32_view);
     tcase_add_test(tc, constant_attributes);
     suite_add_tcase(s, tc);
     return run_suite(s);

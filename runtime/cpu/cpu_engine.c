@@ -557,13 +557,13 @@ static qf_status cpu_check(const qf_graph *g, const qf_node *n) { return QF_OK; 
 
 qf_status qfi_cpu_node_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a)
 {
-    return lp && qfi_node_f32_view(a->n) ? qfi_cpu_lowp_run(lp, a) : kernels[a->n->op]->run(a);
+    return lp && qfi_cpu_lowp_wraps(a->g, a->n) ? qfi_cpu_lowp_run(lp, a) : kernels[a->n->op]->run(a);
 }
 
 qf_status qfi_cpu_node_prepare(const qf_graph *g, const qf_node *n, void **state)
 {
     *state = NULL;
-    if (!kernels[n->op]->prepare || qfi_node_f32_view(n)) return QF_OK;
+    if (!kernels[n->op]->prepare || qfi_cpu_lowp_wraps(g, n)) return QF_OK;
     qf_status st = kernels[n->op]->prepare(g, n, state);
     return st == QF_OK ? st : qfi_error_node(st, g, n);
 }

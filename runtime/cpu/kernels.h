@@ -357,6 +357,10 @@ void qfi_cpu_int8_release(void *state);
  * rounded back to half, or quantized with the output's scale. That is FP16
  * storage with FP32 arithmetic, and exact for the INT8 ops that only move or
  * select values (max-pool, concat, reshape, ...). */
+/* Whether the wrapper runs node n: a qfi_node_f32_view node, except one that
+ * only moves elements (Concat, Slice, Split, Transpose, the reshapes) of one
+ * stored dtype and scale, which its kernel moves as they are. */
+bool qfi_cpu_lowp_wraps(const qf_graph *g, const qf_node *n);
 /* *out stays NULL when no node needs the wrapper. FP16 constants are widened
  * once, here. `only` (NULL: every node) limits it to the nodes it marks
  * true: the CUDA engine's host nodes (runtime/cuda/host.cu). */

@@ -37,10 +37,51 @@ void qfi_cpu_lowp_free(qfi_cpu_lowp *lp)
     free(lp);
 }
 
-/* Whether the wrapper serves node i: an f32-view node, and one of `only` when given. */
+/* Ops whose CPU kernels move elements of any size, with no arithmetic. */
+static bool moves_elements(qf_op op)
+{
+    switch (op) {
+    case QF_OP_CONCAT:
+    case QF_OP_SLICE:
+    case QF_OP_SPLIT:
+    case QF_OP_TRANSPOSE:
+    case QF_OP_RESHAPE:
+    case QF_OP_FLATTEN:
+    case QF_OP_SQUEEZE:
+    case QF_OP_UNSQUEEZE:
+    case QF_OP_IDENTITY: return true;
+    default: return false;
+    }
+}
+
+bool qfi_cpu_lowp_wraps(const qf_graph *g, const qf_node *n)
+{
+    if (!qfi_node_f32_view(n)) return false;
+    if (!moves_elements(n->op)) return true;
+    /* An op that only moves elements, whose f16 or int8 values (inputs and
+     * outputs; its int64 parameters aside) share one stored dtype and, int8,
+     * one scale and zero point, runs its kernel on the stored values:
+     * widening them and rounding back gives the same bits, in three passes
+     * over four-byte elements (YOLOv8n's C2f Slices and Concats, INT8 and
+     * FP16 alike). */
+    const qf_value *first = NULL;
+    for (int k = 0; k < n->n_in + n->n_out; k++) {
+        const int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+        if (v < 0) continue;
+        const qf_value *x = &g->values[v];
+        if (x->dtype == QF_I64 || x->dtype == QF_I32) continue;
+        if (x->dtype != QF_F16 && x->dtype != QF_I8) return true;
+        if (!first) first = x;
+        else if (x->dtype != first->dtype || x->scale != first->scale || x->zero_point != first->zero_point)
+            return true;
+    }
+    return false;
+}
+
+/* Whether the wrapper serves node i: one qfi_cpu_lowp_wraps names, and one of `only` when given. */
 static bool served(const qf_graph *g, const bool *only, int i)
 {
-    return qfi_node_f32_view(&g->nodes[i]) && (!only || only[i]);
+    return qfi_cpu_lowp_wraps(g, &g->nodes[i]) && (!only || only[i]);
 }
 
 /* Whether a served node reads value v (an FP16 constant to widen). */
@@ -105,7 +146,7 @@ nomem:
 
 const qf_graph *qfi_cpu_lowp_graph(const qfi_cpu_lowp *lp, const qf_graph *g, const qf_node *n)
 {
-    return lp && qfi_node_f32_view(n) ? &lp->view : g;
+    return lp && qfi_cpu_lowp_wraps(g, n) ? &lp->view : g;
 }
 
 /* Conversions run in chunks over the engine's threads: single-threaded they
