@@ -767,6 +767,10 @@ static const pool_case pool_cases[] = {
     /* dilations */
     {true, false, 1, 1, {.nsp = 2, .in = {4, 4}, .k = {2, 2}, .d = {2, 2}}},
     {false, false, 2, 2, {.nsp = 2, .in = {9, 8}, .k = {3, 2}, .s = {2, 1}, .d = {2, 3}, .pb = {1, 1}, .pe = {2, 1}}},
+    /* max pools in two passes (runtime/cpu/pool.c): YOLOv8n's SPPF 5x5, ResNet's 3x3/2 stem, ceil_mode */
+    {true, false, 2, 3, {.nsp = 2, .in = {20, 20}, .k = {5, 5}, .pb = {2, 2}, .pe = {2, 2}}},
+    {true, false, 1, 4, {.nsp = 2, .in = {15, 16}, .k = {3, 3}, .s = {2, 2}, .pb = {1, 1}, .pe = {1, 1}}},
+    {true, false, 1, 2, {.nsp = 2, .in = {13, 14}, .k = {3, 2}, .s = {2, 3}, .ceil = true}},
     /* 1-D and 3-D */
     {true, false, 2, 3, {.nsp = 1, .in = {13}, .k = {3}, .s = {2}, .pb = {1}, .pe = {1}}},
     {false, true, 2, 3, {.nsp = 1, .in = {13}, .k = {4}, .s = {3}, .pb = {2}, .pe = {2}, .ceil = true}},
