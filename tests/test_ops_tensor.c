@@ -1474,6 +1474,85 @@ START_TEST(element_movers_skip_the_f32_view)
 }
 END_TEST
 
+/* FP16 and INT8 binary ops and half average pools run their kernels on the
+ * stored values, a piece at a time (binary.c, global_pool.c): each result is
+ * what the f32 view gives, widened exactly, computed in f32, rounded to half
+ * or quantized at the output's scale. */
+START_TEST(stored_binary_and_pool_match_the_f32_view)
+{
+    enum { N = 2, C = 3, H = 23, W = 31, S = H * W };
+    uint16_t *x = malloc(N * C * S * sizeof *x), gate[N * C];
+    int8_t *q = malloc(N * C * S);
+    uint32_t r = 777;
+    for (int i = 0; i < N * C * S; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = qf_f32_to_f16(((float)(r >> 8) / 16777216.0f - 0.5f) * 40.0f);
+        q[i] = (int8_t)(r >> 24);
+    }
+    for (int i = 0; i < N * C; i++) gate[i] = qf_f32_to_f16(0.1f + 0.3f * (float)i);
+    for (int out_i8 = 0; out_i8 < 2; out_i8++) {
+        /* the squeeze-excitation gate: x (N,C,H,W) half times gate (N,C,1,1) half */
+        qf_graph *g = new_graph(13);
+        int in[2] = {add_value(g, QF_F32, 4, DIMS(N, C, H, W)), add_value(g, QF_F32, 4, DIMS(N, C, 1, 1))}, out[1];
+        int ni = add_node(g, QF_OP_MUL, 2, in, 1, out);
+        CK_OK(prep(g, ni)); /* shapes in f32, as an FP16 node's f32 view infers them; then the stored dtypes */
+        g->values[in[0]].dtype = g->values[in[1]].dtype = QF_F16;
+        g->nodes[ni].precision = QF_PREC_FP16;
+        qf_value *y = &g->values[out[0]];
+        y->dtype = out_i8 ? QF_I8 : QF_F16, y->scale = out_i8 ? 0.07f : 0.0f, y->zero_point = out_i8 ? -5 : 0;
+        ck_assert(!qfi_cpu_lowp_wraps(g, &g->nodes[ni]));
+        void *o[1];
+        CK_OK(exec(g, ni, (const void *[]){x, gate}, o, 2));
+        for (int i = 0; i < N * C * S; i++) {
+            const float v = qf_f16_to_f32(x[i]) * qf_f16_to_f32(gate[i / S]);
+            if (out_i8) ck_assert_int_eq(((int8_t *)o[0])[i], qfi_quantize_f32_zp(v, 0.07f, -5));
+            else ck_assert_uint_eq(((uint16_t *)o[0])[i], qf_f32_to_f16(v));
+        }
+        free_outs(o, 1);
+        qf_graph_free(g);
+    }
+    {
+        /* INT8 Add of an int8 activation and a half one, broadcast along W */
+        qf_graph *g = new_graph(13);
+        int in[2] = {add_value(g, QF_F32, 4, DIMS(N, C, H, W)), add_value(g, QF_F32, 4, DIMS(1, 1, 1, W))}, out[1];
+        int ni = add_node(g, QF_OP_ADD, 2, in, 1, out);
+        CK_OK(prep(g, ni));
+        g->values[in[0]].dtype = QF_I8, g->values[in[0]].scale = 0.02f, g->values[in[0]].zero_point = 3;
+        g->values[in[1]].dtype = QF_F16;
+        g->nodes[ni].precision = QF_PREC_INT8;
+        g->values[out[0]].dtype = QF_F16;
+        void *o[1];
+        CK_OK(exec(g, ni, (const void *[]){q, x}, o, 1));
+        for (int i = 0; i < N * C * S; i++)
+            ck_assert_uint_eq(((uint16_t *)o[0])[i], qf_f32_to_f16(qfi_dequantize_i8_zp(q[i], 0.02f, 3) + qf_f16_to_f32(x[i % W])));
+        free_outs(o, 1);
+        qf_graph_free(g);
+    }
+    {
+        /* a half GlobalAveragePool: each plane's sum in double in position order */
+        qf_graph *g = new_graph(13);
+        int in[1] = {add_value(g, QF_F32, 4, DIMS(N, C, H, W))}, out[1];
+        int ni = add_node(g, QF_OP_GLOBAL_AVERAGE_POOL, 1, in, 1, out);
+        CK_OK(prep(g, ni));
+        g->values[in[0]].dtype = QF_F16;
+        g->nodes[ni].precision = QF_PREC_FP16;
+        g->values[out[0]].dtype = QF_F16;
+        ck_assert(!qfi_cpu_lowp_wraps(g, &g->nodes[ni]));
+        void *o[1];
+        CK_OK(exec(g, ni, (const void *[]){x}, o, 2));
+        for (int p = 0; p < N * C; p++) {
+            double sum = 0.0;
+            for (int k = 0; k < S; k++) sum += qf_f16_to_f32(x[p * S + k]);
+            ck_assert_uint_eq(((uint16_t *)o[0])[p], qf_f32_to_f16((float)(sum / S)));
+        }
+        free_outs(o, 1);
+        qf_graph_free(g);
+    }
+    free(x);
+    free(q);
+}
+END_TEST
+
 START_TEST(cast_round_trips)
 {
     const float xf[] = {0.0f, 1.0f, -2.5f, 0.1f, 65504.0f, 1e-7f, 3.75f, -0.0f};
@@ -1631,6 +1710,7 @@ int main(void)
     tcase_add_test(tc, cast_round_trips);
     tcase_add_test(tc, half_conversions_match_scalar);
     tcase_add_test(tc, element_movers_skip_the_f32_view);
+    tcase_add_test(tc, stored_binary_and_pool_match_the_f32_view);
     tcase_add_test(tc, constant_attributes);
     suite_add_tcase(s, tc);
     return run_suite(s);

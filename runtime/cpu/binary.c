@@ -89,16 +89,81 @@ static const row_fn rows[N_BIN][QF_DTYPE_COUNT] = {
     [CMOD] = {[QF_F32] = fmod_f32, [QF_I32] = cmod_i32r, [QF_I64] = cmod_i64r, [QF_I8] = cmod_i8, [QF_U8] = pymod_u8},
 };
 
+/* The float ops, which FP16 and INT8 nodes compute in f32. */
+static bool float_op(qf_op op)
+{
+    return op == QF_OP_ADD || op == QF_OP_SUB || op == QF_OP_MUL || op == QF_OP_DIV || op == QF_OP_PRELU ||
+           op == QF_OP_POW;
+}
+
+/* A stored value of an FP16 or INT8 node: f32, f16, or int8 at a scale. */
+typedef struct stored {
+    qf_dtype dt;
+    float scale;
+    int32_t zp;
+} stored;
+
+static bool storable(const qf_value *v) { return v->dtype == QF_F32 || v->dtype == QF_F16 || (v->dtype == QF_I8 && v->scale > 0.0f); }
+
+bool qfi_cpu_binary_takes_stored(const qf_graph *g, const qf_node *n)
+{
+    if (!float_op(n->op) || n->n_in != 2 || n->n_out != 1 || n->out[0] < 0) return false;
+    for (int k = 0; k < 2; k++)
+        if (n->in[k] < 0 || !storable(&g->values[n->in[k]])) return false;
+    return storable(&g->values[n->out[0]]);
+}
+
+/* n elements src[i * s] (s 0: one element) of a stored value as f32: the
+ * conversions lowp.c's wrapper makes of whole tensors (f16 exactly, int8 as
+ * (q - zp) * scale), so the same bits */
+static void widen(const stored *v, const char *src, int64_t s, float *f, int64_t n)
+{
+    if (s == 1 && v->dt == QF_F16) qfi_cpu_f16_to_f32((const uint16_t *)src, f, n);
+    else if (s == 1 && v->dt == QF_I8) qfi_cpu_dequantize((const int8_t *)src, f, n, v->scale, v->zp);
+    else if (v->dt == QF_F16)
+        for (int64_t i = 0; i < n; i++) f[i] = qf_f16_to_f32(((const uint16_t *)src)[i * s]);
+    else if (v->dt == QF_I8)
+        for (int64_t i = 0; i < n; i++) f[i] = qfi_dequantize_i8_zp(((const int8_t *)src)[i * s], v->scale, v->zp);
+    else
+        for (int64_t i = 0; i < n; i++) f[i] = ((const float *)src)[i * s];
+}
+/* n f32 results into a stored output, rounded or quantized as the wrapper does */
+static void narrow(const stored *v, const float *f, char *dst, int64_t n)
+{
+    if (v->dt == QF_F16) qfi_cpu_f32_to_f16(f, (uint16_t *)dst, n);
+    else if (v->dt == QF_I8) qfi_cpu_quantize(f, QF_F32, (int8_t *)dst, n, v->scale, v->zp);
+    else memcpy(dst, f, (size_t)n * sizeof *f);
+}
+
 /* A broadcast walk over the output, split into chunks of flat indices. */
 typedef struct walk {
     row_fn fn;
     const char *a, *b;
     char *o;
-    size_t es;
+    size_t esa, esb, eso; /* element sizes */
+    bool stored;          /* an FP16 or INT8 node: fn is the f32 row, operands as in sa_, sb_, so_ */
+    stored sa_, sb_, so_;
     int nd; /* >= 1 after coalescing */
     int64_t dims[QF_MAX_DIMS], sa[QF_MAX_DIMS], sb[QF_MAX_DIMS];
     int64_t total, chunk;
 } walk;
+
+/* One output row of an FP16 or INT8 node, a piece at a time through f32 on
+ * the stack: one pass over the stored values where the wrapper made three
+ * over whole f32 copies (EfficientNet-B0's squeeze-excitation gate Muls,
+ * half in, int8 out). */
+static void stored_row(const walk *w, const char *a, int64_t sa, const char *b, int64_t sb, char *o, int64_t n)
+{
+    enum { PIECE = 256 };
+    float fa[PIECE], fb[PIECE], fo[PIECE];
+    for (int64_t i = 0; i < n; i += PIECE) {
+        const int64_t m = n - i < PIECE ? n - i : PIECE;
+        widen(&w->sa_, a + i * sa * (int64_t)w->esa, sa, fa, sa ? m : 1);
+        widen(&w->sb_, b + i * sb * (int64_t)w->esb, sb, fb, sb ? m : 1);
+        w->fn(fa, sa ? 1 : 0, fb, sb ? 1 : 0, fo, m);
+        narrow(&w->so_, fo, o + i * (int64_t)w->eso, m);
+    }
+}
 
 static void walk_chunk(void *arg, int64_t task)
 {
@@ -116,7 +181,10 @@ static void walk_chunk(void *arg, int64_t task)
     for (int64_t pos = lo; pos < hi;) {
         int64_t len = w->dims[last] - idx[last];
         if (len > hi - pos) len = hi - pos;
-        w->fn(w->a + offa * w->es, w->sa[last], w->b + offb * w->es, w->sb[last], w->o + pos * w->es, len);
+        const char *ra = w->a + offa * (int64_t)w->esa, *rb = w->b + offb * (int64_t)w->esb;
+        char *ro = w->o + pos * (int64_t)w->eso;
+        if (w->stored) stored_row(w, ra, w->sa[last], rb, w->sb[last], ro, len);
+        else w->fn(ra, w->sa[last], rb, w->sb[last], ro, len);
         pos += len;
         idx[last] += len;
         offa += len * w->sa[last];
@@ -145,9 +213,16 @@ static qf_status binary_run(const qfi_kernel_args *a)
     case QF_OP_MOD: op = ((const qfi_mod_params *)n->params)->fmod ? CMOD : PYMOD; break;
     default: QF_ASSERT(!"binary kernel called for another op"); return QF_ERR_INVALID;
     }
-    walk w = {.fn = rows[op][z->dtype], .a = a->in[0], .b = a->in[1], .o = a->out[0]};
+    /* an FP16 or INT8 node the wrapper left to this kernel (qfi_cpu_lowp_wraps) */
+    const bool st = qfi_node_f32_view(n);
+    walk w = {.fn = rows[op][st ? QF_F32 : z->dtype], .a = a->in[0], .b = a->in[1], .o = a->out[0], .stored = st};
     if (!w.fn) return qf_error(QF_ERR_UNSUPPORTED, "no CPU kernel for dtype %s", qf_dtype_info(z->dtype)->name);
-    w.es = qf_dtype_info(z->dtype)->size;
+    w.esa = qf_dtype_info(x->dtype)->size, w.esb = qf_dtype_info(y->dtype)->size, w.eso = qf_dtype_info(z->dtype)->size;
+    if (st) {
+        w.sa_ = (stored){x->dtype, x->scale, x->zero_point};
+        w.sb_ = (stored){y->dtype, y->scale, y->zero_point};
+        w.so_ = (stored){z->dtype, z->scale, z->zero_point};
+    }
     w.total = qf_value_numel(z);
     if (w.total == 0) return QF_OK;
     /* an omitted operand (a node given "" for an input) has no data to broadcast */

@@ -359,8 +359,17 @@ void qfi_cpu_int8_release(void *state);
  * select values (max-pool, concat, reshape, ...). */
 /* Whether the wrapper runs node n: a qfi_node_f32_view node, except one that
  * only moves elements (Concat, Slice, Split, Transpose, the reshapes) of one
- * stored dtype and scale, which its kernel moves as they are. */
+ * stored dtype and scale, which its kernel moves as they are, and the float
+ * binary ops and half average pools whose kernels widen their inputs a
+ * piece at a time (qfi_cpu_binary_takes_stored,
+ * qfi_cpu_global_pool_takes_stored). */
 bool qfi_cpu_lowp_wraps(const qf_graph *g, const qf_node *n);
+/* Whether the binary kernel runs FP16/INT8 node n itself on its stored
+ * values (Add, Sub, Mul, Div, PRelu, Pow of f32, f16 or scaled int8 values),
+ * widening them a piece of a row at a time with the wrapper's conversions. */
+bool qfi_cpu_binary_takes_stored(const qf_graph *g, const qf_node *n);
+/* The same for an FP16 GlobalAveragePool of a half input (global_pool.c). */
+bool qfi_cpu_global_pool_takes_stored(const qf_graph *g, const qf_node *n);
 /* *out stays NULL when no node needs the wrapper. FP16 constants are widened
  * once, here. `only` (NULL: every node) limits it to the nodes it marks
  * true: the CUDA engine's host nodes (runtime/cuda/host.cu). */

@@ -57,6 +57,8 @@ static bool moves_elements(qf_op op)
 bool qfi_cpu_lowp_wraps(const qf_graph *g, const qf_node *n)
 {
     if (!qfi_node_f32_view(n)) return false;
+    /* kernels that widen a piece at a time themselves */
+    if (qfi_cpu_binary_takes_stored(g, n) || qfi_cpu_global_pool_takes_stored(g, n)) return false;
     if (!moves_elements(n->op)) return true;
     /* An op that only moves elements, whose f16 or int8 values (inputs and
      * outputs; its int64 parameters aside) share one stored dtype and, int8,

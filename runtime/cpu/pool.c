@@ -64,7 +64,8 @@ static void max_plane_2d(void *arg, int64_t plane)
     const int64_t H = w->in[1], W = w->in[2], Ho = w->out[1], Wo = w->out[2];
     const float *x = j->x + plane * H * W;
     float *y = j->y + plane * Ho * Wo;
-    float *rows = malloc((size_t)(H * Wo ? H * Wo : 1) * sizeof *rows);
+    const int64_t cells = H * Wo;
+    float *rows = malloc((size_t)(cells > 0 ? cells : 1) * sizeof *rows);
     if (!rows) { /* no memory for the rows: the window loop needs none */
         pool_plane(arg, plane);
         return;
