@@ -1546,6 +1546,23 @@ START_TEST(stored_binary_and_pool_match_the_f32_view)
             ck_assert_uint_eq(((uint16_t *)o[0])[p], qf_f32_to_f16((float)(sum / S)));
         }
         free_outs(o, 1);
+        /* an INT8 pool (MobileNetV2's, int8 in) stays with the wrapper, which calls
+         * the kernel on the f32 view: f32 values, the f32 path */
+        g->nodes[ni].precision = QF_PREC_INT8;
+        g->values[in[0]].dtype = QF_I8, g->values[in[0]].scale = 0.05f;
+        g->values[out[0]].dtype = QF_I8, g->values[out[0]].scale = 0.01f;
+        ck_assert(qfi_cpu_lowp_wraps(g, &g->nodes[ni]));
+        g->values[in[0]].dtype = g->values[out[0]].dtype = QF_F32; /* the view's labels */
+        float *xf = malloc(N * C * S * sizeof *xf);
+        for (int i = 0; i < N * C * S; i++) xf[i] = qf_f16_to_f32(x[i]);
+        CK_OK(exec(g, ni, (const void *[]){xf}, o, 2));
+        for (int p = 0; p < N * C; p++) {
+            double sum = 0.0;
+            for (int k = 0; k < S; k++) sum += xf[p * S + k];
+            ck_assert_float_eq(((float *)o[0])[p], (float)(sum / S));
+        }
+        free(xf);
+        free_outs(o, 1);
         qf_graph_free(g);
     }
     free(x);
