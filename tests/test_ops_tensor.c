@@ -1529,6 +1529,19 @@ START_TEST(stored_binary_and_pool_match_the_f32_view)
         qf_graph_free(g);
     }
     {
+        /* an int64 product in an FP16 node (shape arithmetic): its own rows, not f32's */
+        qf_graph *g = new_graph(13);
+        int in[2] = {add_value(g, QF_I64, 1, DIMS(3)), add_value(g, QF_I64, 1, DIMS(3))}, out[1];
+        int ni = add_node(g, QF_OP_MUL, 2, in, 1, out);
+        CK_OK(prep(g, ni));
+        g->nodes[ni].precision = QF_PREC_FP16;
+        void *o[1];
+        CK_OK(exec(g, ni, (const void *[]){(int64_t[]){3, -4, 1LL << 40}, (int64_t[]){7, 5, 3}}, o, 1));
+        ck_assert_mem_eq(o[0], ((int64_t[]){21, -20, 3LL << 40}), 24);
+        free_outs(o, 1);
+        qf_graph_free(g);
+    }
+    {
         /* a half GlobalAveragePool: each plane's sum in double in position order */
         qf_graph *g = new_graph(13);
         int in[1] = {add_value(g, QF_F32, 4, DIMS(N, C, H, W))}, out[1];

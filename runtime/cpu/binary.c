@@ -213,8 +213,11 @@ static qf_status binary_run(const qfi_kernel_args *a)
     case QF_OP_MOD: op = ((const qfi_mod_params *)n->params)->fmod ? CMOD : PYMOD; break;
     default: QF_ASSERT(!"binary kernel called for another op"); return QF_ERR_INVALID;
     }
-    /* an FP16 or INT8 node the wrapper left to this kernel (qfi_cpu_lowp_wraps) */
-    const bool st = qfi_node_f32_view(n);
+    /* an FP16 or INT8 node the wrapper left to this kernel (qfi_cpu_lowp_wraps);
+     * through the wrapper (f32 labels) or of other dtypes (an int64 shape
+     * product) it runs the rows of its dtype as at FP32 */
+    const bool st = qfi_node_f32_view(n) && qfi_cpu_binary_takes_stored(a->g, n) &&
+                    (x->dtype != QF_F32 || y->dtype != QF_F32 || z->dtype != QF_F32);
     walk w = {.fn = rows[op][st ? QF_F32 : z->dtype], .a = a->in[0], .b = a->in[1], .o = a->out[0], .stored = st};
     if (!w.fn) return qf_error(QF_ERR_UNSUPPORTED, "no CPU kernel for dtype %s", qf_dtype_info(z->dtype)->name);
     w.esa = qf_dtype_info(x->dtype)->size, w.esb = qf_dtype_info(y->dtype)->size, w.eso = qf_dtype_info(z->dtype)->size;
