@@ -96,13 +96,6 @@ static bool float_op(qf_op op)
            op == QF_OP_POW;
 }
 
-/* A stored value of an FP16 or INT8 node: f32, f16, or int8 at a scale. */
-typedef struct stored {
-    qf_dtype dt;
-    float scale;
-    int32_t zp;
-} stored;
-
 static bool storable(const qf_value *v) { return v->dtype == QF_F32 || v->dtype == QF_F16 || (v->dtype == QF_I8 && v->scale > 0.0f); }
 
 bool qfi_cpu_binary_takes_stored(const qf_graph *g, const qf_node *n)
@@ -113,26 +106,17 @@ bool qfi_cpu_binary_takes_stored(const qf_graph *g, const qf_node *n)
     return storable(&g->values[n->out[0]]);
 }
 
-/* n elements src[i * s] (s 0: one element) of a stored value as f32: the
- * conversions lowp.c's wrapper makes of whole tensors (f16 exactly, int8 as
- * (q - zp) * scale), so the same bits */
-static void widen(const stored *v, const char *src, int64_t s, float *f, int64_t n)
+/* n elements src[i * s] (s 0: one element) of a stored value as f32, with
+ * the wrapper's conversions (the same bits) */
+static void widen(const qfi_cpu_stored *v, const char *src, int64_t s, float *f, int64_t n)
 {
-    if (s == 1 && v->dt == QF_F16) qfi_cpu_f16_to_f32((const uint16_t *)src, f, n);
-    else if (s == 1 && v->dt == QF_I8) qfi_cpu_dequantize((const int8_t *)src, f, n, v->scale, v->zp);
+    if (s == 1) qfi_cpu_widen(v, src, f, n);
     else if (v->dt == QF_F16)
         for (int64_t i = 0; i < n; i++) f[i] = qf_f16_to_f32(((const uint16_t *)src)[i * s]);
     else if (v->dt == QF_I8)
-        for (int64_t i = 0; i < n; i++) f[i] = qfi_dequantize_i8_zp(((const int8_t *)src)[i * s], v->scale, v->zp);
+        for (int64_t i = 0; i < n; i++) f[i] = qfi_dequantize_i8_zp(((const int8_t *)src)[i * s], v->scale, v->zero_point);
     else
         for (int64_t i = 0; i < n; i++) f[i] = ((const float *)src)[i * s];
-}
-/* n f32 results into a stored output, rounded or quantized as the wrapper does */
-static void narrow(const stored *v, const float *f, char *dst, int64_t n)
-{
-    if (v->dt == QF_F16) qfi_cpu_f32_to_f16(f, (uint16_t *)dst, n);
-    else if (v->dt == QF_I8) qfi_cpu_quantize(f, QF_F32, (int8_t *)dst, n, v->scale, v->zp);
-    else memcpy(dst, f, (size_t)n * sizeof *f);
 }
 
 /* A broadcast walk over the output, split into chunks of flat indices. */
@@ -142,7 +126,7 @@ typedef struct walk {
     char *o;
     size_t esa, esb, eso; /* element sizes */
     bool stored;          /* an FP16 or INT8 node: fn is the f32 row, operands as in sa_, sb_, so_ */
-    stored sa_, sb_, so_;
+    qfi_cpu_stored sa_, sb_, so_;
     int nd; /* >= 1 after coalescing */
     int64_t dims[QF_MAX_DIMS], sa[QF_MAX_DIMS], sb[QF_MAX_DIMS];
     int64_t total, chunk;
@@ -161,7 +145,7 @@ static void stored_row(const walk *w, const char *a, int64_t sa, const char *b, 
         widen(&w->sa_, a + i * sa * (int64_t)w->esa, sa, fa, sa ? m : 1);
         widen(&w->sb_, b + i * sb * (int64_t)w->esb, sb, fb, sb ? m : 1);
         w->fn(fa, sa ? 1 : 0, fb, sb ? 1 : 0, fo, m);
-        narrow(&w->so_, fo, o + i * (int64_t)w->eso, m);
+        qfi_cpu_narrow(&w->so_, fo, o + i * (int64_t)w->eso, m);
     }
 }
 
@@ -222,9 +206,9 @@ static qf_status binary_run(const qfi_kernel_args *a)
     if (!w.fn) return qf_error(QF_ERR_UNSUPPORTED, "no CPU kernel for dtype %s", qf_dtype_info(z->dtype)->name);
     w.esa = qf_dtype_info(x->dtype)->size, w.esb = qf_dtype_info(y->dtype)->size, w.eso = qf_dtype_info(z->dtype)->size;
     if (st) {
-        w.sa_ = (stored){x->dtype, x->scale, x->zero_point};
-        w.sb_ = (stored){y->dtype, y->scale, y->zero_point};
-        w.so_ = (stored){z->dtype, z->scale, z->zero_point};
+        w.sa_ = (qfi_cpu_stored){x->dtype, x->scale, x->zero_point};
+        w.sb_ = (qfi_cpu_stored){y->dtype, y->scale, y->zero_point};
+        w.so_ = (qfi_cpu_stored){z->dtype, z->scale, z->zero_point};
     }
     w.total = qf_value_numel(z);
     if (w.total == 0) return QF_OK;

@@ -157,3 +157,44 @@ void qfi_cpu_dequantize(const int8_t *q, float *f, int64_t n, float s, int32_t z
 #endif
     for (int64_t i = 0; i < n; i++) f[i] = qfi_dequantize_i8_zp(q[i], s, z);
 }
+
+void qfi_cpu_widen(const qfi_cpu_stored *v, const void *src, float *f, int64_t n)
+{
+    if (v->dt == QF_F16) qfi_cpu_f16_to_f32(src, f, n);
+    else if (v->dt == QF_I8) qfi_cpu_dequantize(src, f, n, v->scale, v->zero_point);
+    else memcpy(f, src, (size_t)n * sizeof *f);
+}
+
+void qfi_cpu_narrow(const qfi_cpu_stored *v, const float *f, void *dst, int64_t n)
+{
+    if (v->dt == QF_F16) qfi_cpu_f32_to_f16(f, dst, n);
+    else if (v->dt == QF_I8) qfi_cpu_quantize(f, QF_F32, dst, n, v->scale, v->zero_point);
+    else memcpy(dst, f, (size_t)n * sizeof *f);
+}
+
+/* Conversions run in chunks over the engine's threads: single-threaded they
+ * would leave BLAS's workers spinning for most of an FP16 run. */
+#define CONVERT_CHUNK 16384
+
+typedef struct convert_job {
+    qfi_cpu_stored v;
+    const void *src;
+    void *dst;
+    int64_t cnt;
+    bool widen;
+} convert_job;
+
+static void convert_chunk(void *arg, int64_t c)
+{
+    const convert_job *j = arg;
+    const size_t es = qf_dtype_info(j->v.dt)->size;
+    const int64_t lo = c * CONVERT_CHUNK, n = j->cnt - lo < CONVERT_CHUNK ? j->cnt - lo : CONVERT_CHUNK;
+    if (j->widen) qfi_cpu_widen(&j->v, (const char *)j->src + (size_t)lo * es, (float *)j->dst + lo, n);
+    else qfi_cpu_narrow(&j->v, (const float *)j->src + lo, (char *)j->dst + (size_t)lo * es, n);
+}
+
+void qfi_cpu_convert(const qfi_cpu_stored *v, const void *src, void *dst, int64_t cnt, bool widen, int threads)
+{
+    convert_job j = {.v = *v, .src = src, .dst = dst, .cnt = cnt, .widen = widen};
+    qfi_parallel_for(threads, (cnt + CONVERT_CHUNK - 1) / CONVERT_CHUNK, convert_chunk, &j);
+}

@@ -107,7 +107,8 @@ static void pool_half_item(void *arg, int64_t item)
 static qf_status global_pool_run(const qfi_kernel_args *a)
 {
     const qf_value *xv = qfi_in(a->g, a->n, 0);
-    if (qfi_node_f32_view(a->n) && xv->dtype == QF_F16) { /* an FP16 node the wrapper left to this kernel */
+    /* an FP16 node the wrapper left to this kernel (through the wrapper its input reads f32) */
+    if (qfi_node_f32_view(a->n) && qfi_cpu_global_pool_takes_stored(a->g, a->n)) {
         const int64_t planes = xv->dims[0] * xv->dims[1], S = planes ? qf_value_numel(xv) / planes : 0;
         const bool half_out = qfi_out(a->g, a->n, 0)->dtype == QF_F16;
         if (S == 0) {

@@ -214,6 +214,19 @@ void qfi_cpu_f16_to_f32(const uint16_t *h, float *f, int64_t n);
 void qfi_cpu_f32_to_f16(const float *f, uint16_t *h, int64_t n);
 void qfi_cpu_quantize(const void *x, qf_dtype dt, int8_t *q, int64_t n, float s, int32_t z);
 void qfi_cpu_dequantize(const int8_t *q, float *f, int64_t n, float s, int32_t z);
+/* A stored value's dtype (f32, f16, or int8 at scale and zero point) */
+typedef struct qfi_cpu_stored {
+    qf_dtype dt;
+    float scale;
+    int32_t zero_point;
+} qfi_cpu_stored;
+/* n stored elements as f32 (f16 exactly, int8 as (q - z) * s), and back
+ * (half rounded to nearest even, int8 quantized): the conversions of an
+ * FP16 or INT8 node's values (lowp.c's wrapper, binary.c's pieces, Cast). */
+void qfi_cpu_widen(const qfi_cpu_stored *v, const void *src, float *f, int64_t n);
+void qfi_cpu_narrow(const qfi_cpu_stored *v, const float *f, void *dst, int64_t n);
+/* The same over cnt elements, in chunks over the threads. */
+void qfi_cpu_convert(const qfi_cpu_stored *v, const void *src, void *dst, int64_t cnt, bool widen, int threads);
 
 /* ---- INT8 (exact integer arithmetic, lib/quant_math.h's requantize epilogue) ----
  * Products are u8 x s8 dot products of four (vpdpbusd on CPUs with VNNI): one

@@ -151,40 +151,10 @@ const qf_graph *qfi_cpu_lowp_graph(const qfi_cpu_lowp *lp, const qf_graph *g, co
     return lp && qfi_cpu_lowp_wraps(g, n) ? &lp->view : g;
 }
 
-/* Conversions run in chunks over the engine's threads: single-threaded they
- * would leave BLAS's workers spinning for most of an FP16 run. */
-#define CONVERT_CHUNK 16384
-
-typedef struct convert_job {
-    qf_dtype dt;       /* the stored dtype: QF_F16 or QF_I8 */
-    float scale;
-    int32_t zero_point;
-    const void *src;
-    void *dst;
-    int64_t cnt;
-    bool widen;        /* stored -> f32, else f32 -> stored */
-} convert_job;
-
-static void convert_chunk(void *arg, int64_t c)
-{
-    const convert_job *j = arg;
-    int64_t lo = c * CONVERT_CHUNK, hi = lo + CONVERT_CHUNK < j->cnt ? lo + CONVERT_CHUNK : j->cnt;
-    const int64_t n = hi - lo;
-    if (j->widen && j->dt == QF_F16)
-        qfi_cpu_f16_to_f32((const uint16_t *)j->src + lo, (float *)j->dst + lo, n);
-    else if (j->widen)
-        qfi_cpu_dequantize((const int8_t *)j->src + lo, (float *)j->dst + lo, n, j->scale, j->zero_point);
-    else if (j->dt == QF_F16)
-        qfi_cpu_f32_to_f16((const float *)j->src + lo, (uint16_t *)j->dst + lo, n);
-    else
-        qfi_cpu_quantize((const float *)j->src + lo, QF_F32, (int8_t *)j->dst + lo, n, j->scale, j->zero_point);
-}
-
 static void convert(const qf_value *v, const void *src, void *dst, bool widen, int threads)
 {
-    convert_job j = {.dt = v->dtype, .scale = v->scale, .zero_point = v->zero_point, .src = src, .dst = dst,
-                     .cnt = qf_value_numel(v), .widen = widen};
-    qfi_parallel_for(threads, (j.cnt + CONVERT_CHUNK - 1) / CONVERT_CHUNK, convert_chunk, &j);
+    const qfi_cpu_stored sv = {v->dtype, v->scale, v->zero_point};
+    qfi_cpu_convert(&sv, src, dst, qf_value_numel(v), widen, threads);
 }
 
 qf_status qfi_cpu_lowp_run(qfi_cpu_lowp *lp, const qfi_kernel_args *a)
