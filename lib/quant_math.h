@@ -289,13 +289,19 @@ static __device__ __forceinline__ float qfi_rcp_approx(float d)
     return r;
 }
 /* y clamped to [lo, hi] into *out; whether every value within margin of y
- * clamps and rounds to the same level (rounding is monotonic: the two ends
- * decide; QFI_MAGIC rounds, lo and hi are int8 bounds). NaN clamps to lo,
- * as the exact form's NaN does. */
+ * clamps and rounds to the same level. c = clamp(y) and its level r
+ * (QFI_MAGIC: lo and hi are int8 bounds) differ by |c - r| <= 1/2, exactly;
+ * every value within margin of c lies strictly inside r's rounding interval
+ * when |c - r| + margin < 1/2, and one within margin of a y clamped at hi
+ * (lo) clamps to hi (lo) or rounds to it. 0.49999 leaves room for the rounding of
+ * that sum (2^-25). A NaN y clamps to lo, as the exact form's NaN does, but
+ * its NaN margin leaves it to the exact form. The caller's rint of *out
+ * shares the first addition. */
 static __device__ __forceinline__ bool qfi_level_sure(float y, float margin, float lo, float hi, float *out)
 {
-    *out = fminf(fmaxf(y, lo), hi);
-    return qfi_magic_round(fminf(fmaxf(y - margin, lo), hi)) == qfi_magic_round(fminf(fmaxf(y + margin, lo), hi));
+    const float c = fminf(fmaxf(y, lo), hi), r = qfi_sub(qfi_add(c, QFI_MAGIC), QFI_MAGIC);
+    *out = c;
+    return qfi_add(fabsf(qfi_sub(c, r)), margin) < 0.49999f;
 }
 /* SiLU (silu) or Sigmoid of v at scale s */
 static __device__ __forceinline__ bool qfi_sigmoid_level_fast(bool silu, float v, float s, float lo, float hi, float *out)
@@ -303,9 +309,10 @@ static __device__ __forceinline__ bool qfi_sigmoid_level_fast(bool silu, float v
     const float x = qfi_mul(v, s), ax = fabsf(x), e = __expf(-ax), r = qfi_rcp_approx(1.0f + e);
     const bool neg = x < 0.0f;
     const float sig = neg ? e * r : r;
-    const float y = silu ? v * sig : sig * __frcp_rn(s);
+    /* s is the kernel's: its reciprocal is computed once, outside the loops */
+    const float y = sig * (silu ? v : __frcp_rn(s));
     const float margin = fmaf(fabsf(y), neg ? fmaf(ax, 3e-7f, 2.4e-6f) : 2.4e-6f, 1.52587890625e-5f);
-    return qfi_level_sure(y, margin, lo, hi, out) & (!neg || ax <= 87.0f || fabsf(v) < 1e30f);
+    return qfi_level_sure(y, margin, lo, hi, out) & (!(x < -87.0f) || fabsf(v) < 1e30f);
 }
 /* The same into a half (a float_out layer's output), where |v s| <= 64:
  * with CUDA's accurate expf and the IEEE reciprocal, whose margin is
@@ -321,8 +328,13 @@ static __device__ __forceinline__ bool qfi_sigmoid_f16_fast(bool silu, float v, 
     const float x = qfi_mul(v, s), e = expf(-fabsf(x)), rc = __frcp_rn(1.0f + e);
     const float sig = x >= 0.0f ? rc : e * rc;
     const float y = silu ? v * sig : sig / s, margin = fabsf(y) * 2.4e-6f;
-    *h = qfi_f16_bits(fminf(fmaxf(y - margin, lo), hi));
-    return (*h == qfi_f16_bits(fminf(fmaxf(y + margin, lo), hi))) & (fabsf(x) <= 64.0f);
+    /* both ends in one paired conversion (F2FP), not two single ones at the
+     * conversion units' eighth rate; the same rounding to nearest even */
+    const __half2 ends = __floats2half2_rn(fminf(fmaxf(y - margin, lo), hi), fminf(fmaxf(y + margin, lo), hi));
+    uint32_t bits;
+    memcpy(&bits, &ends, sizeof bits);
+    *h = (uint16_t)bits;
+    return ((bits & 0xFFFFu) == bits >> 16) & (fabsf(x) <= 64.0f);
 }
 /* GELU (the tanh form where tanh_form) of v at scale s */
 static __device__ __forceinline__ bool qfi_gelu_level_fast(bool tanh_form, float v, float s, float lo, float hi, float *out)
@@ -417,8 +429,17 @@ static QFI_HD float qfi_requant_acc(const qfi_requant *rq, int32_t acc, int64_t 
     return qfi_requant_acc_at(rq, acc, c, has_res, r, true);
 }
 /* An int8 output's stored level for an epilogue result v (clamped, relative
- * to z_out): rint(v) + z_out. Every kernel that stores int8 goes through it. */
-static QFI_HD int8_t qfi_requant_level(const qfi_requant *rq, float v) { return (int8_t)(qfi_round_i32(v) + rq->z_out); }
+ * to z_out): rint(v) + z_out. Every kernel that stores int8 goes through it.
+ * On the device through QFI_MAGIC (|v| <= 255 after the clamp), not the
+ * float-to-integer conversion, which runs at an eighth of the FP32 rate. */
+static QFI_HD int8_t qfi_requant_level(const qfi_requant *rq, float v)
+{
+#ifdef __CUDA_ARCH__
+    return (int8_t)qfi_magic_round_zp(v, rq->z_out);
+#else
+    return (int8_t)(qfi_round_i32(v) + rq->z_out);
+#endif
+}
 #ifdef __CUDACC__
 /* The int8 level of channel c's accumulator (and residual r, read only
  * when has_res) by qfi_requant_smooth_i8_value. */
@@ -455,7 +476,14 @@ static __device__ __forceinline__ uint16_t qfi_requant_acc_f16_bits(const qfi_re
 }
 #endif
 /* A residual's stored level r as the epilogue's operand: r - z_r, exactly. */
-static QFI_HD float qfi_requant_residual(const qfi_requant *rq, int8_t r) { return (float)((int32_t)r - rq->z_r); }
+static QFI_HD float qfi_requant_residual(const qfi_requant *rq, int8_t r)
+{
+#ifdef __CUDA_ARCH__
+    return qfi_magic_to_f32(QFI_MAGIC_BITS + ((int32_t)r - rq->z_r)); /* |r - z_r| <= 255: no conversion instruction */
+#else
+    return (float)((int32_t)r - rq->z_r);
+#endif
+}
 /* Stores an epilogue result as element i of y in the output dtype. */
 static QFI_HD void qfi_requant_store(const qfi_requant *rq, void *y, int64_t i, float v)
 {
