@@ -249,9 +249,10 @@ static __device__ __forceinline__ float qfi_magic_byte_to_f32_zp(uint32_t biased
  * operation rounded on its own, cost several times as many instructions,
  * and the epilogues of wide SiLU or GELU layers are bound by them). The
  * level stays the exact one's: the fast y comes with a margin, twice the
- * two forms' worst difference, and where y - margin and y + margin clamp
- * and round to different levels the exact form decides (qfi_level_sure;
- * rare: 0.002-0.1 % of the values |v| >= 1). The differences:
+ * two forms' worst difference, and where a value within the margin of y
+ * could clamp and round to another level the exact form decides
+ * (qfi_level_sure; rare: 0.002-0.1 % of the values |v| >= 1). The
+ * differences:
  * - GELU: 0.5 |v| |d erf| (erff 2 ulp + qfi_erf 3 ulp: 4e-7 with the
  *   argument's rounding) plus a few roundings of |y| <= |v|: below 6e-7 |v|,
  *   margin 1.2e-6 |v| + 2^-12. The tanh form computes its argument with the
