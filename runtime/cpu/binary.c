@@ -96,7 +96,10 @@ static bool float_op(qf_op op)
            op == QF_OP_POW;
 }
 
-static bool storable(const qf_value *v) { return v->dtype == QF_F32 || v->dtype == QF_F16 || (v->dtype == QF_I8 && v->scale > 0.0f); }
+static bool storable(const qf_value *v)
+{
+    return v->dtype == QF_F32 || v->dtype == QF_F16 || (v->dtype == QF_I8 && v->scale > 0.0f);
+}
 
 bool qfi_cpu_binary_takes_stored(const qf_graph *g, const qf_node *n)
 {
@@ -104,19 +107,6 @@ bool qfi_cpu_binary_takes_stored(const qf_graph *g, const qf_node *n)
     for (int k = 0; k < 2; k++)
         if (n->in[k] < 0 || !storable(&g->values[n->in[k]])) return false;
     return storable(&g->values[n->out[0]]);
-}
-
-/* n elements src[i * s] (s 0: one element) of a stored value as f32, with
- * the wrapper's conversions (the same bits) */
-static void widen(const qfi_cpu_stored *v, const char *src, int64_t s, float *f, int64_t n)
-{
-    if (s == 1) qfi_cpu_widen(v, src, f, n);
-    else if (v->dt == QF_F16)
-        for (int64_t i = 0; i < n; i++) f[i] = qf_f16_to_f32(((const uint16_t *)src)[i * s]);
-    else if (v->dt == QF_I8)
-        for (int64_t i = 0; i < n; i++) f[i] = qfi_dequantize_i8_zp(((const int8_t *)src)[i * s], v->scale, v->zero_point);
-    else
-        for (int64_t i = 0; i < n; i++) f[i] = ((const float *)src)[i * s];
 }
 
 /* A broadcast walk over the output, split into chunks of flat indices. */
@@ -132,7 +122,8 @@ typedef struct walk {
     int64_t total, chunk;
 } walk;
 
-/* One output row of an FP16 or INT8 node, a piece at a time through f32 on
+/* One output row of an FP16 or INT8 node (an operand's stride along a row is
+ * 1, or 0 where it broadcasts), a piece at a time through f32 on
  * the stack: one pass over the stored values where the wrapper made three
  * over whole f32 copies (EfficientNet-B0's squeeze-excitation gate Muls,
  * half in, int8 out). */
@@ -142,8 +133,8 @@ static void stored_row(const walk *w, const char *a, int64_t sa, const char *b, 
     float fa[PIECE], fb[PIECE], fo[PIECE];
     for (int64_t i = 0; i < n; i += PIECE) {
         const int64_t m = n - i < PIECE ? n - i : PIECE;
-        widen(&w->sa_, a + i * sa * (int64_t)w->esa, sa, fa, sa ? m : 1);
-        widen(&w->sb_, b + i * sb * (int64_t)w->esb, sb, fb, sb ? m : 1);
+        qfi_cpu_widen(&w->sa_, a + i * sa * (int64_t)w->esa, fa, sa ? m : 1);
+        qfi_cpu_widen(&w->sb_, b + i * sb * (int64_t)w->esb, fb, sb ? m : 1);
         w->fn(fa, sa ? 1 : 0, fb, sb ? 1 : 0, fo, m);
         qfi_cpu_narrow(&w->so_, fo, o + i * (int64_t)w->eso, m);
     }

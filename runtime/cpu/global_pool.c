@@ -106,24 +106,19 @@ static void pool_half_item(void *arg, int64_t item)
 
 static qf_status global_pool_run(const qfi_kernel_args *a)
 {
-    const qf_value *xv = qfi_in(a->g, a->n, 0);
+    const qf_value *xv = qfi_in(a->g, a->n, 0), *yv = qfi_out(a->g, a->n, 0);
     /* an FP16 node the wrapper left to this kernel (through the wrapper its input reads f32) */
-    if (qfi_node_f32_view(a->n) && qfi_cpu_global_pool_takes_stored(a->g, a->n)) {
-        const int64_t planes = xv->dims[0] * xv->dims[1], S = planes ? qf_value_numel(xv) / planes : 0;
-        const bool half_out = qfi_out(a->g, a->n, 0)->dtype == QF_F16;
-        if (S == 0) {
-            memset(a->out[0], 0, (size_t)planes * (half_out ? 2 : 4)); /* 0 in either dtype */
-            return QF_OK;
-        }
-        gpool_half_job j = {.x = a->in[0], .y = a->out[0], .half_out = half_out, .planes = planes, .S = S};
-        qfi_parallel_for(a->threads, (planes + PLANES_PER_ITEM - 1) / PLANES_PER_ITEM, pool_half_item, &j);
-        return QF_OK;
-    }
-    QF_CHECK(qfi_require_f32(a->g, a->n, xv, "input"));
+    const bool stored = qfi_node_f32_view(a->n) && qfi_cpu_global_pool_takes_stored(a->g, a->n);
+    if (!stored) QF_CHECK(qfi_require_f32(a->g, a->n, xv, "input"));
     const int64_t planes = xv->dims[0] * xv->dims[1];
     const int64_t S = planes ? qf_value_numel(xv) / planes : 0;
-    if (S == 0) { /* an empty plane's mean or max: 0 */
-        for (int64_t p = 0; p < planes; p++) ((float *)a->out[0])[p] = 0.0f;
+    if (S == 0) { /* an empty plane's mean or max: 0, in f32 or half */
+        memset(a->out[0], 0, (size_t)planes * qf_dtype_info(yv->dtype)->size);
+        return QF_OK;
+    }
+    if (stored) {
+        gpool_half_job j = {.x = a->in[0], .y = a->out[0], .half_out = yv->dtype == QF_F16, .planes = planes, .S = S};
+        qfi_parallel_for(a->threads, (planes + PLANES_PER_ITEM - 1) / PLANES_PER_ITEM, pool_half_item, &j);
         return QF_OK;
     }
     gpool_job j = {.x = a->in[0], .y = a->out[0], .planes = planes, .S = S,
