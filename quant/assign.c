@@ -71,9 +71,28 @@ static bool globally_pooled(const qf_graph *g, int v)
     return false;
 }
 
+/* Whether value v is a squeeze-excitation block's output: a Mul of a spatial
+ * tensor by a globally pooled gate (one factor per channel per image). Each
+ * image scales each channel by its own factor, so the channels' ranges move
+ * from image to image and a per-tensor INT8 scale fits them badly; the
+ * projection conv that reads it stays FP16. On the zoo's random-weight SE
+ * models (CPU, 50 images) its output SQNR went EfficientNet-B0 25.0 -> 29.6
+ * dB, EfficientNet-V2-S 24.6 -> 29.9, MobileNetV3-Large 29.8 -> 33.2,
+ * MobileNetV3-Small 30.7 -> 33.8, RegNetY-800MF 37.4 -> 40.5 (bench/accuracy.md). */
+static bool se_gated(const qf_graph *g, int v)
+{
+    const int w = v >= 0 ? g->values[v].producer : -1;
+    if (w < 0 || g->nodes[w].op != QF_OP_MUL || g->nodes[w].n_in != 2) return false;
+    for (int k = 0; k < 2; k++) {
+        const int a = g->nodes[w].in[k], b = g->nodes[w].in[1 - k];
+        if (a >= 0 && b >= 0 && per_channel(g, a) > 1 && globally_pooled(g, b)) return true;
+    }
+    return false;
+}
+
 /* An op of the INT8 compute role (Conv, Gemm, MatMul) not kept float, reading
  * a float activation, a constant weight and an optional constant bias, in
- * shapes its descriptor accepts, and no globally pooled tensor. */
+ * shapes its descriptor accepts, and no globally pooled or SE-gated tensor. */
 static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
 {
     const qfi_op_desc *d = qfi_ops[n->op];
@@ -81,6 +100,7 @@ static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
     int x = n->in[0], w = n->in[1], b = n->n_in > 2 ? n->in[2] : -1;
     if (!qfi_qfloat(p, x) || qfi_qconst(p, x) || !qfi_qfloat(p, w) || !qfi_qconst(p, w)) return false;
     if (!p->o.int8_pooled && globally_pooled(p->g, x)) return false;
+    if (!p->o.int8_gated && se_gated(p->g, x)) return false;
     if (b >= 0 && (!qfi_qfloat(p, b) || !qfi_qconst(p, b))) return false;
     return !d->int8_ok || d->int8_ok(p->g, n);
 }
@@ -622,6 +642,8 @@ static const char *float_reason(const qfi_qplan *p, int i)
         if (p->float_anchor && p->float_anchor[i]) return "bias beyond the INT8 accumulator (warned above)";
         if (!p->o.int8_pooled && n->n_in >= 1 && globally_pooled(p->g, n->in[0]))
             return "reads a globally pooled tensor (SE, classifier)";
+        if (!p->o.int8_gated && n->n_in >= 1 && se_gated(p->g, n->in[0]))
+            return "reads an SE block's gated output (per-image channel scales)";
         if (n->n_in >= 2 && !qfi_qconst(p, n->in[1]))
             return p->o.int8_attention ? "activation x activation in a shape the INT8 product does not take"
                                        : "activation x activation (attention's QK^T and AV; --int8-attention)";

@@ -1860,7 +1860,7 @@ START_TEST(asymmetric_exact)
         qf_quant_opts_init(&o);
         o.method = QF_CALIB_MINMAX;
         o.asymmetric = true;
-        o.int8_pooled = true; /* the SE convs and the classifier INT8 too */
+        o.int8_pooled = o.int8_gated = true; /* the SE convs, the conv after the gate and the classifier INT8 too */
         OK(qf_quantize(g, t, &o, NULL));
         if (r == 0 && getenv("QFORGE_DEBUG"))
             for (int i = 0; i < g->n_nodes; i++) {

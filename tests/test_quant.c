@@ -2097,7 +2097,8 @@ END_TEST
 /* x -> conv -> Relu -> [SE: GlobalAveragePool -> fc1 -> Relu -> fc2 -> Sigmoid
  * -> Mul] -> proj -> GlobalAveragePool -> Flatten -> Gemm (the classifier),
  * and beside it Flatten(conv) -> Gemm (a VGG-style head on positions): the
- * layers that read a globally pooled tensor stay FP16, the others INT8. */
+ * layers that read a globally pooled tensor or the SE block's gated output
+ * stay FP16, the others INT8. */
 static qf_graph *se_head_net(void)
 {
     rng = 11;
@@ -2129,25 +2130,26 @@ static qf_graph *se_head_net(void)
     return g;
 }
 
-START_TEST(pooled_layers_stay_fp16)
+START_TEST(pooled_and_gated_layers_stay_fp16)
 {
     qf_graph *g = se_head_net();
     float *xin = random_input(g, 5, -1, 1);
     qf_calib_table *t = calibrate_minmax(g, xin);
     qf_graph_free(g);
-    for (int pooled = 0; pooled < 2; pooled++) {
-        g = se_head_net();
-        qf_quant_opts o;
-        qf_quant_opts_init(&o);
-        o.int8_pooled = pooled; /* the switch puts them back in INT8 */
-        OK(qf_quantize(g, t, &o, NULL));
-        const char *int8[] = {"conv", "proj", "vgg_head"}, *fp16[] = {"fc1", "fc2", "classifier"};
-        for (int k = 0; k < 3; k++) {
-            ck_assert_msg(node_named(g, int8[k])->precision == QF_PREC_INT8, "%s", int8[k]);
-            ck_assert_msg(node_named(g, fp16[k])->precision == (pooled ? QF_PREC_INT8 : QF_PREC_FP16), "%s", fp16[k]);
+    for (int pooled = 0; pooled < 2; pooled++)
+        for (int gated = 0; gated < 2; gated++) {
+            g = se_head_net();
+            qf_quant_opts o;
+            qf_quant_opts_init(&o);
+            o.int8_pooled = pooled, o.int8_gated = gated; /* the switches put them back in INT8 */
+            OK(qf_quantize(g, t, &o, NULL));
+            const char *int8[] = {"conv", "vgg_head"}, *fp16[] = {"fc1", "fc2", "classifier"};
+            for (int k = 0; k < 2; k++) ck_assert_msg(node_named(g, int8[k])->precision == QF_PREC_INT8, "%s", int8[k]);
+            for (int k = 0; k < 3; k++)
+                ck_assert_msg(node_named(g, fp16[k])->precision == (pooled ? QF_PREC_INT8 : QF_PREC_FP16), "%s", fp16[k]);
+            ck_assert_int_eq(node_named(g, "proj")->precision, gated ? QF_PREC_INT8 : QF_PREC_FP16);
+            qf_graph_free(g);
         }
-        qf_graph_free(g);
-    }
     free(xin);
     qf_calib_table_free(t);
 }
@@ -2193,7 +2195,7 @@ int main(void)
     tcase_add_test(tg, activation_lo_rule);
     tcase_add_test(tg, zero_points_for_two_sided_activations);
     tcase_add_test(tg, two_sided_zero_points_per_class);
-    tcase_add_test(tg, pooled_layers_stay_fp16);
+    tcase_add_test(tg, pooled_and_gated_layers_stay_fp16);
     suite_add_tcase(s, tg);
     return run_suite(s);
 }

@@ -47,6 +47,11 @@ typedef struct qf_quant_opts {
      * tensor (one value per channel per image: squeeze-and-excitation convs,
      * the classifier after the global pool), which otherwise stay FP16. */
     bool int8_pooled;
+    /* INT8: also the Conv, Gemm and MatMul nodes that read a
+     * squeeze-and-excitation block's output (a tensor times a globally pooled
+     * per-channel gate: each image scales each channel its own way), which
+     * otherwise stay FP16. */
+    bool int8_gated;
     /* INT8: an activation the graph bounds from below by more than -threshold
      * (the output of Relu, ReLU6, HardSwish, SiLU, Sigmoid, and what pools,
      * concatenates or reshapes them) gets a zero point, so that its range
