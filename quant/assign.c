@@ -219,6 +219,10 @@ static qf_status plan_fusions(qfi_qplan *p)
     for (int k = 0; k < n; k++) {
         const qfi_fusion *f = &fs[k];
         qfi_qnode *qa = &p->nodes[f->anchor];
+        if (!p->o.int8_se_input && feeds_squeeze_excitation(p, f->out)) {
+            qa->writes_se_input = true; /* the layer and its activation stay float */
+            continue;
+        }
         qa->role = QFI_QROLE_ANCHOR;
         for (int l = 0; l < QFI_FUSE_LINK_COUNT; l++)
             if (f->node[l] >= 0) {
@@ -642,6 +646,7 @@ static const char *float_reason(const qfi_qplan *p, int i)
         if (p->float_anchor && p->float_anchor[i]) return "bias beyond the INT8 accumulator (warned above)";
         if (!p->o.int8_pooled && n->n_in >= 1 && globally_pooled(p->g, n->in[0]))
             return "reads a globally pooled tensor (SE, classifier)";
+        if (p->nodes[i].writes_se_input) return "writes an SE block's input (its pool and gate read it)";
         if (!p->o.int8_gated && n->n_in >= 1 && se_gated(p->g, n->in[0]))
             return "reads an SE block's gated output (per-image channel scales)";
         if (n->n_in >= 2 && !qfi_qconst(p, n->in[1]))

@@ -28,6 +28,7 @@ typedef struct qfi_qnode {
     qf_act act;
     float act_lo, act_hi;
     bool float_out;        /* anchors: a fused smooth activation read by float ops, stored float */
+    bool writes_se_input;  /* a Conv/Gemm/MatMul left float: its (activated) output is an SE block's input */
 } qfi_qnode;
 
 typedef struct qfi_qvalue {

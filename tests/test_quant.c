@@ -2096,9 +2096,9 @@ END_TEST
 
 /* x -> conv -> Relu -> [SE: GlobalAveragePool -> fc1 -> Relu -> fc2 -> Sigmoid
  * -> Mul] -> proj -> GlobalAveragePool -> Flatten -> Gemm (the classifier),
- * and beside it Flatten(conv) -> Gemm (a VGG-style head on positions): the
- * layers that read a globally pooled tensor or the SE block's gated output
- * stay FP16, the others INT8. */
+ * and beside it Flatten(x) -> Gemm (a VGG-style head on positions): the
+ * layers that read a globally pooled tensor or the SE block's gated output,
+ * and the conv whose output the SE block reads, stay FP16, the others INT8. */
 static qf_graph *se_head_net(void)
 {
     rng = 11;
@@ -2106,7 +2106,7 @@ static qf_graph *se_head_net(void)
     int x = input(g, "x", 4, (int64_t[]){2, 3, 6, 6});
     int wc = weight(g, "wc", 4, (int64_t[]){8, 3, 3, 3}, -0.5f, 0.5f), w1 = weight(g, "w1", 4, (int64_t[]){2, 8, 1, 1}, -1, 1);
     int w2 = weight(g, "w2", 4, (int64_t[]){8, 2, 1, 1}, -1, 1), wp = weight(g, "wp", 4, (int64_t[]){4, 8, 1, 1}, -1, 1);
-    int wf = weight(g, "wf", 2, (int64_t[]){5, 4}, -1, 1), wv = weight(g, "wv", 2, (int64_t[]){5, 288}, -0.1f, 0.1f);
+    int wf = weight(g, "wf", 2, (int64_t[]){5, 4}, -1, 1), wv = weight(g, "wv", 2, (int64_t[]){5, 108}, -0.1f, 0.1f);
     int c = value(g, "c"), r = value(g, "r"), gp = value(g, "gp"), f1 = value(g, "f1"), a1 = value(g, "a1");
     int f2 = value(g, "f2"), gate = value(g, "gate"), se = value(g, "se"), pj = value(g, "pj"), gp2 = value(g, "gp2");
     int fl = value(g, "fl"), y = value(g, "y"), flv = value(g, "flv"), yv = value(g, "yv");
@@ -2122,7 +2122,7 @@ static qf_graph *se_head_net(void)
     op(g, "pool", QF_OP_GLOBAL_AVERAGE_POOL, 1, (int[]){pj}, gp2);
     op(g, "flatten", QF_OP_FLATTEN, 1, (int[]){gp2}, fl);
     set_int(op(g, "classifier", QF_OP_GEMM, 2, (int[]){fl, wf}, y), "transB", 1);
-    op(g, "flatten_positions", QF_OP_FLATTEN, 1, (int[]){c}, flv);
+    op(g, "flatten_positions", QF_OP_FLATTEN, 1, (int[]){x}, flv); /* not c: only the SE block reads the conv */
     set_int(op(g, "vgg_head", QF_OP_GEMM, 2, (int[]){flv, wv}, yv), "transB", 1);
     output(g, y);
     output(g, yv);
@@ -2136,20 +2136,21 @@ START_TEST(pooled_and_gated_layers_stay_fp16)
     float *xin = random_input(g, 5, -1, 1);
     qf_calib_table *t = calibrate_minmax(g, xin);
     qf_graph_free(g);
-    for (int pooled = 0; pooled < 2; pooled++)
-        for (int gated = 0; gated < 2; gated++) {
-            g = se_head_net();
-            qf_quant_opts o;
-            qf_quant_opts_init(&o);
-            o.int8_pooled = pooled, o.int8_gated = gated; /* the switches put them back in INT8 */
-            OK(qf_quantize(g, t, &o, NULL));
-            const char *int8[] = {"conv", "vgg_head"}, *fp16[] = {"fc1", "fc2", "classifier"};
-            for (int k = 0; k < 2; k++) ck_assert_msg(node_named(g, int8[k])->precision == QF_PREC_INT8, "%s", int8[k]);
-            for (int k = 0; k < 3; k++)
-                ck_assert_msg(node_named(g, fp16[k])->precision == (pooled ? QF_PREC_INT8 : QF_PREC_FP16), "%s", fp16[k]);
-            ck_assert_int_eq(node_named(g, "proj")->precision, gated ? QF_PREC_INT8 : QF_PREC_FP16);
-            qf_graph_free(g);
-        }
+    for (int rules = 0; rules < 8; rules++) {
+        const bool pooled = rules & 1, gated = rules & 2, se_input = rules & 4;
+        g = se_head_net();
+        qf_quant_opts o;
+        qf_quant_opts_init(&o);
+        o.int8_pooled = pooled, o.int8_gated = gated, o.int8_se_input = se_input; /* the switches put them back in INT8 */
+        OK(qf_quantize(g, t, &o, NULL));
+        ck_assert_int_eq(node_named(g, "vgg_head")->precision, QF_PREC_INT8);
+        const char *fp16[] = {"fc1", "fc2", "classifier"};
+        for (int k = 0; k < 3; k++)
+            ck_assert_msg(node_named(g, fp16[k])->precision == (pooled ? QF_PREC_INT8 : QF_PREC_FP16), "%s", fp16[k]);
+        ck_assert_int_eq(node_named(g, "proj")->precision, (gated ? QF_PREC_INT8 : QF_PREC_FP16));
+        ck_assert_int_eq(node_named(g, "conv")->precision, (se_input ? QF_PREC_INT8 : QF_PREC_FP16));
+        qf_graph_free(g);
+    }
     free(xin);
     qf_calib_table_free(t);
 }

@@ -52,6 +52,11 @@ typedef struct qf_quant_opts {
      * per-channel gate: each image scales each channel its own way), which
      * otherwise stay FP16. */
     bool int8_gated;
+    /* INT8: also the Conv, Gemm and MatMul nodes whose output (after the
+     * activation their epilogue takes in) a squeeze-and-excitation block reads:
+     * its global pool, whose per-channel means set the gate, and its gate Mul.
+     * Otherwise they stay FP16. */
+    bool int8_se_input;
     /* INT8: an activation the graph bounds from below by more than -threshold
      * (the output of Relu, ReLU6, HardSwish, SiLU, Sigmoid, and what pools,
      * concatenates or reshapes them) gets a zero point, so that its range
