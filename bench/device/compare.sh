@@ -4,11 +4,13 @@
 # calibrates and quantizes the same ONNX files itself (its own table and .qfm
 # formats), then the two are benched alternately, REPS times each, so clock
 # drift hits both alike; prints the median images/s of each and their ratio.
-#   usage: [PRECS="int8 fp16"] [REPS=3] [NEW_ENV="VAR=value ..."] bench/device/compare.sh OLD_DIR NEW_DIR MODELS_DIR IMAGES [ARCH...]
+#   usage: [PRECS="int8 fp16"] [REPS=3] [NEW_ENV="VAR=value ..."] [OLD_QUANT=... NEW_QUANT=...] bench/device/compare.sh OLD_DIR NEW_DIR MODELS_DIR IMAGES [ARCH...]
 # OLD_DIR/NEW_DIR hold bin/qforge and lib/ (as make_bundle.sh packs them);
 # MODELS_DIR has ARCH.onnx (bench_cuda.sh writes them). NEW_ENV is set for
 # the new side only: with OLD_DIR = NEW_DIR, an A/B of a switch in one build
-# (NEW_ENV=QFORGE_CUDA_DW_DP4A=1).
+# (NEW_ENV=QFORGE_CUDA_DW_DP4A=1). OLD_QUANT / NEW_QUANT: more `qforge quant`
+# options for one side: an A/B of two plans of one build
+# (OLD_QUANT=--int8-se: SE blocks all INT8 against the default).
 set -eu
 OLD=$1 NEW=$2 M=$3 IMAGES=$4
 shift 4
@@ -26,7 +28,8 @@ for a in $ARCHS; do
   for side in old new; do
     run $side calib "$M/$a.onnx" --images "$IMAGES" --preset imagenet -n 100 --device cuda --batch 50 --quiet -o $W/${a}_$side.calib
     for p in ${PRECS:-int8 fp16}; do
-      run $side quant "$M/$a.onnx" --calib $W/${a}_$side.calib --precision $p -o $W/${a}_${p}_$side.qfm --quiet
+      q=${OLD_QUANT:-}; [ $side = new ] && q=${NEW_QUANT:-}
+      run $side quant "$M/$a.onnx" --calib $W/${a}_$side.calib --precision $p $q -o $W/${a}_${p}_$side.qfm --quiet
     done
   done
   for p in ${PRECS:-int8 fp16}; do
