@@ -74,11 +74,9 @@ static bool globally_pooled(const qf_graph *g, int v)
 /* Whether value v is a squeeze-excitation block's output: a Mul of a spatial
  * tensor by a globally pooled gate (one factor per channel per image). Each
  * image scales each channel by its own factor, so the channels' ranges move
- * from image to image and a per-tensor INT8 scale fits them badly; the
- * projection conv that reads it stays FP16. On the zoo's random-weight SE
- * models (CPU, 50 images) its output SQNR went EfficientNet-B0 25.0 -> 29.6
- * dB, EfficientNet-V2-S 24.6 -> 29.9, MobileNetV3-Large 29.8 -> 33.2,
- * MobileNetV3-Small 30.7 -> 33.8, RegNetY-800MF 37.4 -> 40.5 (bench/accuracy.md). */
+ * from image to image and a per-tensor INT8 scale fits them badly: with
+ * fp16_se the projection conv that reads it stays FP16 (bench/accuracy.md:
+ * the zoo's random-weight SE models gain 3-5 dB of output SQNR from it). */
 static bool se_gated(const qf_graph *g, int v)
 {
     const int w = v >= 0 ? g->values[v].producer : -1;
@@ -100,7 +98,7 @@ static bool anchor_candidate(const qfi_qplan *p, const qf_node *n)
     int x = n->in[0], w = n->in[1], b = n->n_in > 2 ? n->in[2] : -1;
     if (!qfi_qfloat(p, x) || qfi_qconst(p, x) || !qfi_qfloat(p, w) || !qfi_qconst(p, w)) return false;
     if (!p->o.int8_pooled && globally_pooled(p->g, x)) return false;
-    if (!p->o.int8_gated && se_gated(p->g, x)) return false;
+    if (p->o.fp16_se && se_gated(p->g, x)) return false;
     if (b >= 0 && (!qfi_qfloat(p, b) || !qfi_qconst(p, b))) return false;
     return !d->int8_ok || d->int8_ok(p->g, n);
 }
@@ -219,8 +217,12 @@ static qf_status plan_fusions(qfi_qplan *p)
     for (int k = 0; k < n; k++) {
         const qfi_fusion *f = &fs[k];
         qfi_qnode *qa = &p->nodes[f->anchor];
-        if (!p->o.int8_se_input && feeds_squeeze_excitation(p, f->out)) {
-            qa->writes_se_input = true; /* the layer and its activation stay float */
+        if (p->o.fp16_se && feeds_squeeze_excitation(p, f->out)) {
+            /* the block's pool averages this output per channel and the gate
+             * scales the whole channel by a function of that mean, so an INT8
+             * error with a mean over a channel moves every position of it:
+             * the layer and its activation stay float */
+            qa->writes_se_input = true;
             continue;
         }
         qa->role = QFI_QROLE_ANCHOR;
@@ -646,9 +648,9 @@ static const char *float_reason(const qfi_qplan *p, int i)
         if (p->float_anchor && p->float_anchor[i]) return "bias beyond the INT8 accumulator (warned above)";
         if (!p->o.int8_pooled && n->n_in >= 1 && globally_pooled(p->g, n->in[0]))
             return "reads a globally pooled tensor (SE, classifier)";
-        if (p->nodes[i].writes_se_input) return "writes an SE block's input (its pool and gate read it)";
-        if (!p->o.int8_gated && n->n_in >= 1 && se_gated(p->g, n->in[0]))
-            return "reads an SE block's gated output (per-image channel scales)";
+        if (p->nodes[i].writes_se_input) return "writes an SE block's input (--fp16-se)";
+        if (p->o.fp16_se && n->n_in >= 1 && se_gated(p->g, n->in[0]))
+            return "reads an SE block's gated output (--fp16-se)";
         if (n->n_in >= 2 && !qfi_qconst(p, n->in[1]))
             return p->o.int8_attention ? "activation x activation in a shape the INT8 product does not take"
                                        : "activation x activation (attention's QK^T and AV; --int8-attention)";

@@ -1390,7 +1390,6 @@ static qf_graph *build_minmax(build_fn build, int p, bool per_tensor)
     o.precision = (qf_precision)p;
     o.method = QF_CALIB_MINMAX;
     o.per_tensor_weights = per_tensor;
-    o.int8_gated = o.int8_se_input = true; /* the SE graphs' convs around the block in INT8, as --int8-se puts them */
     return build_quantized(build, 0, p != QF_PREC_FP32 ? &o : NULL);
 }
 
@@ -1861,7 +1860,7 @@ START_TEST(asymmetric_exact)
         qf_quant_opts_init(&o);
         o.method = QF_CALIB_MINMAX;
         o.asymmetric = true;
-        o.int8_pooled = o.int8_gated = o.int8_se_input = true; /* the SE block's convs, the convs around it and the classifier INT8 too */
+        o.int8_pooled = true; /* the SE convs and the classifier INT8 too */
         OK(qf_quantize(g, t, &o, NULL));
         if (r == 0 && getenv("QFORGE_DEBUG"))
             for (int i = 0; i < g->n_nodes; i++) {

@@ -2097,8 +2097,9 @@ END_TEST
 /* x -> conv -> Relu -> [SE: GlobalAveragePool -> fc1 -> Relu -> fc2 -> Sigmoid
  * -> Mul] -> proj -> GlobalAveragePool -> Flatten -> Gemm (the classifier),
  * and beside it Flatten(x) -> Gemm (a VGG-style head on positions): the
- * layers that read a globally pooled tensor or the SE block's gated output,
- * and the conv whose output the SE block reads, stay FP16, the others INT8. */
+ * layers that read a globally pooled tensor stay FP16, the others INT8; with
+ * fp16_se also the conv whose output the SE block reads and the one that
+ * reads its gated output. */
 static qf_graph *se_head_net(void)
 {
     rng = 11;
@@ -2130,25 +2131,25 @@ static qf_graph *se_head_net(void)
     return g;
 }
 
-START_TEST(pooled_and_gated_layers_stay_fp16)
+START_TEST(pooled_and_se_layers_stay_fp16)
 {
     qf_graph *g = se_head_net();
     float *xin = random_input(g, 5, -1, 1);
     qf_calib_table *t = calibrate_minmax(g, xin);
     qf_graph_free(g);
-    for (int rules = 0; rules < 8; rules++) {
-        const bool pooled = rules & 1, gated = rules & 2, se_input = rules & 4;
+    for (int rules = 0; rules < 4; rules++) {
+        const bool pooled = rules & 1, fp16_se = rules & 2;
         g = se_head_net();
         qf_quant_opts o;
         qf_quant_opts_init(&o);
-        o.int8_pooled = pooled, o.int8_gated = gated, o.int8_se_input = se_input; /* the switches put them back in INT8 */
+        o.int8_pooled = pooled, o.fp16_se = fp16_se; /* INT8 for the pooled convs; FP16 for the convs around the block */
         OK(qf_quantize(g, t, &o, NULL));
         ck_assert_int_eq(node_named(g, "vgg_head")->precision, QF_PREC_INT8);
         const char *fp16[] = {"fc1", "fc2", "classifier"};
         for (int k = 0; k < 3; k++)
             ck_assert_msg(node_named(g, fp16[k])->precision == (pooled ? QF_PREC_INT8 : QF_PREC_FP16), "%s", fp16[k]);
-        ck_assert_int_eq(node_named(g, "proj")->precision, (gated ? QF_PREC_INT8 : QF_PREC_FP16));
-        ck_assert_int_eq(node_named(g, "conv")->precision, (se_input ? QF_PREC_INT8 : QF_PREC_FP16));
+        ck_assert_int_eq(node_named(g, "proj")->precision, (fp16_se ? QF_PREC_FP16 : QF_PREC_INT8));
+        ck_assert_int_eq(node_named(g, "conv")->precision, (fp16_se ? QF_PREC_FP16 : QF_PREC_INT8));
         qf_graph_free(g);
     }
     free(xin);
@@ -2196,7 +2197,7 @@ int main(void)
     tcase_add_test(tg, activation_lo_rule);
     tcase_add_test(tg, zero_points_for_two_sided_activations);
     tcase_add_test(tg, two_sided_zero_points_per_class);
-    tcase_add_test(tg, pooled_and_gated_layers_stay_fp16);
+    tcase_add_test(tg, pooled_and_se_layers_stay_fp16);
     suite_add_tcase(s, tg);
     return run_suite(s);
 }

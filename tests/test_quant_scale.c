@@ -189,10 +189,7 @@ START_TEST(tiny_activations_stay_out_of_fp16)
         qf_calib_table *t = calibrate_minmax(g, x);
         warned[0] = '\0';
         qf_log_set(capture, NULL, QF_LOG_INFO);
-        qf_quant_opts o;
-        qf_quant_opts_init(&o);
-        o.int8_gated = o.int8_se_input = true; /* the depthwise and projection convs INT8 (--int8-se) */
-        const qf_status st = qf_quantize(g, t, &o, NULL);
+        const qf_status st = qf_quantize(g, t, NULL, NULL);
         qf_log_set(NULL, NULL, QF_LOG_WARN);
         OK(st);
         /* quant says which nodes its FP32 ones are and why */

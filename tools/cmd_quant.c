@@ -20,7 +20,7 @@ static const char quant_help[] =
     "       qforge quant MODEL.onnx --calib TABLE.calib [--precision P] [--method M] [-o MODEL.qfm]\n"
     "       qforge quant MODEL-QDQ.onnx [-o MODEL.qfm]   (a Q/DQ or QOperator model: its own scales)\n"
     "  both: [--per-tensor-weights] [--asymmetric | --zero-points all|two-sided|unpadded|none] [--int8-attention]\n"
-    "        [--int8-se] [--equalize] [--fp16-layers NAME,...]\n"
+    "        [--fp16-se] [--equalize] [--fp16-layers NAME,...]\n"
     "        [--export-onnx FILE.onnx] [--force] [--quiet]\n"
     "  --equalize  cross-layer equalization of the FP32 graph before calibrating and quantizing\n"
     "              (the same function; with --calib, the table says whether: calib --equalize)\n"
@@ -36,9 +36,9 @@ static const char quant_help[] =
     "              convs that read padding; none: symmetric (GPU: ResNets 6-12 % faster)\n"
     "  --int8-attention  MatMuls of two activations (attention's QK^T and AV) in INT8 too\n"
     "              (per-tensor scales, exact int32 products); without it they stay FP16\n"
-    "  --int8-se   squeeze-excitation blocks in INT8 too: the conv whose output the block\n"
-    "              reads, its two small convs and the conv after its gate; without it they\n"
-    "              stay FP16 (more accurate; see qforge-quant(1))\n"
+    "  --fp16-se   the convs around each squeeze-excitation block in FP16: the one whose\n"
+    "              output the block reads and the one after its gate (more accurate on SE\n"
+    "              models; GPU and CPU then differ by FP16's rounding; see qforge-quant(1))\n"
     "  --images:   calibrate on up to COUNT images of DIR (default 500), quantize, and check\n"
     "              the model against FP32 on up to --held-out others (default 500)\n"
     "  --precision int8 (default) | fp16 | fp32 | best (INT8, the layers that cost the most\n"
@@ -63,7 +63,7 @@ typedef struct quant_args {
     bool per_tensor, force, json, best, fast; /* best, fast: --precision best / fast, searches */
     const char *zero_points; /* --zero-points MODE (--asymmetric: all); NULL: the library's default */
     bool int8_attention;   /* --int8-attention: MatMuls of two activations in INT8 */
-    bool int8_se;          /* --int8-se: squeeze-excitation blocks and the convs around them in INT8 */
+    bool fp16_se;          /* --fp16-se: the convs around squeeze-excitation blocks in FP16 */
     bool equalize;         /* --equalize, or a table calibrated with it: every graph of MODEL is equalized */
     bool equalize_told;    /* its summary line was printed (the graph is loaded several times) */
     bool bias_correction;  /* --bias-correction: measured on the calibration part */
@@ -159,7 +159,7 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
         else if (!strcmp(arg, "--per-tensor-weights")) a->per_tensor = true;
         else if (!strcmp(arg, "--asymmetric")) a->zero_points = "all";
         else if (!strcmp(arg, "--int8-attention")) a->int8_attention = true;
-        else if (!strcmp(arg, "--int8-se")) a->int8_se = true;
+        else if (!strcmp(arg, "--fp16-se")) a->fp16_se = true;
         else if (!strcmp(arg, "--equalize")) a->equalize = true;
         else if (!strcmp(arg, "--bias-correction")) a->bias_correction = true;
         else if (!strcmp(arg, "--optimize-rounding")) a->optimize_rounding = true;
@@ -239,8 +239,8 @@ static int parse_args(int argc, char **argv, quant_args *a, char *default_out, s
                                a->zero_points);
     if (a->int8_attention && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
         return cli_usage_error("quant", "--int8-attention goes with --precision int8, best or fast");
-    if (a->int8_se && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
-        return cli_usage_error("quant", "--int8-se goes with --precision int8, best or fast");
+    if (a->fp16_se && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
+        return cli_usage_error("quant", "--fp16-se goes with --precision int8, best or fast");
     if ((a->optimize_rounding || a->bias_correction) && (!strcmp(a->precision, "fp16") || !strcmp(a->precision, "fp32")))
         return cli_usage_error("quant", "%s goes with --precision int8, best or fast",
                                a->optimize_rounding ? "--optimize-rounding" : "--bias-correction");
@@ -272,7 +272,7 @@ static qf_status quant_options(const quant_args *a, const qf_calib_table *t, con
     qo->per_tensor_weights = a->per_tensor;
     cli_zero_points(a->zero_points, qo, NULL);
     qo->int8_attention = a->int8_attention;
-    qo->int8_pooled = qo->int8_gated = qo->int8_se_input = a->int8_se;
+    qo->fp16_se = a->fp16_se;
     qo->float_nodes = floats ? floats : a->fp16_layers;
     qo->n_float_nodes = floats ? n_floats : a->n_fp16_layers;
     qo->bias_fix = a->bias_fix;

@@ -47,16 +47,14 @@ typedef struct qf_quant_opts {
      * tensor (one value per channel per image: squeeze-and-excitation convs,
      * the classifier after the global pool), which otherwise stay FP16. */
     bool int8_pooled;
-    /* INT8: also the Conv, Gemm and MatMul nodes that read a
-     * squeeze-and-excitation block's output (a tensor times a globally pooled
-     * per-channel gate: each image scales each channel its own way), which
-     * otherwise stay FP16. */
-    bool int8_gated;
-    /* INT8: also the Conv, Gemm and MatMul nodes whose output (after the
-     * activation their epilogue takes in) a squeeze-and-excitation block reads:
-     * its global pool, whose per-channel means set the gate, and its gate Mul.
-     * Otherwise they stay FP16. */
-    bool int8_se_input;
+    /* INT8: the convs around each squeeze-and-excitation block in FP16: the
+     * Conv, Gemm or MatMul that reads the block's output (a tensor times a
+     * globally pooled per-channel gate, each image scaling each channel its
+     * own way) and the one whose (activated) output the block's pool and gate
+     * read. More accurate on SE models (bench/accuracy.md), but FP16 layers
+     * round their sums their own way on each engine, where the INT8 ones give
+     * the CPU engine's levels on the GPU too. False (the default): INT8. */
+    bool fp16_se;
     /* INT8: an activation the graph bounds from below by more than -threshold
      * (the output of Relu, ReLU6, HardSwish, SiLU, Sigmoid, and what pools,
      * concatenates or reshapes them) gets a zero point, so that its range
