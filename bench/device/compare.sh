@@ -10,7 +10,7 @@
 # the new side only: with OLD_DIR = NEW_DIR, an A/B of a switch in one build
 # (NEW_ENV=QFORGE_CUDA_DW_DP4A=1). OLD_QUANT / NEW_QUANT: more `qforge quant`
 # options for one side: an A/B of two plans of one build
-# (OLD_QUANT=--int8-se: SE blocks all INT8 against the default).
+# (NEW_QUANT=--fp16-se: the convs around SE blocks in FP16 against the default).
 set -eu
 OLD=$1 NEW=$2 M=$3 IMAGES=$4
 shift 4
