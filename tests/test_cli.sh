@@ -116,6 +116,7 @@ if grep -q 'rounding learned for [1-9][0-9]* INT8 layers on 64 images in [0-9.]*
 then pass "quant --optimize-rounding"; else fail "quant --optimize-rounding: $(cat "$tmp/ar.err")"; fi
 expect 2 "asymmetric" "--asymmetric at fp16" -- "$QFORGE" quant "$model" --precision fp16 --asymmetric
 expect 2 "int8-attention" "--int8-attention at fp16" -- "$QFORGE" quant "$model" --precision fp16 --int8-attention
+expect 2 "fp16-se" "--fp16-se at fp16" -- "$QFORGE" quant "$model" --precision fp16 --fp16-se
 expect 2 "zero-points" "--zero-points sometimes" -- "$QFORGE" quant "$model" --zero-points sometimes
 expect 2 "zero-points" "--zero-points at fp16" -- "$QFORGE" quant "$model" --precision fp16 --zero-points unpadded
 # zero points reach the .qfm (the Relu outputs': -128), with bias correction measured alike
