@@ -25,6 +25,9 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 enum { DW_LANES = 16 }; /* outputs a step of a row (padded_dims' rounding) */
+/* Elements a fused-activation call takes at least (4 AVX-512 vectors of
+ * qfi_cpu_epilogue_floats), so that short rows reach its vector loop */
+enum { DW_EPILOGUE_MIN = 4 * DW_LANES };
 
 typedef struct dw_job {
     const qfi_conv_geom *geo;
@@ -168,11 +171,11 @@ static void dw_plane_2d(const dw_job *j, int64_t plane, float *p)
     int64_t done = 0; /* elements of the plane through the epilogue */
     for (int64_t oh = 0; oh < Ho; oh++) {
         j->row(y + oh * Wo, p + oh * sh * pitch, pitch, wk, kh, kw, dh, dw, sw, bias, Wo);
-        /* the epilogue over rows still in L1, at least 64 elements a call:
-         * rows of 7-28 elements left its vector loop to the scalar tail
-         * (EfficientNet-B0's FP16 SiLU depthwise convs: 3x the conv) */
+        /* the epilogue over rows still in L1, DW_EPILOGUE_MIN elements or
+         * more a call: a row at a time, rows of 7-28 elements went through
+         * its scalar tail (FP32 EfficientNet-B0's SiLU depthwise convs) */
         const int64_t end = (oh + 1) * Wo;
-        if (j->epilogue && (end - done >= 64 || oh == Ho - 1)) {
+        if (j->epilogue && (end - done >= DW_EPILOGUE_MIN || oh == Ho - 1)) {
             qfi_cpu_epilogue_floats(j->epilogue, y + done, y + done, end - done);
             done = end;
         }
