@@ -337,6 +337,24 @@ static __device__ __forceinline__ bool qfi_sigmoid_f16_fast(bool silu, float v, 
     *h = (uint16_t)bits;
     return ((bits & 0xFFFFu) == bits >> 16) & (fabsf(x) <= 64.0f);
 }
+/* The same from qfi_sigmoid_level_fast's approximate instructions and
+ * margin, relative only (near zero a half's step is finer than any absolute
+ * term), for kernels that finish the unsure values apart, a warp's queue of
+ * them at a time (conv_grouped.cu, dw_exact_queue): about twice as many
+ * values are left to the exact form, each at a small share of what the
+ * exact form's branch costs a warp. tests/smooth_sweep.cu checks every float. */
+static __device__ __forceinline__ bool qfi_sigmoid_f16_approx(bool silu, float v, float s, float lo, float hi, uint16_t *h)
+{
+    const float x = qfi_mul(v, s), ax = fabsf(x), e = __expf(-ax), r = qfi_rcp_approx(1.0f + e);
+    const bool neg = x < 0.0f;
+    const float sig = neg ? e * r : r;
+    const float y = sig * (silu ? v : __frcp_rn(s)), margin = fabsf(y) * (neg ? fmaf(ax, 3e-7f, 2.4e-6f) : 2.4e-6f);
+    const __half2 ends = __floats2half2_rn(fminf(fmaxf(y - margin, lo), hi), fminf(fmaxf(y + margin, lo), hi));
+    uint32_t bits;
+    memcpy(&bits, &ends, sizeof bits);
+    *h = (uint16_t)bits;
+    return ((bits & 0xFFFFu) == bits >> 16) & (ax <= 64.0f);
+}
 /* GELU (the tanh form where tanh_form) of v at scale s */
 static __device__ __forceinline__ bool qfi_gelu_level_fast(bool tanh_form, float v, float s, float lo, float hi, float *out)
 {

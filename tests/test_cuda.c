@@ -1725,8 +1725,9 @@ END_TEST
  * from the exact form's level, and of the v with 1 <= |v| <= 2048 (where
  * an int8 output's levels are) it may leave at most 1 % to the exact form
  * (the share it defers is the epilogues' cost). The same for the half
- * outputs' fast form of SiLU and Sigmoid at the scale quant gives them (1:
- * real units), unbounded and clamped: none wrong, and of the v with
+ * outputs' fast forms of SiLU and Sigmoid (qfi_sigmoid_f16_fast, and the
+ * approximate one of the queued depthwise epilogue) at the scale quant
+ * gives them (1: real units), unbounded and clamped: none wrong, and of the v with
  * 1/16 <= |v| <= 16 at most 5 % left to the exact form (a half's step is
  * finer than a level). */
 START_TEST(smooth_levels_sweep)
@@ -1737,23 +1738,24 @@ START_TEST(smooth_levels_sweep)
     }
     const qf_act acts[4] = {QF_ACT_SILU, QF_ACT_SIGMOID, QF_ACT_GELU, QF_ACT_GELU_TANH};
     const float scales[4] = {0.00371f, 0.0241f, 0.0973f, 0.613f};
-    for (int half = 0; half < 2; half++)
-        for (int a = 0; a < (half ? 2 : 4); a++)
-            for (int k = 0; k < (half ? 2 : 4); k++) {
+    for (int form = QFT_SWEEP_INT8; form <= QFT_SWEEP_HALF_APPROX; form++)
+        for (int a = 0; a < (form != QFT_SWEEP_INT8 ? 2 : 4); a++)
+            for (int k = 0; k < (form != QFT_SWEEP_INT8 ? 2 : 4); k++) {
+                const bool half = form != QFT_SWEEP_INT8;
                 /* int8 bounds with a zero point of 3, or wide ones; halves unbounded, or a Clip's */
                 const float wide = half ? INFINITY : 2097152.0f;
                 const float lo = k % 2 ? -131.0f : -wide, hi = k % 2 ? 124.0f : wide, s = half ? 1.0f : scales[k];
-                const char *form = half ? "half" : "int8";
+                const char *name = form == QFT_SWEEP_HALF_APPROX ? "half approx" : half ? "half" : "int8";
                 unsigned long long wrong, unsure, total, big;
-                ck_assert_int_eq(qft_smooth_sweep(acts[a], half, s, lo, hi, &wrong, &unsure, &total, &big), 0);
+                ck_assert_int_eq(qft_smooth_sweep(acts[a], form, s, lo, hi, &wrong, &unsure, &total, &big), 0);
                 printf("smooth_levels_sweep: %s act %d scale %g bounds [%g, %g]: %llu of %llu wrong; %llu of the %llu "
                        "with %s (%.4f %%) left to the exact form\n",
-                       form, (int)acts[a], s, lo, hi, wrong, total, unsure, big,
+                       name, (int)acts[a], s, lo, hi, wrong, total, unsure, big,
                        half ? "1/16 <= |v| <= 16" : "1 <= |v| <= 2048", 100.0 * (double)unsure / (double)big);
-                ck_assert_msg(wrong == 0, "%s act %d scale %g: %llu fast results differ from the exact form's", form,
+                ck_assert_msg(wrong == 0, "%s act %d scale %g: %llu fast results differ from the exact form's", name,
                               (int)acts[a], s, wrong);
                 ck_assert_msg(unsure * (half ? 20 : 100) <= big, "%s act %d scale %g: %llu of %llu left to the exact form",
-                              form, (int)acts[a], s, unsure, big);
+                              name, (int)acts[a], s, unsure, big);
             }
 }
 END_TEST

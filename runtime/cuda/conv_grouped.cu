@@ -649,15 +649,93 @@ __device__ __forceinline__ void transpose_bytes4(const uint32_t (&c)[4], uint32_
 
 constexpr int DW_DP4A_TW = 8;
 
+/* The half outputs of a SiLU or Sigmoid layer (the ones an SE block reads)
+ * whose fast form (qfi_sigmoid_f16_approx) is not sure: each lane queues its
+ * own in its warp's shared memory, and after each strip of outputs the warp
+ * finishes the queue by the exact form, a value a lane. The exact form's
+ * branch taken per value made the whole warp run it wherever one lane
+ * needed it: a quarter of EfficientNet-B0's depthwise epilogue steps, about
+ * 20 of 103 instructions an output (bench/cuda_notes.md, session 42). A
+ * step queues at most 32 lanes x 4 channels: the queue holds two. */
+constexpr int DW_QUEUE = 256;
+struct dw_exact_queue {
+    float v[DW_QUEUE];   /* the linear value (qfi_requant_linear), the activation's argument */
+    size_t at[DW_QUEUE]; /* its output element */
+};
+constexpr int DW_DP4A_THREADS = 128;
+
+/* Finishes the warp's queue: the exact form's half of each value. The fast
+ * form's store of the word each one is in came first (__syncwarp orders the
+ * lanes' stores). */
+__device__ __forceinline__ void dw_queue_finish(__half *y, dw_exact_queue &qu, int &count, const qfi_requant &q)
+{
+    __syncwarp();
+    for (int k = (int)(threadIdx.x % 32); k < count; k += 32)
+        y[qu.at[k]] = __ushort_as_half(qfi_f16_bits(fminf(fmaxf(qfi_act_exact_out_of_line(q.act, qu.v[k], q.act_s), q.lo), q.hi)));
+    __syncwarp();
+    count = 0;
+}
+
+/* store_dw_levels for 4 half outputs of a smooth activation, valid or not
+ * (every lane of the warp calls it: the ballots), the unsure ones queued
+ * (their stored half is a placeholder until dw_queue_finish). count is the
+ * warp's queue length, the same in every lane. */
+__device__ __forceinline__ void store_dw_halves_queued(__half *y, size_t o, bool valid, const int32_t (&acc)[4],
+                                                       const float (&m)[4], const qfi_requant &q, const int8_t *res,
+                                                       dw_exact_queue &qu, int &count)
+{
+    const uint32_t rw = valid && res ? *(const uint32_t *)(res + o) : 0u;
+    const bool sigmoid_kind = q.act == QF_ACT_SILU || q.act == QF_ACT_SIGMOID;
+    uint32_t packed[2] = {};
+    float lin[4];
+    unsigned unsure = 0;
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        const float r = qfi_requant_residual(&q, (int8_t)(rw >> (8 * v)));
+        lin[v] = qfi_requant_linear(&q, qfi_i2f(acc[v]), m[v], res, r);
+        uint16_t h;
+        bool sure = true;
+        if (sigmoid_kind) sure = qfi_sigmoid_f16_approx(q.act == QF_ACT_SILU, lin[v], q.act_s, q.lo, q.hi, &h);
+        else h = qfi_f16_bits(fminf(fmaxf(qfi_act_exact_out_of_line(q.act, lin[v], q.act_s), q.lo), q.hi));
+        unsure |= (unsigned)(valid && !sure) << v;
+        packed[v / 2] |= (uint32_t)h << (16 * (v % 2));
+    }
+    if (valid) *(uint2 *)(y + o) = make_uint2(packed[0], packed[1]);
+    if (!__any_sync(0xFFFFFFFFu, unsure != 0)) return;
+    if (count > DW_QUEUE - 32 * 4) dw_queue_finish(y, qu, count, q);
+    const unsigned below = (1u << (threadIdx.x % 32)) - 1u;
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        const bool mine = unsure >> v & 1u;
+        const unsigned b = __ballot_sync(0xFFFFFFFFu, mine);
+        if (mine) {
+            const int at = count + __popc(b & below);
+            qu.v[at] = lin[v];
+            qu.at[at] = o + v;
+        }
+        count += __popc(b);
+    }
+}
+
 template <int K, int SW, bool ACT, typename TY>
-__global__ void __launch_bounds__(128) depthwise_dp4a_kernel(TY *y, const int8_t *x, const int8_t *w, cu_conv_geo p,
-                                                             qfi_requant q, int32_t zx, const int8_t *res, int total)
+__global__ void __launch_bounds__(DW_DP4A_THREADS) depthwise_dp4a_kernel(TY *y, const int8_t *x, const int8_t *w,
+                                                                         cu_conv_geo p, qfi_requant q, int32_t zx,
+                                                                         const int8_t *res, int total)
 {
     constexpr int TW = DW_DP4A_TW, KW = (K + 3) / 4, NG = (TW - 1) * SW / 4 + KW + 1, USED = (TW - 1) * SW + K;
+    /* half outputs of an activation: the unsure ones queued (dw_exact_queue) */
+    constexpr bool QUEUE = ACT && std::is_same<TY, __half>::value;
+    __shared__ dw_exact_queue queues[QUEUE ? DW_DP4A_THREADS / 32 : 1];
+    dw_exact_queue &qu = queues[QUEUE ? threadIdx.x / 32 : 0];
+    int count = 0;
     const int C = (int)p.C, G = C / 4, H = (int)p.H, W = (int)p.W, Ho = (int)p.Ho, Wo = (int)p.Wo;
     const uint32_t zw = zp_word(zx);
     const int strips = (Wo + TW - 1) / TW;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    /* a warp's lanes loop together (the queue's ballots): past total, a lane
+     * recomputes the last unit and stores nothing */
+    for (int i0 = blockIdx.x * blockDim.x + (int)(threadIdx.x & ~31u); i0 < total; i0 += gridDim.x * blockDim.x) {
+        const bool live = i0 + (int)(threadIdx.x % 32) < total;
+        const int i = live ? i0 + (int)(threadIdx.x % 32) : total - 1;
         const int cg = i % G, r0 = i / G, strip = r0 % strips, r1 = r0 / strips, oh = r1 % Ho, n = r1 / Ho;
         const int c0 = cg * 4, ow0 = strip * TW, iw0 = ow0 * SW - p.pw;
         int32_t acc[TW][4];
@@ -708,8 +786,13 @@ __global__ void __launch_bounds__(128) depthwise_dp4a_kernel(TY *y, const int8_t
                     }
         }
 #pragma unroll
-        for (int j = 0; j < TW; j++)
-            if (ow0 + j < Wo) store_dw_levels<4, ACT>(y, ((size_t)(n * Ho + oh) * Wo + ow0 + j) * C + c0, acc[j], m, q, res);
+        for (int j = 0; j < TW; j++) {
+            const size_t o = ((size_t)(n * Ho + oh) * Wo + ow0 + j) * C + c0;
+            if constexpr (QUEUE) store_dw_halves_queued(y, o, live && ow0 + j < Wo, acc[j], m, q, res, qu, count);
+            else if (live && ow0 + j < Wo) store_dw_levels<4, ACT>(y, o, acc[j], m, q, res);
+        }
+        if constexpr (QUEUE)
+            if (count) dw_queue_finish(y, qu, count, q);
     }
 }
 
@@ -718,12 +801,12 @@ void launch_depthwise_dp4a(cudaStream_t s, const cu_conv_geo &g, const void *x, 
                            const int8_t *res, void *y)
 {
     const int total = (int)(g.N * g.Ho * ((g.Wo + DW_DP4A_TW - 1) / DW_DP4A_TW) * (g.C / 4));
-    unsigned b = cu_blocks(total, 128);
+    unsigned b = cu_blocks(total, DW_DP4A_THREADS);
     if (b > 262144) b = 262144;
     if (rq->act != QF_ACT_NONE)
-        depthwise_dp4a_kernel<K, SW, true, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, rq->z_in, res, total);
+        depthwise_dp4a_kernel<K, SW, true, TY><<<b, DW_DP4A_THREADS, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, rq->z_in, res, total);
     else
-        depthwise_dp4a_kernel<K, SW, false, TY><<<b, 128, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, rq->z_in, res, total);
+        depthwise_dp4a_kernel<K, SW, false, TY><<<b, DW_DP4A_THREADS, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, rq->z_in, res, total);
 }
 
 /* By kernel size and stride */
