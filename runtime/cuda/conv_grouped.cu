@@ -717,14 +717,16 @@ __device__ __forceinline__ void store_dw_halves_queued(__half *y, size_t o, bool
     }
 }
 
+/* Whether an instance queues: half outputs of an activation. */
+template <bool ACT, typename TY> constexpr bool dw_queued = ACT && std::is_same<TY, __half>::value;
+
 template <int K, int SW, bool ACT, typename TY>
-__global__ void __launch_bounds__(DW_DP4A_THREADS) depthwise_dp4a_kernel(TY *y, const int8_t *x, const int8_t *w,
-                                                                         cu_conv_geo p, qfi_requant q, int32_t zx,
-                                                                         const int8_t *res, int total)
+__device__ __forceinline__ void depthwise_dp4a_body(TY *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q,
+                                                    int32_t zx, const int8_t *res, int total)
 {
     constexpr int TW = DW_DP4A_TW, KW = (K + 3) / 4, NG = (TW - 1) * SW / 4 + KW + 1, USED = (TW - 1) * SW + K;
     /* half outputs of an activation: the unsure ones queued (dw_exact_queue) */
-    constexpr bool QUEUE = ACT && std::is_same<TY, __half>::value;
+    constexpr bool QUEUE = dw_queued<ACT, TY>;
     __shared__ dw_exact_queue queues[QUEUE ? DW_DP4A_THREADS / 32 : 1];
     dw_exact_queue &qu = queues[QUEUE ? threadIdx.x / 32 : 0];
     int count = 0;
@@ -796,6 +798,24 @@ __global__ void __launch_bounds__(DW_DP4A_THREADS) depthwise_dp4a_kernel(TY *y, 
     }
 }
 
+template <int K, int SW, bool ACT, typename TY>
+__global__ void __launch_bounds__(DW_DP4A_THREADS)
+    depthwise_dp4a_kernel(TY *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q, int32_t zx,
+                          const int8_t *res, int total)
+{
+    depthwise_dp4a_body<K, SW, ACT, TY>(y, x, w, p, q, zx, res, total);
+}
+/* The queueing instances held to 80 registers, 6 blocks an SM: the values
+ * held for the queue's ballots took them to 92-96 (5 blocks), which 3x3
+ * and 5x5 do not need (no spills; 7x7 would spill, so it is not held). */
+template <int K, int SW, typename TY>
+__global__ void __launch_bounds__(DW_DP4A_THREADS, 6)
+    depthwise_dp4a_queued_kernel(TY *y, const int8_t *x, const int8_t *w, cu_conv_geo p, qfi_requant q, int32_t zx,
+                                 const int8_t *res, int total)
+{
+    depthwise_dp4a_body<K, SW, true, TY>(y, x, w, p, q, zx, res, total);
+}
+
 template <int K, int SW, typename TY>
 void launch_depthwise_dp4a(cudaStream_t s, const cu_conv_geo &g, const void *x, const void *w, const cu_requant *rq,
                            const int8_t *res, void *y)
@@ -803,6 +823,12 @@ void launch_depthwise_dp4a(cudaStream_t s, const cu_conv_geo &g, const void *x, 
     const int total = (int)(g.N * g.Ho * ((g.Wo + DW_DP4A_TW - 1) / DW_DP4A_TW) * (g.C / 4));
     unsigned b = cu_blocks(total, DW_DP4A_THREADS);
     if (b > 262144) b = 262144;
+    if constexpr (dw_queued<true, TY> && K <= 5) {
+        if (rq->act != QF_ACT_NONE) {
+            depthwise_dp4a_queued_kernel<K, SW, TY><<<b, DW_DP4A_THREADS, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, rq->z_in, res, total);
+            return;
+        }
+    }
     if (rq->act != QF_ACT_NONE)
         depthwise_dp4a_kernel<K, SW, true, TY><<<b, DW_DP4A_THREADS, 0, s>>>((TY *)y, (const int8_t *)x, (const int8_t *)w, g, *rq, rq->z_in, res, total);
     else
