@@ -315,6 +315,19 @@ static __device__ __forceinline__ bool qfi_sigmoid_level_fast(bool silu, float v
     const float margin = fmaf(fabsf(y), neg ? fmaf(ax, 3e-7f, 2.4e-6f) : 2.4e-6f, 1.52587890625e-5f);
     return qfi_level_sure(y, margin, lo, hi, out) & (!(x < -87.0f) || fabsf(v) < 1e30f);
 }
+/* y clamped to [lo, hi] and rounded to a half: *h the half bits of y -
+ * margin; whether y + margin gives the same half (then so does every value
+ * between: rounding is monotonic). Both ends in one paired conversion
+ * (F2FP), not two single ones at the conversion units' eighth rate; the
+ * same rounding to nearest even. */
+static __device__ __forceinline__ bool qfi_f16_sure(float y, float margin, float lo, float hi, uint16_t *h)
+{
+    const __half2 ends = __floats2half2_rn(fminf(fmaxf(y - margin, lo), hi), fminf(fmaxf(y + margin, lo), hi));
+    uint32_t bits;
+    memcpy(&bits, &ends, sizeof bits);
+    *h = (uint16_t)bits;
+    return (bits & 0xFFFFu) == bits >> 16;
+}
 /* The same into a half (a float_out layer's output), where |v s| <= 64:
  * with CUDA's accurate expf and the IEEE reciprocal, whose margin is
  * 2.4e-6 |y| whatever x (the approximate instructions' grows with |x| for
@@ -329,13 +342,7 @@ static __device__ __forceinline__ bool qfi_sigmoid_f16_fast(bool silu, float v, 
     const float x = qfi_mul(v, s), e = expf(-fabsf(x)), rc = __frcp_rn(1.0f + e);
     const float sig = x >= 0.0f ? rc : e * rc;
     const float y = silu ? v * sig : sig / s, margin = fabsf(y) * 2.4e-6f;
-    /* both ends in one paired conversion (F2FP), not two single ones at the
-     * conversion units' eighth rate; the same rounding to nearest even */
-    const __half2 ends = __floats2half2_rn(fminf(fmaxf(y - margin, lo), hi), fminf(fmaxf(y + margin, lo), hi));
-    uint32_t bits;
-    memcpy(&bits, &ends, sizeof bits);
-    *h = (uint16_t)bits;
-    return ((bits & 0xFFFFu) == bits >> 16) & (fabsf(x) <= 64.0f);
+    return qfi_f16_sure(y, margin, lo, hi, h) & (fabsf(x) <= 64.0f);
 }
 /* The same from qfi_sigmoid_level_fast's approximate instructions and
  * margin, relative only (near zero a half's step is finer than any absolute
@@ -349,11 +356,7 @@ static __device__ __forceinline__ bool qfi_sigmoid_f16_approx(bool silu, float v
     const bool neg = x < 0.0f;
     const float sig = neg ? e * r : r;
     const float y = sig * (silu ? v : __frcp_rn(s)), margin = fabsf(y) * (neg ? fmaf(ax, 3e-7f, 2.4e-6f) : 2.4e-6f);
-    const __half2 ends = __floats2half2_rn(fminf(fmaxf(y - margin, lo), hi), fminf(fmaxf(y + margin, lo), hi));
-    uint32_t bits;
-    memcpy(&bits, &ends, sizeof bits);
-    *h = (uint16_t)bits;
-    return ((bits & 0xFFFFu) == bits >> 16) & (ax <= 64.0f);
+    return qfi_f16_sure(y, margin, lo, hi, h) & (ax <= 64.0f);
 }
 /* GELU (the tanh form where tanh_form) of v at scale s */
 static __device__ __forceinline__ bool qfi_gelu_level_fast(bool tanh_form, float v, float s, float lo, float hi, float *out)
@@ -470,6 +473,13 @@ static __device__ __forceinline__ int8_t qfi_requant_acc_level_fast(const qfi_re
 }
 #endif
 #ifdef __CUDACC__
+/* The exact form's half of rq->act at the linear value v, clamped (what
+ * the fast half forms must agree with; kernels that defer the unsure values
+ * finish them with it). */
+static __device__ __forceinline__ uint16_t qfi_requant_exact_f16_bits(const qfi_requant *rq, float v)
+{
+    return qfi_f16_bits(fminf(fmaxf(qfi_act_exact_out_of_line(rq->act, v, rq->act_s), rq->lo), rq->hi));
+}
 /* The same epilogue into a half output (a smooth activation fused into an
  * INT8 conv whose readers are float ops: quant/assign.c's float_out), as
  * half bits. SiLU and Sigmoid by qfi_sigmoid_f16_fast where it is sure
@@ -483,7 +493,7 @@ static __device__ __forceinline__ uint16_t qfi_requant_smooth_f16_bits(const qfi
     if ((rq->act == QF_ACT_SILU || rq->act == QF_ACT_SIGMOID) &&
         qfi_sigmoid_f16_fast(rq->act == QF_ACT_SILU, v, rq->act_s, rq->lo, rq->hi, &h))
         return h;
-    return qfi_f16_bits(fminf(fmaxf(qfi_act_exact_out_of_line(rq->act, v, rq->act_s), rq->lo), rq->hi));
+    return qfi_requant_exact_f16_bits(rq, v);
 }
 /* The half bits of channel c's accumulator (and residual r, read only when
  * has_res) by qfi_requant_smooth_f16_bits. */

@@ -671,7 +671,7 @@ __device__ __forceinline__ void dw_queue_finish(__half *y, dw_exact_queue &qu, i
 {
     __syncwarp();
     for (int k = (int)(threadIdx.x % 32); k < count; k += 32)
-        y[qu.at[k]] = __ushort_as_half(qfi_f16_bits(fminf(fmaxf(qfi_act_exact_out_of_line(q.act, qu.v[k], q.act_s), q.lo), q.hi)));
+        y[qu.at[k]] = __ushort_as_half(qfi_requant_exact_f16_bits(&q, qu.v[k]));
     __syncwarp();
     count = 0;
 }
@@ -696,7 +696,7 @@ __device__ __forceinline__ void store_dw_halves_queued(__half *y, size_t o, bool
         uint16_t h;
         bool sure = true;
         if (sigmoid_kind) sure = qfi_sigmoid_f16_approx(q.act == QF_ACT_SILU, lin[v], q.act_s, q.lo, q.hi, &h);
-        else h = qfi_f16_bits(fminf(fmaxf(qfi_act_exact_out_of_line(q.act, lin[v], q.act_s), q.lo), q.hi));
+        else h = qfi_requant_exact_f16_bits(&q, lin[v]);
         unsure |= (unsigned)(valid && !sure) << v;
         packed[v / 2] |= (uint32_t)h << (16 * (v % 2));
     }
