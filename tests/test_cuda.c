@@ -515,6 +515,24 @@ static qf_graph *b_smooth_levels(void)
     output(g, linear(g, "fc2g", unary(g, "sigmoid", QF_OP_SIGMOID, linear(g, "fc1g", x, 32, 512)), 512, 16));
     return g;
 }
+/* INT8 convs whose readers are float ops write halves (quant/assign.c's
+ * float_out): EfficientNet-V2's FusedMBConv and YOLOv8's bottleneck (a 3x3
+ * conv and its SiLU, then the residual Add in float), a 3x3 conv without an
+ * activation before a Sigmoid (its own node), and a 1x1 conv with a Relu
+ * before a Mul. 15x13 positions of 2 images leave partial tiles. */
+static qf_graph *b_half_outputs(void)
+{
+    qf_graph *g = new_graph("half_outputs");
+    int x = input(g, "x", 4, DIMS(2, 24, 15, 13));
+    int c = conv(g, "fused", x, 24, 24, 3, 1, P1, 1, 1, true);
+    int a = binary(g, "residual", QF_OP_ADD, binary(g, "silu", QF_OP_MUL, c, unary(g, "silu_gate", QF_OP_SIGMOID, c)), x);
+    output(g, a);
+    int p = conv(g, "plain", a, 24, 32, 3, 1, P1, 1, 1, true);
+    output(g, unary(g, "after", QF_OP_SIGMOID, p));
+    int r = unary(g, "relu", QF_OP_RELU, conv(g, "pw", a, 24, 16, 1, 1, P0, 1, 1, true));
+    output(g, binary(g, "square", QF_OP_MUL, r, r));
+    return g;
+}
 /* Linear layers of the TMA kernel's kind (rows of a multiple of 16 bytes,
  * more than 64 channels): GELU (erf), none, a residual Add and GELU (tanh)
  * in the INT8 epilogues; 300 rows and 208, 144 and 272 channels leave
@@ -1687,6 +1705,30 @@ START_TEST(smooth_levels_exact)
 }
 END_TEST
 
+/* half_outputs bit for bit with the CPU engine, tuned and with every INT8
+ * conv pinned to the implicit GEMM (its half epilogue; 2 blocks: several
+ * tiles a block) and to cuBLASLt + the requantize pass; its convs do write
+ * halves. */
+START_TEST(half_outputs_exact)
+{
+    const char *tactics[3] = {NULL, "igemm", "lt"};
+    for (int tc = 0; tc < 3; tc++) {
+        qf_graph *g = build_minmax(b_half_outputs, QF_PREC_INT8, false);
+        int halves = 0;
+        for (int i = 0; i < g->n_nodes; i++)
+            halves += g->nodes[i].op == QF_OP_CONV && g->nodes[i].precision == QF_PREC_INT8 &&
+                      qfi_out(g, &g->nodes[i], 0)->dtype == QF_F16;
+        ck_assert_int_ge(halves, 2);
+        if (tactics[tc]) setenv("QFORGE_CUDA_CONV_TACTIC", tactics[tc], 1);
+        if (tc == 1) setenv("QFORGE_CUDA_IGEMM_BLOCKS", "2", 1);
+        compare(g, QF_PREC_INT8, 1, tactics[tc] ? tactics[tc] : "tuned", true);
+        unsetenv("QFORGE_CUDA_CONV_TACTIC");
+        unsetenv("QFORGE_CUDA_IGEMM_BLOCKS");
+        qf_graph_free(g);
+    }
+}
+END_TEST
+
 static void count_tma(void *user, qf_log_level level, const char *msg)
 {
     (void)level;
@@ -2698,6 +2740,7 @@ int main(void)
     tcase_add_test(ops, smooth_levels_exact);
     tcase_add_test(ops, tma_linears_exact);
     tcase_add_test(ops, smooth_levels_sweep);
+    tcase_add_test(ops, half_outputs_exact);
     tcase_add_test(ops, vector_convs_exact);
     tcase_add_test(ops, attention_fused);
     tcase_add_test(ops, t_conv_tiles);

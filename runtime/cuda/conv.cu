@@ -824,6 +824,8 @@ static qf_status conv_tune(cu_engine *c, cu_layer *L)
         snprintf(key, sizeof key, "conv:i8:%lld,%lld,%lld,%lld,%lld:%dx%d:s%d,%d:p%d,%d:d%d,%d:r%d:q%d:l%d", (long long)p.N,
                  (long long)p.C, (long long)p.H, (long long)p.W, (long long)p.M, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.dh,
                  p.dw, L->n->n_in > 4 && L->n->in[4] >= 0, L->quant_in >= 0, st->rq.lo == 0.0f);
+        /* a half output's epilogue has its own costs and no 1x1 or split-K variant: its own key */
+        if (st->rq.out == QF_F16) snprintf(key + strlen(key), sizeof key - strlen(key), ":o16");
         /* with a fused input quantization the implicit GEMM alone can run */
         QF_CHECK(cu_igemm_choose(c, L, st->ig, key, st->rq.act, L->quant_in < 0, &st->use_ig, how, sizeof how));
     }

@@ -325,6 +325,49 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
     }
 }
 
+/* requantize_warp for a half output (an INT8 layer whose readers are float
+ * ops: quant/assign.c's float_out; EfficientNet-V2's and YOLOv8's convs
+ * whose SiLU comes before the residual Add took the im2col + cuBLASLt path
+ * without it, in tens of chunks): each channel pair's two halves stored
+ * straight to y as one 4-byte word (no staging in Ew), rows past P and
+ * channels past M left unwritten; a residual read from Ew as requantize_warp
+ * reads it. The CPU engine's values: lib/quant_math.h's half epilogue
+ * (qfi_requant_store's), the smooth activations through
+ * qfi_requant_smooth_f16_bits. The host keeps p.small_acc off. */
+template <int MT, int NT, int EW, bool ACT>
+__device__ __forceinline__ void requantize_warp_half(const igemm_params &p, const int32_t (&acc)[MT][NT][4], const int8_t *Ew,
+                                                     int pos0, int ch0, int lane, bool res)
+{
+    const int g = lane >> 2, t4 = lane & 3;
+    uint16_t *const y = (uint16_t *)p.y;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        if (ch0 + nt * 8 >= p.M) break;
+        const int cl = nt * 8 + t4 * 2, ch = ch0 + cl;
+        if (ch >= p.M) continue;
+        const float m0 = p.rq.m[ch], m1 = p.rq.m[ch + 1];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int row = mt * 16 + g + h * 8, pos = pos0 + row;
+                if (pos >= p.P) continue;
+                const uint32_t r = res ? (uint32_t) * (const uint16_t *)(Ew + row * EW + cl) ^ 0x8080u : 0u;
+                const float f0 = qfi_i2f(acc[mt][nt][2 * h]), f1 = qfi_i2f(acc[mt][nt][2 * h + 1]);
+                const float r0 = qfi_magic_byte_to_f32_zp(r, 0, p.rq.z_r), r1 = qfi_magic_byte_to_f32_zp(r, 1, p.rq.z_r);
+                uint32_t h0, h1;
+                if constexpr (ACT) {
+                    h0 = qfi_requant_smooth_f16_bits(&p.rq, f0, m0, res, r0);
+                    h1 = qfi_requant_smooth_f16_bits(&p.rq, f1, m1, res, r1);
+                } else {
+                    h0 = qfi_f16_bits(qfi_requant_value_at(&p.rq, f0, m0, res, r0, false));
+                    h1 = qfi_f16_bits(qfi_requant_value_at(&p.rq, f1, m1, res, r1, false));
+                }
+                *(uint32_t *)(y + (size_t)pos * p.M + ch) = h0 | h1 << 16;
+            }
+    }
+}
+
 /* A split-K unit's sums into acc_out, in requantize_warp's element order. */
 template <int MT, int NT>
 __device__ __forceinline__ void add_partial_warp(const igemm_params &p, const int32_t (&acc)[MT][NT][4], int pos0, int ch0,
@@ -576,8 +619,11 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
             }
             __syncwarp(); /* every lane's residual vectors landed */
         }
+        const bool half_out = p.rq.out == QF_F16;
         if (p.k_splits > 1) { /* no residual (the epilogue kernel reads it), no small_acc */
             add_partial_warp<MT, NT>(p, acc, pos0, ch0, lane);
+        } else if (half_out) {
+            requantize_warp_half<MT, NT, wt::EW, ACT>(p, acc, Ew, pos0, ch0, lane, has_res);
         } else if constexpr (ACT) {
             /* the SMALL form only for SiLU and Sigmoid without a residual (the
              * host's small_acc says so): fewer instances of these large loops */
@@ -599,7 +645,7 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
             else requantize_warp<MT, NT, wt::EW, false, false, ACT_NONE>(p, acc, Ew, ch0, lane);
         }
         __syncwarp();
-        if (p.k_splits == 1) wt::store(p, Ew, pos0, ch0, lane);
+        if (p.k_splits == 1 && !half_out) wt::store(p, Ew, pos0, ch0, lane);
         __syncwarp(); /* Ew is free: the next tile's residual may land in it */
         c_kt = 0, c_tile += gridDim.x;
         init_acc(p, acc, tile_ch0(c_tile), lane);
@@ -1152,7 +1198,7 @@ bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out, qf_act act)
     if (act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) return false;
     if (g->N <= 0 || g->C <= 0 || g->H <= 0 || g->W <= 0) return false;
     const gemm_geo q = plan(g);
-    return out == QF_I8 && g->group == 1 && q.Cp % 4 == 0 && q.kh * q.kw <= MAX_TAPS &&
+    return (out == QF_I8 || out == QF_F16) && g->group == 1 && q.Cp % 4 == 0 && q.kh * q.kw <= MAX_TAPS &&
            gemm_fits(g->N * g->Ho * g->Wo, g->M, (int64_t)q.kh * q.kw * q.Cp) && g->N * q.H * q.W * q.Cp < INT32_MAX;
 }
 
@@ -1289,7 +1335,7 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     const bool act = rq->act != QF_ACT_NONE; /* the kernels with the smooth activation's code */
     /* the smooth instances have the exact conversions for SiLU and Sigmoid
      * without a residual only (launch_gemm clears it where one is read) */
-    p.small_acc = acc_bound(g, w, bias) < QFI_MAGIC_LIMIT && (!act || qfi_act_has_fast_level(rq->act));
+    p.small_acc = acc_bound(g, w, bias) < QFI_MAGIC_LIMIT && (!act || qfi_act_has_fast_level(rq->act)) && rq->out == QF_I8;
     p.H = q.H, p.W = q.W, p.Cp = q.Cp, p.Ho = (int)g->Ho, p.Wo = (int)g->Wo, p.M = (int)g->M;
     p.P = (int)(g->N * g->Ho * g->Wo);
     p.K = (int)K16; /* the weights' zero tail meets the gather's zero fill past K */
@@ -1327,8 +1373,8 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
         *out = ig;
         return QF_OK;
     }
-    /* the 1x1 kernel over K <= 64 (smooth activations other than GELU, which the host kept out) */
-    if (q.prep == PREP_NONE && q.kh == 1 && q.kw == 1 && q.sh == 1 && q.sw == 1 && q.ph == 0 && q.pw == 0 && K16 <= 64 &&
+    /* the 1x1 kernel over K <= 64 (int8 outputs; smooth activations other than GELU, which the host kept out) */
+    if (rq->out == QF_I8 && q.prep == PREP_NONE && q.kh == 1 && q.kw == 1 && q.sh == 1 && q.sw == 1 && q.ph == 0 && q.pw == 0 && K16 <= 64 &&
         g->M / 4 <= (K16 <= 32 ? pointwise_max_threads<8>() : pointwise_max_threads<16>())) {
         igemm_variant pw;
         memset(&pw, 0, sizeof pw);
@@ -1420,7 +1466,7 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
                 base.persistent = true;
                 base.blocks = (int)resident;
                 ig->v[ig->n_v++] = base;
-            } else if (const int kt = split_k_stages(tiles, KT, c->prop.multiProcessorCount)) {
+            } else if (const int kt = rq->out == QF_I8 ? split_k_stages(tiles, KT, c->prop.multiProcessorCount) : 0) {
                 base.kt_split = kt;
                 base.k_splits = (int)((KT + kt - 1) / kt);
                 base.blocks = (int)tiles * base.k_splits;

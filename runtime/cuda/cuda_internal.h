@@ -393,7 +393,7 @@ qf_status cu_requant_setup(cu_engine *c, const qf_node *n, int64_t channels, cu_
 
 /* ---- convolution geometry (conv.cu) and the implicit-GEMM INT8 kernel (conv_igemm.cu) ----
  * NHWC input (N,H,W,C), output (N,Ho,Wo,M). cu_igemm runs an ungrouped INT8
- * conv with an int8 output (M % 8 == 0) and lib/quant_math.h's epilogue bit
+ * conv with an int8 or half output (M % 8 == 0) and lib/quant_math.h's epilogue bit
  * for bit, the patches gathered in shared memory; an input of C < 4 is first
  * rearranged in `scratch` (cu_igemm_scratch bytes). It offers several launch
  * variants (tile shape, persistent grid, split-K where the tiles leave most

@@ -848,6 +848,7 @@ static qf_status mm_tune(cu_engine *c, cu_layer *L)
         char key[160];
         snprintf(key, sizeof key, "mm:i8:%lld,%lld,%lld:r%d:l%d", (long long)st->rows, (long long)st->gm->sh.K,
                  (long long)st->N, L->n->n_in > 4 && L->n->in[4] >= 0, st->rq.lo == 0.0f);
+        if (st->rq.out == QF_F16) snprintf(key + strlen(key), sizeof key - strlen(key), ":o16"); /* as conv.cu's */
         QF_CHECK(cu_igemm_choose(c, L, st->ig, key, st->rq.act, true, &st->use_ig, how, sizeof how));
     }
     /* where cuBLASLt's path won, its GEMM alone and then the whole layer's time against the implicit GEMM's */
