@@ -548,6 +548,24 @@ static qf_graph *b_tma_linears(void)
     output(g, linear(g, "fc5", t, 272, 16));
     return g;
 }
+/* 1x1 convs of the TMA kernel's kind with smooth activations in the INT8
+ * epilogue (EfficientNet's and YOLOv8's expand convs): SiLU, HardSwish,
+ * Sigmoid, and a residual Add before a SiLU; 2 x 15 x 13 positions and 144
+ * and 272 channels leave partial tiles, K of 48, 144 and 272 bytes one to
+ * three 128-byte stages. The last conv (16 channels) is not the TMA kernel's. */
+static qf_graph *b_tma_smooth_convs(void)
+{
+    qf_graph *g = new_graph("tma_smooth_convs");
+    int x = input(g, "x", 4, DIMS(2, 48, 15, 13));
+    int c = conv(g, "c1", x, 48, 144, 1, 1, P0, 1, 1, true);
+    int a = binary(g, "silu1", QF_OP_MUL, c, unary(g, "sig1", QF_OP_SIGMOID, c));
+    int b = unary(g, "hswish2", QF_OP_HARD_SWISH, conv(g, "c2", a, 144, 272, 1, 1, P0, 1, 1, true));
+    int d = unary(g, "sig3", QF_OP_SIGMOID, conv(g, "c3", b, 272, 144, 1, 1, P0, 1, 1, true));
+    int r = binary(g, "residual", QF_OP_ADD, conv(g, "c4", d, 144, 144, 1, 1, P0, 1, 1, true), a);
+    int e = binary(g, "silu4", QF_OP_MUL, r, unary(g, "sig4", QF_OP_SIGMOID, r));
+    output(g, conv(g, "c5", e, 144, 16, 1, 1, P0, 1, 1, true));
+    return g;
+}
 static qf_graph *b_binary(void)
 {
     qf_graph *g = new_graph("binary");
@@ -1761,6 +1779,32 @@ START_TEST(tma_linears_exact)
 }
 END_TEST
 
+/* tma_smooth_convs bit for bit with the CPU engine with the implicit
+ * GEMM's first two variants pinned (the TMA kernel's 128x128 and 128x256
+ * tiles: c1 to c4 on the device), and tuned. */
+START_TEST(tma_smooth_convs_exact)
+{
+    for (int pin = 0; pin < 3; pin++) {
+        qf_graph *g = build_minmax(b_tma_smooth_convs, QF_PREC_INT8, false);
+        char label[32];
+        snprintf(label, sizeof label, pin < 2 ? "int8 variant %d" : "int8 tuned", pin);
+        if (pin < 2) {
+            setenv("QFORGE_CUDA_IGEMM_VARIANT", pin ? "1" : "0", 1);
+            setenv("QFORGE_CUDA_CONV_TACTIC", "igemm", 1);
+            if (dut == QF_DEVICE_CUDA) {
+                const int n = logged_count(g, false, count_tma);
+                printf("  tma_smooth_convs: %s: %d layers on the TMA kernel\n", label, n);
+                ck_assert_msg(n == 4, "%s: %d layers on the TMA kernel", label, n);
+            }
+        }
+        compare(g, QF_PREC_INT8, 2, label, true);
+        unsetenv("QFORGE_CUDA_IGEMM_VARIANT");
+        unsetenv("QFORGE_CUDA_CONV_TACTIC");
+        qf_graph_free(g);
+    }
+}
+END_TEST
+
 /* The fast levels themselves, all 2^32 floats v at each output scale
  * below, clamped to int8's bounds and to wide ones (+-2^21: the margins
  * over the whole range of y): none the fast form calls sure may differ
@@ -2739,6 +2783,7 @@ int main(void)
     tcase_add_test(ops, smooth_epilogues_exact);
     tcase_add_test(ops, smooth_levels_exact);
     tcase_add_test(ops, tma_linears_exact);
+    tcase_add_test(ops, tma_smooth_convs_exact);
     tcase_add_test(ops, smooth_levels_sweep);
     tcase_add_test(ops, half_outputs_exact);
     tcase_add_test(ops, vector_convs_exact);

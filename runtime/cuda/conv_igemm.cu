@@ -325,6 +325,35 @@ __device__ __forceinline__ void requantize_warp(const igemm_params &p, const int
     }
 }
 
+/* requantize_warp's instance for an int8 tile, picked once a tile; SMOOTH:
+ * the kernel was built with the smooth activations' code, and p.rq.act is
+ * SiLU, Sigmoid or HardSwish. The SMALL form only for SiLU and Sigmoid
+ * without a residual (the host's small_acc says so; HardSwish's exact form
+ * needs no fast level): fewer instances of these large loops. */
+template <int MT, int NT, int EW, bool SMOOTH>
+__device__ __forceinline__ void requantize_tile(const igemm_params &p, const int32_t (&acc)[MT][NT][4], int8_t *Ew, int ch0,
+                                                int lane, bool has_res)
+{
+    if constexpr (SMOOTH) {
+        if (p.rq.act == QF_ACT_HARD_SWISH) {
+            if (has_res) requantize_warp<MT, NT, EW, false, true, ACT_HARD_SWISH>(p, acc, Ew, ch0, lane);
+            else requantize_warp<MT, NT, EW, false, false, ACT_HARD_SWISH>(p, acc, Ew, ch0, lane);
+        } else if (has_res) {
+            requantize_warp<MT, NT, EW, false, true, ACT_SIGMOID_SILU>(p, acc, Ew, ch0, lane);
+        } else if (p.small_acc) {
+            requantize_warp<MT, NT, EW, true, false, ACT_SIGMOID_SILU>(p, acc, Ew, ch0, lane);
+        } else {
+            requantize_warp<MT, NT, EW, false, false, ACT_SIGMOID_SILU>(p, acc, Ew, ch0, lane);
+        }
+    } else if (p.small_acc) {
+        if (has_res) requantize_warp<MT, NT, EW, true, true, ACT_NONE>(p, acc, Ew, ch0, lane);
+        else requantize_warp<MT, NT, EW, true, false, ACT_NONE>(p, acc, Ew, ch0, lane);
+    } else {
+        if (has_res) requantize_warp<MT, NT, EW, false, true, ACT_NONE>(p, acc, Ew, ch0, lane);
+        else requantize_warp<MT, NT, EW, false, false, ACT_NONE>(p, acc, Ew, ch0, lane);
+    }
+}
+
 /* requantize_warp for a half output (an INT8 layer whose readers are float
  * ops: quant/assign.c's float_out; EfficientNet-V2's and YOLOv8's convs
  * whose SiLU comes before the residual Add took the im2col + cuBLASLt path
@@ -624,25 +653,8 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
             add_partial_warp<MT, NT>(p, acc, pos0, ch0, lane);
         } else if (half_out) {
             requantize_warp_half<MT, NT, wt::EW, ACT>(p, acc, Ew, pos0, ch0, lane, has_res);
-        } else if constexpr (ACT) {
-            /* the SMALL form only for SiLU and Sigmoid without a residual (the
-             * host's small_acc says so): fewer instances of these large loops */
-            if (p.rq.act == QF_ACT_HARD_SWISH) {
-                if (has_res) requantize_warp<MT, NT, wt::EW, false, true, ACT_HARD_SWISH>(p, acc, Ew, ch0, lane);
-                else requantize_warp<MT, NT, wt::EW, false, false, ACT_HARD_SWISH>(p, acc, Ew, ch0, lane);
-            } else if (has_res) {
-                requantize_warp<MT, NT, wt::EW, false, true, ACT_SIGMOID_SILU>(p, acc, Ew, ch0, lane);
-            } else if (p.small_acc) {
-                requantize_warp<MT, NT, wt::EW, true, false, ACT_SIGMOID_SILU>(p, acc, Ew, ch0, lane);
-            } else {
-                requantize_warp<MT, NT, wt::EW, false, false, ACT_SIGMOID_SILU>(p, acc, Ew, ch0, lane);
-            }
-        } else if (p.small_acc) {
-            if (has_res) requantize_warp<MT, NT, wt::EW, true, true, ACT_NONE>(p, acc, Ew, ch0, lane);
-            else requantize_warp<MT, NT, wt::EW, true, false, ACT_NONE>(p, acc, Ew, ch0, lane);
         } else {
-            if (has_res) requantize_warp<MT, NT, wt::EW, false, true, ACT_NONE>(p, acc, Ew, ch0, lane);
-            else requantize_warp<MT, NT, wt::EW, false, false, ACT_NONE>(p, acc, Ew, ch0, lane);
+            requantize_tile<MT, NT, wt::EW, ACT>(p, acc, Ew, ch0, lane, has_res);
         }
         __syncwarp();
         if (p.k_splits == 1 && !half_out) wt::store(p, Ew, pos0, ch0, lane);
@@ -779,7 +791,11 @@ __device__ __forceinline__ void requantize_gelu_warp(const igemm_params &p, cons
     }
 }
 
-/* ACT: ACT_NONE or ACT_GELU (the Linear layers' kinds; SiLU's 1x1 convs keep the kernels above) */
+/* ACT: ACT_NONE, ACT_GELU (the Linear layers' kinds) or ACT_SIGMOID_SILU
+ * (SiLU, Sigmoid or HardSwish, requantize_tile's smooth instances: 1x1
+ * expand convs, whose K of 64 to 256 left the cp.async kernels' tiles
+ * bound by their epilogue and cuBLASLt's int32 GEMM by its requantize pass:
+ * EfficientNet-V2-S's 160 -> 960 expands 0.22 ms against FP16's 0.09) */
 template <int BN, int ACT>
 __global__ void __launch_bounds__(TMA_THREADS, 1) tma_gemm_kernel(const __grid_constant__ tma_params tp)
 {
@@ -862,12 +878,8 @@ __global__ void __launch_bounds__(TMA_THREADS, 1) tma_gemm_kernel(const __grid_c
             if (has_res) requantize_gelu_warp<NT, wt::EW, false, true>(p, acc, Ew, Lw, n0, lane);
             else if (p.small_acc) requantize_gelu_warp<NT, wt::EW, true, false>(p, acc, Ew, Lw, n0, lane);
             else requantize_gelu_warp<NT, wt::EW, false, false>(p, acc, Ew, Lw, n0, lane);
-        } else if (p.small_acc) {
-            if (has_res) requantize_warp<1, NT, wt::EW, true, true, ACT_NONE>(p, acc, Ew, n0, lane);
-            else requantize_warp<1, NT, wt::EW, true, false, ACT_NONE>(p, acc, Ew, n0, lane);
         } else {
-            if (has_res) requantize_warp<1, NT, wt::EW, false, true, ACT_NONE>(p, acc, Ew, n0, lane);
-            else requantize_warp<1, NT, wt::EW, false, false, ACT_NONE>(p, acc, Ew, n0, lane);
+            requantize_tile<1, NT, wt::EW, ACT == ACT_SIGMOID_SILU>(p, acc, Ew, n0, lane, has_res);
         }
         __syncwarp();
         wt::store(p, Ew, pos0, n0, lane);
@@ -1204,7 +1216,8 @@ bool cu_igemm_fits(const cu_conv_geo *g, qf_dtype out, qf_act act)
 
 /* The TMA kernel's layers: a plain GEMM (1x1, stride 1, no padding) over
  * rows of a multiple of 16 bytes (the tensor map's row pitch), int8 out,
- * no activation or a GELU, on sm_90 where the driver encodes tensor maps. */
+ * no activation, a GELU, SiLU, Sigmoid or HardSwish, on sm_90 where the
+ * driver encodes tensor maps. */
 typedef CUresult (*tensor_map_encoder)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
                                        const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                                        CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -1228,7 +1241,9 @@ bool cu_igemm_tma_fits(const cu_engine *c, const cu_conv_geo *g, qf_dtype out, q
     return c->prop.major == 9 && c->prop.minor == 0 && out == QF_I8 && g->group == 1 && g->kh == 1 && g->kw == 1 &&
            g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->C % 16 == 0 &&
            gemm_fits(g->N * g->H * g->W, g->M, g->C) &&
-           (act == QF_ACT_NONE || act == QF_ACT_GELU || act == QF_ACT_GELU_TANH) && encoder() != NULL;
+           (act == QF_ACT_NONE || act == QF_ACT_GELU || act == QF_ACT_GELU_TANH || act == QF_ACT_SILU ||
+            act == QF_ACT_SIGMOID || act == QF_ACT_HARD_SWISH) &&
+           encoder() != NULL;
 }
 
 /* The prepared input's bytes, rounded up so that split-K's sums after it stay aligned. */
@@ -1347,13 +1362,16 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     /* the variants the tuner times: tile shapes for M, residual handling, grid */
     const int64_t P = p.P;
     if (tma) { /* 128 x 128 and, past 128 channels without a GELU, 128 x 256 tiles, one block an SM */
-        const bool gelu = rq->act != QF_ACT_NONE;
+        const bool gelu = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH, smooth = rq->act != QF_ACT_NONE && !gelu;
         for (int bn = 128; bn <= (gelu ? 128 : 256) && bn / 2 < g->M; bn *= 2) {
             igemm_variant tv;
             memset(&tv, 0, sizeof tv);
-            tv.tma = gelu ? tma_gemm_kernel<128, ACT_GELU>
+            tv.tma = gelu     ? tma_gemm_kernel<128, ACT_GELU>
+                   : smooth ? (bn == 256 ? tma_gemm_kernel<256, ACT_SIGMOID_SILU> : tma_gemm_kernel<128, ACT_SIGMOID_SILU>)
                    : bn == 256 ? tma_gemm_kernel<256, ACT_NONE> : tma_gemm_kernel<128, ACT_NONE>;
-            tv.smem = gelu ? tma_smem<128, ACT_GELU>() : bn == 256 ? tma_smem<256, ACT_NONE>() : tma_smem<128, ACT_NONE>();
+            tv.smem = gelu     ? tma_smem<128, ACT_GELU>()
+                    : smooth ? (bn == 256 ? tma_smem<256, ACT_SIGMOID_SILU>() : tma_smem<128, ACT_SIGMOID_SILU>())
+                    : bn == 256 ? tma_smem<256, ACT_NONE>() : tma_smem<128, ACT_NONE>();
             tv.bm = TMA_BM, tv.bn = bn, tv.wg = true, tv.persistent = true, tv.threads = TMA_THREADS;
             tv.k_splits = 1, tv.kt_split = (int)((K + TMA_BK - 1) / TMA_BK);
             tv.n_tiles = (int)((g->M + bn - 1) / bn);
