@@ -1754,16 +1754,17 @@ static void count_tma(void *user, qf_log_level level, const char *msg)
 }
 
 /* tma_linears bit for bit with the CPU engine with the implicit GEMM's
- * variants pinned (the TMA kernel's 128x128 and 128x256 tiles come first
- * where they fit: fc1 to fc4 on the device), and tuned. */
+ * variants pinned (the TMA kernel's 128x128, 128x256 and two-blocks-an-SM
+ * 128x128 tiles come first where they fit; a GELU layer has only the
+ * first: fc1 to fc4 on the device), and tuned. */
 START_TEST(tma_linears_exact)
 {
-    for (int pin = 0; pin < 3; pin++) {
+    for (int pin = 0; pin < 4; pin++) {
         qf_graph *g = build_minmax(b_tma_linears, QF_PREC_INT8, false);
         char label[32];
-        snprintf(label, sizeof label, pin < 2 ? "int8 variant %d" : "int8 tuned", pin);
-        if (pin < 2) {
-            setenv("QFORGE_CUDA_IGEMM_VARIANT", pin ? "1" : "0", 1);
+        snprintf(label, sizeof label, pin < 3 ? "int8 variant %d" : "int8 tuned", pin);
+        if (pin < 3) {
+            setenv("QFORGE_CUDA_IGEMM_VARIANT", pin == 2 ? "2" : pin ? "1" : "0", 1);
             setenv("QFORGE_CUDA_CONV_TACTIC", "igemm", 1);
             if (dut == QF_DEVICE_CUDA) {
                 const int n = logged_count(g, false, count_tma);
@@ -1780,21 +1781,22 @@ START_TEST(tma_linears_exact)
 END_TEST
 
 /* tma_smooth_convs bit for bit with the CPU engine with the implicit
- * GEMM's first two variants pinned (the TMA kernel's 128x128 and 128x256
- * tiles: c1 to c4 on the device), and tuned. */
+ * GEMM's first three variants pinned (the TMA kernel's 128x128 and 128x256
+ * tiles: c1 to c4 on the device; its two-blocks-an-SM 128x128 tiles: c1,
+ * c2 and c4, whose K is one or two stages), and tuned. */
 START_TEST(tma_smooth_convs_exact)
 {
-    for (int pin = 0; pin < 3; pin++) {
+    for (int pin = 0; pin < 4; pin++) {
         qf_graph *g = build_minmax(b_tma_smooth_convs, QF_PREC_INT8, false);
         char label[32];
-        snprintf(label, sizeof label, pin < 2 ? "int8 variant %d" : "int8 tuned", pin);
-        if (pin < 2) {
-            setenv("QFORGE_CUDA_IGEMM_VARIANT", pin ? "1" : "0", 1);
+        snprintf(label, sizeof label, pin < 3 ? "int8 variant %d" : "int8 tuned", pin);
+        if (pin < 3) {
+            setenv("QFORGE_CUDA_IGEMM_VARIANT", pin == 2 ? "2" : pin ? "1" : "0", 1);
             setenv("QFORGE_CUDA_CONV_TACTIC", "igemm", 1);
             if (dut == QF_DEVICE_CUDA) {
                 const int n = logged_count(g, false, count_tma);
                 printf("  tma_smooth_convs: %s: %d layers on the TMA kernel\n", label, n);
-                ck_assert_msg(n == 4, "%s: %d layers on the TMA kernel", label, n);
+                ck_assert_msg(n == (pin == 2 ? 3 : 4), "%s: %d layers on the TMA kernel", label, n);
             }
         }
         compare(g, QF_PREC_INT8, 2, label, true);

@@ -736,13 +736,19 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *map, i
 /* A GELU tile's linear values, a warp's 16 rows of BN floats (+8: the eight
  * rows one accumulator store writes fall in two bank sets, not one) */
 template <int BN> __host__ __device__ constexpr int tma_lw() { return BN + 8; }
-template <int BN, int ACT> __host__ __device__ constexpr int tma_stages() { return ACT == ACT_GELU ? 4 : BN == 256 ? 3 : 5; }
+/* PER_SM 2: two blocks an SM, two stages each, for layers of one or two
+ * stages of K (1x1 expand convs, 64 to 256 channels in), whose tiles are
+ * bound by their epilogue: twice the warps to hide its latency. */
+template <int BN, int ACT, int PER_SM> __host__ __device__ constexpr int tma_stages()
+{
+    return PER_SM == 2 ? 2 : ACT == ACT_GELU ? 4 : BN == 256 ? 3 : 5;
+}
 /* stages, the eight warps' epilogue tiles (and a GELU's linear values),
  * the barriers, and the slack that aligns the stages on 1024 bytes */
-template <int BN, int ACT> constexpr size_t tma_smem()
+template <int BN, int ACT, int PER_SM> constexpr size_t tma_smem()
 {
-    return (size_t)tma_stages<BN, ACT>() * (TMA_BM + BN) * TMA_BK + (size_t)8 * 16 * (BN + 16) +
-           (ACT == ACT_GELU ? (size_t)8 * 16 * tma_lw<BN>() * 4 : 0) + 2 * tma_stages<BN, ACT>() * 8 + 1024;
+    return (size_t)tma_stages<BN, ACT, PER_SM>() * (TMA_BM + BN) * TMA_BK + (size_t)8 * 16 * (BN + 16) +
+           (ACT == ACT_GELU ? (size_t)8 * 16 * tma_lw<BN>() * 4 : 0) + 2 * tma_stages<BN, ACT, PER_SM>() * 8 + 1024;
 }
 
 /* requantize_warp's levels for a GELU, in two passes: the linear values
@@ -796,11 +802,11 @@ __device__ __forceinline__ void requantize_gelu_warp(const igemm_params &p, cons
  * expand convs, whose K of 64 to 256 left the cp.async kernels' tiles
  * bound by their epilogue and cuBLASLt's int32 GEMM by its requantize pass:
  * EfficientNet-V2-S's 160 -> 960 expands 0.22 ms against FP16's 0.09) */
-template <int BN, int ACT>
-__global__ void __launch_bounds__(TMA_THREADS, 1) tma_gemm_kernel(const __grid_constant__ tma_params tp)
+template <int BN, int ACT, int PER_SM>
+__global__ void __launch_bounds__(TMA_THREADS, PER_SM) tma_gemm_kernel(const __grid_constant__ tma_params tp)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int STAGES = tma_stages<BN, ACT>(), NT = BN / 8;
+    constexpr int STAGES = tma_stages<BN, ACT, PER_SM>(), NT = BN / 8;
     constexpr uint32_t A_BYTES = TMA_BM * TMA_BK, B_BYTES = BN * TMA_BK;
     typedef warp_tile<16, BN> wt;
     const igemm_params &p = tp.p;
@@ -1097,6 +1103,7 @@ typedef struct igemm_variant {
     int threads;            /* a block's; 0: THREADS. The 1x1 kernel (pointwise_kernel) has bm 0 */
     bool stem;              /* the RGB stem kernel (stem_kernel, on the unprepared input; bm 0 too) */
     void (*tma)(tma_params);  /* tma_gemm_kernel (bm TMA_BM): fn is NULL */
+    int per_sm;             /* the TMA kernel's blocks an SM (its PER_SM) */
 } igemm_variant;
 
 struct cu_igemm {
@@ -1361,18 +1368,31 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.div_Wo = cu_make_fast_div((uint32_t)g->Wo);
     /* the variants the tuner times: tile shapes for M, residual handling, grid */
     const int64_t P = p.P;
-    if (tma) { /* 128 x 128 and, past 128 channels without a GELU, 128 x 256 tiles, one block an SM */
+    if (tma) {
+        /* 128 x 128 and, past 128 channels without a GELU, 128 x 256 tiles,
+         * one block an SM; where K is one or two stages, 128 x 128 tiles two
+         * blocks an SM (not for a GELU, whose linear values take the room) */
         const bool gelu = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH, smooth = rq->act != QF_ACT_NONE && !gelu;
-        for (int bn = 128; bn <= (gelu ? 128 : 256) && bn / 2 < g->M; bn *= 2) {
+        const bool short_k = !gelu && (K + TMA_BK - 1) / TMA_BK <= 2;
+        for (int shape = 0; shape < 3; shape++) {
+            const int bn = shape == 1 ? 256 : 128, per_sm = shape == 2 ? 2 : 1;
+            if ((bn == 256 && (gelu || g->M <= 128)) || g->M <= 64 || (per_sm == 2 && !short_k)) continue;
             igemm_variant tv;
             memset(&tv, 0, sizeof tv);
-            tv.tma = gelu     ? tma_gemm_kernel<128, ACT_GELU>
-                   : smooth ? (bn == 256 ? tma_gemm_kernel<256, ACT_SIGMOID_SILU> : tma_gemm_kernel<128, ACT_SIGMOID_SILU>)
-                   : bn == 256 ? tma_gemm_kernel<256, ACT_NONE> : tma_gemm_kernel<128, ACT_NONE>;
-            tv.smem = gelu     ? tma_smem<128, ACT_GELU>()
-                    : smooth ? (bn == 256 ? tma_smem<256, ACT_SIGMOID_SILU>() : tma_smem<128, ACT_SIGMOID_SILU>())
-                    : bn == 256 ? tma_smem<256, ACT_NONE>() : tma_smem<128, ACT_NONE>();
-            tv.bm = TMA_BM, tv.bn = bn, tv.wg = true, tv.persistent = true, tv.threads = TMA_THREADS;
+            if (gelu) {
+                tv.tma = tma_gemm_kernel<128, ACT_GELU, 1>, tv.smem = tma_smem<128, ACT_GELU, 1>();
+            } else if (smooth) {
+                tv.tma = shape == 0   ? tma_gemm_kernel<128, ACT_SIGMOID_SILU, 1>
+                       : shape == 1 ? tma_gemm_kernel<256, ACT_SIGMOID_SILU, 1> : tma_gemm_kernel<128, ACT_SIGMOID_SILU, 2>;
+                tv.smem = shape == 0   ? tma_smem<128, ACT_SIGMOID_SILU, 1>()
+                        : shape == 1 ? tma_smem<256, ACT_SIGMOID_SILU, 1>() : tma_smem<128, ACT_SIGMOID_SILU, 2>();
+            } else {
+                tv.tma = shape == 0 ? tma_gemm_kernel<128, ACT_NONE, 1>
+                       : shape == 1 ? tma_gemm_kernel<256, ACT_NONE, 1> : tma_gemm_kernel<128, ACT_NONE, 2>;
+                tv.smem = shape == 0 ? tma_smem<128, ACT_NONE, 1>()
+                        : shape == 1 ? tma_smem<256, ACT_NONE, 1>() : tma_smem<128, ACT_NONE, 2>();
+            }
+            tv.bm = TMA_BM, tv.bn = bn, tv.wg = true, tv.persistent = true, tv.threads = TMA_THREADS, tv.per_sm = per_sm;
             tv.k_splits = 1, tv.kt_split = (int)((K + TMA_BK - 1) / TMA_BK);
             tv.n_tiles = (int)((g->M + bn - 1) / bn);
             tv.p_tiles = (int)((P + TMA_BM - 1) / TMA_BM);
@@ -1382,7 +1402,8 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
                 free(ig);
                 return cu_fail(e, "setting up the TMA GEMM kernel", __FILE__, __LINE__);
             }
-            tv.blocks = (int)(tiles < c->prop.multiProcessorCount ? tiles : c->prop.multiProcessorCount);
+            const int64_t resident = (int64_t)per_sm * c->prop.multiProcessorCount;
+            tv.blocks = (int)(tiles < resident ? tiles : resident);
             ig->v[ig->n_v++] = tv;
         }
     }
@@ -1522,7 +1543,7 @@ uint32_t cu_igemm_signature(const cu_igemm *ig)
     for (int i = 0; i < ig->n_v; i++) {
         const igemm_variant &v = ig->v[i];
         const int f[] = {v.bm, v.bn, v.wg, v.persistent, v.k_splits, v.kt_split, v.threads, v.stem, (int)v.smem, v.blocks,
-                         v.tma != NULL};
+                         v.tma != NULL, v.per_sm};
         for (int x : f) h = (h ^ (uint32_t)x) * 16777619u;
     }
     return h;
@@ -1652,8 +1673,8 @@ const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t
         return buf;
     }
     if (v.tma) {
-        snprintf(buf, len, "TMA wgmma.s8 %dx%d, warp-specialised, persistent%s", v.bm, v.bn,
-                 ig->p.small_acc ? "" : ", int32 conversions");
+        snprintf(buf, len, "TMA wgmma.s8 %dx%d, warp-specialised, persistent%s%s", v.bm, v.bn,
+                 v.per_sm == 2 ? ", 2 blocks an SM" : "", ig->p.small_acc ? "" : ", int32 conversions");
         return buf;
     }
     char split[32] = "";
