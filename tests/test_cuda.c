@@ -779,6 +779,9 @@ static qf_graph *b_resize(void)
     output(g, resize(g, "linear_c", c, "linear", "pytorch_half_pixel", -1, ints(g, "szc", 4, DIMS(2, 5, 7, 4))));
     output(g, resize(g, "corners", x, "linear", "align_corners", -1, ints(g, "szs", 4, DIMS(2, 6, 3, 4))));
     output(g, resize(g, "asym", x, "nearest", "asymmetric", floats(g, "s3", 4, (const float[]){1, 1, 3, 1.5f}), -1));
+    /* nearest between NHWC convs: the row path (rows of 8 channels) */
+    int up = resize(g, "nearest_rows", c, "nearest", "asymmetric", floats(g, "s4", 4, (const float[]){1, 1, 2, 1.5f}), -1);
+    output(g, conv(g, "c3", up, 8, 4, 3, 1, P1, 1, 1, true));
     return g;
 }
 /* ReduceMean over axes no pass turns into a pool: channels of an NHWC

@@ -5,7 +5,12 @@
  * the same roundings (the outer dims' weights multiplied in dim order, term k
  * taking the second tap of the j-th interpolating dim where bit j of k is
  * set), so FP32 results are the CPU's bit for bit. Nearest moves the stored
- * bytes. */
+ * bytes; where input and output are NHWC of one element type and the
+ * channels are not resized (YOLO's and U-Nets' 2x upsampling), it copies
+ * each output pixel's row of channels from its source pixel in vectors of
+ * up to 16 bytes (`resize_rows_kernel`): a thread an element, each finding
+ * its 4-D coordinates by 64-bit divisions, took YOLOv8n's two Resizes 3.6
+ * of its 38.5 ms at batch 256 on an H100, 14 times their memory traffic. */
 #include "cuda_internal.h"
 
 typedef struct resize_desc {
@@ -15,7 +20,26 @@ typedef struct resize_desc {
     int64_t tap_at[QF_MAX_DIMS];
     const qfi_resize_tap *taps;     /* device */
     float extrapolation;
+    /* the row path (resize_rows_fit): pixel rows of row_bytes; the output's H, W and the input's */
+    bool rows;
+    int row_bytes, ho, wo, h, w;
 } resize_desc;
+
+/* Output pixel p = (n Ho + oh) Wo + ow copies input pixel (tn H + th) W + tw,
+ * t the taps of dims 0, 2 and 3, as vecs words of V each; i < 2^31 (host). */
+template <typename V>
+__global__ void resize_rows_kernel(V *y, const V *x, const qfi_resize_tap *taps, int64_t at_n, int64_t at_h, int64_t at_w,
+                                   int h, int w, int ho, int wo, int vecs, cu_fast_div div_vecs, cu_fast_div div_wo,
+                                   cu_fast_div div_ho, int total)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const int pix = cu_div_by(i, div_vecs), v = i - pix * vecs;
+        const int q = cu_div_by(pix, div_wo), ow = pix - q * wo;
+        const int n = cu_div_by(q, div_ho), oh = q - n * ho;
+        const int64_t src = ((int64_t)taps[at_n + n].i0 * h + taps[at_h + oh].i0) * w + taps[at_w + ow].i0;
+        y[i] = x[src * vecs + v];
+    }
+}
 
 /* Where output element i reads: *off (the outer dims' first taps), the
  * interpolating outer dims (nb of them: offsets of both taps, weight of the
@@ -92,6 +116,35 @@ static qf_status resize_check(const qf_graph *g, const qf_node *n)
     return QF_OK;
 }
 
+/* Whether the row path serves n: nearest, 4-D input and output both NHWC
+ * without gaps, one element type (int8 with one scale and zero point), the
+ * channels' taps the identity, every other tap inside the input, and
+ * fewer than 2^31 elements out. */
+static bool resize_rows_fit(const cu_engine *c, const qf_node *n, int yv, const int64_t *xs)
+{
+    const qf_graph *g = c->g;
+    const qfi_resize_params *p = (const qfi_resize_params *)n->params;
+    const qf_value *x = qfi_in(g, n, 0), *y = &g->values[yv];
+    if (p->mode == QFI_RESIZE_LINEAR || x->ndim != 4 || y->ndim != 4 || y->dims[1] != x->dims[1]) return false;
+    int64_t ys[QF_MAX_DIMS];
+    cu_strides(c, yv, ys);
+    const int64_t C = x->dims[1];
+    const bool nhwc = xs[1] == 1 && xs[3] == C && xs[2] == C * x->dims[3] && xs[0] == xs[2] * x->dims[2] && ys[1] == 1 &&
+                      ys[3] == C && ys[2] == C * y->dims[3] && ys[0] == ys[2] * y->dims[2];
+    const cu_elem xe = cu_elem_of(c, n, n->in[0]), ye = cu_elem_of(c, n, yv);
+    if (!nhwc || xe.dt != ye.dt || xe.scale != ye.scale || xe.zp != ye.zp || qf_value_numel(y) >= INT32_MAX ||
+        x->dims[2] >= INT32_MAX || x->dims[3] >= INT32_MAX)
+        return false;
+    for (int64_t k = 0; k < C; k++)
+        if (p->taps[p->tap_at[1] + k].i0 != k) return false;
+    for (int d = 0; d < 4; d++)
+        for (int64_t k = 0; d != 1 && k < y->dims[d]; k++) {
+            const int64_t i0 = p->taps[p->tap_at[d] + k].i0;
+            if (i0 < 0 || i0 >= x->dims[d]) return false;
+        }
+    return true;
+}
+
 static qf_status resize_prepare(cu_engine *c, cu_layer *L)
 {
     const qf_graph *g = c->g;
@@ -111,14 +164,48 @@ static qf_status resize_prepare(cu_engine *c, cu_layer *L)
     d->extrapolation = p->extrapolation;
     cu_strides(c, n->in[0], d->xs);
     for (int k = 0; k < x->ndim; k++) d->tap_at[k] = p->tap_at[k];
+    if ((d->rows = resize_rows_fit(c, n, yv, d->xs))) {
+        const qf_value *y = &g->values[yv];
+        d->row_bytes = (int)(x->dims[1] * (int64_t)qf_dtype_info(x->dtype)->size);
+        d->ho = (int)y->dims[2], d->wo = (int)y->dims[3], d->h = (int)x->dims[2], d->w = (int)x->dims[3];
+    }
     void *ptr;
     return cu_value_ptr(c, n->in[0], &ptr);
+}
+
+/* The row path in the widest words that the row size and both buffers' alignment allow */
+template <typename V> static void launch_rows(const resize_desc &d, void *y, const void *x, int64_t pixels, cudaStream_t s)
+{
+    const int vecs = d.row_bytes / (int)sizeof(V), total = (int)(pixels * vecs);
+    const unsigned blocks = cu_blocks(total, 256);
+    resize_rows_kernel<V><<<blocks > 65536 ? 65536 : blocks, 256, 0, s>>>(
+        (V *)y, (const V *)x, d.taps, d.tap_at[0], d.tap_at[2], d.tap_at[3], d.h, d.w, d.ho, d.wo, vecs,
+        cu_make_fast_div((uint32_t)vecs), cu_make_fast_div((uint32_t)d.wo), cu_make_fast_div((uint32_t)d.ho), total);
+}
+static qf_status resize_rows_launch(cu_engine *c, cu_layer *L, const resize_desc &d, cudaStream_t s)
+{
+    const int yv = cu_out_value(L, 0);
+    void *x, *y;
+    QF_CHECK(cu_value_ptr(c, L->n->in[0], &x));
+    QF_CHECK(cu_value_ptr(c, yv, &y));
+    const qf_value *yval = &c->g->values[yv];
+    const int64_t pixels = yval->dims[0] * yval->dims[2] * yval->dims[3];
+    if (!pixels || !d.row_bytes) return QF_OK;
+    const uintptr_t a = (uintptr_t)x | (uintptr_t)y | (uintptr_t)d.row_bytes;
+    if (a % 16 == 0) launch_rows<uint4>(d, y, x, pixels, s);
+    else if (a % 8 == 0) launch_rows<uint2>(d, y, x, pixels, s);
+    else if (a % 4 == 0) launch_rows<uint32_t>(d, y, x, pixels, s);
+    else if (a % 2 == 0) launch_rows<uint16_t>(d, y, x, pixels, s);
+    else launch_rows<uint8_t>(d, y, x, pixels, s);
+    CU_LAUNCHED();
+    return QF_OK;
 }
 
 static qf_status resize_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
 {
     const qfi_resize_params *p = (const qfi_resize_params *)L->n->params;
     const resize_desc *d = (const resize_desc *)L->state;
+    if (d->rows) return resize_rows_launch(c, L, *d, s);
     if (p->mode != QFI_RESIZE_LINEAR)
         return cu_move_node(c, L, d->extrapolation, NULL, [&](auto m, unsigned blocks, int64_t total) {
             resize_nearest_kernel<<<blocks, 256, 0, s>>>(m, *d, total);
