@@ -798,10 +798,11 @@ __device__ __forceinline__ void requantize_gelu_warp(const igemm_params &p, cons
 }
 
 /* ACT: ACT_NONE, ACT_GELU (the Linear layers' kinds) or ACT_SIGMOID_SILU
- * (SiLU, Sigmoid or HardSwish, requantize_tile's smooth instances: 1x1
- * expand convs, whose K of 64 to 256 left the cp.async kernels' tiles
- * bound by their epilogue and cuBLASLt's int32 GEMM by its requantize pass:
- * EfficientNet-V2-S's 160 -> 960 expands 0.22 ms against FP16's 0.09) */
+ * (SiLU, Sigmoid or HardSwish: requantize_tile's smooth instances, for 1x1
+ * expand convs). Timed by the tuner like the rest; on EfficientNet-V2-S's
+ * 160 -> 960 SiLU expands they lose (0.35 ms two blocks an SM, 0.51 one,
+ * against cuBLASLt + the requantize pass's 0.22 and FP16's 0.09: session
+ * 45, H100), as the exact SiLU level, not the GEMM, bounds those layers. */
 template <int BN, int ACT, int PER_SM>
 __global__ void __launch_bounds__(TMA_THREADS, PER_SM) tma_gemm_kernel(const __grid_constant__ tma_params tp)
 {
