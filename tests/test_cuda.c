@@ -1756,23 +1756,24 @@ static void count_tma(void *user, qf_log_level level, const char *msg)
     if (strstr(msg, "TMA wgmma")) ++*(int *)user;
 }
 
-/* tma_linears bit for bit with the CPU engine with the implicit GEMM's
- * variants pinned (the TMA kernel's 128x128, 128x256 and two-blocks-an-SM
- * 128x128 tiles come first where they fit; a GELU layer has only the
- * first: fc1 to fc4 on the device), and tuned. */
-START_TEST(tma_linears_exact)
+/* The graph of `build` bit for bit with the CPU engine with the implicit
+ * GEMM's first three variants pinned, on_tma[v] of its layers on the TMA
+ * kernel with variant v (the kernel's 128x128, 128x256 and two-blocks-an-SM
+ * 128x128 tiles come first where they fit), and tuned. */
+static void check_tma_pinned(qf_graph *(*build)(void), const char *name, const int on_tma[3])
 {
     for (int pin = 0; pin < 4; pin++) {
-        qf_graph *g = build_minmax(b_tma_linears, QF_PREC_INT8, false);
+        qf_graph *g = build_minmax(build, QF_PREC_INT8, false);
         char label[32];
         snprintf(label, sizeof label, pin < 3 ? "int8 variant %d" : "int8 tuned", pin);
         if (pin < 3) {
-            setenv("QFORGE_CUDA_IGEMM_VARIANT", pin == 2 ? "2" : pin ? "1" : "0", 1);
+            char v[2] = {(char)('0' + pin), '\0'};
+            setenv("QFORGE_CUDA_IGEMM_VARIANT", v, 1);
             setenv("QFORGE_CUDA_CONV_TACTIC", "igemm", 1);
             if (dut == QF_DEVICE_CUDA) {
                 const int n = logged_count(g, false, count_tma);
-                printf("  tma_linears: %s: %d layers on the TMA kernel\n", label, n);
-                ck_assert_msg(n == 4, "%s: %d layers on the TMA kernel", label, n);
+                printf("  %s: %s: %d layers on the TMA kernel\n", name, label, n);
+                ck_assert_msg(n == on_tma[pin], "%s: %d layers on the TMA kernel", label, n);
             }
         }
         compare(g, QF_PREC_INT8, 2, label, true);
@@ -1781,33 +1782,16 @@ START_TEST(tma_linears_exact)
         qf_graph_free(g);
     }
 }
+
+/* tma_linears: fc1 to fc4 on the TMA kernel with each variant (a GELU
+ * layer has only the first). */
+START_TEST(tma_linears_exact) { check_tma_pinned(b_tma_linears, "tma_linears", (const int[3]){4, 4, 4}); }
 END_TEST
 
-/* tma_smooth_convs bit for bit with the CPU engine with the implicit
- * GEMM's first three variants pinned (the TMA kernel's 128x128 and 128x256
- * tiles: c1 to c4 on the device; its two-blocks-an-SM 128x128 tiles: c1,
- * c2 and c4, whose K is one or two stages), and tuned. */
-START_TEST(tma_smooth_convs_exact)
-{
-    for (int pin = 0; pin < 4; pin++) {
-        qf_graph *g = build_minmax(b_tma_smooth_convs, QF_PREC_INT8, false);
-        char label[32];
-        snprintf(label, sizeof label, pin < 3 ? "int8 variant %d" : "int8 tuned", pin);
-        if (pin < 3) {
-            setenv("QFORGE_CUDA_IGEMM_VARIANT", pin == 2 ? "2" : pin ? "1" : "0", 1);
-            setenv("QFORGE_CUDA_CONV_TACTIC", "igemm", 1);
-            if (dut == QF_DEVICE_CUDA) {
-                const int n = logged_count(g, false, count_tma);
-                printf("  tma_smooth_convs: %s: %d layers on the TMA kernel\n", label, n);
-                ck_assert_msg(n == (pin == 2 ? 3 : 4), "%s: %d layers on the TMA kernel", label, n);
-            }
-        }
-        compare(g, QF_PREC_INT8, 2, label, true);
-        unsetenv("QFORGE_CUDA_IGEMM_VARIANT");
-        unsetenv("QFORGE_CUDA_CONV_TACTIC");
-        qf_graph_free(g);
-    }
-}
+/* tma_smooth_convs: c1 to c4 on the TMA kernel's 128x128 and 128x256
+ * tiles; its two-blocks-an-SM tiles take c1, c2 and c4, whose K is one or
+ * two stages. */
+START_TEST(tma_smooth_convs_exact) { check_tma_pinned(b_tma_smooth_convs, "tma_smooth_convs", (const int[3]){4, 4, 3}); }
 END_TEST
 
 /* The fast levels themselves, all 2^32 floats v at each output scale

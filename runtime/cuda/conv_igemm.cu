@@ -1157,6 +1157,18 @@ template <int KW> static igemm_fn pointwise_for(qf_act act)
  * the gathered patches serve twice the channels), and for M <= 64 128x64
  * (warps 32x32) or 256x64 (warps 64x32: twice the MMAs per shared-memory
  * load); wgmma: BM 128 or 256 (warps BM / 8 x BN) by BN 64, 128 or 256. */
+/* The TMA kernel of `shape` (0: 128x128, 1: 128x256, 2: 128x128 two blocks
+ * an SM) with its shared memory; a GELU has the first only. */
+template <int ACT> static void tma_kernel_for(int shape, igemm_variant *tv)
+{
+    if (ACT == ACT_GELU || shape == 0) {
+        tv->tma = tma_gemm_kernel<128, ACT, 1>, tv->smem = tma_smem<128, ACT, 1>();
+    } else if constexpr (ACT != ACT_GELU) {
+        if (shape == 1) tv->tma = tma_gemm_kernel<256, ACT, 1>, tv->smem = tma_smem<256, ACT, 1>();
+        else tv->tma = tma_gemm_kernel<128, ACT, 2>, tv->smem = tma_smem<128, ACT, 2>();
+    }
+}
+
 static igemm_fn pick_kernel(int bm, int bn, bool wg, int vec, bool act)
 {
     if (act)
@@ -1249,9 +1261,7 @@ bool cu_igemm_tma_fits(const cu_engine *c, const cu_conv_geo *g, qf_dtype out, q
     return c->prop.major == 9 && c->prop.minor == 0 && out == QF_I8 && g->group == 1 && g->kh == 1 && g->kw == 1 &&
            g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->C % 16 == 0 &&
            gemm_fits(g->N * g->H * g->W, g->M, g->C) &&
-           (act == QF_ACT_NONE || act == QF_ACT_GELU || act == QF_ACT_GELU_TANH || act == QF_ACT_SILU ||
-            act == QF_ACT_SIGMOID || act == QF_ACT_HARD_SWISH) &&
-           encoder() != NULL;
+           (act == QF_ACT_NONE || qfi_act_smooth(act)) && encoder() != NULL;
 }
 
 /* The prepared input's bytes, rounded up so that split-K's sums after it stay aligned. */
@@ -1380,19 +1390,9 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
             if ((bn == 256 && (gelu || g->M <= 128)) || g->M <= 64 || (per_sm == 2 && !short_k)) continue;
             igemm_variant tv;
             memset(&tv, 0, sizeof tv);
-            if (gelu) {
-                tv.tma = tma_gemm_kernel<128, ACT_GELU, 1>, tv.smem = tma_smem<128, ACT_GELU, 1>();
-            } else if (smooth) {
-                tv.tma = shape == 0   ? tma_gemm_kernel<128, ACT_SIGMOID_SILU, 1>
-                       : shape == 1 ? tma_gemm_kernel<256, ACT_SIGMOID_SILU, 1> : tma_gemm_kernel<128, ACT_SIGMOID_SILU, 2>;
-                tv.smem = shape == 0   ? tma_smem<128, ACT_SIGMOID_SILU, 1>()
-                        : shape == 1 ? tma_smem<256, ACT_SIGMOID_SILU, 1>() : tma_smem<128, ACT_SIGMOID_SILU, 2>();
-            } else {
-                tv.tma = shape == 0 ? tma_gemm_kernel<128, ACT_NONE, 1>
-                       : shape == 1 ? tma_gemm_kernel<256, ACT_NONE, 1> : tma_gemm_kernel<128, ACT_NONE, 2>;
-                tv.smem = shape == 0 ? tma_smem<128, ACT_NONE, 1>()
-                        : shape == 1 ? tma_smem<256, ACT_NONE, 1>() : tma_smem<128, ACT_NONE, 2>();
-            }
+            if (gelu) tma_kernel_for<ACT_GELU>(shape, &tv);
+            else if (smooth) tma_kernel_for<ACT_SIGMOID_SILU>(shape, &tv);
+            else tma_kernel_for<ACT_NONE>(shape, &tv);
             tv.bm = TMA_BM, tv.bn = bn, tv.wg = true, tv.persistent = true, tv.threads = TMA_THREADS, tv.per_sm = per_sm;
             tv.k_splits = 1, tv.kt_split = (int)((K + TMA_BK - 1) / TMA_BK);
             tv.n_tiles = (int)((g->M + bn - 1) / bn);
