@@ -159,6 +159,57 @@ static bool build_table(double s, double lo, double hi, int z, level_grid *g, st
     return k == th.size();
 }
 
+/* The same thresholds with a band each, [a, b): the floats whose double
+ * value lies within the float exact form's error (taken as the fast form's
+ * margin, 2.4e-6 |y| + 1.5e-5 levels, generous) of the boundary; there the
+ * kernel asks the exact form. Level from b on. A cell lists the bands that
+ * meet it (two at most). */
+struct band_cell {
+    float4 ab; /* a1, b1, a2, b2 (INFINITY: none) */
+};
+static bool build_bands(double s, double lo, double hi, int z, const level_grid &g, std::vector<band_cell> *bands,
+                        std::vector<uint32_t> *levels)
+{
+    const double xmin = -1.2784645427610738;
+    const float vs = (float)(xmin / s), far_lo = -1e30f, far_hi = 1e30f;
+    struct band { float a, b; int after; };
+    std::vector<band> bs;
+    auto clampd = [&](double y) { return y < lo ? lo : y > hi ? hi : y; };
+    const int l_inf = level_of(-1e6 / s, s, lo, hi), l_min = level_of(vs, s, lo, hi), l_top = level_of(far_hi, s, lo, hi);
+    for (int k = l_inf - 1; k >= l_min; k--) { /* falling through k + 0.5 */
+        const double bd = k + 0.5, d = 2.4e-6 * fabs(bd) + 1.5e-5;
+        const float a = first_true(far_lo, vs, [&](float v) { return clampd(f_exact(v, s)) < bd + d; });
+        const float b = first_true(far_lo, vs, [&](float v) { return clampd(f_exact(v, s)) < bd - d; });
+        bs.push_back({a, b, k});
+    }
+    for (int k = l_min + 1; k <= l_top; k++) { /* rising through k - 0.5 */
+        const double bd = k - 0.5, d = 2.4e-6 * fabs(bd) + 1.5e-5;
+        const float a = first_true(vs, far_hi, [&](float v) { return clampd(f_exact(v, s)) > bd - d; });
+        const float b = first_true(vs, far_hi, [&](float v) { return clampd(f_exact(v, s)) > bd + d; });
+        bs.push_back({a, b, k});
+    }
+    const size_t n = (size_t)(g.n_n + g.n_p);
+    bands->assign(n, band_cell{make_float4(INFINITY, INFINITY, INFINITY, INFINITY)});
+    levels->assign(n, 0);
+    int level = l_inf;
+    size_t first = 0; /* bands wholly below the current cell */
+    for (size_t c = 0; c < n; c++) {
+        while (first < bs.size() && cell_of(g, bs[first].b) < (int)c && cell_of(g, bs[first].a) < (int)c) level = bs[first++].after;
+        int ls[3] = {level, level, level}, m = 0;
+        float ab[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
+        for (size_t j = first; j < bs.size() && cell_of(g, bs[j].a) <= (int)c; j++) {
+            if (m == 2) return false;
+            ab[2 * m] = bs[j].a, ab[2 * m + 1] = bs[j].b;
+            ls[m + 1] = bs[j].after, m++;
+        }
+        if (m < 2) ls[2] = ls[m];
+        if (m == 0) ls[1] = ls[0];
+        (*bands)[c].ab = make_float4(ab[0], ab[1], ab[2], ab[3]);
+        (*levels)[c] = (uint32_t)(uint8_t)(ls[0] + z) | (uint32_t)(uint8_t)(ls[1] + z) << 8 | (uint32_t)(uint8_t)(ls[2] + z) << 16;
+    }
+    return true;
+}
+
 /* ---- the kernels ------------------------------------------------------------------------------ */
 __global__ void copy_kernel(const int4 *acc, int rows, int cols4, char4 *y)
 {
@@ -194,10 +245,10 @@ __global__ void current_kernel(qfi_requant q, const int4 *acc, int rows, int col
     }
 }
 
-/* MODE 0: SiLU as current; 1: linear only; 2: the table */
+/* MODE 0: SiLU as current; 1: linear only; 2: the table; 3: the band table, the exact form inside a band */
 template <int MODE>
 __global__ void rows_kernel(qfi_requant q, const int4 *acc, int rows, int cols4, char4 *y, const level_cell *cells,
-                            level_grid g)
+                            level_grid g, const band_cell *bands, const uint32_t *band_levels)
 {
     const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
     if (c4 >= cols4) return;
@@ -210,7 +261,22 @@ __global__ void rows_kernel(qfi_requant q, const int4 *acc, int rows, int cols4,
         const int4 a4 = acc[(size_t)r * cols4 + c4];
         const int32_t a[4] = {a4.x, a4.y, a4.z, a4.w};
         int8_t o[4];
-        if constexpr (MODE == 2) {
+        if constexpr (MODE == 3) {
+            float lin[4];
+            bool sure = true;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                lin[k] = qfi_requant_linear(&q, qfi_i2f(a[k] + b[k]), m[k], false, 0.0f);
+                const int c = cell_of(g, lin[k]);
+                const float4 e = bands[c].ab;
+                const uint32_t lv = band_levels[c];
+                sure &= !((lin[k] >= e.x) & (lin[k] < e.y)) & !((lin[k] >= e.z) & (lin[k] < e.w));
+                o[k] = (int8_t)(lv >> (8 * ((lin[k] >= e.y) + (lin[k] >= e.w))));
+            }
+            if (!sure)
+#pragma unroll
+                for (int k = 0; k < 4; k++) o[k] = qfi_requant_level(&q, qfi_smooth_level_fast_kinds(q.act, lin[k], q.act_s, q.lo, q.hi, false));
+        } else if constexpr (MODE == 2) {
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const float lin = qfi_requant_linear(&q, qfi_i2f(a[k] + b[k]), m[k], false, 0.0f);
@@ -305,9 +371,36 @@ int main(int argc, char **argv)
         printf("host: table differs from the double form at %zu of %zu values, from the float exact form at %zu\n", vs_double,
                n, vs_float);
     }
+    std::vector<band_cell> bands;
+    std::vector<uint32_t> band_levels;
+    if (!build_bands(s_out, q.lo, q.hi, z, g, &bands, &band_levels)) {
+        fprintf(stderr, "bands: more than two in a cell\n");
+        return 1;
+    }
+    {
+        size_t in_band = 0, wrong = 0, n = 0;
+        for (size_t i = 0; i < acc.size(); i += 7, n++) {
+            const int c = (int)(i % cols);
+            const float lin = qfi_mul(qfi_i2f(acc[i] + bias[c]), m[c]);
+            const int ci = cell_of(g, lin);
+            const float4 e = bands[ci].ab;
+            const bool sure = !(lin >= e.x && lin < e.y) && !(lin >= e.z && lin < e.w);
+            in_band += !sure;
+            const int8_t t = (int8_t)(band_levels[ci] >> (8 * ((lin >= e.y) + (lin >= e.w))));
+            wrong += sure && t != (int8_t)(qfi_round_i32(fminf(fmaxf(qfi_act_value(QF_ACT_SILU, lin, s_out), q.lo), q.hi)) + z);
+        }
+        printf("host: band table sure but not the float exact form's level at %zu of %zu values; in a band %zu\n", wrong, n,
+               in_band);
+    }
+    band_cell *d_bands;
+    uint32_t *d_band_levels;
+    CK(cudaMalloc(&d_bands, bands.size() * sizeof(band_cell)));
+    CK(cudaMalloc(&d_band_levels, band_levels.size() * 4));
+    CK(cudaMemcpy(d_bands, bands.data(), bands.size() * sizeof(band_cell), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_band_levels, band_levels.data(), band_levels.size() * 4, cudaMemcpyHostToDevice));
     int32_t *d_acc, *d_bias;
     float *d_m;
-    int8_t *d_y[5];
+    int8_t *d_y[6];
     level_cell *d_cells;
     CK(cudaMalloc(&d_acc, acc.size() * 4));
     CK(cudaMalloc(&d_bias, cols * 4));
@@ -327,28 +420,31 @@ int main(int argc, char **argv)
     struct {
         const char *name;
         float ms;
-    } r[5];
+    } r[6];
     r[0] = {"copy", time_ms([&] { copy_kernel<<<blocks, 256>>>(a4, rows, cols4, (char4 *)d_y[0]); })};
     r[1] = {"current", time_ms([&] { current_kernel<<<blocks, 256>>>(q, a4, rows, cols4, (char4 *)d_y[1]); })};
-    r[2] = {"rows", time_ms([&] { rows_kernel<0><<<rg, rb>>>(q, a4, rows, cols4, (char4 *)d_y[2], d_cells, g); })};
-    r[3] = {"linear", time_ms([&] { rows_kernel<1><<<rg, rb>>>(q, a4, rows, cols4, (char4 *)d_y[3], d_cells, g); })};
-    r[4] = {"table", time_ms([&] { rows_kernel<2><<<rg, rb>>>(q, a4, rows, cols4, (char4 *)d_y[4], d_cells, g); })};
+    r[2] = {"rows", time_ms([&] { rows_kernel<0><<<rg, rb>>>(q, a4, rows, cols4, (char4 *)d_y[2], d_cells, g, d_bands, d_band_levels); })};
+    r[3] = {"linear", time_ms([&] { rows_kernel<1><<<rg, rb>>>(q, a4, rows, cols4, (char4 *)d_y[3], d_cells, g, d_bands, d_band_levels); })};
+    r[4] = {"table", time_ms([&] { rows_kernel<2><<<rg, rb>>>(q, a4, rows, cols4, (char4 *)d_y[4], d_cells, g, d_bands, d_band_levels); })};
+    r[5] = {"bands", time_ms([&] { rows_kernel<3><<<rg, rb>>>(q, a4, rows, cols4, (char4 *)d_y[5], d_cells, g, d_bands, d_band_levels); })};
     for (auto &e : r) printf("%-8s %.4f ms  %.0f GB/s\n", e.name, e.ms, bytes / e.ms / 1e6);
-    std::vector<int8_t> y1(acc.size()), y2(acc.size()), y4(acc.size());
+    std::vector<int8_t> y1(acc.size()), y2(acc.size()), y4(acc.size()), y5(acc.size());
+    CK(cudaMemcpy(y5.data(), d_y[5], acc.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(y1.data(), d_y[1], acc.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(y2.data(), d_y[2], acc.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(y4.data(), d_y[4], acc.size(), cudaMemcpyDeviceToHost));
-    size_t d_rows = 0, d_table = 0, d_host = 0;
+    size_t d_rows = 0, d_table = 0, d_host = 0, d_band = 0;
     for (size_t i = 0; i < acc.size(); i++) {
         d_rows += y1[i] != y2[i];
         d_table += y1[i] != y4[i];
+        d_band += y1[i] != y5[i];
         if (i % 997 == 0) { /* the host's exact form, on a sample */
             const int c = (int)(i % cols);
             const float lin = qfi_mul(qfi_i2f(acc[i] + bias[c]), m[c]);
             d_host += y1[i] != (int8_t)(qfi_round_i32(fminf(fmaxf(qfi_act_value(QF_ACT_SILU, lin, s_out), q.lo), q.hi)) + z);
         }
     }
-    printf("rows differs from current at %zu of %zu; table at %zu; current from the host's exact form at %zu of %zu sampled\n",
-           d_rows, acc.size(), d_table, d_host, acc.size() / 997 + 1);
+    printf("rows differs from current at %zu of %zu; table at %zu; bands at %zu; current from the host's exact form at %zu of "
+           "%zu sampled\n", d_rows, acc.size(), d_table, d_band, d_host, acc.size() / 997 + 1);
     return 0;
 }

@@ -113,12 +113,9 @@ static qf_status copy_raw(cudaStream_t s, void *dst, const void *src, size_t es,
         return QF_OK;
     }
     if (d.ss[in] == 1 && d.ds[in] == 1) {
-        size_t v = 16;
-        for (; v > es; v /= 2) {
-            bool fits = (d.dims[in] * (int64_t)es) % (int64_t)v == 0 && (uintptr_t)dst % v == 0 && (uintptr_t)src % v == 0;
-            for (int k = 0; k < in && fits; k++) fits = (d.ss[k] * (int64_t)es) % (int64_t)v == 0 && (d.ds[k] * (int64_t)es) % (int64_t)v == 0;
-            if (fits) break;
-        }
+        uint64_t a = (uint64_t)(d.dims[in] * (int64_t)es) | (uintptr_t)dst | (uintptr_t)src;
+        for (int k = 0; k < in; k++) a |= (uint64_t)(d.ss[k] * (int64_t)es) | (uint64_t)(d.ds[k] * (int64_t)es);
+        const size_t v = cu_word_bytes(a);
         if (v > es) { /* the same copy of v-byte elements */
             const int64_t f = (int64_t)(v / es);
             d.dims[in] /= f;
@@ -142,23 +139,12 @@ static qf_status copy_raw(cudaStream_t s, void *dst, const void *src, size_t es,
                     t.batch.nd++;
                     t.nb *= d.dims[k];
                 }
-            switch (es) {
-            case 1: launch_tiled<uint8_t>(s, dst, src, t); break;
-            case 2: launch_tiled<uint16_t>(s, dst, src, t); break;
-            case 4: launch_tiled<uint32_t>(s, dst, src, t); break;
-            default: launch_tiled<uint64_t>(s, dst, src, t); break;
-            }
+            cu_with_word(es, [&](auto *word) { launch_tiled<std::remove_pointer_t<decltype(word)>>(s, dst, src, t); });
             CU_LAUNCHED();
             return QF_OK;
         }
     }
-    switch (es) {
-    case 1: launch_raw<uint8_t>(s, dst, src, d, total); break;
-    case 2: launch_raw<uint16_t>(s, dst, src, d, total); break;
-    case 4: launch_raw<uint32_t>(s, dst, src, d, total); break;
-    case 8: launch_raw<uint64_t>(s, dst, src, d, total); break;
-    default: launch_raw<uint4>(s, dst, src, d, total); break;
-    }
+    cu_with_word(es, [&](auto *word) { launch_raw<std::remove_pointer_t<decltype(word)>>(s, dst, src, d, total); });
     CU_LAUNCHED();
     return QF_OK;
 }
@@ -503,22 +489,16 @@ static qf_status concat_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     concat_rows r;
     if (concat_as_rows(c, L, yv, &r)) {
         const int64_t bytes = qf_value_bytes(&g->values[yv]);
-        int64_t v = 16; /* the widest access every row and pointer allows */
-        for (; v > 1; v /= 2) {
-            bool fits = (uintptr_t)dst % v == 0;
-            for (int k = 0; k < r.n && fits; k++) fits = (r.at[k + 1] - r.at[k]) % v == 0 && (uintptr_t)r.src[k] % v == 0;
-            if (fits) break;
-        }
-        const int64_t total = bytes / v;
+        uint64_t a = (uintptr_t)dst; /* the widest word every row and pointer allows */
+        for (int k = 0; k < r.n; k++) a |= (uint64_t)(r.at[k + 1] - r.at[k]) | (uintptr_t)r.src[k];
+        const size_t v = cu_word_bytes(a);
+        const int64_t total = bytes / (int64_t)v;
         if (total == 0) return QF_OK;
         const unsigned blocks = cu_blocks(total, 256) > 65536 ? 65536 : cu_blocks(total, 256);
-        switch (v) {
-        case 16: concat_rows_kernel<uint4><<<blocks, 256, 0, s>>>((uint4 *)dst, r, total); break;
-        case 8: concat_rows_kernel<uint2><<<blocks, 256, 0, s>>>((uint2 *)dst, r, total); break;
-        case 4: concat_rows_kernel<uint32_t><<<blocks, 256, 0, s>>>((uint32_t *)dst, r, total); break;
-        case 2: concat_rows_kernel<uint16_t><<<blocks, 256, 0, s>>>((uint16_t *)dst, r, total); break;
-        default: concat_rows_kernel<uint8_t><<<blocks, 256, 0, s>>>((uint8_t *)dst, r, total); break;
-        }
+        cu_with_word(v, [&](auto *word) {
+            typedef std::remove_pointer_t<decltype(word)> V;
+            concat_rows_kernel<V><<<blocks, 256, 0, s>>>((V *)dst, r, total);
+        });
         CU_LAUNCHED();
         return QF_OK;
     }

@@ -12,6 +12,7 @@
 #include "cublaslt_dl.h"
 #include "cudnn_dl.h"
 #include <stdint.h>
+#include <type_traits> /* cu_with_word's callers: std::remove_pointer_t */
 #include "quant_math.h" /* the INT8 numerics, __host__ __device__ */
 
 extern "C" {
@@ -206,6 +207,30 @@ static inline unsigned cu_blocks(int64_t n, int threads)
 {
     int64_t b = (n + threads - 1) / threads;
     return (unsigned)(b < 1 ? 1 : b > 0x7fffffff ? 0x7fffffff : b);
+}
+/* ---- moving bytes in the widest words --------------------------------------------------------
+ * Copy-like kernels (copies, Concat rows, nearest Resize rows) move whole
+ * words. cu_word_bytes: the widest word (16, 8, 4, 2 or 1 bytes) that
+ * divides `a`, the OR of every address, length and stride in bytes the
+ * words must respect (a power of two divides each of them exactly when it
+ * divides their OR). cu_with_word calls f with a null pointer to the
+ * unsigned word of that many bytes, so that one generic lambda picks its
+ * kernel instance: f((uint4 *)0) for 16 bytes. */
+static inline size_t cu_word_bytes(uint64_t a)
+{
+    size_t v = 16;
+    while (v > 1 && a % v) v /= 2;
+    return v;
+}
+template <class F> static void cu_with_word(size_t bytes, F &&f)
+{
+    switch (bytes) {
+    case 16: f((uint4 *)nullptr); break;
+    case 8: f((uint2 *)nullptr); break;
+    case 4: f((uint32_t *)nullptr); break;
+    case 2: f((uint16_t *)nullptr); break;
+    default: f((uint8_t *)nullptr); break;
+    }
 }
 /* A value of a node's dtype the device kernels handle as data: f32, f16, or
  * i8 with a scale (quantized; only at FP16/INT8 precision, as the f32 view). */

@@ -191,12 +191,8 @@ static qf_status resize_rows_launch(cu_engine *c, cu_layer *L, const resize_desc
     const qf_value *yval = &c->g->values[yv];
     const int64_t pixels = yval->dims[0] * yval->dims[2] * yval->dims[3];
     if (!pixels || !d.row_bytes) return QF_OK;
-    const uintptr_t a = (uintptr_t)x | (uintptr_t)y | (uintptr_t)d.row_bytes;
-    if (a % 16 == 0) launch_rows<uint4>(d, y, x, pixels, s);
-    else if (a % 8 == 0) launch_rows<uint2>(d, y, x, pixels, s);
-    else if (a % 4 == 0) launch_rows<uint32_t>(d, y, x, pixels, s);
-    else if (a % 2 == 0) launch_rows<uint16_t>(d, y, x, pixels, s);
-    else launch_rows<uint8_t>(d, y, x, pixels, s);
+    cu_with_word(cu_word_bytes((uintptr_t)x | (uintptr_t)y | (uint64_t)d.row_bytes),
+                 [&](auto *word) { launch_rows<std::remove_pointer_t<decltype(word)>>(d, y, x, pixels, s); });
     CU_LAUNCHED();
     return QF_OK;
 }
