@@ -355,25 +355,31 @@ __global__ void requant_kernel(qfi_requant q, const int32_t *acc, int64_t rows, 
 }
 
 /* Four channels a thread: int4 accumulators in, char4 out (cols % 4 == 0,
- * ld % 4 == 0); I, the index type: 32 bits where the elements' count allows
- * (a 64-bit division per four elements costs more than the GELU or SiLU
- * levels). FAST: q.act is SiLU or Sigmoid (FAST_SIGMOID_SILU) or a GELU
+ * ld % 4 == 0). A thread keeps one channel quad (blockIdx.x, threadIdx.x)
+ * with its multipliers and biases in registers and walks a stride of rows
+ * (blockIdx.y, threadIdx.y), so that an output costs no index division and
+ * no load but its accumulator's; a warp's 32 quads are 512 contiguous bytes
+ * of a row. FAST: q.act is SiLU or Sigmoid (FAST_SIGMOID_SILU) or a GELU
  * (FAST_GELU), whose four levels are found by lib/quant_math.h's fast forms
  * without a branch, then by the exact form where one of them is not sure
- * (ViT's and ConvNeXt's fc1 and EfficientNet's wide SiLU convs run here).
- * A 2-D form with each thread's channel multipliers in registers and four
- * rows' loads in flight measured slower (ViT-B/16 fc1 0.873 against 0.800
- * ms, EfficientNet-B0's widest SiLU conv 1.76 against 1.34 ms). */
+ * (ViT's and ConvNeXt's fc1 and EfficientNet's wide SiLU convs run here). */
 enum { FAST_NONE, FAST_SIGMOID_SILU, FAST_GELU };
-template <bool ACT, int FAST, typename I>
-__global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, I rows, I cols4, I ld4, const char4 *res, char4 *y)
+constexpr int REQUANT_ROWS = 8; /* threadIdx.y */
+template <bool ACT, int FAST>
+__global__ void __launch_bounds__(32 * REQUANT_ROWS)
+    requant_i8x4_kernel(qfi_requant q, const int4 *acc, int64_t rows, int cols4, int64_t ld4, const char4 *res, char4 *y)
 {
-    const I n = rows * cols4;
-    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        const I r = i / cols4, c4 = i - r * cols4, ch = c4 * 4;
+    const int c4 = blockIdx.x * 32 + threadIdx.x;
+    if (c4 >= cols4) return;
+    const int ch = c4 * 4;
+    float m[4];
+    int32_t b[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) m[k] = q.m[ch + k], b[k] = q.bias ? q.bias[ch + k] : 0;
+    for (int64_t r = blockIdx.y * (int64_t)REQUANT_ROWS + threadIdx.y; r < rows; r += (int64_t)gridDim.y * REQUANT_ROWS) {
         const int4 a4 = acc[r * ld4 + c4];
-        const char4 rv = res ? res[i] : make_char4(0, 0, 0, 0);
-        const int32_t a[4] = {a4.x, a4.y, a4.z, a4.w};
+        const char4 rv = res ? res[r * cols4 + c4] : make_char4(0, 0, 0, 0);
+        const int32_t a[4] = {a4.x + b[0], a4.y + b[1], a4.z + b[2], a4.w + b[3]};
         const int8_t rr[4] = {rv.x, rv.y, rv.z, rv.w};
         int8_t out[4];
         if constexpr (FAST != FAST_NONE) {
@@ -381,42 +387,46 @@ __global__ void requant_i8x4_kernel(qfi_requant q, const int4 *acc, I rows, I co
             bool sure = true;
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                const float lin = qfi_requant_linear(&q, qfi_i2f(q.bias ? a[k] + q.bias[ch + k] : a[k]), q.m[ch + k], res,
-                                                     qfi_requant_residual(&q, rr[k]));
+                const float lin = qfi_requant_linear(&q, qfi_i2f(a[k]), m[k], res, qfi_requant_residual(&q, rr[k]));
                 sure &= FAST == FAST_SIGMOID_SILU ? qfi_sigmoid_level_fast(q.act == QF_ACT_SILU, lin, q.act_s, q.lo, q.hi, &v[k])
                                                   : qfi_gelu_level_fast(q.act == QF_ACT_GELU_TANH, lin, q.act_s, q.lo, q.hi, &v[k]);
             }
             if (!sure) /* rare: the exact form where a level is not sure */
 #pragma unroll
                 for (int k = 0; k < 4; k++)
-                    v[k] = qfi_requant_smooth_i8_value(&q, qfi_i2f(q.bias ? a[k] + q.bias[ch + k] : a[k]), q.m[ch + k], res,
-                                                       qfi_requant_residual(&q, rr[k]));
+                    v[k] = qfi_requant_smooth_i8_value(&q, qfi_i2f(a[k]), m[k], res, qfi_requant_residual(&q, rr[k]));
 #pragma unroll
             for (int k = 0; k < 4; k++) out[k] = qfi_requant_level(&q, v[k]);
         } else {
 #pragma unroll
             for (int k = 0; k < 4; k++)
-                out[k] = qfi_requant_level(&q, qfi_requant_acc_at(&q, a[k], ch + k, res, qfi_requant_residual(&q, rr[k]), ACT));
+                out[k] = qfi_requant_level(&q, qfi_requant_value_at(&q, qfi_i2f(a[k]), m[k], res, qfi_requant_residual(&q, rr[k]), ACT));
         }
-        y[i] = make_char4(out[0], out[1], out[2], out[3]);
+        y[r * cols4 + c4] = make_char4(out[0], out[1], out[2], out[3]);
     }
 }
 
-template <typename I>
 static void launch_requant_i8x4(cudaStream_t s, const cu_requant *rq, const int32_t *acc, int64_t rows, int64_t cols,
-                                int64_t ld, const int8_t *res, void *y, unsigned blocks)
+                                int64_t ld, const int8_t *res, void *y)
 {
     const bool act = rq->act != QF_ACT_NONE;
     const bool sig = rq->act == QF_ACT_SILU || rq->act == QF_ACT_SIGMOID;
     const bool fast = qfi_act_has_fast_level(rq->act);
-    const I r = (I)rows, c4 = (I)(cols / 4), l4 = (I)(ld / 4);
+    const int c4 = (int)(cols / 4);
+    const int64_t l4 = ld / 4;
+    /* about eight blocks of 256 threads an SM on a 132-SM part, each with rows to walk */
+    const unsigned bx = (unsigned)((c4 + 31) / 32);
+    int64_t by = (1056 + bx - 1) / bx, row_groups = (rows + REQUANT_ROWS - 1) / REQUANT_ROWS;
+    if (by > row_groups) by = row_groups;
+    if (by > 65535) by = 65535;
+    const dim3 grid(bx, (unsigned)by), block(32, REQUANT_ROWS);
     const int4 *a = (const int4 *)acc;
     const char4 *r4 = (const char4 *)res;
     char4 *y4 = (char4 *)y;
-    if (sig) requant_i8x4_kernel<true, FAST_SIGMOID_SILU, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, r4, y4);
-    else if (fast) requant_i8x4_kernel<true, FAST_GELU, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, r4, y4);
-    else if (act) requant_i8x4_kernel<true, FAST_NONE, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, r4, y4);
-    else requant_i8x4_kernel<false, FAST_NONE, I><<<blocks, 256, 0, s>>>(*rq, a, r, c4, l4, r4, y4);
+    if (sig) requant_i8x4_kernel<true, FAST_SIGMOID_SILU><<<grid, block, 0, s>>>(*rq, a, rows, c4, l4, r4, y4);
+    else if (fast) requant_i8x4_kernel<true, FAST_GELU><<<grid, block, 0, s>>>(*rq, a, rows, c4, l4, r4, y4);
+    else if (act) requant_i8x4_kernel<true, FAST_NONE><<<grid, block, 0, s>>>(*rq, a, rows, c4, l4, r4, y4);
+    else requant_i8x4_kernel<false, FAST_NONE><<<grid, block, 0, s>>>(*rq, a, rows, c4, l4, r4, y4);
 }
 
 qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t *acc, int64_t rows, int64_t cols,
@@ -424,15 +434,8 @@ qf_status cu_requant_launch(cudaStream_t s, const cu_requant *rq, const int32_t 
 {
     if (!rows || !cols) return QF_OK;
     const bool act = rq->act != QF_ACT_NONE;
-    if (rq->out == QF_I8 && cols % 4 == 0 && ld % 4 == 0) {
-        const int64_t n = rows * cols / 4;
-        unsigned b = cu_blocks(n, 256);
-        if (b > 65536) b = 65536;
-        /* 32-bit indices where the last index, one stride on, and the last accumulator's stay below 2^32 */
-        if (n + (int64_t)b * 256 <= UINT32_MAX && rows * (ld / 4) <= UINT32_MAX)
-            launch_requant_i8x4<uint32_t>(s, rq, acc, rows, cols, ld, res, y, b);
-        else
-            launch_requant_i8x4<int64_t>(s, rq, acc, rows, cols, ld, res, y, b);
+    if (rq->out == QF_I8 && cols % 4 == 0 && ld % 4 == 0 && cols / 4 <= INT32_MAX) {
+        launch_requant_i8x4(s, rq, acc, rows, cols, ld, res, y);
     } else {
         unsigned b = cu_blocks(rows * cols, 256);
         if (b > 65536) b = 65536;
