@@ -8,7 +8,9 @@
  * a threshold alone cannot give those levels; searched until 256 floats in
  * a row agree). Prints per scale the range
  * of v, the cells of width 1/2 over it, the thresholds, the most in a cell,
- * and the flickering thresholds with their widest extent in ulps.
+ * and the flickering thresholds with their widest extent in ulps. (Session
+ * 46 built such a table and timed it: it costs more than e^x,
+ * bench/requant_pass_study.cu.)
  *
  *   gcc -O2 -std=c11 -Ilib -Iinclude -I$B bench/level_table_study.c $B/.libs/libqforge.so -lm \
  *       -Wl,-rpath,$B/.libs -o /tmp/level_table_study && /tmp/level_table_study
