@@ -487,6 +487,14 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
     /* where a tap outside the input reads from: nothing (zeros), or the zero point's bytes */
     const bool pad_read = p.zpad != nullptr;
     const int8_t *const pad_src = pad_read ? p.zpad + ((blockIdx.x * THREADS + tid) % (IGEMM_ZPAD_BYTES / 16)) * 16 : p.x;
+    /* undilated windows: a window's in-bounds taps in closed form, the
+     * columns [b_lo, b_hi) as a run of bits repeated over the rows [a_lo,
+     * a_hi) by one product with row_rep (bit a kw for every row a), in place
+     * of two loops of runtime length a chunk and tile (Nsight Compute: a
+     * tenth of the gather's instructions on a 3x3 expand, session 46) */
+    const bool undilated = p.dh == 1 && p.dw == 1;
+    uint32_t row_rep = 0;
+    for (int a = 0; a < p.kh; a++) row_rep |= 1u << (a * p.kw);
 
     auto load_next = [&]() {
         if (l_kt == 0) {
@@ -502,10 +510,20 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
                               ow = rem - oh * p.Wo;
                     const int ih0 = oh * p.sh - p.ph, iw0 = ow * p.sw - p.pw;
                     a_base[i] = ((n * p.H + ih0) * p.W + iw0) * p.Cp;
-                    uint32_t cols = 0;
-                    for (int b = 0; b < p.kw; b++) cols |= (uint32_t)((unsigned)(iw0 + b * p.dw) < (unsigned)p.W) << b;
-                    for (int a = 0; a < p.kh; a++)
-                        if ((unsigned)(ih0 + a * p.dh) < (unsigned)p.H) a_in[i] |= cols << (a * p.kw);
+                    if (undilated) {
+                        const int b_lo = max(0, -iw0), b_hi = min(p.kw, p.W - iw0);
+                        const int a_lo = max(0, -ih0), a_hi = min(p.kh, p.H - ih0);
+                        if (b_lo < b_hi && a_lo < a_hi) {
+                            const uint32_t cols = (uint32_t)((1ull << b_hi) - (1ull << b_lo));
+                            const uint32_t rows = (uint32_t)((1ull << (a_hi * p.kw)) - (1ull << (a_lo * p.kw)));
+                            a_in[i] = cols * (row_rep & rows);
+                        }
+                    } else {
+                        uint32_t cols = 0;
+                        for (int b = 0; b < p.kw; b++) cols |= (uint32_t)((unsigned)(iw0 + b * p.dw) < (unsigned)p.W) << b;
+                        for (int a = 0; a < p.kh; a++)
+                            if ((unsigned)(ih0 + a * p.dh) < (unsigned)p.H) a_in[i] |= cols << (a * p.kw);
+                    }
                 }
             }
             b_ok = 0;
