@@ -16,24 +16,10 @@
  *       -Wl,-rpath,$B/.libs -o /tmp/level_table_study && /tmp/level_table_study
  * ($B: a configured build, for config.h and the library.) */
 #include "quant_math.h"
+#include "float_order.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* floats in the order of their values, as integers, and back */
-static int32_t ordered(float f)
-{
-    int32_t i;
-    memcpy(&i, &f, 4);
-    return i < 0 ? (int32_t)(0x80000000u - (uint32_t)i) : i;
-}
-static float from_ordered(int32_t i)
-{
-    const int32_t b = i < 0 ? (int32_t)(0x80000000u - (uint32_t)i) : i;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
 
 static float S, LO, HI;
 static int level(float v) { return (int)rintf(fminf(fmaxf(qfi_act_value(QF_ACT_SILU, v, S), LO), HI)); }

@@ -32,6 +32,7 @@
  *       bench/requant_pass_study.cu -o requant_pass_study
  * ($B: a configured build, for config.h) */
 #include "quant_math.h"
+#include "float_order.h"
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -67,19 +68,6 @@ static int level_of(double v, double s, double lo, double hi)
     double y = f_exact(v, s);
     y = y < lo ? lo : y > hi ? hi : y;
     return (int)nearbyint(y);
-}
-static int32_t ordered(float f)
-{
-    int32_t i;
-    memcpy(&i, &f, 4);
-    return i < 0 ? (int32_t)(0x80000000u - (uint32_t)i) : i;
-}
-static float from_ordered(int32_t i)
-{
-    const int32_t b = i < 0 ? (int32_t)(0x80000000u - (uint32_t)i) : i;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
 }
 /* smallest float in [a, b] where pred holds (pred false at a, true at b, monotone between) */
 template <class P> static float first_true(float a, float b, P pred)
