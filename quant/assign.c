@@ -125,22 +125,30 @@ static bool feeds_layer_norm(const qfi_qplan *p, int v)
     return false;
 }
 
-/* Whether every node that reads v is a Conv, Gemm, MatMul or Add: those
- * read an int8 v as it is, the Add as an epilogue's residual (a graph
- * output is written in float either way). A smooth activation in an
- * epilogue makes its output int8 at the activation's scale only then; where
- * other ops read it (the pool and gate Mul of the squeeze-excitation block
- * after EfficientNet's depthwise SiLU) the epilogue writes it in float
- * (qfi_qnode.float_out) and those ops stay float: quantized there and again
- * after the gate, EfficientNet-B0's INT8 output lost 5.5 dB (24.9 -> 19.4 dB,
- * 16 images), and unfused the activation read the conv's int8 output
- * through two more passes over the tensor. */
+static bool int8_role(const qf_graph *g, const qf_node *n, qfi_int8_role role);
+
+/* Whether every node that reads v is a Conv, Gemm, MatMul or Add, or an
+ * op that only moves values (the pass role: Slice, Concat, MaxPool, a
+ * nearest Resize): those read an int8 v as it is, the Add as an epilogue's
+ * residual, a pass op at v's scale (a graph output is written in float
+ * either way). A smooth activation in an epilogue makes its output int8 at
+ * the activation's scale only then; where other ops read it (the pool and
+ * gate Mul of the squeeze-excitation block after EfficientNet's depthwise
+ * SiLU) the epilogue writes it in float (qfi_qnode.float_out) and those ops
+ * stay float: quantized there and again after the gate, EfficientNet-B0's
+ * INT8 output lost 5.5 dB (24.9 -> 19.4 dB, 16 images), and unfused the
+ * activation read the conv's int8 output through two more passes over the
+ * tensor. Pass readers quantize nothing again; leaving them float made
+ * YOLOv8n's C2f splits and concatenations, SPPF's max-pools and the neck's
+ * upsamplings FP16 islands with 30 conversions. */
 static bool read_by_compute_ops(const qfi_qplan *p, int v)
 {
     if (v < 0) return false;
     for (int u = p->use_start[v]; u < p->use_start[v + 1]; u++) {
-        const qf_op op = p->g->nodes[p->use_node[u]].op;
-        if (op != QF_OP_CONV && op != QF_OP_GEMM && op != QF_OP_MATMUL && op != QF_OP_ADD) return false;
+        const qf_node *r = &p->g->nodes[p->use_node[u]];
+        if (r->op != QF_OP_CONV && r->op != QF_OP_GEMM && r->op != QF_OP_MATMUL && r->op != QF_OP_ADD &&
+            !int8_role(p->g, r, QFI_INT8_PASS))
+            return false;
     }
     return true;
 }
@@ -258,6 +266,14 @@ static bool int8_role(const qf_graph *g, const qf_node *n, qfi_int8_role role)
 {
     const qfi_op_desc *d = qfi_ops[n->op];
     return d->int8 == role && (!d->int8_ok || d->int8_ok(g, n));
+}
+
+/* An Add on a transformer's residual stream (a LayerNorm reads its sum or
+ * an addend): it stays float, as feeds_layer_norm says why. */
+static bool layer_norm_add(const qfi_qplan *p, const qf_node *n)
+{
+    return n->op == QF_OP_ADD && n->n_in == 2 && n->n_out == 1 &&
+           (feeds_layer_norm(p, n->out[0]) || feeds_layer_norm(p, n->in[0]) || feeds_layer_norm(p, n->in[1]));
 }
 
 /* Every non-constant float input is written by an INT8 node (and there is one),
@@ -503,7 +519,7 @@ qf_status qfi_quant_assign(qfi_qplan *p)
         if (int8 && product_candidate(p, n)) {
             qn->role = QFI_QROLE_PRODUCT;
             qn->prec = QF_PREC_INT8;
-        } else if (int8 && int8_role(g, n, QFI_INT8_REQUANT) && int8_inputs(p, n)) {
+        } else if (int8 && int8_role(g, n, QFI_INT8_REQUANT) && int8_inputs(p, n) && !layer_norm_add(p, n)) {
             qn->role = QFI_QROLE_REQUANT;
             qn->prec = QF_PREC_INT8;
         } else if (int8 && int8_role(g, n, QFI_INT8_PASS) && int8_inputs(p, n)) {
@@ -643,6 +659,9 @@ static const char *float_reason(const qfi_qplan *p, int i)
     const qf_node *n = &p->g->nodes[i];
     const qfi_op_desc *d = qfi_ops[n->op];
     if (kept_float(p, n)) return "named by --fp16-layers or kept by --precision best";
+    if (n->op == QF_OP_ADD && !int8_role(p->g, n, QFI_INT8_REQUANT))
+        return "Add of a constant, or broadcast, outside an INT8 epilogue";
+    if (layer_norm_add(p, n)) return "residual Add of a LayerNorm stream";
     switch (d->int8) {
     case QFI_INT8_COMPUTE:
         if (p->float_anchor && p->float_anchor[i]) return "bias beyond the INT8 accumulator (warned above)";
@@ -655,12 +674,7 @@ static const char *float_reason(const qfi_qplan *p, int i)
             return p->o.int8_attention ? "activation x activation in a shape the INT8 product does not take"
                                        : "activation x activation (attention's QK^T and AV; --int8-attention)";
         return "weights in a shape INT8 does not take";
-    case QFI_INT8_NONE:
-        if (n->op == QF_OP_ADD && !qfi_qconst(p, n->in[0]) && !qfi_qconst(p, n->in[1]))
-            return feeds_layer_norm(p, n->out[0]) || feeds_layer_norm(p, n->in[0]) || feeds_layer_norm(p, n->in[1])
-                       ? "residual Add of a LayerNorm stream"
-                       : "Add of two activations outside an INT8 epilogue";
-        return (d->traits & QFI_OP_KEEP_FP32) ? "shape or type arithmetic" : "no INT8 form";
+    case QFI_INT8_NONE: return (d->traits & QFI_OP_KEEP_FP32) ? "shape or type arithmetic" : "no INT8 form";
     default: return "its inputs are float";
     }
 }

@@ -984,6 +984,38 @@ static int concat2(qf_graph *g, const char *name, int a, int b)
     set_int(op(g, name, QF_OP_CONCAT, 2, IN(a, b), y), "axis", 1);
     return y;
 }
+/* YOLOv8's pieces between SiLU convs (x * Sigmoid(x), fused into INT8
+ * epilogues): C2f's 1x1 conv split in halves (Slice), a bottleneck of two
+ * 3x3 convs added to its input (an Add of two activations: no epilogue takes
+ * a residual after the activation), the three pieces concatenated, a 1x1
+ * conv; SPPF's 5x5 stride-1 max-pool; the neck's nearest 2x upsampling; a
+ * 3x3 conv. INT8 keeps every one of them int8 (quant/assign.c). */
+static int conv_silu(qf_graph *g, const char *name, int x, int64_t cin, int64_t m, int k)
+{
+    char gate[48], prod[48];
+    snprintf(gate, sizeof gate, "%s.gate", name), snprintf(prod, sizeof prod, "%s.silu", name);
+    int c = conv(g, name, x, cin, m, k, 1, k == 3 ? P1 : P0, 1, 1, true);
+    return binary(g, prod, QF_OP_MUL, c, unary(g, gate, QF_OP_SIGMOID, c));
+}
+static qf_graph *b_c2f(void)
+{
+    qf_graph *g = new_graph("c2f");
+    int x = input(g, "x", 4, DIMS(2, 16, 12, 12));
+    int c1 = conv_silu(g, "cv1", x, 16, 32, 1);
+    int lo = slice_channels(g, "lo", c1, 0, 16), hi = slice_channels(g, "hi", c1, 16, 32);
+    int r = binary(g, "add", QF_OP_ADD, hi, conv_silu(g, "m.cv2", conv_silu(g, "m.cv1", hi, 16, 16, 3), 16, 16, 3));
+    int cat = value(g, "cat");
+    set_int(op(g, "cat", QF_OP_CONCAT, 3, IN(lo, hi, r), cat), "axis", 1);
+    int c2 = conv_silu(g, "cv2", cat, 48, 32, 1);
+    int mp = value(g, "sppf.pool");
+    qf_node *n = op(g, "sppf.pool", QF_OP_MAX_POOL, 1, IN(c2), mp);
+    set_ints(n, "kernel_shape", 2, DIMS(5, 5));
+    set_ints(n, "pads", 4, DIMS(2, 2, 2, 2));
+    int up = resize(g, "up", mp, "nearest", "asymmetric", floats(g, "s2", 4, (const float[]){1, 1, 2, 2}), -1);
+    attr(&g->nodes[g->n_nodes - 1], "nearest_mode", QF_ATTR_STRING)->s = strdup("floor");
+    output(g, conv_silu(g, "cv3", up, 32, 16, 3));
+    return g;
+}
 static qf_graph *b_shuffle_units(void)
 {
     qf_graph *g = new_graph("shuffle_units");
@@ -1489,8 +1521,33 @@ OP_TEST(se_block_relu)
 OP_TEST(mbv3_blocks)
 OP_TEST(mlp)
 OP_TEST(convnext_block)
+OP_TEST(c2f)
 
 START_TEST(t_moves_exact) { check_graph(b_moves_exact, true); }
+END_TEST
+
+/* b_c2f at INT8: every node int8 (no conversion but the input's and the
+ * output's) and bit for bit with the CPU engine, tuned and with the
+ * convs pinned to the implicit GEMM */
+START_TEST(c2f_int8_exact)
+{
+    const char *tactics[2] = {NULL, "igemm"};
+    for (int tc = 0; tc < 2; tc++) {
+        qf_graph *g = build_minmax(b_c2f, QF_PREC_INT8, false);
+        int float_nodes = 0, conversions = 0;
+        for (int i = 0; i < g->n_nodes; i++) {
+            const qf_node *n = &g->nodes[i];
+            if (qf_op_is_conversion(n->op)) conversions++;
+            else float_nodes += n->precision != QF_PREC_INT8;
+        }
+        ck_assert_int_eq(float_nodes, 0);
+        ck_assert_int_le(conversions, 2);
+        if (tactics[tc]) setenv("QFORGE_CUDA_CONV_TACTIC", tactics[tc], 1);
+        compare(g, QF_PREC_INT8, 2, tactics[tc] ? tactics[tc] : "tuned", true);
+        unsetenv("QFORGE_CUDA_CONV_TACTIC");
+        qf_graph_free(g);
+    }
+}
 END_TEST
 
 /* quant --int8-attention: QK^T and AV as INT8 products on the device
@@ -2803,6 +2860,8 @@ int main(void)
     tcase_add_test(ops, t_dense_block);
     tcase_add_test(ops, t_pad);
     tcase_add_test(ops, t_resize);
+    tcase_add_test(ops, t_c2f);
+    tcase_add_test(ops, c2f_int8_exact);
     tcase_add_test(ops, t_reduce_mean);
     tcase_add_test(ops, t_gather);
     tcase_add_test(ops, t_conv_transpose);

@@ -718,27 +718,28 @@ typedef struct zcase {
     int c, h, w;
     double int8_sqnr_min; /* dB */
     qf_op gone;           /* an op the passes must have removed (QF_OP_COUNT: none) */
+    int max_conversions;  /* the INT8 plan's QuantizeLinear/DequantizeLinear/Cast nodes at most (-1: any) */
 } zcase;
 
 static const zcase cases[] = {
-    {"se_block", se_block, 8, 10, 10, 35, QF_OP_COUNT},
-    {"silu", silu, 3, 9, 9, 35, QF_OP_COUNT},
-    {"same_pad", same_pad, 3, 11, 11, 35, QF_OP_PAD},
-    {"grouped", grouped, 4, 10, 10, 35, QF_OP_COUNT},
-    {"dense", dense, 4, 8, 8, 35, QF_OP_COUNT},
-    {"inception", inception, 6, 12, 12, 35, QF_OP_COUNT},
-    {"flatten", head, 5, 6, 6, 35, QF_OP_COUNT},
-    {"flatten_1d", head_1d, 3, 7, 7, 35, QF_OP_COUNT},
-    {"dynamo_view", head_dynamo, 4, 5, 5, 35, QF_OP_REDUCE_MEAN},
-    {"mean_head", mean_head, 3, 6, 6, 35, QF_OP_REDUCE_MEAN},
-    {"layer_norm_chain", layer_norm_chain, 3, 4, 16, 35, QF_OP_REDUCE_MEAN},
-    {"gelu_chain", gelu_chain, 3, 4, 8, 35, QF_OP_ERF},
-    {"layer_scale", layer_scale, 8, 4, 5, 35, QF_OP_MUL},
-    {"heads_reshape", heads_reshape, 4, 3, 5, 35, QF_OP_SHAPE},
-    {"class_token", class_token, 3, 4, 6, 35, QF_OP_SHAPE},
-    {"c2f_sppf", c2f_sppf, 3, 10, 10, 35, QF_OP_COUNT},
-    {"pan_upsample", pan_upsample, 3, 8, 8, 35, QF_OP_COUNT},
-    {"dfl", dfl, 3, 4, 5, 30, QF_OP_SHAPE},
+    {"se_block", se_block, 8, 10, 10, 35, QF_OP_COUNT, -1},
+    {"silu", silu, 3, 9, 9, 35, QF_OP_COUNT, -1},
+    {"same_pad", same_pad, 3, 11, 11, 35, QF_OP_PAD, -1},
+    {"grouped", grouped, 4, 10, 10, 35, QF_OP_COUNT, -1},
+    {"dense", dense, 4, 8, 8, 35, QF_OP_COUNT, -1},
+    {"inception", inception, 6, 12, 12, 35, QF_OP_COUNT, -1},
+    {"flatten", head, 5, 6, 6, 35, QF_OP_COUNT, -1},
+    {"flatten_1d", head_1d, 3, 7, 7, 35, QF_OP_COUNT, -1},
+    {"dynamo_view", head_dynamo, 4, 5, 5, 35, QF_OP_REDUCE_MEAN, -1},
+    {"mean_head", mean_head, 3, 6, 6, 35, QF_OP_REDUCE_MEAN, -1},
+    {"layer_norm_chain", layer_norm_chain, 3, 4, 16, 35, QF_OP_REDUCE_MEAN, -1},
+    {"gelu_chain", gelu_chain, 3, 4, 8, 35, QF_OP_ERF, -1},
+    {"layer_scale", layer_scale, 8, 4, 5, 35, QF_OP_MUL, -1},
+    {"heads_reshape", heads_reshape, 4, 3, 5, 35, QF_OP_SHAPE, -1},
+    {"class_token", class_token, 3, 4, 6, 35, QF_OP_SHAPE, -1},
+    {"c2f_sppf", c2f_sppf, 3, 10, 10, 35, QF_OP_COUNT, 2},
+    {"pan_upsample", pan_upsample, 3, 8, 8, 35, QF_OP_COUNT, 2},
+    {"dfl", dfl, 3, 4, 5, 30, QF_OP_SHAPE, -1},
 };
 
 /* The case's graph with input dims (batch, c, h, w) and its reference output on x (BATCH images). */
@@ -843,7 +844,12 @@ START_TEST(zoo_block)
     qf_calib_table *t = calibrate_minmax(g, x);
     qf_quant_opts qo;
     qf_quant_opts_init(&qo);
-    OK(qf_quantize(g, t, &qo, NULL));
+    qf_quant_summary sum;
+    OK(qf_quantize(g, t, &qo, &sum));
+    /* YOLO's C2f split, bottleneck Add and Concat, SPPF's max-pools and the
+     * neck's nearest upsampling stay int8 between SiLU convs */
+    ck_assert_msg(k->max_conversions < 0 || sum.conversions <= k->max_conversions,
+                  "%s: %d conversions in the INT8 plan (at most %d)", k->name, sum.conversions, k->max_conversions);
     float *q = run(g, x, NULL, NULL);
     double db = sqnr_db(y.d, q, n_out);
     ck_assert_msg(db >= k->int8_sqnr_min, "%s: INT8 SQNR %.1f dB < %.0f", k->name, db, k->int8_sqnr_min);

@@ -100,7 +100,29 @@ static qfi_range mul_range(const qf_graph *g, const qf_node *n, const qfi_range 
     return r;
 }
 
-const qfi_op_desc qfi_op_add = {.parse = binary_parse, .infer = binary_infer, .traits = QFI_OP_ELEMENTWISE, .range = add_range};
+/* INT8 (dequantized, added in FP32, quantized at the sum's own scale) only
+ * as the sum of two activations of one shape: the residual Add that comes
+ * after a smooth activation, where no epilogue can take it (YOLOv8n's C2f
+ * bottlenecks: each Add and the Concat after it were FP16, with
+ * conversions around them). A constant addend is a bias, for an epilogue. */
+static bool add_int8_ok(const qf_graph *g, const qf_node *n)
+{
+    if (n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0 || n->n_out != 1 || n->out[0] < 0) return false;
+    const qf_value *a = &g->values[n->in[0]], *b = &g->values[n->in[1]];
+    if ((a->flags | b->flags) & QF_VALUE_CONST || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->dims[d] != b->dims[d]) return false;
+    return true;
+}
+
+const qfi_op_desc qfi_op_add = {
+    .parse = binary_parse,
+    .infer = binary_infer,
+    .traits = QFI_OP_ELEMENTWISE,
+    .int8 = QFI_INT8_REQUANT,
+    .int8_ok = add_int8_ok,
+    .range = add_range,
+};
 const qfi_op_desc qfi_op_sub = {.parse = binary_parse, .infer = binary_infer, .traits = QFI_OP_ELEMENTWISE};
 const qfi_op_desc qfi_op_mul = {.parse = binary_parse, .infer = binary_infer, .traits = QFI_OP_ELEMENTWISE, .range = mul_range};
 const qfi_op_desc qfi_op_div = {.parse = binary_parse, .infer = binary_infer, .traits = QFI_OP_ELEMENTWISE};

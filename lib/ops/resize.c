@@ -297,11 +297,43 @@ static qf_status upsample_from_opset6(qf_graph *g, qf_node *n)
     return qf_error(QF_ERR_UNSUPPORTED, "the experimental opset 6 Upsample is not supported");
 }
 
+/* Nearest only moves elements: int8 in, int8 out at the input's scale (both
+ * engines' nearest kernels move stored elements of any width). YOLOv8n's
+ * two 2x upsamplings between INT8 convs were FP16 islands with a
+ * QuantizeLinear after each. Linear mixes values, and tf_crop_and_resize
+ * writes its extrapolation value: those stay float. */
+static bool resize_int8_ok(const qf_graph *g, const qf_node *n)
+{
+    (void)g;
+    const qfi_resize_params *p = n->params;
+    return p->mode == QFI_RESIZE_NEAREST && p->coord != QFI_COORD_TF_CROP_AND_RESIZE;
+}
+
+/* Nearest and linear keep the input's range (a linear output is a convex
+ * combination of inputs); the parameter inputs say nothing of it. */
+static qfi_range resize_range(const qf_graph *g, const qf_node *n, const qfi_range *in)
+{
+    (void)g;
+    if (((const qfi_resize_params *)n->params)->coord == QFI_COORD_TF_CROP_AND_RESIZE)
+        return (qfi_range){-INFINITY, INFINITY};
+    return in[0];
+}
+
 /* roi, scales and sizes decide the output size: parameters, not data */
-const qfi_op_desc qfi_op_resize = {.parse = resize_parse, .infer = resize_infer, .params = ~1u};
+const qfi_op_desc qfi_op_resize = {
+    .parse = resize_parse,
+    .infer = resize_infer,
+    .params = ~1u,
+    .int8 = QFI_INT8_PASS,
+    .int8_ok = resize_int8_ok,
+    .range = resize_range,
+};
 const qfi_op_desc qfi_op_upsample = {
     .parse = resize_parse,
     .infer = resize_infer,
     .params = ~1u,
+    .int8 = QFI_INT8_PASS,
+    .int8_ok = resize_int8_ok,
+    .range = resize_range,
     .from_opset6 = upsample_from_opset6,
 };
