@@ -234,15 +234,17 @@ template <typename I> static bin_index<I> make_bin_index(int64_t mid, int64_t in
     return ix;
 }
 
-/* Half or float operands of one type T, output T or int8 (quantized with
+/* Half, float or int8 operands of one type T (int8 read as cu_load reads
+ * it, with each operand's own scale and zero point: fe for `full`, pe for
+ * `part`), output T or int8 (quantized with
  * ze's scale and zero point, the levels cu_store gives, by the product with
  * z_r = 1/scale where that is safe: qfi_quantize_f32_zp_fast): V
  * consecutive outputs a thread, the same arithmetic as binary_kernel. I:
  * the index type, 32-bit wherever the output allows (a 64-bit division and
  * remainder per vector held EfficientNet's SE gate Mul to 1.7 TB/s). */
 template <typename T, typename O, int V, typename I>
-__global__ void binary_vec_kernel(O *z, cu_elem ze, float z_r, const T *full, const T *part, bool swapped, I nvec,
-                                  bin_index<I> ix, I so, I si, int op)
+__global__ void binary_vec_kernel(O *z, cu_elem ze, float z_r, const T *full, cu_elem fe, const T *part, cu_elem pe,
+                                  bool swapped, I nvec, bin_index<I> ix, I so, I si, int op)
 {
     for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < nvec; i += (I)gridDim.x * blockDim.x) {
         const I e = i * V, o = ix.outer(e), c = ix.in_inner(e);
@@ -255,7 +257,9 @@ __global__ void binary_vec_kernel(O *z, cu_elem ze, float z_r, const T *full, co
         cu_vec<O, V> out;
 #pragma unroll
         for (int v = 0; v < V; v++) {
-            const float x = to_f32(a.e[v]), y = to_f32(b.e[v]);
+            float x, y;
+            if constexpr (sizeof(T) == 1) x = cu_lane_in(a.e[v], fe), y = cu_lane_in(b.e[v], pe);
+            else x = to_f32(a.e[v]), y = to_f32(b.e[v]);
             const float r = swapped ? binary_apply(op, y, x) : binary_apply(op, x, y);
             if constexpr (std::is_same<O, int8_t>::value) out.e[v] = qfi_quantize_f32_zp_fast(r, ze.scale, z_r, ze.zp);
             else out.e[v] = (O)r;
@@ -290,8 +294,10 @@ static qf_status binary_check(const qf_graph *g, const qf_node *n)
 }
 
 /* Elements a vector of binary_vec_kernel takes for operands of dtype dt
- * (16 bytes of them), 0 if none. */
-static int vector_of(qf_dtype dt) { return dt == QF_F16 ? 8 : dt == QF_F32 ? 4 : 0; }
+ * (16 bytes of them), 0 if none. int8 operands: YOLOv8n's INT8 bottleneck
+ * Adds (quant/assign.c), whose 275 M elements at batch 256 went a byte a
+ * thread through binary_flat_kernel. */
+static int vector_of(qf_dtype dt) { return dt == QF_F16 ? 8 : dt == QF_F32 ? 4 : dt == QF_I8 ? 16 : 0; }
 
 /* Whether the collapsed walk d is [outer, mid, inner] with operand `full`
  * contiguous and the other one reading per outer step (stride so) and along
@@ -372,16 +378,16 @@ static qf_status binary_prepare(cu_engine *c, cu_layer *L)
 }
 
 template <typename T, typename O, int V>
-static void launch_binary_vec(cudaStream_t s, unsigned grid, O *z, cu_elem ze, const T *full, const T *part,
-                              const bin_state *st, int64_t nvec, int op)
+static void launch_binary_vec(cudaStream_t s, unsigned grid, O *z, cu_elem ze, const T *full, cu_elem fe, const T *part,
+                              cu_elem pe, const bin_state *st, int64_t nvec, int op)
 {
     /* an int8 output quantizes by 1/scale where that is a normal float (qfi_quantize_f32_zp_fast) */
     const float r = ze.dt == QF_I8 ? 1.0f / ze.scale : 0.0f, z_r = isnormal(r) ? r : 0.0f;
     if (st->total < INT32_MAX) /* the broadcast operand is no larger than the output */
-        binary_vec_kernel<T, O, V, uint32_t><<<grid, 256, 0, s>>>(z, ze, z_r, full, part, st->swapped, (uint32_t)nvec,
+        binary_vec_kernel<T, O, V, uint32_t><<<grid, 256, 0, s>>>(z, ze, z_r, full, fe, part, pe, st->swapped, (uint32_t)nvec,
             make_bin_index<uint32_t>(st->mid, st->inner), (uint32_t)st->so, (uint32_t)st->si, op);
     else
-        binary_vec_kernel<T, O, V, int64_t><<<grid, 256, 0, s>>>(z, ze, z_r, full, part, st->swapped, nvec,
+        binary_vec_kernel<T, O, V, int64_t><<<grid, 256, 0, s>>>(z, ze, z_r, full, fe, part, pe, st->swapped, nvec,
             make_bin_index<int64_t>(st->mid, st->inner), st->so, st->si, op);
 }
 
@@ -399,17 +405,20 @@ static qf_status binary_launch(cu_engine *c, cu_layer *L, cudaStream_t s)
     const bool aligned = ((uintptr_t)a | (uintptr_t)b | (uintptr_t)z) % 16 == 0;
     if (st->vec && aligned && (ze.dt != QF_I8 || ze.scale > 0.0f)) {
         const void *full = st->swapped ? b : a, *part = st->swapped ? a : b;
+        const cu_elem fe = st->swapped ? be : ae, pe = st->swapped ? ae : be;
         const int V = vector_of(ae.dt);
         const int64_t nvec = st->total / V;
         const unsigned grid = grid_for(nvec);
-        if (ae.dt == QF_F16 && ze.dt == QF_I8)
-            launch_binary_vec<__half, int8_t, 8>(s, grid, (int8_t *)z, ze, (const __half *)full, (const __half *)part, st, nvec, n->op);
+        if (ae.dt == QF_I8) /* int8 out too (plan_vector) */
+            launch_binary_vec<int8_t, int8_t, 16>(s, grid, (int8_t *)z, ze, (const int8_t *)full, fe, (const int8_t *)part, pe, st, nvec, n->op);
+        else if (ae.dt == QF_F16 && ze.dt == QF_I8)
+            launch_binary_vec<__half, int8_t, 8>(s, grid, (int8_t *)z, ze, (const __half *)full, fe, (const __half *)part, pe, st, nvec, n->op);
         else if (ae.dt == QF_F16)
-            launch_binary_vec<__half, __half, 8>(s, grid, (__half *)z, ze, (const __half *)full, (const __half *)part, st, nvec, n->op);
+            launch_binary_vec<__half, __half, 8>(s, grid, (__half *)z, ze, (const __half *)full, fe, (const __half *)part, pe, st, nvec, n->op);
         else if (ze.dt == QF_I8)
-            launch_binary_vec<float, int8_t, 4>(s, grid, (int8_t *)z, ze, (const float *)full, (const float *)part, st, nvec, n->op);
+            launch_binary_vec<float, int8_t, 4>(s, grid, (int8_t *)z, ze, (const float *)full, fe, (const float *)part, pe, st, nvec, n->op);
         else
-            launch_binary_vec<float, float, 4>(s, grid, (float *)z, ze, (const float *)full, (const float *)part, st, nvec, n->op);
+            launch_binary_vec<float, float, 4>(s, grid, (float *)z, ze, (const float *)full, fe, (const float *)part, pe, st, nvec, n->op);
     } else if (st->flat)
         binary_flat_kernel<<<grid_for(st->total), 256, 0, s>>>(z, ze, a, ae, b, be, st->total, n->op);
     else if (cu_index_fits(st->d.nd, st->d.dims, st->d.sa, st->d.sb))
