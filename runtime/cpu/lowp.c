@@ -4,6 +4,7 @@
  * One wrapper instead of an f16 and an int8 variant of every kernel; the INT8
  * compute ops (Conv, Gemm, MatMul) and the conversions keep their dtypes. */
 #include "kernels.h"
+#include "ops/tensor_ops.h"
 
 struct qfi_cpu_lowp {
     qf_graph view;        /* the f32 view; only `values` is its own */
@@ -37,10 +38,13 @@ void qfi_cpu_lowp_free(qfi_cpu_lowp *lp)
     free(lp);
 }
 
-/* Ops whose CPU kernels move elements of any size, with no arithmetic. */
-static bool moves_elements(qf_op op)
+/* Nodes whose CPU kernels move elements of any size, with no arithmetic
+ * (a nearest Resize: YOLOv8n's INT8 upsamplings). */
+static bool moves_elements(const qf_node *n)
 {
-    switch (op) {
+    switch (n->op) {
+    case QF_OP_RESIZE:
+    case QF_OP_UPSAMPLE: return ((const qfi_resize_params *)n->params)->mode == QFI_RESIZE_NEAREST;
     case QF_OP_CONCAT:
     case QF_OP_SLICE:
     case QF_OP_SPLIT:
@@ -59,7 +63,7 @@ bool qfi_cpu_lowp_wraps(const qf_graph *g, const qf_node *n)
     if (!qfi_node_f32_view(n)) return false;
     /* kernels that widen a piece at a time themselves */
     if (qfi_cpu_binary_takes_stored(g, n) || qfi_cpu_global_pool_takes_stored(g, n)) return false;
-    if (!moves_elements(n->op)) return true;
+    if (!moves_elements(n)) return true;
     /* An op that only moves elements, whose f16 or int8 values (inputs and
      * outputs; its int64 parameters aside) share one stored dtype and, int8,
      * one scale and zero point, runs its kernel on the stored values:
@@ -69,7 +73,7 @@ bool qfi_cpu_lowp_wraps(const qf_graph *g, const qf_node *n)
     const qf_value *first = NULL;
     for (int k = 0; k < n->n_in + n->n_out; k++) {
         const int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
-        if (v < 0) continue;
+        if (v < 0 || (k < n->n_in && (qfi_ops[n->op]->params >> k & 1))) continue; /* Resize's scales */
         const qf_value *x = &g->values[v];
         if (x->dtype == QF_I64 || x->dtype == QF_I32) continue;
         if (x->dtype != QF_F16 && x->dtype != QF_I8) return true;
