@@ -208,6 +208,19 @@ static inline unsigned cu_blocks(int64_t n, int threads)
     int64_t b = (n + threads - 1) / threads;
     return (unsigned)(b < 1 ? 1 : b > 0x7fffffff ? 0x7fffffff : b);
 }
+/* SMs of the current device (1 if it cannot be asked), looked up once per
+ * device: for launches sized by the machine outside any engine's state. */
+static inline int cu_sm_count(void)
+{
+    static int counts[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
+    if (!counts[dev]) {
+        int n = 0;
+        counts[dev] = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 1;
+    }
+    return counts[dev];
+}
 /* ---- moving bytes in the widest words --------------------------------------------------------
  * Copy-like kernels (copies, Concat rows, nearest Resize rows) move whole
  * words. cu_word_bytes: the widest word (16, 8, 4, 2 or 1 bytes) that

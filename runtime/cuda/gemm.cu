@@ -417,9 +417,10 @@ static void launch_requant_i8x4(cudaStream_t s, const cu_requant *rq, const int3
     const bool fast = qfi_act_has_fast_level(rq->act);
     const int c4 = (int)(cols / 4);
     const int64_t l4 = ld / 4;
-    /* about eight blocks of 256 threads an SM on a 132-SM part, each with rows to walk */
+    /* about eight blocks of 256 threads an SM, each with rows to walk */
     const unsigned bx = (unsigned)((c4 + 31) / 32);
-    int64_t by = (1056 + bx - 1) / bx, row_groups = (rows + REQUANT_ROWS - 1) / REQUANT_ROWS;
+    const int64_t blocks = 8 * (int64_t)cu_sm_count();
+    int64_t by = (blocks + bx - 1) / bx, row_groups = (rows + REQUANT_ROWS - 1) / REQUANT_ROWS;
     if (by > row_groups) by = row_groups;
     if (by > 65535) by = 65535;
     const dim3 grid(bx, (unsigned)by), block(32, REQUANT_ROWS);
