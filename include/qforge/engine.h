@@ -108,9 +108,10 @@ size_t qf_engine_arena_bytes(const qf_engine *e);
 
 /* For `qforge bench`: runs the forward pass `iterations` times back to back
  * on the inputs of the last qf_engine_run() and stores each run's time in
- * ms[i]. A device engine neither re-uploads the inputs (a pipeline overlaps
- * uploads with compute) nor waits between runs, and times each run with
- * device events; the CPU engine times qf_engine_run() with the host clock. */
+ * ms[i]. A device engine neither re-uploads the inputs nor downloads the
+ * outputs (a pipeline overlaps both with compute) nor waits between runs,
+ * and times each run with device events; the CPU engine times
+ * qf_engine_run() with the host clock. */
 qf_status qf_engine_bench(qf_engine *e, int iterations, double *ms);
 /* Where node i of the graph runs: the engine's device, or QF_DEVICE_CPU for
  * a node a device engine runs on the host because it has no kernel for it
