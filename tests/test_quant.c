@@ -1162,6 +1162,74 @@ static qf_graph *prenorm_block(bool ln_reads_stream)
     return g;
 }
 
+/* Two branches x -> MatMul + bias -> Relu, added: no epilogue takes a
+ * residual after its activation, so the Add stands alone with two int8
+ * operands. It is INT8 (the requantizing role: YOLOv8's bottleneck Adds),
+ * unless a LayerNorm reads the sum (`ln_reads_sum`), as on a transformer's
+ * residual stream. */
+static qf_graph *two_branch_add(bool ln_reads_sum)
+{
+    rng = 91;
+    qf_graph *g = qf_graph_new("two_branch_add");
+    int x = input(g, "x", 3, (int64_t[]){2, 5, 8});
+    int s = value(g, "s"), out = value(g, "out");
+    int y[2];
+    for (int k = 0; k < 2; k++) {
+        char n[4][16];
+        snprintf(n[0], 16, "w%d", k), snprintf(n[1], 16, "b%d", k), snprintf(n[2], 16, "fc%d", k), snprintf(n[3], 16, "h%d", k);
+        int w = weight(g, n[0], 2, (int64_t[]){8, 8}, -0.4f, 0.4f), b = weight(g, n[1], 1, (int64_t[]){8}, -0.1f, 0.1f);
+        int mm = value(g, n[2]), h = value(g, n[3]);
+        op(g, n[2], QF_OP_MATMUL, 2, (int[]){x, w}, mm);
+        op(g, n[3], QF_OP_ADD, 2, (int[]){mm, b}, h);
+        y[k] = value(g, k ? "r1" : "r0");
+        op(g, k ? "r1" : "r0", QF_OP_RELU, 1, (int[]){h}, y[k]);
+    }
+    op(g, "sum", QF_OP_ADD, 2, (int[]){y[0], y[1]}, s);
+    if (ln_reads_sum) {
+        int gam = weight(g, "gamma", 1, (int64_t[]){8}, 0.5f, 1.5f), bet = weight(g, "beta", 1, (int64_t[]){8}, -0.2f, 0.2f);
+        op(g, "ln", QF_OP_LAYER_NORM, 3, (int[]){s, gam, bet}, out);
+    } else {
+        int w = weight(g, "w2", 2, (int64_t[]){8, 8}, -0.4f, 0.4f);
+        op(g, "fc2", QF_OP_MATMUL, 2, (int[]){s, w}, out);
+    }
+    output(g, out);
+    prepare_graph(g, 2);
+    return g;
+}
+
+START_TEST(add_of_two_activations_is_int8)
+{
+    for (int ln = 0; ln < 2; ln++) {
+        qf_graph *ref = two_branch_add(ln), *g = two_branch_add(ln);
+        float *x = random_input(g, 80, -1, 1);
+        qf_calib_table *t = calibrate_minmax(g, x);
+        qf_quant_summary sum;
+        ck_assert_int_eq(qf_quantize(g, t, NULL, &sum), QF_OK);
+        int add = -1;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (g->nodes[i].op == QF_OP_ADD && !strcmp(g->nodes[i].name, "sum")) add = i;
+        ck_assert_int_ge(add, 0);
+        ck_assert_int_eq(g->nodes[add].precision, ln ? QF_PREC_FP16 : QF_PREC_INT8);
+        qf_engine_opts eo = {.device = QF_DEVICE_CPU, .threads = 1};
+        qf_engine *e8, *e32;
+        ck_assert_int_eq(qf_engine_create(g, &eo, &e8), QF_OK);
+        ck_assert_int_eq(qf_engine_create(ref, &eo, &e32), QF_OK);
+        memcpy(qf_engine_input(e8, 0), x, 80 * sizeof(float));
+        memcpy(qf_engine_input(e32, 0), x, 80 * sizeof(float));
+        ck_assert_int_eq(qf_engine_run(e8), QF_OK);
+        ck_assert_int_eq(qf_engine_run(e32), QF_OK);
+        double db = sqnr_db(qf_engine_output(e32, 0), qf_engine_output(e8, 0), 80);
+        ck_assert_msg(db > 30.0, "two-branch Add, LayerNorm %d: SQNR %.1f dB", ln, db);
+        qf_engine_free(e8);
+        qf_engine_free(e32);
+        free(x);
+        qf_calib_table_free(t);
+        qf_graph_free(g);
+        qf_graph_free(ref);
+    }
+}
+END_TEST
+
 START_TEST(residual_stream_of_layer_norms_stays_float)
 {
     for (int ln = 0; ln < 2; ln++) {
@@ -2181,6 +2249,7 @@ int main(void)
     tcase_add_test(tg, missing_table_entry_is_an_error);
     tcase_add_test(tg, residual_and_bias_fusion);
     tcase_add_test(tg, residual_stream_of_layer_norms_stays_float);
+    tcase_add_test(tg, add_of_two_activations_is_int8);
     tcase_add_test(tg, int8_attention_products);
     tcase_add_test(tg, fusion_planner_links_and_rules);
     tcase_add_test(tg, smooth_activations_fuse);
