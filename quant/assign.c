@@ -125,7 +125,12 @@ static bool feeds_layer_norm(const qfi_qplan *p, int v)
     return false;
 }
 
-static bool int8_role(const qf_graph *g, const qf_node *n, qfi_int8_role role);
+/* Whether node n can take its op's INT8 role (of the roles other than compute). */
+static bool int8_role(const qf_graph *g, const qf_node *n, qfi_int8_role role)
+{
+    const qfi_op_desc *d = qfi_ops[n->op];
+    return d->int8 == role && (!d->int8_ok || d->int8_ok(g, n));
+}
 
 /* Whether every node that reads v is a Conv, Gemm, MatMul or Add, or an
  * op that only moves values (the pass role: Slice, Concat, MaxPool, a
@@ -260,13 +265,6 @@ static qf_status plan_fusions(qfi_qplan *p)
 }
 
 /* ---- precision ------------------------------------------------------------------- */
-
-/* Whether node n can take its op's INT8 role (of the roles other than compute). */
-static bool int8_role(const qf_graph *g, const qf_node *n, qfi_int8_role role)
-{
-    const qfi_op_desc *d = qfi_ops[n->op];
-    return d->int8 == role && (!d->int8_ok || d->int8_ok(g, n));
-}
 
 /* An Add on a transformer's residual stream (a LayerNorm reads its sum or
  * an addend): it stays float, as feeds_layer_norm says why. */

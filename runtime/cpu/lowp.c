@@ -73,7 +73,7 @@ bool qfi_cpu_lowp_wraps(const qf_graph *g, const qf_node *n)
     const qf_value *first = NULL;
     for (int k = 0; k < n->n_in + n->n_out; k++) {
         const int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
-        if (v < 0 || (k < n->n_in && (qfi_ops[n->op]->params >> k & 1))) continue; /* Resize's scales */
+        if (v < 0 || (k < n->n_in && k < 32 && (qfi_ops[n->op]->params >> k & 1))) continue; /* Resize's scales */
         const qf_value *x = &g->values[v];
         if (x->dtype == QF_I64 || x->dtype == QF_I32) continue;
         if (x->dtype != QF_F16 && x->dtype != QF_I8) return true;
