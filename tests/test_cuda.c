@@ -1814,19 +1814,25 @@ static void count_tma(void *user, qf_log_level level, const char *msg)
 }
 
 /* The graph of `build` bit for bit with the CPU engine with the implicit
- * GEMM's first three variants pinned, on_tma[v] of its layers on the TMA
- * kernel with variant v (the kernel's 128x128, 128x256 and two-blocks-an-SM
- * 128x128 tiles come first where they fit), and tuned. */
-static void check_tma_pinned(qf_graph *(*build)(void), const char *name, const int on_tma[3])
+ * GEMM's variants 0 to 4 pinned (a layer takes the pin modulo its variant
+ * count) on a grid of 2 blocks (each walks several tiles: the ping-pong
+ * form's warpgroups take turns, the ring of stages wraps), on_tma[v] of its
+ * layers on the TMA kernel with pin v, and tuned on the full grid.
+ * The TMA kernel's variants come first where they fit: 128x128, 128x256
+ * and two-blocks-an-SM 128x128 (the cooperative form), then the ping-pong
+ * form's 64x128 and 64x256 (a GELU layer: 128x128 and 64x128 only). */
+enum { TMA_PINS = 5 };
+static void check_tma_pinned(qf_graph *(*build)(void), const char *name, const int on_tma[TMA_PINS])
 {
-    for (int pin = 0; pin < 4; pin++) {
+    for (int pin = 0; pin <= TMA_PINS; pin++) {
         qf_graph *g = build_minmax(build, QF_PREC_INT8, false);
         char label[32];
-        snprintf(label, sizeof label, pin < 3 ? "int8 variant %d" : "int8 tuned", pin);
-        if (pin < 3) {
+        snprintf(label, sizeof label, pin < TMA_PINS ? "int8 variant %d" : "int8 tuned", pin);
+        if (pin < TMA_PINS) {
             char v[2] = {(char)('0' + pin), '\0'};
             setenv("QFORGE_CUDA_IGEMM_VARIANT", v, 1);
             setenv("QFORGE_CUDA_CONV_TACTIC", "igemm", 1);
+            setenv("QFORGE_CUDA_IGEMM_BLOCKS", "2", 1);
             if (dut == QF_DEVICE_CUDA) {
                 const int n = logged_count(g, false, count_tma);
                 printf("  %s: %s: %d layers on the TMA kernel\n", name, label, n);
@@ -1836,19 +1842,24 @@ static void check_tma_pinned(qf_graph *(*build)(void), const char *name, const i
         compare(g, QF_PREC_INT8, 2, label, true);
         unsetenv("QFORGE_CUDA_IGEMM_VARIANT");
         unsetenv("QFORGE_CUDA_CONV_TACTIC");
+        unsetenv("QFORGE_CUDA_IGEMM_BLOCKS");
         qf_graph_free(g);
     }
 }
 
-/* tma_linears: fc1 to fc4 on the TMA kernel with each variant (a GELU
- * layer has only the first). */
-START_TEST(tma_linears_exact) { check_tma_pinned(b_tma_linears, "tma_linears", (const int[3]){4, 4, 4}); }
+/* tma_linears: fc1 to fc4 on the TMA kernel with each pin; pin 3 puts all
+ * four on the ping-pong 64x128 tiles (the GELU layers fc1 and fc4, the
+ * residual of fc3), pin 4 fc2 and fc3 on its 64x256. */
+START_TEST(tma_linears_exact) { check_tma_pinned(b_tma_linears, "tma_linears", (const int[TMA_PINS]){4, 4, 4, 4, 4}); }
 END_TEST
 
-/* tma_smooth_convs: c1 to c4 on the TMA kernel's 128x128 and 128x256
- * tiles; its two-blocks-an-SM tiles take c1, c2 and c4, whose K is one or
- * two stages. */
-START_TEST(tma_smooth_convs_exact) { check_tma_pinned(b_tma_smooth_convs, "tma_smooth_convs", (const int[3]){4, 4, 3}); }
+/* tma_smooth_convs: c1 to c4 on the TMA kernel's tiles; c3 (K of three
+ * stages) has no two-blocks-an-SM variant, so its pins 2 and 3 take the
+ * ping-pong tiles and pin 4 the implicit GEMM. */
+START_TEST(tma_smooth_convs_exact)
+{
+    check_tma_pinned(b_tma_smooth_convs, "tma_smooth_convs", (const int[TMA_PINS]){4, 4, 4, 4, 3});
+}
 END_TEST
 
 /* The fast levels themselves, all 2^32 floats v at each output scale

@@ -236,6 +236,11 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
     for (int dn = 0; dn < D / 8; dn++) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
     const float LOG2E = 1.44269504088896341f;
+    /* Past the last query (the last query tile of ViT's 197: 5 of 64 rows)
+     * a warp only helps load K and V; past the last key its 16-key
+     * products are left out (the last key tile of 197: 5 of 64 keys), as
+     * the masked scores' probabilities are zeros. Both are warp-uniform. */
+    const bool live = q0 + warp * 16 < p.M;
 
     for (int k0 = 0; k0 < p.N; k0 += BKEYS) {
         __syncthreads(); /* the last tile's K and V are read */
@@ -243,6 +248,10 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
         __syncthreads();
         const bool more = k0 + BKEYS < p.N;
         if (PREFETCH && more) kv.load(kb, vb, p, k0 + BKEYS, tid);
+        if (!live) {
+            if (!PREFETCH && more) kv.load(kb, vb, p, k0 + BKEYS, tid);
+            continue;
+        }
 
         float s[BKEYS / 8][4];
 #pragma unroll
@@ -251,6 +260,7 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
         for (int ks = 0; ks < D / 16; ks++)
 #pragma unroll
             for (int np = 0; np < BKEYS / 16; np++) {
+                if (k0 + np * 16 >= p.N) break;
                 uint32_t bf[4]; /* keys np*16.. by head dims ks*16..: (keys 0-7, dims 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) */
                 if constexpr (KROWS)
                     ldmatrix_x4(smem_addr(Ks + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LDK + ks * 16 + ((lane >> 3) & 1) * 8), bf);
@@ -308,6 +318,7 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
         /* O += P V: two 8-key pieces of P's accumulators make one 16-key A fragment */
 #pragma unroll
         for (int kk = 0; kk < BKEYS / 16; kk++) {
+            if (k0 + kk * 16 >= p.N) break;
             const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
                                    pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                    pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};

@@ -706,8 +706,15 @@ __global__ void __launch_bounds__(THREADS, BM * BN > 128 * 128 ? 1 : 2) igemm_ke
  * (bench/cuda_notes.md, session 38). Measured (session 39, H100): ViT-B/16's
  * in-projection 0.310 ms against cuBLASLt + requantize 0.398; the GELU
  * instances, erff unrolled over every accumulator, time slower than that
- * path on the fc1 layers, so the tuner leaves those there. */
-constexpr int TMA_BM = 128, TMA_BK = 128, TMA_THREADS = 288;
+ * path on the fc1 layers, so the tuner leaves those there.
+ *
+ * BM = 64 is the ping-pong form: a tile of 64 rows a warpgroup, the two
+ * warpgroups taking the block's tiles in turn, so that one requantizes
+ * while the other multiplies (the cooperative form's Tensor Cores wait for
+ * both warpgroups' epilogue, which on a GELU layer takes longer than the
+ * tile's products). The producer loads the block's tiles in order; each
+ * warpgroup walks the same ring of stages, skipping the other's. */
+constexpr int TMA_BM = 128, TMA_PP_BM = 64, TMA_BK = 128, TMA_THREADS = 288;
 
 struct tma_params {
     CUtensorMap a; /* x as [P][K] bytes, boxes of TMA_BM rows x TMA_BK */
@@ -757,16 +764,18 @@ template <int BN> __host__ __device__ constexpr int tma_lw() { return BN + 8; }
 /* PER_SM 2: two blocks an SM, two stages each, for layers of one or two
  * stages of K (1x1 expand convs, 64 to 256 channels in), whose tiles are
  * bound by their epilogue: twice the warps to hide its latency. */
-template <int BN, int ACT, int PER_SM> __host__ __device__ constexpr int tma_stages()
+template <int BM, int BN, int ACT, int PER_SM> __host__ __device__ constexpr int tma_stages()
 {
-    return PER_SM == 2 ? 2 : ACT == ACT_GELU ? 4 : BN == 256 ? 3 : 5;
+    return PER_SM == 2 ? 2
+         : BM == TMA_PP_BM ? (ACT == ACT_GELU ? 5 : BN == 256 ? 4 : 6)
+         : ACT == ACT_GELU ? 4 : BN == 256 ? 3 : 5;
 }
 /* stages, the eight warps' epilogue tiles (and a GELU's linear values),
  * the barriers, and the slack that aligns the stages on 1024 bytes */
-template <int BN, int ACT, int PER_SM> constexpr size_t tma_smem()
+template <int BM, int BN, int ACT, int PER_SM> constexpr size_t tma_smem()
 {
-    return (size_t)tma_stages<BN, ACT, PER_SM>() * (TMA_BM + BN) * TMA_BK + (size_t)8 * 16 * (BN + 16) +
-           (ACT == ACT_GELU ? (size_t)8 * 16 * tma_lw<BN>() * 4 : 0) + 2 * tma_stages<BN, ACT, PER_SM>() * 8 + 1024;
+    return (size_t)tma_stages<BM, BN, ACT, PER_SM>() * (BM + BN) * TMA_BK + (size_t)8 * 16 * (BN + 16) +
+           (ACT == ACT_GELU ? (size_t)8 * 16 * tma_lw<BN>() * 4 : 0) + 2 * tma_stages<BM, BN, ACT, PER_SM>() * 8 + 1024;
 }
 
 /* requantize_warp's levels for a GELU, in two passes: the linear values
@@ -821,12 +830,13 @@ __device__ __forceinline__ void requantize_gelu_warp(const igemm_params &p, cons
  * 160 -> 960 SiLU expands they lose (0.35 ms two blocks an SM, 0.51 one,
  * against cuBLASLt + the requantize pass's 0.22 and FP16's 0.09: session
  * 45, H100), as the exact SiLU level, not the GEMM, bounds those layers. */
-template <int BN, int ACT, int PER_SM>
+template <int BM, int BN, int ACT, int PER_SM>
 __global__ void __launch_bounds__(TMA_THREADS, PER_SM) tma_gemm_kernel(const __grid_constant__ tma_params tp)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int STAGES = tma_stages<BN, ACT, PER_SM>(), NT = BN / 8;
-    constexpr uint32_t A_BYTES = TMA_BM * TMA_BK, B_BYTES = BN * TMA_BK;
+    constexpr bool PP = BM == TMA_PP_BM; /* ping-pong: a tile a warpgroup */
+    constexpr int STAGES = tma_stages<BM, BN, ACT, PER_SM>(), NT = BN / 8;
+    constexpr uint32_t A_BYTES = BM * TMA_BK, B_BYTES = BN * TMA_BK;
     typedef warp_tile<16, BN> wt;
     const igemm_params &p = tp.p;
     extern __shared__ int8_t smem_raw[];
@@ -839,7 +849,7 @@ __global__ void __launch_bounds__(TMA_THREADS, PER_SM) tma_gemm_kernel(const __g
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(full + 8 * s, 1); /* the producer's arrival, with the copies' bytes */
-            mbar_init(empty + 8 * s, 8); /* one arrival a consumer warp */
+            mbar_init(empty + 8 * s, PP ? 4 : 8); /* one arrival a warp of the warpgroup(s) consuming it */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -850,7 +860,7 @@ __global__ void __launch_bounds__(TMA_THREADS, PER_SM) tma_gemm_kernel(const __g
             int stage = 0;
             uint32_t phase = 0;
             for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-                const int m0 = (tile / p.n_tiles) * TMA_BM, n0 = (tile % p.n_tiles) * BN;
+                const int m0 = (tile / p.n_tiles) * BM, n0 = (tile % p.n_tiles) * BN;
                 for (int kt = 0; kt < KT; kt++) {
                     mbar_wait(empty + 8 * stage, phase ^ 1); /* a fresh barrier's previous phase counts as done */
                     mbar_arrive_expect_tx(full + 8 * stage, A_BYTES + B_BYTES);
@@ -867,17 +877,24 @@ __global__ void __launch_bounds__(TMA_THREADS, PER_SM) tma_gemm_kernel(const __g
     const bool has_res = p.res != nullptr;
     int stage = 0;
     uint32_t phase = 0;
+    /* ping-pong: past the KT stages of a tile the other warpgroup takes */
+    auto skip_tile = [&] {
+        const int t = stage + KT;
+        phase ^= (uint32_t)(t / STAGES) & 1u;
+        stage = t % STAGES;
+    };
+    if (PP && wg == 1) skip_tile();
     int32_t acc[1][NT][4];
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        const int m0 = (tile / p.n_tiles) * TMA_BM, n0 = (tile % p.n_tiles) * BN;
+    for (int tile = blockIdx.x + (PP ? wg : 0) * gridDim.x; tile < tiles; tile += (PP ? 2 : 1) * gridDim.x) {
+        const int m0 = (tile / p.n_tiles) * BM, n0 = (tile % p.n_tiles) * BN;
         /* this warp's rows: 16 of its warpgroup's 64 (wgmma's accumulator layout) */
-        const int pos0 = m0 + wg * 64 + (warp & 3) * 16;
+        const int pos0 = m0 + (PP ? 0 : wg * 64) + (warp & 3) * 16;
         init_acc(p, acc, n0, lane);
         int prev = -1;
         for (int kt = 0; kt < KT; kt++) {
             mbar_wait(full + 8 * stage, phase);
             wgmma_fence();
-            const uint32_t a_rows = As + stage * A_BYTES + wg * 64 * TMA_BK, b_rows = Bs + stage * B_BYTES;
+            const uint32_t a_rows = As + stage * A_BYTES + (PP ? 0 : wg * 64 * TMA_BK), b_rows = Bs + stage * B_BYTES;
 #pragma unroll
             for (int kk = 0; kk < TMA_BK / 32; kk++) {
                 const uint64_t da = wgmma_desc<128>(a_rows + kk * 32), db = wgmma_desc<128>(b_rows + kk * 32);
@@ -909,6 +926,7 @@ __global__ void __launch_bounds__(TMA_THREADS, PER_SM) tma_gemm_kernel(const __g
         __syncwarp();
         wt::store(p, Ew, pos0, n0, lane);
         __syncwarp(); /* Ew is free for the next tile's residual */
+        if (PP) skip_tile();
     }
 #else
     __trap(); /* built for a GPU without TMA and wgmma: the host offers this kernel on sm_90 only */
@@ -1121,7 +1139,7 @@ typedef struct igemm_variant {
     size_t smem;
     int threads;            /* a block's; 0: THREADS. The 1x1 kernel (pointwise_kernel) has bm 0 */
     bool stem;              /* the RGB stem kernel (stem_kernel, on the unprepared input; bm 0 too) */
-    void (*tma)(tma_params);  /* tma_gemm_kernel (bm TMA_BM): fn is NULL */
+    void (*tma)(tma_params);  /* tma_gemm_kernel (bm TMA_BM, or TMA_PP_BM: ping-pong): fn is NULL */
     int per_sm;             /* the TMA kernel's blocks an SM (its PER_SM) */
 } igemm_variant;
 
@@ -1176,14 +1194,18 @@ template <int KW> static igemm_fn pointwise_for(qf_act act)
  * (warps 32x32) or 256x64 (warps 64x32: twice the MMAs per shared-memory
  * load); wgmma: BM 128 or 256 (warps BM / 8 x BN) by BN 64, 128 or 256. */
 /* The TMA kernel of `shape` (0: 128x128, 1: 128x256, 2: 128x128 two blocks
- * an SM) with its shared memory; a GELU has the first only. */
+ * an SM; ping-pong 3: 64x128, 4: 64x256) with its shared memory; a GELU
+ * has 0 and 3 only. */
 template <int ACT> static void tma_kernel_for(int shape, igemm_variant *tv)
 {
-    if (ACT == ACT_GELU || shape == 0) {
-        tv->tma = tma_gemm_kernel<128, ACT, 1>, tv->smem = tma_smem<128, ACT, 1>();
+    if (shape == 3) {
+        tv->tma = tma_gemm_kernel<TMA_PP_BM, 128, ACT, 1>, tv->smem = tma_smem<TMA_PP_BM, 128, ACT, 1>();
+    } else if (ACT == ACT_GELU || shape == 0) {
+        tv->tma = tma_gemm_kernel<TMA_BM, 128, ACT, 1>, tv->smem = tma_smem<TMA_BM, 128, ACT, 1>();
     } else if constexpr (ACT != ACT_GELU) {
-        if (shape == 1) tv->tma = tma_gemm_kernel<256, ACT, 1>, tv->smem = tma_smem<256, ACT, 1>();
-        else tv->tma = tma_gemm_kernel<128, ACT, 2>, tv->smem = tma_smem<128, ACT, 2>();
+        if (shape == 1) tv->tma = tma_gemm_kernel<TMA_BM, 256, ACT, 1>, tv->smem = tma_smem<TMA_BM, 256, ACT, 1>();
+        else if (shape == 4) tv->tma = tma_gemm_kernel<TMA_PP_BM, 256, ACT, 1>, tv->smem = tma_smem<TMA_PP_BM, 256, ACT, 1>();
+        else tv->tma = tma_gemm_kernel<TMA_BM, 128, ACT, 2>, tv->smem = tma_smem<TMA_BM, 128, ACT, 2>();
     }
 }
 
@@ -1397,31 +1419,34 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
     p.div_Wo = cu_make_fast_div((uint32_t)g->Wo);
     /* the variants the tuner times: tile shapes for M, residual handling, grid */
     const int64_t P = p.P;
+    const char *cap = getenv("QFORGE_CUDA_IGEMM_BLOCKS"); /* tests: a small persistent grid, several tiles a block */
     if (tma) {
         /* 128 x 128 and, past 128 channels without a GELU, 128 x 256 tiles,
          * one block an SM; where K is one or two stages, 128 x 128 tiles two
-         * blocks an SM (not for a GELU, whose linear values take the room) */
+         * blocks an SM (not for a GELU, whose linear values take the room);
+         * the ping-pong form's 64 x 128 and 64 x 256 likewise */
         const bool gelu = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH, smooth = rq->act != QF_ACT_NONE && !gelu;
         const bool short_k = !gelu && (K + TMA_BK - 1) / TMA_BK <= 2;
-        for (int shape = 0; shape < 3; shape++) {
-            const int bn = shape == 1 ? 256 : 128, per_sm = shape == 2 ? 2 : 1;
+        for (int shape = 0; shape < 5; shape++) {
+            const int bm = shape >= 3 ? TMA_PP_BM : TMA_BM, bn = shape == 1 || shape == 4 ? 256 : 128, per_sm = shape == 2 ? 2 : 1;
             if ((bn == 256 && (gelu || g->M <= 128)) || g->M <= 64 || (per_sm == 2 && !short_k)) continue;
             igemm_variant tv;
             memset(&tv, 0, sizeof tv);
             if (gelu) tma_kernel_for<ACT_GELU>(shape, &tv);
             else if (smooth) tma_kernel_for<ACT_SIGMOID_SILU>(shape, &tv);
             else tma_kernel_for<ACT_NONE>(shape, &tv);
-            tv.bm = TMA_BM, tv.bn = bn, tv.wg = true, tv.persistent = true, tv.threads = TMA_THREADS, tv.per_sm = per_sm;
+            tv.bm = bm, tv.bn = bn, tv.wg = true, tv.persistent = true, tv.threads = TMA_THREADS, tv.per_sm = per_sm;
             tv.k_splits = 1, tv.kt_split = (int)((K + TMA_BK - 1) / TMA_BK);
             tv.n_tiles = (int)((g->M + bn - 1) / bn);
-            tv.p_tiles = (int)((P + TMA_BM - 1) / TMA_BM);
+            tv.p_tiles = (int)((P + bm - 1) / bm);
             const int64_t tiles = (int64_t)tv.n_tiles * tv.p_tiles;
             cudaError_t e = cudaFuncSetAttribute(tv.tma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tv.smem);
             if (e != cudaSuccess) {
                 free(ig);
                 return cu_fail(e, "setting up the TMA GEMM kernel", __FILE__, __LINE__);
             }
-            const int64_t resident = (int64_t)per_sm * c->prop.multiProcessorCount;
+            int64_t resident = (int64_t)per_sm * c->prop.multiProcessorCount;
+            if (cap && atoi(cap) > 0 && atoi(cap) < resident) resident = atoi(cap);
             tv.blocks = (int)(tiles < resident ? tiles : resident);
             ig->v[ig->n_v++] = tv;
         }
@@ -1487,7 +1512,6 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
         {128, 128, false}, {128, 256, false}, {128, 64, false}, {256, 64, false},
         {128, 128, true},  {256, 128, true},  {128, 256, true}, {128, 64, true}, {256, 64, true}};
     const bool sm90 = c->prop.major == 9 && c->prop.minor == 0;
-    const char *cap = getenv("QFORGE_CUDA_IGEMM_BLOCKS"); /* tests: a small persistent grid, several tiles a block */
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
         const int bm = shapes[sh].bm, bn = shapes[sh].bn;
         const bool wg = shapes[sh].wg;
@@ -1588,7 +1612,7 @@ static qf_status launch_tma(const igemm_variant &v, const igemm_params &p, cudaS
 {
     tma_params tp;
     memset(&tp, 0, sizeof tp);
-    QF_CHECK(encode_rows(&tp.a, p.x, p.P, p.K, TMA_BM));
+    QF_CHECK(encode_rows(&tp.a, p.x, p.P, p.K, v.bm));
     QF_CHECK(encode_rows(&tp.b, p.w, p.M, p.K, v.bn));
     tp.p = p;
     tp.p.kt_split = v.kt_split;
@@ -1692,8 +1716,9 @@ const char *cu_igemm_describe(const cu_igemm *ig, int variant, char *buf, size_t
         return buf;
     }
     if (v.tma) {
-        snprintf(buf, len, "TMA wgmma.s8 %dx%d, warp-specialised, persistent%s%s", v.bm, v.bn,
-                 v.per_sm == 2 ? ", 2 blocks an SM" : "", ig->p.small_acc ? "" : ", int32 conversions");
+        snprintf(buf, len, "TMA wgmma.s8 %dx%d, warp-specialised, persistent%s%s%s", v.bm, v.bn,
+                 v.bm == TMA_PP_BM ? ", ping-pong" : "", v.per_sm == 2 ? ", 2 blocks an SM" : "",
+                 ig->p.small_acc ? "" : ", int32 conversions");
         return buf;
     }
     char split[32] = "";

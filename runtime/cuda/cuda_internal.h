@@ -458,7 +458,7 @@ int cu_igemm_variants(const cu_igemm *ig);
 int cu_igemm_split_k(const cu_igemm *ig, int variant);
 /* At most this many (two per tile shape: plain, and a persistent grid or
  * split-K; and the TMA kernel's two). */
-#define CU_IGEMM_MAX_VARIANTS 20
+#define CU_IGEMM_MAX_VARIANTS 24
 /* A hash of the variant list, for tactic-cache keys: a cached index is only
  * reused by a build that offers the same variants in the same order. */
 uint32_t cu_igemm_signature(const cu_igemm *ig);
