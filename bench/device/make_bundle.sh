@@ -36,8 +36,10 @@ for f in "$@"; do cp "$f" $T/bin/; done
 # debug sections off (function names stay, for backtraces): the run's carry is 64 MiB in all
 strip --strip-debug $T/bin/* $T/lib/libqforge.so.0 $T/lib/libtriton_qforge.so 2>/dev/null || true
 # xz -9: its 64 MiB dictionary spans the three test binaries, each of which
-# links the library's CUDA code again (24 MB at xz's default level, 11 MB here)
-tar -c -C $T . | xz -9 > $D/bundle.tar.xz
+# links the library's CUDA code again (24 MB at xz's default level, 11 MB here),
+# when they come one after another: the library next, OpenBLAS after it (in
+# directory order it once fell between them, and the bundle grew from 22 to 39 MB)
+(cd $T && tar -c bin lib/libqforge.so.0 $(ls lib/* | grep -v '^lib/libqforge.so.0$')) | xz -9 > $D/bundle.tar.xz
 rm -rf $T
 S=$(cd "$D/../../shared/data" && pwd)
 if [ ! -d $D/data ]; then
