@@ -535,13 +535,15 @@ static qf_graph *b_half_outputs(void)
 }
 /* Linear layers of the TMA kernel's kind (rows of a multiple of 16 bytes,
  * more than 64 channels): GELU (erf), none, a residual Add and GELU (tanh)
- * in the INT8 epilogues; 300 rows and 208, 144 and 272 channels leave
- * partial tiles, K of 48, 208 and 144 bytes one or two 128-byte stages. */
+ * in the INT8 epilogues; 300 rows and 800, 144 and 272 channels leave
+ * partial tiles; K of 720 and 800 bytes are more 128-byte stages than the
+ * ring holds (6 and 7: a ping-pong warpgroup's first stage is then a
+ * whole turn of the ring ahead), 144 two. */
 static qf_graph *b_tma_linears(void)
 {
     qf_graph *g = new_graph("tma_linears");
-    int x = input(g, "x", 3, DIMS(2, 150, 48));
-    int h = linear(g, "fc2", unary(g, "gelu1", QF_OP_GELU, linear(g, "fc1", x, 48, 208)), 208, 144);
+    int x = input(g, "x", 3, DIMS(2, 150, 720));
+    int h = linear(g, "fc2", unary(g, "gelu1", QF_OP_GELU, linear(g, "fc1", x, 720, 800)), 800, 144);
     h = binary(g, "residual", QF_OP_ADD, linear(g, "fc3", h, 144, 144), h);
     int t = unary(g, "gelu4", QF_OP_GELU, linear(g, "fc4", h, 144, 272));
     attr(&g->nodes[g->n_nodes - 1], "approximate", QF_ATTR_STRING)->s = strdup("tanh");
@@ -1847,10 +1849,11 @@ static void check_tma_pinned(qf_graph *(*build)(void), const char *name, const i
     }
 }
 
-/* tma_linears: fc1 to fc4 on the TMA kernel with each pin; pin 3 puts all
- * four on the ping-pong 64x128 tiles (the GELU layers fc1 and fc4, the
- * residual of fc3), pin 4 fc2 and fc3 on its 64x256. */
-START_TEST(tma_linears_exact) { check_tma_pinned(b_tma_linears, "tma_linears", (const int[TMA_PINS]){4, 4, 4, 4, 4}); }
+/* tma_linears: fc1 to fc4 on the TMA kernel with pins 0 to 3; pin 2 puts
+ * fc2 (K of 7 stages) on the ping-pong 64x128 tiles, pin 3 the GELU layers
+ * fc1 (6 stages) and fc4 and fc3's residual on those and fc2 on 64x256;
+ * pin 4 leaves fc2 (no two-blocks-an-SM variant) to the implicit GEMM. */
+START_TEST(tma_linears_exact) { check_tma_pinned(b_tma_linears, "tma_linears", (const int[TMA_PINS]){4, 4, 4, 4, 3}); }
 END_TEST
 
 /* tma_smooth_convs: c1 to c4 on the TMA kernel's tiles; c3 (K of three
@@ -2839,12 +2842,8 @@ int main(void)
     tcase_add_test(ops, cudnn_conv_int8_halves);
     tcase_add_test(ops, smooth_epilogues_exact);
     tcase_add_test(ops, smooth_levels_exact);
-    tcase_add_test(ops, tma_linears_exact);
-    tcase_add_test(ops, tma_smooth_convs_exact);
-    tcase_add_test(ops, smooth_levels_sweep);
     tcase_add_test(ops, half_outputs_exact);
     tcase_add_test(ops, vector_convs_exact);
-    tcase_add_test(ops, attention_fused);
     tcase_add_test(ops, t_conv_tiles);
     tcase_add_test(ops, t_conv_rgb_s2);
     tcase_add_test(ops, t_rgb_stems);
@@ -2863,7 +2862,6 @@ int main(void)
     tcase_add_test(ops, t_gemm_bias);
     tcase_add_test(ops, t_gemm_general);
     tcase_add_test(ops, t_matmul);
-    tcase_add_test(ops, t_int8_attention);
     tcase_add_test(ops, t_binary);
     tcase_add_test(ops, t_unary);
     tcase_add_test(ops, t_batchnorm_softmax);
@@ -2905,6 +2903,18 @@ int main(void)
         tcase_add_test(ops, host_errors_reach_the_caller);
     }
     suite_add_tcase(s, ops);
+    /* what a transformer's layers run on: the TMA GEMM's variants, the fast
+     * smooth levels (GELU's among them), the fused attention
+     * (CK_RUN_CASE=transformer runs them alone) */
+    TCase *tf = tcase_create("transformer");
+    tcase_add_checked_fixture(tf, restore_switches, NULL);
+    tcase_set_timeout(tf, 600);
+    tcase_add_test(tf, tma_linears_exact);
+    tcase_add_test(tf, tma_smooth_convs_exact);
+    tcase_add_test(tf, smooth_levels_sweep);
+    tcase_add_test(tf, attention_fused);
+    tcase_add_test(tf, t_int8_attention);
+    suite_add_tcase(s, tf);
     TCase *asym = tcase_create("asymmetric"); /* CK_RUN_CASE=asymmetric runs it alone */
     tcase_add_checked_fixture(asym, restore_switches, NULL);
     tcase_set_timeout(asym, 600);

@@ -775,7 +775,7 @@ template <int BM, int BN, int ACT, int PER_SM> __host__ __device__ constexpr int
 template <int BM, int BN, int ACT, int PER_SM> constexpr size_t tma_smem()
 {
     return (size_t)tma_stages<BM, BN, ACT, PER_SM>() * (BM + BN) * TMA_BK + (size_t)8 * 16 * (BN + 16) +
-           (ACT == ACT_GELU ? (size_t)8 * 16 * tma_lw<BN>() * 4 : 0) + 2 * tma_stages<BM, BN, ACT, PER_SM>() * 8 + 1024;
+           (ACT == ACT_GELU ? (size_t)8 * 16 * tma_lw<BN>() * 4 : 0) + (2 * tma_stages<BM, BN, ACT, PER_SM>() + 2) * 8 + 1024;
 }
 
 /* requantize_warp's levels for a GELU, in two passes: the linear values
@@ -845,12 +845,15 @@ __global__ void __launch_bounds__(TMA_THREADS, PER_SM) tma_gemm_kernel(const __g
     int8_t *const Ew0 = base + STAGES * (A_BYTES + B_BYTES);
     float *const Lw0 = (float *)(Ew0 + 8 * 16 * wt::EW); /* GELU only */
     const uint32_t full = smem_addr(Lw0 + (ACT == ACT_GELU ? 8 * 16 * tma_lw<BN>() : 0)), empty = full + STAGES * 8;
+    /* ping-pong: turn + 8 w, warpgroup w's leave to start its next tile's products */
+    const uint32_t turn = empty + STAGES * 8;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(full + 8 * s, 1); /* the producer's arrival, with the copies' bytes */
             mbar_init(empty + 8 * s, PP ? 4 : 8); /* one arrival a warp of the warpgroup(s) consuming it */
         }
+        if (PP) mbar_init(turn, 4), mbar_init(turn + 8, 4); /* one arrival a warp of the other warpgroup */
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -877,15 +880,22 @@ __global__ void __launch_bounds__(TMA_THREADS, PER_SM) tma_gemm_kernel(const __g
     const bool has_res = p.res != nullptr;
     int stage = 0;
     uint32_t phase = 0;
-    /* ping-pong: past the KT stages of a tile the other warpgroup takes */
+    /* ping-pong: past the KT stages of a tile the other warpgroup takes. A
+     * warpgroup starts a tile's products only once the other has waited for
+     * every stage of the tile before (`turn`): the two then consume the
+     * ring in its order, and a stage's barrier is never a whole phase
+     * behind the parity its consumer waits for (mbarrier parity tells
+     * apart only the current phase and the one before). */
     auto skip_tile = [&] {
         const int t = stage + KT;
         phase ^= (uint32_t)(t / STAGES) & 1u;
         stage = t % STAGES;
     };
     if (PP && wg == 1) skip_tile();
+    uint32_t turns = 0; /* the waits on turn + 8 wg so far */
     int32_t acc[1][NT][4];
     for (int tile = blockIdx.x + (PP ? wg : 0) * gridDim.x; tile < tiles; tile += (PP ? 2 : 1) * gridDim.x) {
+        if (PP && (wg == 1 || tile != (int)blockIdx.x)) mbar_wait(turn + 8 * wg, turns++ & 1u);
         const int m0 = (tile / p.n_tiles) * BM, n0 = (tile % p.n_tiles) * BN;
         /* this warp's rows: 16 of its warpgroup's 64 (wgmma's accumulator layout) */
         const int pos0 = m0 + (PP ? 0 : wg * 64) + (warp & 3) * 16;
@@ -907,6 +917,7 @@ __global__ void __launch_bounds__(TMA_THREADS, PER_SM) tma_gemm_kernel(const __g
             prev = stage;
             if (++stage == STAGES) stage = 0, phase ^= 1;
         }
+        if (PP && lane == 0) mbar_arrive(turn + 8 * (wg ^ 1));
         wgmma_wait<0>();
         if (prev >= 0 && lane == 0) mbar_arrive(empty + 8 * prev);
         if (has_res) {
