@@ -1815,7 +1815,8 @@ static void count_tma(void *user, qf_log_level level, const char *msg)
     if (strstr(msg, "TMA wgmma")) ++*(int *)user;
 }
 
-/* The graph of `build` bit for bit with the CPU engine with the implicit
+/* The graph of `build` bit for bit with the CPU engine, the TMA kernel's
+ * ping-pong form offered (QFORGE_CUDA_TMA_PINGPONG), with the implicit
  * GEMM's variants 0 to 4 pinned (a layer takes the pin modulo its variant
  * count) on a grid of 2 blocks (each walks several tiles: the ping-pong
  * form's warpgroups take turns, the ring of stages wraps), on_tma[v] of its
@@ -1827,6 +1828,7 @@ enum { TMA_PINS = 5 };
 static void check_tma_pinned(qf_graph *(*build)(void), const char *name, const int on_tma[TMA_PINS])
 {
     for (int pin = 0; pin <= TMA_PINS; pin++) {
+        setenv("QFORGE_CUDA_TMA_PINGPONG", "1", 1); /* the ping-pong form is offered only so */
         qf_graph *g = build_minmax(build, QF_PREC_INT8, false);
         char label[32];
         snprintf(label, sizeof label, pin < TMA_PINS ? "int8 variant %d" : "int8 tuned", pin);
@@ -1845,6 +1847,7 @@ static void check_tma_pinned(qf_graph *(*build)(void), const char *name, const i
         unsetenv("QFORGE_CUDA_IGEMM_VARIANT");
         unsetenv("QFORGE_CUDA_CONV_TACTIC");
         unsetenv("QFORGE_CUDA_IGEMM_BLOCKS");
+        unsetenv("QFORGE_CUDA_TMA_PINGPONG");
         qf_graph_free(g);
     }
 }
@@ -2782,7 +2785,8 @@ END_TEST
  * leaves a test without its own unsetenv (no fork: the CUDA runtime). */
 static const char *const test_switches[] = {"QFORGE_CUDA_CHUNK_ROWS",     "QFORGE_CUDA_CONV_TACTIC", "QFORGE_CUDA_HOST_OPS",
                                             "QFORGE_CUDA_IGEMM_BLOCKS",   "QFORGE_CUDA_IGEMM_VARIANT",
-                                            "QFORGE_CUDA_NOFUSE",         "QFORGE_CUDA_NOLT",       "QFORGE_CUDNN_INT8_HALVES"};
+                                            "QFORGE_CUDA_NOFUSE",         "QFORGE_CUDA_NOLT",       "QFORGE_CUDNN_INT8_HALVES",
+                                            "QFORGE_CUDA_TMA_PINGPONG"};
 static char *initial_switches[QF_ARRAY_LEN(test_switches)];
 
 static void save_switches(void)

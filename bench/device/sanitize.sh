@@ -43,7 +43,8 @@ one() {
     *) opts="" ;;
   esac
   # one process (CK_FORK=no) under the sanitizer, no tactic cache
-  env $env QFORGE_CUDA_IGEMM_BLOCKS=2 CK_RUN_CASE=ops CK_FORK=no QFORGE_CACHE_DIR= \
+  # CASE=transformer: the TMA GEMM's variants, the smooth-level sweeps and the fused attention
+  env $env QFORGE_CUDA_IGEMM_BLOCKS=2 CK_RUN_CASE=${CASE:-ops} CK_FORK=no QFORGE_CACHE_DIR= \
     timeout "$secs" "$CS" --tool "$tool" $opts --print-limit 20 /tmp/q/bin/test_cuda > "$L/sanitizer/${tool}_$pin.log" 2>&1
   rc=$?
   [ $rc = 124 ] && echo "$tool pin $pin: cut at the time limit"

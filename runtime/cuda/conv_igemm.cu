@@ -1435,12 +1435,17 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
         /* 128 x 128 and, past 128 channels without a GELU, 128 x 256 tiles,
          * one block an SM; where K is one or two stages, 128 x 128 tiles two
          * blocks an SM (not for a GELU, whose linear values take the room);
-         * the ping-pong form's 64 x 128 and 64 x 256 likewise */
+         * the ping-pong form's 64 x 128 and 64 x 256 likewise, only where
+         * QFORGE_CUDA_TMA_PINGPONG is set: its first form hung on ViT-B/16's
+         * layers of more stages than the ring (bench/cuda_notes.md, session
+         * 48), and the turn barrier that fixes it has not run on a GPU yet */
+        const bool pingpong = getenv("QFORGE_CUDA_TMA_PINGPONG") != NULL;
         const bool gelu = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH, smooth = rq->act != QF_ACT_NONE && !gelu;
         const bool short_k = !gelu && (K + TMA_BK - 1) / TMA_BK <= 2;
         for (int shape = 0; shape < 5; shape++) {
             const int bm = shape >= 3 ? TMA_PP_BM : TMA_BM, bn = shape == 1 || shape == 4 ? 256 : 128, per_sm = shape == 2 ? 2 : 1;
-            if ((bn == 256 && (gelu || g->M <= 128)) || g->M <= 64 || (per_sm == 2 && !short_k)) continue;
+            if ((bn == 256 && (gelu || g->M <= 128)) || g->M <= 64 || (per_sm == 2 && !short_k) || (bm == TMA_PP_BM && !pingpong))
+                continue;
             igemm_variant tv;
             memset(&tv, 0, sizeof tv);
             if (gelu) tma_kernel_for<ACT_GELU>(shape, &tv);
