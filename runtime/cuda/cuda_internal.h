@@ -457,7 +457,7 @@ int cu_igemm_variants(const cu_igemm *ig);
 /* The split-K parts of a variant (1: none). */
 int cu_igemm_split_k(const cu_igemm *ig, int variant);
 /* At most this many (two per tile shape: plain, and a persistent grid or
- * split-K; and the TMA kernel's two). */
+ * split-K; and the TMA kernel's, up to five with its ping-pong form). */
 #define CU_IGEMM_MAX_VARIANTS 24
 /* A hash of the variant list, for tactic-cache keys: a cached index is only
  * reused by a build that offers the same variants in the same order. */
