@@ -253,10 +253,10 @@ static __device__ __forceinline__ float qfi_magic_byte_to_f32_zp(uint32_t biased
  * could clamp and round to another level the exact form decides
  * (qfi_level_sure; rare: 0.002-0.1 % of the values |v| >= 1). The
  * differences:
- * - GELU: 0.5 |v| |d erf| (erff 2 ulp + qfi_erf 3 ulp: 4e-7 with the
- *   argument's rounding) plus a few roundings of |y| <= |v|: below 6e-7 |v|,
- *   margin 1.2e-6 |v| + 2^-12. The tanh form computes its argument with the
- *   exact form's operations, so only tanh differs.
+ * - GELU: the erf form's at qfi_gelu_level_fast, margin 2.4e-6 |v| +
+ *   2^-12; the tanh form computes its argument with the exact form's
+ *   operations, so only tanh differs (tanhf 2 ulp + qfi_tanh's, with a few
+ *   roundings of |y| <= |v|: below 6e-7 |v|, margin 1.2e-6 |v| + 2^-12).
  * - SiLU and Sigmoid, from the same x = v s and the same split into
  *   e = e^-|x| and sigmoid = 1 / (1 + e) or e / (1 + e): __expf (ex2.approx)
  *   is within 2 + 1.173 |x| ulp of e^-|x| (CUDA's documented bound: the
@@ -358,19 +358,35 @@ static __device__ __forceinline__ bool qfi_sigmoid_f16_approx(bool silu, float v
     const float y = sig * (silu ? v : __frcp_rn(s)), margin = fabsf(y) * (neg ? fmaf(ax, 3e-7f, 2.4e-6f) : 2.4e-6f);
     return qfi_f16_sure(y, margin, lo, hi, h) & (ax <= 64.0f);
 }
-/* GELU (the tanh form where tanh_form) of v at scale s */
+/* GELU (the tanh form where tanh_form) of v at scale s. The erf form as
+ * 1 + erf(x / sqrt 2) = 2 - erfc(a) for x >= 0 (erfc(a) for x < 0), a =
+ * |x| / sqrt 2, erfc by Abramowitz and Stegun's 7.1.26 (t = 1 / (1 + p a),
+ * erfc(a) = t (a1 + t (a2 + ...)) e^-a^2, within 1.5e-7) through rcp.approx
+ * and ex2.approx: about four fifths of erff's instructions. Its error: the
+ * formula's, t's 1.5 ulp through the polynomial's slope (3.44 at t = 1),
+ * the Horner steps' and the products' roundings, under 1.4e-6; with
+ * qfi_erf's 3 ulp and the roundings of y, |y - exact| < 1.2e-6 |v|, twice
+ * that the margin. */
 static __device__ __forceinline__ bool qfi_gelu_level_fast(bool tanh_form, float v, float s, float lo, float hi, float *out)
 {
     const float x = qfi_mul(v, s);
-    float inner;
+    float onep, rel; /* 1 + erf or 1 + tanh; the margin's share of |v| */
     if (tanh_form) {
         const float x3 = qfi_mul(qfi_mul(x, x), x);
-        inner = tanhf(qfi_mul(0.797884583f, qfi_add(x, qfi_mul(0.044715f, x3))));
+        onep = 1.0f + tanhf(qfi_mul(0.797884583f, qfi_add(x, qfi_mul(0.044715f, x3))));
+        rel = 1.2e-6f;
     } else {
-        inner = erff(x * 0.707106781f);
+        const float a = fabsf(x) * 0.707106781f, t = qfi_rcp_approx(fmaf(0.3275911f, a, 1.0f));
+        float p = fmaf(1.061405429f, t, -1.453152027f);
+        p = fmaf(p, t, 1.421413741f);
+        p = fmaf(p, t, -0.284496736f);
+        p = fmaf(p, t, 0.254829592f);
+        const float c = p * t * __expf(-(a * a));
+        onep = x < 0.0f ? c : 2.0f - c;
+        rel = 2.4e-6f;
     }
-    const float y = 0.5f * v * (1.0f + inner);
-    return qfi_level_sure(y, fmaf(fabsf(v), 1.2e-6f, 2.44140625e-4f), lo, hi, out);
+    const float y = 0.5f * v * onep;
+    return qfi_level_sure(y, fmaf(fabsf(v), rel, 2.44140625e-4f), lo, hi, out);
 }
 /* Any smooth act (HardSwish: its exact form); gelu as at qfi_act_value_kinds
  * (false: act is no GELU, whose code is left out) */
