@@ -95,17 +95,29 @@ __device__ __forceinline__ int64_t view_base(const attn_view &w, unsigned b)
     return off;
 }
 
-/* Eight consecutive elements of a row as halves: 16 bytes of halves, or 8
- * int8 dequantized and rounded to half as the DequantizeLinear the chain
- * took in rounded them (the view's offsets and strides are multiples of 8).
- * Every query block converts all of K and V again, so the int8 bytes become
+/* Eight consecutive elements of a row: as they are in memory (raw8: 16
+ * bytes of halves, or 8 int8 bytes), and as halves (to_half8: the int8
+ * dequantized and rounded to half as the DequantizeLinear the chain took in
+ * rounded them; the view's offsets and strides are multiples of 8). Every
+ * query block converts all of K and V again, so the int8 bytes become
  * floats through QFI_MAGIC's bits (one byte permute and one FP32 subtract:
  * the same value (r - z) as the integer conversion, which runs at an eighth
  * of the FP32 rate). */
-__device__ __forceinline__ int4 load8(const __half *p, const attn_view &) { return __ldg((const int4 *)p); }
-__device__ __forceinline__ int4 load8(const int8_t *p, const attn_view &w)
+template <typename T> struct raw8_of { typedef int4 type; };
+template <> struct raw8_of<int8_t> { typedef uint2 type; };
+__device__ __forceinline__ int4 load_raw8(const __half *p) { return __ldg((const int4 *)p); }
+__device__ __forceinline__ uint2 load_raw8(const int8_t *p) { return __ldg((const uint2 *)p); }
+/* a row past the matrix: what converts to +0 halves (for int8 the zero
+ * point's bytes, r - z = +0 exactly) */
+__device__ __forceinline__ void raw8_zero(int4 &r, const attn_view &) { r = make_int4(0, 0, 0, 0); }
+__device__ __forceinline__ void raw8_zero(uint2 &r, const attn_view &w)
 {
-    const uint2 raw = __ldg((const uint2 *)p);
+    const uint32_t z = 0x01010101u * (uint32_t)(uint8_t)(int8_t)w.zp;
+    r = make_uint2(z, z);
+}
+__device__ __forceinline__ int4 to_half8(int4 raw, const attn_view &) { return raw; }
+__device__ __forceinline__ int4 to_half8(uint2 raw, const attn_view &w)
+{
     int4 r;
     uint32_t *h = (uint32_t *)&r;
 #pragma unroll
@@ -117,6 +129,7 @@ __device__ __forceinline__ int4 load8(const int8_t *p, const attn_view &w)
     }
     return r;
 }
+template <typename T> __device__ __forceinline__ int4 load8(const T *p, const attn_view &w) { return to_half8(load_raw8(p), w); }
 
 /* Where row r of the scores (r = batch * M + query) starts in a bias operand;
  * r < 2^31 (cu_fuse_attention), so 32-bit divisions do. */
@@ -134,13 +147,18 @@ __device__ __forceinline__ int64_t bias_row(const attn_bias &b, unsigned r)
 /* One tile of keys on its way to shared memory: K^T's 64 columns (two
  * 2-byte reads a pair of keys: any N), or with KROWS K's 64 rows, and V's 64
  * rows (16-byte reads), a thread's part of each in registers, so that every
- * load of a tile is in flight at once. A thread's key pair and V column are
- * the same in every row it loads: one address and one offset step each. */
+ * load of a tile is in flight at once. They stay as loaded (int8 bytes for
+ * the I8 kernels) until store converts them: a conversion at load time
+ * would wait there for the loads, and the prefetch of the next tile would
+ * hold its warp up before this tile's products. A thread's key pair and V
+ * column are the same in every row it loads: one address and one offset
+ * step each. */
 template <int D, bool KROWS, typename T> struct kv_regs {
+    typedef typename raw8_of<T>::type raw8;
     static constexpr int K_ROWS = THREADS / (BKEYS / 2);       /* K^T rows (head dims) loaded per step */
     static constexpr int V_ROWS = THREADS / (D / 8), V_PER = BKEYS / V_ROWS, K_PER = KROWS ? V_PER : D / K_ROWS;
-    typename std::conditional<KROWS, int4, __half2>::type k[K_PER];
-    int4 v[V_PER];
+    typename std::conditional<KROWS, raw8, __half2>::type k[K_PER];
+    raw8 v[V_PER];
     /* kb, vb: the matrix's row 0 in K's (K^T's) and V's roots */
     __device__ __forceinline__ void load(const T *kb, const T *vb, const attn_params &p, int k0, int tid)
     {
@@ -149,8 +167,10 @@ template <int D, bool KROWS, typename T> struct kv_regs {
             const int r = k0 + tid / (D / 8);
             const T *kp = kb + (int64_t)r * p.vk.row_stride + tid % (D / 8) * 8;
 #pragma unroll
-            for (int i = 0; i < K_PER; i++)
-                k[i] = r + i * V_ROWS < N ? load8(kp + (int64_t)i * V_ROWS * p.vk.row_stride, p.vk) : make_int4(0, 0, 0, 0);
+            for (int i = 0; i < K_PER; i++) {
+                if (r + i * V_ROWS < N) k[i] = load_raw8(kp + (int64_t)i * V_ROWS * p.vk.row_stride);
+                else raw8_zero(k[i], p.vk);
+            }
         } else { /* K^T as it is (no view, half) */
             const int j = k0 + tid % (BKEYS / 2) * 2, kstep = K_ROWS * N;
             const __half *kp = (const __half *)kb + (size_t)(tid / (BKEYS / 2)) * N + j;
@@ -162,15 +182,17 @@ template <int D, bool KROWS, typename T> struct kv_regs {
         const int r = k0 + tid / (D / 8);
         const T *vp = vb + (int64_t)r * p.vv.row_stride + tid % (D / 8) * 8;
 #pragma unroll
-        for (int i = 0; i < V_PER; i++) /* rows past N are zeros: 0 x garbage could be NaN */
-            v[i] = r + i * V_ROWS < N ? load8(vp + (int64_t)i * V_ROWS * p.vv.row_stride, p.vv) : make_int4(0, 0, 0, 0);
+        for (int i = 0; i < V_PER; i++) { /* rows past N are zeros: 0 x garbage could be NaN */
+            if (r + i * V_ROWS < N) v[i] = load_raw8(vp + (int64_t)i * V_ROWS * p.vv.row_stride);
+            else raw8_zero(v[i], p.vv);
+        }
     }
-    __device__ __forceinline__ void store(__half *Ks, int ldk, __half *Vs, int ldv, int tid) const
+    __device__ __forceinline__ void store(__half *Ks, int ldk, __half *Vs, int ldv, const attn_params &p, int tid) const
     {
         if constexpr (KROWS) {
             int4 *kd = (int4 *)(Ks + tid / (D / 8) * ldk + tid % (D / 8) * 8);
 #pragma unroll
-            for (int i = 0; i < K_PER; i++) kd[i * V_ROWS * ldk / 8] = k[i];
+            for (int i = 0; i < K_PER; i++) kd[i * V_ROWS * ldk / 8] = to_half8(k[i], p.vk);
         } else {
             __half2 *kd = (__half2 *)(Ks + tid / (BKEYS / 2) * ldk + tid % (BKEYS / 2) * 2);
 #pragma unroll
@@ -178,7 +200,7 @@ template <int D, bool KROWS, typename T> struct kv_regs {
         }
         int4 *vd = (int4 *)(Vs + tid / (D / 8) * ldv + tid % (D / 8) * 8);
 #pragma unroll
-        for (int i = 0; i < V_PER; i++) vd[i * V_ROWS * ldv / 8] = v[i];
+        for (int i = 0; i < V_PER; i++) vd[i * V_ROWS * ldv / 8] = to_half8(v[i], p.vv);
     }
 };
 
@@ -236,22 +258,13 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
     for (int dn = 0; dn < D / 8; dn++) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.0f, 0.0f};
     const float LOG2E = 1.44269504088896341f;
-    /* Past the last query (the last query tile of ViT's 197: 5 of 64 rows)
-     * a warp only helps load K and V; past the last key its 16-key
-     * products are left out (the last key tile of 197: 5 of 64 keys), as
-     * the masked scores' probabilities are zeros. Both are warp-uniform. */
-    const bool live = q0 + warp * 16 < p.M;
 
     for (int k0 = 0; k0 < p.N; k0 += BKEYS) {
         __syncthreads(); /* the last tile's K and V are read */
-        kv.store(Ks, LDK, Vs, LDV, tid);
+        kv.store(Ks, LDK, Vs, LDV, p, tid);
         __syncthreads();
         const bool more = k0 + BKEYS < p.N;
         if (PREFETCH && more) kv.load(kb, vb, p, k0 + BKEYS, tid);
-        if (!live) {
-            if (!PREFETCH && more) kv.load(kb, vb, p, k0 + BKEYS, tid);
-            continue;
-        }
 
         float s[BKEYS / 8][4];
 #pragma unroll
@@ -260,7 +273,6 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
         for (int ks = 0; ks < D / 16; ks++)
 #pragma unroll
             for (int np = 0; np < BKEYS / 16; np++) {
-                if (k0 + np * 16 >= p.N) break;
                 uint32_t bf[4]; /* keys np*16.. by head dims ks*16..: (keys 0-7, dims 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) */
                 if constexpr (KROWS)
                     ldmatrix_x4(smem_addr(Ks + (np * 16 + (lane >> 4) * 8 + (lane & 7)) * LDK + ks * 16 + ((lane >> 3) & 1) * 8), bf);
@@ -318,7 +330,6 @@ __global__ void __launch_bounds__(THREADS, D <= 64 ? 3 : 2) attention_kernel(att
         /* O += P V: two 8-key pieces of P's accumulators make one 16-key A fragment */
 #pragma unroll
         for (int kk = 0; kk < BKEYS / 16; kk++) {
-            if (k0 + kk * 16 >= p.N) break;
             const uint32_t a[4] = {pack_half2(s[2 * kk][0], s[2 * kk][1]), pack_half2(s[2 * kk][2], s[2 * kk][3]),
                                    pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                                    pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
