@@ -1436,9 +1436,9 @@ qf_status cu_igemm_create(cu_engine *c, const cu_conv_geo *g, const int8_t *w, c
          * one block an SM; where K is one or two stages, 128 x 128 tiles two
          * blocks an SM (not for a GELU, whose linear values take the room);
          * the ping-pong form's 64 x 128 and 64 x 256 likewise, only where
-         * QFORGE_CUDA_TMA_PINGPONG is set: its first form hung on ViT-B/16's
-         * layers of more stages than the ring (bench/cuda_notes.md, session
-         * 48), and the turn barrier that fixes it has not run on a GPU yet */
+         * QFORGE_CUDA_TMA_PINGPONG is set: with its turn barrier it is
+         * correct on the GPU, but it won only a few layers without a GELU, by
+         * 1-2 %, not worth their tuning time (bench/cuda_notes.md, session 49) */
         const bool pingpong = getenv("QFORGE_CUDA_TMA_PINGPONG") != NULL;
         const bool gelu = rq->act == QF_ACT_GELU || rq->act == QF_ACT_GELU_TANH, smooth = rq->act != QF_ACT_NONE && !gelu;
         const bool short_k = !gelu && (K + TMA_BK - 1) / TMA_BK <= 2;
