@@ -19,6 +19,9 @@ static const qf_node *only_reader(const qf_graph *g, int v)
 }
 
 static bool is_half(const qf_value *v) { return v->dtype == QF_F16; }
+/* int8 with a per-tensor scale: what an FP16 node reads dequantized (timm's
+ * DeiT: the scalar Muls read the int8 Q and K that its Split made) */
+static bool is_i8q(const qf_value *v) { return v->dtype == QF_I8 && v->scale > 0.0f; }
 
 /* The matrices' batch dims: all but the last two, the same for a and b. */
 static bool same_batch(const qf_value *a, const qf_value *b)
@@ -69,20 +72,21 @@ static bool take_bias(const qf_graph *g, const qfi_attention_rules *r, const qf_
 }
 
 /* The value read through a scalar Mul: when v's only reader is node
- * `reader` and v is an FP16 Mul of a half value by a one-element constant,
- * that value, with the constant multiplied into *scale and the Mul added
- * to ch's pre-nodes; else v. */
+ * `reader` and v is an FP16 Mul of a half (or dequantized int8) value by a
+ * one-element constant, that value, with the constant multiplied into
+ * *scale and the Mul added to ch's pre-nodes; else v. */
 static int through_scale(const qf_graph *g, const qfi_attention_rules *r, int v, const qf_node *reader, float *scale,
-                         qfi_attention_chain *ch)
+                         qfi_attention_chain *ch, bool i8)
 {
     const int p = g->values[v].producer;
     if (p < 0 || only_reader(g, v) != reader || ch->n_pre == QFI_ATTN_MAX_PRE) return v;
     const qf_node *m = &g->nodes[p];
-    if (m->op != QF_OP_MUL || m->n_in != 2 || m->n_out != 1 || m->in[0] < 0 || m->in[1] < 0 || !node_ok(g, r, m))
+    if (m->op != QF_OP_MUL || m->n_in != 2 || m->n_out != 1 || m->in[0] < 0 || m->in[1] < 0 || !node_ok(g, r, m) ||
+        !is_half(&g->values[v]))
         return v;
     for (int k = 0; k < 2; k++) {
         const qf_value *c = qfi_in(g, m, k), *x = qfi_in(g, m, 1 - k);
-        if (!(c->flags & QF_VALUE_CONST) || !c->data || qf_value_numel(c) != 1 || !is_half(x) ||
+        if (!(c->flags & QF_VALUE_CONST) || !c->data || qf_value_numel(c) != 1 || !(is_half(x) || (i8 && is_i8q(x))) ||
             qf_value_numel(x) != qf_value_numel(&g->values[v]))
             continue;
         float f;
@@ -97,18 +101,23 @@ static int through_scale(const qf_graph *g, const qfi_attention_rules *r, int v,
 }
 
 /* K when v (K^T, r dims) is its only reader's Transpose of the last two
- * dims of a half value; the Transpose is added to ch's pre-nodes. Else -1. */
+ * dims of a half (or int8) value; the Transpose is added to ch's pre-nodes.
+ * Else -1. */
 static int through_transpose(const qf_graph *g, const qfi_attention_rules *r, int v, const qf_node *reader,
-                             qfi_attention_chain *ch)
+                             qfi_attention_chain *ch, bool i8)
 {
     const int p = g->values[v].producer;
     if (p < 0 || only_reader(g, v) != reader || ch->n_pre == QFI_ATTN_MAX_PRE) return -1;
     const qf_node *t = &g->nodes[p];
-    if (t->op != QF_OP_TRANSPOSE || t->n_in != 1 || t->in[0] < 0 || t->n_out != 1 || !node_ok(g, r, t)) return -1;
+    if (t->op != QF_OP_TRANSPOSE || t->n_in != 1 || t->in[0] < 0 || t->n_out != 1) return -1;
     const qf_value *x = qfi_in(g, t, 0);
+    /* an int8 K's Transpose is an INT8 node (it moves levels) */
+    if (!(node_ok(g, r, t) || (i8 && is_i8q(x) && t->precision == QF_PREC_INT8 && (!r || !r->node || r->node(r->user, g, (int)(t - g->nodes))))))
+        return -1;
     const qfi_transpose_params *tp = (const qfi_transpose_params *)t->params;
     const int rank = g->values[v].ndim;
-    if (!is_half(x) || x->ndim != rank || rank < 2 || !tp || (tp->n_perm != rank && !(tp->n_perm == 0 && rank == 2)))
+    if (!(is_half(x) || (i8 && is_i8q(x))) || x->ndim != rank || rank < 2 || !tp ||
+        (tp->n_perm != rank && !(tp->n_perm == 0 && rank == 2)))
         return -1;
     for (int d = 0; d < tp->n_perm; d++)
         if (tp->perm[d] != (d < rank - 2 ? d : d == rank - 2 ? rank - 1 : rank - 2)) return -1;
@@ -202,6 +211,20 @@ static void view_pick(vview *w, int axis, int64_t at, bool keep)
     }
 }
 
+/* Elements [start, start + len) along `axis` (a Split's output): the dim's
+ * outermost atom sliced, where the atoms inside it hold whole steps. */
+static bool view_slice(vview *w, int axis, int64_t start, int64_t len)
+{
+    const int a0 = w->first[axis], a1 = w->first[axis + 1];
+    if (a0 == a1) return start == 0 && len == 1; /* a dim of one element */
+    int64_t inner = 1;
+    for (int a = a0 + 1; a < a1; a++) inner *= w->size[a];
+    if (start % inner || len % inner) return false;
+    w->offset += start / inner * w->stride[a0];
+    w->size[a0] = len / inner;
+    return true;
+}
+
 /* Atoms a .. b - 1 merged where one continues the next; how many remain,
  * into size/stride. */
 static int view_merge(const vview *w, int a, int b, int64_t *size, int64_t *stride, int max)
@@ -239,14 +262,17 @@ static bool view_of_operand(const vview *w, qfi_attention_view *out)
 }
 
 /* A node that only moves elements (or, once, dequantizes them per tensor
- * into halves), its data input 0, that a view can take in. */
-static bool view_node(const qf_graph *g, const qfi_attention_rules *r, const qf_node *n, bool *dq)
+ * into halves), its data input 0, that a view can take in; y: the output
+ * the walk came through (one of a Split's). */
+static bool view_node(const qf_graph *g, const qfi_attention_rules *r, const qf_node *n, const qf_value *y, bool *dq)
 {
     *dq = false;
-    if (n->n_out != 1 || n->n_in < 1 || n->in[0] < 0 || (r && r->node && !r->node(r->user, g, (int)(n - g->nodes))))
+    if ((n->n_out != 1 && n->op != QF_OP_SPLIT) || n->n_in < 1 || n->in[0] < 0 ||
+        (r && r->node && !r->node(r->user, g, (int)(n - g->nodes))))
         return false;
-    const qf_value *x = qfi_in(g, n, 0), *y = qfi_out(g, n, 0);
+    const qf_value *x = qfi_in(g, n, 0);
     switch (n->op) {
+    case QF_OP_SPLIT:
     case QF_OP_RESHAPE:
     case QF_OP_FLATTEN:
     case QF_OP_SQUEEZE:
@@ -266,16 +292,25 @@ static bool view_node(const qf_graph *g, const qfi_attention_rules *r, const qf_
     }
 }
 
-/* The view of path[n - 1] .. path[0] applied to the root (path[n - 1]'s input). */
-static bool view_along(const qf_graph *g, const int *path, int n, qfi_attention_view *out)
+/* The view of path[n - 1] .. path[0] applied to the root (path[n - 1]'s
+ * input); outv[k]: the value node path[k] makes on the way. An int8
+ * operand without a DequantizeLinear on its walk is read dequantized by
+ * its own scale and zero point (the pass nodes keep the root's). */
+static bool view_along(const qf_graph *g, const int *path, const int *outv, int n, qfi_attention_view *out)
 {
     vview w;
     view_init(&w, qfi_in(g, &g->nodes[path[n - 1]], 0));
     out->int8 = false;
     for (int k = n - 1; k >= 0; k--) {
         const qf_node *m = &g->nodes[path[k]];
-        const qf_value *y = qfi_out(g, m, 0);
-        if (m->op == QF_OP_TRANSPOSE) {
+        const qf_value *y = &g->values[outv[k]];
+        if (m->op == QF_OP_SPLIT) {
+            const qfi_split_params *sp = (const qfi_split_params *)m->params;
+            int64_t start = 0;
+            int j = 0;
+            while (j < m->n_out && m->out[j] != outv[k]) start += qfi_out(g, m, j++)->dims[sp->norm];
+            if (j == m->n_out || !view_slice(&w, sp->norm, start, y->dims[sp->norm])) return false;
+        } else if (m->op == QF_OP_TRANSPOSE) {
             view_transpose(&w, (const qfi_transpose_params *)m->params);
         } else if (m->op == QF_OP_GATHER) {
             const qf_value *x = qfi_in(g, m, 0), *ix = qfi_in(g, m, 1);
@@ -293,17 +328,22 @@ static bool view_along(const qf_graph *g, const int *path, int n, qfi_attention_
         }
         if (w.ndim != y->ndim) return false;
     }
+    const qf_value *v = &g->values[outv[0]];
+    if (!out->int8 && is_i8q(v)) out->int8 = true, out->scale = v->scale, out->zero_point = v->zero_point;
     return view_of_operand(&w, out);
 }
 
-/* Whether every reader of `node`'s output is a node the chain takes (a graph output: no). */
+/* Whether every reader of `node`'s outputs is a node the chain takes (a graph output: no). */
 static bool readers_taken(const qf_graph *g, int node, const char *taken)
 {
-    const int v = g->nodes[node].out[0];
-    if (g->values[v].flags & QF_VALUE_OUTPUT) return false;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++)
-            if (g->nodes[i].in[k] == v && !taken[i]) return false;
+    for (int o = 0; o < g->nodes[node].n_out; o++) {
+        const int v = g->nodes[node].out[o];
+        if (v < 0) continue;
+        if (g->values[v].flags & QF_VALUE_OUTPUT) return false;
+        for (int i = 0; i < g->n_nodes; i++)
+            for (int k = 0; k < g->nodes[i].n_in; k++)
+                if (g->nodes[i].in[k] == v && !taken[i]) return false;
+    }
     return true;
 }
 
@@ -315,7 +355,7 @@ static bool readers_taken(const qf_graph *g, int node, const char *taken)
 static void take_views(const qf_graph *g, const qfi_attention_rules *r, qfi_attention_chain *ch)
 {
     enum { MAXP = 12 };
-    int path[3][MAXP], len[3] = {0, 0, 0};
+    int path[3][MAXP], outv[3][MAXP], len[3] = {0, 0, 0};
     int *const value[3] = {&ch->q, &ch->kt, &ch->v};
     for (int o = 0; o < 3; o++) {
         if (o == QFI_ATTN_K && !ch->k_rows) continue;
@@ -323,8 +363,9 @@ static void take_views(const qf_graph *g, const qfi_attention_rules *r, qfi_atte
         bool dq_seen = false, dq;
         while (len[o] < MAXP && g->values[v].producer >= 0) {
             const qf_node *n = &g->nodes[g->values[v].producer];
-            if (!view_node(g, r, n, &dq) || (dq && dq_seen)) break;
+            if (!view_node(g, r, n, &g->values[v], &dq) || (dq && dq_seen)) break;
             dq_seen |= dq;
+            outv[o][len[o]] = v;
             path[o][len[o]++] = (int)(n - g->nodes);
             v = n->in[0];
         }
@@ -347,7 +388,7 @@ static void take_views(const qf_graph *g, const qfi_attention_rules *r, qfi_atte
                     break;
                 }
             qfi_attention_view w;
-            if (len[o] && (!view_along(g, path[o], len[o], &w) ||
+            if (len[o] && (!view_along(g, path[o], outv[o], len[o], &w) ||
                            !operand_ok(g, r, g->nodes[path[o][len[o] - 1]].in[0], ch->first)))
                 len[o] = 0, changed = true;
         }
@@ -358,7 +399,7 @@ static void take_views(const qf_graph *g, const qfi_attention_rules *r, qfi_atte
     if (ch->n_pre + n_new > QFI_ATTN_MAX_PRE) return;
     for (int o = 0; o < 3; o++) {
         if (!len[o]) continue;
-        view_along(g, path[o], len[o], &ch->view[o]);
+        view_along(g, path[o], outv[o], len[o], &ch->view[o]);
         *value[o] = g->nodes[path[o][len[o] - 1]].in[0];
         for (int k = 0; k < len[o]; k++) {
             bool dup = false;
@@ -388,7 +429,9 @@ int64_t qfi_attention_view_row(const qfi_attention_view *w, int64_t b, int64_t i
     return off;
 }
 
-bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules *rules, qfi_attention_chain *ch)
+/* i8: the scalar Muls and K's Transpose may read int8 Q and K (then the
+ * chain must read all three from int8 roots) */
+static bool match(const qf_graph *g, int first, const qfi_attention_rules *rules, qfi_attention_chain *ch, bool i8)
 {
     const qf_node *n = &g->nodes[first];
     memset(ch, 0, sizeof *ch);
@@ -396,12 +439,14 @@ bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules
     ch->first = first;
     ch->scale = 1.0f;
     /* Q and K^T, or what the exporter's scalar Muls and K's Transpose read */
-    ch->q = through_scale(g, rules, n->in[0], n, &ch->scale, ch);
-    ch->kt = through_scale(g, rules, n->in[1], n, &ch->scale, ch);
-    const int k_in = through_transpose(g, rules, ch->kt, ch->kt == n->in[1] ? n : &g->nodes[ch->pre[ch->n_pre - 1]], ch);
+    ch->q = through_scale(g, rules, n->in[0], n, &ch->scale, ch, i8);
+    ch->kt = through_scale(g, rules, n->in[1], n, &ch->scale, ch, i8);
+    const int k_in = through_transpose(g, rules, ch->kt, ch->kt == n->in[1] ? n : &g->nodes[ch->pre[ch->n_pre - 1]], ch, i8);
     if (k_in >= 0) ch->kt = k_in, ch->k_rows = true;
     const qf_value *q = &g->values[ch->q], *kt = &g->values[ch->kt], *s = qfi_out(g, n, 0);
-    if (!is_half(q) || !is_half(kt) || !is_half(s) || !same_batch(q, kt) || q->ndim > QFI_ATTN_MAX_DIMS) return false;
+    if (!(is_half(q) || is_i8q(q)) || !(is_half(kt) || is_i8q(kt)) || !is_half(s) || !same_batch(q, kt) ||
+        q->ndim > QFI_ATTN_MAX_DIMS)
+        return false;
     const int r = q->ndim;
     ch->M = q->dims[r - 2], ch->D = q->dims[r - 1], ch->N = kt->dims[ch->k_rows ? r - 2 : r - 1];
     ch->nb = qfi_numel(r - 2, q->dims);
@@ -438,18 +483,32 @@ bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules
             plain_view(&ch->view[QFI_ATTN_Q], ch->nb, ch->M, ch->D);
             plain_view(&ch->view[QFI_ATTN_K], ch->nb, ch->N, ch->D);
             plain_view(&ch->view[QFI_ATTN_V], ch->nb, ch->N, ch->D);
+            const int operand[3] = {ch->q, ch->kt, ch->v};
+            for (int o = 0; o < 3; o++) { /* an int8 Q or K (read by the scalar Muls) dequantized by its own scale */
+                const qf_value *w = &g->values[operand[o]];
+                if (is_i8q(w)) ch->view[o].int8 = true, ch->view[o].scale = w->scale, ch->view[o].zero_point = w->zero_point;
+            }
             if (!rules || rules->views) {
                 const qfi_attention_chain plain = *ch;
                 take_views(g, rules, ch);
                 if (rules && rules->views_ok && !rules->views_ok(rules->user, ch)) *ch = plain;
             }
-            return true;
+            /* int8 Q or K: taken only where all three operands are read
+             * from int8 roots (one kind of root, as the CUDA kernel takes
+             * them); else the chain starts at the Muls' half outputs */
+            const bool all_i8 = ch->view[QFI_ATTN_Q].int8 && ch->view[QFI_ATTN_K].int8 && ch->view[QFI_ATTN_V].int8;
+            return all_i8 || (is_half(q) && is_half(kt));
         } else {
             return false;
         }
         ch->nodes[ch->n_nodes++] = (int)(m - g->nodes);
         cur = m->out[0];
     }
+}
+
+bool qfi_attention_match(const qf_graph *g, int first, const qfi_attention_rules *rules, qfi_attention_chain *ch)
+{
+    return match(g, first, rules, ch, true) || match(g, first, rules, ch, false);
 }
 
 void qfi_attention_log(const qf_graph *g, const qfi_attention_chain *ch)

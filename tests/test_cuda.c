@@ -438,6 +438,36 @@ static qf_graph *b_sdpa_scaled(void)
     output(g, merge_heads(g, av, 80, 128));
     return g;
 }
+/* timm's Attention (DeiT) on b_sdpa_scaled's sizes: one qkv Linear (128 ->
+ * 384), Reshape (2, 80, 3, 2, 64), Transpose(2, 0, 3, 1, 4), a Split in
+ * three along axis 0 and a Squeeze each as Q, K and V, then the scaled
+ * form. At INT8 the scalar Muls read the int8 Q and K the Split made: the
+ * chain takes them, K's Transpose and the split in, and reads all three
+ * from the qkv output's int8 rows. */
+static qf_graph *b_sdpa_timm(void)
+{
+    qf_graph *g = new_graph("sdpa_timm");
+    int x = input(g, "x", 3, DIMS(2, 80, 128));
+    int r = reshape_to(g, "qkv.r", linear(g, "qkv", x, 128, 384), 5, DIMS(0, 80, 3, 2, 64));
+    int t = unary(g, "qkv.t", QF_OP_TRANSPOSE, r);
+    set_ints(&g->nodes[g->n_nodes - 1], "perm", 5, DIMS(2, 0, 3, 1, 4));
+    int part[3] = {value(g, "q.p"), value(g, "k.p"), value(g, "v.p")}, h[3];
+    ck_assert_int_ge(qf_graph_add_node(g, "qkv.split", QF_OP_SPLIT, 1, IN(t), 3, part), 0);
+    set_int(&g->nodes[g->n_nodes - 1], "axis", 0);
+    for (int i = 0; i < 3; i++) {
+        char n[8], ax[12];
+        snprintf(n, sizeof n, "%c", "qkv"[i]), snprintf(ax, sizeof ax, "%c.axes", "qkv"[i]);
+        h[i] = binary(g, n, QF_OP_SQUEEZE, part[i], ints(g, ax, 1, DIMS(0)));
+    }
+    int kt = value(g, "k.t"), c = weight(g, "s", 0, NULL, 0.35355339f, 0.35355339f);
+    set_ints(op(g, "k.t", QF_OP_TRANSPOSE, 1, IN(h[1]), kt), "perm", 4, DIMS(0, 1, 3, 2));
+    int s = binary(g, "qk", QF_OP_MATMUL, binary(g, "q.s", QF_OP_MUL, h[0], c), binary(g, "kt.s", QF_OP_MUL, kt, c));
+    int p = unary(g, "softmax", QF_OP_SOFTMAX, s);
+    set_int(&g->nodes[g->n_nodes - 1], "axis", -1);
+    int av = binary(g, "av", QF_OP_MATMUL, p, h[2]);
+    output(g, merge_heads(g, av, 80, 128));
+    return g;
+}
 /* Swin's form: 4 windows of 49 tokens (2 images of 2 windows), 2 heads of
  * 32; the scores get a relative-position bias [1, 2, 49, 49], are viewed as
  * [2, 2, 2, 49, 49] for the shifted windows' mask [1, 2, 1, 49, 49] (0 or
@@ -1626,7 +1656,8 @@ static void count_attention(void *user, qf_log_level level, const char *msg)
 }
 
 /* The attention graphs on both engines at every precision (fused on both
- * at FP16 and INT8, where the attention stays FP16), and the fusion itself
+ * at FP16 and INT8, where the attention stays FP16; timm's split form too),
+ * and the fusion itself
  * on the engine under test: one chain each at FP16, none with its NOFUSE
  * variable; on the device, Swin's two constant biases read as one summed
  * table; the scaled form's two Muls and K's Transpose taken in, and each
@@ -1634,8 +1665,8 @@ static void count_attention(void *user, qf_log_level level, const char *msg)
  * and V read through views of the Linear layers' outputs on both engines. */
 START_TEST(attention_fused)
 {
-    const build_fn builds[3] = {b_sdpa_vit, b_sdpa_swin, b_sdpa_scaled};
-    for (int k = 0; k < 3; k++) {
+    const build_fn builds[4] = {b_sdpa_vit, b_sdpa_swin, b_sdpa_scaled, b_sdpa_timm};
+    for (int k = 0; k < 4; k++) {
         int8_reads_fp16_gemms = true;
         check_graph(builds[k], false);
         int8_reads_fp16_gemms = false;
@@ -1657,6 +1688,14 @@ START_TEST(attention_fused)
             qf_graph_free(g);
         }
     }
+    /* timm's form at INT8: the chain takes the split in (9 nodes, and V's
+     * DequantizeLinear where the quantizer made one), not only V's walk */
+    qf_graph *g = build_minmax(b_sdpa_timm, QF_PREC_INT8, false);
+    int counts[3] = {0, 0, 0};
+    qf_engine_free(create_logged(g, false, count_attention, counts));
+    ck_assert_msg(counts[0] == 1 && counts[2] >= 9, "%s INT8: %d chains, %d nodes before taken in", g->source, counts[0],
+                  counts[2]);
+    qf_graph_free(g);
 }
 END_TEST
 

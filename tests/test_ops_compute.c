@@ -1591,6 +1591,49 @@ static qf_graph *packed_attention_graph(float s, bool inproj)
     return g;
 }
 
+/* timm's Attention (DeiT) after its qkv Linear: x (2, S, E) -> MatMul by
+ * (E, 3 E) and a bias Add -> Reshape (2, S, 3, H, D) -> Transpose(2, 0, 3,
+ * 1, 4) -> Split (axis 0, three parts) -> Squeeze(0) each as Q, K and V,
+ * then torch.onnx's scaled dot product as in packed_attention_graph; FP32. */
+static qf_graph *timm_attention_graph(float s)
+{
+    qf_graph *g = qf_graph_new("timm_attention");
+    g->opset = 17;
+    int x = input(g, "x", 3, (int64_t[]){2, PK_S, PK_E});
+    int w = weight(g, "qkv.w", 2, (int64_t[]){PK_E, 3 * PK_E}, -0.2f, 0.2f);
+    int bias = weight(g, "qkv.b", 1, (int64_t[]){3 * PK_E}, -0.1f, 0.1f), mm = value(g, "qkv.mm"), qkv = value(g, "qkv");
+    op(g, "qkv.mm", QF_OP_MATMUL, 2, (int[]){x, w}, mm);
+    op(g, "qkv", QF_OP_ADD, 2, (int[]){mm, bias}, qkv);
+    int r = value(g, "r"), t = value(g, "t"), part[3], h[3];
+    op(g, "r", QF_OP_RESHAPE, 2, (int[]){qkv, i64_const(g, "r.shape", 5, (int64_t[]){2, PK_S, 3, 3, ATT_D})}, r);
+    set_ints(op(g, "t", QF_OP_TRANSPOSE, 1, &r, t), "perm", 5, (int64_t[]){2, 0, 3, 1, 4});
+    for (int i = 0; i < 3; i++) {
+        char n[2][8];
+        snprintf(n[0], sizeof n[0], "part%d", i), snprintf(n[1], sizeof n[1], "h%d", i);
+        part[i] = value(g, n[0]), h[i] = value(g, n[1]);
+    }
+    const int sp = qf_graph_add_node(g, "split", QF_OP_SPLIT, 1, &t, 3, part);
+    ck_assert_int_ge(sp, 0);
+    set_int(&g->nodes[sp], "axis", 0);
+    for (int i = 0; i < 3; i++) {
+        char n[8], ax[8];
+        snprintf(n, sizeof n, "h%d", i), snprintf(ax, sizeof ax, "sq%d", i);
+        op(g, n, QF_OP_SQUEEZE, 2, (int[]){part[i], i64_const(g, ax, 1, (int64_t[]){0})}, h[i]);
+    }
+    int c = weight(g, "s", 0, NULL, s, s);
+    int qsv = value(g, "q.s"), kt = value(g, "k.t"), kts = value(g, "kt.s"), sc = value(g, "qk"), p = value(g, "p"),
+        y = value(g, "av");
+    op(g, "q_scale", QF_OP_MUL, 2, (int[]){h[0], c}, qsv);
+    set_ints(op(g, "k_t", QF_OP_TRANSPOSE, 1, &h[1], kt), "perm", 4, (int64_t[]){0, 1, 3, 2});
+    op(g, "k_scale", QF_OP_MUL, 2, (int[]){kt, c}, kts);
+    op(g, "qk", QF_OP_MATMUL, 2, (int[]){qsv, kts}, sc);
+    set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, &sc, p), "axis", -1);
+    op(g, "av", QF_OP_MATMUL, 2, (int[]){p, h[2]}, y);
+    output(g, y);
+    prepare_graph(g, 2);
+    return g;
+}
+
 /* The nodes before the chain that the engine's debug line says it took in */
 static void note_pre(void *user, qf_log_level level, const char *msg)
 {
@@ -1684,6 +1727,52 @@ START_TEST(attention_chain_reads_views)
     ck_assert_int_eq(memcmp(yv, yn, (size_t)2 * 3 * PK_S * ATT_D * sizeof(float)), 0);
     printf("  %s: %d nodes taken in, Q, K and V read from the in-projection's int8 output\n", g->source, ch.n_pre);
     free(yv), free(yn), free(x);
+    qf_graph_free(g);
+}
+END_TEST
+
+/* timm's DeiT at INT8: its scalar Muls (FP16 nodes) read the int8 Q and K
+ * that the qkv Linear's Split made, so the chain takes the Muls, K's INT8
+ * Transpose, the Squeezes, the Split, the Transpose and the Reshape in, and
+ * reads Q, K and V from the qkv output's int8 rows (offsets 0, E and 2 E);
+ * its output is the unfused nodes' within half precision's rounding. With
+ * the views off, the chain starts at the Muls' half outputs, as before. */
+START_TEST(attention_chain_reads_timm_split)
+{
+    const float s = 1.0f / sqrtf(sqrtf((float)ATT_D));
+    rng_use_xorshift(94);
+    qf_graph *g = timm_attention_graph(s);
+    const int64_t nx = 2 * PK_S * PK_E;
+    float *x = malloc((size_t)nx * sizeof *x);
+    for (int64_t i = 0; i < nx; i++) x[i] = frand(-2.0f, 2.0f);
+    qf_calib_table *t = calibrate_minmax(g, x);
+    qf_quant_opts o;
+    qf_quant_opts_init(&o);
+    o.precision = QF_PREC_INT8;
+    ck_assert_msg(qf_quantize(g, t, &o, NULL) == QF_OK, "%s", qf_error_message());
+    qf_calib_table_free(t);
+    const int first = node_index(g, "qk");
+    qfi_attention_chain ch;
+    ck_assert(first >= 0 && qfi_attention_match(g, first, NULL, &ch));
+    bool took_split = false;
+    for (int k = 0; k < ch.n_pre; k++) took_split |= g->nodes[ch.pre[k]].op == QF_OP_SPLIT;
+    ck_assert_msg(took_split && ch.k_rows && fabsf(ch.scale - s * s) <= 1e-3f * s * s /* s as the FP16 Muls hold it */, "%s: %d nodes taken in, scale %g",
+                  g->source, ch.n_pre, (double)ch.scale);
+    for (int k = 0; k < 3; k++)
+        ck_assert_msg(ch.view[k].int8 && ch.view[k].offset == k * PK_E && ch.view[k].row_stride == 3 * PK_E,
+                      "operand %d: int8 %d, offset %lld, row stride %lld", k, ch.view[k].int8, (long long)ch.view[k].offset,
+                      (long long)ch.view[k].row_stride);
+    int pre_views, pre_plain, pre_none;
+    float *yv = run_packed(g, x, NULL, &pre_views), *yp = run_packed(g, x, "views", &pre_plain),
+          *yn = run_packed(g, x, "1", &pre_none);
+    ck_assert_msg(pre_views == ch.n_pre && pre_plain >= 0 && pre_plain < pre_views && pre_none == -1,
+                  "%d, %d and %d nodes taken in", pre_views, pre_plain, pre_none);
+    const int64_t ny = 2 * 3 * PK_S * ATT_D;
+    const double db = sqnr_db(yn, yv, ny), db_plain = sqnr_db(yn, yp, ny);
+    printf("  %s: %d nodes taken in; against the unfused nodes %.1f dB (views off: %.1f dB)\n", g->source, ch.n_pre, db,
+           db_plain);
+    ck_assert_msg(db >= 50.0, "%.1f dB", db);
+    free(yv), free(yp), free(yn), free(x);
     qf_graph_free(g);
 }
 END_TEST
@@ -2010,6 +2099,7 @@ static Suite *suite(void)
     tcase_add_test(tc, attention_chain_fused);
     tcase_add_test(tc, attention_chain_takes_sdpa_scale);
     tcase_add_test(tc, attention_chain_reads_views);
+    tcase_add_test(tc, attention_chain_reads_timm_split);
     suite_add_tcase(s, tc);
     return s;
 }
