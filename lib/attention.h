@@ -30,9 +30,11 @@
  *
  * An engine that reads operands through views (qfi_attention_rules.views)
  * also takes in the Reshapes, Transposes, Squeezes, Unsqueezes, Flattens,
- * Gathers of one constant index and the one per-tensor DequantizeLinear
- * that make Q, K or V from another value, the root (ViT's heads split out
- * of the int8 in-projection, [S, B, 3E] to three [B, H, S, D]): the chain
+ * Gathers of one constant index, Splits and the one per-tensor
+ * DequantizeLinear that make Q, K or V from another value, the root (ViT's
+ * heads split out of the int8 in-projection, [S, B, 3E] to three [B, H, S,
+ * D]; DeiT's Split of its qkv output, whose int8 Q and K its scalar Muls
+ * read dequantized, as the chain then reads all three): the chain
  * reads each element where the root holds it (qfi_attention_view) and an
  * int8 root's element as the DequantizeLinear's half, so the values read
  * are the unfused nodes'. A node shared by the operands goes only where all
