@@ -32,9 +32,14 @@ static bool same_batch(const qf_value *a, const qf_value *b)
     return true;
 }
 
+/* n runs at precision prec and the engine's rules take it */
+static bool node_ok_at(const qf_graph *g, const qfi_attention_rules *r, const qf_node *n, qf_precision prec)
+{
+    return n->precision == prec && (!r || !r->node || r->node(r->user, g, (int)(n - g->nodes)));
+}
 static bool node_ok(const qf_graph *g, const qfi_attention_rules *r, const qf_node *n)
 {
-    return n->precision == QF_PREC_FP16 && (!r || !r->node || r->node(r->user, g, (int)(n - g->nodes)));
+    return node_ok_at(g, r, n, QF_PREC_FP16);
 }
 
 /* Whether the fused kernel at node `first` can read v. */
@@ -112,8 +117,7 @@ static int through_transpose(const qf_graph *g, const qfi_attention_rules *r, in
     if (t->op != QF_OP_TRANSPOSE || t->n_in != 1 || t->in[0] < 0 || t->n_out != 1) return -1;
     const qf_value *x = qfi_in(g, t, 0);
     /* an int8 K's Transpose is an INT8 node (it moves levels) */
-    if (!(node_ok(g, r, t) || (i8 && is_i8q(x) && t->precision == QF_PREC_INT8 && (!r || !r->node || r->node(r->user, g, (int)(t - g->nodes))))))
-        return -1;
+    if (!(node_ok(g, r, t) || (i8 && is_i8q(x) && node_ok_at(g, r, t, QF_PREC_INT8)))) return -1;
     const qfi_transpose_params *tp = (const qfi_transpose_params *)t->params;
     const int rank = g->values[v].ndim;
     if (!(is_half(x) || (i8 && is_i8q(x))) || x->ndim != rank || rank < 2 || !tp ||
@@ -261,6 +265,13 @@ static bool view_of_operand(const vview *w, qfi_attention_view *out)
     return true;
 }
 
+/* An int8 operand (what the scalar Muls read) read dequantized by its own
+ * scale and zero point; other operands as they are. */
+static void view_dequantized(qfi_attention_view *w, const qf_value *v)
+{
+    if (is_i8q(v)) w->int8 = true, w->scale = v->scale, w->zero_point = v->zero_point;
+}
+
 /* A node that only moves elements (or, once, dequantizes them per tensor
  * into halves), its data input 0, that a view can take in; y: the output
  * the walk came through (one of a Split's). */
@@ -328,8 +339,7 @@ static bool view_along(const qf_graph *g, const int *path, const int *outv, int 
         }
         if (w.ndim != y->ndim) return false;
     }
-    const qf_value *v = &g->values[outv[0]];
-    if (!out->int8 && is_i8q(v)) out->int8 = true, out->scale = v->scale, out->zero_point = v->zero_point;
+    if (!out->int8) view_dequantized(out, &g->values[outv[0]]);
     return view_of_operand(&w, out);
 }
 
@@ -484,10 +494,7 @@ static bool match(const qf_graph *g, int first, const qfi_attention_rules *rules
             plain_view(&ch->view[QFI_ATTN_K], ch->nb, ch->N, ch->D);
             plain_view(&ch->view[QFI_ATTN_V], ch->nb, ch->N, ch->D);
             const int operand[3] = {ch->q, ch->kt, ch->v};
-            for (int o = 0; o < 3; o++) { /* an int8 Q or K (read by the scalar Muls) dequantized by its own scale */
-                const qf_value *w = &g->values[operand[o]];
-                if (is_i8q(w)) ch->view[o].int8 = true, ch->view[o].scale = w->scale, ch->view[o].zero_point = w->zero_point;
-            }
+            for (int o = 0; o < 3; o++) view_dequantized(&ch->view[o], &g->values[operand[o]]);
             if (!rules || rules->views) {
                 const qfi_attention_chain plain = *ch;
                 take_views(g, rules, ch);

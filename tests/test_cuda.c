@@ -420,16 +420,12 @@ static qf_graph *b_sdpa_vit(void)
     output(g, merge_heads(g, av, 80, 128));
     return g;
 }
-/* torch.onnx's scaled_dot_product_attention on ViT's form: softmax(Q K^T /
- * 8) written as MatMul(Mul(Q, s), Mul(Transpose(K), s)), s = 64^-1/4, which
- * the chain takes in (K read by rows, each score scaled in FP32). */
-static qf_graph *b_sdpa_scaled(void)
+/* torch.onnx's scaled_dot_product_attention of heads q, k, v (2, 2, 80,
+ * 64): softmax(Q K^T / 8) written as MatMul(Mul(Q, s), Mul(Transpose(K),
+ * s)), s = 64^-1/4, then merged back to (2, 80, 128) as g's output. */
+static qf_graph *scaled_sdpa_output(qf_graph *g, int q, int k, int v)
 {
-    qf_graph *g = new_graph("sdpa_scaled");
-    int x = input(g, "x", 3, DIMS(2, 80, 128));
-    int v = split_heads(g, "v", x, 128, 80, 2, 64, false), q = split_heads(g, "q", x, 128, 80, 2, 64, false);
-    int k = split_heads(g, "k", x, 128, 80, 2, 64, false), kt = value(g, "k.t");
-    int c = weight(g, "s", 0, NULL, 0.35355339f, 0.35355339f);
+    int kt = value(g, "k.t"), c = weight(g, "s", 0, NULL, 0.35355339f, 0.35355339f);
     set_ints(op(g, "k.t", QF_OP_TRANSPOSE, 1, IN(k), kt), "perm", 4, DIMS(0, 1, 3, 2));
     int s = binary(g, "qk", QF_OP_MATMUL, binary(g, "q.s", QF_OP_MUL, q, c), binary(g, "kt.s", QF_OP_MUL, kt, c));
     int p = unary(g, "softmax", QF_OP_SOFTMAX, s);
@@ -437,6 +433,16 @@ static qf_graph *b_sdpa_scaled(void)
     int av = binary(g, "av", QF_OP_MATMUL, p, v);
     output(g, merge_heads(g, av, 80, 128));
     return g;
+}
+/* The scaled form on ViT's heads, which the chain takes in (K read by rows,
+ * each score scaled in FP32). */
+static qf_graph *b_sdpa_scaled(void)
+{
+    qf_graph *g = new_graph("sdpa_scaled");
+    int x = input(g, "x", 3, DIMS(2, 80, 128));
+    int v = split_heads(g, "v", x, 128, 80, 2, 64, false), q = split_heads(g, "q", x, 128, 80, 2, 64, false);
+    int k = split_heads(g, "k", x, 128, 80, 2, 64, false);
+    return scaled_sdpa_output(g, q, k, v);
 }
 /* timm's Attention (DeiT) on b_sdpa_scaled's sizes: one qkv Linear (128 ->
  * 384), Reshape (2, 80, 3, 2, 64), Transpose(2, 0, 3, 1, 4), a Split in
@@ -459,14 +465,7 @@ static qf_graph *b_sdpa_timm(void)
         snprintf(n, sizeof n, "%c", "qkv"[i]), snprintf(ax, sizeof ax, "%c.axes", "qkv"[i]);
         h[i] = binary(g, n, QF_OP_SQUEEZE, part[i], ints(g, ax, 1, DIMS(0)));
     }
-    int kt = value(g, "k.t"), c = weight(g, "s", 0, NULL, 0.35355339f, 0.35355339f);
-    set_ints(op(g, "k.t", QF_OP_TRANSPOSE, 1, IN(h[1]), kt), "perm", 4, DIMS(0, 1, 3, 2));
-    int s = binary(g, "qk", QF_OP_MATMUL, binary(g, "q.s", QF_OP_MUL, h[0], c), binary(g, "kt.s", QF_OP_MUL, kt, c));
-    int p = unary(g, "softmax", QF_OP_SOFTMAX, s);
-    set_int(&g->nodes[g->n_nodes - 1], "axis", -1);
-    int av = binary(g, "av", QF_OP_MATMUL, p, h[2]);
-    output(g, merge_heads(g, av, 80, 128));
-    return g;
+    return scaled_sdpa_output(g, h[0], h[1], h[2]);
 }
 /* Swin's form: 4 windows of 49 tokens (2 images of 2 windows), 2 heads of
  * 32; the scores get a relative-position bias [1, 2, 49, 49], are viewed as

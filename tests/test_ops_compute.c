@@ -1537,6 +1537,25 @@ static int i64_const(qf_graph *g, const char *name, int n, const int64_t *vals)
     return qfi_graph_add_const(g, name, QF_I64, n ? 1 : 0, (int64_t[]){n}, d);
 }
 
+/* torch.onnx's scaled dot product on the heads h (Q, K, V: (2, H, S, D)):
+ * MatMul(Mul(Q, s), Mul(Transpose(K), s)), Softmax, MatMul by V as the
+ * graph's output; g prepared at batch 2 and returned. */
+static qf_graph *scaled_sdpa_output(qf_graph *g, const int h[3], float s)
+{
+    int c = weight(g, "s", 0, NULL, s, s);
+    int qsv = value(g, "q.s"), kt = value(g, "k.t"), kts = value(g, "kt.s"), sc = value(g, "qk"), p = value(g, "p"),
+        y = value(g, "av");
+    op(g, "q_scale", QF_OP_MUL, 2, (int[]){h[0], c}, qsv);
+    set_ints(op(g, "k_t", QF_OP_TRANSPOSE, 1, &h[1], kt), "perm", 4, (int64_t[]){0, 1, 3, 2});
+    op(g, "k_scale", QF_OP_MUL, 2, (int[]){kt, c}, kts);
+    op(g, "qk", QF_OP_MATMUL, 2, (int[]){qsv, kts}, sc);
+    set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, &sc, p), "axis", -1);
+    op(g, "av", QF_OP_MATMUL, 2, (int[]){p, h[2]}, y);
+    output(g, y);
+    prepare_graph(g, 2);
+    return g;
+}
+
 /* torch.onnx's nn.MultiheadAttention (batch_first) after its in-projection:
  * x (2, S, 3 E) -> Transpose(1, 0, 2) -> [MatMul by (E, 3 E) and a bias
  * Add, where inproj: then x is (2, S, E)] -> Reshape (S, 2, 3, E) ->
@@ -1577,18 +1596,7 @@ static qf_graph *packed_attention_graph(float s, bool inproj)
         snprintf(in, sizeof in, "hs%d", i);
         op(g, n[3], QF_OP_RESHAPE, 2, (int[]){ti, i64_const(g, in, 4, (int64_t[]){2, 3, PK_S, ATT_D})}, h[i]);
     }
-    int c = weight(g, "s", 0, NULL, s, s);
-    int qsv = value(g, "q.s"), kt = value(g, "k.t"), kts = value(g, "kt.s"), sc = value(g, "qk"), p = value(g, "p"),
-        y = value(g, "av");
-    op(g, "q_scale", QF_OP_MUL, 2, (int[]){h[0], c}, qsv);
-    set_ints(op(g, "k_t", QF_OP_TRANSPOSE, 1, &h[1], kt), "perm", 4, (int64_t[]){0, 1, 3, 2});
-    op(g, "k_scale", QF_OP_MUL, 2, (int[]){kt, c}, kts);
-    op(g, "qk", QF_OP_MATMUL, 2, (int[]){qsv, kts}, sc);
-    set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, &sc, p), "axis", -1);
-    op(g, "av", QF_OP_MATMUL, 2, (int[]){p, h[2]}, y);
-    output(g, y);
-    prepare_graph(g, 2);
-    return g;
+    return scaled_sdpa_output(g, h, s);
 }
 
 /* timm's Attention (DeiT) after its qkv Linear: x (2, S, E) -> MatMul by
@@ -1620,18 +1628,7 @@ static qf_graph *timm_attention_graph(float s)
         snprintf(n, sizeof n, "h%d", i), snprintf(ax, sizeof ax, "sq%d", i);
         op(g, n, QF_OP_SQUEEZE, 2, (int[]){part[i], i64_const(g, ax, 1, (int64_t[]){0})}, h[i]);
     }
-    int c = weight(g, "s", 0, NULL, s, s);
-    int qsv = value(g, "q.s"), kt = value(g, "k.t"), kts = value(g, "kt.s"), sc = value(g, "qk"), p = value(g, "p"),
-        y = value(g, "av");
-    op(g, "q_scale", QF_OP_MUL, 2, (int[]){h[0], c}, qsv);
-    set_ints(op(g, "k_t", QF_OP_TRANSPOSE, 1, &h[1], kt), "perm", 4, (int64_t[]){0, 1, 3, 2});
-    op(g, "k_scale", QF_OP_MUL, 2, (int[]){kt, c}, kts);
-    op(g, "qk", QF_OP_MATMUL, 2, (int[]){qsv, kts}, sc);
-    set_int(op(g, "softmax", QF_OP_SOFTMAX, 1, &sc, p), "axis", -1);
-    op(g, "av", QF_OP_MATMUL, 2, (int[]){p, h[2]}, y);
-    output(g, y);
-    prepare_graph(g, 2);
-    return g;
+    return scaled_sdpa_output(g, h, s);
 }
 
 /* The nodes before the chain that the engine's debug line says it took in */
